@@ -1,0 +1,18 @@
+export {
+  ERROR_CODES,
+  SwitchyardError,
+  alreadyExists,
+  cancelled,
+  capacityExhausted,
+  deadlineExceeded,
+  internal,
+  invalidArgument,
+  isSwitchyardError,
+  notFound,
+  toSwitchyardError,
+  unavailable,
+  unsupported,
+} from './errors.js';
+export type { ErrorCode } from './errors.js';
+export { silentLogger } from './logger.js';
+export type { LogFn, Logger } from './logger.js';

@@ -1,0 +1,166 @@
+/**
+ * The engine's public surface: what the front doors (HTTP, gRPC, metrics) and the worker app
+ * call. Everything here is transport-neutral. Lookup and validation failures are thrown as
+ * `SwitchyardError` with Triton's messages; the front doors render them.
+ */
+import type { SwitchyardError } from '@switchyard/common';
+import type { DataType, InferRequest, InferResponse } from '@switchyard/kserve';
+import type { ModelConfig } from '@switchyard/model-config';
+
+export interface ServerMetadata {
+  name: string;
+  version: string;
+  extensions: string[];
+}
+
+export interface TensorMetadata {
+  name: string;
+  datatype: DataType;
+  /** `[-1, ...dims]` when the model batches (max_batch_size > 0), else `dims`. */
+  shape: number[];
+}
+
+export interface ModelMetadata {
+  name: string;
+  /** READY versions as strings, or just the requested one. */
+  versions: string[];
+  /** Config `platform`, or `backend` when platform is empty. */
+  platform: string;
+  inputs: TensorMetadata[];
+  outputs: TensorMetadata[];
+}
+
+/**
+ * Lifecycle of one model version, as Triton reports it.
+ * - LOADING: files read, backend instances being created and warmed up; not servable yet.
+ * - READY: servable.
+ * - UNLOADING: no new requests admitted; in-flight ones finish, then instances are released.
+ * - UNAVAILABLE: not servable; `reason` says why (load failure, or "unloaded").
+ * - UNKNOWN: reported for models seen on disk but never loaded.
+ */
+export type ModelState = 'UNKNOWN' | 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
+
+/** One row of the repository index. A model known on disk but never loaded carries only `name`. */
+export interface ModelIndexEntry {
+  name: string;
+  version?: string;
+  state?: ModelState;
+  reason?: string;
+}
+
+export interface LoadModelOptions {
+  /** A ModelConfig in protobuf JSON that replaces config.pbtxt (Triton's load `config` parameter). */
+  config?: string;
+  /**
+   * File overrides keyed by their path inside the model folder, e.g. `1/model.onnx`
+   * (the part after `file:` in the load parameter). When present, `config` is required and
+   * the model is loaded from these files alone.
+   */
+  files?: Map<string, Uint8Array>;
+}
+
+export interface UnloadModelOptions {
+  unloadDependents?: boolean;
+}
+
+export interface StatisticDuration {
+  count: number;
+  ns: number;
+}
+
+export interface InferBatchStatistics {
+  batch_size: number;
+  compute_input: StatisticDuration;
+  compute_infer: StatisticDuration;
+  compute_output: StatisticDuration;
+}
+
+export interface MemoryUsage {
+  type: string;
+  id: number;
+  byte_size: number;
+}
+
+/** Triton's statistics extension, field names as on the wire. */
+export interface ModelStatistics {
+  name: string;
+  version: string;
+  /** ms since the epoch of the last inference, 0 if none. */
+  last_inference: number;
+  inference_count: number;
+  execution_count: number;
+  inference_stats: {
+    success: StatisticDuration;
+    fail: StatisticDuration;
+    queue: StatisticDuration;
+    compute_input: StatisticDuration;
+    compute_infer: StatisticDuration;
+    compute_output: StatisticDuration;
+    cache_hit: StatisticDuration;
+    cache_miss: StatisticDuration;
+  };
+  response_stats: Record<string, unknown>;
+  batch_stats: InferBatchStatistics[];
+  memory_usage: MemoryUsage[];
+}
+
+/** Failure reasons as Triton's `nv_inference_request_failure{reason=...}` labels them. */
+export type FailureReason = 'REJECTED' | 'CANCELED' | 'BACKEND' | 'OTHER';
+
+/** What the metrics front door reads at scrape time, per loaded model version. */
+export interface ModelMetricsSnapshot {
+  statistics: ModelStatistics;
+  failures: Record<FailureReason, number>;
+  /** Requests queued and not yet executing. */
+  pendingRequests: number;
+  /** Seconds the last load took. */
+  loadDurationSecs: number;
+}
+
+/**
+ * One result of a submitted request. Non-decoupled models produce exactly one result with
+ * `final: true` (a response or an error). Decoupled models produce zero or more responses and
+ * then a final result, which may carry no response at all.
+ */
+export interface InferResult {
+  response?: InferResponse;
+  error?: SwitchyardError;
+  final: boolean;
+}
+
+export interface SubmitOptions {
+  /** Aborting cancels the request; it then ends with a `cancelled` error. */
+  signal?: AbortSignal;
+}
+
+export interface InferenceEngine {
+  /** The process is up (always true until shutdown completes). */
+  isLive(): boolean;
+  /** Live, not shutting down, and (strict readiness) every loaded model version READY. */
+  isReady(): boolean;
+  serverMetadata(): ServerMetadata;
+
+  modelMetadata(name: string, version?: number): ModelMetadata;
+  /** Never throws: unknown or unready models are simply not ready. */
+  isModelReady(name: string, version?: number): boolean;
+  /** The normalised configuration of a READY version (the one a request without version would use). */
+  modelConfig(name: string, version?: number): ModelConfig;
+  /** Statistics of READY versions: all models, one model, or one version. */
+  modelStatistics(name?: string, version?: number): ModelStatistics[];
+  metricsSnapshot(): ModelMetricsSnapshot[];
+
+  repositoryIndex(readyOnly: boolean): Promise<ModelIndexEntry[]>;
+  loadModel(name: string, options?: LoadModelOptions): Promise<void>;
+  unloadModel(name: string, options?: UnloadModelOptions): Promise<void>;
+
+  /**
+   * Validate and schedule a request. Results arrive through `onResult`, the last one with
+   * `final: true`. Validation errors are delivered through `onResult` too, never thrown.
+   */
+  submit(request: InferRequest, onResult: (result: InferResult) => void, options?: SubmitOptions): void;
+  /** `submit` for non-decoupled models: resolves with the single response or rejects with its error. */
+  infer(request: InferRequest, options?: SubmitOptions): Promise<InferResponse>;
+
+  /** Stop admitting requests, let in-flight ones finish, unload every model. */
+  shutdown(): Promise<void>;
+}

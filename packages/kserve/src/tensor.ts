@@ -1,0 +1,141 @@
+/**
+ * Tensor byte-level helpers shared by every codec and backend: element sizes, element counts,
+ * Triton's BYTES serialisation, and aligned typed-array views.
+ */
+import { invalidArgument } from '@switchyard/common';
+import { DATATYPES, type DataType } from './protocols.js';
+
+const ELEMENT_SIZE: Record<DataType, number> = {
+  BOOL: 1,
+  UINT8: 1,
+  UINT16: 2,
+  UINT32: 4,
+  UINT64: 8,
+  INT8: 1,
+  INT16: 2,
+  INT32: 4,
+  INT64: 8,
+  FP16: 2,
+  FP32: 4,
+  FP64: 8,
+  BYTES: 0,
+  BF16: 2,
+};
+
+export function isDataType(s: unknown): s is DataType {
+  return typeof s === 'string' && (DATATYPES as readonly string[]).includes(s);
+}
+
+/** Bytes per element; 0 for BYTES, whose elements vary in size. */
+export function elementByteSize(datatype: DataType): number {
+  return ELEMENT_SIZE[datatype];
+}
+
+/** Number of elements of a shape; 1 for a scalar shape `[]`. */
+export function elementCount(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+/** Byte size of a fixed-size tensor, or undefined for BYTES. */
+export function fixedByteSize(datatype: DataType, shape: readonly number[]): number | undefined {
+  const size = ELEMENT_SIZE[datatype];
+  return size === 0 ? undefined : size * elementCount(shape);
+}
+
+/** Serialise BYTES elements: each a uint32 little-endian length followed by its bytes. */
+export function serializeBytesElements(elements: readonly Uint8Array[]): Uint8Array {
+  let total = 0;
+  for (const e of elements) total += 4 + e.byteLength;
+  const out = new Uint8Array(total);
+  const view = new DataView(out.buffer);
+  let off = 0;
+  for (const e of elements) {
+    view.setUint32(off, e.byteLength, true);
+    out.set(e, off + 4);
+    off += 4 + e.byteLength;
+  }
+  return out;
+}
+
+/**
+ * Split serialised BYTES data into elements (views into `data`, not copies).
+ * Throws invalid_argument with Triton's wording when the data is truncated.
+ */
+export function deserializeBytesElements(data: Uint8Array, tensorName = ''): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  let off = 0;
+  while (off < data.byteLength) {
+    if (off + 4 > data.byteLength) {
+      throw invalidArgument(`incomplete string length indicator for inference input '${tensorName}', expecting 4 bytes but only ${data.byteLength - off} bytes available`);
+    }
+    const len = view.getUint32(off, true);
+    off += 4;
+    if (off + len > data.byteLength) {
+      throw invalidArgument(`incomplete string data for inference input '${tensorName}', expecting string of length ${len} but only ${data.byteLength - off} bytes available`);
+    }
+    out.push(data.subarray(off, off + len));
+    off += len;
+  }
+  return out;
+}
+
+export type TypedArray =
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | BigUint64Array
+  | BigInt64Array
+  | Float32Array
+  | Float64Array;
+
+/**
+ * A typed-array view of fixed-size tensor bytes. Copies only when `data` is not aligned to the
+ * element size (gRPC-decoded buffers often are not). FP16 and BF16 come back as Uint16Array
+ * (raw bit patterns); BOOL as Uint8Array.
+ */
+export function typedView(datatype: DataType, data: Uint8Array): TypedArray {
+  const size = ELEMENT_SIZE[datatype];
+  if (size === 0) throw new Error('typedView: BYTES has no fixed-size view');
+  let src = data;
+  if (src.byteOffset % size !== 0) src = src.slice();
+  const n = src.byteLength / size;
+  const { buffer, byteOffset } = src;
+  switch (datatype) {
+    case 'BOOL':
+    case 'UINT8':
+      return new Uint8Array(buffer, byteOffset, n);
+    case 'INT8':
+      return new Int8Array(buffer, byteOffset, n);
+    case 'UINT16':
+    case 'FP16':
+    case 'BF16':
+      return new Uint16Array(buffer, byteOffset, n);
+    case 'INT16':
+      return new Int16Array(buffer, byteOffset, n);
+    case 'UINT32':
+      return new Uint32Array(buffer, byteOffset, n);
+    case 'INT32':
+      return new Int32Array(buffer, byteOffset, n);
+    case 'UINT64':
+      return new BigUint64Array(buffer, byteOffset, n);
+    case 'INT64':
+      return new BigInt64Array(buffer, byteOffset, n);
+    case 'FP32':
+      return new Float32Array(buffer, byteOffset, n);
+    case 'FP64':
+      return new Float64Array(buffer, byteOffset, n);
+    default:
+      throw new Error(`typedView: unhandled datatype ${String(datatype)}`);
+  }
+}
+
+/** The bytes behind a typed array (a view, not a copy). */
+export function bytesOf(array: ArrayBufferView): Uint8Array {
+  return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+}
