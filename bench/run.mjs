@@ -1,0 +1,148 @@
+// `npm run bench`: side-by-side measurements in one run, printed as tables with ratios and
+// written to bench/results/<timestamp>.json. A program, not a test: nothing here gates CI.
+//
+// Worker (issue 2), on the MLP (FP32 [1,256] -> 3 x (256x256 MatMul + Add + Relu)):
+//   raw      in-process onnxruntime-node session.run at batch 1 (same session options as the worker)
+//   served   the worker over HTTP JSON, HTTP binary and gRPC at concurrency 1, 16, 64
+//   bare     a node:http and a grpc-js server answering the same payload sizes with no inference
+// Goals reported against: served gRPC at c=16 >= 0.5x raw rate; served p50 at c=1 within 1.5x of
+// (bare p50 + raw run p50).
+import { spawn } from 'node:child_process';
+import http from 'node:http';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import * as ort from 'onnxruntime-node';
+import { startWorkerProcess } from '@switchyard/testing';
+import { runLoad, summarize } from './lib/load.mjs';
+import { grpcClient, grpcInfer, httpPost, inferBodies } from './lib/clients.mjs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const QUICK = process.argv.includes('--quick');
+const DURATION_MS = QUICK ? 800 : 2500;
+const CONCURRENCY = [1, 16, 64];
+const MODEL = 'mlp';
+const MODEL_FILE = `${ROOT}examples/model_repository/${MODEL}/1/model.onnx`;
+const WIDTH = 256;
+
+const input = new Float32Array(WIDTH).map((_, i) => ((i * 37) % 101) / 101 - 0.5);
+const bodies = inferBodies('INPUT0', [1, WIDTH], input, 'OUTPUT0');
+const results = { date: new Date().toISOString(), machine: { cpus: cpus().length, model: cpus()[0]?.model, node: process.version }, durationMs: DURATION_MS, raw: {}, bare: {}, served: {} };
+
+function fmt(r) {
+  return `${r.throughput.toFixed(0).padStart(8)} req/s   p50 ${r.p50_us.toFixed(0).padStart(6)} us   p99 ${r.p99_us.toFixed(0).padStart(6)} us`;
+}
+
+// --- raw onnxruntime ---------------------------------------------------------------------
+async function measureRaw() {
+  const session = await ort.InferenceSession.create(MODEL_FILE, { executionProviders: ['cpu'], intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: 'all' });
+  const feeds = { INPUT0: new ort.Tensor('float32', input, [1, WIDTH]) };
+  for (let i = 0; i < 200; i++) await session.run(feeds);
+  const lat = [];
+  const start = process.hrtime.bigint();
+  const end = start + BigInt(DURATION_MS) * 1_000_000n;
+  let now = start;
+  while (now < end) {
+    const t0 = process.hrtime.bigint();
+    await session.run(feeds);
+    now = process.hrtime.bigint();
+    lat.push(Number(now - t0));
+  }
+  await session.release();
+  results.raw.batch1 = summarize(lat, Number(now - start));
+  console.log(`raw session.run batch 1                 ${fmt(results.raw.batch1)}`);
+}
+
+// --- clients for one server ----------------------------------------------------------------
+function callers(ports) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 128 });
+  const client = grpcClient(ports.grpc);
+  const grpcRequest = { model_name: MODEL, model_version: '', id: '', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, WIDTH] }], outputs: [{ name: 'OUTPUT0' }], raw_input_contents: [Buffer.from(input.buffer)] };
+  return {
+    close: () => {
+      agent.destroy();
+      client.close();
+    },
+    modes: {
+      'http-json': () => httpPost(ports.http, `/v2/models/${MODEL}/infer`, bodies.json, { 'content-type': 'application/json' }, agent),
+      'http-binary': () => httpPost(ports.http, `/v2/models/${MODEL}/infer`, bodies.binary, { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(bodies.binaryHeaderLength) }, agent),
+      grpc: () => grpcInfer(client, grpcRequest),
+    },
+  };
+}
+
+async function measureServer(label, ports, target) {
+  const c = callers(ports);
+  try {
+    for (const [mode, call] of Object.entries(c.modes)) {
+      target[mode] = {};
+      for (const concurrency of CONCURRENCY) {
+        const r = await runLoad(call, { concurrency, durationMs: DURATION_MS });
+        target[mode][concurrency] = r;
+        console.log(`${label} ${mode.padEnd(11)} c=${String(concurrency).padEnd(3)}         ${fmt(r)}`);
+      }
+    }
+  } finally {
+    c.close();
+  }
+}
+
+// --- bare servers ----------------------------------------------------------------------------
+async function measureBare(worker) {
+  // Same payloads the worker answers with: take them from one real request to the worker.
+  const json = await httpPost(worker.ports.http, `/v2/models/${MODEL}/infer`, bodies.json, { 'content-type': 'application/json' });
+  const binary = await new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port: worker.ports.http, path: `/v2/models/${MODEL}/infer`, method: 'POST', headers: { 'inference-header-content-length': String(bodies.binaryHeaderLength) } }, (res) => {
+      const chunks = [];
+      res.on('data', (d) => chunks.push(d));
+      res.on('end', () => resolve({ body: Buffer.concat(chunks), headerLength: Number(res.headers['inference-header-content-length']) }));
+    });
+    req.on('error', reject);
+    req.end(bodies.binary);
+  });
+  const raw = Buffer.alloc(WIDTH * 4);
+  const child = spawn(process.execPath, [`${ROOT}bench/lib/bare-servers.mjs`, JSON.stringify([json.toString('base64'), binary.body.toString('base64'), binary.headerLength, raw.toString('base64')])], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const ports = await new Promise((resolve) => child.stdout.once('data', (d) => resolve(JSON.parse(d.toString()))));
+  try {
+    await measureServer('bare  ', ports, results.bare);
+  } finally {
+    child.kill('SIGTERM');
+  }
+}
+
+function ratios() {
+  const raw = results.raw.batch1;
+  console.log('\nratios');
+  const rows = [];
+  for (const mode of ['http-json', 'http-binary', 'grpc']) {
+    for (const c of CONCURRENCY) {
+      const s = results.served[mode][c];
+      const b = results.bare[mode][c];
+      rows.push({ mode, concurrency: c, 'served/raw throughput': +(s.throughput / raw.throughput).toFixed(3), 'served/bare throughput': +(s.throughput / b.throughput).toFixed(3), 'served p50 / (bare p50 + raw p50)': +(s.p50_us / (b.p50_us + raw.p50_us)).toFixed(3) });
+    }
+  }
+  console.table(rows);
+  results.ratios = rows;
+  const g16 = results.served.grpc[16].throughput / raw.throughput;
+  const lat = Math.max(...['http-json', 'http-binary', 'grpc'].map((m) => results.served[m][1].p50_us / (results.bare[m][1].p50_us + raw.p50_us)));
+  results.goals = {
+    'served gRPC c=16 / raw batch-1 rate (goal >= 0.5)': +g16.toFixed(3),
+    'worst served p50 c=1 / (bare p50 + raw p50) (goal <= 1.5)': +lat.toFixed(3),
+  };
+  console.log('\ngoals');
+  for (const [k, v] of Object.entries(results.goals)) console.log(`  ${k}: ${v}`);
+}
+
+await measureRaw();
+const worker = await startWorkerProcess({ modelRepositories: ['examples/model_repository'], args: ['--model-control-mode=explicit', `--load-model=${MODEL}`, '--log-verbose=0'] });
+try {
+  await measureBare(worker);
+  await measureServer('served', worker.ports, results.served);
+} finally {
+  await worker.stop();
+}
+ratios();
+mkdirSync(`${ROOT}bench/results`, { recursive: true });
+const file = `${ROOT}bench/results/${results.date.replace(/[:.]/g, '-')}.json`;
+writeFileSync(file, JSON.stringify(results, null, 2) + '\n');
+console.log(`\nwritten to ${file.slice(ROOT.length)}`);

@@ -1,0 +1,44 @@
+/** A grpc-js client built from the project's protos, exactly as any Triton gRPC client would be. */
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { join } from 'node:path';
+import { repoRoot } from '@switchyard/testing';
+
+type Callback = (err: grpc.ServiceError | null, res: any) => void;
+export type GrpcClient = grpc.Client & Record<string, any>;
+
+export function loadGrpcClients(address: string): { inference: GrpcClient; health: GrpcClient } {
+  const def = protoLoader.loadSync(['grpc_service.proto', 'health.proto'], {
+    includeDirs: [join(repoRoot(), 'proto')],
+    keepCase: true,
+    longs: Number,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  });
+  const pkg = grpc.loadPackageDefinition(def) as any;
+  const opts = { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 };
+  return {
+    inference: new pkg.inference.GRPCInferenceService(address, grpc.credentials.createInsecure(), opts),
+    health: new pkg.grpc.health.v1.Health(address, grpc.credentials.createInsecure(), opts),
+  };
+}
+
+/** Call a unary RPC as a promise. */
+export function unary<T = any>(client: GrpcClient, method: string, request: object): Promise<T> {
+  return new Promise((resolve, reject) => {
+    (client[method] as (req: object, cb: Callback) => void)(request, (err, res) => (err ? reject(err) : resolve(res as T)));
+  });
+}
+
+/** Call a unary RPC expecting failure; resolves with the error. */
+export async function unaryError(client: GrpcClient, method: string, request: object): Promise<grpc.ServiceError> {
+  try {
+    await unary(client, method, request);
+  } catch (err) {
+    return err as grpc.ServiceError;
+  }
+  throw new Error(`${method} unexpectedly succeeded`);
+}
+
+export { grpc };
