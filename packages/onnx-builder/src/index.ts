@@ -1,1 +1,46 @@
-export {};
+// @switchyard/onnx-builder: build ONNX models deterministically, for examples, tests and benchmarks.
+export {
+  ElemType,
+  KSERVE_TO_ELEM_TYPE,
+  elemByteSize,
+  encodeRawData,
+  float16Bits,
+  bfloat16Bits,
+  type ElemTypeName,
+  type KserveDatatype,
+  type NumericValues,
+} from './elem-type.js';
+export {
+  GraphBuilder,
+  floatAttr,
+  floatsAttr,
+  stringsAttr,
+  tensorAttr,
+  DEFAULT_OPSET,
+  DEFAULT_IR_VERSION,
+  DEFAULT_PRODUCER,
+  type Dim,
+  type AttrValue,
+  type TypedAttr,
+  type TensorInit,
+  type BuildModelOptions,
+} from './graph-builder.js';
+export { decodeModelProto } from './onnx-proto.js';
+export { mulberry32, uniformFloats } from './prng.js';
+export {
+  BATCH_DIM,
+  buildSimpleModel,
+  buildSimpleStringModel,
+  buildIdentityModel,
+  buildAddConstantModel,
+  buildMlpModel,
+  type SimpleModelOptions,
+  type MlpModelOptions,
+} from './models.js';
+export {
+  exampleRepositoryFiles,
+  fixtureRepositoryFiles,
+  IDENTITY_FIXTURE_DATATYPES,
+  CORRUPT_MODEL_TEXT,
+  type GeneratedFile,
+} from './repository-plan.js';

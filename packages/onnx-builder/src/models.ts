@@ -1,0 +1,116 @@
+/**
+ * The concrete models of the example and fixture repositories. Each function returns the bytes of
+ * a `model.onnx`; they are pure and deterministic (weights come from a seeded PRNG).
+ *
+ * Shapes follow Triton's convention for the config beside the file: a model served with
+ * `max_batch_size > 0` has a leading symbolic 'batch' dimension in ONNX that its config.pbtxt
+ * leaves out of `dims`.
+ */
+import type { ElemTypeName } from './elem-type.js';
+import { GraphBuilder, type Dim } from './graph-builder.js';
+import { mulberry32, uniformFloats } from './prng.js';
+
+/** The symbolic name given to the batch dimension. */
+export const BATCH_DIM = 'batch';
+
+export interface SimpleModelOptions {
+  /** Element type of all four tensors. Default 'INT32'. */
+  elemType?: ElemTypeName;
+  /** Shape of every tensor, in ONNX terms (include the batch dim). Default ['batch', 16]. */
+  dims?: readonly Dim[];
+  graphName?: string;
+}
+
+/**
+ * Triton's `simple`: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1 (element-wise, same type).
+ * ORT CPU has Add/Sub kernels for every integer and float type used here (int8 included).
+ */
+export function buildSimpleModel(options: SimpleModelOptions = {}): Uint8Array {
+  const type = options.elemType ?? 'INT32';
+  const dims = options.dims ?? [BATCH_DIM, 16];
+  return new GraphBuilder(options.graphName ?? 'simple')
+    .input('INPUT0', type, dims)
+    .input('INPUT1', type, dims)
+    .output('OUTPUT0', type, dims)
+    .output('OUTPUT1', type, dims)
+    .node('Add', ['INPUT0', 'INPUT1'], ['OUTPUT0'])
+    .node('Sub', ['INPUT0', 'INPUT1'], ['OUTPUT1'])
+    .buildModel();
+}
+
+/**
+ * Triton's `simple_string`: INPUT0/INPUT1 are strings holding decimal integers; OUTPUT0/OUTPUT1
+ * are their sum/difference as decimal strings. ONNX Cast parses STRING → INT32 and prints
+ * INT32 → STRING. A string that is not a number makes ORT fail the run.
+ */
+export function buildSimpleStringModel(dims: readonly Dim[] = [BATCH_DIM, 16]): Uint8Array {
+  return new GraphBuilder('simple_string')
+    .input('INPUT0', 'STRING', dims)
+    .input('INPUT1', 'STRING', dims)
+    .output('OUTPUT0', 'STRING', dims)
+    .output('OUTPUT1', 'STRING', dims)
+    .node('Cast', ['INPUT0'], ['in0_int'], { to: 6 })
+    .node('Cast', ['INPUT1'], ['in1_int'], { to: 6 })
+    .node('Add', ['in0_int', 'in1_int'], ['sum_int'])
+    .node('Sub', ['in0_int', 'in1_int'], ['diff_int'])
+    .node('Cast', ['sum_int'], ['OUTPUT0'], { to: 8 })
+    .node('Cast', ['diff_int'], ['OUTPUT1'], { to: 8 })
+    .buildModel();
+}
+
+/** OUTPUT0 = Identity(INPUT0); default shape ['batch', -1] (a batched model with dims [-1]). */
+export function buildIdentityModel(elemType: ElemTypeName, dims: readonly Dim[] = [BATCH_DIM, -1]): Uint8Array {
+  return new GraphBuilder(`identity_${elemType.toLowerCase()}`)
+    .input('INPUT0', elemType, dims)
+    .output('OUTPUT0', elemType, dims)
+    .node('Identity', ['INPUT0'], ['OUTPUT0'])
+    .buildModel();
+}
+
+/**
+ * OUTPUT0 = INPUT0 + `addend` (FLOAT), e.g. the version number in `multi_version`, so a response
+ * shows which version served it. Default shape ['batch', 4].
+ */
+export function buildAddConstantModel(addend: number, dims: readonly Dim[] = [BATCH_DIM, 4]): Uint8Array {
+  return new GraphBuilder('add_constant')
+    .input('INPUT0', 'FLOAT', dims)
+    .output('OUTPUT0', 'FLOAT', dims)
+    .initializer('ADDEND', 'FLOAT', [], [addend])
+    .node('Add', ['INPUT0', 'ADDEND'], ['OUTPUT0'])
+    .buildModel();
+}
+
+export interface MlpModelOptions {
+  /** Features in and out of every layer. Default 256. */
+  width?: number;
+  /** Number of MatMul + Add + Relu layers. Default 3. */
+  layers?: number;
+  /** PRNG seed for the weights. Default 42. */
+  seed?: number;
+}
+
+/**
+ * A benchmark MLP: INPUT0 FLOAT ['batch', width] → layers × (MatMul W[width,width] + Add b + Relu)
+ * → OUTPUT0 FLOAT ['batch', width]. Weights are Glorot-uniform from `seed`, biases small, so
+ * activations stay finite for inputs of order 1.
+ */
+export function buildMlpModel(options: MlpModelOptions = {}): Uint8Array {
+  const width = options.width ?? 256;
+  const layers = options.layers ?? 3;
+  const next = mulberry32(options.seed ?? 42);
+  const g = new GraphBuilder('mlp')
+    .input('INPUT0', 'FLOAT', [BATCH_DIM, width])
+    .output('OUTPUT0', 'FLOAT', [BATCH_DIM, width]);
+  const limit = Math.sqrt(6 / (width + width));
+  let x = 'INPUT0';
+  for (let l = 0; l < layers; l++) {
+    const last = l === layers - 1;
+    g.initializer(`W${l}`, 'FLOAT', [width, width], uniformFloats(next, width * width, limit));
+    g.initializer(`B${l}`, 'FLOAT', [width], uniformFloats(next, width, 0.1));
+    g.node('MatMul', [x, `W${l}`], [`mm${l}`]);
+    g.node('Add', [`mm${l}`, `B${l}`], [`add${l}`]);
+    x = last ? 'OUTPUT0' : `relu${l}`;
+    g.node('Relu', [`add${l}`], [x]);
+  }
+  return g.buildModel();
+}

@@ -1,0 +1,78 @@
+/**
+ * Which generated file goes where in the two model repositories of the monorepo:
+ * `examples/model_repository` and `test/fixtures/model_repository`. The config.pbtxt files are
+ * written by hand and committed; only the files listed here are generated (and git-ignored), by
+ * `scripts/generate-models.mjs`.
+ */
+import { KSERVE_TO_ELEM_TYPE, type KserveDatatype } from './elem-type.js';
+import {
+  buildAddConstantModel,
+  buildIdentityModel,
+  buildMlpModel,
+  buildSimpleModel,
+  buildSimpleStringModel,
+  BATCH_DIM,
+} from './models.js';
+
+/** One generated file: `path` is POSIX, relative to its repository root. */
+export interface GeneratedFile {
+  readonly path: string;
+  build(): Uint8Array;
+}
+
+/**
+ * KServe datatypes with an `identity_<lowercase name>` fixture model. BF16 is missing on purpose:
+ * ORT's CPU kernels handle bfloat16, but onnxruntime-node 1.30 rejects bfloat16 graph inputs and
+ * outputs ("Unsupported data type: 16" at session creation), so no BF16 model can be served.
+ */
+export const IDENTITY_FIXTURE_DATATYPES: readonly KserveDatatype[] = [
+  'BOOL',
+  'UINT8',
+  'UINT16',
+  'UINT32',
+  'UINT64',
+  'INT8',
+  'INT16',
+  'INT32',
+  'INT64',
+  'FP16',
+  'FP32',
+  'FP64',
+  'BYTES',
+];
+
+/** Content of the `corrupt` fixture's model.onnx: not a protobuf ORT can parse. */
+export const CORRUPT_MODEL_TEXT = 'this is not an onnx model\n';
+
+const file = (path: string, build: () => Uint8Array): GeneratedFile => ({ path, build });
+
+/** Generated files of `examples/model_repository`. */
+export function exampleRepositoryFiles(): GeneratedFile[] {
+  return [
+    file('simple/1/model.onnx', () => buildSimpleModel()),
+    file('simple_int8/1/model.onnx', () => buildSimpleModel({ elemType: 'INT8', graphName: 'simple_int8' })),
+    file('simple_identity/1/model.onnx', () => buildIdentityModel('STRING')),
+    file('simple_string/1/model.onnx', () => buildSimpleStringModel()),
+    file('mlp/1/model.onnx', () => buildMlpModel()),
+  ];
+}
+
+/** Generated files of `test/fixtures/model_repository`. */
+export function fixtureRepositoryFiles(): GeneratedFile[] {
+  const simple = (): Uint8Array => buildSimpleModel();
+  return [
+    ...IDENTITY_FIXTURE_DATATYPES.map((dt) =>
+      file(`identity_${dt.toLowerCase()}/1/model.onnx`, () => buildIdentityModel(KSERVE_TO_ELEM_TYPE[dt])),
+    ),
+    file('simple/1/model.onnx', simple),
+    file('simple_nobatch/1/model.onnx', () => buildSimpleModel({ dims: [16], graphName: 'simple_nobatch' })),
+    ...[1, 2, 3].map((v) => file(`multi_version/${v}/model.onnx`, () => buildAddConstantModel(v, [4]))),
+    file('autocomplete/1/model.onnx', () =>
+      buildSimpleModel({ elemType: 'FLOAT', dims: [BATCH_DIM, 4], graphName: 'autocomplete' }),
+    ),
+    file('corrupt/1/model.onnx', () => new TextEncoder().encode(CORRUPT_MODEL_TEXT)),
+    file('bad_config/1/model.onnx', simple),
+    file('warmup/1/model.onnx', simple),
+    file('two_instances/1/model.onnx', simple),
+  ];
+}
