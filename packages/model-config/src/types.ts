@@ -134,3 +134,105 @@ export interface ModelConfig {
   response_cache?: { enable: boolean };
   model_metrics?: Record<string, unknown>;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Precise shapes for the sub-messages `ModelConfig` above types loosely. `ModelConfig` keeps its
+// loose field types (siblings rely on them); cast to these when reading the details. Every
+// object produced by this package's parsers has all the non-optional members below.
+
+export interface ModelPinnedMemoryBuffer {
+  enable: boolean;
+}
+
+export interface ModelOptimizationPolicy {
+  [field: string]: unknown;
+  graph?: { level: number };
+  priority: 'PRIORITY_DEFAULT' | 'PRIORITY_MAX' | 'PRIORITY_MIN';
+  cuda?: Record<string, unknown>;
+  execution_accelerators?: Record<string, unknown>;
+  input_pinned_memory?: ModelPinnedMemoryBuffer;
+  output_pinned_memory?: ModelPinnedMemoryBuffer;
+  gather_kernel_buffer_threshold: number;
+  eager_batching: boolean;
+}
+
+export type SequenceControlKind =
+  | 'CONTROL_SEQUENCE_START'
+  | 'CONTROL_SEQUENCE_READY'
+  | 'CONTROL_SEQUENCE_END'
+  | 'CONTROL_SEQUENCE_CORRID';
+
+export interface ModelSequenceControl {
+  kind: SequenceControlKind;
+  int32_false_true: number[];
+  fp32_false_true: number[];
+  bool_false_true: boolean[];
+  data_type: DataTypeName;
+}
+
+export interface ModelSequenceControlInput {
+  name: string;
+  control: ModelSequenceControl[];
+}
+
+export interface ModelSequenceInitialState {
+  data_type: DataTypeName;
+  dims: number[];
+  zero_data?: boolean;
+  data_file?: string;
+  name: string;
+}
+
+export interface ModelSequenceState {
+  input_name: string;
+  output_name: string;
+  data_type: DataTypeName;
+  dims: number[];
+  initial_state: ModelSequenceInitialState[];
+  use_same_buffer_for_input_output: boolean;
+  use_growable_memory: boolean;
+}
+
+export interface ModelSequenceBatching {
+  [field: string]: unknown;
+  /** Present when the direct strategy is chosen explicitly (direct is the default either way). */
+  direct?: { max_queue_delay_microseconds: number; minimum_slot_utilization: number };
+  oldest?: {
+    max_candidate_sequences: number;
+    preferred_batch_size: number[];
+    max_queue_delay_microseconds: number;
+    preserve_ordering: boolean;
+  };
+  /** 0 in a config; normalised to 1000000. */
+  max_sequence_idle_microseconds: number;
+  control_input: ModelSequenceControlInput[];
+  state: ModelSequenceState[];
+  iterative_sequence: boolean;
+}
+
+export interface ModelEnsemblingStep {
+  model_name: string;
+  /** -1: the latest version. */
+  model_version: number;
+  /** Key: the step model's tensor name. Value: the ensemble tensor name. */
+  input_map: Record<string, string>;
+  output_map: Record<string, string>;
+  model_namespace: string;
+}
+
+export interface ModelEnsembling {
+  [field: string]: unknown;
+  step: ModelEnsemblingStep[];
+  /** 0: unlimited. */
+  max_inflight_requests: number;
+}
+
+export interface ModelMetricControl {
+  metric_identifier?: { family: string };
+  histogram_options?: { buckets: number[] };
+}
+
+export interface ModelMetrics {
+  [field: string]: unknown;
+  metric_control: ModelMetricControl[];
+}
