@@ -1,1 +1,19 @@
+/**
+ * @switchyard/engine — the single-node inference engine: model repository, lifecycle,
+ * schedulers, backends and statistics behind the `InferenceEngine` interface.
+ */
 export type * from './types.js';
+export { Engine, createEngine } from './engine.js';
+export { DEFAULT_EXTENSIONS, DEFAULT_POLL_INTERVAL_SECS, DEFAULT_SERVER_NAME, DEFAULT_SERVER_VERSION } from './options.js';
+export type { ControlMode, EngineOptions } from './options.js';
+export type {
+  Backend,
+  BackendInstance,
+  BackendModel,
+  BackendModelContext,
+  BackendResult,
+  ExecutionOutcome,
+  ExecutionTiming,
+  InstanceSpec,
+} from './backend.js';
+export type { NormalizedInput, NormalizedRequest } from './request-normalizer.js';

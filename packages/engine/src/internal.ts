@@ -1,1 +1,36 @@
-export {};
+/**
+ * Things sibling packages and tests need but users do not: the pure building blocks
+ * (normalisation, repository rules, ORT config rules, statistics) and the roles' internals.
+ */
+export { compileEngineOptions } from './options.js';
+export type { CompiledEngineOptions } from './options.js';
+export { normalizeRequest, requestPrefix, dimsToString, applyReshape } from './request-normalizer.js';
+export {
+  validateModelName,
+  listRepositoryModels,
+  locateModel,
+  parseVersionDir,
+  selectVersions,
+  completeBackendFields,
+  checkConfigName,
+  DEFAULT_MODEL_FILENAMES,
+} from './repository.js';
+export { readModelSource, materializeOverride } from './model-source.js';
+export type { ModelSource, OverrideFolder } from './model-source.js';
+export { resolveBackend, backendNameOf, PLATFORM_BACKENDS } from './backend.js';
+export { OnnxRuntimeBackend, sessionIo } from './onnxruntime-backend.js';
+export { autoCompleteOnnxConfig, checkOnnxIo, ONNX_DEFAULT_MAX_BATCH_SIZE } from './onnx-io-config.js';
+export type { OnnxIo, OnnxIoInfo } from './onnx-io-config.js';
+export { ortTypeOf, configTypeOfOrt, toOrtTensor, fromOrtTensor, concatBatch, splitBatch } from './onnx-tensor-codec.js';
+export { createScheduler } from './scheduler.js';
+export type { Scheduler, SchedulerContext, BatchRunner } from './scheduler.js';
+export { DefaultScheduler, JobQueue } from './default-scheduler.js';
+export { executeBatch } from './batch-executor.js';
+export { InferenceJob } from './inference-job.js';
+export type { JobState } from './inference-job.js';
+export { ModelStatsCollector } from './statistics.js';
+export type { SuccessTimes } from './statistics.js';
+export { ModelLifecycle, UNLOADED_REASON } from './model-lifecycle.js';
+export { LoadedVersion } from './loaded-version.js';
+export { buildBaseConfig, loadVersion } from './model-loader.js';
+export { runWarmup } from './warmup.js';

@@ -11,3 +11,53 @@ export {
   typedView,
 } from './tensor.js';
 export type { TypedArray } from './tensor.js';
+export {
+  classificationCounts,
+  decodeModelInferRequest,
+  emptyFinalStreamResponse,
+  encodeModelInferResponse,
+  streamInferError,
+  streamInferResponse,
+} from './grpc-codec.js';
+export type { DecodedGrpcInferRequest, EncodeResponseOptions, StreamEcho } from './grpc-codec.js';
+export {
+  ENABLE_EMPTY_FINAL_RESPONSE,
+  FINAL_RESPONSE_PARAMETER,
+  encodeParameter,
+  parameterChoice,
+  parameterValue,
+  parseModelVersion,
+} from './grpc-parameters.js';
+export type {
+  GrpcInferInputTensor,
+  GrpcInferOutputTensor,
+  GrpcInferParameter,
+  GrpcInferRequestedOutputTensor,
+  GrpcInferTensorContents,
+  GrpcInt64,
+  GrpcModelInferRequest,
+  GrpcModelInferResponse,
+  GrpcModelStreamInferResponse,
+  GrpcParameterChoice,
+} from './grpc-messages.js';
+export { parseJson, stringifyJson, formatDouble, hasDoubleLiteral, isDoubleLiteralMember, isJsonObject, JsonDoubles } from './http-json.js';
+export type { JsonObject, JsonValue } from './http-json.js';
+export { MAX_JSON_DATA_DEPTH, jsonToTensorData, tensorDataToJson } from './json-data.js';
+export {
+  decodeHttpInferRequest,
+  decodeHttpRawInferRequest,
+  encodeHttpInferResponse,
+  parseInferenceHeaderLength,
+} from './http-codec.js';
+export type {
+  DecodedHttpInferRequest,
+  EncodedHttpInferResponse,
+  HttpInferBody,
+  HttpOutputKind,
+  HttpRequestedOutput,
+  HttpResponseOptions,
+  RawInputModel,
+} from './http-codec.js';
+export { classifyTensor } from './http-classification.js';
+export { decodeHttpGenerateRequest, encodeHttpGenerateResponse } from './http-generate.js';
+export type { GenerateInputMetadata } from './http-generate.js';

@@ -103,7 +103,8 @@ export function typedView(datatype: DataType, data: Uint8Array): TypedArray {
   const size = ELEMENT_SIZE[datatype];
   if (size === 0) throw new Error('typedView: BYTES has no fixed-size view');
   let src = data;
-  if (src.byteOffset % size !== 0) src = src.slice();
+  // `new Uint8Array(view)` copies (Buffer#slice would return another unaligned view).
+  if (src.byteOffset % size !== 0) src = new Uint8Array(src);
   const n = src.byteLength / size;
   const { buffer, byteOffset } = src;
   switch (datatype) {

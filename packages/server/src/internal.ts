@@ -1,1 +1,11 @@
-export {};
+// For sibling packages and tests only; not part of the public surface.
+export { PROTO_DIR, PROTO_LOADER_OPTIONS, loadGrpcProtos } from './grpc/protos.js';
+export type { GrpcProtos } from './grpc/protos.js';
+export { grpcStatusFor, toGrpcError } from './grpc/grpc-status.js';
+export { httpStatusFromErrorCode } from './http-status.js';
+export { readSharedMemoryInputs, sharedMemoryOutputTargets, writeSharedMemoryOutputs } from './grpc/shared-memory-io.js';
+export type { SharedMemoryTarget } from './grpc/shared-memory-io.js';
+export { TritonMetrics } from './metrics/triton-metrics.js';
+export { ProcCpuSampler } from './metrics/cpu-stats.js';
+export type { CpuMetricsSource } from './metrics/cpu-stats.js';
+export { renderPrometheusText } from './metrics/prometheus-text.js';

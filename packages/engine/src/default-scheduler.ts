@@ -1,0 +1,123 @@
+/**
+ * Triton's default scheduler: one FIFO queue per model version; each request executes alone
+ * on the next free instance. There is no cross-request batching (a client batch up to
+ * max_batch_size is one request). Instances are used in the order they become free.
+ */
+import { unavailable } from '@switchyard/common';
+import type { BackendInstance } from './backend.js';
+import type { InferenceJob } from './inference-job.js';
+import { requestPrefix } from './request-normalizer.js';
+import type { Scheduler, SchedulerContext } from './scheduler.js';
+
+/** A FIFO with O(1) push/shift and O(n) removal (cancellation is rare). */
+export class JobQueue {
+  private items: (InferenceJob | undefined)[] = [];
+  private head = 0;
+  private live = 0;
+
+  get size(): number {
+    return this.live;
+  }
+
+  push(job: InferenceJob): void {
+    this.items.push(job);
+    this.live++;
+  }
+
+  shift(): InferenceJob | undefined {
+    while (this.head < this.items.length) {
+      const job = this.items[this.head];
+      this.items[this.head++] = undefined;
+      if (job !== undefined) {
+        this.live--;
+        this.compact();
+        return job;
+      }
+    }
+    return undefined;
+  }
+
+  remove(job: InferenceJob): boolean {
+    const i = this.items.indexOf(job, this.head);
+    if (i < 0) return false;
+    this.items[i] = undefined;
+    this.live--;
+    return true;
+  }
+
+  private compact(): void {
+    if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+  }
+}
+
+export class DefaultScheduler implements Scheduler {
+  private readonly queue = new JobQueue();
+  private readonly idle: BackendInstance[];
+  private inflight = 0;
+  private stopped = false;
+  private drained: (() => void) | undefined;
+
+  constructor(
+    private readonly modelName: string,
+    private readonly context: SchedulerContext,
+  ) {
+    this.idle = [...context.instances];
+  }
+
+  enqueue(job: InferenceJob): void {
+    if (this.stopped) {
+      job.fail(unavailable(`${requestPrefix(job.request.request.id)}Model '${this.modelName}' is unloading`), 'REJECTED');
+      return;
+    }
+    this.queue.push(job);
+    this.dispatch();
+  }
+
+  cancel(job: InferenceJob): boolean {
+    const removed = this.queue.remove(job);
+    if (removed) this.checkDrained();
+    return removed;
+  }
+
+  pendingCount(): number {
+    return this.queue.size;
+  }
+
+  inflightCount(): number {
+    return this.inflight;
+  }
+
+  stop(): Promise<void> {
+    this.stopped = true;
+    if (this.queue.size === 0 && this.inflight === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.drained = resolve;
+    });
+  }
+
+  private dispatch(): void {
+    while (this.idle.length > 0 && this.queue.size > 0) {
+      const instance = this.idle.shift() as BackendInstance;
+      const job = this.queue.shift() as InferenceJob;
+      job.markExecuting();
+      this.inflight++;
+      void this.context.run(instance, [job]).finally(() => {
+        this.inflight--;
+        this.idle.push(instance);
+        this.dispatch();
+        this.checkDrained();
+      });
+    }
+  }
+
+  private checkDrained(): void {
+    if (this.stopped && this.queue.size === 0 && this.inflight === 0 && this.drained !== undefined) {
+      const resolve = this.drained;
+      this.drained = undefined;
+      resolve();
+    }
+  }
+}

@@ -1,0 +1,231 @@
+/**
+ * The engine: the `InferenceEngine` the front doors call. It wires the lifecycle (what is
+ * loaded), request normalisation and the per-version schedulers, and answers metadata,
+ * readiness and statistics queries. Transport-neutral; every failure is a SwitchyardError.
+ */
+import { stat } from 'node:fs/promises';
+import { cancelled, invalidArgument, toSwitchyardError, unavailable, type SwitchyardError } from '@switchyard/common';
+import type { InferRequest, InferResponse } from '@switchyard/kserve';
+import { configDataTypeToWire, type ModelConfig } from '@switchyard/model-config';
+import { InferenceJob } from './inference-job.js';
+import type { LoadedVersion } from './loaded-version.js';
+import { ModelLifecycle } from './model-lifecycle.js';
+import { OnnxRuntimeBackend } from './onnxruntime-backend.js';
+import { compileEngineOptions, type CompiledEngineOptions, type EngineOptions } from './options.js';
+import { normalizeRequest, requestPrefix, type NormalizedRequest } from './request-normalizer.js';
+import type {
+  InferResult,
+  InferenceEngine,
+  LoadModelOptions,
+  ModelIndexEntry,
+  ModelMetadata,
+  ModelMetricsSnapshot,
+  ModelStatistics,
+  ServerMetadata,
+  SubmitOptions,
+  TensorMetadata,
+  UnloadModelOptions,
+} from './types.js';
+
+const now = (): bigint => process.hrtime.bigint();
+
+const CONTROL_DISABLED = 'explicit model load / unload is not allowed if polling is enabled';
+
+function tensorMetadata(config: ModelConfig, io: ModelConfig['input'] | ModelConfig['output']): TensorMetadata[] {
+  return io.map((t) => ({
+    name: t.name,
+    datatype: configDataTypeToWire(t.data_type),
+    shape: config.max_batch_size > 0 ? [-1, ...t.dims] : [...t.dims],
+  }));
+}
+
+export class Engine implements InferenceEngine {
+  private live = true;
+  private stopping = false;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private polling: Promise<void> | undefined;
+
+  private constructor(
+    private readonly options: CompiledEngineOptions,
+    private readonly lifecycle: ModelLifecycle,
+  ) {}
+
+  /** Compile options, check the repositories, load the start-up models, start polling. */
+  static async create(userOptions: EngineOptions): Promise<Engine> {
+    const options = compileEngineOptions(userOptions);
+    const withBuiltins = { ...options, backends: { onnxruntime: new OnnxRuntimeBackend(), ...options.backends } };
+    for (const root of withBuiltins.modelRepositories) {
+      const info = await stat(root).catch(() => undefined);
+      if (!info?.isDirectory()) throw invalidArgument(`repository path is not a valid directory: '${root}'`);
+    }
+    const engine = new Engine(withBuiltins, new ModelLifecycle(withBuiltins));
+    await engine.start();
+    return engine;
+  }
+
+  private async start(): Promise<void> {
+    const { controlMode, loadAllAtStartup, startupModels, logger } = this.options;
+    if (controlMode !== 'explicit' || loadAllAtStartup) await this.lifecycle.loadAll();
+    else await Promise.all(startupModels.map((name) => this.lifecycle.loadQuietly(name)));
+    if (controlMode === 'poll') {
+      this.pollTimer = setInterval(() => {
+        if (this.polling !== undefined || this.stopping) return;
+        this.polling = this.lifecycle
+          .poll()
+          .catch((e: unknown) => logger.error({ err: e }, 'repository poll failed'))
+          .finally(() => {
+            this.polling = undefined;
+          });
+      }, this.options.pollIntervalMs);
+      this.pollTimer.unref();
+    }
+    logger.info({ controlMode, ready: this.lifecycle.readyModelNames() }, 'engine started');
+  }
+
+  isLive(): boolean {
+    return this.live;
+  }
+
+  isReady(): boolean {
+    if (!this.live || this.stopping) return false;
+    return !this.options.strictReadiness || this.lifecycle.allVersionsReady();
+  }
+
+  serverMetadata(): ServerMetadata {
+    return { name: this.options.serverName, version: this.options.serverVersion, extensions: [...this.options.extensions] };
+  }
+
+  modelMetadata(name: string, version?: number): ModelMetadata {
+    const loaded = this.lifecycle.resolve(name, version);
+    const config = loaded.config;
+    const versions = version !== undefined ? [String(version)] : this.lifecycle.readyVersions(name).map((v) => String(v.version));
+    return {
+      name,
+      versions,
+      platform: config.platform !== '' ? config.platform : config.backend,
+      inputs: tensorMetadata(config, config.input),
+      outputs: tensorMetadata(config, config.output),
+    };
+  }
+
+  isModelReady(name: string, version?: number): boolean {
+    return !(this.lifecycle.tryResolve(name, version) instanceof Error);
+  }
+
+  /** The normalised config of the resolved version. Shared, treat as read-only. */
+  modelConfig(name: string, version?: number): ModelConfig {
+    return this.lifecycle.resolve(name, version).config;
+  }
+
+  modelStatistics(name?: string, version?: number): ModelStatistics[] {
+    if (name === undefined || name === '') {
+      return this.lifecycle.readyModelNames().flatMap((n) => this.lifecycle.readyVersions(n).map((v) => v.stats.snapshot()));
+    }
+    const ready = this.lifecycle.readyVersions(name);
+    if (ready.length === 0) throw invalidArgument(`requested model '${name}' is not available`);
+    if (version === undefined) return ready.map((v) => v.stats.snapshot());
+    const match = ready.find((v) => v.version === version);
+    if (match === undefined) throw invalidArgument(`requested model version is not available for model '${name}'`);
+    return [match.stats.snapshot()];
+  }
+
+  metricsSnapshot(): ModelMetricsSnapshot[] {
+    return this.lifecycle.readyModelNames().flatMap((n) =>
+      this.lifecycle.readyVersions(n).map((v) => ({
+        statistics: v.stats.snapshot(),
+        failures: v.stats.failureCounts(),
+        pendingRequests: v.pendingCount(),
+        loadDurationSecs: v.loadDurationSecs,
+      })),
+    );
+  }
+
+  repositoryIndex(readyOnly: boolean): Promise<ModelIndexEntry[]> {
+    return this.lifecycle.index(readyOnly);
+  }
+
+  async loadModel(name: string, options?: LoadModelOptions): Promise<void> {
+    if (this.options.controlMode !== 'explicit') throw unavailable(CONTROL_DISABLED);
+    if (this.stopping) throw unavailable('Server is stopping');
+    await this.lifecycle.load(name, options);
+  }
+
+  /** `unloadDependents` is accepted; it matters once ensembles exist. */
+  async unloadModel(name: string, _options?: UnloadModelOptions): Promise<void> {
+    if (this.options.controlMode !== 'explicit') throw unavailable(CONTROL_DISABLED);
+    await this.lifecycle.unload(name);
+  }
+
+  submit(request: InferRequest, onResult: (result: InferResult) => void, options?: SubmitOptions): void {
+    const requestStartNs = now();
+    const deliver = (result: InferResult): void => {
+      try {
+        onResult(result);
+      } catch (e) {
+        this.options.logger.error({ err: e, model: request.modelName }, 'inference result callback threw');
+      }
+    };
+    const failEarly = (error: SwitchyardError): void => deliver({ final: true, error });
+    if (this.stopping) return failEarly(unavailable('Server is stopping'));
+    const resolved = this.lifecycle.tryResolve(request.modelName, request.modelVersion);
+    if (resolved instanceof Error) return failEarly(resolved);
+    const version: LoadedVersion = resolved;
+
+    let normalized: NormalizedRequest;
+    try {
+      normalized = normalizeRequest(version.config, request);
+    } catch (e) {
+      version.stats.recordFailure('OTHER', requestStartNs, now());
+      return failEarly(toSwitchyardError(e));
+    }
+    const signal = options?.signal;
+    if (signal?.aborted === true) {
+      version.stats.recordFailure('CANCELED', requestStartNs, now());
+      return failEarly(cancelled(`${requestPrefix(request.id)}Request was cancelled`));
+    }
+    let onAbort: (() => void) | undefined;
+    const job = new InferenceJob(normalized, version.version, version.stats, requestStartNs, (result) => {
+      if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
+      deliver(result);
+    });
+    if (signal !== undefined) {
+      onAbort = () => {
+        if (job.state === 'pending' && version.cancel(job)) job.failCancelled();
+        else job.requestCancel();
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    version.enqueue(job);
+  }
+
+  infer(request: InferRequest, options?: SubmitOptions): Promise<InferResponse> {
+    return new Promise((resolve, reject) => {
+      let response: InferResponse | undefined;
+      this.submit(
+        request,
+        (result) => {
+          if (result.error !== undefined) return reject(result.error);
+          if (result.response !== undefined && response === undefined) response = result.response;
+          if (!result.final) return;
+          if (response !== undefined) resolve(response);
+          else reject(unavailable(`${requestPrefix(request.id)}model '${request.modelName}' produced no response`));
+        },
+        options,
+      );
+    });
+  }
+
+  async shutdown(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    if (this.pollTimer !== undefined) clearInterval(this.pollTimer);
+    await this.polling;
+    await this.lifecycle.unloadAll();
+    this.live = false;
+  }
+}
+
+/** Build an engine and load its start-up models. Rejects only on invalid options or repositories. */
+export function createEngine(options: EngineOptions): Promise<Engine> {
+  return Engine.create(options);
+}

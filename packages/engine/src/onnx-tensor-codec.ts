@@ -1,0 +1,135 @@
+/**
+ * Conversions between Switchyard tensors (raw little-endian bytes, BYTES length-prefixed) and
+ * onnxruntime-node tensors, plus the ORT ↔ Triton datatype tables.
+ *
+ * ORT string tensors are JavaScript strings: BYTES elements are decoded as UTF-8 on the way in
+ * and encoded as UTF-8 on the way out, so non-UTF-8 byte strings do not survive a round trip
+ * (a limitation of onnxruntime-node, which has no raw-bytes string API).
+ * BF16 is not supported: onnxruntime-node has no 'bfloat16' tensor type (and Triton's own ORT
+ * backend does not map BF16 either).
+ */
+import { internal } from '@switchyard/common';
+import {
+  bytesOf,
+  deserializeBytesElements,
+  elementByteSize,
+  serializeBytesElements,
+  typedView,
+  type DataType,
+  type TypedArray,
+} from '@switchyard/kserve';
+import type { DataTypeName } from '@switchyard/model-config';
+import type * as ort from 'onnxruntime-node';
+
+export type OrtType = ort.Tensor.Type;
+
+const WIRE_TO_ORT: Partial<Record<DataType, OrtType>> = {
+  BOOL: 'bool',
+  UINT8: 'uint8',
+  UINT16: 'uint16',
+  UINT32: 'uint32',
+  UINT64: 'uint64',
+  INT8: 'int8',
+  INT16: 'int16',
+  INT32: 'int32',
+  INT64: 'int64',
+  FP16: 'float16',
+  FP32: 'float32',
+  FP64: 'float64',
+  BYTES: 'string',
+};
+
+const ORT_TO_CONFIG: Partial<Record<string, DataTypeName>> = {
+  bool: 'TYPE_BOOL',
+  uint8: 'TYPE_UINT8',
+  uint16: 'TYPE_UINT16',
+  uint32: 'TYPE_UINT32',
+  uint64: 'TYPE_UINT64',
+  int8: 'TYPE_INT8',
+  int16: 'TYPE_INT16',
+  int32: 'TYPE_INT32',
+  int64: 'TYPE_INT64',
+  float16: 'TYPE_FP16',
+  float32: 'TYPE_FP32',
+  float64: 'TYPE_FP64',
+  string: 'TYPE_STRING',
+};
+
+/** ORT type for a wire datatype, or undefined when ORT cannot carry it (BF16). */
+export function ortTypeOf(datatype: DataType): OrtType | undefined {
+  return WIRE_TO_ORT[datatype];
+}
+
+/** Config datatype for an ORT element type; TYPE_INVALID for types Triton cannot express. */
+export function configTypeOfOrt(type: string): DataTypeName {
+  return ORT_TO_CONFIG[type] ?? 'TYPE_INVALID';
+}
+
+const utf8Decoder = new TextDecoder('utf-8');
+const utf8Encoder = new TextEncoder();
+
+/** Build an ORT tensor over the request bytes (no copy unless the bytes are misaligned). */
+export function toOrtTensor(ortModule: typeof ort, datatype: DataType, shape: readonly number[], data: Uint8Array): ort.Tensor {
+  const type = ortTypeOf(datatype);
+  if (type === undefined) throw internal(`datatype ${datatype} is not supported by the onnxruntime backend`);
+  if (type === 'string') {
+    const strings = deserializeBytesElements(data).map((e) => utf8Decoder.decode(e));
+    return new ortModule.Tensor('string', strings, shape);
+  }
+  const view = typedView(datatype, data);
+  return new ortModule.Tensor(type as Exclude<OrtType, 'string'>, view as never, shape);
+}
+
+/** Raw bytes of an ORT output tensor in Switchyard's layout. */
+export function fromOrtTensor(tensor: ort.Tensor): Uint8Array {
+  if (tensor.type === 'string') {
+    const strings = tensor.data as string[];
+    return serializeBytesElements(strings.map((s) => utf8Encoder.encode(s)));
+  }
+  return bytesOf(tensor.data as TypedArray);
+}
+
+/**
+ * Concatenate the same input of several requests along the batch dimension.
+ * Fixed-size types concatenate bytes; BYTES concatenates the serialised element lists.
+ */
+export function concatBatch(parts: readonly Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0] as Uint8Array;
+  let total = 0;
+  for (const p of parts) total += p.byteLength;
+  const out = new Uint8Array(total);
+  let offset = 0;
+  for (const p of parts) {
+    out.set(p, offset);
+    offset += p.byteLength;
+  }
+  return out;
+}
+
+/**
+ * Split a batched output back into per-request slices along dimension 0.
+ * `batchSizes[i]` rows go to request i; `rowElements` is the element count of one row.
+ */
+export function splitBatch(datatype: DataType, data: Uint8Array, batchSizes: readonly number[], rowElements: number): Uint8Array[] {
+  if (batchSizes.length === 1) return [data];
+  if (datatype === 'BYTES') {
+    const elements = deserializeBytesElements(data);
+    const out: Uint8Array[] = [];
+    let start = 0;
+    for (const b of batchSizes) {
+      const n = b * rowElements;
+      out.push(serializeBytesElements(elements.slice(start, start + n)));
+      start += n;
+    }
+    return out;
+  }
+  const rowBytes = rowElements * elementByteSize(datatype);
+  const out: Uint8Array[] = [];
+  let offset = 0;
+  for (const b of batchSizes) {
+    const n = b * rowBytes;
+    out.push(data.slice(offset, offset + n));
+    offset += n;
+  }
+  return out;
+}

@@ -1,0 +1,249 @@
+/**
+ * The ONNX Runtime backend (Triton's `onnxruntime` backend, CPU execution provider only).
+ *
+ * One `InferenceSession` per model instance. Sessions are created with
+ * `intraOpNumThreads = 1` and `interOpNumThreads = 1` unless the config parameters
+ * `intra_op_thread_count` / `inter_op_thread_count` say otherwise (Triton's names). Reason:
+ * onnxruntime-node runs `session.run` synchronously on the JS thread, so instances of one
+ * process take turns on that thread; the default of two CPU instances with one intra-op
+ * thread each keeps a 2-core box from oversubscribing while a batch computes.
+ * Instance concurrency is therefore queueing concurrency: each instance executes one batch at
+ * a time and several instances can have batches in flight.
+ */
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { internal, invalidArgument, unavailable } from '@switchyard/common';
+import { elementCount, type InferTensor } from '@switchyard/kserve';
+import { configDataTypeToWire, type ModelConfig, type ModelOutput } from '@switchyard/model-config';
+import * as ort from 'onnxruntime-node';
+import type {
+  Backend,
+  BackendInstance,
+  BackendModel,
+  BackendModelContext,
+  BackendResult,
+  ExecutionOutcome,
+  InstanceSpec,
+} from './backend.js';
+import { autoCompleteOnnxConfig, checkOnnxIo, type OnnxIo, type OnnxIoInfo } from './onnx-io-config.js';
+import { concatBatch, fromOrtTensor, splitBatch, toOrtTensor } from './onnx-tensor-codec.js';
+import type { NormalizedRequest } from './request-normalizer.js';
+
+const now = (): bigint => process.hrtime.bigint();
+
+/** Resolve the model file: `<version>/<default_model_filename>`, or `model.onnx` inside it when it is a folder. */
+async function resolveModelFile(context: BackendModelContext): Promise<string> {
+  const fileName = context.config.default_model_filename || 'model.onnx';
+  const path = join(context.versionPath, fileName);
+  const info = await stat(path).catch(() => undefined);
+  if (info === undefined) {
+    throw unavailable(`unable to load model '${context.modelName}': unable to find '${path}' for model '${context.modelName}'`);
+  }
+  return info.isDirectory() ? join(path, 'model.onnx') : path;
+}
+
+function intParameter(config: ModelConfig, key: string, fallback: number): number {
+  const raw = config.parameters[key]?.string_value;
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number.parseInt(raw, 10);
+  if (!Number.isFinite(value)) throw invalidArgument(`failed to convert '${raw}' to integral number`);
+  return value;
+}
+
+function graphLevel(config: ModelConfig): 'disabled' | 'basic' | 'extended' | 'all' {
+  const graph = (config.optimization as { graph?: { level?: number } } | undefined)?.graph;
+  switch (graph?.level) {
+    case -1:
+      return 'basic';
+    case 1:
+      return 'extended';
+    case 2:
+      return 'disabled';
+    default:
+      return 'all';
+  }
+}
+
+function sessionOptions(config: ModelConfig): ort.InferenceSession.SessionOptions {
+  const intra = intParameter(config, 'intra_op_thread_count', 1);
+  const inter = intParameter(config, 'inter_op_thread_count', 1);
+  return {
+    executionProviders: ['cpu'],
+    graphOptimizationLevel: graphLevel(config),
+    intraOpNumThreads: intra > 0 ? intra : 1,
+    interOpNumThreads: inter > 0 ? inter : 1,
+    executionMode: intParameter(config, 'execution_mode', 0) === 1 ? 'parallel' : 'sequential',
+    logSeverityLevel: 3,
+  };
+}
+
+async function createSession(context: BackendModelContext, path: string): Promise<ort.InferenceSession> {
+  try {
+    return await ort.InferenceSession.create(path, sessionOptions(context.config));
+  } catch (e) {
+    const message = e instanceof Error ? e.message : String(e);
+    throw unavailable(`unable to load model '${context.modelName}': onnx runtime error: ${message}`, e);
+  }
+}
+
+function ioInfo(metadata: readonly ort.InferenceSession.ValueMetadata[]): OnnxIoInfo[] {
+  return metadata.map((m) => ({
+    name: m.name,
+    type: m.isTensor ? m.type : 'non-tensor',
+    dims: m.isTensor ? m.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)) : [],
+  }));
+}
+
+export function sessionIo(session: ort.InferenceSession): OnnxIo {
+  return { inputs: ioInfo(session.inputMetadata), outputs: ioInfo(session.outputMetadata) };
+}
+
+/** The shape reported to the client for an output: undo `reshape`, expand scalars to config dims. */
+function clientShape(output: ModelOutput | undefined, actual: readonly number[], batched: boolean): number[] {
+  if (output === undefined) return [...actual];
+  const batchDims = batched ? actual.slice(0, 1) : [];
+  const rest = batched ? actual.slice(1) : [...actual];
+  if (output.reshape !== undefined) {
+    const variable: number[] = [];
+    output.reshape.shape.forEach((d, i) => {
+      if (d === -1) variable.push(rest[i] ?? 0);
+    });
+    return [...batchDims, ...output.dims.map((d) => (d === -1 ? (variable.shift() ?? 0) : d))];
+  }
+  if (rest.length === 0 && output.dims.length > 0) return [...batchDims, ...output.dims];
+  return [...actual];
+}
+
+class OnnxRuntimeInstance implements BackendInstance {
+  private readonly outputs: Map<string, ModelOutput>;
+
+  constructor(
+    readonly name: string,
+    private readonly session: ort.InferenceSession,
+    private readonly config: ModelConfig,
+  ) {
+    this.outputs = new Map(config.output.map((o) => [o.name, o]));
+  }
+
+  async execute(requests: readonly NormalizedRequest[]): Promise<ExecutionOutcome> {
+    const computeStartNs = now();
+    const batched = this.config.max_batch_size > 0;
+    if (requests.length > 1 && !batched) throw internal(`batch of ${requests.length} requests for '${this.config.name}', which does not support batching`);
+    const feeds = this.buildFeeds(requests);
+    const fetches = [...new Set(requests.flatMap((r) => r.requestedOutputs))];
+    const computeInputEndNs = now();
+    let produced: ort.InferenceSession.OnnxValueMapType;
+    try {
+      produced = await this.session.run(feeds, fetches);
+    } catch (e) {
+      throw internal(`onnx runtime error: ${e instanceof Error ? e.message : String(e)}`, e);
+    }
+    const computeOutputStartNs = now();
+    const batchSizes = requests.map((r) => Math.max(r.batchSize, 1));
+    const sliced = new Map<string, { tensor: ort.Tensor; parts: Uint8Array[]; rowShape: number[] }>();
+    for (const name of fetches) {
+      const tensor = produced[name];
+      if (tensor === undefined) throw internal(`onnx runtime did not produce output '${name}'`);
+      const data = fromOrtTensor(tensor);
+      const rowShape = batched ? tensor.dims.slice(1) : [...tensor.dims];
+      const datatype = configDataTypeToWire(this.outputs.get(name)?.data_type ?? 'TYPE_INVALID');
+      const parts = requests.length === 1 ? [data] : splitBatch(datatype, data, batchSizes, elementCount(rowShape));
+      sliced.set(name, { tensor, parts, rowShape });
+    }
+    const results: BackendResult[] = requests.map((request, i) => {
+      const outputs: InferTensor[] = request.requestedOutputs.map((name) => {
+        const entry = sliced.get(name)!;
+        const actual = requests.length === 1 ? [...entry.tensor.dims] : [batchSizes[i] ?? 1, ...entry.rowShape];
+        const output = this.outputs.get(name);
+        return {
+          name,
+          datatype: configDataTypeToWire(output?.data_type ?? 'TYPE_INVALID'),
+          shape: clientShape(output, actual, batched),
+          data: entry.parts[i] as Uint8Array,
+          parameters: {},
+        };
+      });
+      return { outputs };
+    });
+    return { results, timing: { computeStartNs, computeInputEndNs, computeOutputStartNs, computeEndNs: now() } };
+  }
+
+  private buildFeeds(requests: readonly NormalizedRequest[]): Record<string, ort.Tensor> {
+    const feeds: Record<string, ort.Tensor> = {};
+    const first = requests[0];
+    if (first === undefined) return feeds;
+    for (const input of first.inputs) {
+      if (requests.length === 1) {
+        feeds[input.name] = toOrtTensor(ort, input.datatype, input.shape, input.data);
+        continue;
+      }
+      const parts = requests.map((r) => {
+        const match = r.inputs.find((i) => i.name === input.name);
+        if (match === undefined) throw internal(`input '${input.name}' missing from a request of the batch`);
+        return match.data;
+      });
+      const total = requests.reduce((n, r) => n + r.batchSize, 0);
+      feeds[input.name] = toOrtTensor(ort, input.datatype, [total, ...input.shape.slice(1)], concatBatch(parts));
+    }
+    return feeds;
+  }
+
+  async release(): Promise<void> {
+    await this.session.release();
+  }
+}
+
+class OnnxRuntimeModel implements BackendModel {
+  constructor(
+    private readonly context: BackendModelContext,
+    private readonly modelFile: string,
+    private firstSession: ort.InferenceSession | undefined,
+  ) {}
+
+  async createInstance(spec: InstanceSpec): Promise<BackendInstance> {
+    // The session used for the I/O check on load becomes the first instance's session.
+    let session = this.firstSession;
+    this.firstSession = undefined;
+    session ??= await createSession(this.context, this.modelFile);
+    return new OnnxRuntimeInstance(spec.name, session, this.context.config);
+  }
+
+  async release(): Promise<void> {
+    await this.firstSession?.release();
+    this.firstSession = undefined;
+  }
+}
+
+export class OnnxRuntimeBackend implements Backend {
+  readonly name = 'onnxruntime';
+
+  async autoCompleteConfig(context: BackendModelContext): Promise<ModelConfig> {
+    const config = context.config;
+    if (config.input.length + config.batch_input.length > 0 && config.output.length > 0) return config;
+    const session = await createSession(context, await resolveModelFile(context));
+    try {
+      const completed = autoCompleteOnnxConfig(config, sessionIo(session));
+      if (completed.max_batch_size !== config.max_batch_size) {
+        context.logger.warn(
+          { model: context.modelName, maxBatchSize: completed.max_batch_size },
+          'autofilled max_batch_size since batching is supported but no max_batch_size is specified in the model configuration',
+        );
+      }
+      return completed;
+    } finally {
+      await session.release();
+    }
+  }
+
+  async loadModel(context: BackendModelContext): Promise<BackendModel> {
+    const modelFile = await resolveModelFile(context);
+    const session = await createSession(context, modelFile);
+    try {
+      checkOnnxIo(context.config, sessionIo(session));
+    } catch (e) {
+      await session.release();
+      throw e;
+    }
+    return new OnnxRuntimeModel(context, modelFile, session);
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * Engine options: the user-facing type with documented defaults, and the one function that
+ * fills the defaults in and validates them (`compileEngineOptions`). Everything downstream
+ * reads only the compiled form.
+ */
+import { invalidArgument, silentLogger, type Logger } from '@switchyard/common';
+import type { Backend } from './backend.js';
+
+export type ControlMode = 'none' | 'explicit' | 'poll';
+
+/** Triton reports its own version here; clients only check `name == "triton"`. */
+export const DEFAULT_SERVER_NAME = 'triton';
+export const DEFAULT_SERVER_VERSION = '2.73.0';
+export const DEFAULT_POLL_INTERVAL_SECS = 15;
+
+/** The extensions Triton advertises at HEAD (`GET /v2`). */
+export const DEFAULT_EXTENSIONS: readonly string[] = [
+  'classification',
+  'sequence',
+  'model_repository',
+  'model_repository(unload_dependents)',
+  'schedule_policy',
+  'model_configuration',
+  'system_shared_memory',
+  'cuda_shared_memory',
+  'binary_tensor_data',
+  'parameters',
+  'statistics',
+  'trace',
+  'logging',
+];
+
+export interface EngineOptions {
+  /** Model repository roots (at least one). Model names must be unique across them. */
+  modelRepositories: string[];
+  /**
+   * How models get loaded. `none` (default): everything at start-up, load/unload APIs refused.
+   * `explicit`: only `startupModels` at start-up, then the load/unload APIs. `poll`: everything
+   * at start-up, then a rescan every `pollIntervalSecs`.
+   */
+  controlMode?: ControlMode;
+  /** Explicit mode only: models to load at start-up; `['*']` loads all (and must stand alone). */
+  startupModels?: string[];
+  /**
+   * false (default): config.pbtxt is optional and missing fields are completed from the model
+   * file (Triton's auto-complete). true: config.pbtxt is required and used as written.
+   */
+  strictModelConfig?: boolean;
+  /** Poll mode: seconds between repository scans (default 15). */
+  pollIntervalSecs?: number;
+  /** Reported by server metadata (default "triton"). */
+  serverName?: string;
+  /** Reported by server metadata (default DEFAULT_SERVER_VERSION). */
+  serverVersion?: string;
+  /** Reported by server metadata (default DEFAULT_EXTENSIONS). */
+  extensions?: string[];
+  logger?: Logger;
+  /** true (default): server readiness requires every loaded model version to be READY. */
+  strictReadiness?: boolean;
+  /**
+   * Extra backends keyed by backend name (`config.backend`), consulted before the built-in ones.
+   * This is how later backends (javascript, mocker, ...) and tests plug in.
+   */
+  backends?: Record<string, Backend>;
+}
+
+export interface CompiledEngineOptions {
+  modelRepositories: readonly string[];
+  controlMode: ControlMode;
+  /** Explicit mode start-up models; `loadAllAtStartup` replaces the `*` wildcard. */
+  startupModels: readonly string[];
+  loadAllAtStartup: boolean;
+  autoComplete: boolean;
+  pollIntervalMs: number;
+  serverName: string;
+  serverVersion: string;
+  extensions: readonly string[];
+  logger: Logger;
+  strictReadiness: boolean;
+  backends: Readonly<Record<string, Backend>>;
+}
+
+/** Fill defaults and validate. Throws invalid_argument with Triton's wording where it has one. */
+export function compileEngineOptions(options: EngineOptions): CompiledEngineOptions {
+  const roots = options.modelRepositories ?? [];
+  if (!Array.isArray(roots) || roots.length === 0 || roots.some((r) => typeof r !== 'string' || r === '')) {
+    throw invalidArgument('at least one model repository path is required');
+  }
+  const controlMode = options.controlMode ?? 'none';
+  if (!['none', 'explicit', 'poll'].includes(controlMode)) {
+    throw invalidArgument(`invalid model control mode '${String(controlMode)}', expected none, explicit or poll`);
+  }
+  const startup = [...new Set(options.startupModels ?? [])];
+  const wildcard = startup.includes('*');
+  if (wildcard && startup.length > 1 && controlMode === 'explicit') {
+    throw invalidArgument("Wildcard model name '*' must be the ONLY startup model if specified at all.");
+  }
+  const pollSecs = options.pollIntervalSecs ?? DEFAULT_POLL_INTERVAL_SECS;
+  if (!Number.isFinite(pollSecs) || pollSecs <= 0) {
+    throw invalidArgument(`invalid poll interval ${String(pollSecs)}, expected a positive number of seconds`);
+  }
+  const logger = options.logger ?? silentLogger;
+  if (startup.length > 0 && controlMode !== 'explicit') {
+    logger.warn({ startupModels: startup }, 'startup models are only used in explicit model control mode; ignoring them');
+  }
+  return {
+    modelRepositories: [...roots],
+    controlMode,
+    startupModels: controlMode === 'explicit' && !wildcard ? startup : [],
+    loadAllAtStartup: controlMode === 'explicit' && wildcard,
+    autoComplete: !(options.strictModelConfig ?? false),
+    pollIntervalMs: Math.round(pollSecs * 1000),
+    serverName: options.serverName ?? DEFAULT_SERVER_NAME,
+    serverVersion: options.serverVersion ?? DEFAULT_SERVER_VERSION,
+    extensions: [...(options.extensions ?? DEFAULT_EXTENSIONS)],
+    logger,
+    strictReadiness: options.strictReadiness ?? true,
+    backends: { ...(options.backends ?? {}) },
+  };
+}

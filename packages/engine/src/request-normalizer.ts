@@ -1,0 +1,245 @@
+/**
+ * Request normalisation (Triton's `InferenceRequest::Normalize` + input byte-size validation):
+ * a pure function from (model config, request) to a request the schedulers and backends can
+ * trust, or an invalid_argument error with Triton's exact message.
+ *
+ * Order of checks follows Triton so that a request with several problems reports the same one:
+ * duplicates, requested outputs, input count, batch dimension, then per input: name, datatype,
+ * shape, reshape, and finally byte sizes.
+ */
+import { invalidArgument, type SwitchyardError } from '@switchyard/common';
+import { elementByteSize, elementCount, type DataType, type InferRequest } from '@switchyard/kserve';
+import type { ModelConfig, ModelInput } from '@switchyard/model-config';
+import { configDataTypeToWire } from '@switchyard/model-config';
+
+export interface NormalizedInput {
+  name: string;
+  datatype: DataType;
+  /** Shape as the backend sees it: batch dimension first (when batching), after `reshape`. */
+  shape: number[];
+  /** Shape as the client sent it. */
+  originalShape: number[];
+  data: Uint8Array;
+}
+
+export interface NormalizedRequest {
+  request: InferRequest;
+  /** The request's batch size: its first dimension when the model batches, else 0. */
+  batchSize: number;
+  /** Inputs in the order the client sent them. */
+  inputs: NormalizedInput[];
+  /** Outputs to return, in the order they should appear in the response. */
+  requestedOutputs: string[];
+}
+
+/** `[request id: <id>] `, or `<id_unknown>` when the request has no id (Triton's LogRequest). */
+export function requestPrefix(id: string): string {
+  return `[request id: ${id === '' ? '<id_unknown>' : id}] `;
+}
+
+/** Triton's DimsListToString: `[1,2,3]`. */
+export function dimsToString(dims: readonly number[]): string {
+  return `[${dims.join(',')}]`;
+}
+
+const IMPLICIT_BATCH_NOTE =
+  'NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. ' +
+  'If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. ' +
+  'See the model configuration docs for more info on max_batch_size.';
+
+interface ConfigIndex {
+  inputs: Map<string, ModelInput>;
+  outputNames: Set<string>;
+  allOutputs: string[];
+  required: ModelInput[];
+}
+
+/** Lookup tables per (immutable, loaded) config, built once instead of per request. */
+const indexes = new WeakMap<ModelConfig, ConfigIndex>();
+
+function indexOf(config: ModelConfig): ConfigIndex {
+  let index = indexes.get(config);
+  if (index === undefined) {
+    index = {
+      inputs: new Map(config.input.map((i) => [i.name, i])),
+      outputNames: new Set(config.output.map((o) => o.name)),
+      allOutputs: config.output.map((o) => o.name),
+      required: config.input.filter((i) => !i.optional),
+    };
+    indexes.set(config, index);
+  }
+  return index;
+}
+
+/** Validate and normalise `request` against `config` (treated as immutable). Throws invalid_argument. */
+export function normalizeRequest(config: ModelConfig, request: InferRequest): NormalizedRequest {
+  const model = config.name;
+  const prefix = requestPrefix(request.id);
+  const fail = (message: string): SwitchyardError => invalidArgument(prefix + message);
+  const { inputs: inputConfigs, outputNames, allOutputs, required } = indexOf(config);
+
+  const seenInputs = new Set<string>();
+  for (const input of request.inputs) {
+    if (seenInputs.has(input.name)) throw fail(`input '${input.name}' already exists in request`);
+    seenInputs.add(input.name);
+  }
+
+  // 1. Requested outputs must exist (Triton's Model::GetOutput message carries no request prefix).
+  let requestedOutputs: string[];
+  if (request.outputs.length === 0) {
+    requestedOutputs = allOutputs.slice();
+  } else {
+    const seen = new Set<string>();
+    requestedOutputs = [];
+    for (const output of request.outputs) {
+      if (seen.has(output.name)) throw fail(`output '${output.name}' already exists in request`);
+      seen.add(output.name);
+      if (!outputNames.has(output.name)) {
+        throw invalidArgument(`unexpected inference output '${output.name}' for model '${model}'`);
+      }
+      requestedOutputs.push(output.name);
+    }
+  }
+
+  // 2. Input count.
+  if (request.inputs.length > config.input.length || request.inputs.length < required.length) {
+    throw fail(inputCountMessage(config, request, required));
+  }
+
+  // 3. Batch dimension.
+  let batchSize = 0;
+  if (config.max_batch_size > 0) {
+    for (const input of request.inputs) {
+      const inputConfig = inputConfigs.get(input.name);
+      if (inputConfig === undefined) throw unexpectedInput(input.name, model);
+      if (inputConfig.is_shape_tensor) continue;
+      const first = input.shape[0];
+      if (first === undefined) {
+        throw fail(`input '${input.name}' has no shape but model requires batch dimension for '${model}'`);
+      }
+      if (batchSize === 0) batchSize = first;
+      else if (first !== batchSize) {
+        throw fail(`input '${input.name}' batch size does not match other inputs for '${model}'`);
+      }
+    }
+    if (batchSize > config.max_batch_size) {
+      throw fail(`inference request batch-size must be <= ${config.max_batch_size} for '${model}'`);
+    }
+  }
+
+  // 4. Per input: name, datatype, shape against dims, reshape.
+  const inputs: NormalizedInput[] = [];
+  for (const input of request.inputs) {
+    const inputConfig = inputConfigs.get(input.name);
+    if (inputConfig === undefined) throw unexpectedInput(input.name, model);
+    const expected = configDataTypeToWire(inputConfig.data_type);
+    if (input.datatype !== expected) {
+      throw fail(`inference input '${input.name}' data-type is '${input.datatype}', but model '${model}' expects '${expected}'`);
+    }
+    const batched = config.max_batch_size > 0 && !inputConfig.is_shape_tensor;
+    const dims = batched ? input.shape.slice(1) : input.shape.slice();
+    checkShape(inputConfig, dims, input.shape, config.max_batch_size > 0, fail, model);
+    let backendDims = dims;
+    if (inputConfig.reshape !== undefined) backendDims = applyReshape(inputConfig.dims, dims, inputConfig.reshape.shape);
+    const shape = batched ? [batchSize, ...backendDims] : backendDims;
+    inputs.push({ name: input.name, datatype: input.datatype, shape, originalShape: input.shape.slice(), data: input.data });
+  }
+
+  // 5. Byte sizes (Triton validates these once the data is attached).
+  for (const input of inputs) checkByteSize(input, model, prefix);
+
+  return { request, batchSize, inputs, requestedOutputs };
+}
+
+function unexpectedInput(name: string, model: string): SwitchyardError {
+  return invalidArgument(`unexpected inference input '${name}' for model '${model}'`);
+}
+
+/**
+ * Triton's input-count message. Reproduces its list rendering exactly, including the quirk that
+ * an empty "missing" list renders as `]` (it pops the opening bracket).
+ */
+function inputCountMessage(config: ModelConfig, request: InferRequest, required: readonly ModelInput[]): string {
+  const given = new Set(request.inputs.map((i) => i.name));
+  const missing = config.input.filter((i) => !i.optional && !given.has(i.name)).map((i) => `'${i.name}'`);
+  const missingList = missing.length === 0 ? ']' : `[${missing.join(',')}]`;
+  const givenList = `[${request.inputs.map((i) => `'${i.name}'`).join(',')}]`;
+  const head =
+    config.input.length === required.length
+      ? `expected ${config.input.length} inputs but got ${request.inputs.length} inputs`
+      : `expected number of inputs between ${required.length} and ${config.input.length} but got ${request.inputs.length} inputs`;
+  return `${head} for model '${config.name}'. Got input(s) ${givenList}, but missing required input(s) ${missingList}. Please provide all required input(s).`;
+}
+
+function checkShape(
+  inputConfig: ModelInput,
+  dims: readonly number[],
+  originalShape: readonly number[],
+  batching: boolean,
+  fail: (message: string) => SwitchyardError,
+  model: string,
+): void {
+  const configDims = inputConfig.dims;
+  let matches = configDims.length === dims.length;
+  if (matches) {
+    for (let i = 0; i < configDims.length; i++) {
+      if (dims[i] === -1) {
+        throw fail(`All input dimensions should be specified for input '${inputConfig.name}' for model '${model}', got ${dimsToString(originalShape)}`);
+      }
+      if (configDims[i] !== -1 && configDims[i] !== dims[i]) {
+        matches = false;
+        break;
+      }
+    }
+  }
+  if (!matches) {
+    const full = batching && !inputConfig.is_shape_tensor ? [-1, ...configDims] : [...configDims];
+    const note = batching ? IMPLICIT_BATCH_NOTE : '';
+    throw fail(`unexpected shape for input '${inputConfig.name}' for model '${model}'. Expected ${dimsToString(full)}, got ${dimsToString(originalShape)}. ${note}`);
+  }
+}
+
+/** Map request dims onto `reshape`: each -1 in the reshape takes the next variable dim's value. */
+export function applyReshape(configDims: readonly number[], dims: readonly number[], reshape: readonly number[]): number[] {
+  const variable: number[] = [];
+  configDims.forEach((d, i) => {
+    if (d === -1) variable.push(dims[i] ?? 0);
+  });
+  return reshape.map((d) => (d === -1 ? (variable.shift() ?? 0) : d));
+}
+
+function checkByteSize(input: NormalizedInput, model: string, prefix: string): void {
+  const count = elementCount(input.shape);
+  if (input.datatype !== 'BYTES') {
+    const expected = count * elementByteSize(input.datatype);
+    if (input.data.byteLength !== expected) {
+      throw invalidArgument(`${prefix}input byte size mismatch for input '${input.name}' for model '${model}'. Expected ${expected}, got ${input.data.byteLength}`);
+    }
+    return;
+  }
+  // BYTES: walk the 4-byte length prefixes and count elements against the shape.
+  const data = input.data;
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  let offset = 0;
+  let elements = 0;
+  while (offset < data.byteLength) {
+    if (offset + 4 > data.byteLength) {
+      throw invalidArgument(
+        `${prefix}incomplete string length indicator for inference input '${input.name}' for model '${model}', expecting 4 bytes but only ${data.byteLength - offset} bytes available. Please make sure the string length indicator is in one buffer.`,
+      );
+    }
+    const length = view.getUint32(offset, true);
+    offset += 4;
+    if (offset + length > data.byteLength) {
+      throw invalidArgument(`${prefix}element byte size indicator exceeds the end of the buffer for inference input '${input.name}' for model '${model}'`);
+    }
+    offset += length;
+    elements++;
+    if (elements > count) {
+      throw invalidArgument(`${prefix}unexpected number of string elements ${elements} for inference input '${input.name}' for model '${model}', expecting ${count}`);
+    }
+  }
+  if (elements !== count) {
+    throw invalidArgument(`${prefix}expected ${count} string elements for inference input '${input.name}' for model '${model}', got ${elements}`);
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * The Scheduler role: decides when, and on which instance, admitted requests execute.
+ *
+ * Who calls each method, and when:
+ * - `enqueue(job)` — by the engine, after the request passed normalisation, on the event loop.
+ *   Never throws; the job ends through its own `succeed`/`fail`.
+ * - `cancel(job)` — by the engine when the client aborts. Returns true when the job was still
+ *   queued (it is removed and the engine fails it as cancelled); false when it is already
+ *   executing (the engine marks it, the result is discarded on completion).
+ * - `pendingCount()` — by metrics at scrape time: queued, not executing.
+ * - `inflightCount()` — requests handed to an instance and not yet completed.
+ * - `stop()` — by the lifecycle when the version unloads: stop admitting (later `enqueue`s are
+ *   failed as unavailable), let queued and in-flight requests finish, resolve when drained.
+ *
+ * `createScheduler` is the one place that picks a scheduler from the model configuration.
+ */
+import type { Logger } from '@switchyard/common';
+import type { ModelConfig } from '@switchyard/model-config';
+import type { BackendInstance } from './backend.js';
+import { DefaultScheduler } from './default-scheduler.js';
+import type { InferenceJob } from './inference-job.js';
+
+export interface Scheduler {
+  enqueue(job: InferenceJob): void;
+  cancel(job: InferenceJob): boolean;
+  pendingCount(): number;
+  inflightCount(): number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs a batch of jobs on one instance and settles every job. Provided by the engine
+ * (`executeBatch`); schedulers only decide what goes where. Never rejects.
+ */
+export type BatchRunner = (instance: BackendInstance, jobs: InferenceJob[]) => Promise<void>;
+
+export interface SchedulerContext {
+  instances: readonly BackendInstance[];
+  run: BatchRunner;
+  logger: Logger;
+}
+
+export function createScheduler(config: ModelConfig, context: SchedulerContext): Scheduler {
+  if (config.dynamic_batching !== undefined || config.sequence_batching !== undefined) {
+    const kind = config.dynamic_batching !== undefined ? 'dynamic_batching' : 'sequence_batching';
+    context.logger.info({ model: config.name, scheduling: kind }, `${kind} is not implemented yet; using the default scheduler`);
+  }
+  return new DefaultScheduler(config.name, context);
+}

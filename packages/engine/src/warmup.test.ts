@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Backend, BackendModel } from './backend.js';
+import { createEngine, type Engine } from './engine.js';
+import { OnnxRuntimeBackend } from './onnxruntime-backend.js';
+import { identityModel } from './test-support/onnx-writer.js';
+import { createRepository, type RepositoryFixture } from './test-support/repository-fixture.js';
+
+const IO = (type: string) =>
+  `backend: "onnxruntime" max_batch_size: 4 input { name: "INPUT0" data_type: ${type} dims: [ 2 ] } output { name: "OUTPUT0" data_type: ${type} dims: [ 2 ] }`;
+
+/** Counts executions per model that reach the backend (warmup bypasses the scheduler). */
+function counting(counts: Map<string, number>): Backend {
+  const inner = new OnnxRuntimeBackend();
+  return {
+    name: inner.name,
+    autoCompleteConfig: (c) => inner.autoCompleteConfig(c),
+    async loadModel(context): Promise<BackendModel> {
+      const model = await inner.loadModel(context);
+      return {
+        release: () => model.release(),
+        async createInstance(spec) {
+          const instance = await model.createInstance(spec);
+          return {
+            name: instance.name,
+            release: () => instance.release(),
+            execute: (requests) => {
+              counts.set(context.modelName, (counts.get(context.modelName) ?? 0) + 1);
+              return instance.execute(requests);
+            },
+          };
+        },
+      };
+    },
+  };
+}
+
+describe('model warmup', () => {
+  let repo: RepositoryFixture;
+  let engine: Engine;
+  const counts = new Map<string, number>();
+
+  beforeAll(async () => {
+    const model = { 1: { 'model.onnx': identityModel('FLOAT', ['batch', 2]) } };
+    repo = await createRepository({
+      warm_zero: {
+        config: `${IO('TYPE_FP32')} instance_group { count: 2 } model_warmup { name: "z" batch_size: 3 count: 2 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 2 ] zero_data: true } } }`,
+        versions: model,
+      },
+      warm_random: {
+        config: `${IO('TYPE_FP32')} instance_group { count: 1 } model_warmup { name: "r" batch_size: 1 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 2 ] random_data: true } } }`,
+        versions: model,
+      },
+      warm_file: {
+        config: `${IO('TYPE_FP32')} instance_group { count: 1 } model_warmup { name: "f" batch_size: 1 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 2 ] input_data_file: "in.bin" } } }`,
+        versions: model,
+        files: { 'warmup/in.bin': new Uint8Array(new Float32Array([1, 2]).buffer) },
+      },
+      warm_missing_file: {
+        config: `${IO('TYPE_FP32')} model_warmup { name: "m" batch_size: 1 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 2 ] input_data_file: "absent.bin" } } }`,
+        versions: model,
+      },
+      warm_bad_shape: {
+        config: `${IO('TYPE_FP32')} model_warmup { name: "s" batch_size: 1 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 5 ] zero_data: true } } }`,
+        versions: model,
+      },
+    });
+    engine = await createEngine({ modelRepositories: [repo.root], backends: { onnxruntime: counting(counts) } });
+  });
+
+  afterAll(async () => {
+    await engine.shutdown();
+    await repo.cleanup();
+  });
+
+  it('runs every sample count times on every instance before READY', async () => {
+    expect(engine.isModelReady('warm_zero')).toBe(true);
+    expect(counts.get('warm_zero')).toBe(4);
+    expect(engine.isModelReady('warm_random')).toBe(true);
+    expect(counts.get('warm_random')).toBe(1);
+    expect(engine.isModelReady('warm_file')).toBe(true);
+    // Warmup executions are not inference statistics.
+    expect(engine.modelStatistics('warm_zero')[0]?.execution_count).toBe(0);
+  });
+
+  it('leaves the version UNAVAILABLE when warmup fails', async () => {
+    const index = await engine.repositoryIndex(false);
+    const missing = index.find((r) => r.name === 'warm_missing_file');
+    expect(missing).toMatchObject({ state: 'UNAVAILABLE' });
+    expect(missing?.reason).toContain("failed to warm up model 'warm_missing_file' with sample 'm'");
+    expect(missing?.reason).toContain('absent.bin');
+    const shape = index.find((r) => r.name === 'warm_bad_shape');
+    expect(shape).toMatchObject({ state: 'UNAVAILABLE' });
+    expect(shape?.reason).toContain("unexpected shape for input 'INPUT0'");
+  });
+});

@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import { SwitchyardError } from '@switchyard/common';
+import { formatDouble, hasDoubleLiteral, isDoubleLiteralMember, JsonDoubles, parseJson, stringifyJson, type JsonObject } from './http-json.js';
+
+function err(fn: () => unknown): SwitchyardError {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof SwitchyardError) return e;
+    throw e;
+  }
+  throw new Error('expected a throw');
+}
+
+describe('parseJson', () => {
+  it('parses documents like JSON.parse', () => {
+    const doc = '{"a":[1,-2,3.5,true,false,null,"x\\n\\u00e9\\ud83d\\ude00"],"b":{},"c":[]}';
+    expect(parseJson(doc)).toEqual(JSON.parse(doc));
+    expect(parseJson(new TextEncoder().encode(' [ 1 , 2 ] '))).toEqual([1, 2]);
+  });
+
+  it('keeps 64-bit integers exact and marks integral double literals', () => {
+    const v = parseJson('{"big":18446744073709551615,"neg":-9223372036854775808,"d":1.0,"i":1,"arr":[1,2.0],"ok":[1,2]}') as JsonObject;
+    expect(v.big).toBe(18446744073709551615n);
+    expect(v.neg).toBe(-9223372036854775808n);
+    expect(isDoubleLiteralMember(v, 'd')).toBe(true);
+    expect(isDoubleLiteralMember(v, 'i')).toBe(false);
+    expect(hasDoubleLiteral(v.arr as never)).toBe(true);
+    expect(hasDoubleLiteral(v.ok as never)).toBe(false);
+    expect(parseJson('-0')).toBe(0);
+    expect(parseJson('123456789012345678901234')).toBe(1.2345678901234568e23);
+  });
+
+  it('keeps the first of duplicate keys and treats __proto__ as data', () => {
+    const v = parseJson('{"a":1,"a":2,"__proto__":{"x":1}}') as JsonObject;
+    expect(v.a).toBe(1);
+    expect(Object.getPrototypeOf(v)).toBe(Object.prototype);
+    expect(v.__proto__).toEqual({ x: 1 });
+  });
+
+  it('reports RapidJSON messages and byte offsets as internal errors', () => {
+    const cases: Array<[string, string]> = [
+      ['', 'The document is empty. at 0'],
+      ['AAAA', 'Invalid value. at 0'],
+      ['[1,]', 'Invalid value. at 3'],
+      ['[1 2]', "Missing a comma or ']' after an array element. at 3"],
+      ['{"a" 1}', 'Missing a colon after a name of object member. at 5'],
+      ['{1:2}', 'Missing a name for object member. at 1'],
+      ['{"a":1 "b":2}', "Missing a comma or '}' after an object member. at 7"],
+      ['"abc', 'Missing a closing quotation mark in string. at 0'],
+      ['"\\x"', 'Invalid escape character in string. at 2'],
+      ['1.', 'Miss fraction part in number. at 2'],
+      ['1e', 'Miss exponent in number. at 2'],
+      ['1e400', 'Number too big to be stored in double. at 0'],
+      ['{} x', 'The document root must not be followed by other values. at 3'],
+      ['"é" x', 'The document root must not be followed by other values. at 5'],
+    ];
+    for (const [text, msg] of cases) {
+      const e = err(() => parseJson(text));
+      expect(e.code).toBe('internal');
+      expect(e.message).toBe(`failed to parse the request JSON buffer: ${msg}`);
+    }
+  });
+
+  it('survives hostile nesting without recursion', () => {
+    const depth = 200000;
+    const v = parseJson('['.repeat(depth) + '1' + ']'.repeat(depth));
+    expect(Array.isArray(v)).toBe(true);
+  });
+});
+
+describe('stringifyJson', () => {
+  it('writes bigints exactly and doubles like RapidJSON', () => {
+    expect(stringifyJson({ a: 18446744073709551615n, b: [1, 'x', true, null], c: new JsonDoubles(new Float64Array([1, 0.5, 1e21, -0])) })).toBe(
+      '{"a":18446744073709551615,"b":[1,"x",true,null],"c":[1.0,0.5,1e21,-0.0]}',
+    );
+    expect(formatDouble(1e-7)).toBe('1e-7');
+    expect(formatDouble(Math.fround(0.1))).toBe('0.10000000149011612');
+  });
+});

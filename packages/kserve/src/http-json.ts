@@ -1,0 +1,352 @@
+/**
+ * JSON for the HTTP front door, parsed the way Triton's RapidJSON-based `TritonJson` sees it.
+ *
+ * Why not `JSON.parse`: clients and tests depend on three things it loses.
+ * - Integer vs double literals: Triton reads `shape`, integer tensor data and uint parameters
+ *   with `AsUInt`/`AsInt`, which reject `1.0`. A double literal with an integral value (`1.0`,
+ *   `2e3`) is recorded on its container (see `hasDoubleLiteral`); non-integral values are
+ *   recognisably doubles already.
+ * - 64-bit integers: integer literals outside the double-safe range become `bigint`.
+ * - Error text: parse failures read `failed to parse the request JSON buffer: <RapidJSON
+ *   message> at <byte offset>` and are `internal` (HTTP 500), as in Triton.
+ *
+ * The parser is iterative, so hostile nesting cannot overflow the stack; consumers that recurse
+ * into values (tensor `data`) bound their own depth. Objects keep the first of duplicate keys,
+ * as RapidJSON's `FindMember` does.
+ */
+import { internal } from '@switchyard/common';
+
+export type JsonValue = null | boolean | number | bigint | string | JsonValue[] | JsonObject;
+export interface JsonObject {
+  [key: string]: JsonValue;
+}
+
+/** Marks arrays (value `true`) and objects (value: set of keys) holding integral double literals. */
+const DOUBLE_LITERALS = Symbol('switchyard.doubleLiterals');
+
+type Marked = { [DOUBLE_LITERALS]?: true | Set<string> };
+
+/** True when `array` contains a double literal with an integral value, such as `1.0`. */
+export function hasDoubleLiteral(array: readonly JsonValue[]): boolean {
+  return (array as Marked)[DOUBLE_LITERALS] === true;
+}
+
+/** True when member `key` of `object` was written as a double literal with an integral value. */
+export function isDoubleLiteralMember(object: JsonObject, key: string): boolean {
+  const marks = (object as Marked)[DOUBLE_LITERALS];
+  return marks instanceof Set && marks.has(key);
+}
+
+export function isJsonObject(v: unknown): v is JsonObject {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+const decoder = new TextDecoder('utf-8');
+const INT64_MIN = -(2n ** 63n);
+const UINT64_MAX = 2n ** 64n - 1n;
+
+class ParseError extends Error {
+  constructor(
+    message: string,
+    readonly pos: number,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Parse a complete JSON document. Throws `internal` with Triton's message on malformed input.
+ * An empty input is "The document is empty.".
+ */
+export function parseJson(input: string | Uint8Array): JsonValue {
+  const text = typeof input === 'string' ? input : decoder.decode(input);
+  try {
+    return parseText(text);
+  } catch (e) {
+    if (e instanceof ParseError) {
+      // RapidJSON reports byte offsets; we work on UTF-16 units, so convert (identical for ASCII).
+      const offset = Buffer.byteLength(text.slice(0, e.pos), 'utf8');
+      throw internal(`failed to parse the request JSON buffer: ${e.message} at ${offset}`);
+    }
+    throw e;
+  }
+}
+
+type Frame = { kind: 'array'; value: JsonValue[] } | { kind: 'object'; value: JsonObject; key: string };
+
+function parseText(s: string): JsonValue {
+  const n = s.length;
+  let i = skipWs(s, 0);
+  if (i >= n) throw new ParseError('The document is empty.', i);
+  const stack: Frame[] = [];
+  let result: JsonValue = null;
+
+  // Each iteration parses one value at `i`, then attaches it and consumes separators/closers.
+  for (;;) {
+    let value: JsonValue;
+    let doubleIntegral = false;
+    const c = s.charCodeAt(i);
+    if (c === 0x7b /* { */) {
+      i = skipWs(s, i + 1);
+      if (s.charCodeAt(i) === 0x7d) {
+        value = {};
+        i += 1;
+      } else {
+        const obj: JsonObject = {};
+        i = readKey(s, i, stack, obj);
+        continue;
+      }
+    } else if (c === 0x5b /* [ */) {
+      i = skipWs(s, i + 1);
+      if (s.charCodeAt(i) === 0x5d) {
+        value = [];
+        i += 1;
+      } else {
+        stack.push({ kind: 'array', value: [] });
+        continue;
+      }
+    } else if (c === 0x22 /* " */) {
+      const r = readString(s, i);
+      value = r.value;
+      i = r.end;
+    } else if (c === 0x74 /* t */ && s.startsWith('true', i)) {
+      value = true;
+      i += 4;
+    } else if (c === 0x66 /* f */ && s.startsWith('false', i)) {
+      value = false;
+      i += 5;
+    } else if (c === 0x6e /* n */ && s.startsWith('null', i)) {
+      value = null;
+      i += 4;
+    } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
+      const r = readNumber(s, i);
+      value = r.value;
+      doubleIntegral = r.doubleIntegral;
+      i = r.end;
+    } else {
+      throw new ParseError('Invalid value.', i);
+    }
+
+    // Attach the value to its container and close finished containers.
+    for (;;) {
+      const top = stack[stack.length - 1];
+      if (top === undefined) {
+        result = value;
+        i = skipWs(s, i);
+        if (i < n) throw new ParseError('The document root must not be followed by other values.', i);
+        return result;
+      }
+      if (top.kind === 'array') {
+        top.value.push(value);
+        if (doubleIntegral) (top.value as Marked)[DOUBLE_LITERALS] = true;
+        i = skipWs(s, i);
+        const d = s.charCodeAt(i);
+        if (d === 0x2c /* , */) {
+          i = skipWs(s, i + 1);
+          break;
+        }
+        if (d !== 0x5d /* ] */) throw new ParseError("Missing a comma or ']' after an array element.", i);
+        i += 1;
+        stack.pop();
+        value = top.value;
+        doubleIntegral = false;
+        continue;
+      }
+      const obj = top.value;
+      if (!Object.prototype.hasOwnProperty.call(obj, top.key)) {
+        setMember(obj, top.key, value);
+        if (doubleIntegral) {
+          const marked = obj as Marked;
+          const set = marked[DOUBLE_LITERALS] instanceof Set ? (marked[DOUBLE_LITERALS] as Set<string>) : new Set<string>();
+          set.add(top.key);
+          marked[DOUBLE_LITERALS] = set;
+        }
+      }
+      i = skipWs(s, i);
+      const d = s.charCodeAt(i);
+      if (d === 0x2c /* , */) {
+        stack.pop();
+        i = readKey(s, skipWs(s, i + 1), stack, obj);
+        break;
+      }
+      if (d !== 0x7d /* } */) throw new ParseError("Missing a comma or '}' after an object member.", i);
+      i += 1;
+      stack.pop();
+      value = obj;
+      doubleIntegral = false;
+    }
+  }
+}
+
+/** Read `"key" :` and push the object frame; returns the position of the member value. */
+function readKey(s: string, i: number, stack: Frame[], obj: JsonObject): number {
+  if (s.charCodeAt(i) !== 0x22) throw new ParseError('Missing a name for object member.', i);
+  const r = readString(s, i);
+  let j = skipWs(s, r.end);
+  if (s.charCodeAt(j) !== 0x3a /* : */) throw new ParseError('Missing a colon after a name of object member.', j);
+  j = skipWs(s, j + 1);
+  stack.push({ kind: 'object', value: obj, key: r.value });
+  return j;
+}
+
+function setMember(obj: JsonObject, key: string, value: JsonValue): void {
+  if (key === '__proto__') {
+    Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
+  } else {
+    obj[key] = value;
+  }
+}
+
+function skipWs(s: string, i: number): number {
+  for (;;) {
+    const c = s.charCodeAt(i);
+    if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i += 1;
+    else return i;
+  }
+}
+
+function readString(s: string, start: number): { value: string; end: number } {
+  let i = start + 1;
+  let chunkStart = i;
+  let out = '';
+  for (;;) {
+    if (i >= s.length) throw new ParseError('Missing a closing quotation mark in string.', start);
+    const c = s.charCodeAt(i);
+    if (c === 0x22) {
+      return { value: out + s.slice(chunkStart, i), end: i + 1 };
+    }
+    if (c === 0x5c /* \ */) {
+      out += s.slice(chunkStart, i);
+      const e = s.charCodeAt(i + 1);
+      switch (e) {
+        case 0x22: out += '"'; break;
+        case 0x5c: out += '\\'; break;
+        case 0x2f: out += '/'; break;
+        case 0x62: out += '\b'; break;
+        case 0x66: out += '\f'; break;
+        case 0x6e: out += '\n'; break;
+        case 0x72: out += '\r'; break;
+        case 0x74: out += '\t'; break;
+        case 0x75: {
+          const hex = s.slice(i + 2, i + 6);
+          if (!/^[0-9a-fA-F]{4}$/.test(hex)) throw new ParseError('Incorrect hex digit after \\u escape in string.', i + 2);
+          const code = parseInt(hex, 16);
+          if (code >= 0xd800 && code <= 0xdbff) {
+            const low = s.slice(i + 8, i + 12);
+            if (s.charCodeAt(i + 6) !== 0x5c || s.charCodeAt(i + 7) !== 0x75 || !/^[0-9a-fA-F]{4}$/.test(low)) {
+              throw new ParseError('The surrogate pair in string is invalid.', i + 6);
+            }
+            const lowCode = parseInt(low, 16);
+            if (lowCode < 0xdc00 || lowCode > 0xdfff) throw new ParseError('The surrogate pair in string is invalid.', i + 6);
+            out += String.fromCharCode(code, lowCode);
+            i += 6;
+          } else {
+            out += String.fromCharCode(code);
+          }
+          i += 4;
+          break;
+        }
+        default:
+          throw new ParseError('Invalid escape character in string.', i + 1);
+      }
+      i += 2;
+      chunkStart = i;
+      continue;
+    }
+    if (c < 0x20) throw new ParseError('Invalid encoding in string.', i);
+    i += 1;
+  }
+}
+
+function readNumber(s: string, start: number): { value: number | bigint; doubleIntegral: boolean; end: number } {
+  let i = start;
+  if (s.charCodeAt(i) === 0x2d) i += 1;
+  const intStart = i;
+  let c = s.charCodeAt(i);
+  if (c === 0x30) {
+    i += 1;
+  } else if (c >= 0x31 && c <= 0x39) {
+    while ((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39) i += 1;
+  } else {
+    throw new ParseError('Invalid value.', start);
+  }
+  let isDouble = false;
+  if (s.charCodeAt(i) === 0x2e /* . */) {
+    isDouble = true;
+    i += 1;
+    const fracStart = i;
+    while ((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39) i += 1;
+    if (i === fracStart) throw new ParseError('Miss fraction part in number.', i);
+  }
+  c = s.charCodeAt(i);
+  if (c === 0x65 || c === 0x45 /* e E */) {
+    isDouble = true;
+    i += 1;
+    c = s.charCodeAt(i);
+    if (c === 0x2b || c === 0x2d) i += 1;
+    const expStart = i;
+    while ((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39) i += 1;
+    if (i === expStart) throw new ParseError('Miss exponent in number.', i);
+  }
+  const literal = s.slice(start, i);
+  if (!isDouble) {
+    // Up to 15 digits always fits a double exactly.
+    if (i - intStart <= 15) return { value: Number(literal) || 0, doubleIntegral: false, end: i };
+    const big = BigInt(literal);
+    if (big >= INT64_MIN && big <= UINT64_MAX) {
+      const asNumber = Number(big);
+      return { value: Number.isSafeInteger(asNumber) ? asNumber : big, doubleIntegral: false, end: i };
+    }
+    // Beyond 64 bits RapidJSON falls back to a double.
+  }
+  const value = Number(literal);
+  if (!Number.isFinite(value)) throw new ParseError('Number too big to be stored in double.', start);
+  return { value, doubleIntegral: Number.isInteger(value), end: i };
+}
+
+/**
+ * Serialise a value the way RapidJSON's writer does for the shapes the front door emits:
+ * `bigint` as plain digits, doubles with a fractional part (`1.0`), objects in insertion order.
+ * `number` values are written as doubles only when wrapped with `jsonDouble`; bare numbers are
+ * written as JavaScript prints them.
+ */
+export function stringifyJson(value: unknown): string {
+  if (value === null || value === undefined) return 'null';
+  switch (typeof value) {
+    case 'string':
+      return JSON.stringify(value);
+    case 'number':
+      return Number.isFinite(value) ? String(value) : formatDouble(value);
+    case 'bigint':
+      return value.toString();
+    case 'boolean':
+      return value ? 'true' : 'false';
+    default:
+      break;
+  }
+  if (value instanceof JsonDoubles) {
+    const parts = new Array<string>(value.values.length);
+    for (let k = 0; k < parts.length; k++) parts[k] = formatDouble(value.values[k] as number);
+    return `[${parts.join(',')}]`;
+  }
+  if (Array.isArray(value)) return `[${value.map(stringifyJson).join(',')}]`;
+  const parts: string[] = [];
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    if (v === undefined) continue;
+    parts.push(`${JSON.stringify(k)}:${stringifyJson(v)}`);
+  }
+  return `{${parts.join(',')}}`;
+}
+
+/** A flat list of numbers to be written as doubles (RapidJSON prints `1.0`, not `1`). */
+export class JsonDoubles {
+  constructor(readonly values: ArrayLike<number>) {}
+}
+
+/** One number formatted as RapidJSON's `Writer::Double` would (Grisu shortest, `.0` when integral). */
+export function formatDouble(v: number): string {
+  if (Number.isNaN(v)) return 'NaN';
+  if (!Number.isFinite(v)) return v > 0 ? 'Infinity' : '-Infinity';
+  if (Number.isInteger(v) && Math.abs(v) < 1e21) return Object.is(v, -0) ? '-0.0' : `${v}.0`;
+  return String(v).replace('e+', 'e');
+}

@@ -1,0 +1,109 @@
+import { describe, expect, it } from 'vitest';
+import { SwitchyardError } from '@switchyard/common';
+import { parseJson, stringifyJson, type JsonObject } from './http-json.js';
+import { jsonToTensorData, tensorDataToJson } from './json-data.js';
+import type { DataType } from './protocols.js';
+import { deserializeBytesElements, serializeBytesElements, typedView } from './tensor.js';
+
+function err(fn: () => unknown): SwitchyardError {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof SwitchyardError) return e;
+    throw e;
+  }
+  throw new Error('expected a throw');
+}
+const data = (text: string) => (parseJson(`{"d":${text}}`) as JsonObject).d;
+
+describe('jsonToTensorData / tensorDataToJson round trips', () => {
+  const cases: Array<[DataType, string, number[]]> = [
+    ['BOOL', '[true,false,true,true]', [true, false, true, true] as never],
+    ['UINT8', '[0,255,7,1]', [0, 255, 7, 1]],
+    ['UINT16', '[0,65535,7,1]', [0, 65535, 7, 1]],
+    ['UINT32', '[0,4294967295,7,1]', [0, 4294967295, 7, 1]],
+    ['INT8', '[-128,127,0,-1]', [-128, 127, 0, -1]],
+    ['INT16', '[-32768,32767,0,-1]', [-32768, 32767, 0, -1]],
+    ['INT32', '[-2147483648,2147483647,0,-1]', [-2147483648, 2147483647, 0, -1]],
+    ['FP32', '[0.5,-1.25,3,1e10]', [0.5, -1.25, 3, 1e10]],
+    ['FP64', '[0.1,-1.25,3,1e300]', [0.1, -1.25, 3, 1e300]],
+  ];
+  for (const [dt, json, expected] of cases) {
+    it(`${dt}: nested and flat`, () => {
+      const flat = jsonToTensorData('X', dt, [4], data(json));
+      const nested = jsonToTensorData('X', dt, [2, 2], data(`[${json.slice(1, -1).split(',').slice(0, 2).join(',')}],[${json.slice(1, -1).split(',').slice(2).join(',')}]]`.replace(/^/, '[')));
+      expect([...nested]).toEqual([...flat]);
+      const back = tensorDataToJson('X', dt, [4], flat);
+      const values = Array.isArray(back) ? back : Array.from(back.values);
+      expect(values).toEqual(expected);
+    });
+  }
+
+  it('INT64 / UINT64 keep full precision', () => {
+    const i = jsonToTensorData('X', 'INT64', [3], data('[-9223372036854775808,9223372036854775807,5]'));
+    expect([...(typedView('INT64', i) as BigInt64Array)]).toEqual([-9223372036854775808n, 9223372036854775807n, 5n]);
+    expect(stringifyJson(tensorDataToJson('X', 'INT64', [3], i))).toBe('[-9223372036854775808,9223372036854775807,5]');
+    const u = jsonToTensorData('X', 'UINT64', [2], data('[18446744073709551615,1]'));
+    expect(stringifyJson(tensorDataToJson('X', 'UINT64', [2], u))).toBe('[18446744073709551615,1]');
+  });
+
+  it('truncates integers to the element width like a C cast', () => {
+    expect([...jsonToTensorData('X', 'UINT8', [2], data('[256,257]'))]).toEqual([0, 1]);
+    expect([...(typedView('INT8', jsonToTensorData('X', 'INT8', [1], data('[200]'))) as Int8Array)]).toEqual([-56]);
+  });
+
+  it('BYTES as UTF-8 strings with length prefixes', () => {
+    const b = jsonToTensorData('X', 'BYTES', [2], data('["ab","é"]'));
+    expect(b).toEqual(serializeBytesElements([new Uint8Array([97, 98]), new Uint8Array([0xc3, 0xa9])]));
+    expect(deserializeBytesElements(b)).toHaveLength(2);
+    expect(tensorDataToJson('X', 'BYTES', [2], b)).toEqual(['ab', 'é']);
+    expect(stringifyJson(tensorDataToJson('X', 'FP32', [2], jsonToTensorData('X', 'FP32', [2], data('[1,2]'))))).toBe('[1.0,2.0]');
+  });
+
+  it('zero-element shapes skip data entirely', () => {
+    expect(jsonToTensorData('X', 'INT32', [0, 4], data('"anything"')).byteLength).toBe(0);
+    expect(tensorDataToJson('X', 'INT32', [0], new Uint8Array(0))).toEqual([]);
+  });
+});
+
+describe('json-data errors use Triton wording', () => {
+  const cases: Array<[string, string, number[], string, string, string]> = [
+    ['INT32', '[1,2,3]', [4], 'internal', '', "Unable to parse 'data': Shape does not match true shape of 'data' field"],
+    ['INT32', '[1,2,3,4,5]', [4], 'internal', '', "Unable to parse 'data': Shape does not match true shape of 'data' field"],
+    ['INT32', '[1,2.0]', [2], 'internal', '', "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer"],
+    ['INT32', '[1,2.5]', [2], 'internal', '', "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer"],
+    ['UINT32', '[1,-2]', [2], 'internal', '', "Unable to parse 'data': attempt to access JSON non-unsigned-integer as unsigned-integer"],
+    ['BOOL', '[1]', [1], 'internal', '', "Unable to parse 'data': attempt to access JSON non-boolean as boolean"],
+    ['FP32', '["x"]', [1], 'internal', '', "Unable to parse 'data': attempt to access JSON non-number as double"],
+    ['BYTES', '[1]', [1], 'internal', '', 'Unable to parse JSON bytes array: attempt to access JSON non-string as string'],
+    ['INT32', '5', [1], 'internal', '', "Unable to parse 'data': attempt to access JSON non-array as array"],
+    ['FP16', '[1]', [1], 'invalid_argument', '', 'receiving FP16 data via JSON is not supported. Please use the binary data format for input X'],
+    ['BF16', '[1]', [1], 'invalid_argument', '', 'receiving BF16 data via JSON is not supported. Please use the binary data format for input X'],
+    ['INT33', '[1]', [1], 'invalid_argument', '', 'invalid datatype for input X'],
+  ];
+  for (const [dt, json, shape, code, , msg] of cases) {
+    it(`${dt} ${json}`, () => {
+      const e = err(() => jsonToTensorData('X', dt, shape, data(json)));
+      expect([e.code, e.message]).toEqual([code, msg]);
+    });
+  }
+
+  it('nesting deeper than 100 is refused', () => {
+    const ok = '['.repeat(100) + '1' + ']'.repeat(100);
+    expect(jsonToTensorData('X', 'INT32', [1], data(ok)).byteLength).toBe(4);
+    const deep = '['.repeat(101) + '1' + ']'.repeat(101);
+    expect(err(() => jsonToTensorData('X', 'INT32', [1], data(deep))).message).toBe(
+      "Unable to parse 'data': JSON nesting depth exceeds maximum allowed limit (100)",
+    );
+  });
+
+  it('output side', () => {
+    expect(err(() => tensorDataToJson('Y', 'FP16', [1], new Uint8Array(2))).message).toBe(
+      'sending FP16 data via JSON is not supported. Please use the binary data format for output',
+    );
+    expect(err(() => tensorDataToJson('Y', 'INT32', [2], new Uint8Array(4))).message).toBe(
+      "output tensor shape does not match size of output for 'Y'",
+    );
+    expect(err(() => tensorDataToJson('Y', 'BYTES', [2], serializeBytesElements([new Uint8Array(1)]))).code).toBe('internal');
+  });
+});

@@ -1,0 +1,186 @@
+/**
+ * Tensor `data` in KServe v2 JSON ↔ Switchyard tensor bytes, for every datatype.
+ *
+ * Input (`jsonToTensorData`) follows Triton's `ReadDataFromJson`: `data` is nested or flat in
+ * row-major order, BOOL is true/false, BYTES elements are strings (UTF-8), integers must be
+ * integer literals (unsigned ones non-negative) and are truncated to the element width like a C
+ * cast, FP16/BF16 are refused. Element counts are checked against the shape for fixed-size
+ * types; for BYTES the engine checks the element count (as Triton's core does).
+ *
+ * Output (`tensorDataToJson`) follows `WriteDataToJson`: a flat list; INT64/UINT64 beyond the
+ * double-safe range stay exact as `bigint`; FP32/FP64 are `JsonDoubles` so they print as
+ * doubles (`1.0`).
+ *
+ * Messages and codes are Triton's: type and shape problems are `internal` (HTTP 500) because
+ * Triton's JSON layer reports them that way; FP16/BF16 are `invalid_argument`.
+ */
+import { internal, invalidArgument } from '@switchyard/common';
+import { hasDoubleLiteral, JsonDoubles, type JsonValue } from './http-json.js';
+import type { DataType } from './protocols.js';
+import { deserializeBytesElements, elementByteSize, elementCount, isDataType, typedView } from './tensor.js';
+
+/** Deepest `data` nesting accepted; Triton's HTTP_MAX_JSON_NESTING_DEPTH. */
+export const MAX_JSON_DATA_DEPTH = 100;
+
+const SHAPE_MISMATCH = "Shape does not match true shape of 'data' field";
+const NOT_BOOL = 'attempt to access JSON non-boolean as boolean';
+const NOT_INT = 'attempt to access JSON non-signed-integer as signed-integer';
+const NOT_UINT = 'attempt to access JSON non-unsigned-integer as unsigned-integer';
+const NOT_NUMBER = 'attempt to access JSON non-number as double';
+const NOT_STRING = 'attempt to access JSON non-string as string';
+const NOT_ARRAY = 'attempt to access JSON non-array as array';
+const DEPTH_EXCEEDED = `JSON nesting depth exceeds maximum allowed limit (${MAX_JSON_DATA_DEPTH})`;
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+const UINT64_MAX = 2n ** 64n - 1n;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder('utf-8');
+
+/**
+ * Convert the JSON `data` of input `name` into tensor bytes. `datatype` may be any string:
+ * an unknown one is refused with Triton's message.
+ */
+export function jsonToTensorData(name: string, datatype: string, shape: readonly number[], data: unknown): Uint8Array {
+  const count = elementCount(shape);
+  if (count === 0) return new Uint8Array(0);
+  if (!Array.isArray(data)) throw internal(`Unable to parse 'data': ${NOT_ARRAY}`);
+  if (datatype === 'BYTES') return bytesFromJson(data);
+  if (datatype === 'FP16' || datatype === 'BF16') {
+    throw invalidArgument(
+      `receiving ${datatype} data via JSON is not supported. Please use the binary data format for input ${name}`,
+    );
+  }
+  if (!isDataType(datatype)) throw invalidArgument(`invalid datatype for input ${name}`);
+  const out = new Uint8Array(count * elementByteSize(datatype));
+  const sink = makeSink(datatype, out);
+  let written = 0;
+  const walk = (array: readonly JsonValue[], depth: number): void => {
+    if (depth > MAX_JSON_DATA_DEPTH) throw invalidArgument(`Unable to parse 'data': ${DEPTH_EXCEEDED}`);
+    const marked = hasDoubleLiteral(array);
+    for (let k = 0; k < array.length; k++) {
+      const v = array[k] as JsonValue;
+      if (Array.isArray(v)) {
+        walk(v, depth + 1);
+        continue;
+      }
+      if (written >= count) throw internal(`Unable to parse 'data': ${SHAPE_MISMATCH}`);
+      sink(written, v, marked);
+      written += 1;
+    }
+  };
+  walk(data as JsonValue[], 1);
+  if (written !== count) throw internal(`Unable to parse 'data': ${SHAPE_MISMATCH}`);
+  return out;
+}
+
+type Sink = (index: number, v: JsonValue, containerHasDoubleLiteral: boolean) => void;
+
+function makeSink(datatype: DataType, out: Uint8Array): Sink {
+  const view = typedView(datatype, out) as unknown as { [i: number]: number | bigint };
+  switch (datatype) {
+    case 'BOOL':
+      return (i, v) => {
+        if (typeof v !== 'boolean') throw internal(`Unable to parse 'data': ${NOT_BOOL}`);
+        view[i] = v ? 1 : 0;
+      };
+    case 'FP32':
+    case 'FP64':
+      return (i, v) => {
+        if (typeof v === 'number') view[i] = v;
+        else if (typeof v === 'bigint') view[i] = Number(v);
+        else throw internal(`Unable to parse 'data': ${NOT_NUMBER}`);
+      };
+    default: {
+      const signed = datatype.startsWith('INT');
+      const bits = elementByteSize(datatype) * 8;
+      return (i, v, marked) => {
+        const big = integerLiteral(v, marked, signed);
+        if (big === undefined) throw internal(`Unable to parse 'data': ${signed ? NOT_INT : NOT_UINT}`);
+        if (bits === 64) view[i] = typeof big === 'bigint' ? big : BigInt(big);
+        else view[i] = typeof big === 'bigint' ? Number(BigInt.asUintN(bits, big)) : big;
+      };
+    }
+  }
+}
+
+/** The integer a JSON value denotes if it is an integer literal in the int64/uint64 range, else undefined. */
+function integerLiteral(v: JsonValue, containerHasDoubleLiteral: boolean, signed: boolean): number | bigint | undefined {
+  if (typeof v === 'number') {
+    if (!Number.isInteger(v) || containerHasDoubleLiteral) return undefined;
+    if (!signed && v < 0) return undefined;
+    return v;
+  }
+  if (typeof v === 'bigint') {
+    if (signed ? v < INT64_MIN || v > INT64_MAX : v < 0n || v > UINT64_MAX) return undefined;
+    return v;
+  }
+  return undefined;
+}
+
+/** BYTES: every leaf a string; serialised as uint32 length + UTF-8 bytes, in row-major order. */
+function bytesFromJson(data: readonly JsonValue[]): Uint8Array {
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  const walk = (array: readonly JsonValue[], depth: number): void => {
+    if (depth > MAX_JSON_DATA_DEPTH) throw invalidArgument(`Unable to parse 'data': ${DEPTH_EXCEEDED}`);
+    for (const v of array) {
+      if (Array.isArray(v)) {
+        walk(v, depth + 1);
+        continue;
+      }
+      if (typeof v !== 'string') throw internal(`Unable to parse JSON bytes array: ${NOT_STRING}`);
+      const bytes = encoder.encode(v);
+      parts.push(bytes);
+      total += 4 + bytes.byteLength;
+    }
+  };
+  walk(data, 1);
+  const out = new Uint8Array(total);
+  const dv = new DataView(out.buffer);
+  let off = 0;
+  for (const p of parts) {
+    dv.setUint32(off, p.byteLength, true);
+    out.set(p, off + 4);
+    off += 4 + p.byteLength;
+  }
+  return out;
+}
+
+/**
+ * Convert output tensor bytes to the flat JSON `data` list. Throws `internal` when the bytes do
+ * not hold `shape`'s element count, `invalid_argument` for FP16/BF16.
+ */
+export function tensorDataToJson(name: string, datatype: DataType, shape: readonly number[], data: Uint8Array): JsonValue[] | JsonDoubles {
+  const count = elementCount(shape);
+  const mismatch = () => internal(`output tensor shape does not match size of output for '${name}'`);
+  if (datatype === 'FP16' || datatype === 'BF16') {
+    throw invalidArgument(`sending ${datatype} data via JSON is not supported. Please use the binary data format for output`);
+  }
+  if (datatype === 'BYTES') {
+    let elements: Uint8Array[];
+    try {
+      elements = deserializeBytesElements(data, name);
+    } catch {
+      elements = [];
+      if (count > 0) throw mismatch();
+    }
+    if (elements.length < count) throw mismatch();
+    const out: string[] = new Array<string>(count);
+    for (let k = 0; k < count; k++) out[k] = decoder.decode(elements[k]);
+    return out;
+  }
+  if (data.byteLength !== count * elementByteSize(datatype)) throw mismatch();
+  if (count === 0) return datatype === 'FP32' || datatype === 'FP64' ? new JsonDoubles([]) : [];
+  const view = typedView(datatype, data);
+  if (datatype === 'FP32' || datatype === 'FP64') return new JsonDoubles(view as Float32Array | Float64Array);
+  if (datatype === 'BOOL') return Array.from(view as Uint8Array, (b) => b !== 0);
+  if (datatype === 'INT64' || datatype === 'UINT64') {
+    return Array.from(view as BigInt64Array | BigUint64Array, (b: bigint) => {
+      const n = Number(b);
+      return Number.isSafeInteger(n) ? n : b;
+    });
+  }
+  return Array.from(view as ArrayLike<number>);
+}

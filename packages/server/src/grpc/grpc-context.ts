@@ -1,0 +1,39 @@
+/**
+ * What every gRPC handler works with, and the adapter from plain (possibly async) functions to
+ * grpc-js unary handlers. Handlers throw `SwitchyardError`s; only `unary` (and the streaming
+ * handler) turn them into gRPC statuses.
+ */
+import type { handleUnaryCall, ServerUnaryCall } from '@grpc/grpc-js';
+import type { Logger } from '@switchyard/common';
+import type { InferenceEngine } from '@switchyard/engine';
+import type { ServerSettings } from '../settings.js';
+import type { SharedMemoryManager } from '../shared-memory.js';
+import { toGrpcError } from './grpc-status.js';
+
+/** Shared by all handlers of one server; the engine, shm manager and settings are shared with the HTTP door. */
+export interface GrpcContext {
+  engine: InferenceEngine;
+  shm: SharedMemoryManager;
+  settings: ServerSettings;
+  logger: Logger;
+}
+
+/** A unary RPC from a function of the request; a throw or rejection becomes the call's status. */
+export function unary<Req, Res>(
+  ctx: GrpcContext,
+  fn: (request: Req, call: ServerUnaryCall<Req, Res>) => Res | Promise<Res>,
+): handleUnaryCall<Req, Res> {
+  return (call, callback) => {
+    let result: Res | Promise<Res>;
+    try {
+      result = fn(call.request, call);
+    } catch (e) {
+      callback(toGrpcError(e, ctx.logger));
+      return;
+    }
+    Promise.resolve(result).then(
+      (value) => callback(null, value),
+      (e: unknown) => callback(toGrpcError(e, ctx.logger)),
+    );
+  };
+}

@@ -1,0 +1,57 @@
+/**
+ * Steps shared by ModelInfer and ModelStreamInfer, in Triton's order: parse the version string,
+ * look the model up (for its transaction policy), decode the request, resolve shared-memory
+ * inputs and validate shared-memory outputs; after the engine answers, write shared-memory
+ * outputs, apply classification and encode the response.
+ */
+import type { GrpcModelInferRequest, GrpcModelInferResponse, InferRequest, InferResponse } from '@switchyard/kserve';
+import { classificationCounts, decodeModelInferRequest, encodeModelInferResponse, parseModelVersion } from '@switchyard/kserve';
+import type { ModelConfig } from '@switchyard/model-config';
+import type { GrpcContext } from './grpc-context.js';
+import { readSharedMemoryInputs, sharedMemoryOutputTargets, writeSharedMemoryOutputs, type SharedMemoryTarget } from './shared-memory-io.js';
+
+/**
+ * The configuration of the requested model version. Throws invalid_argument for a malformed
+ * version string and the engine's lookup errors (unknown model, version not ready, ...).
+ */
+export function lookupModel(ctx: GrpcContext, msg: GrpcModelInferRequest): ModelConfig {
+  return ctx.engine.modelConfig(msg.model_name, parseModelVersion(msg.model_version));
+}
+
+export function isDecoupled(config: ModelConfig): boolean {
+  return config.model_transaction_policy?.decoupled === true;
+}
+
+export interface PreparedInfer {
+  /** Ready for the engine: shared-memory inputs already read. */
+  request: InferRequest;
+  enableEmptyFinalResponse: boolean;
+  /** Outputs to write to client shared memory instead of the response. */
+  outputTargets: Map<string, SharedMemoryTarget>;
+  /** Outputs to replace by their top-k classification. */
+  classification: Map<string, number>;
+  /** The model batches: classification keeps the batch dimension. */
+  batching: boolean;
+  /** The request's id and model as requested (version string verbatim), echoed by stream errors. */
+  echo: { id: string; model: { name: string; version: string } };
+}
+
+/** Decode and resolve a request for the model `config` describes; throws SwitchyardErrors with Triton's messages. */
+export function prepareInfer(ctx: GrpcContext, msg: GrpcModelInferRequest, config: ModelConfig): PreparedInfer {
+  const decoded = decodeModelInferRequest(msg);
+  const request = readSharedMemoryInputs(ctx.shm, decoded.request);
+  return {
+    request,
+    enableEmptyFinalResponse: decoded.enableEmptyFinalResponse,
+    outputTargets: sharedMemoryOutputTargets(ctx.shm, request),
+    classification: classificationCounts(request),
+    batching: config.max_batch_size > 0,
+    echo: { id: request.id, model: { name: msg.model_name, version: msg.model_version ?? '' } },
+  };
+}
+
+/** Write shared-memory outputs, then encode the response without their bytes. */
+export function encodeInferResponse(ctx: GrpcContext, prepared: PreparedInfer, response: InferResponse): GrpcModelInferResponse {
+  const omitData = writeSharedMemoryOutputs(ctx.shm, prepared.outputTargets, response);
+  return encodeModelInferResponse(response, { omitData, classification: prepared.classification, batching: prepared.batching });
+}

@@ -1,0 +1,29 @@
+/**
+ * `ModelInfer`: one request, one response. Decoupled models are refused (they answer only over
+ * ModelStreamInfer). A client cancel or deadline aborts the request through the engine's signal.
+ */
+import type { handleUnaryCall } from '@grpc/grpc-js';
+import { unsupported } from '@switchyard/common';
+import type { GrpcModelInferRequest, GrpcModelInferResponse } from '@switchyard/kserve';
+import { unary, type GrpcContext } from './grpc-context.js';
+import { encodeInferResponse, isDecoupled, lookupModel, prepareInfer } from './infer-request.js';
+
+export const DECOUPLED_MODEL_INFER_MESSAGE = "ModelInfer RPC doesn't support models with decoupled transaction policy";
+
+export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<GrpcModelInferRequest, GrpcModelInferResponse> {
+  return unary(ctx, async (msg: GrpcModelInferRequest, call) => {
+    const config = lookupModel(ctx, msg);
+    if (isDecoupled(config)) throw unsupported(DECOUPLED_MODEL_INFER_MESSAGE);
+    const prepared = prepareInfer(ctx, msg, config);
+    const controller = new AbortController();
+    const abort = (): void => controller.abort();
+    call.once('cancelled', abort);
+    if (call.cancelled) abort();
+    try {
+      const response = await ctx.engine.infer(prepared.request, { signal: controller.signal });
+      return encodeInferResponse(ctx, prepared, response);
+    } finally {
+      call.removeListener('cancelled', abort);
+    }
+  });
+}

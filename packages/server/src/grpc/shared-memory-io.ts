@@ -1,0 +1,94 @@
+/**
+ * Moving tensor bytes between requests/responses and client shared memory, for a front door.
+ *
+ * Inputs: the codec leaves shared-memory inputs with `shared_memory_region` / `_byte_size` /
+ * `_offset` parameters and empty data; `readSharedMemoryInputs` fills the data from the region
+ * and drops those parameters, so the engine sees ordinary tensors.
+ * Outputs: `sharedMemoryOutputTargets` validates the requested regions before the request is
+ * issued (Triton looks them up while building the request); `writeSharedMemoryOutputs` copies
+ * each such output into its region after the response and returns the names written, whose
+ * bytes are then left out of the wire response.
+ *
+ * Nothing here is gRPC-specific; the HTTP door can use the same functions.
+ */
+import { internal } from '@switchyard/common';
+import type { InferRequest, InferResponse, InferTensor, Parameters } from '@switchyard/kserve';
+import type { SharedMemoryManager } from '../shared-memory.js';
+
+export interface SharedMemoryTarget {
+  region: string;
+  offset: number;
+  byteSize: number;
+}
+
+const SHM_KEYS = ['shared_memory_region', 'shared_memory_byte_size', 'shared_memory_offset'];
+
+function targetOf(parameters: Parameters): SharedMemoryTarget | undefined {
+  const region = parameters['shared_memory_region'];
+  if (typeof region !== 'string') return undefined;
+  return {
+    region,
+    offset: Number(parameters['shared_memory_offset'] ?? 0),
+    byteSize: Number(parameters['shared_memory_byte_size'] ?? 0),
+  };
+}
+
+function withoutShmParameters(parameters: Parameters): Parameters {
+  const out: Parameters = {};
+  for (const [k, v] of Object.entries(parameters)) if (!SHM_KEYS.includes(k)) out[k] = v;
+  return out;
+}
+
+/**
+ * The request with every shared-memory input read from its region. Throws unsupported when
+ * client shared memory is disabled, and the manager's not_found / invalid_argument errors for
+ * unknown regions and out-of-range offsets.
+ */
+export function readSharedMemoryInputs(shm: SharedMemoryManager, request: InferRequest): InferRequest {
+  if (!request.inputs.some((t) => targetOf(t.parameters) !== undefined)) return request;
+  shm.assertEnabled();
+  const inputs = request.inputs.map((t): InferTensor => {
+    const target = targetOf(t.parameters);
+    if (target === undefined) return t;
+    return { ...t, data: shm.read(target.region, target.offset, target.byteSize), parameters: withoutShmParameters(t.parameters) };
+  });
+  return { ...request, inputs };
+}
+
+/** Requested outputs that go to shared memory, checked against the registered regions. */
+export function sharedMemoryOutputTargets(shm: SharedMemoryManager, request: InferRequest): Map<string, SharedMemoryTarget> {
+  const targets = new Map<string, SharedMemoryTarget>();
+  for (const o of request.outputs) {
+    const target = targetOf(o.parameters);
+    if (target === undefined) continue;
+    if (targets.size === 0) shm.assertEnabled();
+    shm.checkRange(target.region, target.offset, target.byteSize);
+    targets.set(o.name, target);
+  }
+  return targets;
+}
+
+/**
+ * Copy every output that has a target into its region. An output larger than the space the
+ * client reserved fails the response with Triton's (INTERNAL) message.
+ */
+export function writeSharedMemoryOutputs(
+  shm: SharedMemoryManager,
+  targets: ReadonlyMap<string, SharedMemoryTarget>,
+  response: InferResponse,
+): Set<string> {
+  const written = new Set<string>();
+  if (targets.size === 0) return written;
+  for (const out of response.outputs) {
+    const target = targets.get(out.name);
+    if (target === undefined) continue;
+    if (out.data.byteLength > target.byteSize) {
+      throw internal(
+        `shared memory size specified with the request for output '${out.name}' (${target.byteSize} bytes) should be at least ${out.data.byteLength} bytes to hold the results`,
+      );
+    }
+    shm.write(target.region, target.offset, out.data);
+    written.add(out.name);
+  }
+  return written;
+}

@@ -1,0 +1,171 @@
+/**
+ * `ModelStreamInfer`: a bidirectional stream of requests and `ModelStreamInferResponse`s.
+ *
+ * Contract, as in Triton's stream_infer_handler.cc:
+ * - Requests for non-decoupled models get exactly one response each, written in the order the
+ *   requests arrived on this stream (a slow request holds back later ones).
+ * - Requests for decoupled models get every result as the engine produces it, interleaved with
+ *   the ordered responses; an empty final response only when the request set
+ *   `triton_enable_empty_final_response`.
+ * - Every response carries `triton_final_response`. Per-request errors become `error_message`
+ *   responses and never end the stream. A request refused before it reached the engine echoes
+ *   only its id; an engine failure also echoes model name/version and the final flag.
+ * - The stream ends with OK once the client has half-closed and every request is answered. A
+ *   client cancel aborts every request still in the engine and nothing more is written.
+ */
+import type { handleBidiStreamingCall, ServerDuplexStream } from '@grpc/grpc-js';
+import { toSwitchyardError } from '@switchyard/common';
+import type { InferResult } from '@switchyard/engine';
+import {
+  emptyFinalStreamResponse,
+  streamInferError,
+  streamInferResponse,
+  type GrpcModelInferRequest,
+  type GrpcModelStreamInferResponse,
+} from '@switchyard/kserve';
+import type { ModelConfig } from '@switchyard/model-config';
+import type { GrpcContext } from './grpc-context.js';
+import { encodeInferResponse, isDecoupled, lookupModel, prepareInfer, type PreparedInfer } from './infer-request.js';
+
+type Call = ServerDuplexStream<GrpcModelInferRequest, GrpcModelStreamInferResponse>;
+
+/** The place of one non-decoupled request in the response order; filled when its answer is known. */
+interface Slot {
+  response?: GrpcModelStreamInferResponse;
+}
+
+export function modelStreamInferHandler(ctx: GrpcContext): handleBidiStreamingCall<GrpcModelInferRequest, GrpcModelStreamInferResponse> {
+  return (call) => new StreamSession(ctx, call).start();
+}
+
+class StreamSession {
+  readonly #ctx: GrpcContext;
+  readonly #call: Call;
+  /** Non-decoupled requests awaiting their turn to be written, oldest first. */
+  readonly #ordered: Slot[] = [];
+  /** Requests whose final answer has not been delivered yet. */
+  #open = 0;
+  readonly #controllers = new Set<AbortController>();
+  #readsDone = false;
+  #closed = false;
+
+  constructor(ctx: GrpcContext, call: Call) {
+    this.#ctx = ctx;
+    this.#call = call;
+  }
+
+  start(): void {
+    this.#call.on('data', (msg: GrpcModelInferRequest) => this.#onRequest(msg));
+    this.#call.on('end', () => {
+      this.#readsDone = true;
+      this.#maybeEnd();
+    });
+    this.#call.on('cancelled', () => this.#cancel());
+    this.#call.on('error', (e: unknown) => {
+      this.#ctx.logger.debug({ err: e }, 'ModelStreamInfer stream error');
+      this.#cancel();
+    });
+  }
+
+  #onRequest(msg: GrpcModelInferRequest): void {
+    if (this.#closed) return;
+    this.#open += 1;
+    const id = msg.id ?? '';
+    // Triton decides the transaction policy first; a request whose model cannot be looked up
+    // is answered in order like any non-decoupled one.
+    let config: ModelConfig;
+    try {
+      config = lookupModel(this.#ctx, msg);
+    } catch (e) {
+      this.#deliver(this.#enqueue(), streamInferError(toSwitchyardError(e).message, { id }), true);
+      return;
+    }
+    const decoupled = isDecoupled(config);
+    const slot = decoupled ? undefined : this.#enqueue();
+    let prepared: PreparedInfer;
+    try {
+      prepared = prepareInfer(this.#ctx, msg, config);
+    } catch (e) {
+      this.#deliver(slot, streamInferError(toSwitchyardError(e).message, { id }), true);
+      return;
+    }
+    const controller = new AbortController();
+    this.#controllers.add(controller);
+    const onResult = (result: InferResult): void => {
+      if (result.final) this.#controllers.delete(controller);
+      this.#deliver(slot, this.#render(prepared, decoupled, result), result.final);
+    };
+    try {
+      this.#ctx.engine.submit(prepared.request, onResult, { signal: controller.signal });
+    } catch (e) {
+      // The engine reports failures through onResult; a throw is a bug, answered like a failure.
+      onResult({ error: toSwitchyardError(e), final: true });
+    }
+  }
+
+  /** The message for one engine result, or undefined when there is nothing to send. */
+  #render(prepared: PreparedInfer, decoupled: boolean, result: InferResult): GrpcModelStreamInferResponse | undefined {
+    const failed = (e: unknown): GrpcModelStreamInferResponse =>
+      streamInferError(toSwitchyardError(e).message, { ...prepared.echo, final: result.final });
+    if (result.error !== undefined) return failed(result.error);
+    if (result.response !== undefined) {
+      try {
+        return streamInferResponse(encodeInferResponse(this.#ctx, prepared, result.response), result.final);
+      } catch (e) {
+        return failed(e);
+      }
+    }
+    if (!result.final) return undefined;
+    if (decoupled) return prepared.enableEmptyFinalResponse ? emptyFinalStreamResponse(prepared.echo) : undefined;
+    // A one-to-one model must answer; never leave its slot (and every later one) waiting.
+    return failed(new Error('expected a single response, got 0'));
+  }
+
+  #enqueue(): Slot {
+    const slot: Slot = {};
+    this.#ordered.push(slot);
+    return slot;
+  }
+
+  /** Route a message: into its slot (ordered) or straight out (decoupled); `final` closes the request. */
+  #deliver(slot: Slot | undefined, message: GrpcModelStreamInferResponse | undefined, final: boolean): void {
+    if (slot !== undefined) {
+      if (message !== undefined) slot.response = message;
+      this.#flush();
+    } else if (message !== undefined) {
+      this.#write(message);
+    }
+    if (final) {
+      this.#open -= 1;
+      this.#maybeEnd();
+    }
+  }
+
+  #flush(): void {
+    while (this.#ordered.length > 0) {
+      const head = this.#ordered[0];
+      if (head?.response === undefined) return;
+      this.#ordered.shift();
+      this.#write(head.response);
+    }
+  }
+
+  #write(message: GrpcModelStreamInferResponse): void {
+    if (this.#closed || this.#call.cancelled) return;
+    // grpc-js buffers writes; the engine's own queues bound how much can pile up per stream.
+    this.#call.write(message);
+  }
+
+  #maybeEnd(): void {
+    if (this.#closed || !this.#readsDone || this.#open > 0 || this.#ordered.length > 0) return;
+    this.#closed = true;
+    this.#call.end();
+  }
+
+  #cancel(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const c of this.#controllers) c.abort();
+    this.#controllers.clear();
+  }
+}

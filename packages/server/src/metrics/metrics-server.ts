@@ -1,0 +1,92 @@
+/**
+ * The metrics front door (Triton's port 8002): `GET /metrics` (or `/metrics/`) answers the
+ * Prometheus text of `TritonMetrics` with `Content-Type: text/plain; charset=utf-8`. Any other
+ * method is 405 and any other path 404, with Triton's JSON error bodies. The query string is
+ * ignored.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { silentLogger, type Logger } from '@switchyard/common';
+import type { InferenceEngine } from '@switchyard/engine';
+import { ProcCpuSampler, type CpuMetricsSource } from './cpu-stats.js';
+import { TritonMetrics } from './triton-metrics.js';
+
+export const DEFAULT_METRICS_PORT = 8002;
+export const DEFAULT_METRICS_HOST = '0.0.0.0';
+
+export interface MetricsServerOptions {
+  engine: InferenceEngine;
+  /** 0 picks a free port (listen() returns it). */
+  port: number;
+  /** Default '0.0.0.0' (Triton's `--metrics-address` default). */
+  host?: string;
+  /** Host CPU/memory source; default reads /proc. null omits the nv_cpu_* families. */
+  cpu?: CpuMetricsSource | null;
+  logger?: Logger;
+}
+
+export interface MetricsFrontDoor {
+  /** Bind and start serving; resolves with the bound port. */
+  listen(): Promise<number>;
+  /** Stop accepting connections and close idle ones; resolves when the server is closed. */
+  close(): Promise<void>;
+}
+
+const METRICS_PATH = /^\/metrics\/?$/;
+
+function sendJsonError(res: ServerResponse, status: number, message: string): void {
+  const body = JSON.stringify({ error: message });
+  res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+export function createMetricsServer(options: MetricsServerOptions): MetricsFrontDoor {
+  const host = options.host ?? DEFAULT_METRICS_HOST;
+  const logger = (options.logger ?? silentLogger).child({ component: 'metrics' });
+  const metrics = new TritonMetrics({ engine: options.engine, cpu: options.cpu === undefined ? new ProcCpuSampler() : options.cpu });
+
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
+    if (req.method !== 'GET') {
+      sendJsonError(res, 405, 'Method Not Allowed');
+      return;
+    }
+    const path = (req.url ?? '').split('?', 1)[0] ?? '';
+    if (!METRICS_PATH.test(path)) {
+      sendJsonError(res, 404, 'Not Found');
+      return;
+    }
+    metrics.render().then(
+      (text) => {
+        res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(text) });
+        res.end(text);
+      },
+      (e: unknown) => {
+        logger.error({ err: e }, 'metrics scrape failed');
+        sendJsonError(res, 500, e instanceof Error ? e.message : String(e));
+      },
+    );
+  };
+
+  const server: Server = createServer(handle);
+  return {
+    listen: () =>
+      new Promise<number>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(options.port, host, () => {
+          server.off('error', reject);
+          const port = (server.address() as AddressInfo).port;
+          logger.info({ port }, 'metrics server listening');
+          resolve(port);
+        });
+      }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (!server.listening) {
+          resolve();
+          return;
+        }
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      }),
+  };
+}

@@ -1,0 +1,148 @@
+/**
+ * Triton's Prometheus metric families (core/src/metrics.cc: names, HELP texts, types, order),
+ * filled at scrape time by prom-client collect callbacks.
+ *
+ * Every value is derived from what the engine reports at that moment: per-model counters from
+ * its cumulative statistics, gauges from its snapshot, CPU figures from /proc. Nothing is
+ * counted here, so nothing can be counted twice, and a model that is no longer loaded simply
+ * has no samples (its families disappear when no model is loaded, as in prometheus-cpp).
+ *
+ * Order follows prometheus-cpp's registry: all counter families in registration order, then
+ * all gauge families.
+ */
+import type { InferenceEngine, ModelMetricsSnapshot } from '@switchyard/engine';
+import { Counter, Gauge, Registry } from 'prom-client';
+import type { CpuMetricsSource, CpuSample } from './cpu-stats.js';
+import { renderPrometheusText } from './prometheus-text.js';
+
+type Snapshot = ModelMetricsSnapshot;
+
+const FAILURE_REASONS = ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'] as const;
+
+const us = (ns: number): number => Math.floor(ns / 1000);
+
+/** Per-model counter families after the two request counters, in Triton's order. */
+const MODEL_COUNTERS: readonly [name: string, help: string, value: (s: Snapshot) => number][] = [
+  ['nv_inference_count', 'Number of inferences performed (does not include cached requests)', (s) => s.statistics.inference_count],
+  ['nv_inference_exec_count', 'Number of model executions performed (does not include cached requests)', (s) => s.statistics.execution_count],
+  [
+    'nv_inference_request_duration_us',
+    'Cumulative inference request duration in microseconds (includes cached requests)',
+    (s) => us(s.statistics.inference_stats.success.ns),
+  ],
+  [
+    'nv_inference_queue_duration_us',
+    'Cumulative inference queuing duration in microseconds (includes cached requests)',
+    (s) => us(s.statistics.inference_stats.queue.ns),
+  ],
+  [
+    'nv_inference_compute_input_duration_us',
+    'Cumulative compute input duration in microseconds (does not include cached requests)',
+    (s) => us(s.statistics.inference_stats.compute_input.ns),
+  ],
+  [
+    'nv_inference_compute_infer_duration_us',
+    'Cumulative compute inference duration in microseconds (does not include cached requests)',
+    (s) => us(s.statistics.inference_stats.compute_infer.ns),
+  ],
+  [
+    'nv_inference_compute_output_duration_us',
+    'Cumulative inference compute output duration in microseconds (does not include cached requests)',
+    (s) => us(s.statistics.inference_stats.compute_output.ns),
+  ],
+];
+
+const MODEL_GAUGES: readonly [name: string, help: string, value: (s: Snapshot) => number][] = [
+  ['nv_inference_pending_request_count', 'Instantaneous number of pending requests awaiting execution per-model.', (s) => s.pendingRequests],
+  ['nv_model_load_duration_secs', 'Model load time in seconds', (s) => s.loadDurationSecs],
+];
+
+const CPU_GAUGES: readonly [name: string, help: string, value: (c: CpuSample) => number][] = [
+  ['nv_cpu_utilization', 'CPU utilization rate [0.0 - 1.0]', (c) => c.utilization],
+  ['nv_cpu_memory_total_bytes', 'CPU total memory (RAM), in bytes', (c) => c.memoryTotalBytes],
+  ['nv_cpu_memory_used_bytes', 'CPU used memory (RAM), in bytes', (c) => c.memoryUsedBytes],
+];
+
+const labelsOf = (s: Snapshot): { model: string; version: string } => ({ model: s.statistics.name, version: s.statistics.version });
+
+export interface TritonMetricsOptions {
+  engine: Pick<InferenceEngine, 'metricsSnapshot'>;
+  /** Host CPU/memory figures; null leaves the nv_cpu_* families out (Triton's --allow-cpu-metrics=false). */
+  cpu: CpuMetricsSource | null;
+}
+
+export class TritonMetrics {
+  readonly registry = new Registry();
+  readonly #engine: Pick<InferenceEngine, 'metricsSnapshot'>;
+  readonly #cpuSource: CpuMetricsSource | null;
+  /** Taken once per scrape, before the collect callbacks run. */
+  #models: Snapshot[] = [];
+  #cpu: CpuSample | undefined;
+
+  constructor(options: TritonMetricsOptions) {
+    this.#engine = options.engine;
+    this.#cpuSource = options.cpu;
+    const self = this;
+    const perModelCounter = (name: string, help: string, value: (s: Snapshot) => number): void => {
+      new Counter({
+        name,
+        help,
+        labelNames: ['model', 'version'],
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          for (const s of self.#models) this.inc(labelsOf(s), value(s));
+        },
+      });
+    };
+    perModelCounter('nv_inference_request_success', 'Number of successful inference requests, all batch sizes', (s) => s.statistics.inference_stats.success.count);
+    new Counter({
+      name: 'nv_inference_request_failure',
+      help: 'Number of failed inference requests, all batch sizes',
+      labelNames: ['model', 'reason', 'version'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const s of self.#models) {
+          for (const reason of FAILURE_REASONS) this.inc({ model: s.statistics.name, reason, version: s.statistics.version }, s.failures[reason] ?? 0);
+        }
+      },
+    });
+    for (const [name, help, value] of MODEL_COUNTERS) perModelCounter(name, help, value);
+    for (const [name, help, value] of MODEL_GAUGES) {
+      new Gauge({
+        name,
+        help,
+        labelNames: ['model', 'version'],
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          for (const s of self.#models) this.set(labelsOf(s), value(s));
+        },
+      });
+    }
+    if (this.#cpuSource !== null) {
+      for (const [name, help, value] of CPU_GAUGES) {
+        new Gauge({
+          name,
+          help,
+          registers: [this.registry],
+          collect() {
+            if (self.#cpu !== undefined) this.set(value(self.#cpu));
+          },
+        });
+      }
+    }
+  }
+
+  /** One scrape: snapshot the engine and host, run the collectors, render Triton's text format. */
+  async render(): Promise<string> {
+    this.#models = this.#engine.metricsSnapshot();
+    this.#cpu = this.#cpuSource?.sample();
+    try {
+      return renderPrometheusText(await this.registry.getMetricsAsJSON());
+    } finally {
+      this.#models = [];
+    }
+  }
+}
