@@ -1,0 +1,119 @@
+/**
+ * System shared memory as tritonclient's shm examples use it: the client creates POSIX regions
+ * (files under /dev/shm), registers them, and sends inputs / receives outputs through them over
+ * HTTP and gRPC.
+ */
+import { closeSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
+import { loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
+import { get, int32Bytes, post, range, readInt32 } from './lib/tensors.js';
+
+const tag = `sy_${process.pid}`;
+const inKey = `/${tag}_in`;
+const outKey = `/${tag}_out`;
+let worker: WorkerProcess;
+let client: GrpcClient;
+
+beforeAll(async () => {
+  // Inputs: INPUT0 at 0, INPUT1 at 64. Outputs: OUTPUT0 at 0, OUTPUT1 at 64.
+  writeFileSync(`/dev/shm${inKey}`, Buffer.concat([int32Bytes(range(16, (i) => i * 10)), int32Bytes(range(16, () => 2))]));
+  const fd = openSync(`/dev/shm${outKey}`, 'w');
+  writeFileSync(fd, Buffer.alloc(128));
+  closeSync(fd);
+  worker = await startWorkerProcess({
+    modelRepositories: ['test/fixtures/model_repository'],
+    args: ['--model-control-mode=explicit', '--load-model=simple', '--allow-client-shm=true'],
+  });
+  ({ inference: client } = loadGrpcClients(worker.grpcAddress));
+});
+afterAll(async () => {
+  client?.close();
+  await worker?.stop();
+  rmSync(`/dev/shm${inKey}`, { force: true });
+  rmSync(`/dev/shm${outKey}`, { force: true });
+});
+
+const expected0 = range(16, (i) => i * 10 + 2);
+const expected1 = range(16, (i) => i * 10 - 2);
+
+describe('system shared memory over HTTP', () => {
+  it('register, status, infer through regions, unregister', async () => {
+    expect((await post(`${worker.httpUrl}/v2/systemsharedmemory/region/in/register`, { key: inKey, offset: 0, byte_size: 128 })).status).toBe(200);
+    expect((await post(`${worker.httpUrl}/v2/systemsharedmemory/region/out/register`, { key: outKey, offset: 0, byte_size: 128 })).status).toBe(200);
+    const dup = await post(`${worker.httpUrl}/v2/systemsharedmemory/region/in/register`, { key: inKey, offset: 0, byte_size: 128 });
+    expect(dup.status).toBe(400);
+    expect(dup.json().error).toContain("shared memory region 'in' already in manager");
+    const status = (await get(`${worker.httpUrl}/v2/systemsharedmemory/status`)).json();
+    expect(status).toEqual(expect.arrayContaining([{ name: 'in', key: inKey, offset: 0, byte_size: 128 }]));
+
+    const r = await post(`${worker.httpUrl}/v2/models/simple/infer`, {
+      inputs: [
+        { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', parameters: { shared_memory_region: 'in', shared_memory_byte_size: 64, shared_memory_offset: 0 } },
+        { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { shared_memory_region: 'in', shared_memory_byte_size: 64, shared_memory_offset: 64 } },
+      ],
+      outputs: [
+        { name: 'OUTPUT0', parameters: { shared_memory_region: 'out', shared_memory_byte_size: 64, shared_memory_offset: 0 } },
+        { name: 'OUTPUT1', parameters: { shared_memory_region: 'out', shared_memory_byte_size: 64, shared_memory_offset: 64 } },
+      ],
+    });
+    expect(r.status, r.body.toString()).toBe(200);
+    const body = r.json();
+    expect(body.outputs[0]).toEqual({ name: 'OUTPUT0', datatype: 'INT32', shape: [1, 16] });
+    const out = readFileSync(`/dev/shm${outKey}`);
+    expect(readInt32(out.subarray(0, 64))).toEqual(expected0);
+    expect(readInt32(out.subarray(64, 128))).toEqual(expected1);
+
+    const missing = await post(`${worker.httpUrl}/v2/models/simple/infer`, {
+      inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape: [1, 16], datatype: 'INT32', parameters: { shared_memory_region: 'nope', shared_memory_byte_size: 64 } })),
+    });
+    expect(missing.status).toBeGreaterThanOrEqual(400);
+    expect(missing.json().error).toContain("Unable to find shared memory region: 'nope'");
+
+    expect((await post(`${worker.httpUrl}/v2/systemsharedmemory/region/in/unregister`, undefined)).status).toBe(200);
+    expect((await get(`${worker.httpUrl}/v2/systemsharedmemory/region/in/status`)).status).toBe(404);
+    expect((await post(`${worker.httpUrl}/v2/systemsharedmemory/unregister`, undefined)).status).toBe(200);
+    expect((await get(`${worker.httpUrl}/v2/systemsharedmemory/status`)).json()).toEqual([]);
+  });
+
+  it('CUDA shared memory answers as a server without GPUs', async () => {
+    expect((await get(`${worker.httpUrl}/v2/cudasharedmemory/status`)).json()).toEqual([]);
+    expect((await post(`${worker.httpUrl}/v2/cudasharedmemory/unregister`, undefined)).status).toBe(200);
+    const r = await post(`${worker.httpUrl}/v2/cudasharedmemory/region/g/register`, { raw_handle: { b64: 'AAAA' }, device_id: 0, byte_size: 64 });
+    expect(r.status).toBe(400);
+    expect(r.json().error).toContain('GPUs not supported');
+  });
+});
+
+describe('system shared memory over gRPC', () => {
+  it('register, infer through regions with empty raw_output_contents entries, unregister', async () => {
+    writeFileSync(`/dev/shm${outKey}`, Buffer.alloc(128));
+    await unary(client, 'SystemSharedMemoryRegister', { name: 'gin', key: inKey, offset: 0, byte_size: 128 });
+    await unary(client, 'SystemSharedMemoryRegister', { name: 'gout', key: outKey, offset: 0, byte_size: 128 });
+    const status = await unary(client, 'SystemSharedMemoryStatus', { name: '' });
+    expect(status.regions.gin).toMatchObject({ name: 'gin', key: inKey, byte_size: 128 });
+    const shm = (region: string, offset: number) => ({
+      shared_memory_region: { string_param: region },
+      shared_memory_byte_size: { int64_param: 64 },
+      shared_memory_offset: { int64_param: offset },
+    });
+    const res = await unary(client, 'ModelInfer', {
+      model_name: 'simple',
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: shm('gin', 0) },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], parameters: shm('gin', 64) },
+      ],
+      outputs: [
+        { name: 'OUTPUT0', parameters: shm('gout', 0) },
+        { name: 'OUTPUT1', parameters: shm('gout', 64) },
+      ],
+    });
+    expect(res.raw_output_contents.map((b: Buffer) => b.length)).toEqual([0, 0]);
+    const out = readFileSync(`/dev/shm${outKey}`);
+    expect(readInt32(out.subarray(0, 64))).toEqual(expected0);
+    expect(readInt32(out.subarray(64, 128))).toEqual(expected1);
+    await unary(client, 'SystemSharedMemoryUnregister', { name: '' });
+    const err = await unaryError(client, 'SystemSharedMemoryStatus', { name: 'gin' });
+    expect(err.details).toContain("Unable to find system shared memory region: 'gin'");
+  });
+});
