@@ -1,0 +1,14 @@
+/** What every HTTP handler may use. Built once by `createHttpServer`; handlers hold no other state. */
+import type { Logger } from '@switchyard/common';
+import type { InferenceEngine } from '@switchyard/engine';
+import type { ServerSettings } from '../settings.js';
+import type { SharedMemoryManager } from '../shared-memory.js';
+
+export interface HttpContext {
+  engine: InferenceEngine;
+  shm: SharedMemoryManager;
+  settings: ServerSettings;
+  /** `--http-max-input-size` in bytes, applied to every body (and to decompressed bodies). */
+  maxInputSize: number;
+  logger: Logger;
+}

@@ -1,0 +1,195 @@
+/**
+ * `POST /v2/models/{m}[/versions/{v}]/infer`, `/generate` and `/generate_stream`.
+ *
+ * Infer, in Triton's order: model lookup and the decoupled check, body (size-limited),
+ * decompression, `Inference-Header-Content-Length`, decode (JSON + binary, or raw binary with
+ * the input deduced from the model config), shared-memory inputs read and output regions
+ * checked, `engine.infer`, shared-memory outputs written, encode, compress by Accept-Encoding.
+ * A client that disconnects aborts the request through the submit signal.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { internal, invalidArgument, toSwitchyardError, unsupported } from '@switchyard/common';
+import type { InferResult } from '@switchyard/engine';
+import {
+  type DecodedHttpInferRequest,
+  type InferResponse,
+  decodeHttpGenerateRequest,
+  decodeHttpInferRequest,
+  decodeHttpRawInferRequest,
+  encodeHttpGenerateResponse,
+  encodeHttpInferResponse,
+  parseInferenceHeaderLength,
+  type RawInputModel,
+} from '@switchyard/kserve';
+import { type ModelConfig, configDataTypeToWire } from '@switchyard/model-config';
+import { httpStatusFromErrorCode } from '../http-status.js';
+import { CLIENT_SHM_DISABLED_MESSAGE } from '../shared-memory.js';
+import { UNSUPPORTED_ENCODING_MESSAGE, compressBody, decompressBody, readBody, requestEncoding, responseEncoding } from './http-body.js';
+import { type Headers, errorBody, send, sendError } from './http-reply.js';
+import type { HttpContext } from './http-context.js';
+
+const DECOUPLED_MESSAGE = "HTTP end point doesn't support models with decoupled transaction policy";
+
+export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: ServerResponse, model: string, version: number | undefined): Promise<void> {
+  const config = ctx.engine.modelConfig(model, version);
+  if (config.model_transaction_policy?.decoupled === true) throw unsupported(DECOUPLED_MESSAGE);
+
+  const raw = await readBody(req, ctx.maxInputSize);
+  const encoding = requestEncoding(req);
+  if (encoding === 'unknown') {
+    sendError(res, unsupported(UNSUPPORTED_ENCODING_MESSAGE), { 'Accept-Encoding': 'gzip, deflate' });
+    return;
+  }
+  const body = await decompressBody(raw, encoding, ctx.maxInputSize);
+  const headerValue = req.headers['inference-header-content-length'];
+  const headerLength = parseInferenceHeaderLength(Array.isArray(headerValue) ? headerValue[0] : headerValue, body.byteLength);
+  const src = { modelName: model, modelVersion: version, body };
+  const decoded = headerLength === 0 ? decodeHttpRawInferRequest(src, rawInputModel(config)) : decodeHttpInferRequest(src, headerLength);
+  resolveSharedMemory(ctx, decoded);
+
+  const abort = new AbortController();
+  const onClose = () => {
+    if (!res.writableEnded) abort.abort();
+  };
+  res.on('close', onClose);
+  let response: InferResponse;
+  try {
+    response = await ctx.engine.infer(decoded.request, { signal: abort.signal });
+  } finally {
+    res.off('close', onClose);
+  }
+  if (abort.signal.aborted) return;
+  writeSharedMemoryOutputs(ctx, decoded, response);
+
+  const encoded = encodeHttpInferResponse(response, {
+    defaultOutputKind: decoded.defaultOutputKind,
+    outputs: decoded.outputs,
+    batching: config.max_batch_size > 0,
+  });
+  const headers: Headers = { 'Content-Type': encoded.binary ? 'application/octet-stream' : 'application/json' };
+  if (encoded.binary) headers['Inference-Header-Content-Length'] = encoded.headerLength;
+  const accept = req.headers['accept-encoding'];
+  const coding = responseEncoding(Array.isArray(accept) ? accept.join(',') : accept);
+  if (coding === 'identity') {
+    send(res, 200, encoded.chunks, headers);
+    return;
+  }
+  headers['Content-Encoding'] = coding;
+  send(res, 200, await compressBody(Buffer.concat(encoded.chunks), coding), headers);
+}
+
+/** Read shared-memory inputs and check output regions, before the model runs (as Triton does). */
+function resolveSharedMemory(ctx: HttpContext, decoded: DecodedHttpInferRequest): void {
+  const shmOutputs = [...decoded.outputs.values()].filter((o) => o.shm !== undefined);
+  if (decoded.shmInputs.length === 0 && shmOutputs.length === 0) return;
+  if (!ctx.shm.enabled) throw unsupported(CLIENT_SHM_DISABLED_MESSAGE);
+  for (const { input, region, offset, byteSize } of decoded.shmInputs) {
+    input.data = ctx.shm.read(region, offset, byteSize);
+    // Resolved: the engine sees an ordinary tensor.
+    delete input.parameters.shared_memory_region;
+    delete input.parameters.shared_memory_offset;
+    delete input.parameters.shared_memory_byte_size;
+  }
+  for (const o of shmOutputs) {
+    const shm = o.shm as NonNullable<typeof o.shm>;
+    ctx.shm.checkRange(shm.region, shm.offset, shm.byteSize);
+  }
+}
+
+function writeSharedMemoryOutputs(ctx: HttpContext, decoded: DecodedHttpInferRequest, response: InferResponse): void {
+  for (const out of response.outputs) {
+    const shm = decoded.outputs.get(out.name)?.shm;
+    if (shm === undefined) continue;
+    if (out.data.byteLength > shm.byteSize) {
+      throw internal(
+        `shared memory size specified with the request for output '${out.name}' (${shm.byteSize} bytes) should be at least ${out.data.byteLength} bytes to hold the results`,
+      );
+    }
+    ctx.shm.write(shm.region, shm.offset, out.data);
+  }
+}
+
+function rawInputModel(config: ModelConfig): RawInputModel {
+  return {
+    maxBatchSize: config.max_batch_size,
+    inputs: config.input.map((i) => ({ name: i.name, datatype: configDataTypeToWire(i.data_type), dims: i.dims })),
+  };
+}
+
+/**
+ * Generate (`streaming` false) answers one JSON object; generate_stream answers Server-Sent
+ * Events, one `data: {...}` per response and `data: {"error":...}` for errors, the status set
+ * by the first result.
+ */
+export async function handleGenerate(
+  ctx: HttpContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  model: string,
+  version: number | undefined,
+  streaming: boolean,
+): Promise<void> {
+  const metadata = ctx.engine.modelMetadata(model, version);
+  if (requestEncoding(req) !== 'identity') {
+    throw invalidArgument("Unsupported content-encoding, only 'identity' is supported.");
+  }
+  const body = await readBody(req, ctx.maxInputSize);
+  const request = decodeHttpGenerateRequest({ modelName: model, modelVersion: version, body }, metadata.inputs);
+
+  const abort = new AbortController();
+  const onClose = () => {
+    if (!res.writableEnded) abort.abort();
+  };
+  res.on('close', onClose);
+  const results: InferResult[] = [];
+  await new Promise<void>((resolve) => {
+    ctx.engine.submit(
+      request,
+      (result) => {
+        if (streaming) writeStreamResult(res, result);
+        else results.push(result);
+        if (result.final) resolve();
+      },
+      { signal: abort.signal },
+    );
+  });
+  res.off('close', onClose);
+  if (streaming) {
+    if (!res.headersSent) startStream(res, 200);
+    res.end();
+    return;
+  }
+  const error = results.find((r) => r.error !== undefined)?.error;
+  if (error !== undefined) throw error;
+  const responses = results.filter((r) => r.response !== undefined);
+  if (responses.length !== 1) {
+    throw internal(
+      'generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses',
+    );
+  }
+  send(res, 200, encodeHttpGenerateResponse((responses[0] as InferResult).response as InferResponse), { 'Content-Type': 'application/json' });
+}
+
+function startStream(res: ServerResponse, status: number): void {
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+  res.setHeader('Cache-Control', 'no-cache');
+  res.flushHeaders();
+}
+
+function writeStreamResult(res: ServerResponse, result: InferResult): void {
+  if (res.writableEnded || res.destroyed) return;
+  let event: string | undefined;
+  let error = result.error;
+  if (error !== undefined) event = errorBody(error.message);
+  else if (result.response !== undefined) {
+    try {
+      event = encodeHttpGenerateResponse(result.response);
+    } catch (e) {
+      error = toSwitchyardError(e);
+      event = errorBody(error.message);
+    }
+  }
+  if (!res.headersSent) startStream(res, error === undefined ? 200 : httpStatusFromErrorCode(error.code));
+  if (event !== undefined) res.write(`data: ${event}\n\n`);
+}

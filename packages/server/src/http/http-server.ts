@@ -1,0 +1,180 @@
+/**
+ * The KServe v2 / Triton HTTP/REST front door on `node:http`.
+ *
+ * One handler per route (see `http-router.ts` for the table). This file owns the server
+ * lifecycle and the request loop: strip the query string, route (404), check the method (405),
+ * dispatch, and render any thrown error as `{"error": ...}` with the mapped status.
+ *
+ * Lifecycle: `listen()` binds (port 0 = ephemeral) and resolves with the bound port. `close()`
+ * stops accepting, lets in-flight requests finish, then closes idle keep-alive connections.
+ */
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type Logger, SwitchyardError, invalidArgument, silentLogger, toSwitchyardError } from '@switchyard/common';
+import type { InferenceEngine } from '@switchyard/engine';
+import type { ServerSettings } from '../settings.js';
+import type { SharedMemoryManager } from '../shared-memory.js';
+import { DEFAULT_MAX_INPUT_SIZE, declaredLength, inputTooLarge } from './http-body.js';
+import type { HttpContext } from './http-context.js';
+import {
+  handleHealth,
+  handleModelConfig,
+  handleModelMetadata,
+  handleModelReady,
+  handleModelStats,
+  handleRepositoryControl,
+  handleRepositoryIndex,
+  handleServerMetadata,
+} from './http-control.js';
+import { handleCudaSharedMemory, handleLogging, handleSystemSharedMemory, handleTrace } from './http-extensions.js';
+import { handleGenerate, handleInfer } from './http-infer.js';
+import { sendError, sendJson } from './http-reply.js';
+import { type Route, allowedMethods, matchRoute } from './http-router.js';
+
+export interface HttpServerOptions {
+  engine: InferenceEngine;
+  shm: SharedMemoryManager;
+  settings: ServerSettings;
+  /** Port to bind; 0 picks an ephemeral port. Triton's default is 8000. */
+  port: number;
+  /** Address to bind; default all interfaces. */
+  host?: string;
+  /** `--http-max-input-size` in bytes (default 64 MiB): the largest request body, before and after decompression. */
+  maxInputSize?: number;
+  logger?: Logger;
+}
+
+export interface HttpFrontDoor {
+  /** Start listening; resolves with the bound port. */
+  listen(): Promise<number>;
+  /** Stop accepting, finish in-flight requests, then close every connection. */
+  close(): Promise<void>;
+}
+
+export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
+  const ctx: HttpContext = {
+    engine: options.engine,
+    shm: options.shm,
+    settings: options.settings,
+    maxInputSize: options.maxInputSize !== undefined && options.maxInputSize > 0 ? options.maxInputSize : DEFAULT_MAX_INPUT_SIZE,
+    logger: options.logger ?? silentLogger,
+  };
+  let inFlight = 0;
+  let closing = false;
+  let drained: (() => void) | undefined;
+
+  const server = http.createServer((req, res) => {
+    inFlight += 1;
+    if (closing) res.setHeader('Connection', 'close');
+    res.on('close', () => {
+      inFlight -= 1;
+      if (inFlight === 0) drained?.();
+    });
+    handle(ctx, req, res).catch((e: unknown) => {
+      ctx.logger.error({ err: e }, 'unhandled HTTP handler failure');
+      if (!res.headersSent) sendError(res, e);
+      else res.destroy();
+    });
+  });
+  // Refuse an oversized body before the client sends it (curl sends `Expect: 100-continue`).
+  server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const declared = declaredLength(req);
+    if (declared !== undefined && declared > ctx.maxInputSize) {
+      res.setHeader('Connection', 'close');
+      sendError(res, inputTooLarge(declared, ctx.maxInputSize));
+      return;
+    }
+    res.writeContinue();
+    server.emit('request', req, res);
+  });
+
+  return {
+    listen: () =>
+      new Promise<number>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(options.port, options.host, () => {
+          server.off('error', reject);
+          resolve((server.address() as AddressInfo).port);
+        });
+      }),
+    close: async () => {
+      closing = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      if (inFlight > 0) await new Promise<void>((resolve) => (drained = resolve));
+      server.closeAllConnections();
+      await closed;
+    },
+  };
+}
+
+async function handle(ctx: HttpContext, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  const path = q === -1 ? url : url.slice(0, q);
+  const route = matchRoute(path);
+  if (route === undefined) {
+    sendJson(res, 404, JSON.stringify({ error: 'Not Found' }));
+    return;
+  }
+  if (!allowedMethods(route).includes(req.method ?? '')) {
+    sendJson(res, 405, JSON.stringify({ error: 'Method Not Allowed' }));
+    return;
+  }
+  try {
+    await dispatch(ctx, req, res, route);
+  } catch (e) {
+    // Expected failures are SwitchyardErrors; anything else is a bug worth a warning.
+    if (!(e instanceof SwitchyardError)) ctx.logger.warn({ err: e, path }, 'HTTP request failed unexpectedly');
+    if (!res.headersSent) sendError(res, toSwitchyardError(e));
+    else if (!res.writableEnded) res.end();
+  }
+}
+
+function versionOf(v: string | undefined): number | undefined {
+  if (v === undefined || v === '') return undefined;
+  const n = Number(v);
+  if (!Number.isSafeInteger(n)) throw invalidArgument(`failed to get model version from specified version string '${v}'`);
+  return n;
+}
+
+async function dispatch(ctx: HttpContext, req: http.IncomingMessage, res: http.ServerResponse, route: Route): Promise<void> {
+  switch (route.kind) {
+    case 'health':
+      return handleHealth(ctx, res, route.which);
+    case 'server_metadata':
+      return handleServerMetadata(ctx, res);
+    case 'stats':
+      return handleModelStats(ctx, res, route.model, versionOf(route.version));
+    case 'logging':
+      return handleLogging(ctx, req, res);
+    case 'trace':
+      return handleTrace(ctx, req, res, route.model);
+    case 'system_shm':
+      return handleSystemSharedMemory(ctx, req, res, route.region, route.action);
+    case 'cuda_shm':
+      return handleCudaSharedMemory(ctx, req, res, route.region, route.action);
+    case 'repository_index':
+      return handleRepositoryIndex(ctx, req, res, route.repository);
+    case 'repository_control':
+      return handleRepositoryControl(ctx, req, res, route);
+    case 'model': {
+      const version = versionOf(route.version);
+      switch (route.action) {
+        case 'metadata':
+          return handleModelMetadata(ctx, res, route.model, version);
+        case 'ready':
+          return handleModelReady(ctx, res, route.model, version);
+        case 'config':
+          return handleModelConfig(ctx, res, route.model, version);
+        case 'stats':
+          return handleModelStats(ctx, res, route.model, version);
+        case 'infer':
+          return handleInfer(ctx, req, res, route.model, version);
+        case 'generate':
+          return handleGenerate(ctx, req, res, route.model, version, false);
+        case 'generate_stream':
+          return handleGenerate(ctx, req, res, route.model, version, true);
+      }
+    }
+  }
+}

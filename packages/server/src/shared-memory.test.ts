@@ -1,0 +1,85 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SwitchyardError } from '@switchyard/common';
+import { CLIENT_SHM_DISABLED_MESSAGE, SharedMemoryManager } from './shared-memory.js';
+
+function codeOf(fn: () => unknown): [string, string] {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof SwitchyardError) return [e.code, e.message];
+    throw e;
+  }
+  throw new Error('expected a throw');
+}
+
+describe('SharedMemoryManager', () => {
+  let dir: string;
+  let shm: SharedMemoryManager;
+
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shm-test-'));
+    fs.writeFileSync(path.join(dir, 'region_a'), Buffer.alloc(64));
+    shm = new SharedMemoryManager({ enabled: true, shmDir: dir });
+  });
+  afterEach(() => {
+    shm.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('is gated by enabled', () => {
+    const off = new SharedMemoryManager({ enabled: false });
+    expect(off.enabled).toBe(false);
+    expect(codeOf(() => off.assertEnabled())).toEqual(['unsupported', CLIENT_SHM_DISABLED_MESSAGE]);
+    expect(() => shm.assertEnabled()).not.toThrow();
+  });
+
+  it('registers, reports status in order, and unregisters', () => {
+    shm.register('r1', '/region_a', 0, 32);
+    shm.register('r2', '/region_a', 32, 32);
+    expect(shm.status()).toEqual([
+      { name: 'r1', key: '/region_a', offset: 0, byte_size: 32 },
+      { name: 'r2', key: '/region_a', offset: 32, byte_size: 32 },
+    ]);
+    expect(shm.status('r2')).toEqual([{ name: 'r2', key: '/region_a', offset: 32, byte_size: 32 }]);
+    shm.unregister('r1');
+    shm.unregister('nope');
+    expect(shm.status().map((s) => s.name)).toEqual(['r2']);
+    shm.unregister();
+    expect(shm.status()).toEqual([]);
+  });
+
+  it('uses Triton error messages', () => {
+    shm.register('r1', 'region_a', 0, 64);
+    expect(codeOf(() => shm.register('r1', 'region_a', 0, 8))).toEqual([
+      'already_exists',
+      "shared memory region 'r1' already in manager",
+    ]);
+    expect(codeOf(() => shm.register('r9', '/missing', 0, 8))).toEqual([
+      'internal',
+      "Unable to open shared memory region: '/missing'",
+    ]);
+    expect(codeOf(() => shm.register('r3', '/region_a', 60, 8))).toEqual([
+      'invalid_argument',
+      "failed to register shared memory region 'r3': invalid args",
+    ]);
+    expect(codeOf(() => shm.status('zz'))).toEqual(['not_found', "Unable to find system shared memory region: 'zz'"]);
+    expect(codeOf(() => shm.read('zz', 0, 4))).toEqual(['not_found', "Unable to find shared memory region: 'zz'"]);
+    expect(codeOf(() => shm.read('r1', 64, 0))).toEqual(['invalid_argument', "Invalid offset for shared memory region: 'r1'"]);
+    expect(codeOf(() => shm.read('r1', 60, 8))).toEqual([
+      'invalid_argument',
+      "Invalid offset + byte size for shared memory region: 'r1'",
+    ]);
+  });
+
+  it('reads and writes through to the file at region offset + offset', () => {
+    shm.register('out', '/region_a', 16, 16);
+    shm.write('out', 4, new Uint8Array([1, 2, 3, 4]));
+    const file = fs.readFileSync(path.join(dir, 'region_a'));
+    expect([...file.subarray(20, 24)]).toEqual([1, 2, 3, 4]);
+    expect([...shm.read('out', 4, 4)]).toEqual([1, 2, 3, 4]);
+    expect(shm.regionByteSize('out')).toBe(16);
+  });
+});

@@ -1,0 +1,203 @@
+/**
+ * Triton's system shared memory manager, shared by the HTTP and gRPC front doors.
+ *
+ * A client creates a POSIX shared memory object with `shm_open(key)`; on Linux that is the file
+ * `/dev/shm/<key without its leading '/'>`. Registering a region opens that file, checks that
+ * `offset + byte_size` lies inside it, and keeps the file descriptor open until the region is
+ * unregistered. Reads and writes go through `fs.readSync` / `fs.writeSync` at
+ * `region.offset + offset`, so the client sees outputs in its own mapping without any copy back.
+ *
+ * Concurrency: every method is synchronous and runs to completion on the event loop, so no
+ * locking is needed. Regions sharing a key share one descriptor (reference counted), as Triton
+ * shares one mapping.
+ *
+ * Error messages and codes are Triton's (`server:src/shared_memory_manager.cc`).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { alreadyExists, internal, invalidArgument, notFound, unsupported } from '@switchyard/common';
+
+export interface SystemShmRegionStatus {
+  name: string;
+  key: string;
+  offset: number;
+  byte_size: number;
+}
+
+/** Shown when a client uses shared memory on a server started without `--allow-client-shm=true`. */
+export const CLIENT_SHM_DISABLED_MESSAGE =
+  "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.";
+
+export const DEFAULT_SHM_DIR = '/dev/shm';
+
+interface OpenFile {
+  fd: number;
+  refs: number;
+}
+
+interface Region {
+  name: string;
+  key: string;
+  offset: number;
+  byteSize: number;
+  file: OpenFile;
+}
+
+export class SharedMemoryManager {
+  readonly enabled: boolean;
+  readonly #shmDir: string;
+  /** Region name → region. A Map keeps registration order, which `status()` reports. */
+  readonly #regions = new Map<string, Region>();
+  /** Key → open descriptor, shared by every region of that key. */
+  readonly #files = new Map<string, OpenFile>();
+
+  constructor(options: { enabled: boolean; shmDir?: string }) {
+    this.enabled = options.enabled;
+    this.#shmDir = options.shmDir ?? DEFAULT_SHM_DIR;
+  }
+
+  /** Throws unsupported with Triton's message when client shared memory is disabled. */
+  assertEnabled(): void {
+    if (!this.enabled) throw unsupported(CLIENT_SHM_DISABLED_MESSAGE);
+  }
+
+  /**
+   * Register `byteSize` bytes at `offset` of the object `key` under `name`.
+   * Errors: already_exists for a taken name, internal when the object cannot be opened,
+   * invalid_argument when the range exceeds the object.
+   */
+  register(name: string, key: string, offset: number, byteSize: number): void {
+    if (this.#regions.has(name)) throw alreadyExists(`shared memory region '${name}' already in manager`);
+    if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(byteSize) || byteSize < 0) {
+      throw invalidArgument(`failed to register shared memory region '${name}': invalid args`);
+    }
+    let file = this.#files.get(key);
+    const opened = file === undefined;
+    if (file === undefined) file = { fd: this.#open(key), refs: 0 };
+    let size: number;
+    try {
+      size = fs.fstatSync(file.fd).size;
+    } catch (e) {
+      if (opened) closeQuietly(file.fd);
+      throw internal(`Invalid shared memory region: '${key}'`, e);
+    }
+    if (offset + byteSize > size) {
+      if (opened) closeQuietly(file.fd);
+      throw invalidArgument(`failed to register shared memory region '${name}': invalid args`);
+    }
+    file.refs += 1;
+    this.#files.set(key, file);
+    this.#regions.set(name, { name, key, offset, byteSize, file });
+  }
+
+  /** Unregister one region, or every region when `name` is omitted or empty. Unknown names succeed silently. */
+  unregister(name?: string): void {
+    if (name === undefined || name === '') {
+      for (const n of [...this.#regions.keys()]) this.#remove(n);
+      return;
+    }
+    this.#remove(name);
+  }
+
+  /** Status of every region, or of one; an unknown name is not_found. */
+  status(name?: string): SystemShmRegionStatus[] {
+    if (name === undefined || name === '') return [...this.#regions.values()].map(toStatus);
+    const region = this.#regions.get(name);
+    if (region === undefined) throw notFound(`Unable to find system shared memory region: '${name}'`);
+    return [toStatus(region)];
+  }
+
+  /** Copy `byteSize` bytes at `offset` inside region `name` (infer-time input). */
+  read(name: string, offset: number, byteSize: number): Uint8Array {
+    const region = this.#lookup(name, offset, byteSize);
+    const out = new Uint8Array(byteSize);
+    let done = 0;
+    while (done < byteSize) {
+      const n = fs.readSync(region.file.fd, out, done, byteSize - done, region.offset + offset + done);
+      if (n === 0) throw internal(`Invalid offset + byte size for shared memory region: '${name}'`);
+      done += n;
+    }
+    return out;
+  }
+
+  /** Write `data` at `offset` inside region `name` (infer-time output). */
+  write(name: string, offset: number, data: Uint8Array): void {
+    const region = this.#lookup(name, offset, data.byteLength);
+    let done = 0;
+    while (done < data.byteLength) {
+      done += fs.writeSync(region.file.fd, data, done, data.byteLength - done, region.offset + offset + done);
+    }
+  }
+
+  /**
+   * Check that `byteSize` bytes at `offset` lie inside region `name`, with the same errors as
+   * `read` / `write`; used to validate an output region before running the model.
+   */
+  checkRange(name: string, offset: number, byteSize: number): void {
+    this.#lookup(name, offset, byteSize);
+  }
+
+  /**
+   * The byte size of region `name` (for output size checks before running a model), or throws
+   * not_found like `read`.
+   */
+  regionByteSize(name: string): number {
+    const region = this.#regions.get(name);
+    if (region === undefined) throw notFound(`Unable to find shared memory region: '${name}'`);
+    return region.byteSize;
+  }
+
+  /** Release every descriptor; the manager is empty afterwards. */
+  close(): void {
+    this.unregister();
+  }
+
+  #open(key: string): number {
+    // glibc's shm_open strips leading slashes; a key with an inner '/' or '..' is not a valid name.
+    const base = key.replace(/^\/+/, '');
+    if (base === '' || base.includes('/') || base === '.' || base === '..') {
+      throw internal(`Unable to open shared memory region: '${key}'`);
+    }
+    try {
+      return fs.openSync(path.join(this.#shmDir, base), 'r+');
+    } catch (e) {
+      throw internal(`Unable to open shared memory region: '${key}'`, e);
+    }
+  }
+
+  #lookup(name: string, offset: number, byteSize: number): Region {
+    const region = this.#regions.get(name);
+    if (region === undefined) throw notFound(`Unable to find shared memory region: '${name}'`);
+    // Triton rejects an offset at or past the region's end, even for a zero-byte access.
+    if (!Number.isSafeInteger(offset) || offset < 0 || offset >= region.byteSize) {
+      throw invalidArgument(`Invalid offset for shared memory region: '${name}'`);
+    }
+    if (!Number.isSafeInteger(byteSize) || byteSize < 0 || offset + byteSize > region.byteSize) {
+      throw invalidArgument(`Invalid offset + byte size for shared memory region: '${name}'`);
+    }
+    return region;
+  }
+
+  #remove(name: string): void {
+    const region = this.#regions.get(name);
+    if (region === undefined) return;
+    this.#regions.delete(name);
+    region.file.refs -= 1;
+    if (region.file.refs === 0) {
+      this.#files.delete(region.key);
+      closeQuietly(region.file.fd);
+    }
+  }
+}
+
+function toStatus(r: Region): SystemShmRegionStatus {
+  return { name: r.name, key: r.key, offset: r.offset, byte_size: r.byteSize };
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    fs.closeSync(fd);
+  } catch {
+    // Closing is best-effort: the descriptor is ours and nothing else can act on a failure.
+  }
+}
