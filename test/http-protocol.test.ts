@@ -251,7 +251,7 @@ describe('bad input keeps the server serving', () => {
     const big = Buffer.alloc(2 * 1024 * 1024, 0x20);
     const r = await rawPost('/v2/models/simple/infer', big, { 'Content-Type': 'application/json' });
     expect(r.status).toBe(400);
-    expect(JSON.parse(r.body.toString()).error).toContain('exceeds the maximum allowed input size of 1048576 bytes. Use --http-max-input-size to increase the limit.');
+    expect(JSON.parse(r.body.toString()).error).toContain('exceeds the maximum allowed value of 1048576 bytes. Use --http-max-input-size to increase the limit.');
   });
 
   it('still serves after all of the above', async () => {

@@ -22,9 +22,14 @@ const unzip = promisify(zlib.unzip);
 const gzip = promisify(zlib.gzip);
 const deflate = promisify(zlib.deflate);
 
+/**
+ * Triton's size-limit error. Upstream's qa (L0_http http_input_size_limit_test) matches the
+ * substrings "Request JSON size", "exceeds the maximum allowed value" and "Use
+ * --http-max-input-size to increase the limit"; this wording carries all three.
+ */
 export function inputTooLarge(size: number, limit: number): SwitchyardError {
   return invalidArgument(
-    `request JSON size of ${size} bytes exceeds the maximum allowed input size of ${limit} bytes. Use --http-max-input-size to increase the limit.`,
+    `Request JSON size of ${size} bytes exceeds the maximum allowed value of ${limit} bytes. Use --http-max-input-size to increase the limit.`,
   );
 }
 

@@ -198,17 +198,17 @@ describe('HTTP front door: inference', () => {
     const declared = await infer('simple', big);
     expect([declared.status, declared.json()]).toEqual([
       400,
-      { error: `request JSON size of ${LIMIT + 1} bytes exceeds the maximum allowed input size of ${LIMIT} bytes. Use --http-max-input-size to increase the limit.` },
+      { error: `Request JSON size of ${LIMIT + 1} bytes exceeds the maximum allowed value of ${LIMIT} bytes. Use --http-max-input-size to increase the limit.` },
     ]);
     const chunks = (function* () {
       for (let i = 0; i < 64; i++) yield Buffer.alloc(16 * 1024, 0x20);
     })();
     const chunked = await rawRequest(port, 'POST', '/v2/models/simple/infer', { body: chunks, chunked: true });
     expect(chunked.status).toBe(400);
-    expect(chunked.text).toContain('exceeds the maximum allowed input size of 65536 bytes');
+    expect(chunked.text).toContain('exceeds the maximum allowed value of 65536 bytes');
     const bomb = zlib.gzipSync(Buffer.alloc(LIMIT * 4, 0x20));
     const inflated = await infer('simple', bomb, { 'Content-Encoding': 'gzip' });
-    expect([inflated.status, inflated.text.includes('exceeds the maximum allowed input size')]).toEqual([400, true]);
+    expect([inflated.status, inflated.text.includes('exceeds the maximum allowed value')]).toEqual([400, true]);
     // The server keeps serving on the same process afterwards.
     expect((await infer('simple', simpleJson())).status).toBe(200);
   });
@@ -235,7 +235,7 @@ describe('HTTP front door: inference', () => {
     });
     expect(res.status).toBe(400);
     expect(JSON.parse(res.text)).toEqual({
-      error: `request JSON size of ${1 << 30} bytes exceeds the maximum allowed input size of ${LIMIT} bytes. Use --http-max-input-size to increase the limit.`,
+      error: `Request JSON size of ${1 << 30} bytes exceeds the maximum allowed value of ${LIMIT} bytes. Use --http-max-input-size to increase the limit.`,
     });
   });
 
