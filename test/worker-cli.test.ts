@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import http from 'node:http';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { repoRoot, startWorkerProcess } from '@switchyard/testing';
+import { repoRoot, startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { get, post, range } from './lib/tensors.js';
 
 const BIN = join(repoRoot(), 'bin', 'switchyard.mjs');
@@ -49,6 +49,7 @@ describe('switchyard worker command', () => {
   it('SIGTERM finishes the request in flight, then exits 0', async () => {
     const worker = await startWorkerProcess({ modelRepositories: ['test/fixtures/model_repository'], args: ['--model-control-mode=explicit', '--load-model=simple'] });
     const body = Buffer.from(JSON.stringify(simpleBody));
+    let exited: ReturnType<WorkerProcess['stop']> | undefined;
     const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
       const req = http.request({ host: '127.0.0.1', port: worker.ports.http, path: '/v2/models/simple/infer', method: 'POST', headers: { 'Content-Length': String(body.length) } }, (res) => {
         let text = '';
@@ -59,15 +60,14 @@ describe('switchyard worker command', () => {
       // Half the body now, the rest after the signal: the request is in flight when SIGTERM lands.
       req.write(body.subarray(0, 20));
       setTimeout(() => {
-        const exited = worker.stop('SIGTERM');
+        exited = worker.stop('SIGTERM');
         setTimeout(() => req.end(body.subarray(20)), 300);
-        void exited;
       }, 300);
     });
     const r = await response;
     expect(r.status).toBe(200);
     expect(JSON.parse(r.body).outputs[0].data).toEqual(range(16, (i) => 2 * i));
-    const exit = await worker.stop();
+    const exit = await exited!;
     expect(exit.code).toBe(0);
     expect(worker.logs().some((l) => l['msg'] === 'worker stopped')).toBe(true);
     // And it no longer accepts connections.

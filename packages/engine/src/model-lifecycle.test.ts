@@ -167,7 +167,13 @@ describe('poll model control', () => {
 
     await rm(join(repo.root, 'added'), { recursive: true });
     await waitFor(() => !engine.isModelReady('added'));
-    expect((await engine.repositoryIndex(false)).find((r) => r.name === 'added')).toMatchObject({ state: 'UNAVAILABLE', reason: 'unloaded' });
+    // Not ready already while UNLOADING; the row settles once the instances are released.
+    let row: unknown;
+    await waitFor(async () => {
+      row = (await engine.repositoryIndex(false)).find((r) => r.name === 'added');
+      return (row as { state?: string } | undefined)?.state === 'UNAVAILABLE';
+    });
+    expect(row).toMatchObject({ state: 'UNAVAILABLE', reason: 'unloaded' });
   });
 });
 

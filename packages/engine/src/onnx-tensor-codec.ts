@@ -20,6 +20,7 @@ import {
 } from '@switchyard/kserve';
 import type { DataTypeName } from '@switchyard/model-config';
 import type * as ort from 'onnxruntime-node';
+import type { WireTensor } from './session-thread.js';
 
 export type OrtType = ort.Tensor.Type;
 
@@ -68,23 +69,27 @@ export function configTypeOfOrt(type: string): DataTypeName {
 const utf8Decoder = new TextDecoder('utf-8');
 const utf8Encoder = new TextEncoder();
 
-/** Build an ORT tensor over the request bytes (no copy unless the bytes are misaligned). */
-export function toOrtTensor(ortModule: typeof ort, datatype: DataType, shape: readonly number[], data: Uint8Array): ort.Tensor {
+/**
+ * A tensor for a session thread, built from request bytes. Fixed-size data is copied into a
+ * buffer of its own, because `SessionThread.run` transfers it (a request's bytes are often a
+ * view into a larger socket or body buffer that must not be detached or cloned whole).
+ */
+export function toWireTensor(datatype: DataType, shape: readonly number[], data: Uint8Array): WireTensor {
   const type = ortTypeOf(datatype);
   if (type === undefined) throw internal(`datatype ${datatype} is not supported by the onnxruntime backend`);
   if (type === 'string') {
-    const strings = deserializeBytesElements(data).map((e) => utf8Decoder.decode(e));
-    return new ortModule.Tensor('string', strings, shape);
+    return { type, dims: [...shape], data: deserializeBytesElements(data).map((e) => utf8Decoder.decode(e)) };
   }
   const view = typedView(datatype, data);
-  return new ortModule.Tensor(type as Exclude<OrtType, 'string'>, view as never, shape);
+  // typedView may already have copied (misaligned input); copy only when it did not.
+  const owned = view.buffer !== data.buffer ? view : view.slice();
+  return { type, dims: [...shape], data: owned };
 }
 
-/** Raw bytes of an ORT output tensor in Switchyard's layout. */
-export function fromOrtTensor(tensor: ort.Tensor): Uint8Array {
+/** Raw bytes of a session output in Switchyard's layout. */
+export function fromWireTensor(tensor: WireTensor): Uint8Array {
   if (tensor.type === 'string') {
-    const strings = tensor.data as string[];
-    return serializeBytesElements(strings.map((s) => utf8Encoder.encode(s)));
+    return serializeBytesElements((tensor.data as string[]).map((s) => utf8Encoder.encode(s)));
   }
   return bytesOf(tensor.data as TypedArray);
 }

@@ -101,6 +101,7 @@ describe('onnxruntime backend', () => {
       `backend: "onnxruntime" max_batch_size: 4 instance_group { count: ${count} kind: KIND_CPU } input { name: "INPUT0" data_type: TYPE_FP32 dims: [ 256 ] } output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 256 ] }`;
     await repo.addModel('slow_two', { config: slow(2), versions: { 1: { 'model.onnx': slowModel() } } });
     await repo.addModel('slow_one', { config: slow(1), versions: { 1: { 'model.onnx': slowModel() } } });
+    await repo.addModel('slow_wide', { config: slow(1).replace('max_batch_size: 4', 'max_batch_size: 128'), versions: { 1: { 'model.onnx': slowModel() } } });
     engine = await createEngine({ modelRepositories: [repo.root], backends: { onnxruntime: instrumented(events) } });
   });
 
@@ -151,6 +152,23 @@ describe('onnxruntime backend', () => {
     events.length = 0;
     await Promise.all([engine.infer(slowRequest('slow_one', 'c')), engine.infer(slowRequest('slow_one', 'd'))]);
     expect(events).toEqual(['start:c', 'end:c', 'start:d', 'end:d']);
+  });
+
+  it('computes off the event loop: timers keep firing while an instance runs a heavy batch', async () => {
+    // One execution of 64 chained 256x256 MatMuls at batch 128: tens of milliseconds of compute.
+    const heavy = request('slow_wide', [tensor('INPUT0', 'FP32', [128, 256], new Float32Array(128 * 256).fill(1))]);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 1);
+    const started = performance.now();
+    try {
+      await engine.infer(heavy);
+    } finally {
+      clearInterval(timer);
+    }
+    const elapsedMs = performance.now() - started;
+    // Computed on the main thread, the loop could not turn until the run ended (0-1 ticks).
+    expect(elapsedMs).toBeGreaterThan(10);
+    expect(ticks).toBeGreaterThanOrEqual(3);
   });
 
   it('cancels queued requests at once and discards executing ones', async () => {

@@ -1,21 +1,20 @@
 /**
  * The ONNX Runtime backend (Triton's `onnxruntime` backend, CPU execution provider only).
  *
- * One `InferenceSession` per model instance. Sessions are created with
- * `intraOpNumThreads = 1` and `interOpNumThreads = 1` unless the config parameters
- * `intra_op_thread_count` / `inter_op_thread_count` say otherwise (Triton's names). Reason:
- * onnxruntime-node runs `session.run` synchronously on the JS thread, so instances of one
- * process take turns on that thread; the default of two CPU instances with one intra-op
- * thread each keeps a 2-core box from oversubscribing while a batch computes.
- * Instance concurrency is therefore queueing concurrency: each instance executes one batch at
- * a time and several instances can have batches in flight.
+ * One `InferenceSession` per model instance, each on its own worker thread (`SessionThread`):
+ * onnxruntime-node computes `session.run` synchronously on the calling thread, so running it
+ * on the main thread would stall the server's sockets and serialise the instances. Each
+ * instance executes one batch at a time; the instances of a model compute in parallel.
+ * Sessions are created with `intraOpNumThreads = 1` and `interOpNumThreads = 1` unless the
+ * config parameters `intra_op_thread_count` / `inter_op_thread_count` say otherwise (Triton's
+ * names): with Triton's default of two CPU instances, that is one core per instance.
  */
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { internal, invalidArgument, unavailable } from '@switchyard/common';
 import { elementCount, type InferTensor } from '@switchyard/kserve';
 import { configDataTypeToWire, type ModelConfig, type ModelOutput } from '@switchyard/model-config';
-import * as ort from 'onnxruntime-node';
+import type * as ort from 'onnxruntime-node';
 import type {
   Backend,
   BackendInstance,
@@ -26,7 +25,8 @@ import type {
   InstanceSpec,
 } from './backend.js';
 import { autoCompleteOnnxConfig, checkOnnxIo, type OnnxIo, type OnnxIoInfo } from './onnx-io-config.js';
-import { concatBatch, fromOrtTensor, splitBatch, toOrtTensor } from './onnx-tensor-codec.js';
+import { concatBatch, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
+import { SessionLoadError, SessionThread, type WireTensor, type WireValueMetadata } from './session-thread.js';
 import type { NormalizedRequest } from './request-normalizer.js';
 
 const now = (): bigint => process.hrtime.bigint();
@@ -77,24 +77,24 @@ function sessionOptions(config: ModelConfig): ort.InferenceSession.SessionOption
   };
 }
 
-async function createSession(context: BackendModelContext, path: string): Promise<ort.InferenceSession> {
+async function createSession(context: BackendModelContext, path: string): Promise<SessionThread> {
   try {
-    return await ort.InferenceSession.create(path, sessionOptions(context.config));
+    return await SessionThread.create(path, sessionOptions(context.config));
   } catch (e) {
-    const message = e instanceof Error ? e.message : String(e);
+    const message = e instanceof SessionLoadError ? e.message : `cannot start a session thread: ${e instanceof Error ? e.message : String(e)}`;
     throw unavailable(`unable to load model '${context.modelName}': onnx runtime error: ${message}`, e);
   }
 }
 
-function ioInfo(metadata: readonly ort.InferenceSession.ValueMetadata[]): OnnxIoInfo[] {
+function ioInfo(metadata: readonly WireValueMetadata[]): OnnxIoInfo[] {
   return metadata.map((m) => ({
     name: m.name,
-    type: m.isTensor ? m.type : 'non-tensor',
+    type: m.isTensor ? (m.type ?? 'non-tensor') : 'non-tensor',
     dims: m.isTensor ? m.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)) : [],
   }));
 }
 
-export function sessionIo(session: ort.InferenceSession): OnnxIo {
+export function sessionIo(session: SessionThread): OnnxIo {
   return { inputs: ioInfo(session.inputMetadata), outputs: ioInfo(session.outputMetadata) };
 }
 
@@ -119,7 +119,7 @@ class OnnxRuntimeInstance implements BackendInstance {
 
   constructor(
     readonly name: string,
-    private readonly session: ort.InferenceSession,
+    private readonly session: SessionThread,
     private readonly config: ModelConfig,
   ) {
     this.outputs = new Map(config.output.map((o) => [o.name, o]));
@@ -132,7 +132,7 @@ class OnnxRuntimeInstance implements BackendInstance {
     const feeds = this.buildFeeds(requests);
     const fetches = [...new Set(requests.flatMap((r) => r.requestedOutputs))];
     const computeInputEndNs = now();
-    let produced: ort.InferenceSession.OnnxValueMapType;
+    let produced: Record<string, WireTensor>;
     try {
       produced = await this.session.run(feeds, fetches);
     } catch (e) {
@@ -140,11 +140,11 @@ class OnnxRuntimeInstance implements BackendInstance {
     }
     const computeOutputStartNs = now();
     const batchSizes = requests.map((r) => Math.max(r.batchSize, 1));
-    const sliced = new Map<string, { tensor: ort.Tensor; parts: Uint8Array[]; rowShape: number[] }>();
+    const sliced = new Map<string, { tensor: WireTensor; parts: Uint8Array[]; rowShape: number[] }>();
     for (const name of fetches) {
       const tensor = produced[name];
       if (tensor === undefined) throw internal(`onnx runtime did not produce output '${name}'`);
-      const data = fromOrtTensor(tensor);
+      const data = fromWireTensor(tensor);
       const rowShape = batched ? tensor.dims.slice(1) : [...tensor.dims];
       const datatype = configDataTypeToWire(this.outputs.get(name)?.data_type ?? 'TYPE_INVALID');
       const parts = requests.length === 1 ? [data] : splitBatch(datatype, data, batchSizes, elementCount(rowShape));
@@ -168,13 +168,13 @@ class OnnxRuntimeInstance implements BackendInstance {
     return { results, timing: { computeStartNs, computeInputEndNs, computeOutputStartNs, computeEndNs: now() } };
   }
 
-  private buildFeeds(requests: readonly NormalizedRequest[]): Record<string, ort.Tensor> {
-    const feeds: Record<string, ort.Tensor> = {};
+  private buildFeeds(requests: readonly NormalizedRequest[]): Record<string, WireTensor> {
+    const feeds: Record<string, WireTensor> = {};
     const first = requests[0];
     if (first === undefined) return feeds;
     for (const input of first.inputs) {
       if (requests.length === 1) {
-        feeds[input.name] = toOrtTensor(ort, input.datatype, input.shape, input.data);
+        feeds[input.name] = toWireTensor(input.datatype, input.shape, input.data);
         continue;
       }
       const parts = requests.map((r) => {
@@ -183,7 +183,7 @@ class OnnxRuntimeInstance implements BackendInstance {
         return match.data;
       });
       const total = requests.reduce((n, r) => n + r.batchSize, 0);
-      feeds[input.name] = toOrtTensor(ort, input.datatype, [total, ...input.shape.slice(1)], concatBatch(parts));
+      feeds[input.name] = toWireTensor(input.datatype, [total, ...input.shape.slice(1)], concatBatch(parts));
     }
     return feeds;
   }
@@ -197,7 +197,7 @@ class OnnxRuntimeModel implements BackendModel {
   constructor(
     private readonly context: BackendModelContext,
     private readonly modelFile: string,
-    private firstSession: ort.InferenceSession | undefined,
+    private firstSession: SessionThread | undefined,
   ) {}
 
   async createInstance(spec: InstanceSpec): Promise<BackendInstance> {
@@ -225,7 +225,7 @@ export class OnnxRuntimeBackend implements Backend {
       const completed = autoCompleteOnnxConfig(config, sessionIo(session));
       if (completed.max_batch_size !== config.max_batch_size) {
         context.logger.warn(
-          { model: context.modelName, maxBatchSize: completed.max_batch_size },
+          { maxBatchSize: completed.max_batch_size },
           'autofilled max_batch_size since batching is supported but no max_batch_size is specified in the model configuration',
         );
       }
