@@ -61,7 +61,6 @@ describe('decodeHttpInferRequest', () => {
     expect(d.request.parameters).toEqual({ sequence_id: '18446744073709551615', sequence_start: true, priority: 3, timeout: 100, custom: 1.5, flag: false });
     expect(d.request.inputs.map((i) => [i.name, i.data.byteLength])).toEqual([['X', 8], ['B', 4], ['Z', 0], ['S', 0]]);
     expect(Object.getPrototypeOf(d.request.inputs[1]?.data)).toBe(Uint8Array.prototype);
-    expect(d.shmInputs).toMatchObject([{ region: 'r', offset: 8, byteSize: 16 }]);
     expect(d.request.inputs[3]?.parameters).toEqual({ shared_memory_region: 'r', shared_memory_offset: 8, shared_memory_byte_size: 16 });
     expect([...d.outputs.values()].map((o) => [o.name, o.kind, o.classification])).toEqual([['O1', 'binary', 0], ['O2', 'json', 3], ['O3', 'shm', 0]]);
     expect(d.request.outputs.map((o) => o.parameters)).toEqual([

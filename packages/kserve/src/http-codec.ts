@@ -36,7 +36,6 @@ export interface DecodedHttpInferRequest {
   /** The outputs the client listed, by name. */
   outputs: Map<string, HttpRequestedOutput>;
   /** Inputs whose bytes are in shared memory; their `data` is empty until the front door reads it. */
-  shmInputs: Array<{ input: InferTensor; region: string; offset: number; byteSize: number }>;
 }
 
 export interface HttpInferBody {
@@ -90,7 +89,6 @@ export function decodeHttpInferRequest(src: HttpInferBody, headerLength: number)
   const defaultOutputKind = decodeRequestParameters(obj, request.parameters);
 
   const inputsJson = memberArray(obj, 'inputs');
-  const shmInputs: DecodedHttpInferRequest['shmInputs'] = [];
   const seen = new Set<string>();
   let blobOffset = headerLength;
   for (const item of inputsJson) {
@@ -117,7 +115,6 @@ export function decodeHttpInferRequest(src: HttpInferBody, headerLength: number)
       tensor.parameters.shared_memory_region = shm.region;
       tensor.parameters.shared_memory_offset = shm.offset;
       tensor.parameters.shared_memory_byte_size = shm.byteSize;
-      shmInputs.push({ input: tensor, ...shm });
     } else {
       tensor.data = jsonToTensorData(name, datatype, shape, input.data);
     }
@@ -159,7 +156,7 @@ export function decodeHttpInferRequest(src: HttpInferBody, headerLength: number)
       request.outputs.push(requested);
     }
   }
-  return { request, defaultOutputKind, outputs, shmInputs };
+  return { request, defaultOutputKind, outputs };
 }
 
 /**
@@ -208,7 +205,6 @@ export function decodeHttpRawInferRequest(src: HttpInferBody, model: RawInputMod
     request: { id: '', modelName: src.modelName, modelVersion: src.modelVersion, parameters: {}, inputs: [input], outputs: [] },
     defaultOutputKind: 'binary',
     outputs: new Map(),
-    shmInputs: [],
   };
 }
 

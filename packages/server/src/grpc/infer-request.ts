@@ -8,7 +8,7 @@ import type { GrpcModelInferRequest, GrpcModelInferResponse, InferRequest, Infer
 import { classificationCounts, decodeModelInferRequest, encodeModelInferResponse, parseModelVersion } from '@switchyard/kserve';
 import type { ModelConfig } from '@switchyard/model-config';
 import type { GrpcContext } from './grpc-context.js';
-import { readSharedMemoryInputs, sharedMemoryOutputTargets, writeSharedMemoryOutputs, type SharedMemoryTarget } from './shared-memory-io.js';
+import { readSharedMemoryInputs, sharedMemoryOutputTargets, writeSharedMemoryOutputs, type SharedMemoryTarget } from '../shared-memory-io.js';
 
 /**
  * The configuration of the requested model version. Throws invalid_argument for a malformed

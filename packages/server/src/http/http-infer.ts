@@ -11,7 +11,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { internal, invalidArgument, toSwitchyardError, unsupported } from '@switchyard/common';
 import type { InferResult } from '@switchyard/engine';
 import {
-  type DecodedHttpInferRequest,
   type InferResponse,
   decodeHttpGenerateRequest,
   decodeHttpInferRequest,
@@ -23,7 +22,7 @@ import {
 } from '@switchyard/kserve';
 import { type ModelConfig, configDataTypeToWire } from '@switchyard/model-config';
 import { httpStatusFromErrorCode } from '../http-status.js';
-import { CLIENT_SHM_DISABLED_MESSAGE } from '../shared-memory.js';
+import { readSharedMemoryInputs, sharedMemoryOutputTargets, writeSharedMemoryOutputs } from '../shared-memory-io.js';
 import { UNSUPPORTED_ENCODING_MESSAGE, compressBody, decompressBody, readBody, requestEncoding, responseEncoding } from './http-body.js';
 import { type Headers, errorBody, send, sendError } from './http-reply.js';
 import type { HttpContext } from './http-context.js';
@@ -45,7 +44,9 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
   const headerLength = parseInferenceHeaderLength(Array.isArray(headerValue) ? headerValue[0] : headerValue, body.byteLength);
   const src = { modelName: model, modelVersion: version, body };
   const decoded = headerLength === 0 ? decodeHttpRawInferRequest(src, rawInputModel(config)) : decodeHttpInferRequest(src, headerLength);
-  resolveSharedMemory(ctx, decoded);
+  // Inputs are read from their regions and output regions checked before the model runs, as Triton does.
+  const request = readSharedMemoryInputs(ctx.shm, decoded.request);
+  const shmTargets = sharedMemoryOutputTargets(ctx.shm, request);
 
   const abort = new AbortController();
   const onClose = () => {
@@ -54,12 +55,12 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
   res.on('close', onClose);
   let response: InferResponse;
   try {
-    response = await ctx.engine.infer(decoded.request, { signal: abort.signal });
+    response = await ctx.engine.infer(request, { signal: abort.signal });
   } finally {
     res.off('close', onClose);
   }
   if (abort.signal.aborted) return;
-  writeSharedMemoryOutputs(ctx, decoded, response);
+  writeSharedMemoryOutputs(ctx.shm, shmTargets, response);
 
   const encoded = encodeHttpInferResponse(response, {
     defaultOutputKind: decoded.defaultOutputKind,
@@ -76,37 +77,6 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
   }
   headers['Content-Encoding'] = coding;
   send(res, 200, await compressBody(Buffer.concat(encoded.chunks), coding), headers);
-}
-
-/** Read shared-memory inputs and check output regions, before the model runs (as Triton does). */
-function resolveSharedMemory(ctx: HttpContext, decoded: DecodedHttpInferRequest): void {
-  const shmOutputs = [...decoded.outputs.values()].filter((o) => o.shm !== undefined);
-  if (decoded.shmInputs.length === 0 && shmOutputs.length === 0) return;
-  if (!ctx.shm.enabled) throw unsupported(CLIENT_SHM_DISABLED_MESSAGE);
-  for (const { input, region, offset, byteSize } of decoded.shmInputs) {
-    input.data = ctx.shm.read(region, offset, byteSize);
-    // Resolved: the engine sees an ordinary tensor.
-    delete input.parameters.shared_memory_region;
-    delete input.parameters.shared_memory_offset;
-    delete input.parameters.shared_memory_byte_size;
-  }
-  for (const o of shmOutputs) {
-    const shm = o.shm as NonNullable<typeof o.shm>;
-    ctx.shm.checkRange(shm.region, shm.offset, shm.byteSize);
-  }
-}
-
-function writeSharedMemoryOutputs(ctx: HttpContext, decoded: DecodedHttpInferRequest, response: InferResponse): void {
-  for (const out of response.outputs) {
-    const shm = decoded.outputs.get(out.name)?.shm;
-    if (shm === undefined) continue;
-    if (out.data.byteLength > shm.byteSize) {
-      throw internal(
-        `shared memory size specified with the request for output '${out.name}' (${shm.byteSize} bytes) should be at least ${out.data.byteLength} bytes to hold the results`,
-      );
-    }
-    ctx.shm.write(shm.region, shm.offset, out.data);
-  }
 }
 
 function rawInputModel(config: ModelConfig): RawInputModel {

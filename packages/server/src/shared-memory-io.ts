@@ -9,11 +9,11 @@
  * each such output into its region after the response and returns the names written, whose
  * bytes are then left out of the wire response.
  *
- * Nothing here is gRPC-specific; the HTTP door can use the same functions.
+ * Both front doors use these functions.
  */
 import { internal } from '@switchyard/common';
 import type { InferRequest, InferResponse, InferTensor, Parameters } from '@switchyard/kserve';
-import type { SharedMemoryManager } from '../shared-memory.js';
+import type { SharedMemoryManager } from './shared-memory.js';
 
 export interface SharedMemoryTarget {
   region: string;
