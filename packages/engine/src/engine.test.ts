@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SwitchyardError } from '@switchyard/common';
 import { createEngine, type Engine } from './engine.js';
-import { identityModel, simpleModel } from './test-support/onnx-writer.js';
+import { buildIdentityModel, buildSimpleModel } from '@switchyard/onnx-builder';
 import { createRepository, int32s, request, SIMPLE_CONFIG, tensor, type RepositoryFixture } from './test-support/repository-fixture.js';
 
 const seq = (n: number, f = (i: number) => i): Int32Array => Int32Array.from({ length: n }, (_, i) => f(i));
@@ -12,8 +12,8 @@ describe('engine core path', () => {
 
   beforeAll(async () => {
     repo = await createRepository({
-      simple: { config: SIMPLE_CONFIG, versions: { 1: { 'model.onnx': simpleModel() } } },
-      auto_identity: { versions: { 1: { 'model.onnx': identityModel('FLOAT', ['batch', 4]) } } },
+      simple: { config: SIMPLE_CONFIG, versions: { 1: { 'model.onnx': buildSimpleModel() } } },
+      auto_identity: { versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', ['batch', 4]) } } },
       corrupt: { config: 'platform: "onnxruntime_onnx"', versions: { 1: { 'model.onnx': new Uint8Array([1, 2, 3, 4, 5]) } } },
       tensorrt_model: { config: 'platform: "tensorrt_plan"\nmax_batch_size: 1', versions: { 1: { 'model.plan': 'x' } } },
     });

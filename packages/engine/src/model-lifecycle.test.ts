@@ -2,7 +2,7 @@ import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createEngine, type Engine } from './engine.js';
-import { identityModel, simpleModel } from './test-support/onnx-writer.js';
+import { buildIdentityModel, buildSimpleModel } from '@switchyard/onnx-builder';
 import { createRepository, float32s, int32s, request, SIMPLE_CONFIG, tensor, type RepositoryFixture } from './test-support/repository-fixture.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -34,7 +34,7 @@ async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 10_0
 
 describe('explicit model control', () => {
   it('loads nothing at start-up, then loads, reloads and unloads on request', async () => {
-    const { engine } = await setup({ simple: { config: SIMPLE_CONFIG, versions: { 1: { 'model.onnx': simpleModel() } } } }, { controlMode: 'explicit' });
+    const { engine } = await setup({ simple: { config: SIMPLE_CONFIG, versions: { 1: { 'model.onnx': buildSimpleModel() } } } }, { controlMode: 'explicit' });
     expect(await engine.repositoryIndex(false)).toEqual([{ name: 'simple' }]);
     expect(engine.isReady()).toBe(true);
     await expect(engine.infer(simpleRequest())).rejects.toMatchObject({ message: "Request for unknown model: 'simple' is not found" });
@@ -69,7 +69,7 @@ describe('explicit model control', () => {
     await expect(engine.loadModel('../etc')).rejects.toMatchObject({
       message: "invalid model name '../etc', model name must not contain path traversal characters",
     });
-    await repo.addModel('bad_config', { config: 'max_batch_size: "x"', versions: { 1: { 'model.onnx': simpleModel() } } });
+    await repo.addModel('bad_config', { config: 'max_batch_size: "x"', versions: { 1: { 'model.onnx': buildSimpleModel() } } });
     const err = await engine.loadModel('bad_config').then(() => new Error('expected a failure'), (e: Error) => e);
     expect(err.message).toContain("failed to load 'bad_config'");
     expect(err.message).toContain('config.pbtxt:1:');
@@ -80,7 +80,7 @@ describe('explicit model control', () => {
 
   it('loads from override files and rejects paths that escape the model folder', async () => {
     const { engine } = await setup({}, { controlMode: 'explicit' });
-    const files = new Map([['1/model.onnx', identityModel('FLOAT', [2])]]);
+    const files = new Map([['1/model.onnx', buildIdentityModel('FLOAT', [2])]]);
     await expect(engine.loadModel('ov', { files })).rejects.toMatchObject({
       message: "Load parameter 'config' must be specified for model file override",
     });
@@ -95,7 +95,7 @@ describe('explicit model control', () => {
   });
 
   it('honours version policies', async () => {
-    const versions = { 1: { 'model.onnx': simpleModel() }, 2: { 'model.onnx': simpleModel() }, 3: { 'model.onnx': simpleModel() }, '04': { 'model.onnx': simpleModel() }, x: {} };
+    const versions = { 1: { 'model.onnx': buildSimpleModel() }, 2: { 'model.onnx': buildSimpleModel() }, 3: { 'model.onnx': buildSimpleModel() }, '04': { 'model.onnx': buildSimpleModel() }, x: {} };
     const policy = (p: string) => SIMPLE_CONFIG.replace('max_batch_size: 8', `max_batch_size: 8\nversion_policy: ${p}`);
     const { repo, engine } = await setup({ simple: { config: SIMPLE_CONFIG, versions } }, { controlMode: 'explicit' });
     const readyVersions = async () => (await engine.repositoryIndex(true)).map((r) => r.version);
@@ -123,8 +123,8 @@ describe('explicit model control', () => {
 
   it('loads start-up models, and rejects a wildcard that does not stand alone', async () => {
     const models = {
-      a: { versions: { 1: { 'model.onnx': identityModel('FLOAT', [1]) } } },
-      b: { versions: { 1: { 'model.onnx': identityModel('FLOAT', [1]) } } },
+      a: { versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', [1]) } } },
+      b: { versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', [1]) } } },
     };
     const { engine } = await setup(models, { controlMode: 'explicit', startupModels: ['b'] });
     expect((await engine.repositoryIndex(false)).map((r) => r.state ?? 'ON_DISK')).toEqual(['ON_DISK', 'READY']);
@@ -136,8 +136,8 @@ describe('explicit model control', () => {
   });
 
   it('makes models that exist in two repositories unavailable', async () => {
-    const one = await createRepository({ dup: { versions: { 1: { 'model.onnx': identityModel('FLOAT', [1]) } } } });
-    const two = await createRepository({ dup: { versions: { 1: { 'model.onnx': identityModel('FLOAT', [1]) } } } });
+    const one = await createRepository({ dup: { versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', [1]) } } } });
+    const two = await createRepository({ dup: { versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', [1]) } } } });
     cleanups.push(() => one.cleanup(), () => two.cleanup());
     const engine = await createEngine({ modelRepositories: [one.root, two.root] });
     cleanups.push(() => engine.shutdown());
@@ -149,13 +149,13 @@ describe('explicit model control', () => {
 
 describe('poll model control', () => {
   it('loads added models, reloads changed ones and unloads removed ones', async () => {
-    const { repo, engine } = await setup({ simple: { config: SIMPLE_CONFIG, versions: { 1: { 'model.onnx': simpleModel() } } } }, { controlMode: 'poll', pollIntervalSecs: 0.05 });
+    const { repo, engine } = await setup({ simple: { config: SIMPLE_CONFIG, versions: { 1: { 'model.onnx': buildSimpleModel() } } } }, { controlMode: 'poll', pollIntervalSecs: 0.05 });
     expect(engine.isModelReady('simple')).toBe(true);
 
-    await repo.addModel('added', { versions: { 1: { 'model.onnx': identityModel('FLOAT', [1]) } } });
+    await repo.addModel('added', { versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', [1]) } } });
     await waitFor(() => engine.isModelReady('added'));
 
-    await repo.addModel('simple', { versions: { 2: { 'model.onnx': simpleModel() } } });
+    await repo.addModel('simple', { versions: { 2: { 'model.onnx': buildSimpleModel() } } });
     await waitFor(() => engine.isModelReady('simple', 2));
     await waitFor(() => !engine.isModelReady('simple', 1));
 
@@ -179,7 +179,7 @@ describe('poll model control', () => {
 
 describe('shutdown', () => {
   it('stops admitting, drains in-flight requests and unloads everything', async () => {
-    const repo = await createRepository({ simple: { config: SIMPLE_CONFIG, versions: { 1: { 'model.onnx': simpleModel() } } } });
+    const repo = await createRepository({ simple: { config: SIMPLE_CONFIG, versions: { 1: { 'model.onnx': buildSimpleModel() } } } });
     cleanups.push(() => repo.cleanup());
     const engine = await createEngine({ modelRepositories: [repo.root] });
     const inflight = Array.from({ length: 10 }, () => engine.infer(simpleRequest()));

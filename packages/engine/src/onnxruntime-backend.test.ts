@@ -6,10 +6,11 @@ import { silentLogger } from '@switchyard/common';
 import { normalizeModelConfig, parseModelConfigText } from '@switchyard/model-config';
 import { OnnxRuntimeBackend } from './onnxruntime-backend.js';
 import { normalizeRequest } from './request-normalizer.js';
-import { buildOnnxModel, identityModel, slowModel, type OnnxTypeName } from './test-support/onnx-writer.js';
+import { buildIdentityModel, GraphBuilder, type ElemTypeName } from '@switchyard/onnx-builder';
 import { bytesTensor, createRepository, float32s, request, tensor, type RepositoryFixture } from './test-support/repository-fixture.js';
+import { slowModel } from './test-support/slow-model.js';
 
-const DTYPES: [DataType, OnnxTypeName, string, ArrayBufferView][] = [
+const DTYPES: [DataType, ElemTypeName, string, ArrayBufferView][] = [
   ['BOOL', 'BOOL', 'TYPE_BOOL', Uint8Array.from([1, 0, 1])],
   ['UINT8', 'UINT8', 'TYPE_UINT8', Uint8Array.from([1, 2, 255])],
   ['UINT16', 'UINT16', 'TYPE_UINT16', Uint16Array.from([1, 2, 65535])],
@@ -65,37 +66,35 @@ describe('onnxruntime backend', () => {
     for (const [wire, onnx, config] of DTYPES) {
       await repo.addModel(`identity_${wire.toLowerCase()}`, {
         config: `backend: "onnxruntime" max_batch_size: 4 input { name: "INPUT0" data_type: ${config} dims: [ 3 ] } output { name: "OUTPUT0" data_type: ${config} dims: [ 3 ] }`,
-        versions: { 1: { 'model.onnx': identityModel(onnx, ['batch', 3]) } },
+        versions: { 1: { 'model.onnx': buildIdentityModel(onnx, ['batch', 3]) } },
       });
     }
-    await repo.addModel('identity_bytes', { versions: { 1: { 'model.onnx': identityModel('STRING', ['batch', 'n']) } } });
+    await repo.addModel('identity_bytes', { versions: { 1: { 'model.onnx': buildIdentityModel('STRING', ['batch', 'n']) } } });
     await repo.addModel('identity_bf16', {
       config: 'backend: "onnxruntime" input { name: "INPUT0" data_type: TYPE_BF16 dims: [ 3 ] } output { name: "OUTPUT0" data_type: TYPE_BF16 dims: [ 3 ] }',
-      versions: { 1: { 'model.onnx': identityModel('FLOAT', [3]) } },
+      versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', [3]) } },
     });
     await repo.addModel('too_few_inputs', {
       config: 'backend: "onnxruntime" input { name: "A" data_type: TYPE_FP32 dims: [ 1 ] } output { name: "S" data_type: TYPE_FP32 dims: [ 1 ] }',
       versions: {
         1: {
-          'model.onnx': buildOnnxModel({
-            inputs: [
-              { name: 'A', type: 'FLOAT', dims: [1] },
-              { name: 'B', type: 'FLOAT', dims: [1] },
-            ],
-            outputs: [{ name: 'S', type: 'FLOAT', dims: [1] }],
-            nodes: [{ op: 'Add', inputs: ['A', 'B'], outputs: ['S'] }],
-          }),
+          'model.onnx': new GraphBuilder('too_few_inputs')
+            .input('A', 'FLOAT', [1])
+            .input('B', 'FLOAT', [1])
+            .output('S', 'FLOAT', [1])
+            .node('Add', ['A', 'B'], ['S'])
+            .buildModel(),
         },
       },
     });
     await repo.addModel('scalar', {
       config: 'backend: "onnxruntime" max_batch_size: 0 input { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] }',
-      versions: { 1: { 'model.onnx': identityModel('FLOAT', []) } },
+      versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', []) } },
     });
     await repo.addModel('reshaped', {
       config:
         'backend: "onnxruntime" max_batch_size: 2 input { name: "INPUT0" data_type: TYPE_FP32 dims: [ 6 ] reshape { shape: [ 2, 3 ] } } output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 6 ] reshape { shape: [ 2, 3 ] } }',
-      versions: { 1: { 'model.onnx': identityModel('FLOAT', ['batch', 2, 3]) } },
+      versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', ['batch', 2, 3]) } },
     });
     const slow = (count: number) =>
       `backend: "onnxruntime" max_batch_size: 4 instance_group { count: ${count} kind: KIND_CPU } input { name: "INPUT0" data_type: TYPE_FP32 dims: [ 256 ] } output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 256 ] }`;
@@ -195,7 +194,7 @@ describe('onnxruntime backend', () => {
 
 describe('onnxruntime backend batched execution', () => {
   it('concatenates several requests along the batch dimension and splits the outputs back', async () => {
-    const repo = await createRepository({ bytes: { versions: { 1: { 'model.onnx': identityModel('STRING', ['batch', 2]) } } } });
+    const repo = await createRepository({ bytes: { versions: { 1: { 'model.onnx': buildIdentityModel('STRING', ['batch', 2]) } } } });
     try {
       const backend = new OnnxRuntimeBackend();
       const config = normalizeModelConfig(

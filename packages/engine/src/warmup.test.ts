@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Backend, BackendModel } from './backend.js';
 import { createEngine, type Engine } from './engine.js';
 import { OnnxRuntimeBackend } from './onnxruntime-backend.js';
-import { identityModel } from './test-support/onnx-writer.js';
+import { buildIdentityModel } from '@switchyard/onnx-builder';
 import { createRepository, type RepositoryFixture } from './test-support/repository-fixture.js';
 
 const IO = (type: string) =>
@@ -40,7 +40,7 @@ describe('model warmup', () => {
   const counts = new Map<string, number>();
 
   beforeAll(async () => {
-    const model = { 1: { 'model.onnx': identityModel('FLOAT', ['batch', 2]) } };
+    const model = { 1: { 'model.onnx': buildIdentityModel('FLOAT', ['batch', 2]) } };
     repo = await createRepository({
       warm_zero: {
         config: `${IO('TYPE_FP32')} instance_group { count: 2 } model_warmup { name: "z" batch_size: 3 count: 2 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 2 ] zero_data: true } } }`,

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { capacityExhausted, deadlineExceeded, SwitchyardError } from '@switchyard/common';
 import { ServerSettings } from '../settings.js';
 import { SharedMemoryManager } from '../shared-memory.js';
-import { FakeEngine } from './fake-engine.js';
+import { FakeEngine } from '../test-support/fake-engine.js';
 import { createGrpcServer, type GrpcFrontDoor } from './grpc-server.js';
 import { grpcStatusFor } from './grpc-status.js';
 import { createTestClient, type TestClient } from './grpc-test-client.js';
@@ -83,13 +83,19 @@ describe('gRPC front door', () => {
     });
 
     it('serves server and model metadata', async () => {
-      expect(await client.call('ServerMetadata')).toEqual({ name: 'triton', version: '2.73.0', extensions: ['classification', 'sequence'] });
+      expect(await client.call('ServerMetadata')).toEqual({ name: 'triton', version: '2.73.0', extensions: ['classification', 'binary_tensor_data'] });
       expect(await client.call('ModelMetadata', { name: 'simple' })).toEqual({
         name: 'simple',
         versions: ['1'],
         platform: 'fake',
-        inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: ['-1', '16'] }],
-        outputs: [],
+        inputs: [
+          { name: 'INPUT0', datatype: 'INT32', shape: ['-1', '16'] },
+          { name: 'INPUT1', datatype: 'INT32', shape: ['-1', '16'] },
+        ],
+        outputs: [
+          { name: 'OUTPUT0', datatype: 'INT32', shape: ['-1', '16'] },
+          { name: 'OUTPUT1', datatype: 'INT32', shape: ['-1', '16'] },
+        ],
       });
       await expectStatus(client.call('ModelMetadata', { name: 'nope' }), status.INVALID_ARGUMENT, "Request for unknown model: 'nope' is not found");
     });
@@ -102,7 +108,7 @@ describe('gRPC front door', () => {
       expect(res.config['model_transaction_policy']).toEqual({ decoupled: true });
       const input = (res.config['input'] as Record<string, unknown>[])[0];
       expect(input?.['data_type']).toBe('TYPE_INT32');
-      expect(input?.['dims']).toEqual(['16']);
+      expect(input?.['dims']).toEqual(['-1']);
     });
 
     it('serves statistics', async () => {
@@ -118,13 +124,11 @@ describe('gRPC front door', () => {
 
   describe('repository', () => {
     it('lists the index', async () => {
-      const res = await client.call('RepositoryIndex', { ready: true });
-      expect(res).toEqual({
-        models: [
-          { name: 'simple', version: '1', state: 'READY', reason: '' },
-          { name: 'never_loaded', version: '', state: '', reason: '' },
-        ],
-      });
+      const ready = (name: string) => ({ name, version: '1', state: 'READY', reason: '' });
+      const res = await client.call('RepositoryIndex', { ready: false });
+      expect(res).toEqual({ models: [...[...engine.models.keys()].map(ready), { name: 'never_loaded', version: '', state: '', reason: '' }] });
+      expect(engine.calls.at(-1)).toEqual({ method: 'repositoryIndex', args: [false] });
+      expect(await client.call('RepositoryIndex', { ready: true })).toEqual({ models: [...engine.models.keys()].map(ready) });
       expect(engine.calls.at(-1)).toEqual({ method: 'repositoryIndex', args: [true] });
       await expectStatus(client.call('RepositoryIndex', { repository_name: 'r' }), status.UNIMPLEMENTED, "'repository_name' specification is not supported");
     });

@@ -2,7 +2,7 @@ import { status, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-j
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerSettings } from '../settings.js';
 import { SharedMemoryManager } from '../shared-memory.js';
-import { FakeEngine } from './fake-engine.js';
+import { FakeEngine } from '../test-support/fake-engine.js';
 import { createGrpcServer, type GrpcFrontDoor } from './grpc-server.js';
 import { createTestClient, type TestClient } from './grpc-test-client.js';
 

@@ -2,7 +2,7 @@ import * as zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerSettings } from '../settings.js';
 import { SharedMemoryManager } from '../shared-memory.js';
-import { FakeEngine } from './fake-engine.js';
+import { FakeEngine } from '../test-support/fake-engine.js';
 import { type HttpFrontDoor, createHttpServer } from './http-server.js';
 import { rawRequest } from './http-test-client.js';
 
@@ -57,7 +57,7 @@ describe('HTTP front door: inference', () => {
     expect(r.text).toBe(
       `{"id":"r1","model_name":"simple","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[1,16],"data":[${range(16, (i) => i + 1).join(',')}]}]}`,
     );
-    expect(engine.requests[engine.requests.length - 1]?.id).toBe('r1');
+    expect(engine.lastCall('submit')?.[0].id).toBe('r1');
   });
 
   it('binary inputs and outputs with Inference-Header-Content-Length', async () => {
@@ -265,7 +265,7 @@ describe('HTTP front door: inference', () => {
   it('generate and generate_stream', async () => {
     const gen = await rawRequest(port, 'POST', '/v2/models/identity/generate', { body: '{"INPUT0":[1.5,2],"temperature":1}' });
     expect([gen.status, gen.text]).toEqual([200, '{"OUTPUT0":[1.5,2.0],"model_name":"identity","model_version":"1"}']);
-    expect(engine.requests[engine.requests.length - 1]?.parameters).toEqual({ temperature: 1 });
+    expect(engine.lastCall('submit')?.[0].parameters).toEqual({ temperature: 1 });
     const single = await rawRequest(port, 'POST', '/v2/models/identity_bytes/generate', { body: '{"INPUT0":"hello"}' });
     expect(single.json()).toEqual({ OUTPUT0: 'hello', model_name: 'identity_bytes', model_version: '1' });
     const stream = await rawRequest(port, 'POST', '/v2/models/repeat/generate_stream', { body: '{"IN":[4,5,6]}' });

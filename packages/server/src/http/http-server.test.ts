@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerSettings } from '../settings.js';
 import { SharedMemoryManager } from '../shared-memory.js';
-import { FakeEngine } from './fake-engine.js';
+import { FakeEngine } from '../test-support/fake-engine.js';
 import { type HttpFrontDoor, createHttpServer } from './http-server.js';
 import { rawRequest } from './http-test-client.js';
 
@@ -93,10 +93,10 @@ describe('HTTP front door: routing, metadata, control, extensions', () => {
     const file = Buffer.from('onnx bytes').toString('base64');
     const load = await post('/v2/repository/models/m1/load', JSON.stringify({ parameters: { config: '{"max_batch_size":16}', 'file:1/model.onnx': file } }));
     expect(load.status).toBe(200);
-    const last = engine.loads[engine.loads.length - 1];
-    expect(last?.name).toBe('m1');
-    expect(last?.options?.config).toBe('{"max_batch_size":16}');
-    expect(Buffer.from(last?.options?.files?.get('1/model.onnx') ?? []).toString()).toBe('onnx bytes');
+    const [name, options] = engine.lastCall('loadModel') ?? [];
+    expect(name).toBe('m1');
+    expect(options?.config).toBe('{"max_batch_size":16}');
+    expect(Buffer.from(options?.files?.get('1/model.onnx') ?? []).toString()).toBe('onnx bytes');
     expect((await post('/v2/repository/models/m1/load')).status).toBe(200);
 
     const unknownKey = await post('/v2/repository/models/m1/load', '{"parameters":{"bogus":true}}');
@@ -107,7 +107,7 @@ describe('HTTP front door: routing, metadata, control, extensions', () => {
     expect([repoName.status, repoName.json()]).toEqual([501, { error: "'repository_name' specification is not supported" }]);
 
     expect((await post('/v2/repository/models/m1/unload', '{"parameters":{"unload_dependents":true}}')).status).toBe(200);
-    expect(engine.unloads[engine.unloads.length - 1]).toEqual({ name: 'm1', options: { unloadDependents: true } });
+    expect(engine.lastCall('unloadModel')).toEqual(['m1', { unloadDependents: true }]);
     const parseError = await post('/v2/repository/models/m1/unload', 'AAAA');
     expect([parseError.status, parseError.json()]).toEqual([500, { error: 'failed to parse the request JSON buffer: Invalid value. at 0' }]);
   });

@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerSettings } from '../settings.js';
 import { SharedMemoryManager } from '../shared-memory.js';
-import { FakeEngine } from './fake-engine.js';
+import { FakeEngine } from '../test-support/fake-engine.js';
 import { type HttpFrontDoor, createHttpServer } from './http-server.js';
 import { rawRequest } from './http-test-client.js';
 

@@ -1,7 +1,7 @@
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { InferenceEngine, ModelMetricsSnapshot } from '@switchyard/engine';
-import { FakeEngine, fakeStatistics } from '../grpc/fake-engine.js';
+import { FakeEngine, fakeStatistics } from '../test-support/fake-engine.js';
 import { cpuUtilization, parseMemInfo, parseProcStat, ProcCpuSampler, type CpuMetricsSource } from './cpu-stats.js';
 import { createMetricsServer, type MetricsFrontDoor } from './metrics-server.js';
 import { formatValue } from './prometheus-text.js';
