@@ -31,7 +31,7 @@ export function deserializeStrings(data: Uint8Array): string[] {
 /** POST helper over fetch that returns status, headers and the raw body. */
 export async function post(url: string, body: string | Uint8Array | object | undefined, headers: Record<string, string> = {}) {
   const payload = body === undefined ? undefined : typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body);
-  const res = await fetch(url, { method: 'POST', body: payload as BodyInit | undefined, headers });
+  const res = await fetch(url, { method: 'POST', body: payload as string | Uint8Array | undefined, headers });
   const buf = Buffer.from(await res.arrayBuffer());
   return { status: res.status, headers: res.headers, body: buf, json: () => JSON.parse(buf.toString('utf8')) };
 }
