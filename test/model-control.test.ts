@@ -48,6 +48,27 @@ describe('control mode none: everything loads at start, broken models are UNAVAI
     expect(bad.json().error).toContain("Request for unknown model: 'corrupt'");
   });
 
+  it('warms a model up before it is READY; serves every instance of an instance group', async () => {
+    const warm = (await get(worker.httpUrl + '/v2/models/warmup/config')).json();
+    expect(warm.model_warmup.length).toBeGreaterThan(0);
+    expect((await get(worker.httpUrl + '/v2/models/warmup/ready')).status).toBe(200);
+    // Warmup runs are not client requests: the statistics start empty.
+    const stats = (await get(worker.httpUrl + '/v2/models/warmup/stats')).json();
+    expect(stats.model_stats[0].inference_stats.success.count).toBe(0);
+    const two = (await get(worker.httpUrl + '/v2/models/two_instances/config')).json();
+    expect(two.instance_group).toEqual([expect.objectContaining({ count: 2, kind: 'KIND_CPU' })]);
+    const results = await Promise.all(Array.from({ length: 8 }, () => post(worker.httpUrl + '/v2/models/two_instances/infer', simpleBody)));
+    expect(results.map((r) => r.status)).toEqual(Array(8).fill(200));
+  });
+
+  it('generate extension: top-level JSON keys become inputs', async () => {
+    const r = await post(worker.httpUrl + '/v2/models/simple_nobatch/generate', { INPUT0: range(16), INPUT1: range(16, () => 1) });
+    expect(r.status, r.body.toString()).toBe(200);
+    const body = r.json();
+    expect(body.model_name).toBe('simple_nobatch');
+    expect(body.OUTPUT0).toEqual(range(16, (i) => i + 1));
+  });
+
   it('auto-completes a model without config.pbtxt', async () => {
     const cfg = (await get(worker.httpUrl + '/v2/models/autocomplete/config')).json();
     expect(cfg.platform).toBe('onnxruntime_onnx');
