@@ -64,7 +64,8 @@ export class DefaultScheduler implements Scheduler {
     private readonly modelName: string,
     private readonly context: SchedulerContext,
   ) {
-    this.idle = [...context.instances];
+    // A stack: popped from the end, so seed it reversed to start with the first instance.
+    this.idle = [...context.instances].reverse();
   }
 
   enqueue(job: InferenceJob): void {
