@@ -17,6 +17,7 @@ import { startWorkerProcess } from '@switchyard/testing';
 import { runLoad, summarize } from './lib/load.mjs';
 import { httpPost, inferBodies } from './lib/clients.mjs';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
+import { measureBatching } from './batching.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const QUICK = process.argv.includes('--quick');
@@ -145,6 +146,8 @@ try {
   await worker.stop();
 }
 ratios();
+// Issue 3: dynamic batching on/off and raw session.run at the batch sizes formed (bench/batching.mjs).
+results.batching = await measureBatching({ quick: QUICK });
 mkdirSync(`${ROOT}bench/results`, { recursive: true });
 const file = `${ROOT}bench/results/${results.date.replace(/[:.]/g, '-')}.json`;
 writeFileSync(file, JSON.stringify(results, null, 2) + '\n');

@@ -32,9 +32,13 @@ export interface WorkerOptions {
   /** Seconds to wait for in-flight requests on SIGTERM/SIGINT before exiting anyway. */
   exitTimeoutSecs: number;
   help: boolean;
+  /** `--cache-config <cache>,<setting>=<value>` as given, repeatable; see `responseCacheByteSize()`. */
+  cacheConfig: string[];
+  /** The deprecated `--response-cache-byte-size N`; undefined when not given. */
+  responseCacheByteSize?: number;
 }
 
-export const DEFAULTS: Omit<WorkerOptions, 'modelRepositories' | 'startupModels' | 'help'> = {
+export const DEFAULTS: Omit<WorkerOptions, 'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize'> = {
   httpPort: 8000,
   grpcPort: 8001,
   metricsPort: 8002,
@@ -90,13 +94,15 @@ const FLAGS: Record<string, FlagSpec> = {
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
   'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
+  'cache-config': { kind: 'strings', key: 'cacheConfig', help: "Response cache settings, '<cache>,<setting>=<value>': 'local,size=<bytes>' (repeatable; default no cache)." },
+  'response-cache-byte-size': { kind: 'int', key: 'responseCacheByteSize', min: 0, help: 'Deprecated spelling of --cache-config local,size=N (0 = no cache).' },
 };
 
 const BOOL_TRUE = new Set(['true', '1', 'yes', 'on']);
 const BOOL_FALSE = new Set(['false', '0', 'no', 'off']);
 
 export function parseWorkerArgs(argv: readonly string[]): WorkerOptions {
-  const out: WorkerOptions = { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false };
+  const out: WorkerOptions = { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false, cacheConfig: [] };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--help' || arg === '-h') {
@@ -176,7 +182,49 @@ function validate(o: WorkerOptions): WorkerOptions {
   for (const port of [o.httpPort, o.grpcPort, o.metricsPort]) {
     if (port > 65535) throw new UsageError(`port ${port} is out of range`);
   }
+  responseCacheByteSize(o);
   return o;
+}
+
+/**
+ * The response cache the flags ask for, in bytes; 0 = no cache. `--cache-config` takes Triton's
+ * `<cache name>,<setting>=<value>`, repeated for several settings of one cache; the only cache
+ * here is `local`, with its one setting `size`. `--response-cache-byte-size N` is the deprecated
+ * spelling of `--cache-config local,size=N`. Malformed or conflicting flags are UsageErrors, with
+ * Triton's wording where it has one.
+ */
+export function responseCacheByteSize(o: Pick<WorkerOptions, 'cacheConfig' | 'responseCacheByteSize'>): number {
+  if (o.cacheConfig.length === 0) return o.responseCacheByteSize ?? 0;
+  if (o.responseCacheByteSize !== undefined) {
+    throw new UsageError('Error: Incompatible flags --response-cache-byte-size and --cache-config both provided. Please provide one or the other.');
+  }
+  const caches = new Map<string, Map<string, string>>();
+  for (const arg of o.cacheConfig) {
+    const comma = arg.indexOf(',');
+    if (comma <= 0) throw new UsageError(`No cache specified. --cache-config option format is <cache name>,<setting>=<value>. Got ${arg}`);
+    const eq = arg.indexOf('=', comma + 1);
+    const setting = eq < 0 ? '' : arg.slice(comma + 1, eq);
+    const value = eq < 0 ? '' : arg.slice(eq + 1);
+    if (setting === '' || value === '') throw new UsageError(`--cache-config option format is '<cache name>,<setting>=<value>'. Got ${arg}`);
+    const name = arg.slice(0, comma);
+    const settings = caches.get(name) ?? new Map<string, string>();
+    settings.set(setting, value);
+    caches.set(name, settings);
+  }
+  if (caches.size > 1) {
+    throw new UsageError(`multiple cache configurations are not supported: got settings for ${[...caches.keys()].map((n) => `'${n}'`).join(' and ')}`);
+  }
+  const [name, settings] = [...caches][0]!;
+  if (name !== 'local') throw new UsageError(`unable to find cache '${name}': this worker has only the 'local' cache`);
+  for (const setting of settings.keys()) {
+    if (setting !== 'size') throw new UsageError(`unknown setting '${setting}' for the 'local' cache; it takes 'size'`);
+  }
+  const size = settings.get('size') ?? '';
+  const bytes = /^\d+$/.test(size) ? Number(size) : NaN;
+  if (!Number.isSafeInteger(bytes) || bytes <= 0) {
+    throw new UsageError(`the 'local' cache needs size=<bytes> with a positive number of bytes, got '${size}'`);
+  }
+  return bytes;
 }
 
 export function helpText(): string {

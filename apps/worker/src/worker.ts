@@ -11,7 +11,7 @@ import {
   createHttpServer,
   createMetricsServer,
 } from '@switchyard/server';
-import type { WorkerOptions } from './options.js';
+import { responseCacheByteSize, type WorkerOptions } from './options.js';
 import { levelFor } from './logger.js';
 
 /** The version reported by server metadata: Triton's protocol version this worker follows. */
@@ -31,12 +31,17 @@ export interface RunningWorker {
 }
 
 export async function startWorker(options: WorkerOptions, logger: Logger & { level?: string }): Promise<RunningWorker> {
+  if (options.responseCacheByteSize !== undefined) {
+    const size = options.responseCacheByteSize;
+    logger.warn(`'--response-cache-byte-size' is deprecated: use the equivalent '--cache-config=local,size=${size}'`);
+  }
   const engine = await createEngine({
     modelRepositories: options.modelRepositories,
     controlMode: options.controlMode,
     startupModels: options.startupModels,
     strictModelConfig: options.strictModelConfig,
     pollIntervalSecs: options.repositoryPollSecs,
+    responseCacheByteSize: responseCacheByteSize(options),
     serverVersion: SERVER_VERSION,
     logger: logger.child({ component: 'engine' }),
   });

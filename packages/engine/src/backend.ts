@@ -8,13 +8,20 @@
  *   the model file and throw (the version then becomes UNAVAILABLE with that message).
  * - `BackendModel.createInstance` — by the loader, once per instance of every instance group.
  * - `BackendInstance.execute` — by a scheduler, one call at a time per instance, with one or
- *   more validated requests (the default scheduler sends one; batchers send several).
+ *   more validated requests (the default scheduler sends one; batchers send several) and one
+ *   `ResponseSender` per request. A backend answers each request either by returning its
+ *   result from `execute` (one response, final: the ONNX Runtime path) or by marking it
+ *   `viaSender` in the outcome and sending zero or more responses and then a final flag through its
+ *   sender, during or after the execution (decoupled models). The instance is free for the next
+ *   execution as soon as `execute` settles, whether or not its requests are complete.
+ * - `BackendModel.beginUnload` — by the version's unload (explicit, poll, reload, shutdown),
+ *   before its requests drain, so a backend whose executions can hang bounds them.
  * - `release` — by the lifecycle at unload, after every in-flight execute has settled.
  *
  * `resolveBackend` is the one place that picks a backend from `platform` / `backend`.
  */
 import { unavailable, type Logger, type SwitchyardError } from '@switchyard/common';
-import type { InferTensor } from '@switchyard/kserve';
+import type { InferTensor, Parameters } from '@switchyard/kserve';
 import type { ModelConfig } from '@switchyard/model-config';
 import type { NormalizedRequest } from './request-normalizer.js';
 
@@ -45,24 +52,62 @@ export interface ExecutionTiming {
   computeEndNs: bigint;
 }
 
-/** Per-request result of an execution: the outputs the request asked for, or its own error. */
-export type BackendResult = { outputs: InferTensor[] } | { error: SwitchyardError };
+/** One response: outputs (the ones the request asked for), or an error for this request alone. */
+export type BackendResponse = { outputs: InferTensor[]; parameters?: Parameters } | { error: SwitchyardError };
+
+/** Per-request result of an execution: the request's single, final response. */
+export type BackendResult = BackendResponse;
+
+/**
+ * Streams the responses of one request (Triton's response factory / Python `response_sender`).
+ *
+ * Contract: `send` may be called any number of times, from any tick, while the request is
+ * open; `send(response, true)` or `send(undefined, true)` closes it and every later call is
+ * ignored (returns false). `send(undefined, false)` is a no-op. A cancelled request (client gone)
+ * reports `cancelled` true and drops whatever is sent; the backend may stop early. Owned by the
+ * engine's job; backends only call it.
+ */
+export interface ResponseSender {
+  /**
+   * Deliver one response and/or the final flag. Returns false when the request was already
+   * closed. `sentAtNs`: when the model produced it (`process.hrtime.bigint()`, one clock for
+   * every thread of the process), for `response_stats`; default now.
+   */
+  send(response: BackendResponse | undefined, final: boolean, sentAtNs?: bigint): boolean;
+  /** The request was cancelled by its client: later responses are discarded. */
+  readonly cancelled: boolean;
+  /** Called once when the request is cancelled while open (at most one listener). */
+  onCancel(listener: () => void): void;
+}
 
 export interface ExecutionOutcome {
-  /** Aligned with the requests passed to `execute`. */
+  /** Aligned with the requests passed to `execute`; holes where `viaSender[i]` is true. */
   results: BackendResult[];
+  /**
+   * Aligned with the requests: true where the request is (or will be) answered through its
+   * sender instead of `results` (decoupled models). Absent: every request has a result.
+   */
+  viaSender?: readonly boolean[];
   timing: ExecutionTiming;
 }
 
 export interface BackendInstance {
   readonly name: string;
-  /** Run the requests as one execution. Throwing fails every request of the batch. */
-  execute(requests: readonly NormalizedRequest[]): Promise<ExecutionOutcome>;
+  /**
+   * Run the requests as one execution; `senders[i]` belongs to `requests[i]` (absent for warmup:
+   * whatever is sent is discarded). Throwing fails every request of the batch that is still open.
+   */
+  execute(requests: readonly NormalizedRequest[], senders?: readonly ResponseSender[]): Promise<ExecutionOutcome>;
   release(): Promise<void>;
 }
 
 export interface BackendModel {
   createInstance(spec: InstanceSpec): Promise<BackendInstance>;
+  /**
+   * This version is being unloaded: in-flight requests are about to drain. A backend whose
+   * executions can hang (JavaScript models) bounds how long they may still take. Optional.
+   */
+  beginUnload?(): void;
   release(): Promise<void>;
 }
 
@@ -102,6 +147,6 @@ export function resolveBackend(config: ModelConfig, registry: Readonly<Record<st
   if (backend !== undefined) return backend;
   const what = name === '' ? 'no backend or platform is specified' : `backend '${name}' is not supported by this server`;
   throw unavailable(
-    `unable to load model '${config.name}': ${what} (this worker runs the onnxruntime backend on CPU; supported: ${Object.keys(registry).sort().join(', ')})`,
+    `unable to load model '${config.name}': ${what} (supported backends: ${Object.keys(registry).sort().join(', ')})`,
   );
 }

@@ -8,11 +8,14 @@ import { cancelled, invalidArgument, toSwitchyardError, unavailable, type Switch
 import type { InferRequest, InferResponse } from '@switchyard/kserve';
 import { configDataTypeToWire, type ModelConfig } from '@switchyard/model-config';
 import { InferenceJob } from './inference-job.js';
+import { JavaScriptBackend } from './javascript-backend.js';
+import { NO_LABELS } from './labels.js';
 import type { LoadedVersion } from './loaded-version.js';
 import { ModelLifecycle } from './model-lifecycle.js';
 import { OnnxRuntimeBackend } from './onnxruntime-backend.js';
 import { compileEngineOptions, type CompiledEngineOptions, type EngineOptions } from './options.js';
 import { normalizeRequest, requestPrefix, type NormalizedRequest } from './request-normalizer.js';
+import { ResponseCache } from './response-cache.js';
 import type {
   InferResult,
   InferenceEngine,
@@ -21,6 +24,7 @@ import type {
   ModelMetadata,
   ModelMetricsSnapshot,
   ModelStatistics,
+  OutputLabels,
   ServerMetadata,
   SubmitOptions,
   TensorMetadata,
@@ -44,21 +48,30 @@ export class Engine implements InferenceEngine {
   private stopping = false;
   private pollTimer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
+  /** The server-wide response cache; undefined when its size is 0. */
+  private readonly cache: ResponseCache | undefined;
 
   private constructor(
     private readonly options: CompiledEngineOptions,
     private readonly lifecycle: ModelLifecycle,
-  ) {}
+  ) {
+    const capacityBytes = options.responseCacheByteSize;
+    this.cache = capacityBytes > 0 ? new ResponseCache({ capacityBytes, logger: options.logger }) : undefined;
+  }
 
   /** Compile options, check the repositories, load the start-up models, start polling. */
   static async create(userOptions: EngineOptions): Promise<Engine> {
     const options = compileEngineOptions(userOptions);
-    const withBuiltins = { ...options, backends: { onnxruntime: new OnnxRuntimeBackend(), ...options.backends } };
+    // BLS calls of JavaScript models come back into this engine (assigned below, before any load).
+    let self: Engine | undefined;
+    const javascript = new JavaScriptBackend({ bls: () => self });
+    const withBuiltins = { ...options, backends: { onnxruntime: new OnnxRuntimeBackend(), javascript, ...options.backends } };
     for (const root of withBuiltins.modelRepositories) {
       const info = await stat(root).catch(() => undefined);
       if (!info?.isDirectory()) throw invalidArgument(`repository path is not a valid directory: '${root}'`);
     }
     const engine = new Engine(withBuiltins, new ModelLifecycle(withBuiltins));
+    self = engine;
     await engine.start();
     return engine;
   }
@@ -136,8 +149,14 @@ export class Engine implements InferenceEngine {
         failures: v.stats.failureCounts(),
         pendingRequests: v.pendingCount(),
         loadDurationSecs: v.loadDurationSecs,
+        responseCacheEnabled: this.cache?.enabledFor(v) ?? false,
       })),
     );
+  }
+
+  classificationLabels(name: string, version: number): OutputLabels {
+    const loaded = this.lifecycle.tryResolve(name, version);
+    return loaded instanceof Error ? NO_LABELS : loaded.labels;
   }
 
   repositoryIndex(readyOnly: boolean): Promise<ModelIndexEntry[]> {
@@ -183,9 +202,14 @@ export class Engine implements InferenceEngine {
       version.stats.recordFailure('CANCELED', requestStartNs, now());
       return failEarly(cancelled(`${requestPrefix(request.id)}Request was cancelled`));
     }
+    // Response cache (response-cache.ts): a hit answers now; a miss inserts the final result.
+    const cached = this.cache?.lookup(version, normalized, requestStartNs);
+    if (cached?.response !== undefined) return deliver({ final: true, response: cached.response });
     let onAbort: (() => void) | undefined;
     const job = new InferenceJob(normalized, version.version, version.stats, requestStartNs, (result) => {
-      if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
+      // Decoupled requests stay cancellable until their final result.
+      if (result.final && onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
+      cached?.settle(result);
       deliver(result);
     });
     if (signal !== undefined) {

@@ -11,9 +11,13 @@ export type {
   BackendInstance,
   BackendModel,
   BackendModelContext,
+  BackendResponse,
   BackendResult,
   ExecutionOutcome,
   ExecutionTiming,
   InstanceSpec,
+  ResponseSender,
 } from './backend.js';
+export { JavaScriptBackend } from './javascript-backend.js';
+export type { JavaScriptBackendOptions } from './javascript-backend.js';
 export type { NormalizedInput, NormalizedRequest } from './request-normalizer.js';

@@ -8,6 +8,7 @@ import type { ModelConfig } from '@switchyard/model-config';
 import type { BackendInstance, BackendModel } from './backend.js';
 import type { InferenceJob } from './inference-job.js';
 import type { Scheduler } from './scheduler.js';
+import type { OutputLabels } from './types.js';
 import type { ModelStatsCollector } from './statistics.js';
 
 export class LoadedVersion {
@@ -17,6 +18,8 @@ export class LoadedVersion {
     readonly name: string,
     readonly version: number,
     readonly config: ModelConfig,
+    /** Class labels per output, from the outputs' `label_filename` (classification extension). */
+    readonly labels: OutputLabels,
     readonly stats: ModelStatsCollector,
     readonly loadDurationSecs: number,
     private readonly scheduler: Scheduler,
@@ -44,6 +47,8 @@ export class LoadedVersion {
   /** Stop admitting, drain queued and in-flight requests, release the backend. Idempotent. */
   unload(): Promise<void> {
     this.unloading ??= (async () => {
+      // Every unload path (explicit, poll, reload, shutdown) comes through here.
+      this.backendModel.beginUnload?.();
       await this.scheduler.stop();
       for (const instance of this.instances) {
         await instance.release().catch((e: unknown) => this.logger.warn({ err: e, model: this.name }, 'failed to release instance'));

@@ -19,10 +19,11 @@ import {
 } from '@switchyard/model-config';
 import { resolveBackend, type Backend, type BackendInstance, type BackendModelContext } from './backend.js';
 import { executeBatch } from './batch-executor.js';
+import { loadOutputLabels } from './labels.js';
 import { LoadedVersion } from './loaded-version.js';
 import type { ModelSource } from './model-source.js';
 import { checkConfigName, completeBackendFields } from './repository.js';
-import { createScheduler } from './scheduler.js';
+import { createScheduler, type Scheduler } from './scheduler.js';
 import { ModelStatsCollector } from './statistics.js';
 import { runWarmup } from './warmup.js';
 
@@ -100,25 +101,30 @@ export async function loadVersion(context: LoaderContext, base: ModelConfig, sou
     logger,
   };
   const config = await finalConfig(context, backend, base, backendContext);
+  // Label files are read with the config, before the backend: a missing one fails the load.
+  const labels = await loadOutputLabels(config, source.path);
   const model = await backend.loadModel({ ...backendContext, config });
   let instances: BackendInstance[] = [];
+  const stats = new ModelStatsCollector(name, version);
+  let scheduler: Scheduler;
   try {
     instances = await createInstances(context, config, model);
     await runWarmup(config, source.path, instances);
+    // Inside the cleanup path: a scheduler may refuse its config (e.g. a sequence initial_state).
+    scheduler = createScheduler(config, {
+      instances,
+      run: (instance, jobs) => executeBatch(instance, jobs, stats),
+      logger,
+      modelPath: source.path,
+    });
   } catch (e) {
     for (const instance of instances) await instance.release().catch(() => undefined);
     await model.release().catch(() => undefined);
     throw e;
   }
-  const stats = new ModelStatsCollector(name, version);
-  const scheduler = createScheduler(config, {
-    instances,
-    run: (instance, jobs) => executeBatch(instance, jobs, stats),
-    logger,
-  });
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   logger.info({ instances: instances.length, loadSecs: seconds }, 'model version loaded');
-  return new LoadedVersion(name, version, config, stats, seconds, scheduler, instances, model, logger);
+  return new LoadedVersion(name, version, config, labels, stats, seconds, scheduler, instances, model, logger);
 }
 
 /** A one-line reason for the repository index. */

@@ -9,6 +9,7 @@
 import { invalidArgument, internal } from '@switchyard/common';
 import type { ModelConfig, ModelInput, ModelOutput } from '@switchyard/model-config';
 import { configTypeOfOrt } from './onnx-tensor-codec.js';
+import { checkSequenceControlInputs, checkSequenceStateOutputs } from './sequence-onnx-io.js';
 
 /** One model input or output as ORT declares it; dynamic/symbolic dims are -1. */
 export interface OnnxIoInfo {
@@ -95,7 +96,9 @@ export function autoCompleteOnnxConfig(config: ModelConfig, io: OnnxIo, defaultM
 /** Check the config's inputs/outputs against the model. Throws with Triton's messages. */
 export function checkOnnxIo(config: ModelConfig, io: OnnxIo): void {
   const model = config.name;
-  const expectedInputs = config.input.filter((i) => !i.optional).length + config.batch_input.length;
+  // Sequence control and implicit-state inputs are model inputs the server feeds (Triton counts them).
+  const sequenceInputs = checkSequenceControlInputs(config, io);
+  const expectedInputs = config.input.filter((i) => !i.optional).length + config.batch_input.length + sequenceInputs;
   if (io.inputs.length !== expectedInputs) {
     throw invalidArgument(`unable to load model '${model}', configuration expects ${expectedInputs} inputs, model provides ${io.inputs.length}`);
   }
@@ -118,6 +121,7 @@ export function checkOnnxIo(config: ModelConfig, io: OnnxIo): void {
     }
     checkTensor(model, 'output', output.name, output.data_type, output.reshape?.shape ?? output.dims, info, config.max_batch_size, true);
   }
+  checkSequenceStateOutputs(config, io);
 }
 
 function checkTensor(

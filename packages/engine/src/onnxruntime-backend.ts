@@ -12,7 +12,7 @@
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { internal, invalidArgument, unavailable } from '@switchyard/common';
-import { elementCount, type InferTensor } from '@switchyard/kserve';
+import { elementCount, type DataType, type InferTensor } from '@switchyard/kserve';
 import { configDataTypeToWire, type ModelConfig, type ModelOutput } from '@switchyard/model-config';
 import type * as ort from 'onnxruntime-node';
 import type {
@@ -25,7 +25,7 @@ import type {
   InstanceSpec,
 } from './backend.js';
 import { autoCompleteOnnxConfig, checkOnnxIo, type OnnxIo, type OnnxIoInfo } from './onnx-io-config.js';
-import { concatBatch, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
+import { concatBatch, configTypeOfOrt, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
 import { SessionLoadError, SessionThread, type WireTensor, type WireValueMetadata } from './session-thread.js';
 import type { NormalizedRequest } from './request-normalizer.js';
 
@@ -140,15 +140,16 @@ class OnnxRuntimeInstance implements BackendInstance {
     }
     const computeOutputStartNs = now();
     const batchSizes = requests.map((r) => Math.max(r.batchSize, 1));
-    const sliced = new Map<string, { tensor: WireTensor; parts: Uint8Array[]; rowShape: number[] }>();
+    const sliced = new Map<string, { tensor: WireTensor; parts: Uint8Array[]; rowShape: number[]; datatype: DataType }>();
     for (const name of fetches) {
       const tensor = produced[name];
       if (tensor === undefined) throw internal(`onnx runtime did not produce output '${name}'`);
       const data = fromWireTensor(tensor);
       const rowShape = batched ? tensor.dims.slice(1) : [...tensor.dims];
-      const datatype = configDataTypeToWire(this.outputs.get(name)?.data_type ?? 'TYPE_INVALID');
+      // Outputs outside config.output (sequence implicit-state outputs) take the model's type.
+      const datatype = configDataTypeToWire(this.outputs.get(name)?.data_type ?? configTypeOfOrt(tensor.type));
       const parts = requests.length === 1 ? [data] : splitBatch(datatype, data, batchSizes, elementCount(rowShape));
-      sliced.set(name, { tensor, parts, rowShape });
+      sliced.set(name, { tensor, parts, rowShape, datatype });
     }
     const results: BackendResult[] = requests.map((request, i) => {
       const outputs: InferTensor[] = request.requestedOutputs.map((name) => {
@@ -157,7 +158,7 @@ class OnnxRuntimeInstance implements BackendInstance {
         const output = this.outputs.get(name);
         return {
           name,
-          datatype: configDataTypeToWire(output?.data_type ?? 'TYPE_INVALID'),
+          datatype: entry.datatype,
           shape: clientShape(output, actual, batched),
           data: entry.parts[i] as Uint8Array,
           parameters: {},

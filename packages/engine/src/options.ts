@@ -62,6 +62,11 @@ export interface EngineOptions {
    * This is how later backends (javascript, mocker, ...) and tests plug in.
    */
   backends?: Record<string, Backend>;
+  /**
+   * Byte budget of the server-wide response cache (Triton's `--cache-config local,size=N`).
+   * 0 (default): no cache, so `response_cache { enable: true }` in a model config has no effect.
+   */
+  responseCacheByteSize?: number;
 }
 
 export interface CompiledEngineOptions {
@@ -78,6 +83,8 @@ export interface CompiledEngineOptions {
   logger: Logger;
   strictReadiness: boolean;
   backends: Readonly<Record<string, Backend>>;
+  /** 0 = no response cache. */
+  responseCacheByteSize: number;
 }
 
 /** Fill defaults and validate. Throws invalid_argument with Triton's wording where it has one. */
@@ -100,6 +107,10 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     throw invalidArgument(`invalid poll interval ${String(pollSecs)}, expected a positive number of seconds`);
   }
   const logger = options.logger ?? silentLogger;
+  const cacheBytes = options.responseCacheByteSize ?? 0;
+  if (!Number.isSafeInteger(cacheBytes) || cacheBytes < 0) {
+    throw invalidArgument(`invalid response cache size ${String(cacheBytes)}, expected a non-negative number of bytes`);
+  }
   if (startup.length > 0 && controlMode !== 'explicit') {
     logger.warn({ startupModels: startup }, 'startup models are only used in explicit model control mode; ignoring them');
   }
@@ -116,5 +127,6 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     logger,
     strictReadiness: options.strictReadiness ?? true,
     backends: { ...(options.backends ?? {}) },
+    responseCacheByteSize: cacheBytes,
   };
 }

@@ -42,6 +42,8 @@ describe('repository rules', () => {
     });
     expect(completeBackendFields(empty, 'm', [['model.plan']], true)).toMatchObject({ platform: 'tensorrt_plan', backend: 'tensorrt', default_model_filename: 'model.plan' });
     expect(completeBackendFields(empty, 'm', [['model.py']], true)).toMatchObject({ platform: '', backend: 'python', default_model_filename: 'model.py' });
+    expect(completeBackendFields(empty, 'm', [['model.js']], true)).toMatchObject({ platform: '', backend: 'javascript', default_model_filename: '' });
+    expect(completeBackendFields(empty, 'm', [['model.mjs']], true)).toMatchObject({ backend: 'javascript' });
     expect(completeBackendFields(empty, 'm', [['model.onnx']], false)).toMatchObject({ platform: '', backend: '' });
     const named = parseModelConfigText('platform: "onnxruntime_onnx" default_model_filename: "net.onnx"');
     expect(completeBackendFields(named, 'm', [], true)).toMatchObject({ backend: 'onnxruntime', default_model_filename: 'net.onnx' });

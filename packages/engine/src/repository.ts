@@ -124,6 +124,9 @@ const FILE_HINTS: readonly { file: string; platform: string; backend: string }[]
   { file: 'model.py', platform: '', backend: 'python' },
   { file: 'model.xml', platform: '', backend: 'openvino' },
   { file: 'model.dali', platform: '', backend: 'dali' },
+  // Ours: the JavaScript backend (its file name is left empty so it finds model.js or model.mjs).
+  { file: 'model.js', platform: '', backend: 'javascript' },
+  { file: 'model.mjs', platform: '', backend: 'javascript' },
 ];
 
 /** Backend ↔ platform pairs Triton fills in when one side is given. */

@@ -11,6 +11,7 @@ import { invalidArgument, type SwitchyardError } from '@switchyard/common';
 import { elementByteSize, elementCount, type DataType, type InferRequest } from '@switchyard/kserve';
 import type { ModelConfig, ModelInput } from '@switchyard/model-config';
 import { configDataTypeToWire } from '@switchyard/model-config';
+import { checkSequenceParameters } from './sequence-controls.js';
 
 export interface NormalizedInput {
   name: string;
@@ -77,6 +78,8 @@ export function normalizeRequest(config: ModelConfig, request: InferRequest): No
   const prefix = requestPrefix(request.id);
   const fail = (message: string): SwitchyardError => invalidArgument(prefix + message);
   const { inputs: inputConfigs, outputNames, allOutputs, required } = indexOf(config);
+  // Sequence id rules Triton applies while building the request (string length, CORRID kind).
+  checkSequenceParameters(config, request);
 
   const seenInputs = new Set<string>();
   for (const input of request.inputs) {

@@ -18,7 +18,9 @@ import type { Logger } from '@switchyard/common';
 import type { ModelConfig } from '@switchyard/model-config';
 import type { BackendInstance } from './backend.js';
 import { DefaultScheduler } from './default-scheduler.js';
+import { DynamicBatchScheduler } from './dynamic-batch-scheduler.js';
 import type { InferenceJob } from './inference-job.js';
+import { SequenceBatchScheduler } from './sequence-batch-scheduler.js';
 
 export interface Scheduler {
   enqueue(job: InferenceJob): void;
@@ -38,12 +40,13 @@ export interface SchedulerContext {
   instances: readonly BackendInstance[];
   run: BatchRunner;
   logger: Logger;
+  /** The model folder, for schedulers that read files at load (sequence `initial_state` data). */
+  modelPath?: string;
 }
 
 export function createScheduler(config: ModelConfig, context: SchedulerContext): Scheduler {
-  if (config.dynamic_batching !== undefined || config.sequence_batching !== undefined) {
-    const kind = config.dynamic_batching !== undefined ? 'dynamic_batching' : 'sequence_batching';
-    context.logger.info({ model: config.name, scheduling: kind }, `${kind} is not implemented yet; using the default scheduler`);
-  }
+  // Triton's precedence: sequence batching wins over dynamic batching.
+  if (config.sequence_batching !== undefined) return new SequenceBatchScheduler(config, context);
+  if (config.dynamic_batching !== undefined) return new DynamicBatchScheduler(config, context);
   return new DefaultScheduler(config.name, context);
 }

@@ -8,11 +8,14 @@
  *   the execution each request was part of.
  * - inference_count: batch elements of successful requests (a batch-8 request counts 8).
  * - execution_count and batch_stats: one per backend execution, keyed by its total batch size.
+ * - cache_hit / cache_miss: response-cache lookups (see response-cache.ts); a hit is a success
+ *   with request and queue time only, excluded from inference_count, executions and compute.
  * Durations are nanoseconds; `last_inference` is ms since the epoch.
  *
  * Single-threaded: recorded from the event loop only, read at scrape/stats time.
  */
 import type { FailureReason, InferBatchStatistics, ModelStatistics, StatisticDuration } from './types.js';
+import { ResponseStatsCollector } from './response-statistics.js';
 
 export interface SuccessTimes {
   /** Batch elements the request carried (at least 1). */
@@ -23,6 +26,15 @@ export interface SuccessTimes {
   computeInputEndNs: bigint;
   computeOutputStartNs: bigint;
   computeEndNs: bigint;
+  requestEndNs: bigint;
+}
+
+/** Monotonic timestamps of a request answered from the response cache. */
+export interface CacheHitTimes {
+  requestStartNs: bigint;
+  queueStartNs: bigint;
+  lookupStartNs: bigint;
+  lookupEndNs: bigint;
   requestEndNs: bigint;
 }
 
@@ -54,8 +66,12 @@ export class ModelStatsCollector {
   private readonly computeInput = zero();
   private readonly computeInfer = zero();
   private readonly computeOutput = zero();
+  private readonly cacheHit = zero();
+  private readonly cacheMiss = zero();
   private readonly batches = new Map<number, BatchBucket>();
   private readonly failures: Record<FailureReason, number> = { REJECTED: 0, CANCELED: 0, BACKEND: 0, OTHER: 0 };
+  /** Per-response statistics of sender-answered requests (decoupled / JavaScript models). */
+  readonly responses = new ResponseStatsCollector();
 
   constructor(
     readonly modelName: string,
@@ -76,6 +92,22 @@ export class ModelStatsCollector {
     this.lastInferenceMs = Date.now();
     this.failures[reason] += 1;
     add(this.fail, requestEndNs - requestStartNs);
+  }
+
+  /**
+   * A request answered from the response cache: a success with its request and queue time, and
+   * `cache_hit` with the lookup time. Not an inference or an execution, no compute time, and (as
+   * in Triton) no `last_inference` update.
+   */
+  recordCacheHit(t: CacheHitTimes): void {
+    add(this.success, t.requestEndNs - t.requestStartNs);
+    add(this.queue, t.lookupStartNs - t.queueStartNs);
+    add(this.cacheHit, t.lookupEndNs - t.lookupStartNs);
+  }
+
+  /** A cache miss whose execution succeeded: lookup plus insertion time (the success itself is recorded as usual). */
+  recordCacheMiss(lookupNs: bigint, insertNs: bigint): void {
+    add(this.cacheMiss, lookupNs + insertNs);
   }
 
   /** One backend execution of `batchSize` total elements. */
@@ -118,10 +150,10 @@ export class ModelStatsCollector {
         compute_input: copy(this.computeInput),
         compute_infer: copy(this.computeInfer),
         compute_output: copy(this.computeOutput),
-        cache_hit: { count: 0, ns: 0 },
-        cache_miss: { count: 0, ns: 0 },
+        cache_hit: copy(this.cacheHit),
+        cache_miss: copy(this.cacheMiss),
       },
-      response_stats: {},
+      response_stats: this.responses.snapshot(),
       batch_stats: batchStats,
       memory_usage: [],
     };

@@ -115,7 +115,18 @@ export interface ModelMetricsSnapshot {
   pendingRequests: number;
   /** Seconds the last load took. */
   loadDurationSecs: number;
+  /**
+   * The version answers from the response cache (model config and server both enable it); its
+   * `nv_cache_*_per_model` families are shown only then, as in Triton. Absent means false.
+   */
+  responseCacheEnabled?: boolean;
 }
+
+/**
+ * Classification labels of a model version: output name → labels by class index, read from
+ * each output's `label_filename` at load. Outputs without a label file are absent.
+ */
+export type OutputLabels = ReadonlyMap<string, readonly string[]>;
 
 /**
  * One result of a submitted request. Non-decoupled models produce exactly one result with
@@ -148,6 +159,12 @@ export interface InferenceEngine {
   /** Statistics of READY versions: all models, one model, or one version. */
   modelStatistics(name?: string, version?: number): ModelStatistics[];
   metricsSnapshot(): ModelMetricsSnapshot[];
+  /**
+   * Labels for the classification extension, of the version that answered (`InferResponse`'s
+   * model name and version). Never throws: an unknown or unloaded version has none. Optional
+   * so engines without label files (test doubles) need not implement it.
+   */
+  classificationLabels?(name: string, version: number): OutputLabels;
 
   repositoryIndex(readyOnly: boolean): Promise<ModelIndexEntry[]>;
   loadModel(name: string, options?: LoadModelOptions): Promise<void>;

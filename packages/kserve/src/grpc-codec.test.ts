@@ -408,6 +408,9 @@ describe('encodeModelInferResponse', () => {
     expect(msg.outputs).toEqual([{ name: 'P', datatype: 'BYTES', shape: [1, 2], parameters: {} }]);
     const strings = deserializeBytesElements(msg.raw_output_contents[0] ?? new Uint8Array()).map((e) => Buffer.from(e).toString());
     expect(strings).toEqual(['2.000000:1', '1.000000:2']);
+    const labelled = encodeModelInferResponse(scores, { classification: classificationCounts(request), batching: true, labels: new Map([['P', ['x', 'y']]]) });
+    const withLabels = deserializeBytesElements(labelled.raw_output_contents[0] ?? new Uint8Array()).map((e) => Buffer.from(e).toString());
+    expect(withLabels).toEqual(['2.000000:1:y', '1.000000:2']);
   });
 
   it('leaves an empty entry for shared-memory outputs', () => {

@@ -174,6 +174,8 @@ export interface EncodeResponseOptions {
   classification?: ReadonlyMap<string, number>;
   /** The model batches (max_batch_size > 0): classification then keeps the batch dimension. */
   batching?: boolean;
+  /** Output name → class labels of the version that answered, appended to classification results. */
+  labels?: ReadonlyMap<string, readonly string[]>;
 }
 
 /** The `classification` counts of a decoded request's outputs, for `encodeModelInferResponse`. */
@@ -189,14 +191,15 @@ export function classificationCounts(request: InferRequest): Map<string, number>
 /**
  * Encode an `InferResponse`. Every output gets exactly one `raw_output_contents` entry at the same
  * index (empty for shared-memory outputs); `contents` is never used, as in Triton. Outputs
- * requested with `classification` are replaced by their top-k BYTES strings, as the HTTP codec
- * does (class labels are not applied by either door).
+ * requested with `classification` are replaced by their top-k BYTES strings with their labels,
+ * as the HTTP codec does; classifying an output of a type without values (BYTES, BOOL, FP16, BF16)
+ * throws invalid_argument, Triton's `class result not available ...`.
  */
 export function encodeModelInferResponse(response: InferResponse, options: EncodeResponseOptions = {}): GrpcModelInferResponse {
   const omit = options.omitData;
   const outputs = response.outputs.map((t) => {
     const k = options.classification?.get(t.name) ?? 0;
-    return k > 0 && t.datatype !== 'BYTES' ? classifyTensor(t, k, options.batching === true) : t;
+    return k > 0 ? classifyTensor(t, k, options.batching === true, options.labels?.get(t.name)) : t;
   });
   return {
     model_name: response.modelName,

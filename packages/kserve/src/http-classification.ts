@@ -15,7 +15,7 @@ const encoder = new TextEncoder();
  * Top-k classification of `tensor`. `batching` is true when the model batches
  * (max_batch_size > 0): the first dimension is then the batch and each entry is classified
  * separately, giving shape `[batch, k']`; otherwise shape `[k']`, with k' = min(k, elements).
- * `labels`, when given, maps a class index to its label.
+ * `labels`, when given, maps a class index to its label (the output's `label_filename` lines).
  */
 export function classifyTensor(tensor: InferTensor, k: number, batching: boolean, labels?: readonly string[]): InferTensor {
   const size = elementByteSize(tensor.datatype);
@@ -43,8 +43,9 @@ export function classifyTensor(tensor: InferTensor, k: number, batching: boolean
       const index = idx[j] as number;
       const v = values[start + index] as number | bigint;
       let s = `${isFloat ? toStdString(v as number) : String(v)}:${index}`;
+      // Triton appends a label only when the class index has a non-empty one.
       const label = labels?.[index];
-      if (label !== undefined) s += `:${label}`;
+      if (label !== undefined && label !== '') s += `:${label}`;
       strings.push(encoder.encode(s));
     }
   }

@@ -160,6 +160,24 @@ describe('encodeHttpInferResponse', () => {
     expect(ints.shape).toEqual([3]);
     expect(deserializeBytesElements(ints.data).map((b) => dec.decode(b))).toEqual(['9:1:b', '5:0:a', '1:2:c']);
   });
+
+  it('appends only non-empty labels, and labels reach the HTTP response', () => {
+    const t = out('P', 'FP32', [1, 4], new Float32Array([0.1, 0.4, 0.3, 0.2]));
+    const c = classifyTensor(t, 4, true, ['zero', '', 'two']);
+    expect(deserializeBytesElements(c.data).map((b) => dec.decode(b))).toEqual(['0.400000:1', '0.300000:2:two', '0.200000:3', '0.100000:0:zero']);
+    const encoded = encodeHttpInferResponse(response([t]), {
+      defaultOutputKind: 'json',
+      outputs: new Map([['P', { name: 'P', kind: 'json', classification: 1 }]]),
+      batching: true,
+      labels: new Map([['P', ['a', 'b']]]),
+    });
+    expect(JSON.parse(dec.decode(encoded.chunks[0])).outputs[0]).toEqual({ name: 'P', datatype: 'BYTES', shape: [1, 1], data: ['0.400000:1:b'] });
+  });
+
+  it('refuses to classify outputs without numeric values', () => {
+    const strings = out('S', 'BYTES', [1], new Uint8Array([1, 0, 0, 0, 120]));
+    expect(err(() => classifyTensor(strings, 1, false))).toEqual(['invalid_argument', "class result not available for output due to unsupported type 'BYTES'"]);
+  });
 });
 
 describe('generate extension codec', () => {

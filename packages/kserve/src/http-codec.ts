@@ -213,6 +213,8 @@ export interface HttpResponseOptions {
   outputs: ReadonlyMap<string, HttpRequestedOutput>;
   /** The model batches (max_batch_size > 0); classification then keeps the batch dimension. */
   batching: boolean;
+  /** Output name → class labels of the version that answered, appended to classification results. */
+  labels?: ReadonlyMap<string, readonly string[]>;
 }
 
 export interface EncodedHttpInferResponse {
@@ -235,7 +237,7 @@ export function encodeHttpInferResponse(response: InferResponse, options: HttpRe
     const spec = options.outputs.get(t.name);
     const kind: HttpOutputKind = spec?.kind ?? options.defaultOutputKind;
     const k = spec?.classification ?? 0;
-    const tensor = k > 0 && t.datatype !== 'BYTES' ? classifyTensor(t, k, options.batching) : t;
+    const tensor = k > 0 ? classifyTensor(t, k, options.batching, options.labels?.get(t.name)) : t;
     return { tensor, kind };
   });
   return buildHttpInferResponse(response, outputs);

@@ -114,3 +114,44 @@ export function buildMlpModel(options: MlpModelOptions = {}): Uint8Array {
   }
   return g.buildModel();
 }
+
+/**
+ * Triton's `simple_sequence` example with its client's numbers: INPUT, START and READY are INT32
+ * ['batch', 1] (START / READY are the sequence batcher's controls, `int32_false_true: [0, 1]`);
+ * OUTPUT = READY * (INPUT + START), so a sequence's first request answers its input + 1 and every
+ * later one its input, and filler slots (READY 0) produce 0.
+ */
+export function buildSimpleSequenceModel(): Uint8Array {
+  const dims = [BATCH_DIM, 1];
+  return new GraphBuilder('simple_sequence')
+    .input('INPUT', 'INT32', dims)
+    .input('START', 'INT32', dims)
+    .input('READY', 'INT32', dims)
+    .output('OUTPUT', 'INT32', dims)
+    .node('Add', ['INPUT', 'START'], ['sum'])
+    .node('Mul', ['sum', 'READY'], ['OUTPUT'])
+    .buildModel();
+}
+
+/**
+ * Triton's `simple_dyna_sequence` example (oldest strategy) with its client's numbers: INPUT,
+ * START, END, READY INT32 ['batch', 1] and CORRID UINT64 ['batch', 1];
+ * OUTPUT = READY * (INPUT + START + END * int32(CORRID)): input + 1 on the first request, input
+ * + correlation id on the last, the input in between.
+ */
+export function buildSimpleDynaSequenceModel(): Uint8Array {
+  const dims = [BATCH_DIM, 1];
+  return new GraphBuilder('simple_dyna_sequence')
+    .input('INPUT', 'INT32', dims)
+    .input('START', 'INT32', dims)
+    .input('END', 'INT32', dims)
+    .input('READY', 'INT32', dims)
+    .input('CORRID', 'UINT64', dims)
+    .output('OUTPUT', 'INT32', dims)
+    .node('Cast', ['CORRID'], ['corrid_int'], { to: 6 })
+    .node('Mul', ['corrid_int', 'END'], ['corrid_at_end'])
+    .node('Add', ['INPUT', 'START'], ['with_start'])
+    .node('Add', ['with_start', 'corrid_at_end'], ['sum'])
+    .node('Mul', ['sum', 'READY'], ['OUTPUT'])
+    .buildModel();
+}

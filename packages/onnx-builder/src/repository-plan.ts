@@ -11,6 +11,8 @@ import {
   buildMlpModel,
   buildSimpleModel,
   buildSimpleStringModel,
+  buildSimpleSequenceModel,
+  buildSimpleDynaSequenceModel,
   BATCH_DIM,
 } from './models.js';
 
@@ -54,6 +56,8 @@ export function exampleRepositoryFiles(): GeneratedFile[] {
     file('simple_identity/1/model.onnx', () => buildIdentityModel('STRING')),
     file('simple_string/1/model.onnx', () => buildSimpleStringModel()),
     file('mlp/1/model.onnx', () => buildMlpModel()),
+    file('simple_sequence/1/model.onnx', () => buildSimpleSequenceModel()),
+    file('simple_dyna_sequence/1/model.onnx', () => buildSimpleDynaSequenceModel()),
   ];
 }
 

@@ -53,5 +53,7 @@ export function prepareInfer(ctx: GrpcContext, msg: GrpcModelInferRequest, confi
 /** Write shared-memory outputs, then encode the response without their bytes. */
 export function encodeInferResponse(ctx: GrpcContext, prepared: PreparedInfer, response: InferResponse): GrpcModelInferResponse {
   const omitData = writeSharedMemoryOutputs(ctx.shm, prepared.outputTargets, response);
-  return encodeModelInferResponse(response, { omitData, classification: prepared.classification, batching: prepared.batching });
+  // Class labels come from the version that answered, and only when some output is classified.
+  const labels = prepared.classification.size > 0 ? ctx.engine.classificationLabels?.(response.modelName, Number(response.modelVersion)) : undefined;
+  return encodeModelInferResponse(response, { omitData, classification: prepared.classification, batching: prepared.batching, labels });
 }

@@ -66,6 +66,7 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
     defaultOutputKind: decoded.defaultOutputKind,
     outputs: decoded.outputs,
     batching: config.max_batch_size > 0,
+    labels: classifies(decoded.outputs) ? ctx.engine.classificationLabels?.(response.modelName, Number(response.modelVersion)) : undefined,
   });
   const headers: Headers = { 'Content-Type': encoded.binary ? 'application/octet-stream' : 'application/json' };
   if (encoded.binary) headers['Inference-Header-Content-Length'] = encoded.headerLength;
@@ -77,6 +78,12 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
   }
   headers['Content-Encoding'] = coding;
   send(res, 200, await compressBody(Buffer.concat(encoded.chunks), coding), headers);
+}
+
+/** Some output asked for the classification extension (its labels are then looked up). */
+function classifies(outputs: ReadonlyMap<string, { classification: number }>): boolean {
+  for (const o of outputs.values()) if (o.classification > 0) return true;
+  return false;
 }
 
 function rawInputModel(config: ModelConfig): RawInputModel {

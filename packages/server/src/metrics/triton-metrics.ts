@@ -52,6 +52,22 @@ const MODEL_COUNTERS: readonly [name: string, help: string, value: (s: Snapshot)
   ],
 ];
 
+/**
+ * Per-model response-cache counters (metrics.cc registers them right after the compute counters),
+ * shown only for versions that use the cache, as MetricModelReporter creates them only then.
+ * Triton has no server-wide cache families since caches became plugins (23.03).
+ */
+const CACHE_COUNTERS: readonly [name: string, help: string, value: (s: Snapshot) => number][] = [
+  ['nv_cache_num_hits_per_model', 'Number of cache hits per model', (s) => s.statistics.inference_stats.cache_hit.count],
+  ['nv_cache_hit_duration_per_model', 'Total cache hit duration per model, in microseconds', (s) => us(s.statistics.inference_stats.cache_hit.ns)],
+  ['nv_cache_num_misses_per_model', 'Number of cache misses per model', (s) => s.statistics.inference_stats.cache_miss.count],
+  [
+    'nv_cache_miss_duration_per_model',
+    'Total cache miss (insert+lookup) duration per model, in microseconds',
+    (s) => us(s.statistics.inference_stats.cache_miss.ns),
+  ],
+];
+
 const MODEL_GAUGES: readonly [name: string, help: string, value: (s: Snapshot) => number][] = [
   ['nv_inference_pending_request_count', 'Instantaneous number of pending requests awaiting execution per-model.', (s) => s.pendingRequests],
   ['nv_model_load_duration_secs', 'Model load time in seconds', (s) => s.loadDurationSecs],
@@ -83,7 +99,7 @@ export class TritonMetrics {
     this.#engine = options.engine;
     this.#cpuSource = options.cpu;
     const self = this;
-    const perModelCounter = (name: string, help: string, value: (s: Snapshot) => number): void => {
+    const perModelCounter = (name: string, help: string, value: (s: Snapshot) => number, only: (s: Snapshot) => boolean = () => true): void => {
       new Counter({
         name,
         help,
@@ -91,7 +107,7 @@ export class TritonMetrics {
         registers: [this.registry],
         collect() {
           this.reset();
-          for (const s of self.#models) this.inc(labelsOf(s), value(s));
+          for (const s of self.#models) if (only(s)) this.inc(labelsOf(s), value(s));
         },
       });
     };
@@ -109,6 +125,7 @@ export class TritonMetrics {
       },
     });
     for (const [name, help, value] of MODEL_COUNTERS) perModelCounter(name, help, value);
+    for (const [name, help, value] of CACHE_COUNTERS) perModelCounter(name, help, value, (s) => s.responseCacheEnabled === true);
     for (const [name, help, value] of MODEL_GAUGES) {
       new Gauge({
         name,

@@ -1,0 +1,170 @@
+// Dynamic batching on the MLP (issue 3). A program, not a test: prints tables and ratios and
+// returns them for bench/run.mjs to store; nothing here gates CI.
+//
+//   off      the example `mlp` (default scheduler: one request per execution)
+//   on       `mlp_batched`: the same model file with `dynamic_batching { }` (no queue delay)
+//   raw      in-process onnxruntime-node session.run at the batch size the batcher formed most
+//            (by requests carried), read from the model's batch_stats for each concurrency
+// Both served models have one instance and are driven over HTTP binary (gRPC's Node client costs
+// more CPU than the server under test: see run.mjs) with closed-loop clients at concurrency
+// 1, 4, 16, 32, 64. Goals reported against: c=32 on >= 4x off; on >= 0.8x raw at the same
+// batch size (requests/s vs rows/s).
+//
+//   node bench/batching.mjs [--quick]     (after `npx tsc -b` and generate-models)
+import http from 'node:http';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as ort from 'onnxruntime-node';
+import { startWorkerProcess } from '@switchyard/testing';
+import { runLoad, sleep, summarize } from './lib/load.mjs';
+import { httpPost, inferBodies } from './lib/clients.mjs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const EXAMPLE = join(ROOT, 'examples', 'model_repository', 'mlp');
+const CONCURRENCY = [1, 4, 16, 32, 64];
+const WIDTH = 256;
+
+function fmt(r) {
+  return `${r.throughput.toFixed(0).padStart(7)} req/s  p50 ${r.p50_us.toFixed(0).padStart(6)} us  p99 ${r.p99_us.toFixed(0).padStart(6)} us`;
+}
+
+/** A repository holding `mlp` as in the examples and `mlp_batched` = the same with dynamic batching. */
+function makeRepository() {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-batching-'));
+  const config = readFileSync(join(EXAMPLE, 'config.pbtxt'), 'utf8');
+  for (const [name, text] of [
+    ['mlp', config],
+    ['mlp_batched', `${config.replace(/name:\s*"mlp"/, 'name: "mlp_batched"')}\ndynamic_batching { }\n`],
+  ]) {
+    mkdirSync(join(dir, name, '1'), { recursive: true });
+    writeFileSync(join(dir, name, 'config.pbtxt'), text);
+    copyFileSync(join(EXAMPLE, '1', 'model.onnx'), join(dir, name, '1', 'model.onnx'));
+  }
+  return dir;
+}
+
+async function batchStats(port, model) {
+  const body = await new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path: `/v2/models/${model}/stats` }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve(Buffer.concat(chunks).toString()));
+    }).on('error', reject);
+  });
+  const stats = JSON.parse(body).model_stats[0];
+  return { executions: stats.execution_count, inferences: stats.inference_count, batches: new Map(stats.batch_stats.map((b) => [b.batch_size, b.compute_infer.count])) };
+}
+
+/** Batch sizes formed between two stats snapshots: executions per size, mean, and the size carrying most requests. */
+function formed(before, after) {
+  const perSize = {};
+  let modeSize = 1;
+  let modeRequests = 0;
+  for (const [size, count] of after.batches) {
+    const n = count - (before.batches.get(size) ?? 0);
+    if (n <= 0) continue;
+    perSize[size] = n;
+    if (n * size > modeRequests) {
+      modeRequests = n * size;
+      modeSize = size;
+    }
+  }
+  const executions = after.executions - before.executions;
+  return { executions, meanBatch: +((after.inferences - before.inferences) / Math.max(1, executions)).toFixed(2), modeBatch: modeSize, perSize };
+}
+
+/** In-process session.run at `batch` rows, same session options as the worker. Throughput in rows/s. */
+async function measureRaw(batch, durationMs) {
+  const session = await ort.InferenceSession.create(join(EXAMPLE, '1', 'model.onnx'), {
+    executionProviders: ['cpu'],
+    intraOpNumThreads: 1,
+    interOpNumThreads: 1,
+    graphOptimizationLevel: 'all',
+  });
+  const data = new Float32Array(batch * WIDTH).map((_, i) => ((i * 37) % 101) / 101 - 0.5);
+  const feeds = { INPUT0: new ort.Tensor('float32', data, [batch, WIDTH]) };
+  for (let i = 0; i < 50; i++) await session.run(feeds);
+  const lat = [];
+  const start = process.hrtime.bigint();
+  const end = start + BigInt(durationMs) * 1_000_000n;
+  let now = start;
+  while (now < end) {
+    const t0 = process.hrtime.bigint();
+    await session.run(feeds);
+    now = process.hrtime.bigint();
+    lat.push(Number(now - t0));
+  }
+  await session.release();
+  const r = summarize(lat, Number(now - start));
+  return { batch, runsPerSec: r.throughput, rowsPerSec: r.throughput * batch, p50_us: r.p50_us, p99_us: r.p99_us };
+}
+
+/** Run the batching benchmark; prints as it goes and returns the results. */
+export async function measureBatching({ quick = false } = {}) {
+  const durationMs = quick ? 800 : 2500;
+  const input = new Float32Array(WIDTH).map((_, i) => ((i * 37) % 101) / 101 - 0.5);
+  const { binary, binaryHeaderLength } = inferBodies('INPUT0', [1, WIDTH], input, 'OUTPUT0');
+  const headers = { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(binaryHeaderLength) };
+  const results = { durationMs, transport: 'http-binary', off: {}, on: {}, formed: {}, raw: {} };
+
+  console.log('\ndynamic batching (MLP, one instance, HTTP binary)');
+  const repo = makeRepository();
+  const worker = await startWorkerProcess({ modelRepositories: [repo], args: ['--log-verbose=0'] });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  try {
+    const port = worker.ports.http;
+    for (const c of CONCURRENCY) {
+      const call = (model) => () => httpPost(port, `/v2/models/${model}/infer`, binary, headers, agent);
+      results.off[c] = await runLoad(call('mlp'), { concurrency: c, durationMs });
+      console.log(`off  c=${String(c).padEnd(3)} ${fmt(results.off[c])}`);
+      const before = await batchStats(port, 'mlp_batched');
+      results.on[c] = await runLoad(call('mlp_batched'), { concurrency: c, durationMs });
+      results.formed[c] = formed(before, await batchStats(port, 'mlp_batched'));
+      const f = results.formed[c];
+      console.log(`on   c=${String(c).padEnd(3)} ${fmt(results.on[c])}   batches: mean ${f.meanBatch}, most requests in batches of ${f.modeBatch}`);
+      await sleep(100);
+    }
+  } finally {
+    agent.destroy();
+    await worker.stop();
+    rmSync(repo, { recursive: true, force: true });
+  }
+
+  for (const size of [...new Set(CONCURRENCY.map((c) => results.formed[c].modeBatch))].sort((a, b) => a - b)) {
+    results.raw[size] = await measureRaw(size, Math.min(durationMs, 1500));
+    const r = results.raw[size];
+    console.log(`raw  session.run batch ${String(size).padEnd(3)} ${r.rowsPerSec.toFixed(0).padStart(7)} rows/s  p50 ${r.p50_us.toFixed(0).padStart(6)} us per run`);
+  }
+
+  const rows = CONCURRENCY.map((c) => {
+    const raw = results.raw[results.formed[c].modeBatch];
+    return {
+      concurrency: c,
+      'off req/s': Math.round(results.off[c].throughput),
+      'on req/s': Math.round(results.on[c].throughput),
+      'on/off': +(results.on[c].throughput / results.off[c].throughput).toFixed(2),
+      'on p50 us': Math.round(results.on[c].p50_us),
+      'on p99 us': Math.round(results.on[c].p99_us),
+      'off p99 us': Math.round(results.off[c].p99_us),
+      'batch (mode)': results.formed[c].modeBatch,
+      'raw rows/s': Math.round(raw.rowsPerSec),
+      'on/raw': +(results.on[c].throughput / raw.rowsPerSec).toFixed(2),
+    };
+  });
+  console.table(rows);
+  results.ratios = rows;
+  results.goals = {
+    'c=32 batching on / off throughput (goal >= 4)': rows.find((r) => r.concurrency === 32)['on/off'],
+    'c=32 served / raw at the same batch size (goal >= 0.8)': rows.find((r) => r.concurrency === 32)['on/raw'],
+    'worst served / raw at the same batch size, c >= 16 (goal >= 0.8)': Math.min(...rows.filter((r) => r.concurrency >= 16).map((r) => r['on/raw'])),
+  };
+  console.log('\nbatching goals');
+  for (const [k, v] of Object.entries(results.goals)) console.log(`  ${k}: ${v}`);
+  return results;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  await measureBatching({ quick: process.argv.includes('--quick') });
+}

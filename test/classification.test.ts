@@ -1,0 +1,146 @@
+/**
+ * Triton's classification extension end to end, over HTTP and gRPC: the `classification` output
+ * parameter turns an output into its top-k `"value:index[:label]"` strings, with labels from the
+ * output's `label_filename` (read once when the model loads), shape `[batch, k]` or `[k]`, and
+ * floats printed like `std::to_string`. Plus the bad inputs: k = 0 or negative over gRPC, a
+ * non-existent output, an output of BYTES, and label files that are missing or outside the model.
+ */
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BATCH_DIM, buildIdentityModel } from '@switchyard/onnx-builder';
+import { repoRoot, startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
+import { grpc, loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
+import { deserializeStrings, fp32Bytes, get, post } from './lib/tensors.js';
+
+/** The fixture configs and label files copied to a temporary folder, with ONNX files generated beside them. */
+function prepareRepository(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'classification-repo-'));
+  cpSync(join(repoRoot(), 'test/fixtures/classification_repository'), dir, { recursive: true });
+  const files: Record<string, Uint8Array> = {
+    'classifier/1/model.onnx': buildIdentityModel('FLOAT', [BATCH_DIM, 5]),
+    'classifier_nobatch/1/model.onnx': buildIdentityModel('FLOAT', [5]),
+    'classifier_int/1/model.onnx': buildIdentityModel('INT32', [4]),
+    'strings/1/model.onnx': buildIdentityModel('STRING', [BATCH_DIM, -1]),
+    'missing_labels/1/model.onnx': buildIdentityModel('FLOAT', [5]),
+    'escaping_labels/1/model.onnx': buildIdentityModel('FLOAT', [5]),
+  };
+  for (const [path, bytes] of Object.entries(files)) {
+    mkdirSync(dirname(join(dir, path)), { recursive: true });
+    writeFileSync(join(dir, path), bytes);
+  }
+  return dir;
+}
+
+let repo: string;
+let worker: WorkerProcess;
+let client: GrpcClient;
+beforeAll(async () => {
+  repo = prepareRepository();
+  worker = await startWorkerProcess({ modelRepositories: [repo] });
+  ({ inference: client } = loadGrpcClients(worker.grpcAddress));
+});
+afterAll(async () => {
+  client?.close();
+  await worker?.stop();
+  rmSync(repo, { recursive: true, force: true });
+});
+
+/** classifier's labels.txt: cat, dog, (empty), bird; index 4 has no line. */
+const SCORES = [
+  [0.1, 0.25, 0.5, 0.75, 1],
+  [4, 3, 2, 1, 0],
+];
+
+const httpInfer = (model: string, inputs: object[], outputs: object[]) => post(`${worker.httpUrl}/v2/models/${model}/infer`, { inputs, outputs });
+
+describe('over HTTP', () => {
+  it('returns top-k per batch entry with labels, shape [batch, k]', async () => {
+    const r = await httpInfer('classifier', [{ name: 'INPUT0', shape: [2, 5], datatype: 'FP32', data: SCORES.flat() }], [{ name: 'OUTPUT0', parameters: { classification: 3 } }]);
+    expect(r.status, r.body.toString()).toBe(200);
+    // An empty label line (index 2) and an index past the file's end (4) get no label.
+    expect(r.json().outputs).toEqual([
+      {
+        name: 'OUTPUT0',
+        datatype: 'BYTES',
+        shape: [2, 3],
+        data: ['1.000000:4', '0.750000:3:bird', '0.500000:2', '4.000000:0:cat', '3.000000:1:dog', '2.000000:2'],
+      },
+    ]);
+  });
+
+  it('returns shape [k] without batching; k larger than the classes returns them all', async () => {
+    const r = await httpInfer('classifier_nobatch', [{ name: 'INPUT0', shape: [5], datatype: 'FP32', data: [0.5, 2.25, -1, 10, 0] }], [{ name: 'OUTPUT0', parameters: { classification: 9 } }]);
+    expect(r.status, r.body.toString()).toBe(200);
+    expect(r.json().outputs[0].shape).toEqual([5]);
+    expect(r.json().outputs[0].data).toEqual(['10.000000:3:three', '2.250000:1:one', '0.500000:0:zero', '0.000000:4:four', '-1.000000:2:two']);
+  });
+
+  it('prints integers plainly, and classifies into binary data when asked', async () => {
+    const r = await httpInfer('classifier_int', [{ name: 'INPUT0', shape: [4], datatype: 'INT32', data: [5, -9, 12, 0] }], [{ name: 'OUTPUT0', parameters: { classification: 2, binary_data: true } }]);
+    expect(r.status).toBe(200);
+    const headerLength = Number(r.headers.get('inference-header-content-length'));
+    const header = JSON.parse(r.body.subarray(0, headerLength).toString());
+    expect(header.outputs[0]).toMatchObject({ name: 'OUTPUT0', datatype: 'BYTES', shape: [2] });
+    expect(deserializeStrings(r.body.subarray(headerLength))).toEqual(['12:2', '5:0']);
+  });
+
+  it('rejects a non-existent output and an output of BYTES', async () => {
+    const missing = await httpInfer('classifier', [{ name: 'INPUT0', shape: [1, 5], datatype: 'FP32', data: SCORES[0] }], [{ name: 'NOPE', parameters: { classification: 1 } }]);
+    expect(missing.status).toBe(400);
+    expect(missing.json().error).toContain("unexpected inference output 'NOPE' for model 'classifier'");
+    const strings = await httpInfer('strings', [{ name: 'INPUT0', shape: [1, 1], datatype: 'BYTES', data: ['a'] }], [{ name: 'OUTPUT0', parameters: { classification: 1 } }]);
+    expect(strings.status).toBe(400);
+    expect(strings.json().error).toBe("class result not available for output due to unsupported type 'BYTES'");
+    const negative = await httpInfer('classifier', [{ name: 'INPUT0', shape: [1, 5], datatype: 'FP32', data: SCORES[0] }], [{ name: 'OUTPUT0', parameters: { classification: -1 } }]);
+    expect(negative.status).toBeGreaterThanOrEqual(400);
+    expect(negative.json().error).toContain("Unable to set 'classification'");
+  });
+});
+
+describe('over gRPC', () => {
+  const request = (k: unknown, output = 'OUTPUT0') => ({
+    model_name: 'classifier',
+    inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [2, 5] }],
+    raw_input_contents: [fp32Bytes(SCORES.flat())],
+    outputs: [{ name: output, parameters: { classification: k } }],
+  });
+
+  it('returns the same strings as HTTP, with labels', async () => {
+    const res = await unary(client, 'ModelInfer', request({ int64_param: 2 }));
+    expect(res.outputs).toEqual([expect.objectContaining({ name: 'OUTPUT0', datatype: 'BYTES', shape: [2, 2] })]);
+    expect(deserializeStrings(res.raw_output_contents[0])).toEqual(['1.000000:4', '0.750000:3:bird', '4.000000:0:cat', '3.000000:1:dog']);
+  });
+
+  it('rejects k = 0 or negative, a non-int64 k and a non-existent output', async () => {
+    for (const k of [{ int64_param: 0 }, { int64_param: -3 }]) {
+      const err = await unaryError(client, 'ModelInfer', request(k));
+      expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(err.details).toBe("invalid value for 'classification' parameter, expected >= 0");
+    }
+    const typed = await unaryError(client, 'ModelInfer', request({ bool_param: true }));
+    expect(typed.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(typed.details).toBe("invalid value type for 'classification' parameter, expected int64_param");
+    const missing = await unaryError(client, 'ModelInfer', request({ int64_param: 1 }, 'NOPE'));
+    expect(missing.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(missing.details).toContain("unexpected inference output 'NOPE' for model 'classifier'");
+  });
+});
+
+describe('label files', () => {
+  it('a missing or escaping label file makes the model UNAVAILABLE with the reason', async () => {
+    const index = (await post(`${worker.httpUrl}/v2/repository/index`, {})).json() as Array<{ name: string; state?: string; reason?: string }>;
+    const byName = new Map(index.map((m) => [m.name, m]));
+    expect(byName.get('classifier')?.state).toBe('READY');
+    expect(byName.get('missing_labels')?.state).toBe('UNAVAILABLE');
+    expect(byName.get('missing_labels')?.reason).toContain(`failed to open text file for read ${join(repo, 'missing_labels', 'nope.txt')}: No such file or directory`);
+    expect(byName.get('escaping_labels')?.state).toBe('UNAVAILABLE');
+    expect(byName.get('escaping_labels')?.reason).toContain("label_filename '../classifier/labels.txt' of output 'OUTPUT0' for model 'escaping_labels' must name a file inside the model directory");
+  });
+
+  it("the config still shows the output's label_filename", async () => {
+    const r = await get(`${worker.httpUrl}/v2/models/classifier/config`);
+    expect(r.json().output[0].label_filename).toBe('labels.txt');
+  });
+});
