@@ -8,7 +8,8 @@
 // Both served models have one instance and are driven over HTTP binary (gRPC's Node client costs
 // more CPU than the server under test: see run.mjs) with closed-loop clients at concurrency
 // 1, 4, 16, 32, 64. Goals reported against: c=32 on >= 4x off; on >= 0.8x raw at the same
-// batch size (requests/s vs rows/s).
+// batch size (requests/s vs rows/s). From run.mjs, the bare node:http server's rate for the same
+// payload is shown too: no HTTP server in this process model can serve faster than that.
 //
 //   node bench/batching.mjs [--quick]     (after `npx tsc -b` and generate-models)
 import http from 'node:http';
@@ -101,8 +102,12 @@ async function measureRaw(batch, durationMs) {
   return { batch, runsPerSec: r.throughput, rowsPerSec: r.throughput * batch, p50_us: r.p50_us, p99_us: r.p99_us };
 }
 
-/** Run the batching benchmark; prints as it goes and returns the results. */
-export async function measureBatching({ quick = false } = {}) {
+/**
+ * Run the batching benchmark; prints as it goes and returns the results. `bare`: run.mjs's
+ * bare node:http server results for the same HTTP binary payload, by concurrency (the transport's
+ * ceiling on this machine), shown beside the served rates where a concurrency matches.
+ */
+export async function measureBatching({ quick = false, bare = {} } = {}) {
   const durationMs = quick ? 800 : 2500;
   const input = new Float32Array(WIDTH).map((_, i) => ((i * 37) % 101) / 101 - 0.5);
   const { binary, binaryHeaderLength } = inferBodies('INPUT0', [1, WIDTH], input, 'OUTPUT0');
@@ -151,6 +156,7 @@ export async function measureBatching({ quick = false } = {}) {
       'batch (mode)': results.formed[c].modeBatch,
       'raw rows/s': Math.round(raw.rowsPerSec),
       'on/raw': +(results.on[c].throughput / raw.rowsPerSec).toFixed(2),
+      ...(bare[c] !== undefined ? { 'bare http req/s': Math.round(bare[c].throughput), 'on/bare': +(results.on[c].throughput / bare[c].throughput).toFixed(2) } : {}),
     };
   });
   console.table(rows);

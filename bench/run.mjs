@@ -147,7 +147,7 @@ try {
 }
 ratios();
 // Issue 3: dynamic batching on/off and raw session.run at the batch sizes formed (bench/batching.mjs).
-results.batching = await measureBatching({ quick: QUICK });
+results.batching = await measureBatching({ quick: QUICK, bare: results.bare['http-binary'] });
 mkdirSync(`${ROOT}bench/results`, { recursive: true });
 const file = `${ROOT}bench/results/${results.date.replace(/[:.]/g, '-')}.json`;
 writeFileSync(file, JSON.stringify(results, null, 2) + '\n');
