@@ -112,7 +112,9 @@ export function concatBatch(parts: readonly Uint8Array[]): Uint8Array {
 }
 
 /**
- * Split a batched output back into per-request slices along dimension 0.
+ * Split a batched output back into per-request slices along dimension 0. Fixed-size slices are
+ * views into `data` (no copy): response tensors are read-only, and any path that transfers bytes
+ * to another thread copies them first (`toWireTensor`, the JavaScript backend's `ownedCopy`).
  * `batchSizes[i]` rows go to request i; `rowElements` is the element count of one row.
  */
 export function splitBatch(datatype: DataType, data: Uint8Array, batchSizes: readonly number[], rowElements: number): Uint8Array[] {
@@ -133,7 +135,7 @@ export function splitBatch(datatype: DataType, data: Uint8Array, batchSizes: rea
   let offset = 0;
   for (const b of batchSizes) {
     const n = b * rowBytes;
-    out.push(data.slice(offset, offset + n));
+    out.push(data.subarray(offset, offset + n));
     offset += n;
   }
   return out;
