@@ -7,6 +7,8 @@ import { stat } from 'node:fs/promises';
 import { cancelled, invalidArgument, toSwitchyardError, unavailable, type SwitchyardError } from '@switchyard/common';
 import type { InferRequest, InferResponse } from '@switchyard/kserve';
 import { configDataTypeToWire, type ModelConfig } from '@switchyard/model-config';
+import { composingReady } from './ensemble-plan.js';
+import { EnsembleStepStats, type StepComputeTimes } from './ensemble-step-stats.js';
 import { InferenceJob } from './inference-job.js';
 import { JavaScriptBackend } from './javascript-backend.js';
 import { NO_LABELS } from './labels.js';
@@ -70,7 +72,9 @@ export class Engine implements InferenceEngine {
       const info = await stat(root).catch(() => undefined);
       if (!info?.isDirectory()) throw invalidArgument(`repository path is not a valid directory: '${root}'`);
     }
-    const engine = new Engine(withBuiltins, new ModelLifecycle(withBuiltins));
+    // Ensemble steps come back into this engine too.
+    const submitStep = (...args: Parameters<Engine['submit']>): void => (self as Engine).submit(...args);
+    const engine = new Engine(withBuiltins, new ModelLifecycle(withBuiltins, submitStep));
     self = engine;
     await engine.start();
     return engine;
@@ -121,8 +125,10 @@ export class Engine implements InferenceEngine {
     };
   }
 
+  /** An ensemble is ready only while every composing model it calls is. */
   isModelReady(name: string, version?: number): boolean {
-    return !(this.lifecycle.tryResolve(name, version) instanceof Error);
+    const found = this.lifecycle.tryResolve(name, version);
+    return !(found instanceof Error) && composingReady(found.config, (n, v) => this.isModelReady(n, v));
   }
 
   /** The normalised config of the resolved version. Shared, treat as read-only. */
@@ -169,13 +175,14 @@ export class Engine implements InferenceEngine {
     await this.lifecycle.load(name, options);
   }
 
-  /** `unloadDependents` is accepted; it matters once ensembles exist. */
-  async unloadModel(name: string, _options?: UnloadModelOptions): Promise<void> {
+  /** Loaded ensembles using `name` go first; `unloadDependents` also takes its composing models (ensembles). */
+  async unloadModel(name: string, options?: UnloadModelOptions): Promise<void> {
     if (this.options.controlMode !== 'explicit') throw unavailable(CONTROL_DISABLED);
-    await this.lifecycle.unload(name);
+    await this.lifecycle.unload(name, options?.unloadDependents === true);
   }
 
-  submit(request: InferRequest, onResult: (result: InferResult) => void, options?: SubmitOptions): void {
+  /** `onStepSuccess` (ensemble steps only): also told the compute times the model records. */
+  submit(request: InferRequest, onResult: (result: InferResult) => void, options?: SubmitOptions, onStepSuccess?: (times: StepComputeTimes) => void): void {
     const requestStartNs = now();
     const deliver = (result: InferResult): void => {
       try {
@@ -206,7 +213,8 @@ export class Engine implements InferenceEngine {
     const cached = this.cache?.lookup(version, normalized, requestStartNs);
     if (cached?.response !== undefined) return deliver({ final: true, response: cached.response });
     let onAbort: (() => void) | undefined;
-    const job = new InferenceJob(normalized, version.version, version.stats, requestStartNs, (result) => {
+    const stats = onStepSuccess === undefined ? version.stats : new EnsembleStepStats(version.stats, onStepSuccess);
+    const job = new InferenceJob(normalized, version.version, stats, requestStartNs, (result) => {
       // Decoupled requests stay cancellable until their final result.
       if (result.final && onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
       cached?.settle(result);

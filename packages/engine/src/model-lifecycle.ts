@@ -17,6 +17,8 @@
  */
 import { internal, invalidArgument, isSwitchyardError, notFound, unavailable, type SwitchyardError } from '@switchyard/common';
 import type { ModelConfig } from '@switchyard/model-config';
+import { EnsembleDependencies } from './ensemble-dependencies.js';
+import type { EnsemblePort } from './ensemble-scheduler.js';
 import type { CompiledEngineOptions } from './options.js';
 import type { LoadedVersion } from './loaded-version.js';
 import { buildBaseConfig, failureReason, loadVersion, type LoaderContext } from './model-loader.js';
@@ -50,9 +52,29 @@ export class ModelLifecycle {
   private readonly records = new Map<string, ModelRecord>();
   private readonly draining = new Set<Promise<void>>();
   private readonly loader: LoaderContext;
+  /** Ensembles: load order, dependency checks, cascading unloads (ensemble-dependencies.ts). */
+  private readonly ensembles: EnsembleDependencies;
 
-  constructor(private readonly options: CompiledEngineOptions) {
-    this.loader = { autoComplete: options.autoComplete, backends: options.backends, logger: options.logger };
+  /** `submitStep`: how ensemble steps reach the engine (see `EnsemblePort.submit`); without it ensembles do not load. */
+  constructor(
+    private readonly options: CompiledEngineOptions,
+    submitStep?: EnsemblePort['submit'],
+  ) {
+    const port: EnsemblePort | undefined = submitStep && {
+      submit: submitStep,
+      modelConfig: (name, version) => {
+        const found = this.tryResolve(name, version);
+        return found instanceof Error ? found : found.config;
+      },
+    };
+    this.loader = { autoComplete: options.autoComplete, backends: options.backends, logger: options.logger, ensembles: port };
+    this.ensembles = new EnsembleDependencies({
+      roots: options.modelRepositories,
+      autoComplete: options.autoComplete,
+      readyVersions: (name) => this.readyVersions(name),
+      readyModelNames: () => this.readyModelNames(),
+      failureOf: (name) => this.failureOf(name),
+    });
   }
 
   private record(name: string): ModelRecord {
@@ -81,7 +103,20 @@ export class ModelLifecycle {
     if (override?.files !== undefined && override.files.size > 0 && override.config === undefined) {
       return Promise.reject(invalidArgument("Load parameter 'config' must be specified for model file override"));
     }
-    return this.serialize(name, (record) => this.loadNow(record, override, false));
+    return this.loadComposing(name, override?.config).then(() => this.serialize(name, (record) => this.loadNow(record, override, false)));
+  }
+
+  /**
+   * Explicit mode: load (or re-poll) the models ensemble `name` is made of, innermost first, each
+   * in its own turn, before `name` itself (so no model waits on another while holding its turn).
+   * Failures are left for the ensemble's dependency check to report. Marks `name` loaded by name.
+   */
+  private async loadComposing(name: string, overrideConfig?: string): Promise<void> {
+    this.ensembles.markExplicit(name);
+    if (this.options.controlMode !== 'explicit') return;
+    for (const dep of await this.ensembles.composingClosure(name, overrideConfig)) {
+      await this.serialize(dep, (record) => this.loadNow(record, undefined, false)).catch(() => undefined);
+    }
   }
 
   /**
@@ -121,8 +156,20 @@ export class ModelLifecycle {
         if (record.slots.size === 0) record.modelError = 'no version is available';
         throw internal(`failed to load '${name}', no version is available`);
       }
+      let force = hasOverride;
+      if (base.platform === 'ensemble') {
+        const check = await this.ensembles.check(base);
+        if (check.problem !== undefined) {
+          // Like a bad config: the ensemble is not loaded (or no longer), with the reason.
+          for (const slot of record.slots.values()) await this.unloadSlot(slot);
+          record.slots.clear();
+          record.modelError = check.problem;
+          throw invalidArgument(`load failed for model '${name}': ${check.problem}`);
+        }
+        force ||= check.changed;
+      }
       record.modelError = undefined;
-      await this.applyVersions(record, base, source, versions, hasOverride);
+      await this.applyVersions(record, base, source, versions, force);
     } finally {
       await folder?.dispose();
     }
@@ -186,8 +233,24 @@ export class ModelLifecycle {
     slot.reason = UNLOADED_REASON;
   }
 
-  /** Unload every version of `name`, waiting for in-flight requests. Unknown names are a no-op. */
-  unload(name: string): Promise<void> {
+  /**
+   * Unload every version of `name`, waiting for in-flight requests, after the loaded ensembles
+   * that use it. `unloadDependents`: then also the composing models only loaded for ensembles
+   * that nothing uses any more (Triton's `unload_dependents`). Unknown names are a no-op.
+   */
+  async unload(name: string, unloadDependents = false): Promise<void> {
+    const config = this.readyVersions(name).at(-1)?.config;
+    for (const dependent of this.ensembles.dependents(name)) await this.unloadModel(dependent);
+    await this.unloadModel(name);
+    this.ensembles.forget(name);
+    if (!unloadDependents || config === undefined) return;
+    for (const orphan of this.ensembles.orphans(config)) {
+      await this.unloadModel(orphan);
+      this.ensembles.forget(orphan);
+    }
+  }
+
+  private unloadModel(name: string): Promise<void> {
     if (!this.records.has(name)) return Promise.resolve();
     return this.serialize(name, async (record) => {
       for (const slot of record.slots.values()) await this.unloadSlot(slot);
@@ -211,13 +274,14 @@ export class ModelLifecycle {
       if (record.slots.size === 0) record.modelError = `failed to poll model '${name}': not unique across all model repositories`;
       this.options.logger.error({ model: name }, 'model is not unique across all model repositories');
     }
-    await Promise.all([...listing.models.keys()].map((name) => this.loadQuietly(name)));
+    await this.ensembles.inWaves([...listing.models.keys()], (name) => this.loadQuietly(name));
   }
 
   /** Load and log instead of throwing: start-up and poll never stop on one bad model. */
   async loadQuietly(name: string, onlyIfChanged = false): Promise<void> {
     try {
       validateModelName(name);
+      await this.loadComposing(name);
       await this.serialize(name, (record) => this.loadNow(record, undefined, onlyIfChanged));
     } catch (e) {
       this.options.logger.error({ model: name, err: failureReason(e) }, 'failed to load model');
@@ -228,8 +292,8 @@ export class ModelLifecycle {
   async poll(): Promise<void> {
     const listing = await listRepositoryModels(this.options.modelRepositories);
     const present = new Set(listing.models.keys());
-    const work: Promise<void>[] = [];
-    for (const name of present) work.push(this.loadQuietly(name, true));
+    // An ensemble whose composing versions changed is checked again even if its folder did not.
+    const work: Promise<void>[] = [this.ensembles.inWaves([...present], (name) => this.loadQuietly(name, !this.ensembles.composingChanged(name)))];
     for (const [name, record] of this.records) {
       if (present.has(name)) continue;
       const live = [...record.slots.values()].some((s) => s.serving !== undefined);
@@ -278,6 +342,15 @@ export class ModelLifecycle {
       }
     }
     return true;
+  }
+
+  /** Why `name` has no READY version: its model-level error (`invalid`), else a failed version's reason. */
+  failureOf(name: string): { invalid?: string; failed?: string } {
+    const record = this.records.get(name);
+    if (record === undefined) return {};
+    if (record.modelError !== undefined) return { invalid: record.modelError };
+    const failed = [...record.slots.values()].find((s) => s.state === 'UNAVAILABLE' && s.reason !== UNLOADED_REASON);
+    return failed === undefined ? {} : { failed: failed.reason };
   }
 
   /** READY versions of a model, ascending. */

@@ -19,6 +19,8 @@ import {
 } from '@switchyard/model-config';
 import { resolveBackend, type Backend, type BackendInstance, type BackendModelContext } from './backend.js';
 import { executeBatch } from './batch-executor.js';
+import { loadEnsembleVersion } from './ensemble-model.js';
+import type { EnsemblePort } from './ensemble-scheduler.js';
 import { loadOutputLabels } from './labels.js';
 import { LoadedVersion } from './loaded-version.js';
 import type { ModelSource } from './model-source.js';
@@ -32,6 +34,8 @@ export interface LoaderContext {
   /** Backend name → implementation (extras merged over the built-ins). */
   backends: Readonly<Record<string, Backend>>;
   logger: Logger;
+  /** How ensemble steps reach the engine; without it ensembles do not load. */
+  ensembles?: EnsemblePort;
 }
 
 /**
@@ -88,6 +92,7 @@ async function createInstances(context: LoaderContext, config: ModelConfig, mode
 
 /** Load one version. Throws on any failure, with every partially created resource released. */
 export async function loadVersion(context: LoaderContext, base: ModelConfig, source: ModelSource, version: number): Promise<LoadedVersion> {
+  if (base.platform === 'ensemble') return loadEnsembleVersion(context, base, source, version);
   const started = process.hrtime.bigint();
   const name = base.name;
   const logger = context.logger.child({ model: name, version });

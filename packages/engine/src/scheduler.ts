@@ -19,6 +19,7 @@ import type { ModelConfig } from '@switchyard/model-config';
 import type { BackendInstance } from './backend.js';
 import { DefaultScheduler } from './default-scheduler.js';
 import { DynamicBatchScheduler } from './dynamic-batch-scheduler.js';
+import { EnsembleScheduler, type EnsembleSchedulerContext } from './ensemble-scheduler.js';
 import type { InferenceJob } from './inference-job.js';
 import { SequenceBatchScheduler } from './sequence-batch-scheduler.js';
 
@@ -42,9 +43,12 @@ export interface SchedulerContext {
   logger: Logger;
   /** The model folder, for schedulers that read files at load (sequence `initial_state` data). */
   modelPath?: string;
+  /** Ensembles only: how steps reach the engine (ensembles have no instances). */
+  ensemble?: EnsembleSchedulerContext;
 }
 
 export function createScheduler(config: ModelConfig, context: SchedulerContext): Scheduler {
+  if (config.platform === 'ensemble') return new EnsembleScheduler(config, context);
   // Triton's precedence: sequence batching wins over dynamic batching.
   if (config.sequence_batching !== undefined) return new SequenceBatchScheduler(config, context);
   if (config.dynamic_batching !== undefined) return new DynamicBatchScheduler(config, context);

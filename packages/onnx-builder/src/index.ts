@@ -34,6 +34,9 @@ export {
   buildIdentityModel,
   buildAddConstantModel,
   buildMlpModel,
+  buildTextClassifierModel,
+  textTokenId,
+  TEXT_CLASSIFIER,
   type SimpleModelOptions,
   type MlpModelOptions,
 } from './models.js';

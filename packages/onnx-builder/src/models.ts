@@ -155,3 +155,61 @@ export function buildSimpleDynaSequenceModel(): Uint8Array {
     .node('Mul', ['sum', 'READY'], ['OUTPUT'])
     .buildModel();
 }
+
+/** The example text pipeline's sizes and classes (the tokenizer and postprocess models agree). */
+export const TEXT_CLASSIFIER = {
+  vocabSize: 1024,
+  sequenceLength: 16,
+  embeddingDim: 8,
+  labels: ['negative', 'neutral', 'positive'],
+} as const;
+
+/** Words the example classifier's weights know, by class index (0 negative, 2 positive). */
+const TEXT_LEXICON: Readonly<Record<number, readonly string[]>> = {
+  0: ['bad', 'terrible', 'awful', 'hate', 'hated', 'worst', 'boring', 'poor', 'horrible', 'disappointing', 'sad', 'waste'],
+  2: ['good', 'great', 'excellent', 'love', 'loved', 'wonderful', 'best', 'amazing', 'enjoyed', 'fantastic', 'happy', 'brilliant'],
+};
+
+/**
+ * The token id of a lowercased word: 32-bit FNV-1a of its UTF-8 bytes, folded into
+ * 1..vocabSize-1 (0 is padding). The example `tokenizer` model computes the same function.
+ */
+export function textTokenId(word: string, vocabSize: number = TEXT_CLASSIFIER.vocabSize): number {
+  let h = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(word)) h = Math.imul(h ^ byte, 0x01000193) >>> 0;
+  return 1 + (h % (vocabSize - 1));
+}
+
+/**
+ * The example text classifier: TOKENS INT64 ['batch', 16] → Gather(EMBEDDING[1024, 8]) →
+ * ReduceMean over the tokens → MatMul W[8, 3] + B → Softmax → PROBABILITIES FLOAT ['batch', 3]
+ * (negative, neutral, positive). Weights are small seeded noise, plus a lexicon: embedding
+ * dimension 0 carries negative words, 2 positive ones, W reads them into their classes, and
+ * the bias leans to neutral. Row 0 (padding) is zero.
+ */
+export function buildTextClassifierModel(seed = 7): Uint8Array {
+  const { vocabSize, sequenceLength, embeddingDim, labels } = TEXT_CLASSIFIER;
+  const next = mulberry32(seed);
+  const embedding = uniformFloats(next, vocabSize * embeddingDim, 0.1);
+  embedding.fill(0, 0, embeddingDim);
+  for (const [cls, words] of Object.entries(TEXT_LEXICON)) {
+    for (const word of words) {
+      const at = textTokenId(word) * embeddingDim + Number(cls);
+      embedding[at] = (embedding[at] ?? 0) + 4;
+    }
+  }
+  const weights = uniformFloats(next, embeddingDim * labels.length, 0.5);
+  for (let c = 0; c < labels.length; c++) weights[c * labels.length + c] = 8;
+  return new GraphBuilder('text_classifier')
+    .input('TOKENS', 'INT64', [BATCH_DIM, sequenceLength])
+    .output('PROBABILITIES', 'FLOAT', [BATCH_DIM, labels.length])
+    .initializer('EMBEDDING', 'FLOAT', [vocabSize, embeddingDim], embedding)
+    .initializer('W', 'FLOAT', [embeddingDim, labels.length], weights)
+    .initializer('B', 'FLOAT', [labels.length], [0, 0.5, 0])
+    .node('Gather', ['EMBEDDING', 'TOKENS'], ['embedded'], { axis: 0 })
+    .node('ReduceMean', ['embedded'], ['pooled'], { axes: [1], keepdims: 0 })
+    .node('MatMul', ['pooled', 'W'], ['scores'])
+    .node('Add', ['scores', 'B'], ['logits'])
+    .node('Softmax', ['logits'], ['PROBABILITIES'], { axis: -1 })
+    .buildModel();
+}

@@ -13,6 +13,7 @@ import {
   buildSimpleStringModel,
   buildSimpleSequenceModel,
   buildSimpleDynaSequenceModel,
+  buildTextClassifierModel,
   BATCH_DIM,
 } from './models.js';
 
@@ -58,6 +59,7 @@ export function exampleRepositoryFiles(): GeneratedFile[] {
     file('mlp/1/model.onnx', () => buildMlpModel()),
     file('simple_sequence/1/model.onnx', () => buildSimpleSequenceModel()),
     file('simple_dyna_sequence/1/model.onnx', () => buildSimpleDynaSequenceModel()),
+    file('text_classifier/1/model.onnx', () => buildTextClassifierModel()),
   ];
 }
 
