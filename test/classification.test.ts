@@ -5,46 +5,39 @@
  * floats printed like `std::to_string`. Plus the bad inputs: k = 0 or negative over gRPC, a
  * non-existent output, an output of BYTES, and label files that are missing or outside the model.
  */
-import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BATCH_DIM, buildIdentityModel } from '@switchyard/onnx-builder';
-import { repoRoot, startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
+import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
+import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
 import { grpc, loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
 import { deserializeStrings, fp32Bytes, get, post } from './lib/tensors.js';
 
 /** The fixture configs and label files copied to a temporary folder, with ONNX files generated beside them. */
-function prepareRepository(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'classification-repo-'));
-  cpSync(join(repoRoot(), 'test/fixtures/classification_repository'), dir, { recursive: true });
-  const files: Record<string, Uint8Array> = {
-    'classifier/1/model.onnx': buildIdentityModel('FLOAT', [BATCH_DIM, 5]),
-    'classifier_nobatch/1/model.onnx': buildIdentityModel('FLOAT', [5]),
-    'classifier_int/1/model.onnx': buildIdentityModel('INT32', [4]),
-    'strings/1/model.onnx': buildIdentityModel('STRING', [BATCH_DIM, -1]),
-    'missing_labels/1/model.onnx': buildIdentityModel('FLOAT', [5]),
-    'escaping_labels/1/model.onnx': buildIdentityModel('FLOAT', [5]),
-  };
-  for (const [path, bytes] of Object.entries(files)) {
-    mkdirSync(dirname(join(dir, path)), { recursive: true });
-    writeFileSync(join(dir, path), bytes);
-  }
-  return dir;
-}
+const prepareRepository = (): FixtureRepository =>
+  fixtureRepository('classification_repository', {
+    files: {
+      'classifier/1/model.onnx': buildIdentityModel('FLOAT', [BATCH_DIM, 5]),
+      'classifier_nobatch/1/model.onnx': buildIdentityModel('FLOAT', [5]),
+      'classifier_int/1/model.onnx': buildIdentityModel('INT32', [4]),
+      'strings/1/model.onnx': buildIdentityModel('STRING', [BATCH_DIM, -1]),
+      'missing_labels/1/model.onnx': buildIdentityModel('FLOAT', [5]),
+      'escaping_labels/1/model.onnx': buildIdentityModel('FLOAT', [5]),
+    },
+  });
 
-let repo: string;
+let repo: FixtureRepository;
 let worker: WorkerProcess;
 let client: GrpcClient;
 beforeAll(async () => {
   repo = prepareRepository();
-  worker = await startWorkerProcess({ modelRepositories: [repo] });
+  worker = await startWorkerProcess({ modelRepositories: [repo.path] });
   ({ inference: client } = loadGrpcClients(worker.grpcAddress));
 });
 afterAll(async () => {
   client?.close();
   await worker?.stop();
-  rmSync(repo, { recursive: true, force: true });
+  repo?.remove();
 });
 
 /** classifier's labels.txt: cat, dog, (empty), bird; index 4 has no line. */
@@ -134,7 +127,7 @@ describe('label files', () => {
     const byName = new Map(index.map((m) => [m.name, m]));
     expect(byName.get('classifier')?.state).toBe('READY');
     expect(byName.get('missing_labels')?.state).toBe('UNAVAILABLE');
-    expect(byName.get('missing_labels')?.reason).toContain(`failed to open text file for read ${join(repo, 'missing_labels', 'nope.txt')}: No such file or directory`);
+    expect(byName.get('missing_labels')?.reason).toContain(`failed to open text file for read ${join(repo.path, 'missing_labels', 'nope.txt')}: No such file or directory`);
     expect(byName.get('escaping_labels')?.state).toBe('UNAVAILABLE');
     expect(byName.get('escaping_labels')?.reason).toContain("label_filename '../classifier/labels.txt' of output 'OUTPUT0' for model 'escaping_labels' must name a file inside the model directory");
   });

@@ -3,29 +3,32 @@
  * gRPC ModelStreamInfer (many responses per request, `triton_final_response`, the optional
  * empty final response, error responses that do not end the stream), HTTP generate_stream
  * (server-sent events), the refusals of HTTP infer and gRPC ModelInfer, and statistics.
- * Models: JavaScript models in test/fixtures/javascript_repository (repeat_int32 is Triton's).
+ * Models: JavaScript models in test/fixtures/javascript_repository, copied to a temporary repository
+ * with Triton's repeat_int32 from examples/model_repository laid over it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
-import { grpc, loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
-import { fp32Bytes, get, int32Bytes, post, readFp32, readInt32 } from './lib/tensors.js';
+import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
+import { grpc, isFinalResponse, loadGrpcClients, streamInfer, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
+import { fp32Bytes, get, int32Bytes, post, readFp32, readInt32, serverSentEvents } from './lib/tensors.js';
 
 const MODELS = ['repeat_int32', 'square_int32', 'decoupled_error', 'add_sub'];
+let repo: FixtureRepository;
 let worker: WorkerProcess;
 let client: GrpcClient;
-let health: GrpcClient;
 
 beforeAll(async () => {
+  repo = fixtureRepository('javascript_repository', { overlay: { repeat_int32: 'examples/model_repository/repeat_int32' } });
   worker = await startWorkerProcess({
-    modelRepositories: ['test/fixtures/javascript_repository'],
+    modelRepositories: [repo.path],
     args: ['--model-control-mode=explicit', ...MODELS.map((m) => `--load-model=${m}`)],
   });
-  ({ inference: client, health } = loadGrpcClients(worker.grpcAddress));
+  client = loadGrpcClients(worker.grpcAddress).inference;
 });
 afterAll(async () => {
   client?.close();
-  health?.close();
   await worker?.stop();
+  repo?.remove();
 });
 
 const uint32Bytes = (values: number[]): Buffer => Buffer.from(new Uint32Array(values).buffer);
@@ -45,30 +48,15 @@ function repeat(id: string, values: number[], delays: number[], wait = 0, parame
   };
 }
 
-/** Write `requests` on one stream, half-close, and collect every response until the server ends it. */
-function stream(requests: object[]): Promise<any[]> {
-  const call = client.ModelStreamInfer();
-  const responses: any[] = [];
-  const done = new Promise<any[]>((resolve, reject) => {
-    call.on('data', (r: any) => responses.push(r));
-    call.on('end', () => resolve(responses));
-    call.on('error', reject);
-  });
-  for (const r of requests) call.write(r);
-  call.end();
-  return done;
-}
-
-const isFinal = (r: any): boolean => r.infer_response?.parameters?.triton_final_response?.bool_param === true;
 const outValue = (r: any): number => readInt32(r.infer_response.raw_output_contents[0])[0]!;
 
 describe('gRPC ModelStreamInfer with a decoupled model', () => {
   it('sends one response per element, each not final, and no empty final by default', async () => {
-    const responses = await stream([repeat('r1', [4, 5, 6], [0, 10, 10])]);
+    const responses = await streamInfer(client, [repeat('r1', [4, 5, 6], [0, 10, 10])]);
     expect(responses.map((r) => r.error_message)).toEqual(['', '', '']);
     expect(responses.map(outValue)).toEqual([4, 5, 6]);
     expect(responses.map((r) => readInt32(r.infer_response.raw_output_contents[1])[0])).toEqual([0, 1, 2]);
-    expect(responses.map(isFinal)).toEqual([false, false, false]);
+    expect(responses.map(isFinalResponse)).toEqual([false, false, false]);
     expect(responses[0].infer_response).toMatchObject({ model_name: 'repeat_int32', model_version: '1', id: 'r1' });
     expect(responses[0].infer_response.outputs.map((o: any) => [o.name, o.datatype, o.shape])).toEqual([
       ['OUT', 'INT32', [1]],
@@ -78,9 +66,9 @@ describe('gRPC ModelStreamInfer with a decoupled model', () => {
 
   it('sends an empty final response when the request asks for it', async () => {
     const ask = { triton_enable_empty_final_response: { bool_param: true } };
-    const responses = await stream([repeat('r2', [7, 8], [0, 0], 0, ask), repeat('r3', [], [], 0, ask)]);
+    const responses = await streamInfer(client, [repeat('r2', [7, 8], [0, 0], 0, ask), repeat('r3', [], [], 0, ask)]);
     const r2 = responses.filter((r) => r.infer_response.id === 'r2');
-    expect(r2.map((r) => [r.infer_response.outputs.length, isFinal(r)])).toEqual([
+    expect(r2.map((r) => [r.infer_response.outputs.length, isFinalResponse(r)])).toEqual([
       [2, false],
       [2, false],
       [0, true],
@@ -89,16 +77,16 @@ describe('gRPC ModelStreamInfer with a decoupled model', () => {
     expect(r2[2].infer_response).toMatchObject({ model_name: 'repeat_int32', model_version: '', id: 'r2', raw_output_contents: [] });
     // Zero responses: only the final flag.
     const r3 = responses.filter((r) => r.infer_response.id === 'r3');
-    expect(r3.map((r) => [r.infer_response.outputs.length, isFinal(r)])).toEqual([[0, true]]);
+    expect(r3.map((r) => [r.infer_response.outputs.length, isFinalResponse(r)])).toEqual([[0, true]]);
   });
 
   it('a request with no response sends nothing without the empty final, and the stream still ends', async () => {
-    const responses = await stream([repeat('none', [], [])]);
+    const responses = await streamInfer(client, [repeat('none', [], [])]);
     expect(responses).toEqual([]);
   });
 
   it('responses of concurrent requests interleave in completion order on one instance', async () => {
-    const responses = await stream([repeat('slow', [1, 2], [200, 200], 0), repeat('fast', [3, 4], [20, 20], 0)]);
+    const responses = await streamInfer(client, [repeat('slow', [1, 2], [200, 200], 0), repeat('fast', [3, 4], [20, 20], 0)]);
     const ids = responses.map((r) => r.infer_response.id);
     expect(ids.filter((id) => id === 'slow')).toHaveLength(2);
     expect(ids.slice(0, 2)).toEqual(['fast', 'fast']);
@@ -114,25 +102,25 @@ describe('gRPC ModelStreamInfer with a decoupled model', () => {
       ],
       raw_input_contents: [fp32Bytes([1, 2, 3, 4]), fp32Bytes([1, 1, 1, 1])],
     };
-    const responses = await stream([repeat('r4', [9], [50]), addSub, { model_name: 'square_int32', id: 's3', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1] }], raw_input_contents: [int32Bytes([3])] }]);
+    const responses = await streamInfer(client, [repeat('r4', [9], [50]), addSub, { model_name: 'square_int32', id: 's3', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1] }], raw_input_contents: [int32Bytes([3])] }]);
     const a1 = responses.find((r) => r.infer_response.id === 'a1');
-    expect(isFinal(a1)).toBe(true);
+    expect(isFinalResponse(a1)).toBe(true);
     expect(readFp32(a1.infer_response.raw_output_contents[0])).toEqual([2, 3, 4, 5]);
     expect(responses.filter((r) => r.infer_response.id === 's3').map(outValue)).toEqual([3, 3, 3]);
     expect(responses.filter((r) => r.infer_response.id === 'r4').map(outValue)).toEqual([9]);
   });
 
   it('an error response does not end the request or the stream', async () => {
-    const responses = await stream([{ model_name: 'decoupled_error', id: 'e1', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1] }], raw_input_contents: [int32Bytes([0])] }]);
+    const responses = await streamInfer(client, [{ model_name: 'decoupled_error', id: 'e1', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1] }], raw_input_contents: [int32Bytes([0])] }]);
     expect(responses.map((r) => r.error_message)).toEqual(['', 'element 2 is bad', '']);
     expect(responses[1].infer_response.id).toBe('e1');
-    expect(isFinal(responses[2])).toBe(true);
+    expect(isFinalResponse(responses[2])).toBe(true);
     expect(outValue(responses[2])).toBe(3);
   });
 
   it('a bad request for a decoupled model is answered with an error and the stream goes on', async () => {
     const bad = { ...repeat('bad', [1], [0]), inputs: [{ name: 'IN', datatype: 'INT32', shape: [1] }], raw_input_contents: [int32Bytes([1])] };
-    const responses = await stream([bad, repeat('good', [5], [0])]);
+    const responses = await streamInfer(client, [bad, repeat('good', [5], [0])]);
     expect(responses[0].error_message).toMatch(/expected 3 inputs but got 1 inputs for model 'repeat_int32'/);
     expect(responses[0].infer_response.id).toBe('bad');
     expect(responses.filter((r) => r.infer_response.id === 'good').map(outValue)).toEqual([5]);
@@ -164,11 +152,7 @@ describe('HTTP generate_stream', () => {
     const res = await post(`${worker.httpUrl}/v2/models/repeat_int32/generate_stream`, { IN: [10, 20, 30], DELAY: [0, 5, 5], WAIT: 0 });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
-    const events = res.body
-      .toString('utf8')
-      .split('\n\n')
-      .filter((e) => e.startsWith('data: '))
-      .map((e) => JSON.parse(e.slice(6)));
+    const events = serverSentEvents(res.body);
     expect(events.map((e) => [e.OUT, e.IDX])).toEqual([
       [10, 0],
       [20, 1],
@@ -179,7 +163,7 @@ describe('HTTP generate_stream', () => {
 
   it('error responses are events too', async () => {
     const res = await post(`${worker.httpUrl}/v2/models/decoupled_error/generate_stream`, { IN: 0 });
-    const events = res.body.toString('utf8').split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => JSON.parse(e.slice(6)));
+    const events = serverSentEvents(res.body);
     expect(events).toEqual([expect.objectContaining({ OUT: 1 }), { error: 'element 2 is bad' }, expect.objectContaining({ OUT: 3 })]);
   });
 

@@ -7,16 +7,17 @@
  * The fixture's config.pbtxt files are committed; the ONNX files are built here, into a temporary
  * copy of the repository, from @switchyard/onnx-builder.
  */
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAddConstantModel, buildIdentityModel, buildMlpModel } from '@switchyard/onnx-builder';
 import { repoRoot, startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
+import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
 import { loadGrpcClients, unary, unaryError, grpc, type GrpcClient } from './lib/grpc-client.js';
 import { fp32Bytes, get, post, range, readFp32 } from './lib/tensors.js';
+import { waitFor } from './lib/wait-for.js';
 
-const FIXTURE = join(repoRoot(), 'test/fixtures/dynamic_batching_repository');
+const FIXTURE = 'dynamic_batching_repository';
 /** What each fixture model computes. */
 const MODEL_FILES: Record<string, () => Uint8Array> = {
   preferred: () => buildAddConstantModel(1),
@@ -28,27 +29,31 @@ const MODEL_FILES: Record<string, () => Uint8Array> = {
   concurrent: () => buildMlpModel({ width: 512, layers: 4 }),
 };
 
-let repo: string;
+/** `<model>/1/model.onnx` for every fixture model; throws for a fixture model without a plan. */
+function modelFiles(): Record<string, Uint8Array> {
+  const files: Record<string, Uint8Array> = {};
+  for (const name of readdirSync(join(repoRoot(), 'test/fixtures', FIXTURE))) {
+    const build = MODEL_FILES[name];
+    if (build === undefined) throw new Error(`no model file planned for fixture model '${name}'`);
+    files[`${name}/1/model.onnx`] = build();
+  }
+  return files;
+}
+
+let repo: FixtureRepository;
 let worker: WorkerProcess;
 let grpcClient: GrpcClient;
 
 beforeAll(async () => {
-  repo = mkdtempSync(join(tmpdir(), 'switchyard-dynamic-batching-'));
-  for (const name of readdirSync(FIXTURE)) {
-    const build = MODEL_FILES[name];
-    if (build === undefined) throw new Error(`no model file planned for fixture model '${name}'`);
-    cpSync(join(FIXTURE, name), join(repo, name), { recursive: true });
-    mkdirSync(join(repo, name, '1'), { recursive: true });
-    writeFileSync(join(repo, name, '1', 'model.onnx'), build());
-  }
-  worker = await startWorkerProcess({ modelRepositories: [repo] });
+  repo = fixtureRepository(FIXTURE, { files: modelFiles() });
+  worker = await startWorkerProcess({ modelRepositories: [repo.path] });
   grpcClient = loadGrpcClients(worker.grpcAddress).inference;
 }, 60_000);
 
 afterAll(async () => {
   grpcClient?.close();
   await worker?.stop();
-  if (repo !== undefined) rmSync(repo, { recursive: true, force: true });
+  repo?.remove();
 });
 
 // --- clients -------------------------------------------------------------------------------
@@ -118,12 +123,8 @@ async function metric(name: string, labels: string): Promise<number> {
 
 /** Wait until `model` has `n` queued requests (so the next request surely arrives after them). */
 async function untilQueued(model: string, n: number): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    if ((await metric('nv_inference_pending_request_count', `model="${model}",version="1"`)) === n) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`'${model}' never had ${n} queued requests`);
+  const queued = async () => (await metric('nv_inference_pending_request_count', `model="${model}",version="1"`)) === n;
+  await waitFor(queued, { intervalMs: 10, message: `'${model}' never had ${n} queued requests` });
 }
 
 const plusOne = (rows: number[][]) => rows.flat().map((v) => v + 1);

@@ -8,38 +8,28 @@
  * Models: test/fixtures/ensemble_repository (README there) plus the example pipeline's folders,
  * copied to a temporary repository where the ONNX files are written.
  */
-import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BATCH_DIM, buildAddConstantModel, buildIdentityModel, buildSimpleModel, exampleRepositoryFiles } from '@switchyard/onnx-builder';
-import { repoRoot, startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
-import { grpc, loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
-import { deserializeStrings, fp32Bytes, get, int32Bytes, post, readFp32, readInt32, serializeStrings } from './lib/tensors.js';
+import { BATCH_DIM, buildAddConstantModel, buildIdentityModel, buildSimpleModel } from '@switchyard/onnx-builder';
+import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
+import { exampleFile, fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
+import { grpc, isFinalResponse, loadGrpcClients, streamInfer, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
+import { deserializeStrings, fp32Bytes, get, int32Bytes, post, readFp32, readInt32, serializeStrings, serverSentEvents } from './lib/tensors.js';
 
 const PIPELINE = ['tokenizer', 'text_classifier', 'postprocess', 'text_pipeline'];
 
-function prepareRepository(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'switchyard-ensemble-'));
-  cpSync(join(repoRoot(), 'test/fixtures/ensemble_repository'), dir, { recursive: true });
-  for (const name of PIPELINE) cpSync(join(repoRoot(), 'examples/model_repository', name), join(dir, name), { recursive: true });
-  const classifier = exampleRepositoryFiles().find((f) => f.path === 'text_classifier/1/model.onnx');
-  if (classifier === undefined) throw new Error('no text_classifier in the example plan');
-  const files: Record<string, Uint8Array> = {
-    'text_classifier/1/model.onnx': classifier.build(),
-    'add_one/1/model.onnx': buildAddConstantModel(1),
-    'add_two/1/model.onnx': buildAddConstantModel(2),
-    'sum_diff/1/model.onnx': buildSimpleModel({ elemType: 'FLOAT', dims: [BATCH_DIM, 4], graphName: 'sum_diff' }),
-    'batched_identity/1/model.onnx': buildIdentityModel('FLOAT', [BATCH_DIM, 4]),
-  };
-  for (const [path, bytes] of Object.entries(files)) {
-    mkdirSync(dirname(join(dir, path)), { recursive: true });
-    writeFileSync(join(dir, path), bytes);
-  }
-  return dir;
-}
+const prepareRepository = (): FixtureRepository =>
+  fixtureRepository('ensemble_repository', {
+    overlay: Object.fromEntries(PIPELINE.map((name) => [name, `examples/model_repository/${name}`])),
+    files: {
+      'text_classifier/1/model.onnx': exampleFile('text_classifier/1/model.onnx'),
+      'add_one/1/model.onnx': buildAddConstantModel(1),
+      'add_two/1/model.onnx': buildAddConstantModel(2),
+      'sum_diff/1/model.onnx': buildSimpleModel({ elemType: 'FLOAT', dims: [BATCH_DIM, 4], graphName: 'sum_diff' }),
+      'batched_identity/1/model.onnx': buildIdentityModel('FLOAT', [BATCH_DIM, 4]),
+    },
+  });
 
-let repo: string;
+let repo: FixtureRepository;
 let worker: WorkerProcess;
 let client: GrpcClient;
 const url = (path: string): string => `${worker.httpUrl}${path}`;
@@ -47,7 +37,7 @@ const url = (path: string): string => `${worker.httpUrl}${path}`;
 beforeAll(async () => {
   repo = prepareRepository();
   worker = await startWorkerProcess({
-    modelRepositories: [repo],
+    modelRepositories: [repo.path],
     args: ['--model-control-mode=explicit', ...['text_pipeline', 'guarded', 'counted', 'batch_pipeline'].map((m) => `--load-model=${m}`)],
   });
   client = loadGrpcClients(worker.grpcAddress).inference;
@@ -56,7 +46,7 @@ beforeAll(async () => {
 afterAll(async () => {
   client?.close();
   await worker?.stop();
-  if (repo !== undefined) rmSync(repo, { recursive: true, force: true });
+  repo?.remove();
 });
 
 const index = async (): Promise<{ name: string; version?: string; state?: string; reason?: string }[]> => (await post(url('/v2/repository/index'), {})).json();
@@ -236,19 +226,6 @@ describe('steps on their own schedulers', () => {
 });
 
 describe('a decoupled step', () => {
-  /** Write `requests` on one ModelStreamInfer stream, half-close, collect everything. */
-  function stream(requests: object[]): Promise<any[]> {
-    const call = client.ModelStreamInfer();
-    const responses: any[] = [];
-    const done = new Promise<any[]>((resolve, reject) => {
-      call.on('data', (r: any) => responses.push(r));
-      call.on('end', () => resolve(responses));
-      call.on('error', reject);
-    });
-    for (const r of requests) call.write(r);
-    call.end();
-    return done;
-  }
   const counted = (id: string, n: number, parameters: object = {}) => ({
     model_name: 'counted',
     id,
@@ -256,13 +233,12 @@ describe('a decoupled step', () => {
     inputs: [{ name: 'IN', datatype: 'INT32', shape: [1] }],
     raw_input_contents: [int32Bytes([n])],
   });
-  const isFinal = (r: any): boolean => r.infer_response?.parameters?.triton_final_response?.bool_param === true;
 
   it('makes the ensemble decoupled: it streams one response per response of the step over gRPC', async () => {
     const config = (await get(url('/v2/models/counted/config'))).json();
     expect(config.model_transaction_policy).toEqual({ decoupled: true });
     const ask = { triton_enable_empty_final_response: { bool_param: true } };
-    const responses = await stream([counted('c1', 3, ask)]);
+    const responses = await streamInfer(client, [counted('c1', 3, ask)]);
     expect(responses.map((r) => r.error_message)).toEqual(['', '', '', '']);
     const values = responses.slice(0, 3).map((r) => {
       const byName = Object.fromEntries(r.infer_response.outputs.map((o: { name: string }, i: number) => [o.name, readInt32(r.infer_response.raw_output_contents[i])[0]]));
@@ -273,7 +249,7 @@ describe('a decoupled step', () => {
       [1, 10],
       [2, 20],
     ]);
-    expect(responses.map(isFinal)).toEqual([false, false, false, true]);
+    expect(responses.map(isFinalResponse)).toEqual([false, false, false, true]);
     expect(responses[0].infer_response).toMatchObject({ model_name: 'counted', model_version: '1', id: 'c1' });
   });
 
@@ -282,11 +258,7 @@ describe('a decoupled step', () => {
     expect(res.status).toBe(501);
     const sse = await post(url('/v2/models/counted/generate_stream'), { IN: 2 });
     expect(sse.status).toBe(200);
-    const events = sse.body
-      .toString('utf8')
-      .split('\n\n')
-      .filter((e) => e.startsWith('data: '))
-      .map((e) => JSON.parse(e.slice(6)));
+    const events = serverSentEvents(sse.body);
     expect(events.map((e) => [e.COUNT, e.OUT])).toEqual([
       [0, 0],
       [1, 10],

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
-import { grpc, loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
+import { grpc, loadGrpcClients, streamInfer, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
 import { fp32Bytes, int32Bytes, range, readFp32, readInt32, serializeStrings, deserializeStrings } from './lib/tensors.js';
 
 const MODELS = ['simple', 'identity_fp32', 'identity_bytes', 'identity_uint64'];
@@ -130,21 +130,13 @@ describe('ModelInfer', () => {
 
 describe('ModelStreamInfer', () => {
   it('one response per request, in order, each marked final; errors do not end the stream', async () => {
-    const call = client.ModelStreamInfer();
-    const responses: any[] = [];
-    const done = new Promise<void>((resolve, reject) => {
-      call.on('data', (r: any) => {
-        responses.push(r);
-        if (responses.length === 4) call.end();
-      });
-      call.on('end', resolve);
-      call.on('error', reject);
-    });
-    call.write(simpleRaw(range(16), range(16), 's1'));
-    call.write({ model_name: 'nosuchmodel', id: 's2' });
-    call.write(simpleRaw(range(16, () => 5), range(16), 's3'));
-    call.write(simpleRaw(range(16), range(16, () => 1), 's4'));
-    await done;
+    const requests = [
+      simpleRaw(range(16), range(16), 's1'),
+      { model_name: 'nosuchmodel', id: 's2' },
+      simpleRaw(range(16, () => 5), range(16), 's3'),
+      simpleRaw(range(16), range(16, () => 1), 's4'),
+    ];
+    const responses = await streamInfer(client, requests, 4);
     expect(responses.map((r) => r.infer_response?.id)).toEqual(['s1', 's2', 's3', 's4']);
     expect(responses[1].error_message).toMatch(/Request for unknown model/);
     expect(responses[0].error_message).toBe('');

@@ -9,22 +9,21 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { grpc, loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
 import { fp32Bytes, get, int32Bytes, post, readFp32, serializeStrings } from './lib/tensors.js';
+import { sleep } from './lib/wait-for.js';
 
 const MODELS = ['add_sub', 'bls', 'throws', 'syntax_error', 'hang'];
 let worker: WorkerProcess;
 let client: GrpcClient;
-let health: GrpcClient;
 
 beforeAll(async () => {
   worker = await startWorkerProcess({
     modelRepositories: ['test/fixtures/javascript_repository'],
     args: ['--model-control-mode=explicit', ...MODELS.map((m) => `--load-model=${m}`)],
   });
-  ({ inference: client, health } = loadGrpcClients(worker.grpcAddress));
+  client = loadGrpcClients(worker.grpcAddress).inference;
 });
 afterAll(async () => {
   client?.close();
-  health?.close();
   await worker?.stop();
 });
 
@@ -142,7 +141,7 @@ describe('bad models', () => {
 
   it('a hung model does not stall other models, and unloading it terminates its thread', async () => {
     const hung = post(`${worker.httpUrl}/v2/models/hang/infer`, { inputs: [{ name: 'IN', shape: [1], datatype: 'INT32', data: [1] }] });
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
     // Other models, and the server itself, answer while the hang model is stuck.
     const started = Date.now();
     expect((await post(`${worker.httpUrl}/v2/models/add_sub/infer`, addSubJson([1, 1, 1, 1], [1, 1, 1, 1]))).status).toBe(200);

@@ -9,18 +9,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot, startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { get, post, range } from './lib/tensors.js';
+import { sleep, waitFor } from './lib/wait-for.js';
 
 const FIXTURES = join(repoRoot(), 'test/fixtures/model_repository');
 const simpleBody = { inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape: [1, 16], datatype: 'INT32', data: range(16) })) };
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('condition not met in time');
-}
 
 describe('control mode none: everything loads at start, broken models are UNAVAILABLE', () => {
   let worker: WorkerProcess;
@@ -170,7 +162,7 @@ describe('control mode poll', () => {
     // Break simple's config: the old version keeps serving.
     const cfgPath = join(repo, 'simple', 'config.pbtxt');
     writeFileSync(cfgPath, readFileSync(cfgPath, 'utf8') + '\nthis_is_not_a_field: 1\n');
-    await new Promise((r) => setTimeout(r, 2500));
+    await sleep(2500);
     expect((await post(worker.httpUrl + '/v2/models/simple/infer', simpleBody)).status).toBe(200);
     // A new version appears.
     mkdirSync(join(repo, 'simple', '2'));

@@ -5,21 +5,18 @@
  * the cache refuses, a server without a cache, and the flags' bad forms.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BATCH_DIM, GraphBuilder, buildIdentityModel } from '@switchyard/onnx-builder';
 import { repoRoot, startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
+import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
 import { loadGrpcClients, unary, type GrpcClient } from './lib/grpc-client.js';
 import { fp32Bytes, get, post, readFp32 } from './lib/tensors.js';
 
 const BIN = join(repoRoot(), 'bin', 'switchyard.mjs');
 
 /** The fixture configs copied to a temporary folder, with their ONNX files generated beside them. */
-function prepareRepository(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'cache-repo-'));
-  cpSync(join(repoRoot(), 'test/fixtures/cache_repository'), dir, { recursive: true });
+function prepareRepository(): FixtureRepository {
   const identity = buildIdentityModel('FLOAT', [BATCH_DIM, -1]);
   const gather = new GraphBuilder('gather_cache')
     .input('INDEX', 'INT64', [1])
@@ -27,18 +24,15 @@ function prepareRepository(): string {
     .initializer('DATA', 'FLOAT', [4], [10, 20, 30, 40])
     .node('Gather', ['DATA', 'INDEX'], ['OUTPUT'], { axis: 0 })
     .buildModel();
-  const files: Record<string, Uint8Array> = {
-    'identity_cache/1/model.onnx': identity,
-    'identity_nocache/1/model.onnx': identity,
-    'decoupled_cache/1/model.onnx': identity,
-    'sequence_cache/1/model.onnx': identity,
-    'gather_cache/1/model.onnx': gather,
-  };
-  for (const [path, bytes] of Object.entries(files)) {
-    mkdirSync(dirname(join(dir, path)), { recursive: true });
-    writeFileSync(join(dir, path), bytes);
-  }
-  return dir;
+  return fixtureRepository('cache_repository', {
+    files: {
+      'identity_cache/1/model.onnx': identity,
+      'identity_nocache/1/model.onnx': identity,
+      'decoupled_cache/1/model.onnx': identity,
+      'sequence_cache/1/model.onnx': identity,
+      'gather_cache/1/model.onnx': gather,
+    },
+  });
 }
 
 const identityBody = (data: number[], id?: string, extra: Record<string, unknown> = {}) => ({
@@ -57,17 +51,17 @@ async function metrics(worker: WorkerProcess): Promise<string> {
   return (await fetch(worker.metricsUrl + '/metrics')).text();
 }
 
-let repo: string;
+let repo: FixtureRepository;
 beforeAll(() => {
   repo = prepareRepository();
 });
-afterAll(() => rmSync(repo, { recursive: true, force: true }));
+afterAll(() => repo?.remove());
 
 describe('a server with a 1 MB local cache', () => {
   let worker: WorkerProcess;
   let client: GrpcClient;
   beforeAll(async () => {
-    worker = await startWorkerProcess({ modelRepositories: [repo], args: ['--cache-config', 'local,size=1048576'] });
+    worker = await startWorkerProcess({ modelRepositories: [repo.path], args: ['--cache-config', 'local,size=1048576'] });
     ({ inference: client } = loadGrpcClients(worker.grpcAddress));
   });
   afterAll(async () => {
@@ -214,7 +208,7 @@ describe('a small cache (deprecated --response-cache-byte-size)', () => {
   const row = (v: number) => Array.from({ length: 64 }, () => v);
   beforeAll(async () => {
     worker = await startWorkerProcess({
-      modelRepositories: [repo],
+      modelRepositories: [repo.path],
       args: ['--response-cache-byte-size=700', '--model-control-mode=explicit', '--load-model=identity_cache'],
     });
   });
@@ -259,7 +253,7 @@ describe('a small cache (deprecated --response-cache-byte-size)', () => {
 
 describe('a server without a cache', () => {
   it('ignores response_cache in model configs: no hits, no cache metrics', async () => {
-    const worker = await startWorkerProcess({ modelRepositories: [repo], args: ['--model-control-mode=explicit', '--load-model=identity_cache'] });
+    const worker = await startWorkerProcess({ modelRepositories: [repo.path], args: ['--model-control-mode=explicit', '--load-model=identity_cache'] });
     try {
       for (let i = 0; i < 2; i++) expect((await post(`${worker.httpUrl}/v2/models/identity_cache/infer`, identityBody([1]))).status).toBe(200);
       const s = await stats(worker, 'identity_cache');
@@ -272,7 +266,7 @@ describe('a server without a cache', () => {
 });
 
 describe('cache flags', () => {
-  const run = (...flags: string[]) => spawnSync(process.execPath, [BIN, 'worker', `--model-repository=${repo}`, ...flags], { encoding: 'utf8' });
+  const run = (...flags: string[]) => spawnSync(process.execPath, [BIN, 'worker', `--model-repository=${repo.path}`, ...flags], { encoding: 'utf8' });
   it.each([
     [['--cache-config=local,size=1024', '--cache-config=redis,host=localhost'], 'multiple cache configurations are not supported'],
     [['--response-cache-byte-size=1024', '--cache-config=local,size=1024'], 'Error: Incompatible flags --response-cache-byte-size and --cache-config both provided.'],

@@ -13,24 +13,15 @@
  * are built here into a temporary copy of the repository.
  */
 import { randomUUID } from 'node:crypto';
-import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BATCH_DIM, GraphBuilder, exampleRepositoryFiles } from '@switchyard/onnx-builder';
-import { repoRoot, startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
-import { grpc, loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
+import { BATCH_DIM, GraphBuilder } from '@switchyard/onnx-builder';
+import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
+import { exampleFile, fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
+import { grpc, loadGrpcClients, streamInfer, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
 import { deserializeStrings, get, int32Bytes, post, readInt32 } from './lib/tensors.js';
+import { sleep } from './lib/wait-for.js';
 
-const FIXTURE = join(repoRoot(), 'test/fixtures/sequence_repository');
-const EXAMPLES = join(repoRoot(), 'examples/model_repository');
 const B = [BATCH_DIM, 1];
-
-function example(path: string): Uint8Array {
-  const file = exampleRepositoryFiles().find((f) => f.path === path);
-  if (file === undefined) throw new Error(`no example file ${path}`);
-  return file.build();
-}
 
 /** Every control echoed back as an output, batched. */
 function controlsEcho(): Uint8Array {
@@ -84,14 +75,11 @@ function floatStart(): Uint8Array {
     .buildModel();
 }
 
-function prepareRepository(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'switchyard-sequence-'));
-  cpSync(FIXTURE, dir, { recursive: true });
-  for (const name of ['simple_sequence', 'simple_dyna_sequence']) cpSync(join(EXAMPLES, name, 'config.pbtxt'), join(dir, name, 'config.pbtxt'));
-  const simple = example('simple_sequence/1/model.onnx');
+function prepareRepository(): FixtureRepository {
+  const simple = exampleFile('simple_sequence/1/model.onnx');
   const files: Record<string, Uint8Array> = {
     'simple_sequence/1/model.onnx': simple,
-    'simple_dyna_sequence/1/model.onnx': example('simple_dyna_sequence/1/model.onnx'),
+    'simple_dyna_sequence/1/model.onnx': exampleFile('simple_dyna_sequence/1/model.onnx'),
     'seq_controls/1/model.onnx': controlsEcho(),
     'seq_controls_typed/1/model.onnx': typedEcho(),
     'seq_accumulator/1/model.onnx': accumulator(),
@@ -104,27 +92,27 @@ function prepareRepository(): string {
     'seq_missing_control/1/model.onnx': simple,
     'seq_bad_control_config/1/model.onnx': simple,
   };
-  for (const [path, bytes] of Object.entries(files)) {
-    mkdirSync(dirname(join(dir, path)), { recursive: true });
-    writeFileSync(join(dir, path), bytes);
-  }
-  return dir;
+  const overlay = {
+    'simple_sequence/config.pbtxt': 'examples/model_repository/simple_sequence/config.pbtxt',
+    'simple_dyna_sequence/config.pbtxt': 'examples/model_repository/simple_dyna_sequence/config.pbtxt',
+  };
+  return fixtureRepository('sequence_repository', { overlay, files });
 }
 
-let repo: string;
+let repo: FixtureRepository;
 let worker: WorkerProcess;
 let client: GrpcClient;
 
 beforeAll(async () => {
   repo = prepareRepository();
-  worker = await startWorkerProcess({ modelRepositories: [repo] });
+  worker = await startWorkerProcess({ modelRepositories: [repo.path] });
   client = loadGrpcClients(worker.grpcAddress).inference;
 }, 60_000);
 
 afterAll(async () => {
   client?.close();
   await worker?.stop();
-  if (repo !== undefined) rmSync(repo, { recursive: true, force: true });
+  repo?.remove();
 });
 
 // --- clients -------------------------------------------------------------------------------
@@ -165,23 +153,6 @@ function grpcRequest(model: string, value: number, parameters: SeqParams | Recor
     inputs: [{ name: 'INPUT', datatype: 'INT32', shape }],
     raw_input_contents: [int32Bytes(Array.from({ length: shape[0]! }, () => value))],
   };
-}
-
-/** Send every request on one ModelStreamInfer stream; resolves with the responses in arrival order. */
-async function stream(requests: object[]): Promise<any[]> {
-  const call = client.ModelStreamInfer();
-  const responses: any[] = [];
-  const done = new Promise<void>((resolve, reject) => {
-    call.on('data', (r: any) => {
-      responses.push(r);
-      if (responses.length === requests.length) call.end();
-    });
-    call.on('end', resolve);
-    call.on('error', reject);
-  });
-  for (const r of requests) call.write(r);
-  await done;
-  return responses;
 }
 
 // --- Triton's example clients ------------------------------------------------------------------
@@ -233,7 +204,7 @@ describe('Triton example clients', () => {
       );
     send(ids[0], [0, ...VALUES]);
     send(ids[1], [100, ...VALUES.map((v) => -v | 0)]);
-    const responses = await stream(requests);
+    const responses = await streamInfer(client, requests, requests.length);
     for (const r of responses) expect(r.error_message).toBe('');
     const byId = new Map(responses.map((r) => [r.infer_response.id as string, readInt32(r.infer_response.raw_output_contents[0])[0]]));
     for (let i = 0; i <= VALUES.length; i++) {
@@ -343,10 +314,10 @@ describe('slots, backlog and idle sequences', () => {
   it('an idle sequence loses its slot; later requests need START (HTTP 400, gRPC INVALID_ARGUMENT)', async () => {
     expect(await httpValue('seq_idle', 1, { sequence_id: 77, sequence_start: true })).toBe(2);
     for (let i = 0; i < 3; i++) {
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
       expect(await httpValue('seq_idle', 3, { sequence_id: 77 })).toBe(3);
     }
-    await new Promise((r) => setTimeout(r, 900));
+    await sleep(900);
     const r = await httpInfer('seq_idle', 3, { sequence_id: 77 });
     expect(r.status).toBe(400);
     expect(r.body.error).toBe("inference request for sequence 77 to model 'seq_idle' must specify the START flag on the first request of the sequence");

@@ -41,4 +41,28 @@ export async function unaryError(client: GrpcClient, method: string, request: ob
   throw new Error(`${method} unexpectedly succeeded`);
 }
 
+/**
+ * Open one ModelStreamInfer stream, write every request, and resolve with all responses in arrival
+ * order once the server ends the stream. The client half-closes at once, or, given `halfCloseAfter`,
+ * only after that many responses have arrived. Rejects on a stream error.
+ */
+export function streamInfer(client: GrpcClient, requests: object[], halfCloseAfter?: number): Promise<any[]> {
+  const call = client.ModelStreamInfer();
+  const responses: any[] = [];
+  const done = new Promise<any[]>((resolve, reject) => {
+    call.on('data', (r: any) => {
+      responses.push(r);
+      if (responses.length === halfCloseAfter) call.end();
+    });
+    call.on('end', () => resolve(responses));
+    call.on('error', reject);
+  });
+  for (const r of requests) call.write(r);
+  if (halfCloseAfter === undefined) call.end();
+  return done;
+}
+
+/** Whether a ModelStreamInfer response carries `triton_final_response = true`. */
+export const isFinalResponse = (r: any): boolean => r.infer_response?.parameters?.triton_final_response?.bool_param === true;
+
 export { grpc };

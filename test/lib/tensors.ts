@@ -41,3 +41,12 @@ export async function get(url: string) {
   const buf = Buffer.from(await res.arrayBuffer());
   return { status: res.status, headers: res.headers, body: buf, json: () => JSON.parse(buf.toString('utf8')) };
 }
+
+/** The JSON payloads of the `data: ` events of a server-sent-events body, in order. */
+export function serverSentEvents(body: Buffer): any[] {
+  return body
+    .toString('utf8')
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: '))
+    .map((e) => JSON.parse(e.slice(6)));
+}
