@@ -1,1 +1,58 @@
 export {};
+export { Tokenizer, type EncodeOptions, type DecodeOptions } from './tokenizer.js';
+export { ChatTemplate, type ChatMessage, type RenderOptions, type TemplateSpecialTokens } from './chat-template.js';
+export {
+  readModelFolder,
+  type ModelFolderFiles,
+  type ModelConfigJson,
+  type TokenizerConfigJson,
+  type TokenizerJson,
+  type SpecialTokenValue,
+} from './tokenizer-files.js';
+export {
+  KV_HASH_SEED,
+  blockHashFromBigInt,
+  blockHashToBigInt,
+  chainSequenceHash,
+  hashTokenBlock,
+  hashTokenBlocks,
+  type LocalBlockHash,
+  type SequenceHash,
+  type TokenBlockHashes,
+} from './block-hash.js';
+export {
+  KvBlockManager,
+  type AllocationRequest,
+  type BlockId,
+  type BlockRef,
+  type FullBlockSpec,
+  type KVCacheBlocks,
+  type KvBlockManagerOptions,
+  type KvBlockStats,
+  type PartialBlockId,
+} from './kv-block-manager.js';
+export {
+  applyKvEvent,
+  decodeKvCacheEvent,
+  type KvCacheEvent,
+  type KvCacheEventData,
+  type KvEventSink,
+  type KvSnapshot,
+  type SnapshotBlock,
+  type StoredBlock,
+} from './kv-events.js';
+export {
+  DEFAULT_FREQUENCY_PENALTY,
+  DEFAULT_MIN_P,
+  DEFAULT_PRESENCE_PENALTY,
+  DEFAULT_REPETITION_PENALTY,
+  DEFAULT_TEMPERATURE,
+  DEFAULT_TOP_K,
+  DEFAULT_TOP_P,
+  compileSamplingParams,
+  type CompiledSamplingParams,
+  type SamplingParams,
+} from './sampling-params.js';
+export { createSamplerState, sample, type SampleResult, type SamplerState } from './sampling.js';
+export { StopChecker, type FinishReason, type StopStep } from './stop-checker.js';
+export { IncrementalDetokenizer, type DecodeFn, type TextDeltaSource } from './detokenizer.js';

@@ -43,7 +43,26 @@ export {
 export {
   exampleRepositoryFiles,
   fixtureRepositoryFiles,
+  llmFixtureRepositoryFiles,
   IDENTITY_FIXTURE_DATATYPES,
   CORRUPT_MODEL_TEXT,
   type GeneratedFile,
 } from './repository-plan.js';
+export {
+  buildTinyDecoderModel,
+  pastKeyName,
+  pastValueName,
+  presentKeyName,
+  presentValueName,
+  type TinyDecoderOptions,
+} from './tiny-decoder.js';
+export {
+  buildTinyTokenizerFiles,
+  byteToUnicode,
+  tinySpecialTokenIds,
+  CHATML_TEMPLATE,
+  TINY_DECODER_SHAPE,
+  TINY_SPECIAL_TOKENS,
+  type TinyDecoderShape,
+  type TinyTokenizerFiles,
+} from './tiny-tokenizer-files.js';

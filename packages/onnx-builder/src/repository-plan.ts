@@ -16,6 +16,8 @@ import {
   buildTextClassifierModel,
   BATCH_DIM,
 } from './models.js';
+import { buildTinyDecoderModel } from './tiny-decoder.js';
+import { buildTinyTokenizerFiles } from './tiny-tokenizer-files.js';
 
 /** One generated file: `path` is POSIX, relative to its repository root. */
 export interface GeneratedFile {
@@ -81,4 +83,21 @@ export function fixtureRepositoryFiles(): GeneratedFile[] {
     file('warmup/1/model.onnx', simple),
     file('two_instances/1/model.onnx', simple),
   ];
+}
+
+/**
+ * Generated files of `test/fixtures/llm_repository` (hand-written config.pbtxt files beside them):
+ * each `tiny_llm*` version folder is a Hugging Face model folder (model.onnx, tokenizer.json,
+ * tokenizer_config.json, config.json). The LLM models stay out of `examples/` until the `llm` backend
+ * exists; suites write these files into a temporary copy of the fixture (test/lib/fixture-repository.ts).
+ */
+export function llmFixtureRepositoryFiles(): GeneratedFile[] {
+  const out: GeneratedFile[] = [];
+  for (const [model, kvType] of [['tiny_llm', 'FLOAT'], ['tiny_llm_fp16', 'FLOAT16']] as const) {
+    out.push(file(`${model}/1/model.onnx`, () => buildTinyDecoderModel({ kvType })));
+    for (const name of ['tokenizer.json', 'tokenizer_config.json', 'config.json'] as const) {
+      out.push(file(`${model}/1/${name}`, () => new TextEncoder().encode(buildTinyTokenizerFiles()[name])));
+    }
+  }
+  return out;
 }

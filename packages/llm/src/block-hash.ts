@@ -1,0 +1,109 @@
+// The project's ONE hash over token blocks, shared by the engine's block manager and (later) the router.
+//
+// Definition (Dynamo, lib/kv-router protocols; see shared/reference/dynamo-design.md §2.1):
+//   LocalBlockHash(i) = XXH3_64(le_u32 bytes of the tokens of full block i, seed = 1337)
+//   SequenceHash(0)   = LocalBlockHash(0)
+//   SequenceHash(i)   = XXH3_64(le_u64(SequenceHash(i-1)) ‖ le_u64(LocalBlockHash(i)), seed = 1337)
+// Only full blocks are hashed; a partial tail is ignored. Tokens are u32.
+//
+// Representation: a u64 hash travels as a branded 16-digit lower-case hex string (zero padded, the
+// number's big-endian digits — the same text hash-wasm and `xxhsum` print). Why not bigint or number:
+// strings are JSON-safe (KV events go over NATS as JSON), usable directly as Map and Redis keys, compare
+// by value, and keep all 64 bits (a JSON number would lose them past 2^53). `blockHashToBigInt` /
+// `blockHashFromBigInt` convert at the edges that need the integer (e.g. a Dynamo-compatible u64 or a
+// vLLM-style signed i64 on the wire).
+//
+// LoRA / cache namespaces are not folded in yet; when they are, they change the seed (Dynamo's salt.rs),
+// never this function's shape.
+
+import { xxh3_64Hex } from './xxh3.js';
+
+/** XXH3 of one full block's tokens: content identity, independent of what precedes the block. */
+export type LocalBlockHash = string & { readonly __brand: 'LocalBlockHash' };
+/** Chained hash: identity of a block together with its whole prefix. The block manager's block id. */
+export type SequenceHash = string & { readonly __brand: 'SequenceHash' };
+
+/** The seed Dynamo uses for both the local and the chained hash. */
+export const KV_HASH_SEED = 1337n;
+
+const M64 = (1n << 64n) - 1n;
+const SEED_HI = Number(KV_HASH_SEED >> 32n);
+const SEED_LO = Number(KV_HASH_SEED & 0xffffffffn);
+
+/** Local and sequence hashes of a prompt's full blocks; both arrays have one entry per full block. */
+export interface TokenBlockHashes {
+  readonly localHashes: LocalBlockHash[];
+  readonly sequenceHashes: SequenceHash[];
+}
+
+// Scratch buffers reused across calls (hashing is synchronous, so no caller can interleave).
+let scratchView = new DataView(new ArrayBuffer(256));
+const chainView = new DataView(new ArrayBuffer(16));
+
+const toHex = (v: bigint): string => v.toString(16).padStart(16, '0');
+
+/** The u64 value of a hash (for wire formats that carry integers). */
+export function blockHashToBigInt(h: LocalBlockHash | SequenceHash): bigint {
+  return BigInt('0x' + h);
+}
+
+/** A hash from its u64 value; negative values (vLLM's signed i64) are taken modulo 2^64. */
+export function blockHashFromBigInt<T extends LocalBlockHash | SequenceHash = SequenceHash>(v: bigint): T {
+  return toHex(v & M64) as T;
+}
+
+/**
+ * LocalBlockHash of `tokens[start .. start+blockSize)`. Throws RangeError if the range runs past the
+ * array or a token is not a u32 integer (a bug in the caller, not an expected condition).
+ */
+export function hashTokenBlock(tokens: ArrayLike<number>, start: number, blockSize: number): LocalBlockHash {
+  if (start < 0 || start + blockSize > tokens.length) {
+    throw new RangeError(`block [${start}, ${start + blockSize}) outside ${tokens.length} tokens`);
+  }
+  const bytes = blockSize * 4;
+  if (scratchView.byteLength < bytes) scratchView = new DataView(new ArrayBuffer(bytes));
+  for (let i = 0; i < blockSize; i++) {
+    const t = tokens[start + i]!;
+    if (t >>> 0 !== t) throw new RangeError(`token ${t} at ${start + i} is not a u32`);
+    scratchView.setUint32(4 * i, t, true);
+  }
+  return xxh3_64Hex(scratchView, bytes, SEED_HI, SEED_LO) as LocalBlockHash;
+}
+
+/** SequenceHash of a block whose LocalBlockHash is `local`, after the block `parent` (null: first). */
+export function chainSequenceHash(parent: SequenceHash | null, local: LocalBlockHash): SequenceHash {
+  if (parent === null) return local as string as SequenceHash;
+  // le_u64(parent) ‖ le_u64(local), from the hex digits without going through bigint.
+  chainView.setUint32(0, parseInt(parent.slice(8), 16), true);
+  chainView.setUint32(4, parseInt(parent.slice(0, 8), 16), true);
+  chainView.setUint32(8, parseInt(local.slice(8), 16), true);
+  chainView.setUint32(12, parseInt(local.slice(0, 8), 16), true);
+  return xxh3_64Hex(chainView, 16, SEED_HI, SEED_LO) as SequenceHash;
+}
+
+/**
+ * Hashes of every full block of `tokens` (a trailing partial block is ignored). `blockSize` must be a
+ * positive integer. With `parent`, the chain continues from an earlier block: use it to hash blocks
+ * appended during decode without rehashing the prompt (`tokens` then holds only the new tokens,
+ * starting at a block boundary).
+ */
+export function hashTokenBlocks(
+  tokens: ArrayLike<number>,
+  blockSize: number,
+  parent: SequenceHash | null = null,
+): TokenBlockHashes {
+  if (!Number.isInteger(blockSize) || blockSize <= 0) {
+    throw new RangeError(`blockSize must be a positive integer, got ${blockSize}`);
+  }
+  const n = Math.floor(tokens.length / blockSize);
+  const localHashes: LocalBlockHash[] = new Array(n);
+  const sequenceHashes: SequenceHash[] = new Array(n);
+  let prev = parent;
+  for (let i = 0; i < n; i++) {
+    const local = hashTokenBlock(tokens, i * blockSize, blockSize);
+    prev = chainSequenceHash(prev, local);
+    localHashes[i] = local;
+    sequenceHashes[i] = prev;
+  }
+  return { localHashes, sequenceHashes };
+}

@@ -1,0 +1,403 @@
+// KvBlockManager: the engine's paged KV cache bookkeeping (vLLM v1 KVCacheManager / Dynamo mocker
+// kv_manager.rs, shared/reference/dynamo-design.md §6.2). Pure: no IO, no timers, synchronous.
+//
+// Model. `numBlocks` physical slots (0..numBlocks-1, where an executor keeps each block's KV). A slot is
+// free, or holds a block that is
+//   - active: refCount > 0 (some sequence, or a pin, uses it);
+//   - inactive: refCount == 0, a full block kept in an LRU pool — this pool IS the prefix cache; its
+//     blocks are evicted (least recently freed first) only when a new block needs a slot.
+// Full blocks are identified by their SequenceHash (block-hash.ts) and shared between sequences. Partial
+// (tail) blocks get a unique PartialBlockId, are never shared and never announced; at refCount 0 they are
+// simply freed. active + inactive + free == numBlocks, always.
+//
+// Ownership. The scheduler owns the BlockRefs it received and must `free` each exactly once (a double
+// free of a shared block steals another owner's reference and cannot be detected). Running out of blocks
+// is a value (`allocate` returns null, nothing changed); misuse (unknown block, refCount below zero)
+// throws `internal`.
+//
+// KV validity. A full block handed to `allocate` is treated as holding valid KV at once: it becomes a
+// prefix-cache hit for others and a `stored` event goes out. That fits the simulated executor (Dynamo's
+// mocker stores all prompt blocks on the first prefill chunk). An executor that really computes KV must
+// allocate not-yet-computed blocks as partial and `promote` each one after the forward pass that filled it.
+//
+// Seam for disaggregation (ARCHITECTURE.md flow 5), not built yet:
+//   - pin:    `pin(hashes)` takes an extra reference on resident full blocks so they cannot be evicted
+//             while another worker pulls them; `free(refs)` unpins.
+//   - export: the engine reads the KV of the pinned refs' `slot`s.
+//   - import: `allocate({ parent, full })` with the remote block hashes gives fresh slots (and `stored`
+//             events); the engine writes the received bytes into those slots in the same synchronous
+//             step, before any other sequence can be scheduled onto them.
+
+import { internal, invalidArgument } from '@switchyard/common';
+import type { LocalBlockHash, SequenceHash } from './block-hash.js';
+import type { KvCacheEvent, KvCacheEventData, KvEventSink, KvSnapshot, SnapshotBlock, StoredBlock } from './kv-events.js';
+
+/** Identity of a partial block; never 16 hex digits, so it cannot collide with a SequenceHash. */
+export type PartialBlockId = string & { readonly __brand: 'PartialBlockId' };
+export type BlockId = SequenceHash | PartialBlockId;
+
+/** One block a sequence holds. A value: the manager never mutates it. */
+export interface BlockRef {
+  readonly id: BlockId;
+  /** Physical slot 0..numBlocks-1 where the executor keeps this block's KV. */
+  readonly slot: number;
+  /** True for a full block (id is a SequenceHash), false for a partial one. */
+  readonly full: boolean;
+}
+
+/** A full block to acquire: both hashes from `hashTokenBlocks`. */
+export interface FullBlockSpec {
+  readonly sequenceHash: SequenceHash;
+  readonly localHash: LocalBlockHash;
+}
+
+export interface AllocationRequest {
+  /** Full blocks in sequence order (a chain). */
+  readonly full?: readonly FullBlockSpec[];
+  /** The block before `full[0]` in its sequence; null or absent: `full` starts the sequence. */
+  readonly parent?: SequenceHash | null;
+  /** Fresh partial blocks to append after the full ones. */
+  readonly partial?: number;
+}
+
+/** What `allocate` hands the scheduler (vLLM's KVCacheBlocks): the only thing crossing the boundary. */
+export interface KVCacheBlocks {
+  /** The full blocks in request order, then the partial blocks. */
+  readonly blocks: readonly BlockRef[];
+  /** How many of the full blocks were already resident (prefix-cache or shared hits). */
+  readonly cachedBlocks: number;
+}
+
+export interface KvBlockStats {
+  readonly numBlocks: number;
+  readonly active: number;
+  readonly inactive: number;
+  readonly free: number;
+  /** active / numBlocks. */
+  readonly usage: number;
+  /** Full blocks asked for by `allocate` and `promote` since creation; how many were resident. */
+  readonly queriedBlocks: number;
+  readonly hitBlocks: number;
+  /** hitBlocks / queriedBlocks; 0 before any query. */
+  readonly hitRate: number;
+}
+
+export interface KvBlockManagerOptions {
+  readonly numBlocks: number;
+  /** Tokens per block; the manager only records it (hashing is the caller's), for consumers. */
+  readonly blockSize: number;
+  /** Default true. False: a full block whose last reference goes is dropped (`removed`), not cached. */
+  readonly enablePrefixCaching?: boolean;
+  /** Receives every KV event; default none. */
+  readonly onEvent?: KvEventSink;
+}
+
+interface Block {
+  readonly id: BlockId;
+  readonly slot: number;
+  readonly full: boolean;
+  readonly localHash: LocalBlockHash | null;
+  readonly parent: SequenceHash | null;
+  refCount: number;
+}
+
+export class KvBlockManager {
+  readonly numBlocks: number;
+  readonly blockSize: number;
+  private readonly prefixCaching: boolean;
+  private readonly sink: KvEventSink | undefined;
+  /** Resident full blocks, active and inactive, in creation order (snapshot order). */
+  private readonly fullBlocks = new Map<SequenceHash, Block>();
+  private readonly partialBlocks = new Map<PartialBlockId, Block>();
+  /** Inactive full blocks; Map order is LRU order (first = least recently freed = next victim). */
+  private readonly inactive = new Map<SequenceHash, Block>();
+  private readonly freeSlots: number[] = [];
+  private nextPartial = 0;
+  private nextEventId = 0;
+  private pending: KvCacheEventData[] = [];
+  private queried = 0;
+  private hits = 0;
+
+  constructor(options: KvBlockManagerOptions) {
+    const { numBlocks, blockSize } = options;
+    for (const [k, v] of [['numBlocks', numBlocks], ['blockSize', blockSize]] as const) {
+      if (!Number.isSafeInteger(v) || v <= 0) throw invalidArgument(`${k} must be a positive integer, got ${v}`);
+    }
+    this.numBlocks = numBlocks;
+    this.blockSize = blockSize;
+    this.prefixCaching = options.enablePrefixCaching ?? true;
+    this.sink = options.onEvent;
+    for (let s = numBlocks - 1; s >= 0; s--) this.freeSlots.push(s);
+  }
+
+  /** Number of leading `hashes` resident (active or inactive). Pure: does not touch LRU order. */
+  findCachedPrefix(hashes: readonly SequenceHash[]): number {
+    let n = 0;
+    while (n < hashes.length && this.fullBlocks.has(hashes[n]!)) n++;
+    return n;
+  }
+
+  /** Blocks obtainable for new data right now: free slots plus evictable inactive blocks. */
+  get available(): number {
+    return this.freeSlots.length + this.inactive.size;
+  }
+
+  /**
+   * Admission check: can `n` new blocks be taken while still leaving floor(watermark * numBlocks)
+   * obtainable? `watermark` in [0, 1); vLLM and the mocker default to 0.01. Counts inactive blocks as
+   * obtainable, so it is conservative about prefix hits (they would need fewer new blocks).
+   */
+  canAllocate(n: number, watermark = 0): boolean {
+    return this.available - n >= Math.floor(watermark * this.numBlocks);
+  }
+
+  /**
+   * Acquire the requested blocks, all or nothing. Resident full blocks gain a reference (an inactive one
+   * leaves the LRU pool); missing full blocks and the partial blocks take free slots, evicting LRU
+   * inactive blocks as needed (`removed`). Each contiguous run of newly stored full blocks emits one
+   * `stored` event whose parent is the block before the run. Returns null, changing nothing, when not
+   * enough blocks are obtainable.
+   */
+  allocate(request: AllocationRequest): KVCacheBlocks | null {
+    const full = request.full ?? [];
+    const numPartial = request.partial ?? 0;
+    if (!Number.isSafeInteger(numPartial) || numPartial < 0) throw internal(`partial must be a non-negative integer, got ${numPartial}`);
+    // Pass 1, read-only: which full blocks are new, and is there room?
+    const isNew: boolean[] = new Array(full.length);
+    const missing = new Set<SequenceHash>();
+    const inactiveHits = new Set<SequenceHash>();
+    for (let i = 0; i < full.length; i++) {
+      const h = full[i]!.sequenceHash;
+      const b = this.fullBlocks.get(h);
+      isNew[i] = b === undefined && !missing.has(h);
+      if (b === undefined) missing.add(h);
+      else if (b.refCount === 0) inactiveHits.add(h);
+    }
+    if (missing.size + numPartial > this.available - inactiveHits.size) return null;
+
+    // Pass 2: hits first, so eviction below can never take a block this request uses.
+    let cached = 0;
+    for (let i = 0; i < full.length; i++) {
+      const b = this.fullBlocks.get(full[i]!.sequenceHash);
+      if (b !== undefined) {
+        this.acquire(b);
+        cached++;
+      }
+    }
+    this.queried += full.length;
+    this.hits += cached;
+    const refs: BlockRef[] = new Array(full.length + numPartial);
+    let run: StoredBlock[] = [];
+    let runParent: SequenceHash | null = null;
+    let prev = request.parent ?? null;
+    for (let i = 0; i < full.length; i++) {
+      const spec = full[i]!;
+      let b = this.fullBlocks.get(spec.sequenceHash);
+      if (isNew[i]) {
+        b = this.newBlock(spec.sequenceHash, true, spec.localHash, prev);
+        this.fullBlocks.set(spec.sequenceHash, b);
+        if (run.length === 0) runParent = prev;
+        run.push({ block_hash: spec.sequenceHash, tokens_hash: spec.localHash });
+      } else {
+        if (run.length > 0) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
+        run = [];
+        // A later duplicate of a block created earlier in this request: one more reference.
+        if (b !== undefined && missing.has(spec.sequenceHash)) b.refCount++;
+      }
+      refs[i] = toRef(b!);
+      prev = spec.sequenceHash;
+    }
+    if (run.length > 0) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
+    for (let j = 0; j < numPartial; j++) {
+      const id = `p${this.nextPartial++}` as PartialBlockId;
+      const b = this.newBlock(id, false, null, null);
+      this.partialBlocks.set(id, b);
+      refs[full.length + j] = toRef(b);
+    }
+    this.flush();
+    return { blocks: refs, cachedBlocks: cached };
+  }
+
+  /**
+   * Take an extra reference on resident full blocks (pin for export; inactive ones are reactivated), all
+   * or nothing: null if any is not resident. Release with `free`.
+   */
+  pin(hashes: readonly SequenceHash[]): BlockRef[] | null {
+    const blocks: Block[] = [];
+    for (const h of hashes) {
+      const b = this.fullBlocks.get(h);
+      if (b === undefined) return null;
+      blocks.push(b);
+    }
+    for (const b of blocks) this.acquire(b);
+    return blocks.map(toRef);
+  }
+
+  /**
+   * Drop one reference per ref. Released in reverse order, so when a sequence frees its chain the tail
+   * blocks become least recently used and are evicted before the shared prefix (vLLM does the same).
+   * A full block at refCount 0 joins the prefix cache (or is dropped with `removed` when caching is
+   * off); a partial block at 0 is freed.
+   */
+  free(refs: readonly BlockRef[]): void {
+    for (let i = refs.length - 1; i >= 0; i--) {
+      const b = this.resolve(refs[i]!);
+      if (b.refCount <= 0) throw internal(`KV block ${b.id} freed more often than acquired`);
+      if (--b.refCount > 0) continue;
+      if (!b.full) {
+        this.partialBlocks.delete(b.id as PartialBlockId);
+        this.freeSlots.push(b.slot);
+      } else if (this.prefixCaching) {
+        this.inactive.set(b.id as SequenceHash, b);
+      } else {
+        this.fullBlocks.delete(b.id as SequenceHash);
+        this.freeSlots.push(b.slot);
+        this.pending.push({ type: 'removed', block_hashes: [b.id as SequenceHash] });
+      }
+    }
+    this.flush();
+  }
+
+  /**
+   * A partial block `ref` has been filled: it becomes the full block `spec` whose parent is `parent`.
+   * If that full block is already resident, the caller's reference moves to it and the partial's slot
+   * is freed (the returned ref then has a different slot; its KV is identical by construction);
+   * otherwise the partial's slot is kept and `stored` is emitted. Returns the ref that replaces `ref`.
+   */
+  promote(ref: BlockRef, spec: FullBlockSpec, parent: SequenceHash | null): BlockRef {
+    const p = this.resolve(ref);
+    if (p.full) throw internal(`KV block ${p.id} is already full`);
+    if (p.refCount !== 1) throw internal(`partial KV block ${p.id} has refCount ${p.refCount}, expected 1`);
+    this.partialBlocks.delete(p.id as PartialBlockId);
+    let b = this.fullBlocks.get(spec.sequenceHash);
+    this.queried++;
+    if (b !== undefined) {
+      this.hits++;
+      this.acquire(b);
+      this.freeSlots.push(p.slot);
+    } else {
+      b = { id: spec.sequenceHash, slot: p.slot, full: true, localHash: spec.localHash, parent, refCount: 1 };
+      this.fullBlocks.set(spec.sequenceHash, b);
+      this.pending.push({ type: 'stored', parent_hash: parent, blocks: [{ block_hash: spec.sequenceHash, tokens_hash: spec.localHash }] });
+    }
+    this.flush();
+    return toRef(b);
+  }
+
+  /**
+   * Drop every block and emit `cleared` (cache reset). Only when nothing is active: returns false and
+   * changes nothing if some block is still referenced.
+   */
+  reset(): boolean {
+    if (this.fullBlocks.size - this.inactive.size + this.partialBlocks.size > 0) return false;
+    this.fullBlocks.clear();
+    this.inactive.clear();
+    this.freeSlots.length = 0;
+    for (let s = this.numBlocks - 1; s >= 0; s--) this.freeSlots.push(s);
+    this.pending.push({ type: 'cleared' });
+    this.flush();
+    return true;
+  }
+
+  /** Every resident full block, for consumers that lost events (see KvSnapshot). */
+  snapshot(): KvSnapshot {
+    const blocks: SnapshotBlock[] = [];
+    for (const b of this.fullBlocks.values()) {
+      blocks.push({ block_hash: b.id as SequenceHash, tokens_hash: b.localHash!, parent_hash: b.parent });
+    }
+    return { last_event_id: this.nextEventId - 1, blocks, partial_blocks: this.partialBlocks.size };
+  }
+
+  stats(): KvBlockStats {
+    const inactive = this.inactive.size;
+    const free = this.freeSlots.length;
+    const active = this.numBlocks - inactive - free;
+    return {
+      numBlocks: this.numBlocks,
+      active,
+      inactive,
+      free,
+      usage: active / this.numBlocks,
+      queriedBlocks: this.queried,
+      hitBlocks: this.hits,
+      hitRate: this.queried === 0 ? 0 : this.hits / this.queried,
+    };
+  }
+
+  /** Reference count of a resident block (0: inactive), or undefined if not resident. For tests. */
+  refCount(id: BlockId): number | undefined {
+    return (this.fullBlocks.get(id as SequenceHash) ?? this.partialBlocks.get(id as PartialBlockId))?.refCount;
+  }
+
+  /** Inactive full blocks, next victim first. For tests and diagnostics. */
+  lruOrder(): SequenceHash[] {
+    return [...this.inactive.keys()];
+  }
+
+  /** Check every internal invariant; throws `internal` on the first broken one. For tests. */
+  assertInvariants(): void {
+    const slots = new Set<number>(this.freeSlots);
+    if (slots.size !== this.freeSlots.length) throw internal('duplicate free slot');
+    const check = (b: Block): void => {
+      if (slots.has(b.slot)) throw internal(`slot ${b.slot} used twice`);
+      slots.add(b.slot);
+      if (b.refCount < 0) throw internal(`negative refCount on ${b.id}`);
+    };
+    for (const b of this.fullBlocks.values()) {
+      check(b);
+      if ((b.refCount === 0) !== this.inactive.has(b.id as SequenceHash)) throw internal(`block ${b.id} inactive state wrong`);
+    }
+    for (const b of this.partialBlocks.values()) {
+      check(b);
+      if (b.refCount === 0) throw internal(`partial block ${b.id} unreferenced`);
+    }
+    if (slots.size !== this.numBlocks) throw internal(`slots accounted ${slots.size} != ${this.numBlocks}`);
+  }
+
+  private acquire(b: Block): void {
+    if (b.refCount === 0) this.inactive.delete(b.id as SequenceHash);
+    b.refCount++;
+  }
+
+  /** Take a slot (evicting the LRU inactive block if none is free) and build a block with refCount 1. */
+  private newBlock(id: BlockId, full: boolean, localHash: LocalBlockHash | null, parent: SequenceHash | null): Block {
+    let slot = this.freeSlots.pop();
+    if (slot === undefined) {
+      const victim = this.inactive.entries().next();
+      if (victim.done === true) throw internal('KV block manager: no slot although capacity was checked');
+      const [hash, b] = victim.value;
+      this.inactive.delete(hash);
+      this.fullBlocks.delete(hash);
+      this.pending.push({ type: 'removed', block_hashes: [hash] });
+      slot = b.slot;
+    }
+    return { id, slot, full, localHash, parent, refCount: 1 };
+  }
+
+  private resolve(ref: BlockRef): Block {
+    const b = ref.full ? this.fullBlocks.get(ref.id as SequenceHash) : this.partialBlocks.get(ref.id as PartialBlockId);
+    if (b === undefined || b.slot !== ref.slot) throw internal(`unknown KV block ${ref.id} (slot ${ref.slot})`);
+    return b;
+  }
+
+  /** Number the pending events and hand them to the sink, after all state changes of the call. */
+  private flush(): void {
+    const out = this.pending;
+    if (out.length === 0) return;
+    this.pending = [];
+    // Consecutive evictions within one call travel as one `removed` event.
+    const merged: KvCacheEventData[] = [];
+    for (const d of out) {
+      const last = merged[merged.length - 1];
+      if (d.type === 'removed' && last?.type === 'removed') {
+        merged[merged.length - 1] = { type: 'removed', block_hashes: [...last.block_hashes, ...d.block_hashes] };
+      } else {
+        merged.push(d);
+      }
+    }
+    const events: KvCacheEvent[] = merged.map((data) => ({ event_id: this.nextEventId++, data }));
+    if (this.sink !== undefined) for (const e of events) this.sink(e);
+  }
+}
+
+const toRef = (b: Block): BlockRef => ({ id: b.id, slot: b.slot, full: b.full });

@@ -1,0 +1,110 @@
+/**
+ * Reading a Hugging Face model folder's text files: `tokenizer.json`, `tokenizer_config.json`,
+ * `config.json` and, when present, `chat_template.jinja` (newer exports keep the template there
+ * instead of in tokenizer_config.json). The folder is the one an Optimum/Qwen/Llama ONNX export
+ * produces, or the one onnx-builder's `llmFixtureRepositoryFiles()` generates for the tiny model.
+ *
+ * Only local files are read; nothing is downloaded. Failures are classified here: a missing required
+ * file is `not_found`, a file that is not the JSON object we need is `invalid_argument`.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { invalidArgument, notFound } from '@switchyard/common';
+
+/** The parts of tokenizer.json we read ourselves; the rest is passed to @huggingface/tokenizers as is. */
+export interface TokenizerJson {
+  readonly model: { readonly type?: string; readonly vocab?: Readonly<Record<string, number>> | readonly unknown[] };
+  readonly added_tokens?: ReadonlyArray<{ readonly id: number; readonly content: string; readonly special?: boolean }>;
+  readonly [key: string]: unknown;
+}
+
+/** A special token in tokenizer_config.json: a plain string or an AddedToken-like object. */
+export type SpecialTokenValue = string | { readonly content: string } | null;
+
+/** The parts of tokenizer_config.json we read; other keys are kept and passed through. */
+export interface TokenizerConfigJson {
+  readonly bos_token?: SpecialTokenValue;
+  readonly eos_token?: SpecialTokenValue;
+  readonly pad_token?: SpecialTokenValue;
+  readonly unk_token?: SpecialTokenValue;
+  /** One template, or named templates (`[{name, template}]` or `{name: template}`); 'default' is used. */
+  readonly chat_template?: string | ReadonlyArray<{ readonly name: string; readonly template: string }> | Readonly<Record<string, string>>;
+  readonly model_max_length?: number;
+  readonly [key: string]: unknown;
+}
+
+/** The parts of config.json (the transformers model config) the engine needs. */
+export interface ModelConfigJson {
+  readonly model_type?: string;
+  readonly vocab_size?: number;
+  readonly hidden_size?: number;
+  readonly num_hidden_layers?: number;
+  readonly num_attention_heads?: number;
+  /** Absent means no GQA: equal to num_attention_heads. */
+  readonly num_key_value_heads?: number;
+  /** Absent means hidden_size / num_attention_heads. */
+  readonly head_dim?: number;
+  readonly max_position_embeddings?: number;
+  readonly bos_token_id?: number | null;
+  /** Some models list several end-of-sequence ids. */
+  readonly eos_token_id?: number | readonly number[] | null;
+  readonly pad_token_id?: number | null;
+  readonly [key: string]: unknown;
+}
+
+/** Everything textual a model folder holds. */
+export interface ModelFolderFiles {
+  readonly tokenizerJson: TokenizerJson;
+  /** `{}` when the folder has no tokenizer_config.json. */
+  readonly tokenizerConfig: TokenizerConfigJson;
+  /** undefined when the folder has no config.json. */
+  readonly modelConfig: ModelConfigJson | undefined;
+  /** Contents of chat_template.jinja; undefined when absent (then tokenizerConfig.chat_template applies). */
+  readonly chatTemplateFile: string | undefined;
+}
+
+/** Reads `dir`; only tokenizer.json is required. */
+export async function readModelFolder(dir: string): Promise<ModelFolderFiles> {
+  const tokenizerText = await readText(join(dir, 'tokenizer.json'));
+  if (tokenizerText === undefined) throw notFound(`model folder '${dir}' has no tokenizer.json`);
+  const tokenizerJson = parseObject(tokenizerText, 'tokenizer.json', dir);
+  if (typeof tokenizerJson['model'] !== 'object' || tokenizerJson['model'] === null) {
+    throw invalidArgument(`tokenizer.json in '${dir}' has no "model" object`);
+  }
+  const configText = await readText(join(dir, 'tokenizer_config.json'));
+  const modelText = await readText(join(dir, 'config.json'));
+  return {
+    tokenizerJson: tokenizerJson as TokenizerJson,
+    tokenizerConfig: configText === undefined ? {} : (parseObject(configText, 'tokenizer_config.json', dir) as TokenizerConfigJson),
+    modelConfig: modelText === undefined ? undefined : (parseObject(modelText, 'config.json', dir) as ModelConfigJson),
+    chatTemplateFile: await readText(join(dir, 'chat_template.jinja')),
+  };
+}
+
+/** The string of a special token entry (`"<|im_end|>"` or `{content: "<|im_end|>"}`), or undefined. */
+export function specialTokenContent(value: SpecialTokenValue | undefined): string | undefined {
+  if (value === null || value === undefined) return undefined;
+  return typeof value === 'string' ? value : value.content;
+}
+
+async function readText(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+}
+
+function parseObject(text: string, file: string, dir: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw invalidArgument(`${file} in '${dir}' is not valid JSON: ${(e as Error).message}`, e);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw invalidArgument(`${file} in '${dir}' is not a JSON object`);
+  }
+  return value as Record<string, unknown>;
+}

@@ -1,0 +1,105 @@
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildTinyTokenizerFiles, TINY_DECODER_SHAPE, tinySpecialTokenIds } from '@switchyard/onnx-builder';
+import { isSwitchyardError } from '@switchyard/common';
+import { Tokenizer } from './tokenizer.js';
+import { readModelFolder } from './tokenizer-files.js';
+
+/** A temporary model folder with the tiny model's tokenizer files (what the repository plan writes). */
+function writeTinyModelFolder(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'llm-tokenizer-'));
+  for (const [name, text] of Object.entries(buildTinyTokenizerFiles())) writeFileSync(join(dir, name), text);
+  return dir;
+}
+
+describe('Tokenizer (tiny byte-level BPE)', () => {
+  let dir: string;
+  let tok: Tokenizer;
+  const ids = tinySpecialTokenIds();
+  beforeAll(async () => {
+    dir = writeTinyModelFolder();
+    tok = await Tokenizer.fromModelFolder(dir);
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('has the model vocabulary size and the special tokens', () => {
+    expect(tok.vocabSize).toBe(TINY_DECODER_SHAPE.vocabSize);
+    expect(tok.tokenToId('<|endoftext|>')).toBe(ids.endoftext);
+    expect(tok.tokenToId('<|im_start|>')).toBe(ids.imStart);
+    expect(tok.tokenToId('<|im_end|>')).toBe(ids.imEnd);
+    expect([...tok.specialTokenIds].sort()).toEqual([ids.endoftext, ids.imStart, ids.imEnd].sort());
+    expect([...tok.eosTokenIds]).toEqual([ids.imEnd]);
+    expect(tok.padTokenId).toBe(ids.endoftext);
+    expect(tok.bosTokenId).toBe(ids.endoftext); // from config.json (tokenizer_config has bos_token null)
+    expect(tok.idToToken(32)).toBe('Ġ'); // byte b has id b, GPT-2 byte-to-unicode form
+  });
+
+  it('merges learned words: common English compresses below one token per byte', () => {
+    const text = 'The capital of France is Paris, and the end of the story is near.';
+    const encoded = tok.encode(text);
+    expect(encoded.length).toBeLessThan(text.length * 0.6);
+    expect(encoded.every((id) => id >= 0 && id < TINY_DECODER_SHAPE.vocabSize)).toBe(true);
+  });
+
+  it.each([
+    'Hello World the end',
+    '  leading and trailing spaces  ',
+    'tabs\tand\nnewlines\r\n',
+    'Grüße aus Köln — naïve café',
+    '日本語のテキスト、中文，한국어',
+    'emoji 👋🏽 and 👨‍👩‍👧 families',
+    "it's we're they'll 1234567 3.14",
+    '',
+  ])('round-trips %j exactly', (text) => {
+    expect(tok.decode(tok.encode(text))).toBe(text);
+  });
+
+  it('matches special tokens in text as single ids; skipSpecialTokens drops them', () => {
+    const text = '<|im_start|>user\nhi<|im_end|>\n';
+    const encoded = tok.encode(text);
+    expect(encoded[0]).toBe(ids.imStart);
+    expect(encoded).toContain(ids.imEnd);
+    expect(tok.decode(encoded)).toBe(text);
+    expect(tok.decode(encoded, { skipSpecialTokens: true })).toBe('user\nhi\n');
+    expect(tok.isSpecial(ids.imEnd)).toBe(true);
+    expect(tok.isSpecial(32)).toBe(false);
+  });
+
+  it('a multibyte character split across tokens decodes whole only when complete', () => {
+    const bytes = [...new TextEncoder().encode('€')]; // 3 bytes → byte tokens (no merge for them)
+    const encoded = tok.encode('€');
+    expect(encoded).toEqual(bytes); // byte b has id b
+    expect(tok.decode(encoded)).toBe('€');
+    expect(tok.decode(encoded.slice(0, 2))).toContain('\uFFFD');
+  });
+
+  it('addSpecialTokens does not invent BOS/EOS for this tokenizer', () => {
+    expect(tok.encode('hi', { addSpecialTokens: true })).toEqual(tok.encode('hi'));
+  });
+
+  it('the files are deterministic and the vocabulary is dense', async () => {
+    const a = buildTinyTokenizerFiles();
+    expect(buildTinyTokenizerFiles()).toEqual(a);
+    const files = await readModelFolder(dir);
+    const vocabIds = Object.values(files.tokenizerJson.model.vocab as Record<string, number>).sort((x, y) => x - y);
+    expect(vocabIds).toEqual(Array.from({ length: TINY_DECODER_SHAPE.vocabSize - 3 }, (_, i) => i));
+    expect(files.modelConfig?.vocab_size).toBe(TINY_DECODER_SHAPE.vocabSize);
+  });
+});
+
+describe('readModelFolder errors', () => {
+  it('not_found without tokenizer.json, invalid_argument for broken JSON', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llm-tokenizer-bad-'));
+    try {
+      await expect(readModelFolder(dir)).rejects.toSatisfy((e) => isSwitchyardError(e) && e.code === 'not_found');
+      writeFileSync(join(dir, 'tokenizer.json'), '{ not json');
+      await expect(readModelFolder(dir)).rejects.toSatisfy((e) => isSwitchyardError(e) && e.code === 'invalid_argument');
+      writeFileSync(join(dir, 'tokenizer.json'), '{"version": "1.0"}');
+      await expect(readModelFolder(dir)).rejects.toSatisfy((e) => isSwitchyardError(e) && e.code === 'invalid_argument');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,128 @@
+/**
+ * `Tokenizer`: a typed adapter over @huggingface/tokenizers (a pure-JS implementation of Hugging Face
+ * `tokenizer.json`, working offline). The package's own .d.ts uses extension-less relative imports, which
+ * NodeNext resolution cannot follow, so its types silently become `any`; this file declares the small
+ * surface we use (`HfTokenizer`) and is the only place that touches the package.
+ *
+ * Encoding never adds a BOS/EOS on its own unless `addSpecialTokens` asks for the tokenizer's post
+ * processor; special tokens written in the text (`<|im_start|>`) are matched as one id each, which is
+ * what a rendered chat template needs. Decoding never applies `clean_up_tokenization_spaces`, so
+ * `decode(encode(s)) === s` for byte-level BPE. Instances are immutable and safe to share.
+ */
+import * as tokenizers from '@huggingface/tokenizers';
+import { invalidArgument } from '@switchyard/common';
+import {
+  readModelFolder,
+  specialTokenContent,
+  type ModelConfigJson,
+  type TokenizerConfigJson,
+  type TokenizerJson,
+} from './tokenizer-files.js';
+
+/** The subset of @huggingface/tokenizers' `Tokenizer` this adapter calls (see the file comment). */
+interface HfTokenizer {
+  encode(text: string, options?: { add_special_tokens?: boolean }): { ids: number[] };
+  decode(ids: number[], options?: { skip_special_tokens?: boolean; clean_up_tokenization_spaces?: boolean | null }): string;
+  token_to_id(token: string): number | undefined;
+  id_to_token(id: number): string | undefined;
+}
+type HfTokenizerConstructor = new (tokenizerJson: object, tokenizerConfig: object) => HfTokenizer;
+const HfTokenizerClass = (tokenizers as unknown as { Tokenizer: HfTokenizerConstructor }).Tokenizer;
+
+export interface EncodeOptions {
+  /** Run the tokenizer's post processor (adds BOS/EOS where the tokenizer defines them). Default false. */
+  addSpecialTokens?: boolean;
+}
+
+export interface DecodeOptions {
+  /** Drop special tokens (`<|im_end|>` etc.) from the text. Default false. */
+  skipSpecialTokens?: boolean;
+}
+
+export class Tokenizer {
+  /** Ids of all special added tokens (`special: true` in tokenizer.json). */
+  readonly specialTokenIds: ReadonlySet<number>;
+  /** End-of-sequence ids: tokenizer_config's eos_token, plus config.json's eos_token_id(s). May be empty. */
+  readonly eosTokenIds: ReadonlySet<number>;
+  /** undefined when the tokenizer has none. */
+  readonly bosTokenId: number | undefined;
+  readonly padTokenId: number | undefined;
+  /** One more than the largest id in the vocabulary or added tokens: the logits width a model must have. */
+  readonly vocabSize: number;
+
+  private constructor(
+    private readonly hf: HfTokenizer,
+    tokenizerJson: TokenizerJson,
+    tokenizerConfig: TokenizerConfigJson,
+    modelConfig: ModelConfigJson | undefined,
+  ) {
+    const added = tokenizerJson.added_tokens ?? [];
+    this.specialTokenIds = new Set(added.filter((t) => t.special === true).map((t) => t.id));
+    const idOf = (value: TokenizerConfigJson['eos_token']): number | undefined => {
+      const content = specialTokenContent(value);
+      return content === undefined ? undefined : hf.token_to_id(content);
+    };
+    const eos = new Set<number>();
+    const eosFromConfig = idOf(tokenizerConfig.eos_token);
+    if (eosFromConfig !== undefined) eos.add(eosFromConfig);
+    const modelEos = modelConfig?.eos_token_id;
+    if (typeof modelEos === 'number') eos.add(modelEos);
+    else if (Array.isArray(modelEos)) for (const id of modelEos as readonly number[]) eos.add(id);
+    this.eosTokenIds = eos;
+    this.bosTokenId = idOf(tokenizerConfig.bos_token) ?? (modelConfig?.bos_token_id ?? undefined);
+    this.padTokenId = idOf(tokenizerConfig.pad_token) ?? (modelConfig?.pad_token_id ?? undefined);
+    let maxId = -1;
+    const vocab = tokenizerJson.model.vocab;
+    if (vocab !== undefined && !Array.isArray(vocab)) {
+      for (const id of Object.values(vocab as Record<string, number>)) if (id > maxId) maxId = id;
+    } else if (Array.isArray(vocab)) {
+      maxId = vocab.length - 1; // Unigram: [token, score] pairs, id = index
+    }
+    for (const t of added) if (t.id > maxId) maxId = t.id;
+    this.vocabSize = maxId + 1;
+  }
+
+  /** From parsed JSON documents; throws `invalid_argument` when the library rejects them. */
+  static fromJson(tokenizerJson: TokenizerJson, tokenizerConfig: TokenizerConfigJson = {}, modelConfig?: ModelConfigJson): Tokenizer {
+    let hf: HfTokenizer;
+    try {
+      hf = new HfTokenizerClass(tokenizerJson, tokenizerConfig);
+    } catch (e) {
+      throw invalidArgument(`unsupported tokenizer.json: ${(e as Error).message}`, e);
+    }
+    return new Tokenizer(hf, tokenizerJson, tokenizerConfig, modelConfig);
+  }
+
+  /** From a Hugging Face model folder (see `readModelFolder`). */
+  static async fromModelFolder(dir: string): Promise<Tokenizer> {
+    const files = await readModelFolder(dir);
+    return Tokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig, files.modelConfig);
+  }
+
+  encode(text: string, options: EncodeOptions = {}): number[] {
+    return this.hf.encode(text, { add_special_tokens: options.addSpecialTokens ?? false }).ids;
+  }
+
+  /**
+   * Text of `ids`. A byte-level token sequence that ends inside a UTF-8 character decodes to U+FFFD for
+   * the incomplete bytes; streaming detokenisation must hold such tails back (it is not done here).
+   */
+  decode(ids: readonly number[], options: DecodeOptions = {}): string {
+    if (ids.length === 0) return ''; // the library rejects an empty list
+    return this.hf.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false, clean_up_tokenization_spaces: false });
+  }
+
+  /** Id of a token string (vocabulary or added token); undefined when unknown. */
+  tokenToId(token: string): number | undefined {
+    return this.hf.token_to_id(token);
+  }
+
+  /** Token string of an id (byte-level form, e.g. `Ġthe`); undefined when out of range. */
+  idToToken(id: number): string | undefined {
+    return this.hf.id_to_token(id);
+  }
+
+  isSpecial(id: number): boolean {
+    return this.specialTokenIds.has(id);
+  }
+}
