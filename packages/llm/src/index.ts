@@ -56,3 +56,18 @@ export {
 export { createSamplerState, sample, type SampleResult, type SamplerState } from './sampling.js';
 export { StopChecker, type FinishReason, type StopStep } from './stop-checker.js';
 export { IncrementalDetokenizer, type DecodeFn, type TextDeltaSource } from './detokenizer.js';
+export { LlmSequence, type LlmRequest, type SequenceStatus } from './llm-sequence.js';
+export {
+  DEFAULT_MAX_NUM_BATCHED_TOKENS,
+  DEFAULT_MAX_NUM_SEQS,
+  DEFAULT_WATERMARK,
+  LlmScheduler,
+  type LlmSchedulerOptions,
+  type ScheduledSequence,
+  type SchedulerOutput,
+  type SequenceOutput,
+} from './llm-scheduler.js';
+export type { Executor, ExecutorOutput } from './executor.js';
+export { DEFAULT_SIM_VOCAB_SIZE, SimulatedExecutor, type SimulatedExecutorOptions } from './simulated-executor.js';
+export { VirtualClock, polynomialTimingModel, stepMs, systemClock, type Clock, type TimingModel } from './timing-model.js';
+export { EngineCore, replay, type RequestMetrics, type StepResult } from './engine-core.js';

@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { EngineCore, replay } from './engine-core.js';
+import { KvBlockManager } from './kv-block-manager.js';
+import { LlmScheduler } from './llm-scheduler.js';
+import type { LlmRequest } from './llm-sequence.js';
+import { SimulatedExecutor } from './simulated-executor.js';
+import { VirtualClock, polynomialTimingModel } from './timing-model.js';
+
+function engine(numBlocks = 512, speedupRatio = 1) {
+  const clock = new VirtualClock();
+  const kv = new KvBlockManager({ numBlocks, blockSize: 16 });
+  const sched = new LlmScheduler(kv, { maxNumBatchedTokens: 512 });
+  const exec = new SimulatedExecutor({ clock, seed: 1, speedupRatio });
+  return { clock, kv, core: new EngineCore(sched, exec, clock) };
+}
+
+const reqs = (n: number): LlmRequest[] =>
+  Array.from({ length: n }, (_, i) => ({
+    requestId: `r${i}`,
+    promptTokenIds: Array.from({ length: 100 + 37 * i }, (_, j) => (j * 7 + i) % 5000),
+    maxTokens: 20,
+    arrivalTime: i * 50,
+  }));
+
+describe('EngineCore + SimulatedExecutor replay (virtual clock)', () => {
+  it('completes every request with plausible TTFT and ITL', async () => {
+    const { clock, core, kv } = engine();
+    const t0 = performance.now();
+    const metrics = await replay(core, clock, reqs(8));
+    expect(performance.now() - t0).toBeLessThan(2000); // no real sleeping
+    for (const m of metrics) {
+      expect(m.numOutputTokens).toBe(20);
+      expect(m.finishTime).not.toBeNull();
+      const ttft = m.firstTokenTime! - m.arrivalTime;
+      // At least one prefill of its own prompt, at most a few seconds.
+      expect(ttft).toBeGreaterThanOrEqual(polynomialTimingModel.prefillMs(1));
+      expect(ttft).toBeLessThan(5000);
+      expect(m.interTokenMs).toHaveLength(19);
+      for (const itl of m.interTokenMs) {
+        expect(itl).toBeGreaterThanOrEqual(1);
+        expect(itl).toBeLessThan(200); // decode ~6 ms, plus a co-scheduled prefill at worst
+      }
+    }
+    expect(clock.now()).toBeGreaterThan(7 * 50);
+    expect(kv.stats().active).toBe(0);
+  });
+
+  it('speedup ratio divides simulated time; same tokens', async () => {
+    const a = engine(512, 1);
+    const b = engine(512, 4);
+    await replay(a.core, a.clock, reqs(1));
+    await replay(b.core, b.clock, reqs(1));
+    expect(b.clock.now()).toBeCloseTo(a.clock.now() / 4, 6);
+  });
+
+  it('step with nothing to do takes no time', async () => {
+    const { clock, core } = engine();
+    expect(await core.step()).toEqual({ outputs: [], numScheduled: 0, elapsedMs: 0 });
+    expect(clock.now()).toBe(0);
+  });
+});

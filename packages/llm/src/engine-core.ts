@@ -1,0 +1,116 @@
+// EngineCore: the step loop tying LlmScheduler and an Executor together (vLLM v1 EngineCore), plus
+// per-request latency metrics and an offline `replay` driver for a VirtualClock. No IO: the worker that
+// serves it (and streams SequenceOutputs to clients) comes later.
+//
+// One step = schedule() → executor.execute() → update(); steps never overlap (`step` is not re-entrant:
+// the caller awaits each one). Timing is read from the injected clock after the executor returns, so a
+// SimulatedExecutor on a VirtualClock gives exact simulated TTFT / ITL.
+
+import { internal } from '@switchyard/common';
+import type { Executor } from './executor.js';
+import type { LlmScheduler, SequenceOutput } from './llm-scheduler.js';
+import type { LlmRequest } from './llm-sequence.js';
+import type { Clock, VirtualClock } from './timing-model.js';
+
+export interface RequestMetrics {
+  readonly requestId: string;
+  readonly arrivalTime: number;
+  /** Clock time when the first token was sampled; null until then. */
+  firstTokenTime: number | null;
+  finishTime: number | null;
+  numOutputTokens: number;
+  /** Gaps between consecutive tokens, ms. */
+  readonly interTokenMs: number[];
+  lastTokenTime: number | null;
+}
+
+export interface StepResult {
+  readonly outputs: readonly SequenceOutput[];
+  readonly numScheduled: number;
+  readonly elapsedMs: number;
+}
+
+export class EngineCore {
+  readonly scheduler: LlmScheduler;
+  readonly executor: Executor;
+  readonly clock: Clock;
+  private readonly metrics = new Map<string, RequestMetrics>();
+  private stepping = false;
+
+  constructor(scheduler: LlmScheduler, executor: Executor, clock: Clock) {
+    this.scheduler = scheduler;
+    this.executor = executor;
+    this.clock = clock;
+  }
+
+  /** Queue a request; its arrival time defaults to now. Throws like LlmScheduler.addRequest. */
+  addRequest(request: LlmRequest): void {
+    const seq = this.scheduler.addRequest(request, this.clock.now());
+    this.metrics.set(seq.requestId, {
+      requestId: seq.requestId,
+      arrivalTime: seq.arrivalTime,
+      firstTokenTime: null,
+      finishTime: null,
+      numOutputTokens: 0,
+      interTokenMs: [],
+      lastTokenTime: null,
+    });
+  }
+
+  /** Run one step. Returns no outputs (and takes no time) when nothing is schedulable. */
+  async step(): Promise<StepResult> {
+    if (this.stepping) throw internal('EngineCore.step is not re-entrant');
+    this.stepping = true;
+    try {
+      const out = this.scheduler.schedule();
+      if (out.scheduled.length === 0) {
+        this.scheduler.update(out, new Map());
+        return { outputs: [], numScheduled: 0, elapsedMs: 0 };
+      }
+      const res = await this.executor.execute(out);
+      const outputs = this.scheduler.update(out, res.sampledTokens);
+      const now = this.clock.now();
+      for (const o of outputs) {
+        const m = this.metrics.get(o.requestId);
+        if (m === undefined) continue;
+        if (m.firstTokenTime === null) m.firstTokenTime = now;
+        else if (m.lastTokenTime !== null) m.interTokenMs.push(now - m.lastTokenTime);
+        m.lastTokenTime = now;
+        m.numOutputTokens += o.newTokenIds.length;
+        if (o.finishReason !== null) m.finishTime = now;
+      }
+      return { outputs, numScheduled: out.scheduled.length, elapsedMs: res.elapsedMs };
+    } finally {
+      this.stepping = false;
+    }
+  }
+
+  /** Metrics of a request added to this engine (kept after it finishes). */
+  requestMetrics(requestId: string): RequestMetrics | undefined {
+    return this.metrics.get(requestId);
+  }
+}
+
+/**
+ * Offline replay on a virtual clock: requests are added when the clock reaches their `arrivalTime`
+ * (default 0), steps run back to back, and the clock jumps over idle gaps. The engine's executor must
+ * advance `clock` (SimulatedExecutor constructed with it). Returns the metrics of every request.
+ * Throws internal if the engine stalls with work left (a scheduler bug).
+ */
+export async function replay(engine: EngineCore, clock: VirtualClock, requests: readonly LlmRequest[]): Promise<RequestMetrics[]> {
+  const queue = [...requests].sort((a, b) => (a.arrivalTime ?? 0) - (b.arrivalTime ?? 0));
+  let next = 0;
+  while (next < queue.length || engine.scheduler.hasUnfinished()) {
+    while (next < queue.length && (queue[next]!.arrivalTime ?? 0) <= clock.now()) engine.addRequest(queue[next++]!);
+    if (!engine.scheduler.hasUnfinished()) {
+      clock.advanceTo(queue[next]!.arrivalTime ?? 0);
+      continue;
+    }
+    const r = await engine.step();
+    if (r.numScheduled === 0) {
+      if (next >= queue.length) throw internal('replay: engine stalled with unfinished requests');
+      clock.advanceTo(queue[next]!.arrivalTime ?? 0);
+    }
+  }
+  return requests.map((r) => engine.requestMetrics(r.requestId)!);
+}

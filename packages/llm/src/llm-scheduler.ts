@@ -1,0 +1,296 @@
+// LlmScheduler: continuous batching over a KvBlockManager (vLLM v1 scheduler, Dynamo mocker
+// scheduler.rs; shared/reference/dynamo-design.md §6.3). Pure and synchronous: no IO, no clock.
+//
+// Calling protocol, one engine step:
+//   1. `addRequest` any time between steps (queues at the back of `waiting`).
+//   2. `schedule()` once per step → SchedulerOutput: which sequences compute how many tokens this step.
+//   3. the executor runs that batch and samples one token per entry whose `samples` is true.
+//   4. `update(output, sampled)` exactly once with that output, before the next `schedule()`.
+// `abort` may be called between steps only.
+//
+// Policy (vLLM v1):
+//   - Running sequences first, in admission order, each taking min(missing tokens, remaining token
+//     budget): a decode takes 1 token, an unfinished prompt takes a chunk (chunked prefill).
+//   - Blocks for the tokens scheduled are allocated now. When the manager returns null, the NEWEST
+//     running sequence is preempted (LIFO) with recompute: its blocks are freed, numComputedTokens
+//     reset, and it goes to the FRONT of waiting. If the sequence being scheduled is itself the newest,
+//     it is the one preempted.
+//   - Then, only if nothing was preempted this step, waiting sequences are admitted in FCFS order while
+//     max_num_seqs, the token budget and free blocks (minus the watermark) allow. A sequence's cached
+//     prefix (findCachedPrefix) counts as computed; at least one token is always recomputed so the step
+//     yields logits (vLLM does the same).
+//
+// KV validity: full blocks are handed to `allocate` (valid at once) in the step that computes their last
+// token, and a partial tail is promoted in the step that fills it — i.e. before the forward pass. That is
+// sound only while schedule → execute → update runs with no other schedule in between and the executor
+// cannot fail mid-step, which holds for the simulated executor (as in Dynamo's mocker). A real executor
+// must move promotion after its forward pass (README contract).
+
+import { internal, invalidArgument } from '@switchyard/common';
+import type { BlockRef, KvBlockManager } from './kv-block-manager.js';
+import { LlmSequence, type LlmRequest } from './llm-sequence.js';
+import type { FinishReason } from './stop-checker.js';
+
+export const DEFAULT_MAX_NUM_SEQS = 256;
+export const DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048;
+export const DEFAULT_WATERMARK = 0.01;
+
+export interface LlmSchedulerOptions {
+  /** Most sequences running at once. */
+  readonly maxNumSeqs?: number;
+  /** Token budget of one step, summed over all scheduled sequences. */
+  readonly maxNumBatchedTokens?: number;
+  /** Fraction of blocks admission keeps free for running sequences to grow into; in [0, 1). */
+  readonly watermark?: number;
+  /** Default true. False: a prompt must fit the remaining budget whole or wait. */
+  readonly enableChunkedPrefill?: boolean;
+}
+
+/** One sequence's share of a step. A value; the scheduler does not mutate it afterwards. */
+export interface ScheduledSequence {
+  readonly requestId: string;
+  /** Tokens to compute this step: tokens [numComputedTokens, numComputedTokens + numNewTokens). */
+  readonly numNewTokens: number;
+  /** Computed (or prefix-cached) tokens before this step. */
+  readonly numComputedTokens: number;
+  readonly tokenIds: readonly number[];
+  /** Prefix-cache tokens taken at admission in this step (0 if not admitted this step). */
+  readonly numCachedTokens: number;
+  /** True when this step brings the sequence level with all its tokens: the executor samples one. */
+  readonly samples: boolean;
+  /** False for a plain decode (one token after a sampled one); true for prompt or recompute chunks. */
+  readonly isPrefill: boolean;
+  /** The blocks holding the sequence's KV after this step's allocation (slots for a real executor). */
+  readonly blocks: readonly BlockRef[];
+}
+
+export interface SchedulerOutput {
+  readonly step: number;
+  readonly scheduled: readonly ScheduledSequence[];
+  readonly numScheduledTokens: number;
+  /** Sequences preempted during this step's scheduling. */
+  readonly preempted: readonly string[];
+  /** Active KV blocks / total after allocation (the decode timing model's u). */
+  readonly kvUsage: number;
+}
+
+/** What `update` reports per sequence that got a token or finished. */
+export interface SequenceOutput {
+  readonly requestId: string;
+  readonly newTokenIds: readonly number[];
+  readonly finishReason: FinishReason | null;
+}
+
+export class LlmScheduler {
+  readonly maxNumSeqs: number;
+  readonly maxNumBatchedTokens: number;
+  readonly watermark: number;
+  readonly enableChunkedPrefill: boolean;
+  private readonly kv: KvBlockManager;
+  private readonly sequences = new Map<string, LlmSequence>();
+  /** FCFS; preempted sequences are put at the front. */
+  private readonly waiting: LlmSequence[] = [];
+  /** Admission order; the last one is the newest (the LIFO preemption victim). */
+  private readonly running: LlmSequence[] = [];
+  private steps = 0;
+  private inFlight: SchedulerOutput | null = null;
+
+  constructor(kv: KvBlockManager, options: LlmSchedulerOptions = {}) {
+    this.kv = kv;
+    this.maxNumSeqs = options.maxNumSeqs ?? DEFAULT_MAX_NUM_SEQS;
+    this.maxNumBatchedTokens = options.maxNumBatchedTokens ?? DEFAULT_MAX_NUM_BATCHED_TOKENS;
+    this.watermark = options.watermark ?? DEFAULT_WATERMARK;
+    this.enableChunkedPrefill = options.enableChunkedPrefill ?? true;
+    for (const [k, v] of [['maxNumSeqs', this.maxNumSeqs], ['maxNumBatchedTokens', this.maxNumBatchedTokens]] as const) {
+      if (!Number.isSafeInteger(v) || v <= 0) throw invalidArgument(`${k} must be a positive integer, got ${v}`);
+    }
+    if (!(this.watermark >= 0 && this.watermark < 1)) throw invalidArgument(`watermark must be in [0, 1), got ${this.watermark}`);
+  }
+
+  /**
+   * Queue a request. Throws invalid_argument for a duplicate id or a request that could never fit the
+   * KV cache (prompt + max_tokens blocks > numBlocks), which would otherwise preempt itself forever.
+   */
+  addRequest(request: LlmRequest, now = 0): LlmSequence {
+    if (this.sequences.has(request.requestId)) throw invalidArgument(`duplicate request id ${request.requestId}`);
+    const seq = new LlmSequence(request, this.kv.blockSize, now);
+    const worst = Math.ceil((seq.promptLength + seq.maxTokens) / this.kv.blockSize);
+    if (worst > this.kv.numBlocks) {
+      throw invalidArgument(`request ${seq.requestId} needs up to ${worst} KV blocks, the cache has ${this.kv.numBlocks}`);
+    }
+    this.sequences.set(seq.requestId, seq);
+    this.waiting.push(seq);
+    return seq;
+  }
+
+  get numWaiting(): number {
+    return this.waiting.length;
+  }
+
+  get numRunning(): number {
+    return this.running.length;
+  }
+
+  hasUnfinished(): boolean {
+    return this.waiting.length + this.running.length > 0;
+  }
+
+  getSequence(requestId: string): LlmSequence | undefined {
+    return this.sequences.get(requestId);
+  }
+
+  /** Build the next step's batch (see the file header). An empty `scheduled` means nothing can run. */
+  schedule(): SchedulerOutput {
+    if (this.inFlight !== null) throw internal('LlmScheduler.schedule called before update of the previous step');
+    let budget = this.maxNumBatchedTokens;
+    const scheduled: ScheduledSequence[] = [];
+    const preempted: string[] = [];
+
+    for (let i = 0; i < this.running.length && budget > 0; i++) {
+      const seq = this.running[i]!;
+      const n = Math.min(seq.numTokens - seq.numComputedTokens, budget);
+      if (n <= 0) throw internal(`running sequence ${seq.requestId} has nothing to compute`);
+      let ok = false;
+      while (!ok) {
+        ok = this.ensureBlocks(seq, seq.numComputedTokens + n);
+        if (ok) break;
+        const victim = this.running.pop()!;
+        this.preempt(victim);
+        preempted.push(victim.requestId);
+        if (victim === seq) break;
+      }
+      if (!ok) break;
+      scheduled.push(this.entry(seq, n, 0, false));
+      budget -= n;
+    }
+
+    while (preempted.length === 0 && this.waiting.length > 0 && budget > 0 && this.running.length < this.maxNumSeqs) {
+      const seq = this.waiting[0]!;
+      const bs = this.kv.blockSize;
+      const specs = seq.fullBlockSpecs();
+      const cachedBlocks = this.kv.findCachedPrefix(specs.map((s) => s.sequenceHash));
+      const computed = Math.min(cachedBlocks * bs, seq.numTokens - 1);
+      const missing = seq.numTokens - computed;
+      if (!this.enableChunkedPrefill && missing > budget) break;
+      const n = Math.min(missing, budget);
+      const target = computed + n;
+      const newBlocks = Math.ceil(target / bs) - Math.min(cachedBlocks, Math.floor(target / bs));
+      if (this.running.length > 0 && !this.kv.canAllocate(newBlocks, this.watermark)) break;
+      seq.numComputedTokens = computed;
+      if (!this.ensureBlocks(seq, target)) {
+        seq.numComputedTokens = 0;
+        break;
+      }
+      this.waiting.shift();
+      seq.status = 'running';
+      seq.numCachedTokens = computed;
+      this.running.push(seq);
+      scheduled.push(this.entry(seq, n, computed, true));
+      budget -= n;
+    }
+
+    const out: SchedulerOutput = {
+      step: this.steps++,
+      scheduled,
+      numScheduledTokens: this.maxNumBatchedTokens - budget,
+      preempted,
+      kvUsage: this.kv.stats().usage,
+    };
+    this.inFlight = out;
+    return out;
+  }
+
+  /**
+   * Apply a step's results: advance computed tokens, append each sampled token (`sampled` must hold one
+   * for every entry with `samples`), finish sequences on EOS / max_tokens / prefill-only and free their
+   * blocks. Returns one SequenceOutput per sequence that got a token.
+   */
+  update(output: SchedulerOutput, sampled: ReadonlyMap<string, number>): SequenceOutput[] {
+    if (output !== this.inFlight) throw internal('LlmScheduler.update: not the output of the last schedule()');
+    this.inFlight = null;
+    const results: SequenceOutput[] = [];
+    for (const e of output.scheduled) {
+      const seq = this.sequences.get(e.requestId);
+      if (seq === undefined || seq.status !== 'running') throw internal(`scheduled sequence ${e.requestId} is not running`);
+      seq.numComputedTokens += e.numNewTokens;
+      if (!e.samples) continue;
+      const token = sampled.get(e.requestId);
+      if (token === undefined) throw internal(`executor returned no token for ${e.requestId}`);
+      const reason = seq.appendToken(token);
+      if (reason !== null) this.finish(seq, reason);
+      results.push({ requestId: seq.requestId, newTokenIds: [token], finishReason: reason });
+    }
+    return results;
+  }
+
+  /** Finish a request early (client went away). Between steps only. Returns false if unknown/finished. */
+  abort(requestId: string): boolean {
+    if (this.inFlight !== null) throw internal('LlmScheduler.abort during a step');
+    const seq = this.sequences.get(requestId);
+    if (seq === undefined) return false;
+    this.finish(seq, 'abort');
+    return true;
+  }
+
+  private finish(seq: LlmSequence, reason: FinishReason): void {
+    remove(this.running, seq);
+    remove(this.waiting, seq);
+    this.kv.free(seq.blocks);
+    seq.blocks = [];
+    seq.status = 'finished';
+    seq.finishReason = reason;
+    this.sequences.delete(seq.requestId);
+  }
+
+  private preempt(seq: LlmSequence): void {
+    this.kv.free(seq.blocks);
+    seq.blocks = [];
+    seq.numComputedTokens = 0;
+    seq.status = 'preempted';
+    seq.numPreemptions++;
+    this.waiting.unshift(seq);
+  }
+
+  /**
+   * Make `seq` hold blocks covering `target` tokens: promote a filled partial tail, then allocate the
+   * missing full blocks (with their hashes) and a partial tail, all or nothing. False: out of blocks.
+   */
+  private ensureBlocks(seq: LlmSequence, target: number): boolean {
+    const bs = this.kv.blockSize;
+    const needFull = Math.floor(target / bs);
+    const needTotal = Math.ceil(target / bs);
+    const specs = seq.fullBlockSpecs();
+    const held = seq.blocks;
+    const k = held.length;
+    if (k > 0 && !held[k - 1]!.full && k - 1 < needFull) {
+      const parent = k >= 2 ? specs[k - 2]!.sequenceHash : null;
+      held[k - 1] = this.kv.promote(held[k - 1]!, specs[k - 1]!, parent);
+    }
+    const full = specs.slice(k, needFull);
+    const partial = needTotal > Math.max(k, needFull) ? 1 : 0;
+    if (full.length === 0 && partial === 0) return true;
+    const got = this.kv.allocate({ parent: k > 0 ? specs[k - 1]!.sequenceHash : null, full, partial });
+    if (got === null) return false;
+    held.push(...got.blocks);
+    return true;
+  }
+
+  private entry(seq: LlmSequence, n: number, cached: number, admitted: boolean): ScheduledSequence {
+    const from = seq.numComputedTokens;
+    return {
+      requestId: seq.requestId,
+      numNewTokens: n,
+      numComputedTokens: from,
+      tokenIds: seq.tokens.slice(from, from + n),
+      numCachedTokens: cached,
+      samples: from + n === seq.numTokens,
+      isPrefill: admitted || !(n === 1 && from === seq.numTokens - 1 && seq.numOutputTokens > 0),
+      blocks: [...seq.blocks],
+    };
+  }
+}
+
+function remove<T>(list: T[], x: T): void {
+  const i = list.indexOf(x);
+  if (i >= 0) list.splice(i, 1);
+}

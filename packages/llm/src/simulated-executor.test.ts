@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import type { SchedulerOutput, ScheduledSequence } from './llm-scheduler.js';
+import { SimulatedExecutor } from './simulated-executor.js';
+import { VirtualClock, polynomialTimingModel, stepMs } from './timing-model.js';
+
+const entry = (over: Partial<ScheduledSequence>): ScheduledSequence => ({
+  requestId: 'a',
+  numNewTokens: 1,
+  numComputedTokens: 0,
+  tokenIds: [],
+  numCachedTokens: 0,
+  samples: true,
+  isPrefill: false,
+  blocks: [],
+  ...over,
+});
+const output = (scheduled: ScheduledSequence[], kvUsage = 0.5): SchedulerOutput => ({
+  step: 0,
+  scheduled,
+  numScheduledTokens: scheduled.reduce((s, e) => s + e.numNewTokens, 0),
+  preempted: [],
+  kvUsage,
+});
+
+describe('timing model', () => {
+  it('matches Dynamo mocker polynomial constants', () => {
+    expect(polynomialTimingModel.prefillMs(1000)).toBeCloseTo(4.209989e-7 * 1e6 + 15.18344 + 16.50142, 9);
+    expect(polynomialTimingModel.decodeMs(0)).toBeCloseTo(5.74, 9);
+    expect(polynomialTimingModel.decodeMs(1)).toBeCloseTo(-25.74 + 54.01 + 5.74, 9);
+    expect(stepMs(polynomialTimingModel, 0, 0, 0.3)).toBe(0);
+  });
+});
+
+describe('SimulatedExecutor', () => {
+  it('advances the virtual clock by prefill + decode time over the speedup ratio', async () => {
+    const clock = new VirtualClock(100);
+    const ex = new SimulatedExecutor({ clock, speedupRatio: 2 });
+    const out = output([entry({ requestId: 'p', numNewTokens: 300, isPrefill: true }), entry({ requestId: 'd', numComputedTokens: 40 })], 0.25);
+    const r = await ex.execute(out);
+    const want = (polynomialTimingModel.prefillMs(300) + polynomialTimingModel.decodeMs(0.25)) / 2;
+    expect(r.elapsedMs).toBeCloseTo(want, 9);
+    expect(clock.now()).toBeCloseTo(100 + want, 9);
+    expect([...r.sampledTokens.keys()]).toEqual(['p', 'd']);
+  });
+
+  it('samples deterministic tokens by (seed, request, position), only where asked', async () => {
+    const clock = new VirtualClock();
+    const a = new SimulatedExecutor({ clock, seed: 3, vocabSize: 1000 });
+    const b = new SimulatedExecutor({ clock, seed: 3, vocabSize: 1000 });
+    const r = await a.execute(output([entry({ requestId: 'x', numComputedTokens: 9 }), entry({ requestId: 'y', samples: false })]));
+    expect(r.sampledTokens.get('x')).toBe(b.tokenAt('x', 10));
+    expect(r.sampledTokens.has('y')).toBe(false);
+    const toks = Array.from({ length: 50 }, (_, i) => a.tokenAt('x', i));
+    expect(new Set(toks).size).toBeGreaterThan(40);
+    expect(toks.every((t) => t >= 0 && t < 1000)).toBe(true);
+    expect(new SimulatedExecutor({ seed: 4 }).tokenAt('x', 10)).not.toBe(new SimulatedExecutor({ seed: 3 }).tokenAt('x', 10));
+  });
+});
