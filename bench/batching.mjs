@@ -17,9 +17,9 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import * as ort from 'onnxruntime-node';
 import { startWorkerProcess } from '@switchyard/testing';
-import { runLoad, sleep, summarize } from './lib/load.mjs';
+import { runLoad, sleep } from './lib/load.mjs';
+import { measureSessionRun } from './lib/raw-ort.mjs';
 import { httpPost, inferBodies } from './lib/clients.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -78,28 +78,8 @@ function formed(before, after) {
 
 /** In-process session.run at `batch` rows, same session options as the worker. Throughput in rows/s. */
 async function measureRaw(batch, durationMs) {
-  const session = await ort.InferenceSession.create(join(EXAMPLE, '1', 'model.onnx'), {
-    executionProviders: ['cpu'],
-    intraOpNumThreads: 1,
-    interOpNumThreads: 1,
-    graphOptimizationLevel: 'all',
-  });
-  const data = new Float32Array(batch * WIDTH).map((_, i) => ((i * 37) % 101) / 101 - 0.5);
-  const feeds = { INPUT0: new ort.Tensor('float32', data, [batch, WIDTH]) };
-  for (let i = 0; i < 50; i++) await session.run(feeds);
-  const lat = [];
-  const start = process.hrtime.bigint();
-  const end = start + BigInt(durationMs) * 1_000_000n;
-  let now = start;
-  while (now < end) {
-    const t0 = process.hrtime.bigint();
-    await session.run(feeds);
-    now = process.hrtime.bigint();
-    lat.push(Number(now - t0));
-  }
-  await session.release();
-  const r = summarize(lat, Number(now - start));
-  return { batch, runsPerSec: r.throughput, rowsPerSec: r.throughput * batch, p50_us: r.p50_us, p99_us: r.p99_us };
+  const r = await measureSessionRun(join(EXAMPLE, '1', 'model.onnx'), { batch, width: WIDTH, durationMs });
+  return { batch, runsPerSec: r.throughput, rowsPerSec: r.rowsPerSec, p50_us: r.p50_us, p99_us: r.p99_us };
 }
 
 /**

@@ -12,9 +12,9 @@ import http from 'node:http';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import * as ort from 'onnxruntime-node';
 import { startWorkerProcess } from '@switchyard/testing';
-import { runLoad, summarize } from './lib/load.mjs';
+import { runLoad } from './lib/load.mjs';
+import { measureSessionRun } from './lib/raw-ort.mjs';
 import { httpPost, inferBodies } from './lib/clients.mjs';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
 import { measureBatching } from './batching.mjs';
@@ -37,21 +37,7 @@ function fmt(r) {
 
 // --- raw onnxruntime ---------------------------------------------------------------------
 async function measureRaw() {
-  const session = await ort.InferenceSession.create(MODEL_FILE, { executionProviders: ['cpu'], intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: 'all' });
-  const feeds = { INPUT0: new ort.Tensor('float32', input, [1, WIDTH]) };
-  for (let i = 0; i < 200; i++) await session.run(feeds);
-  const lat = [];
-  const start = process.hrtime.bigint();
-  const end = start + BigInt(DURATION_MS) * 1_000_000n;
-  let now = start;
-  while (now < end) {
-    const t0 = process.hrtime.bigint();
-    await session.run(feeds);
-    now = process.hrtime.bigint();
-    lat.push(Number(now - t0));
-  }
-  await session.release();
-  results.raw.batch1 = summarize(lat, Number(now - start));
+  results.raw.batch1 = await measureSessionRun(MODEL_FILE, { batch: 1, width: WIDTH, durationMs: DURATION_MS, warmupRuns: 200 });
   console.log(`raw session.run batch 1                 ${fmt(results.raw.batch1)}`);
 }
 

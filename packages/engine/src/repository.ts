@@ -8,6 +8,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { internal, invalidArgument } from '@switchyard/common';
 import type { ModelConfig, ModelVersionPolicy } from '@switchyard/model-config';
+import { PLATFORM_BACKENDS } from './backend.js';
 
 /** Throws invalid_argument with Triton's messages for empty or path-traversing names. */
 export function validateModelName(name: string): void {
@@ -134,14 +135,6 @@ const BACKEND_PLATFORMS: Readonly<Record<string, string>> = {
   onnxruntime: 'onnxruntime_onnx',
   tensorrt: 'tensorrt_plan',
 };
-const PLATFORM_TO_BACKEND: Readonly<Record<string, string>> = {
-  onnxruntime_onnx: 'onnxruntime',
-  tensorrt_plan: 'tensorrt',
-  pytorch_libtorch: 'pytorch',
-  torch_aoti: 'pytorch',
-  tensorflow_savedmodel: 'tensorflow',
-  tensorflow_graphdef: 'tensorflow',
-};
 
 /**
  * Server-side auto-complete (`AutoCompleteBackendFields`): name from the folder, platform and
@@ -158,7 +151,7 @@ export function completeBackendFields(
   const out: ModelConfig = { ...config };
   if (out.name === '') out.name = modelName;
   if (out.platform === 'ensemble') return out;
-  if (out.backend === '' && out.platform !== '') out.backend = PLATFORM_TO_BACKEND[out.platform] ?? '';
+  if (out.backend === '' && out.platform !== '') out.backend = PLATFORM_BACKENDS[out.platform] ?? '';
   if (out.platform === '' && out.backend !== '') out.platform = BACKEND_PLATFORMS[out.backend] ?? '';
   if (fromFiles && out.backend === '' && out.platform === '') {
     const wanted = out.default_model_filename;

@@ -1,6 +1,7 @@
 import { xxhash3 } from 'hash-wasm';
 import { describe, expect, it } from 'vitest';
 import { xxh3_64 } from './xxh3.js';
+import { mulberry32 } from '@switchyard/onnx-builder';
 
 // xxHash's own sanity buffer (cli/xsum_sanity_check.c): byteGen = PRIME32, byte = byteGen >> 56,
 // byteGen *= PRIME64 (mod 2^64).
@@ -34,17 +35,6 @@ const VECTORS: ReadonlyArray<readonly [number, bigint, bigint]> = [
   [2367, 0n, 0xcb37aeb9e5d361edn], [2367, PRIME64, 0xd2db3415b942b42an],
 ];
 
-/** Deterministic PRNG (mulberry32) so a failure is reproducible. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 async function oracle(data: Uint8Array, seed: bigint): Promise<bigint> {
   return BigInt('0x' + (await xxhash3(data, Number(seed & 0xffffffffn), Number(seed >> 32n))));
@@ -59,7 +49,7 @@ describe('xxh3_64', () => {
   });
 
   it('matches hash-wasm bit for bit on every length 0..300 and at block boundaries', async () => {
-    const next = rng(42);
+    const next = mulberry32(42);
     const lengths = [...Array(301).keys(), 511, 512, 513, 1023, 1024, 1025, 1087, 1088, 2047, 2048, 4097];
     for (const len of lengths) {
       const data = new Uint8Array(len).map(() => Math.floor(next() * 256));
@@ -70,7 +60,7 @@ describe('xxh3_64', () => {
   });
 
   it('matches hash-wasm on random lengths, seeds and unaligned views', async () => {
-    const next = rng(7);
+    const next = mulberry32(7);
     for (let n = 0; n < 400; n++) {
       const len = Math.floor(next() * (n % 4 === 0 ? 5000 : 300));
       const seed = (BigInt(Math.floor(next() * 2 ** 32)) << 32n) | BigInt(Math.floor(next() * 2 ** 32));
