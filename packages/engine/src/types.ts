@@ -5,6 +5,7 @@
  */
 import type { SwitchyardError } from '@switchyard/common';
 import type { DataType, InferRequest, InferResponse } from '@switchyard/kserve';
+import type { LlmEndpoint } from '@switchyard/llm';
 import type { ModelConfig } from '@switchyard/model-config';
 
 export interface ServerMetadata {
@@ -165,6 +166,15 @@ export interface InferenceEngine {
    * so engines without label files (test doubles) need not implement it.
    */
   classificationLabels?(name: string, version: number): OutputLabels;
+
+  /**
+   * The generation endpoint of a READY LLM model (`backend: "llm"` or `"mocker"`), for the OpenAI
+   * door: the version a request without version would use. undefined when the model is unknown, not
+   * ready, or not an LLM. Optional so test doubles without LLMs need not implement it.
+   */
+  llmEndpoint?(name: string): LlmEndpoint | undefined;
+  /** Every READY LLM model's endpoint (latest ready version each), sorted by name. */
+  llmEndpoints?(): LlmEndpoint[];
 
   repositoryIndex(readyOnly: boolean): Promise<ModelIndexEntry[]>;
   loadModel(name: string, options?: LoadModelOptions): Promise<void>;

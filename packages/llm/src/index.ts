@@ -71,3 +71,13 @@ export type { Executor, ExecutorOutput } from './executor.js';
 export { DEFAULT_SIM_VOCAB_SIZE, SimulatedExecutor, type SimulatedExecutorOptions } from './simulated-executor.js';
 export { VirtualClock, polynomialTimingModel, stepMs, systemClock, type Clock, type TimingModel } from './timing-model.js';
 export { EngineCore, replay, type RequestMetrics, type StepResult } from './engine-core.js';
+export type {
+  GenerateError,
+  GenerateOutput,
+  GenerateRequest,
+  GenerateUsage,
+  HistogramSnapshot,
+  LlmEndpoint,
+  LlmEngineMetrics,
+  LlmModelCard,
+} from './llm-endpoint.js';

@@ -1,0 +1,116 @@
+// The contract between an LLM engine and whatever serves it: the worker's KServe `generate` path and
+// OpenAI door today, the NATS request plane and the router tomorrow (ARCHITECTURE.md, "The LLM
+// engine's request"). Token ids in, token ids out: tokenisation, chat templates, detokenisation and
+// stop strings belong to the caller (the frontend), exactly as in Dynamo and vLLM, so a router can do
+// them once for the whole cluster.
+
+import type { SwitchyardError } from '@switchyard/common';
+import type { CompiledSamplingParams } from './sampling-params.js';
+import type { FinishReason } from './stop-checker.js';
+import type { ChatTemplate } from './chat-template.js';
+import type { Tokenizer } from './tokenizer.js';
+
+/** One generation, as an engine receives it. */
+export interface GenerateRequest {
+  /** Unique per engine while the request runs. */
+  readonly requestId: string;
+  readonly promptTokenIds: readonly number[];
+  /**
+   * Validated sampling. The engine applies temperature, top_k/top_p/min_p, penalties, seed, `stop_token_ids`,
+   * `ignore_eos` and `max_tokens` (null: up to the context length). `stop` strings are NOT applied by
+   * the engine: the caller matches them on text and aborts the request (signal).
+   */
+  readonly sampling: CompiledSamplingParams;
+  /** Disaggregation: compute the prompt, return one token, keep the prompt blocks cached. */
+  readonly prefillOnly?: boolean;
+}
+
+/** Token usage, OpenAI's meaning. */
+export interface GenerateUsage {
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  /** Prompt tokens served from the prefix cache at admission (OpenAI `prompt_tokens_details.cached_tokens`). */
+  readonly cachedTokens: number;
+}
+
+/**
+ * One streamed piece of a generation. Every output carries at least one new token except possibly the
+ * last, which carries `finishReason` (and may carry no tokens, e.g. after an abort). `usage` is on the
+ * final output.
+ */
+export interface GenerateOutput {
+  readonly tokenIds: readonly number[];
+  /** null while the generation continues; set exactly once, on the last output. */
+  readonly finishReason: FinishReason | null;
+  /** The stop token id that ended it (vLLM's stop_reason), else null. */
+  readonly stopReason: number | null;
+  /** Natural-log probabilities of `tokenIds` when sampling.logprobs, else absent. */
+  readonly logprobs?: readonly number[];
+  readonly usage?: GenerateUsage;
+}
+
+/** Describes a served LLM to frontends (Dynamo's model deployment card, the part a router needs). */
+export interface LlmModelCard {
+  readonly name: string;
+  /** `llm` (a real model through an executor) or `mocker` (simulated). */
+  readonly kind: 'llm' | 'mocker';
+  /** Tokens per KV block: routers hash prompts with the same block size. */
+  readonly blockSize: number;
+  /** Longest prompt + completion, in tokens (vLLM's max_model_len). */
+  readonly contextLength: number;
+  readonly totalKvBlocks: number;
+  /** Model EOS ids (already applied by the engine unless `ignore_eos`). */
+  readonly eosTokenIds: readonly number[];
+  /** Seconds since the epoch when the model was loaded (OpenAI `created`). */
+  readonly created: number;
+}
+
+/** Histogram in Prometheus form: cumulative counts per upper bound (`+Inf` is `count`). */
+export interface HistogramSnapshot {
+  readonly bounds: readonly number[];
+  /** counts[i] = observations <= bounds[i] (cumulative). */
+  readonly counts: readonly number[];
+  readonly sum: number;
+  readonly count: number;
+}
+
+/** Cumulative engine metrics, read at scrape time (names follow vLLM's `vllm:*` families). */
+export interface LlmEngineMetrics {
+  readonly numRunning: number;
+  readonly numWaiting: number;
+  /** Active KV blocks / total, in [0, 1]. */
+  readonly kvUsage: number;
+  readonly kvActiveBlocks: number;
+  readonly kvTotalBlocks: number;
+  /** Prefix cache: prompt tokens looked up at admission and how many were hits (cumulative). */
+  readonly prefixCacheQueries: number;
+  readonly prefixCacheHits: number;
+  readonly promptTokens: number;
+  readonly generationTokens: number;
+  readonly numPreemptions: number;
+  /** Finished requests by finish reason. */
+  readonly requestsFinished: Readonly<Record<FinishReason, number>>;
+  /** Seconds. */
+  readonly timeToFirstToken: HistogramSnapshot;
+  readonly interTokenLatency: HistogramSnapshot;
+  readonly e2eRequestLatency: HistogramSnapshot;
+}
+
+/** A served LLM: what a frontend holds to run generations on it. */
+export interface LlmEndpoint {
+  readonly card: LlmModelCard;
+  readonly tokenizer: Tokenizer;
+  /** undefined when the model folder has no chat template (chat completions are then refused). */
+  readonly chatTemplate: ChatTemplate | undefined;
+  /**
+   * Start a generation. Outputs arrive in order through the returned iterable; it ends after the
+   * output with `finishReason`. Errors (invalid request: prompt too long, duplicate id; engine
+   * failure) reject the iteration with a SwitchyardError. Aborting `signal` finishes the request with
+   * reason 'abort' and frees its KV blocks at the next step boundary.
+   */
+  generate(request: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerateOutput>;
+  metrics(): LlmEngineMetrics;
+}
+
+/** Thrown into a generation's iteration; re-exported for callers that match on it. */
+export type GenerateError = SwitchyardError;
