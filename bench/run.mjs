@@ -7,6 +7,11 @@
 //   bare     a node:http and a grpc-js server answering the same payload sizes with no inference
 // Goals reported against: served gRPC at c=16 >= 0.5x raw rate; served p50 at c=1 within 1.5x of
 // (bare p50 + raw run p50).
+// Batching (issue 3, bench/batching.mjs): the MLP with dynamic batching on and off.
+// LLM replay (issue 4, bench/llm-replay.mjs): the simulated executor replaying a 20,000-request
+// shared-prefix trace in virtual time, beside a no-reuse control and Dynamo's simulator speed.
+//
+//   node bench/run.mjs [--quick] [--only worker,batching,llm]     (default: every section)
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -18,9 +23,12 @@ import { measureSessionRun } from './lib/raw-ort.mjs';
 import { httpPost, inferBodies } from './lib/clients.mjs';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
 import { measureBatching } from './batching.mjs';
+import { measureReplay } from './llm-replay.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const QUICK = process.argv.includes('--quick');
+const SECTIONS = ['worker', 'batching', 'llm'];
+const ONLY = onlySections(process.argv.slice(2));
 const DURATION_MS = QUICK ? 800 : 2500;
 const CONCURRENCY = [1, 16, 64];
 const MODEL = 'mlp';
@@ -29,7 +37,23 @@ const WIDTH = 256;
 
 const input = new Float32Array(WIDTH).map((_, i) => ((i * 37) % 101) / 101 - 0.5);
 const bodies = inferBodies('INPUT0', [1, WIDTH], input, 'OUTPUT0');
-const results = { date: new Date().toISOString(), machine: { cpus: cpus().length, model: cpus()[0]?.model, node: process.version }, durationMs: DURATION_MS, raw: {}, bare: {}, served: {} };
+const results = { date: new Date().toISOString(), machine: { cpus: cpus().length, model: cpus()[0]?.model, node: process.version }, sections: [...ONLY], durationMs: DURATION_MS, raw: {}, bare: {}, served: {} };
+
+/** `--only a,b` (or `--only=a,b`, repeatable): the sections to run; every section when absent. */
+function onlySections(argv) {
+  const picked = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--only') picked.push(...(argv[++i] ?? '').split(','));
+    else if (argv[i].startsWith('--only=')) picked.push(...argv[i].slice('--only='.length).split(','));
+  }
+  const names = picked.map((s) => s.trim()).filter((s) => s !== '');
+  const unknown = names.filter((s) => !SECTIONS.includes(s));
+  if (unknown.length > 0 || (picked.length > 0 && names.length === 0)) {
+    console.error(`--only takes a comma-separated list of: ${SECTIONS.join(', ')} (got ${JSON.stringify(picked.join(','))})`);
+    process.exit(2);
+  }
+  return new Set(names.length > 0 ? names : SECTIONS);
+}
 
 function fmt(r) {
   return `${r.throughput.toFixed(0).padStart(8)} req/s   p50 ${r.p50_us.toFixed(0).padStart(6)} us   p99 ${r.p99_us.toFixed(0).padStart(6)} us`;
@@ -123,17 +147,21 @@ function ratios() {
   for (const [k, v] of Object.entries(results.goals)) console.log(`  ${k}: ${v}`);
 }
 
-await measureRaw();
-const worker = await startWorkerProcess({ modelRepositories: ['examples/model_repository'], args: ['--model-control-mode=explicit', `--load-model=${MODEL}`, '--log-verbose=0'] });
-try {
-  await measureBare(worker);
-  await measureServer('served', worker.ports, results.served);
-} finally {
-  await worker.stop();
+if (ONLY.has('worker')) {
+  await measureRaw();
+  const worker = await startWorkerProcess({ modelRepositories: ['examples/model_repository'], args: ['--model-control-mode=explicit', `--load-model=${MODEL}`, '--log-verbose=0'] });
+  try {
+    await measureBare(worker);
+    await measureServer('served', worker.ports, results.served);
+  } finally {
+    await worker.stop();
+  }
+  ratios();
 }
-ratios();
 // Issue 3: dynamic batching on/off and raw session.run at the batch sizes formed (bench/batching.mjs).
-results.batching = await measureBatching({ quick: QUICK, bare: results.bare['http-binary'] });
+if (ONLY.has('batching')) results.batching = await measureBatching({ quick: QUICK, bare: results.bare['http-binary'] });
+// Issue 4: the simulated executor's replay in virtual time (bench/llm-replay.mjs).
+if (ONLY.has('llm')) results.llmReplay = await measureReplay({ quick: QUICK });
 mkdirSync(`${ROOT}bench/results`, { recursive: true });
 const file = `${ROOT}bench/results/${results.date.replace(/[:.]/g, '-')}.json`;
 writeFileSync(file, JSON.stringify(results, null, 2) + '\n');

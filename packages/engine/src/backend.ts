@@ -22,6 +22,7 @@
  */
 import { unavailable, type Logger, type SwitchyardError } from '@switchyard/common';
 import type { InferTensor, Parameters } from '@switchyard/kserve';
+import type { LlmEndpoint } from '@switchyard/llm';
 import type { ModelConfig } from '@switchyard/model-config';
 import type { NormalizedRequest } from './request-normalizer.js';
 
@@ -103,6 +104,11 @@ export interface BackendInstance {
 
 export interface BackendModel {
   createInstance(spec: InstanceSpec): Promise<BackendInstance>;
+  /**
+   * LLM backends (`llm`, `mocker`): the version's generation endpoint, which the OpenAI door uses
+   * directly (token ids in and out). Absent for every other backend.
+   */
+  readonly llm?: LlmEndpoint;
   /**
    * This version is being unloaded: in-flight requests are about to drain. A backend whose
    * executions can hang (JavaScript models) bounds how long they may still take. Optional.

@@ -6,11 +6,13 @@
 import { stat } from 'node:fs/promises';
 import { cancelled, invalidArgument, toSwitchyardError, unavailable, type SwitchyardError } from '@switchyard/common';
 import type { InferRequest, InferResponse } from '@switchyard/kserve';
+import type { LlmEndpoint } from '@switchyard/llm';
 import { configDataTypeToWire, type ModelConfig } from '@switchyard/model-config';
 import { composingReady } from './ensemble-plan.js';
 import { EnsembleStepStats, type StepComputeTimes } from './ensemble-step-stats.js';
 import { InferenceJob } from './inference-job.js';
 import { JavaScriptBackend } from './javascript-backend.js';
+import { LlmBackend } from './llm-backend.js';
 import { NO_LABELS } from './labels.js';
 import type { LoadedVersion } from './loaded-version.js';
 import { ModelLifecycle } from './model-lifecycle.js';
@@ -67,7 +69,8 @@ export class Engine implements InferenceEngine {
     // BLS calls of JavaScript models come back into this engine (assigned below, before any load).
     let self: Engine | undefined;
     const javascript = new JavaScriptBackend({ bls: () => self });
-    const withBuiltins = { ...options, backends: { onnxruntime: new OnnxRuntimeBackend(), javascript, ...options.backends } };
+    const builtins = { onnxruntime: new OnnxRuntimeBackend(), javascript, llm: new LlmBackend('llm'), mocker: new LlmBackend('mocker') };
+    const withBuiltins = { ...options, backends: { ...builtins, ...options.backends } };
     for (const root of withBuiltins.modelRepositories) {
       const info = await stat(root).catch(() => undefined);
       if (!info?.isDirectory()) throw invalidArgument(`repository path is not a valid directory: '${root}'`);
@@ -163,6 +166,19 @@ export class Engine implements InferenceEngine {
   classificationLabels(name: string, version: number): OutputLabels {
     const loaded = this.lifecycle.tryResolve(name, version);
     return loaded instanceof Error ? NO_LABELS : loaded.labels;
+  }
+
+  llmEndpoint(name: string): LlmEndpoint | undefined {
+    const found = this.lifecycle.tryResolve(name, undefined);
+    return found instanceof Error ? undefined : found.llm;
+  }
+
+  llmEndpoints(): LlmEndpoint[] {
+    return this.lifecycle
+      .readyModelNames()
+      .sort()
+      .map((n) => this.llmEndpoint(n))
+      .filter((e): e is LlmEndpoint => e !== undefined);
   }
 
   repositoryIndex(readyOnly: boolean): Promise<ModelIndexEntry[]> {

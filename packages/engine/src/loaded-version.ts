@@ -4,6 +4,7 @@
  * model. The lifecycle owns it and calls `unload()` exactly once.
  */
 import type { Logger } from '@switchyard/common';
+import type { LlmEndpoint } from '@switchyard/llm';
 import type { ModelConfig } from '@switchyard/model-config';
 import type { BackendInstance, BackendModel } from './backend.js';
 import type { InferenceJob } from './inference-job.js';
@@ -27,6 +28,11 @@ export class LoadedVersion {
     private readonly backendModel: BackendModel,
     private readonly logger: Logger,
   ) {}
+
+  /** The generation endpoint of an LLM version (`llm` / `mocker` backends), else undefined. */
+  get llm(): LlmEndpoint | undefined {
+    return this.backendModel.llm;
+  }
 
   enqueue(job: InferenceJob): void {
     this.scheduler.enqueue(job);

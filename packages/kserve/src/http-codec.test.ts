@@ -191,6 +191,14 @@ describe('generate extension codec', () => {
     );
     expect(r.inputs.map((i) => [i.name, i.shape])).toEqual([['text', [1, 1]], ['ids', [1, 2, 2]]]);
     expect(r.parameters).toEqual({ stream: false, max_tokens: 8 });
+    const nested = decodeHttpGenerateRequest(
+      { modelName: 'm', modelVersion: undefined, body: enc.encode('{"text":"hi","parameters":{"stream":true,"temperature":0.5},"seed":3}') },
+      [{ name: 'text', datatype: 'BYTES', shape: [1] }],
+    );
+    expect(nested.parameters).toEqual({ stream: true, temperature: 0.5, seed: 3 });
+    expect(
+      err(() => decodeHttpGenerateRequest({ modelName: 'm', modelVersion: undefined, body: enc.encode('{"text":"hi","parameters":{"stop":["a"]}}') }, [{ name: 'text', datatype: 'BYTES', shape: [1] }]))[1],
+    ).toBe("parameter 'stop' has invalid type. It should be either 'int', 'bool', 'double', or 'string'.");
     expect(
       err(() => decodeHttpGenerateRequest({ modelName: 'm', modelVersion: undefined, body: enc.encode('{"ids":[1,2,3]}') }, [{ name: 'ids', datatype: 'INT32', shape: [2] }]))[1],
     ).toBe("The schema can not convert input 'ids' to tensor with proper shape");

@@ -40,15 +40,27 @@ export function decodeHttpGenerateRequest(
     const value = root[key] as JsonValue;
     const meta = byName.get(key);
     if (meta === undefined) {
-      if (typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isInteger(value)) || typeof value === 'bigint') {
-        request.parameters[key] = value;
+      // The documented form nests request parameters: `"parameters": {"stream": true, "temperature": 0}`.
+      if (key === 'parameters' && isJsonObject(value)) {
+        for (const name of Object.keys(value)) request.parameters[name] = generateParameter(name, value[name] as JsonValue);
         continue;
       }
-      throw invalidArgument(`parameter '${key}' has invalid type. It should be either 'int', 'bool', or 'string'.`);
+      request.parameters[key] = generateParameter(key, value);
+      continue;
     }
     request.inputs.push(generateInput(key, meta, value));
   }
   return request;
+}
+
+/**
+ * A request parameter's value: string, bool, integer or (unlike Triton's older releases, which
+ * refused them) a finite double such as a sampling temperature.
+ */
+function generateParameter(key: string, value: JsonValue): string | boolean | number | bigint {
+  if (typeof value === 'string' || typeof value === 'boolean' || typeof value === 'bigint') return value;
+  if (typeof value === 'number' && Number.isFinite(value)) return value;
+  throw invalidArgument(`parameter '${key}' has invalid type. It should be either 'int', 'bool', 'double', or 'string'.`);
 }
 
 function generateInput(name: string, meta: GenerateInputMetadata, value: JsonValue): InferTensor {

@@ -8,7 +8,7 @@
 
 import { internal } from '@switchyard/common';
 import type { Executor } from './executor.js';
-import type { LlmScheduler, SequenceOutput } from './llm-scheduler.js';
+import type { LlmScheduler, SchedulerOutput, SequenceOutput } from './llm-scheduler.js';
 import type { LlmRequest } from './llm-sequence.js';
 import type { Clock, VirtualClock } from './timing-model.js';
 
@@ -36,6 +36,8 @@ export class EngineCore {
   readonly clock: Clock;
   private readonly metrics = new Map<string, RequestMetrics>();
   private stepping = false;
+  /** The output of a step whose executor failed, until discardFailedStep. */
+  private failed: SchedulerOutput | null = null;
 
   constructor(scheduler: LlmScheduler, executor: Executor, clock: Clock) {
     this.scheduler = scheduler;
@@ -57,9 +59,34 @@ export class EngineCore {
     });
   }
 
+  /** True while a step runs (aborts must wait for its end). */
+  get isStepping(): boolean {
+    return this.stepping;
+  }
+
+  /** Finish a request early (between steps only); the executor drops its per-request state. */
+  abort(requestId: string): boolean {
+    this.executor.release?.(requestId);
+    return this.scheduler.abort(requestId);
+  }
+
+  /**
+   * After `step` rejected (the executor failed): finish the failed step's requests with 'abort' and
+   * return their ids, so the caller can fail them and later steps can run.
+   */
+  discardFailedStep(): string[] {
+    const out = this.failed;
+    this.failed = null;
+    if (out === null) return [];
+    const ids = this.scheduler.discardStep(out);
+    for (const id of ids) this.executor.release?.(id);
+    return ids;
+  }
+
   /** Run one step. Returns no outputs (and takes no time) when nothing is schedulable. */
   async step(): Promise<StepResult> {
     if (this.stepping) throw internal('EngineCore.step is not re-entrant');
+    if (this.failed !== null) throw internal('EngineCore.step after a failed step: call discardFailedStep first');
     this.stepping = true;
     try {
       const out = this.scheduler.schedule();
@@ -67,8 +94,15 @@ export class EngineCore {
         this.scheduler.update(out, new Map());
         return { outputs: [], numScheduled: 0, elapsedMs: 0 };
       }
-      const res = await this.executor.execute(out);
+      let res;
+      try {
+        res = await this.executor.execute(out);
+      } catch (e) {
+        this.failed = out;
+        throw e;
+      }
       const outputs = this.scheduler.update(out, res.sampledTokens);
+      for (const o of outputs) if (o.finishReason !== null) this.executor.release?.(o.requestId);
       const now = this.clock.now();
       for (const o of outputs) {
         const m = this.metrics.get(o.requestId);

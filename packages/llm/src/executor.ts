@@ -18,4 +18,6 @@ export interface Executor {
    * never concurrently. Must read the output's blocks/tokens during this call only.
    */
   execute(output: SchedulerOutput): Promise<ExecutorOutput>;
+  /** A request finished or was aborted: drop any per-request state (sampler, ...). Optional. */
+  release?(requestId: string): void;
 }

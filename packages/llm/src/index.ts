@@ -81,3 +81,53 @@ export type {
   LlmEngineMetrics,
   LlmModelCard,
 } from './llm-endpoint.js';
+export {
+  DEFAULT_COMPLETION_MAX_TOKENS,
+  InvalidParamError,
+  decodeJsonBody,
+  errorParam,
+  parseChatCompletionRequest,
+  parseCompletionRequest,
+  type ChatCompletion,
+  type ChatCompletionChunk,
+  type ChatCompletionMessageParam,
+  type ChatCompletionRequest,
+  type ChatContentPart,
+  type ChatLogprobs,
+  type Completion,
+  type CompletionChunk,
+  type CompletionLogprobs,
+  type CompletionPrompt,
+  type CompletionRequest,
+  type OpenAiErrorBody,
+  type OpenAiFinishReason,
+  type OpenAiModel,
+  type OpenAiModelList,
+  type OpenAiSamplingFields,
+  type OpenAiUsage,
+  type ParsedChatRequest,
+  type ParsedCompletionRequest,
+  type ParsedOpenAiRequest,
+} from './openai-protocol.js';
+export {
+  ChatAssembler,
+  CompletionAssembler,
+  openAiModel,
+  openAiUsage,
+  type AssemblerOptions,
+  type ResponseHead,
+  type TokenText,
+} from './openai-response.js';
+export { OutputProcessor, type OutputProcessorOptions, type ProcessedOutput, type ProcessedToken } from './output-processor.js';
+export { chatPrompt, completionPrompt, type ChatPromptOptions, type PreprocessedPrompt, type PreprocessorEndpoint } from './preprocessor.js';
+export { LlmEngine, type LlmEngineOptions } from './llm-engine.js';
+export { E2E_BUCKETS_S, Histogram, ITL_BUCKETS_S, TTFT_BUCKETS_S } from './histogram.js';
+export {
+  createOrtDecoderSession,
+  type DecoderSession,
+  type DecoderTensor,
+  type DecoderTensorType,
+  type DecoderValueMetadata,
+} from './decoder-session.js';
+export { PagedKvCache, type GatherRow, type KvDtype, type PagedKvCacheOptions, type ScatterRow } from './paged-kv-cache.js';
+export { OnnxExecutor, type OnnxExecutorOptions } from './onnx-executor.js';

@@ -29,6 +29,7 @@
 import { internal, invalidArgument } from '@switchyard/common';
 import type { BlockRef, KvBlockManager } from './kv-block-manager.js';
 import { LlmSequence, type LlmRequest } from './llm-sequence.js';
+import type { CompiledSamplingParams } from './sampling-params.js';
 import type { FinishReason } from './stop-checker.js';
 
 export const DEFAULT_MAX_NUM_SEQS = 256;
@@ -62,6 +63,11 @@ export interface ScheduledSequence {
   readonly isPrefill: boolean;
   /** The blocks holding the sequence's KV after this step's allocation (slots for a real executor). */
   readonly blocks: readonly BlockRef[];
+  /** The request's sampling (absent: greedy). */
+  readonly sampling: CompiledSamplingParams | undefined;
+  /** Prompt length; `allTokenIds` is the sequence's whole token list (prompt, then output), read-only, valid during `execute` only. */
+  readonly promptLength: number;
+  readonly allTokenIds: readonly number[];
 }
 
 export interface SchedulerOutput {
@@ -232,6 +238,24 @@ export class LlmScheduler {
     return true;
   }
 
+  /**
+   * The executor failed the step `output` came from: finish every sequence it scheduled with 'abort'
+   * (their blocks, computed or not, are freed) and end the step, so scheduling can go on. Returns the
+   * ids of those sequences. Called instead of `update`.
+   */
+  discardStep(output: SchedulerOutput): string[] {
+    if (output !== this.inFlight) throw internal('LlmScheduler.discardStep: not the output of the last schedule()');
+    this.inFlight = null;
+    const ids: string[] = [];
+    for (const e of output.scheduled) {
+      const seq = this.sequences.get(e.requestId);
+      if (seq === undefined) continue;
+      this.finish(seq, 'abort');
+      ids.push(e.requestId);
+    }
+    return ids;
+  }
+
   private finish(seq: LlmSequence, reason: FinishReason): void {
     remove(this.running, seq);
     remove(this.waiting, seq);
@@ -286,6 +310,9 @@ export class LlmScheduler {
       samples: from + n === seq.numTokens,
       isPrefill: admitted || !(n === 1 && from === seq.numTokens - 1 && seq.numOutputTokens > 0),
       blocks: [...seq.blocks],
+      sampling: seq.sampling,
+      promptLength: seq.promptLength,
+      allTokenIds: seq.tokens,
     };
   }
 }

@@ -12,6 +12,7 @@
 
 import { invalidArgument } from '@switchyard/common';
 import { hashTokenBlocks } from './block-hash.js';
+import type { CompiledSamplingParams } from './sampling-params.js';
 import type { FinishReason } from './stop-checker.js';
 import type { BlockRef, FullBlockSpec } from './kv-block-manager.js';
 
@@ -40,6 +41,8 @@ export interface LlmRequest {
   readonly prefillOnly?: boolean;
   /** Arrival time in ms on the engine's clock; default: when added. */
   readonly arrivalTime?: number;
+  /** How the executor picks tokens; absent = greedy. Only executors that sample read it. */
+  readonly sampling?: CompiledSamplingParams;
 }
 
 export class LlmSequence {
@@ -50,6 +53,7 @@ export class LlmSequence {
   readonly prefillOnly: boolean;
   readonly arrivalTime: number;
   readonly blockSize: number;
+  readonly sampling: CompiledSamplingParams | undefined;
   /** Prompt then generated tokens. */
   readonly tokens: number[];
   status: SequenceStatus = 'waiting';
@@ -77,6 +81,7 @@ export class LlmSequence {
     this.prefillOnly = request.prefillOnly ?? false;
     this.arrivalTime = request.arrivalTime ?? now;
     this.blockSize = blockSize;
+    this.sampling = request.sampling;
     this.tokens = [...promptTokenIds];
     this.extendHashes();
   }

@@ -12,6 +12,9 @@ const entry = (over: Partial<ScheduledSequence>): ScheduledSequence => ({
   samples: true,
   isPrefill: false,
   blocks: [],
+  sampling: undefined,
+  promptLength: 0,
+  allTokenIds: [],
   ...over,
 });
 const output = (scheduled: ScheduledSequence[], kvUsage = 0.5): SchedulerOutput => ({

@@ -62,7 +62,23 @@ export function exampleRepositoryFiles(): GeneratedFile[] {
     file('simple_sequence/1/model.onnx', () => buildSimpleSequenceModel()),
     file('simple_dyna_sequence/1/model.onnx', () => buildSimpleDynaSequenceModel()),
     file('text_classifier/1/model.onnx', () => buildTextClassifierModel()),
+    ...llmModelFolder('tiny_llm', 'FLOAT'),
+    ...llmModelFolder('mock_llm', null),
   ];
+}
+
+/**
+ * A Hugging Face model folder as version 1 of `model`: the tiny decoder's model.onnx (fp32 or fp16 KV;
+ * none for a `mocker` model, which needs only the tokenizer) plus tokenizer.json, tokenizer_config.json
+ * (ChatML) and config.json.
+ */
+function llmModelFolder(model: string, kvType: 'FLOAT' | 'FLOAT16' | null): GeneratedFile[] {
+  const out: GeneratedFile[] = [];
+  if (kvType !== null) out.push(file(`${model}/1/model.onnx`, () => buildTinyDecoderModel({ kvType })));
+  for (const name of ['tokenizer.json', 'tokenizer_config.json', 'config.json'] as const) {
+    out.push(file(`${model}/1/${name}`, () => new TextEncoder().encode(buildTinyTokenizerFiles()[name])));
+  }
+  return out;
 }
 
 /** Generated files of `test/fixtures/model_repository`. */
@@ -87,17 +103,10 @@ export function fixtureRepositoryFiles(): GeneratedFile[] {
 
 /**
  * Generated files of `test/fixtures/llm_repository` (hand-written config.pbtxt files beside them):
- * each `tiny_llm*` version folder is a Hugging Face model folder (model.onnx, tokenizer.json,
- * tokenizer_config.json, config.json). The LLM models stay out of `examples/` until the `llm` backend
- * exists; suites write these files into a temporary copy of the fixture (test/lib/fixture-repository.ts).
+ * each version folder is a Hugging Face model folder (model.onnx for the `llm` backend, tokenizer.json,
+ * tokenizer_config.json, config.json). Suites write these files into a temporary copy of the fixture
+ * (test/lib/fixture-repository.ts).
  */
 export function llmFixtureRepositoryFiles(): GeneratedFile[] {
-  const out: GeneratedFile[] = [];
-  for (const [model, kvType] of [['tiny_llm', 'FLOAT'], ['tiny_llm_fp16', 'FLOAT16']] as const) {
-    out.push(file(`${model}/1/model.onnx`, () => buildTinyDecoderModel({ kvType })));
-    for (const name of ['tokenizer.json', 'tokenizer_config.json', 'config.json'] as const) {
-      out.push(file(`${model}/1/${name}`, () => new TextEncoder().encode(buildTinyTokenizerFiles()[name])));
-    }
-  }
-  return out;
+  return [...llmModelFolder('tiny_llm', 'FLOAT'), ...llmModelFolder('tiny_llm_fp16', 'FLOAT16'), ...llmModelFolder('mock_llm', null)];
 }

@@ -53,17 +53,17 @@ describe('buildTinyTokenizerFiles', () => {
 describe('llmFixtureRepositoryFiles', () => {
   it('lays out HF model folders with a hand-written config.pbtxt beside each', () => {
     const files = llmFixtureRepositoryFiles();
-    expect(files.map((f) => f.path)).toEqual(
-      ['tiny_llm', 'tiny_llm_fp16'].flatMap((m) =>
-        ['model.onnx', 'tokenizer.json', 'tokenizer_config.json', 'config.json'].map((n) => `${m}/1/${n}`),
-      ),
-    );
+    const hf = ['tokenizer.json', 'tokenizer_config.json', 'config.json'];
+    expect(files.map((f) => f.path)).toEqual([
+      ...['tiny_llm', 'tiny_llm_fp16'].flatMap((m) => ['model.onnx', ...hf].map((n) => `${m}/1/${n}`)),
+      ...hf.map((n) => `mock_llm/1/${n}`),
+    ]);
     for (const model of new Set(files.map((f) => f.path.split('/')[0]!))) {
       const configPath = join(ROOT, 'test/fixtures/llm_repository', model, 'config.pbtxt');
       expect(existsSync(configPath), configPath).toBe(true);
       const text = readFileSync(configPath, 'utf8');
       expect(text).toContain(`name: "${model}"`);
-      expect(text).toContain('backend: "llm"');
+      expect(text).toContain(model === 'mock_llm' ? 'backend: "mocker"' : 'backend: "llm"');
     }
     const again = llmFixtureRepositoryFiles();
     files.forEach((f, i) => expect(Buffer.from(f.build()).equals(Buffer.from(again[i]!.build())), f.path).toBe(true));

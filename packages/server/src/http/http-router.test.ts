@@ -23,6 +23,17 @@ describe('matchRoute', () => {
     expect(matchRoute('/v2/logging')).toEqual({ kind: 'logging' });
   });
 
+  it('matches the OpenAI routes; a model id takes the rest of the path, percent-decoded', () => {
+    expect(matchRoute('/v1/chat/completions')).toEqual({ kind: 'openai', action: 'chat_completions' });
+    expect(matchRoute('/v1/completions')).toEqual({ kind: 'openai', action: 'completions' });
+    expect(matchRoute('/v1/models')).toEqual({ kind: 'openai', action: 'models' });
+    expect(matchRoute('/v1/models/Qwen%2FQwen3-0.6B')).toEqual({ kind: 'openai', action: 'model', model: 'Qwen/Qwen3-0.6B' });
+    expect(matchRoute('/v1/models/org/name')).toEqual({ kind: 'openai', action: 'model', model: 'org/name' });
+    expect(matchRoute('/v1/embeddings')).toBeUndefined();
+    expect(allowedMethods({ kind: 'openai', action: 'completions' })).toEqual(['POST']);
+    expect(allowedMethods({ kind: 'openai', action: 'model', model: 'm' })).toEqual(['GET']);
+  });
+
   it('knows the allowed methods', () => {
     expect(allowedMethods({ kind: 'model', action: 'infer', model: 'm' })).toEqual(['POST']);
     expect(allowedMethods({ kind: 'system_shm', action: 'status' })).toEqual(['GET']);

@@ -5,9 +5,13 @@
  * matching: a matched route with the wrong method answers 405, an unmatched path 404, as in
  * Triton. Version segments are digits only, so `/versions/abc/...` does not match (404).
  * Path segments are percent-decoded after matching.
+ *
+ * The OpenAI routes (`/v1/...`, as vLLM serves them) share the table; a model id may contain '/'
+ * (`Qwen/Qwen3-0.6B`), so `/v1/models/{id}` takes the rest of the path.
  */
 
 export type ModelAction = 'metadata' | 'ready' | 'infer' | 'generate' | 'generate_stream' | 'config' | 'stats';
+export type OpenAiAction = 'chat_completions' | 'completions' | 'models' | 'model';
 export type ShmAction = 'status' | 'register' | 'unregister';
 
 export type Route =
@@ -20,7 +24,9 @@ export type Route =
   | { kind: 'system_shm'; region?: string; action: ShmAction }
   | { kind: 'cuda_shm'; region?: string; action: ShmAction }
   | { kind: 'repository_index'; repository?: string }
-  | { kind: 'repository_control'; repository?: string; model: string; action: 'load' | 'unload' };
+  | { kind: 'repository_control'; repository?: string; model: string; action: 'load' | 'unload' }
+  /** `model` only with action 'model' (`GET /v1/models/{id}`). */
+  | { kind: 'openai'; action: OpenAiAction; model?: string };
 
 const MODEL_RE = /^\/v2\/models\/([^/]+)(?:\/versions\/([0-9]+))?(?:\/(infer|generate|generate_stream|ready|config|stats|trace\/setting))?$/;
 const HEALTH_RE = /^\/v2\/health\/(live|ready)$/;
@@ -28,8 +34,26 @@ const SYSTEM_SHM_RE = /^\/v2\/systemsharedmemory(?:\/region\/([^/]+))?\/(status|
 const CUDA_SHM_RE = /^\/v2\/cudasharedmemory(?:\/region\/([^/]+))?\/(status|register|unregister)$/;
 const REPOSITORY_RE = /^\/v2\/repository(?:\/([^/]+))?\/(?:(index)|models\/([^/]+)\/(load|unload))$/;
 
+const OPENAI_ROUTES: Readonly<Record<string, OpenAiAction>> = {
+  '/v1/chat/completions': 'chat_completions',
+  '/v1/completions': 'completions',
+  '/v1/models': 'models',
+};
+const OPENAI_MODEL_RE = /^\/v1\/models\/(.+)$/;
+
+/** The path belongs to the OpenAI API (its errors are rendered OpenAI's way, even a 404). */
+export function isOpenAiPath(path: string): boolean {
+  return path === '/v1' || path.startsWith('/v1/');
+}
+
 /** Match `path` to a route, or undefined for 404. */
 export function matchRoute(path: string): Route | undefined {
+  if (isOpenAiPath(path)) {
+    const action = OPENAI_ROUTES[path];
+    if (action !== undefined) return { kind: 'openai', action };
+    const m = OPENAI_MODEL_RE.exec(path);
+    return m === null ? undefined : { kind: 'openai', action: 'model', model: decode(m[1] as string) };
+  }
   if (path === '/v2/models/stats') return { kind: 'stats' };
   if (path === '/v2/logging') return { kind: 'logging' };
 
@@ -80,6 +104,8 @@ export function allowedMethods(route: Route): readonly string[] {
     case 'repository_index':
     case 'repository_control':
       return ['POST'];
+    case 'openai':
+      return route.action === 'chat_completions' || route.action === 'completions' ? ['POST'] : ['GET'];
     default:
       return ['GET'];
   }

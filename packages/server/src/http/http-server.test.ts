@@ -22,7 +22,7 @@ describe('HTTP front door: routing, metadata, control, extensions', () => {
   });
 
   it('404 for unknown paths, bad version segments and versioned trace settings', async () => {
-    for (const path of ['/', '/v1/models', '/v2/models/simple/versions/abc/infer', '/v2/models/simple/versions/1/trace/setting', '/v2/health/alive']) {
+    for (const path of ['/', '/v2/models/simple/versions/abc/infer', '/v2/models/simple/versions/1/trace/setting', '/v2/health/alive']) {
       const r = await get(path);
       expect(r.status, path).toBe(404);
       expect(r.headers['content-type']).toBe('application/json');

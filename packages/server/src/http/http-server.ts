@@ -1,5 +1,6 @@
 /**
- * The KServe v2 / Triton HTTP/REST front door on `node:http`.
+ * The KServe v2 / Triton HTTP/REST front door on `node:http`, and beside it the OpenAI API
+ * (`/v1/...`, `openai/openai-routes.ts`), whose errors are rendered OpenAI's way.
  *
  * One handler per route (see `http-router.ts` for the table). This file owns the server
  * lifecycle and the request loop: strip the query string, route (404), check the method (405),
@@ -29,7 +30,9 @@ import {
 import { handleCudaSharedMemory, handleLogging, handleSystemSharedMemory, handleTrace } from './http-extensions.js';
 import { handleGenerate, handleInfer } from './http-infer.js';
 import { sendError, sendJson } from './http-reply.js';
-import { type Route, allowedMethods, matchRoute } from './http-router.js';
+import { type Route, allowedMethods, isOpenAiPath, matchRoute } from './http-router.js';
+import { handleOpenAi } from '../openai/openai-routes.js';
+import { sendOpenAiError, sendOpenAiStatus } from '../openai/openai-errors.js';
 
 export interface HttpServerOptions {
   engine: InferenceEngine;
@@ -81,7 +84,9 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
     const declared = declaredLength(req);
     if (declared !== undefined && declared > ctx.maxInputSize) {
       res.setHeader('Connection', 'close');
-      sendError(res, inputTooLarge(declared, ctx.maxInputSize));
+      const error = inputTooLarge(declared, ctx.maxInputSize);
+      if (isOpenAiPath(pathOf(req.url))) sendOpenAiError(res, error);
+      else sendError(res, error);
       return;
     }
     res.writeContinue();
@@ -108,16 +113,16 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
 }
 
 async function handle(ctx: HttpContext, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-  const url = req.url ?? '/';
-  const q = url.indexOf('?');
-  const path = q === -1 ? url : url.slice(0, q);
+  const path = pathOf(req.url);
   const route = matchRoute(path);
   if (route === undefined) {
-    sendJson(res, 404, JSON.stringify({ error: 'Not Found' }));
+    if (isOpenAiPath(path)) sendOpenAiStatus(res, 404, `no route for ${req.method ?? ''} ${path}`);
+    else sendJson(res, 404, JSON.stringify({ error: 'Not Found' }));
     return;
   }
   if (!allowedMethods(route).includes(req.method ?? '')) {
-    sendJson(res, 405, JSON.stringify({ error: 'Method Not Allowed' }));
+    if (route.kind === 'openai') sendOpenAiStatus(res, 405, `method ${req.method ?? ''} is not allowed on ${path}`);
+    else sendJson(res, 405, JSON.stringify({ error: 'Method Not Allowed' }));
     return;
   }
   try {
@@ -128,6 +133,13 @@ async function handle(ctx: HttpContext, req: http.IncomingMessage, res: http.Ser
     if (!res.headersSent) sendError(res, toSwitchyardError(e));
     else if (!res.writableEnded) res.end();
   }
+}
+
+/** The path of a request URL (the query string is ignored by every route). */
+function pathOf(url: string | undefined): string {
+  const u = url ?? '/';
+  const q = u.indexOf('?');
+  return q === -1 ? u : u.slice(0, q);
 }
 
 function versionOf(v: string | undefined): number | undefined {
@@ -157,6 +169,8 @@ async function dispatch(ctx: HttpContext, req: http.IncomingMessage, res: http.S
       return handleRepositoryIndex(ctx, req, res, route.repository);
     case 'repository_control':
       return handleRepositoryControl(ctx, req, res, route);
+    case 'openai':
+      return handleOpenAi(ctx, req, res, route.action, route.model);
     case 'model': {
       const version = versionOf(route.version);
       switch (route.action) {

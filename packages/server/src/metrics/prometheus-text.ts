@@ -40,7 +40,9 @@ export function renderPrometheusText(families: readonly MetricObjectWithValues<M
     if (family.values.length === 0) continue;
     lines.push(`# HELP ${family.name} ${escapeHelp(family.help)}`, `# TYPE ${family.name} ${String(family.type)}`);
     for (const sample of family.values) {
-      lines.push(`${family.name}${labelText(sample.labels as Record<string, string | number>)} ${formatValue(sample.value)}`);
+      // Histogram samples carry their own name (`_bucket`, `_sum`, `_count`).
+      const name = (sample as { metricName?: string }).metricName ?? family.name;
+      lines.push(`${name}${labelText(sample.labels as Record<string, string | number>)} ${formatValue(sample.value)}`);
     }
   }
   return lines.length === 0 ? '' : `${lines.join('\n')}\n`;

@@ -13,6 +13,7 @@
 import type { InferenceEngine, ModelMetricsSnapshot } from '@switchyard/engine';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { CpuMetricsSource, CpuSample } from './cpu-stats.js';
+import { llmMetricFamilies } from './llm-metrics.js';
 import { renderPrometheusText } from './prometheus-text.js';
 
 type Snapshot = ModelMetricsSnapshot;
@@ -82,14 +83,14 @@ const CPU_GAUGES: readonly [name: string, help: string, value: (c: CpuSample) =>
 const labelsOf = (s: Snapshot): { model: string; version: string } => ({ model: s.statistics.name, version: s.statistics.version });
 
 export interface TritonMetricsOptions {
-  engine: Pick<InferenceEngine, 'metricsSnapshot'>;
+  engine: Pick<InferenceEngine, 'metricsSnapshot' | 'llmEndpoints'>;
   /** Host CPU/memory figures; null leaves the nv_cpu_* families out (Triton's --allow-cpu-metrics=false). */
   cpu: CpuMetricsSource | null;
 }
 
 export class TritonMetrics {
   readonly registry = new Registry();
-  readonly #engine: Pick<InferenceEngine, 'metricsSnapshot'>;
+  readonly #engine: Pick<InferenceEngine, 'metricsSnapshot' | 'llmEndpoints'>;
   readonly #cpuSource: CpuMetricsSource | null;
   /** Taken once per scrape, before the collect callbacks run. */
   #models: Snapshot[] = [];
@@ -157,7 +158,9 @@ export class TritonMetrics {
     this.#models = this.#engine.metricsSnapshot();
     this.#cpu = this.#cpuSource?.sample();
     try {
-      return renderPrometheusText(await this.registry.getMetricsAsJSON());
+      // LLM engines' vllm:* families follow Triton's (llm-metrics.ts).
+      const llm = llmMetricFamilies(this.#engine.llmEndpoints?.() ?? []);
+      return renderPrometheusText([...(await this.registry.getMetricsAsJSON()), ...llm]);
     } finally {
       this.#models = [];
     }

@@ -16,6 +16,9 @@
  * - `busy`: fails with unavailable (a full queue).
  * - `fail`: fails with `failWith` (default internal "backend failed").
  *
+ * LLMs for the OpenAI door: `llms` (none by default; a test adds `FakeLlmEndpoint`s), served by
+ * `llmEndpoint` / `llmEndpoints`.
+ *
  * What the tests observe: `calls` (everything the engine was asked that has arguments worth
  * checking), `signals` (the abort signal of each request in flight, by request id) and
  * `abortedRequests` (requests aborted while in flight). Canned answers: `ready`, `snapshot`
@@ -35,6 +38,7 @@ import type {
   UnloadModelOptions,
 } from '@switchyard/engine';
 import { bytesOf, type DataType, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
+import type { LlmEndpoint } from '@switchyard/llm';
 import { configDataTypeToWire, wireDataTypeToConfig, type ModelConfig } from '@switchyard/model-config';
 
 export interface FakeModel {
@@ -147,6 +151,8 @@ export class FakeEngine implements InferenceEngine {
   /** What `metricsSnapshot()` returns. */
   snapshot: ModelMetricsSnapshot[] = [];
   readonly models = new Map<string, FakeModel>();
+  /** Ready LLMs by name, for the OpenAI door. */
+  readonly llms = new Map<string, LlmEndpoint>();
   /** Every recorded call, oldest first. */
   readonly calls: EngineCall[] = [];
   /** Signals of requests currently inside the engine, by request id. */
@@ -212,6 +218,13 @@ export class FakeEngine implements InferenceEngine {
     if (m === undefined) throw invalidArgument(`Request for unknown model: '${name}' is not found`);
     if (version !== undefined && version !== 1) throw notFound(`Request for unknown model: '${name}' version ${version} is not found`);
     return m;
+  }
+
+  llmEndpoint(name: string): LlmEndpoint | undefined {
+    return this.llms.get(name);
+  }
+  llmEndpoints(): LlmEndpoint[] {
+    return [...this.llms.values()].sort((a, b) => (a.card.name < b.card.name ? -1 : a.card.name > b.card.name ? 1 : 0));
   }
 
   isLive(): boolean {

@@ -1,0 +1,112 @@
+/**
+ * Engine settings of an LLM model (`backend: "llm"` or `"mocker"`), read from the model config's
+ * `parameters` (string values, as Triton requires) with vLLM's engine-argument names. This is the one
+ * place they are validated; a bad value fails the load with a message naming the parameter.
+ *
+ * | parameter                | default (llm / mocker)         | meaning |
+ * |--------------------------|--------------------------------|---------|
+ * | `block_size`             | 16 / 64                        | tokens per KV block |
+ * | `num_gpu_blocks`         | 1024 / 16384                   | KV blocks the engine holds (CPU memory for `llm`) |
+ * | `max_num_seqs`           | 256                            | sequences running at once |
+ * | `max_num_batched_tokens` | 2048 / 8192                    | tokens computed per step |
+ * | `max_model_len`          | config.json max_position_embeddings, else 2048 | prompt + completion limit |
+ * | `enable_prefix_caching`  | true                           | keep freed full blocks as a prefix cache |
+ * | `enable_chunked_prefill` | true                           | split long prompts across steps |
+ * | `watermark`              | 0.01                           | fraction of blocks admission keeps free |
+ * | `kv_cache_dtype`         | auto                           | `auto`, `fp32` or `fp16`: checked against the model's KV inputs (`llm`) |
+ * | `speedup_ratio`          | 1                              | `mocker`: simulated time is divided by it |
+ * | `seed`                   | 0                              | seed for unseeded requests (`llm`) and simulated tokens (`mocker`) |
+ * | `default_max_tokens`     | 16                             | KServe generate: `max_tokens` when a request gives none (vLLM's default) |
+ */
+import { invalidArgument } from '@switchyard/common';
+import type { ModelConfig } from '@switchyard/model-config';
+
+export type LlmKind = 'llm' | 'mocker';
+
+export interface LlmModelOptions {
+  readonly blockSize: number;
+  readonly numBlocks: number;
+  readonly maxNumSeqs: number;
+  readonly maxNumBatchedTokens: number;
+  /** undefined: take it from config.json (max_position_embeddings), else 2048. */
+  readonly maxModelLen: number | undefined;
+  readonly enablePrefixCaching: boolean;
+  readonly enableChunkedPrefill: boolean;
+  readonly watermark: number;
+  readonly kvCacheDtype: 'auto' | 'fp32' | 'fp16';
+  readonly speedupRatio: number;
+  readonly seed: number;
+  /** The config set `seed` (then unseeded `llm` requests are reproducible); else they draw a random seed, as in vLLM. */
+  readonly seedGiven: boolean;
+  readonly defaultMaxTokens: number;
+}
+
+export const DEFAULT_MAX_MODEL_LEN = 2048;
+
+const KNOWN = new Set([
+  'block_size',
+  'num_gpu_blocks',
+  'max_num_seqs',
+  'max_num_batched_tokens',
+  'max_model_len',
+  'enable_prefix_caching',
+  'enable_chunked_prefill',
+  'watermark',
+  'kv_cache_dtype',
+  'speedup_ratio',
+  'seed',
+  'default_max_tokens',
+]);
+
+/** Parameter keys this backend does not know (the loader warns about them; they do not fail the load). */
+export function unknownLlmParameters(config: ModelConfig): string[] {
+  return Object.keys(config.parameters).filter((k) => !KNOWN.has(k));
+}
+
+export function compileLlmOptions(config: ModelConfig, kind: LlmKind): LlmModelOptions {
+  const raw = (key: string): string | undefined => {
+    const v = config.parameters[key]?.string_value;
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  };
+  const fail = (key: string, what: string): never => {
+    throw invalidArgument(`unable to load model '${config.name}': parameter '${key}' must be ${what}, got '${raw(key) ?? ''}'`);
+  };
+  const int = (key: string, dflt: number, min: number): number => {
+    const v = raw(key);
+    if (v === undefined) return dflt;
+    const n = Number(v);
+    return Number.isSafeInteger(n) && n >= min ? n : fail(key, `an integer >= ${min}`);
+  };
+  const num = (key: string, dflt: number, ok: (x: number) => boolean, what: string): number => {
+    const v = raw(key);
+    if (v === undefined) return dflt;
+    const n = Number(v);
+    return Number.isFinite(n) && ok(n) ? n : fail(key, what);
+  };
+  const bool = (key: string, dflt: boolean): boolean => {
+    const v = raw(key)?.toLowerCase();
+    if (v === undefined) return dflt;
+    if (v === 'true' || v === '1') return true;
+    if (v === 'false' || v === '0') return false;
+    return fail(key, "'true' or 'false'");
+  };
+  const mocker = kind === 'mocker';
+  const dtype = raw('kv_cache_dtype') ?? 'auto';
+  if (dtype !== 'auto' && dtype !== 'fp32' && dtype !== 'fp16') fail('kv_cache_dtype', "'auto', 'fp32' or 'fp16'");
+  const maxModelLen = raw('max_model_len') === undefined ? undefined : int('max_model_len', 0, 2);
+  return {
+    blockSize: int('block_size', mocker ? 64 : 16, 1),
+    numBlocks: int('num_gpu_blocks', mocker ? 16384 : 1024, 1),
+    maxNumSeqs: int('max_num_seqs', 256, 1),
+    maxNumBatchedTokens: int('max_num_batched_tokens', mocker ? 8192 : 2048, 1),
+    maxModelLen,
+    enablePrefixCaching: bool('enable_prefix_caching', true),
+    enableChunkedPrefill: bool('enable_chunked_prefill', true),
+    watermark: num('watermark', 0.01, (x) => x >= 0 && x < 1, 'a number in [0, 1)'),
+    kvCacheDtype: dtype as LlmModelOptions['kvCacheDtype'],
+    speedupRatio: num('speedup_ratio', 1, (x) => x > 0, 'a number > 0'),
+    seed: int('seed', 0, 0),
+    seedGiven: raw('seed') !== undefined,
+    defaultMaxTokens: int('default_max_tokens', 16, 1),
+  };
+}

@@ -1,0 +1,52 @@
+// DecoderSession: the role an ONNX executor runs a decoder through — one onnxruntime session, in this
+// thread (`createOrtDecoderSession`, for tests and tools) or on a worker thread (the worker's
+// SessionThread adapter). Tensor shapes are structurally those of the engine's thread protocol.
+
+import * as ort from 'onnxruntime-node';
+
+export type DecoderTensorType = 'int64' | 'float32' | 'float16';
+
+export interface DecoderTensor {
+  readonly type: DecoderTensorType | string;
+  readonly dims: readonly number[];
+  /** int64: BigInt64Array; float32: Float32Array; float16: Uint16Array bit patterns. */
+  readonly data: BigInt64Array | Float32Array | Uint16Array;
+}
+
+/** Input or output metadata as onnxruntime reports it; symbolic dims are strings. */
+export interface DecoderValueMetadata {
+  readonly name: string;
+  readonly type: string | undefined;
+  readonly shape: ReadonlyArray<number | string>;
+}
+
+export interface DecoderSession {
+  readonly inputMetadata: readonly DecoderValueMetadata[];
+  readonly outputMetadata: readonly DecoderValueMetadata[];
+  /**
+   * One forward pass. Feeds may be transferred (detached) by the implementation: pass buffers made for
+   * this call. Rejects with onnxruntime's message.
+   */
+  run(feeds: Record<string, DecoderTensor>): Promise<Record<string, DecoderTensor>>;
+  release(): Promise<void>;
+}
+
+/** An in-process session (session.run blocks this thread while it computes). */
+export async function createOrtDecoderSession(model: string | Uint8Array, options: ort.InferenceSession.SessionOptions = {}): Promise<DecoderSession> {
+  const session = typeof model === 'string' ? await ort.InferenceSession.create(model, options) : await ort.InferenceSession.create(model, options);
+  const meta = (list: readonly ort.InferenceSession.ValueMetadata[]): DecoderValueMetadata[] =>
+    list.map((m) => ({ name: m.name, type: m.isTensor ? m.type : undefined, shape: m.isTensor ? [...m.shape] : [] }));
+  return {
+    inputMetadata: meta(session.inputMetadata),
+    outputMetadata: meta(session.outputMetadata),
+    async run(feeds) {
+      const input: Record<string, ort.Tensor> = {};
+      for (const [name, t] of Object.entries(feeds)) input[name] = new ort.Tensor(t.type as 'float32', t.data as Float32Array, [...t.dims]);
+      const out = await session.run(input);
+      const result: Record<string, DecoderTensor> = {};
+      for (const [name, t] of Object.entries(out)) result[name] = { type: t.type, dims: [...t.dims], data: t.data as Float32Array };
+      return result;
+    },
+    release: () => session.release(),
+  };
+}

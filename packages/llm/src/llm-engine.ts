@@ -1,0 +1,340 @@
+// LlmEngine: the serving loop around EngineCore (vLLM's AsyncLLM + EngineCore busy loop, Dynamo's
+// mocker engine). It owns one KvBlockManager, LlmScheduler and Executor, turns `generate` calls into
+// scheduler requests, runs steps back to back while any request is unfinished, and streams each
+// request's tokens to its own async iterator.
+//
+// Concurrency: everything runs on the caller's event loop. Steps never overlap; between two steps the
+// loop yields (setImmediate), so sockets, new `generate` calls and aborts get in. An abort that arrives
+// during a step is applied right after it (the scheduler only changes between steps). The executor may
+// compute elsewhere (a worker thread) — the loop just awaits it.
+//
+// Failure: an executor error fails the requests of that step with the error (their blocks are freed) and
+// the loop goes on with the others; a scheduler invariant error is a bug and fails every request.
+
+import { cancelled, internal, invalidArgument, toSwitchyardError, type SwitchyardError } from '@switchyard/common';
+import { EngineCore } from './engine-core.js';
+import type { Executor } from './executor.js';
+import { E2E_BUCKETS_S, Histogram, ITL_BUCKETS_S, TTFT_BUCKETS_S } from './histogram.js';
+import { KvBlockManager } from './kv-block-manager.js';
+import type { KvEventSink, KvSnapshot } from './kv-events.js';
+import type { GenerateOutput, GenerateRequest, LlmEngineMetrics } from './llm-endpoint.js';
+import { LlmScheduler, type LlmSchedulerOptions } from './llm-scheduler.js';
+import type { LlmSequence } from './llm-sequence.js';
+import type { FinishReason } from './stop-checker.js';
+import { systemClock, type Clock } from './timing-model.js';
+
+export interface LlmEngineOptions {
+  /** Tokens per KV block. */
+  readonly blockSize: number;
+  /** KV blocks the executor holds (vLLM's num_gpu_blocks). */
+  readonly numBlocks: number;
+  /** Default true. */
+  readonly enablePrefixCaching?: boolean;
+  readonly scheduler?: LlmSchedulerOptions;
+  /** Longest prompt + completion (vLLM's max_model_len). */
+  readonly maxModelLen: number;
+  /** The model's end-of-sequence ids (a request's `ignore_eos` turns them off). */
+  readonly eosTokenIds?: readonly number[];
+  /** Built for the same numBlocks / blockSize. */
+  readonly executor: Executor;
+  /** Default systemClock; must be the clock a SimulatedExecutor sleeps on. */
+  readonly clock?: Clock;
+  /** Every KV event of the block manager, in id order (the worker publishes them to the cluster). */
+  readonly onKvEvent?: KvEventSink;
+}
+
+/** Per-request state between `generate` and the final output. */
+interface Stream {
+  readonly request: GenerateRequest;
+  readonly sequence: LlmSequence;
+  readonly stopTokenIds: ReadonlySet<number>;
+  readonly arrival: number;
+  queue: GenerateOutput[];
+  error: SwitchyardError | undefined;
+  done: boolean;
+  wake: (() => void) | undefined;
+  firstTokenAt: number | undefined;
+  lastTokenAt: number | undefined;
+  cachedTokens: number | undefined;
+  completionTokens: number;
+  abortRequested: boolean;
+  detach: (() => void) | undefined;
+}
+
+export class LlmEngine {
+  readonly kv: KvBlockManager;
+  readonly scheduler: LlmScheduler;
+  readonly core: EngineCore;
+  readonly maxModelLen: number;
+  private readonly eos: readonly number[];
+  private readonly clock: Clock;
+  private readonly streams = new Map<string, Stream>();
+  private loop: Promise<void> | undefined;
+  private stopped = false;
+  // Cumulative metrics.
+  private readonly ttft = new Histogram(TTFT_BUCKETS_S);
+  private readonly itl = new Histogram(ITL_BUCKETS_S);
+  private readonly e2e = new Histogram(E2E_BUCKETS_S);
+  private promptTokens = 0;
+  private generationTokens = 0;
+  private prefixQueries = 0;
+  private prefixHits = 0;
+  private preemptions = 0;
+  private readonly finished: Record<FinishReason, number> = { stop: 0, length: 0, abort: 0 };
+
+  constructor(options: LlmEngineOptions) {
+    if (!Number.isSafeInteger(options.maxModelLen) || options.maxModelLen < 2) {
+      throw invalidArgument(`max_model_len must be an integer >= 2, got ${options.maxModelLen}`);
+    }
+    this.kv = new KvBlockManager({
+      numBlocks: options.numBlocks,
+      blockSize: options.blockSize,
+      enablePrefixCaching: options.enablePrefixCaching ?? true,
+      onEvent: options.onKvEvent,
+    });
+    this.scheduler = new LlmScheduler(this.kv, options.scheduler);
+    this.clock = options.clock ?? systemClock;
+    this.core = new EngineCore(this.scheduler, options.executor, this.clock);
+    this.maxModelLen = options.maxModelLen;
+    this.eos = [...(options.eosTokenIds ?? [])];
+  }
+
+  /** See LlmEndpoint.generate. */
+  generate(request: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerateOutput> {
+    let stream: Stream | undefined;
+    let early: SwitchyardError | undefined;
+    try {
+      stream = this.admit(request);
+    } catch (e) {
+      early = toSwitchyardError(e);
+    }
+    if (stream !== undefined && signal !== undefined) {
+      const s = stream;
+      const onAbort = (): void => this.abort(s);
+      if (signal.aborted) onAbort();
+      else {
+        signal.addEventListener('abort', onAbort, { once: true });
+        s.detach = () => signal.removeEventListener('abort', onAbort);
+      }
+    }
+    return { [Symbol.asyncIterator]: () => (stream === undefined ? failing(early!) : this.iterate(stream)) };
+  }
+
+  /** Every block the engine holds, for KV-event consumers that lost events. */
+  snapshot(): KvSnapshot {
+    return this.kv.snapshot();
+  }
+
+  metrics(): LlmEngineMetrics {
+    const kv = this.kv.stats();
+    return {
+      numRunning: this.scheduler.numRunning,
+      numWaiting: this.scheduler.numWaiting,
+      kvUsage: kv.usage,
+      kvActiveBlocks: kv.active,
+      kvTotalBlocks: kv.numBlocks,
+      prefixCacheQueries: this.prefixQueries,
+      prefixCacheHits: this.prefixHits,
+      promptTokens: this.promptTokens,
+      generationTokens: this.generationTokens,
+      numPreemptions: this.preemptions,
+      requestsFinished: { ...this.finished },
+      timeToFirstToken: this.ttft.snapshot(),
+      interTokenLatency: this.itl.snapshot(),
+      e2eRequestLatency: this.e2e.snapshot(),
+    };
+  }
+
+  /** Requests not yet finished (queued or running). */
+  get numUnfinished(): number {
+    return this.streams.size;
+  }
+
+  /** Refuse new requests, abort every open one, wait for the loop to stop. */
+  async shutdown(): Promise<void> {
+    this.stopped = true;
+    for (const s of this.streams.values()) this.abort(s);
+    await this.loop;
+  }
+
+  private admit(request: GenerateRequest): Stream {
+    if (this.stopped) throw cancelled('the LLM engine is shutting down');
+    const { requestId, promptTokenIds, sampling } = request;
+    if (this.streams.has(requestId)) throw invalidArgument(`duplicate request id '${requestId}'`);
+    const n = promptTokenIds.length;
+    if (n === 0) throw invalidArgument('the prompt is empty: at least one token is required');
+    for (const t of promptTokenIds) {
+      if (!Number.isSafeInteger(t) || t < 0) throw invalidArgument(`prompt token ids must be non-negative integers, got ${t}`);
+    }
+    const limit = this.maxModelLen;
+    if (n >= limit) {
+      throw invalidArgument(
+        `This model's maximum context length is ${limit} tokens. However, your request has ${n} input tokens. Please reduce the length of the input messages.`,
+      );
+    }
+    const maxTokens = sampling.max_tokens ?? limit - n;
+    if (n + maxTokens > limit) {
+      throw invalidArgument(
+        `This model's maximum context length is ${limit} tokens. However, you requested ${n + maxTokens} tokens (${n} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+      );
+    }
+    const stopTokenIds = new Set(sampling.stop_token_ids);
+    const eosTokenIds = [...new Set([...(sampling.ignore_eos ? [] : this.eos), ...stopTokenIds])];
+    const now = this.clock.now();
+    const sequence = this.scheduler.addRequest(
+      { requestId, promptTokenIds, maxTokens, eosTokenIds, prefillOnly: request.prefillOnly, sampling, arrivalTime: now },
+      now,
+    );
+    const stream: Stream = {
+      request,
+      sequence,
+      stopTokenIds,
+      arrival: now,
+      queue: [],
+      error: undefined,
+      done: false,
+      wake: undefined,
+      firstTokenAt: undefined,
+      lastTokenAt: undefined,
+      cachedTokens: undefined,
+      completionTokens: 0,
+      abortRequested: false,
+      detach: undefined,
+    };
+    this.streams.set(requestId, stream);
+    this.promptTokens += n;
+    this.loop ??= this.run().finally(() => {
+      this.loop = undefined;
+      // A request admitted while the loop was finishing its last iteration.
+      if (this.scheduler.hasUnfinished() && !this.stopped) this.loop = this.run();
+    });
+    return stream;
+  }
+
+  private async *iterate(stream: Stream): AsyncGenerator<GenerateOutput> {
+    try {
+      for (;;) {
+        const next = stream.queue.shift();
+        if (next !== undefined) {
+          yield next;
+          if (next.finishReason !== null) return;
+          continue;
+        }
+        if (stream.error !== undefined) throw stream.error;
+        if (stream.done) return;
+        await new Promise<void>((resolve) => (stream.wake = resolve));
+        stream.wake = undefined;
+      }
+    } finally {
+      // The consumer stopped early (break / return): treat it as a client going away.
+      if (!stream.done) this.abort(stream);
+    }
+  }
+
+  /** Abort now if between steps, else right after the current step. */
+  private abort(stream: Stream): void {
+    if (stream.done) return;
+    stream.abortRequested = true;
+    if (!this.core.isStepping) this.applyAborts();
+  }
+
+  private applyAborts(): void {
+    for (const s of [...this.streams.values()]) {
+      if (!s.abortRequested || s.done) continue;
+      this.core.abort(s.request.requestId);
+      this.finishStream(s, 'abort', null);
+    }
+  }
+
+  private async run(): Promise<void> {
+    while (this.scheduler.hasUnfinished()) {
+      let result;
+      try {
+        result = await this.core.step();
+      } catch (e) {
+        this.failStep(toSwitchyardError(e));
+        continue;
+      }
+      for (const o of result.outputs) this.deliver(o.requestId, o.newTokenIds, o.finishReason);
+      this.applyAborts();
+      if (result.numScheduled === 0 && this.scheduler.hasUnfinished()) {
+        // Nothing could run although requests wait: a scheduler bug. Fail them rather than spin.
+        this.failAll(internal('LLM scheduler made no progress with requests waiting'));
+        return;
+      }
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  private deliver(requestId: string, tokenIds: readonly number[], reason: FinishReason | null): void {
+    const s = this.streams.get(requestId);
+    if (s === undefined || s.done) return;
+    const now = this.clock.now();
+    if (s.firstTokenAt === undefined) {
+      s.firstTokenAt = now;
+      s.cachedTokens = s.sequence.numCachedTokens;
+      this.prefixQueries += s.sequence.promptLength;
+      this.prefixHits += s.cachedTokens;
+      this.ttft.observe((now - s.arrival) / 1000);
+    } else if (s.lastTokenAt !== undefined) {
+      this.itl.observe((now - s.lastTokenAt) / 1000);
+    }
+    s.lastTokenAt = now;
+    s.completionTokens += tokenIds.length;
+    this.generationTokens += tokenIds.length;
+    if (reason === null) {
+      this.push(s, { tokenIds, finishReason: null, stopReason: null });
+      return;
+    }
+    const last = tokenIds[tokenIds.length - 1];
+    const stopReason = reason === 'stop' && last !== undefined && s.stopTokenIds.has(last) ? last : null;
+    this.finishStream(s, reason, stopReason, tokenIds);
+  }
+
+  private finishStream(s: Stream, reason: FinishReason, stopReason: number | null, tokenIds: readonly number[] = []): void {
+    s.done = true;
+    s.detach?.();
+    this.streams.delete(s.request.requestId);
+    this.finished[reason]++;
+    this.preemptions += s.sequence.numPreemptions;
+    this.e2e.observe((this.clock.now() - s.arrival) / 1000);
+    this.push(s, {
+      tokenIds,
+      finishReason: reason,
+      stopReason,
+      usage: { promptTokens: s.sequence.promptLength, completionTokens: s.completionTokens, cachedTokens: s.cachedTokens ?? 0 },
+    });
+  }
+
+  private push(s: Stream, output: GenerateOutput): void {
+    s.queue.push(output);
+    s.wake?.();
+  }
+
+  /** The executor failed a step: its requests fail with the error, the others go on. */
+  private failStep(error: SwitchyardError): void {
+    for (const id of this.core.discardFailedStep()) {
+      const s = this.streams.get(id);
+      if (s !== undefined) this.failStream(s, error);
+    }
+  }
+
+  private failAll(error: SwitchyardError): void {
+    for (const s of [...this.streams.values()]) {
+      this.core.abort(s.request.requestId);
+      this.failStream(s, error);
+    }
+  }
+
+  private failStream(s: Stream, error: SwitchyardError): void {
+    s.done = true;
+    s.detach?.();
+    this.streams.delete(s.request.requestId);
+    s.error = error;
+    s.wake?.();
+  }
+}
+
+async function* failing(error: SwitchyardError): AsyncGenerator<GenerateOutput> {
+  throw error;
+}

@@ -1,0 +1,438 @@
+/**
+ * The OpenAI HTTP protocol as Switchyard speaks it (`/v1/chat/completions`, `/v1/completions`,
+ * `/v1/models`): wire types with OpenAI's exact JSON field names, and the decode edge that turns a
+ * request body (`unknown` JSON) into a validated request. Pure: no IO, no clock, no randomness — ids
+ * and timestamps are the caller's.
+ *
+ * Decoding follows OpenAI and vLLM: unknown fields are ignored; `null` means "absent"; vLLM's extra
+ * sampling fields (`top_k`, `min_p`, `repetition_penalty`, `stop_token_ids`, `ignore_eos`) are
+ * accepted. Every refusal is an `InvalidParamError` (code `invalid_argument`) whose `param` names the
+ * field the client sent, so a front door can fill OpenAI's `error.param`.
+ *
+ * Response bodies are built with `openai-response.ts`.
+ */
+import { SwitchyardError, invalidArgument, isSwitchyardError } from '@switchyard/common';
+import type { ChatMessage } from './chat-template.js';
+import { compileSamplingParams, type CompiledSamplingParams, type SamplingParams } from './sampling-params.js';
+
+// ---------------------------------------------------------------------------------------------------
+// Requests (what clients send; only the fields Switchyard reads)
+
+/** One part of a message's content array. Only `text` parts are accepted. */
+export interface ChatContentPart {
+  type: string;
+  text?: string;
+}
+
+export interface ChatCompletionMessageParam {
+  role: string;
+  /** A string or text parts (joined with '\n', as vLLM does); `null` for an assistant turn without text. */
+  content: string | ChatContentPart[] | null;
+  name?: string;
+}
+
+/** Sampling fields both endpoints accept (OpenAI names plus vLLM's extras). */
+export interface OpenAiSamplingFields {
+  temperature?: number | null;
+  top_p?: number | null;
+  /** vLLM. */
+  top_k?: number | null;
+  /** vLLM. */
+  min_p?: number | null;
+  seed?: number | null;
+  stop?: string | string[] | null;
+  /** vLLM. */
+  stop_token_ids?: number[] | null;
+  /** vLLM. */
+  ignore_eos?: boolean | null;
+  frequency_penalty?: number | null;
+  presence_penalty?: number | null;
+  /** vLLM. */
+  repetition_penalty?: number | null;
+  /** Only 1 is supported. */
+  n?: number | null;
+  stream?: boolean | null;
+  /** Only allowed with `stream: true`. */
+  stream_options?: { include_usage?: boolean | null } | null;
+  /** Accepted and ignored. */
+  user?: string;
+  /**
+   * vLLM: run the tokenizer's post processor (BOS/EOS) on the prompt. Default false for chat (the
+   * template writes them), true for completions.
+   */
+  add_special_tokens?: boolean | null;
+}
+
+export interface ChatCompletionRequest extends OpenAiSamplingFields {
+  /** Optional as in vLLM: absent means the worker's only LLM. */
+  model?: string;
+  messages: ChatCompletionMessageParam[];
+  /** Preferred over `max_tokens` when both are present. Absent: up to the context length. */
+  max_completion_tokens?: number | null;
+  max_tokens?: number | null;
+  logprobs?: boolean | null;
+  /** Only 0 (or absent) is supported: no alternatives are reported. */
+  top_logprobs?: number | null;
+  /** vLLM: extra variables for the chat template (`enable_thinking`, ...). */
+  chat_template_kwargs?: Record<string, unknown> | null;
+}
+
+export interface CompletionRequest extends OpenAiSamplingFields {
+  model?: string;
+  /** Text, a one-element list of text, token ids, or a one-element list of token ids. */
+  prompt: string | string[] | number[] | number[][];
+  /** Default 16, as in OpenAI and vLLM. */
+  max_tokens?: number | null;
+  /** Only 0 is supported: the chosen token's logprob, no alternatives. */
+  logprobs?: number | null;
+  /** Prepend the prompt text to the completion. Not with `logprobs`. */
+  echo?: boolean | null;
+  /** Only 1 (or absent). */
+  best_of?: number | null;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Responses
+
+export type OpenAiFinishReason = 'stop' | 'length';
+
+export interface OpenAiUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details: { cached_tokens: number };
+}
+
+/** Chat `logprobs`: one entry per generated token. `top_logprobs` is always empty (no alternatives). */
+export interface ChatLogprobs {
+  content: Array<{ token: string; logprob: number; bytes: number[]; top_logprobs: never[] }>;
+}
+
+/** Completions `logprobs` (legacy shape); `top_logprobs` holds only the chosen token. */
+export interface CompletionLogprobs {
+  tokens: string[];
+  token_logprobs: number[];
+  top_logprobs: Array<Record<string, number>>;
+  /** Character offset of each token in the choice's text (echoed prompt included). */
+  text_offset: number[];
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  system_fingerprint?: string;
+  choices: Array<{
+    index: number;
+    message: { role: 'assistant'; content: string };
+    logprobs: ChatLogprobs | null;
+    finish_reason: OpenAiFinishReason;
+    /** vLLM: the stop string or stop token id that ended the choice, else null. */
+    stop_reason: string | number | null;
+  }>;
+  usage: OpenAiUsage;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  system_fingerprint?: string;
+  /** Empty only in the final usage chunk. */
+  choices: Array<{
+    index: number;
+    /** `role` only in the first chunk; `{}` in a final chunk without text. */
+    delta: { role?: 'assistant'; content?: string };
+    logprobs: ChatLogprobs | null;
+    finish_reason: OpenAiFinishReason | null;
+    stop_reason?: string | number | null;
+  }>;
+  /** Present only when the request set `stream_options.include_usage`: null except in the last chunk. */
+  usage?: OpenAiUsage | null;
+}
+
+export interface Completion {
+  id: string;
+  object: 'text_completion';
+  created: number;
+  model: string;
+  system_fingerprint?: string;
+  choices: Array<{
+    index: number;
+    text: string;
+    logprobs: CompletionLogprobs | null;
+    finish_reason: OpenAiFinishReason;
+    stop_reason: string | number | null;
+  }>;
+  usage: OpenAiUsage;
+}
+
+/** A streamed completion: the same object as the response, one delta of text per chunk. */
+export interface CompletionChunk {
+  id: string;
+  object: 'text_completion';
+  created: number;
+  model: string;
+  system_fingerprint?: string;
+  choices: Array<{
+    index: number;
+    text: string;
+    logprobs: CompletionLogprobs | null;
+    finish_reason: OpenAiFinishReason | null;
+    stop_reason?: string | number | null;
+  }>;
+  usage?: OpenAiUsage | null;
+}
+
+export interface OpenAiModel {
+  id: string;
+  object: 'model';
+  /** Seconds since the epoch (the model's load time). */
+  created: number;
+  owned_by: string;
+  /** vLLM: the context length. */
+  max_model_len?: number;
+}
+
+export interface OpenAiModelList {
+  object: 'list';
+  data: OpenAiModel[];
+}
+
+/**
+ * OpenAI's error body. `type` is `invalid_request_error` for client errors and `server_error` for
+ * server errors; `code` is a machine-readable reason (`model_not_found`) or null.
+ */
+export interface OpenAiErrorBody {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Validated requests
+
+/** A refused request field; `param` is the field's name as the client sent it (`temperature`, `messages[1].content`). */
+export class InvalidParamError extends SwitchyardError {
+  constructor(
+    readonly param: string,
+    message: string,
+    cause?: unknown,
+  ) {
+    super('invalid_argument', message, { cause });
+  }
+}
+
+/** The `param` of an `InvalidParamError`, else null. */
+export function errorParam(e: unknown): string | null {
+  return e instanceof InvalidParamError ? e.param : null;
+}
+
+/** What both endpoints share after validation. */
+export interface ParsedOpenAiRequest {
+  /** undefined: the client named none (the door picks the only LLM). */
+  readonly model: string | undefined;
+  readonly stream: boolean;
+  /** `stream_options.include_usage`: a final chunk with `usage` and no choices. */
+  readonly includeUsage: boolean;
+  /** Validated; `max_tokens` already resolved from the endpoint's fields and defaults. */
+  readonly sampling: CompiledSamplingParams;
+  readonly addSpecialTokens: boolean;
+}
+
+export interface ParsedChatRequest extends ParsedOpenAiRequest {
+  readonly messages: readonly ChatMessage[];
+  /** Report the chosen tokens' logprobs. */
+  readonly logprobs: boolean;
+  readonly chatTemplateKwargs: Readonly<Record<string, unknown>>;
+}
+
+/** A completions prompt, normalised: text to tokenize, or token ids as given. */
+export type CompletionPrompt = { readonly text: string } | { readonly tokenIds: readonly number[] };
+
+export interface ParsedCompletionRequest extends ParsedOpenAiRequest {
+  readonly prompt: CompletionPrompt;
+  /** `logprobs` as sent: null = none; 0 = the chosen tokens' logprobs. */
+  readonly logprobs: number | null;
+  readonly echo: boolean;
+}
+
+/** OpenAI's (and vLLM's) default `max_tokens` for `/v1/completions`. */
+export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
+
+/** Parse a request body's bytes as JSON; malformed JSON is `invalid_argument` (OpenAI answers 400). */
+export function decodeJsonBody(body: string | Uint8Array): unknown {
+  const text = typeof body === 'string' ? body : new TextDecoder('utf-8', { fatal: false }).decode(body);
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (e) {
+    throw invalidArgument(`the request body is not valid JSON: ${(e as Error).message}`, e);
+  }
+}
+
+export function parseChatCompletionRequest(body: unknown): ParsedChatRequest {
+  const o = object(body);
+  const messages = parseMessages(o.messages);
+  // max_completion_tokens wins over the deprecated max_tokens (OpenAI, vLLM).
+  const maxField = present(o.max_completion_tokens) ? 'max_completion_tokens' : 'max_tokens';
+  const logprobs = optional(o, 'logprobs', isBoolean, 'a boolean') ?? false;
+  const top = optional(o, 'top_logprobs', isInteger, 'an integer');
+  if (top !== undefined && top !== 0) {
+    throw new InvalidParamError('top_logprobs', 'top_logprobs > 0 is not supported: only the logprob of the chosen token is reported');
+  }
+  const kwargs = optional(o, 'chat_template_kwargs', isPlainObject, 'an object') ?? {};
+  return {
+    ...common(o, { field: maxField, dflt: null }, logprobs, false),
+    messages,
+    logprobs,
+    chatTemplateKwargs: kwargs,
+  };
+}
+
+export function parseCompletionRequest(body: unknown): ParsedCompletionRequest {
+  const o = object(body);
+  const prompt = parsePrompt(o.prompt);
+  const logprobs = optional(o, 'logprobs', isInteger, 'an integer') ?? null;
+  if (logprobs !== null && logprobs !== 0) {
+    throw new InvalidParamError('logprobs', 'logprobs > 0 is not supported: use 0 for the logprob of the chosen token (no alternatives are reported)');
+  }
+  const echo = optional(o, 'echo', isBoolean, 'a boolean') ?? false;
+  if (echo && logprobs !== null) throw new InvalidParamError('echo', 'echo with logprobs is not supported (prompt logprobs are not computed)');
+  const bestOf = optional(o, 'best_of', isInteger, 'an integer');
+  if (bestOf !== undefined && bestOf !== 1) throw new InvalidParamError('best_of', 'only best_of = 1 is supported');
+  return {
+    ...common(o, { field: 'max_tokens', dflt: DEFAULT_COMPLETION_MAX_TOKENS }, logprobs !== null, true),
+    prompt,
+    logprobs,
+    echo,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Decoding helpers
+
+type Json = Record<string, unknown>;
+
+function object(body: unknown): Json {
+  if (!isPlainObject(body)) throw invalidArgument('the request body must be a JSON object');
+  return body;
+}
+
+const present = (v: unknown): boolean => v !== undefined && v !== null;
+const isBoolean = (v: unknown): v is boolean => typeof v === 'boolean';
+const isInteger = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v);
+const isString = (v: unknown): v is string => typeof v === 'string';
+function isPlainObject(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** `o[key]` when present and of the right type; undefined when absent or null. */
+function optional<T>(o: Json, key: string, ok: (v: unknown) => v is T, what: string): T | undefined {
+  const v = o[key];
+  if (!present(v)) return undefined;
+  if (!ok(v)) throw new InvalidParamError(key, `${key} must be ${what}, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+/** The fields both endpoints read: model, streaming, n, and the sampling parameters. */
+function common(o: Json, maxTokens: { field: string; dflt: number | null }, logprobs: boolean, addSpecialDefault: boolean): ParsedOpenAiRequest {
+  const model = optional(o, 'model', isString, 'a string');
+  if (model === '') throw new InvalidParamError('model', 'model must not be empty');
+  const stream = optional(o, 'stream', isBoolean, 'a boolean') ?? false;
+  const options = optional(o, 'stream_options', isPlainObject, 'an object');
+  if (options !== undefined && !stream) throw new InvalidParamError('stream_options', 'stream_options is only allowed when stream is true');
+  const usage = options?.include_usage;
+  if (present(usage) && !isBoolean(usage)) throw new InvalidParamError('stream_options.include_usage', 'stream_options.include_usage must be a boolean');
+  const includeUsage = usage === true;
+  const n = optional(o, 'n', isInteger, 'an integer');
+  if (n !== undefined && n !== 1) throw new InvalidParamError('n', `only n = 1 is supported, got ${n}`);
+  const addSpecialTokens = optional(o, 'add_special_tokens', isBoolean, 'a boolean') ?? addSpecialDefault;
+  return { model, stream, includeUsage, sampling: sampling(o, maxTokens, logprobs), addSpecialTokens };
+}
+
+/** Request fields passed to `compileSamplingParams` under the same name. */
+const SAMPLING_FIELDS = [
+  'temperature',
+  'top_p',
+  'top_k',
+  'min_p',
+  'seed',
+  'stop',
+  'stop_token_ids',
+  'ignore_eos',
+  'frequency_penalty',
+  'presence_penalty',
+  'repetition_penalty',
+] as const;
+
+/**
+ * Compile the sampling fields with `compileSamplingParams`, the one validator. It names the bad field
+ * only in its message, so on failure each field is compiled alone to find which one (fields are
+ * validated independently) and the error is re-thrown with that field's client name as `param`.
+ */
+function sampling(o: Json, maxTokens: { field: string; dflt: number | null }, logprobs: boolean): CompiledSamplingParams {
+  // The limit may arrive as max_completion_tokens: checked here so the message names that field.
+  const max = optional(o, maxTokens.field, isInteger, 'an integer >= 1');
+  if (max !== undefined && max < 1) throw new InvalidParamError(maxTokens.field, `${maxTokens.field} must be an integer >= 1, got ${max}`);
+  const params: Record<string, unknown> = { logprobs, max_tokens: max ?? maxTokens.dflt };
+  for (const key of SAMPLING_FIELDS) params[key] = o[key];
+  try {
+    return compileSamplingParams(params as SamplingParams);
+  } catch (e) {
+    if (!isSwitchyardError(e)) throw e;
+    for (const key of SAMPLING_FIELDS) {
+      try {
+        compileSamplingParams({ [key]: o[key] } as SamplingParams);
+      } catch (single) {
+        throw new InvalidParamError(key, (single as Error).message, single);
+      }
+    }
+    throw e;
+  }
+}
+
+const TEXT_PART = 'text';
+
+function parseMessages(value: unknown): ChatMessage[] {
+  if (!Array.isArray(value) || value.length === 0) throw new InvalidParamError('messages', 'messages must be a non-empty list');
+  return value.map((m: unknown, i): ChatMessage => {
+    const at = `messages[${i}]`;
+    if (!isPlainObject(m)) throw new InvalidParamError(at, `${at} must be an object`);
+    if (!isString(m.role) || m.role === '') throw new InvalidParamError(`${at}.role`, `${at}.role must be a non-empty string`);
+    const message: { role: string; content: string; name?: string } = { role: m.role, content: messageContent(m.content, `${at}.content`) };
+    if (isString(m.name)) message.name = m.name;
+    return message;
+  });
+}
+
+function messageContent(content: unknown, at: string): string {
+  if (!present(content)) return '';
+  if (isString(content)) return content;
+  if (!Array.isArray(content)) throw new InvalidParamError(at, `${at} must be a string or a list of content parts`);
+  return content
+    .map((part: unknown, j) => {
+      const pat = `${at}[${j}]`;
+      if (!isPlainObject(part)) throw new InvalidParamError(pat, `${pat} must be an object`);
+      if (part.type !== TEXT_PART) {
+        throw new InvalidParamError(`${pat}.type`, `${pat}.type ${JSON.stringify(part.type)} is not supported: only text parts are`);
+      }
+      if (!isString(part.text)) throw new InvalidParamError(`${pat}.text`, `${pat}.text must be a string`);
+      return part.text;
+    })
+    .join('\n');
+}
+
+function parsePrompt(value: unknown): CompletionPrompt {
+  if (isString(value)) return { text: value };
+  if (!Array.isArray(value) || value.length === 0) {
+    throw new InvalidParamError('prompt', 'prompt must be a string, a list of one string, or a list of token ids');
+  }
+  if (value.every(isInteger)) return { tokenIds: value };
+  if (value.length > 1 && (value.every(isString) || value.every(Array.isArray))) {
+    throw new InvalidParamError('prompt', 'batched prompts are not supported: send one prompt per request');
+  }
+  const only = value[0] as unknown;
+  if (isString(only)) return { text: only };
+  if (Array.isArray(only) && only.length > 0 && only.every(isInteger)) return { tokenIds: only };
+  throw new InvalidParamError('prompt', 'prompt must be a string, a list of one string, or a list of token ids');
+}

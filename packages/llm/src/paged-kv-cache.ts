@@ -1,0 +1,122 @@
+// PagedKvCache: the memory behind the KvBlockManager's slots — per layer, one key and one value array
+// laid out [slot, kv_head, position in block, head_dim], fp32 (Float32Array) or fp16 (Uint16Array bit
+// patterns, as onnxruntime-node passes float16). The block manager decides which slot holds what; this
+// class only copies: `gather` builds a model's past tensor from a sequence's blocks, `scatter` writes the
+// new positions of a model's present tensor back into them. Pure and synchronous.
+
+import { invalidArgument } from '@switchyard/common';
+import type { DecoderTensor } from './decoder-session.js';
+import type { BlockRef } from './kv-block-manager.js';
+
+export type KvDtype = 'fp32' | 'fp16';
+
+export interface PagedKvCacheOptions {
+  readonly numLayers: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  readonly numBlocks: number;
+  readonly blockSize: number;
+  readonly dtype: KvDtype;
+}
+
+/** One row of a gather: the sequence's blocks and how many of its tokens are in the past. */
+export interface GatherRow {
+  readonly blocks: readonly BlockRef[];
+  readonly length: number;
+}
+
+/** One row of a scatter: positions [from, from + count) of the sequence, minus those below skipBelow. */
+export interface ScatterRow {
+  readonly blocks: readonly BlockRef[];
+  readonly from: number;
+  readonly count: number;
+  readonly skipBelow: number;
+}
+
+type Store = Float32Array | Uint16Array;
+
+export class PagedKvCache {
+  readonly numLayers: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  readonly numBlocks: number;
+  readonly blockSize: number;
+  readonly dtype: KvDtype;
+  private readonly keys: Store[] = [];
+  private readonly values: Store[] = [];
+
+  constructor(options: PagedKvCacheOptions) {
+    for (const k of ['numLayers', 'numKvHeads', 'headDim', 'numBlocks', 'blockSize'] as const) {
+      if (!Number.isSafeInteger(options[k]) || options[k] <= 0) throw invalidArgument(`${k} must be a positive integer, got ${options[k]}`);
+    }
+    this.numLayers = options.numLayers;
+    this.numKvHeads = options.numKvHeads;
+    this.headDim = options.headDim;
+    this.numBlocks = options.numBlocks;
+    this.blockSize = options.blockSize;
+    this.dtype = options.dtype;
+    const size = options.numBlocks * options.numKvHeads * options.blockSize * options.headDim;
+    for (let l = 0; l < options.numLayers; l++) {
+      this.keys.push(this.alloc(size));
+      this.values.push(this.alloc(size));
+    }
+  }
+
+  /** Bytes held by the cache. */
+  get byteSize(): number {
+    return this.numLayers * 2 * this.keys[0]!.byteLength;
+  }
+
+  /**
+   * A past tensor [rows, kv_heads, padTo, head_dim] for `layer`: row b's `length` tokens sit at the
+   * right end (left padding, to be masked out by the caller's attention_mask).
+   */
+  gather(layer: number, kind: 'key' | 'value', rows: readonly GatherRow[], padTo: number): DecoderTensor {
+    const { numKvHeads: H, headDim: D, blockSize: bs } = this;
+    const src = (kind === 'key' ? this.keys : this.values)[layer]!;
+    const out = this.alloc(rows.length * H * padTo * D);
+    rows.forEach((row, b) => {
+      const offset = padTo - row.length;
+      for (let p = 0; p < row.length; p++) {
+        const slot = row.blocks[Math.floor(p / bs)]!.slot;
+        const off = p % bs;
+        for (let h = 0; h < H; h++) {
+          const from = ((slot * H + h) * bs + off) * D;
+          out.set(src.subarray(from, from + D), ((b * H + h) * padTo + offset + p) * D);
+        }
+      }
+    });
+    return { type: this.tensorType(), dims: [rows.length, H, padTo, D], data: out };
+  }
+
+  /**
+   * Write new positions from `present` [rows, kv_heads, past + count, head_dim] for `layer`: row b's
+   * position `from + i` comes from index `past + i`.
+   */
+  scatter(layer: number, kind: 'key' | 'value', present: DecoderTensor, past: number, rows: readonly ScatterRow[]): void {
+    const { numKvHeads: H, headDim: D, blockSize: bs } = this;
+    const dst = (kind === 'key' ? this.keys : this.values)[layer]!;
+    const data = present.data as Store;
+    const total = present.dims[2]!;
+    rows.forEach((row, b) => {
+      for (let i = 0; i < row.count; i++) {
+        const p = row.from + i;
+        if (p < row.skipBelow) continue;
+        const slot = row.blocks[Math.floor(p / bs)]!.slot;
+        const off = p % bs;
+        for (let h = 0; h < H; h++) {
+          const from = ((b * H + h) * total + past + i) * D;
+          dst.set(data.subarray(from, from + D), ((slot * H + h) * bs + off) * D);
+        }
+      }
+    });
+  }
+
+  private alloc(n: number): Store {
+    return this.dtype === 'fp16' ? new Uint16Array(n) : new Float32Array(n);
+  }
+
+  private tensorType(): 'float16' | 'float32' {
+    return this.dtype === 'fp16' ? 'float16' : 'float32';
+  }
+}

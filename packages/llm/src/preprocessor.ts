@@ -1,0 +1,63 @@
+/**
+ * The frontend's first step (vLLM's input processor, Dynamo's preprocessor): an OpenAI request's
+ * messages or prompt → the prompt token ids the engine takes. Pure; the endpoint's tokenizer and
+ * chat template do the work.
+ *
+ * Length against the context is not checked here: the engine refuses a prompt that does not fit
+ * (`invalid_argument`), so the rule lives in one place.
+ */
+import { invalidArgument } from '@switchyard/common';
+import type { ChatMessage } from './chat-template.js';
+import type { LlmEndpoint } from './llm-endpoint.js';
+import { InvalidParamError, type CompletionPrompt } from './openai-protocol.js';
+
+/** The parts of an endpoint preprocessing reads. */
+export type PreprocessorEndpoint = Pick<LlmEndpoint, 'card' | 'tokenizer' | 'chatTemplate'>;
+
+export interface PreprocessedPrompt {
+  readonly promptTokenIds: readonly number[];
+  /** The prompt as text: the rendered chat template, the completions prompt, or decoded prompt ids. */
+  readonly promptText: string;
+}
+
+export interface ChatPromptOptions {
+  /** Extra template variables (vLLM's chat_template_kwargs). */
+  readonly templateKwargs?: Readonly<Record<string, unknown>>;
+  /** Run the tokenizer's post processor; default false (chat templates write BOS themselves). */
+  readonly addSpecialTokens?: boolean;
+}
+
+/**
+ * Render `messages` with the model's chat template, opening the assistant's turn
+ * (add_generation_prompt), and tokenize. A model without a chat template, or a template that
+ * raises (roles must alternate, ...), is `invalid_argument`.
+ */
+export function chatPrompt(endpoint: PreprocessorEndpoint, messages: readonly ChatMessage[], options: ChatPromptOptions = {}): PreprocessedPrompt {
+  const template = endpoint.chatTemplate;
+  if (template === undefined) {
+    throw invalidArgument(`model '${endpoint.card.name}' has no chat template, so it cannot serve chat completions; use /v1/completions`);
+  }
+  const promptText = template.render(messages, { add_generation_prompt: true, extra: options.templateKwargs ?? {} });
+  const promptTokenIds = endpoint.tokenizer.encode(promptText, { addSpecialTokens: options.addSpecialTokens ?? false });
+  if (promptTokenIds.length === 0) throw new InvalidParamError('messages', 'the rendered chat prompt is empty');
+  return { promptTokenIds, promptText };
+}
+
+/**
+ * A completions prompt → token ids. Text is tokenized (`addSpecialTokens` default true, as vLLM);
+ * token ids are checked against the vocabulary and passed through.
+ */
+export function completionPrompt(endpoint: PreprocessorEndpoint, prompt: CompletionPrompt, addSpecialTokens = true): PreprocessedPrompt {
+  const { tokenizer } = endpoint;
+  if ('text' in prompt) {
+    const promptTokenIds = tokenizer.encode(prompt.text, { addSpecialTokens });
+    if (promptTokenIds.length === 0) throw new InvalidParamError('prompt', 'prompt must not be empty');
+    return { promptTokenIds, promptText: prompt.text };
+  }
+  const ids = prompt.tokenIds;
+  const bad = ids.find((id) => id < 0 || id >= tokenizer.vocabSize);
+  if (bad !== undefined) {
+    throw new InvalidParamError('prompt', `token id ${bad} is out of the vocabulary (0..${tokenizer.vocabSize - 1})`);
+  }
+  return { promptTokenIds: ids, promptText: tokenizer.decode(ids) };
+}

@@ -1,0 +1,135 @@
+/**
+ * The OpenAI front door on the worker's HTTP port, beside KServe (as vLLM's OpenAI server):
+ * `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`, `GET /v1/models/{id}`.
+ *
+ * Steps of a generation request: body (size-limited by `--http-max-input-size`, gzip/deflate
+ * accepted, JSON content type) → decode and validate (`parseChatCompletionRequest` /
+ * `parseCompletionRequest`) → the model's `LlmEndpoint` (404 `model_not_found`) → prompt token ids
+ * (`chatPrompt` / `completionPrompt`) → `runGeneration`. Every error of this door is rendered here
+ * or in `runGeneration`, with OpenAI's body; none escapes to the KServe renderer.
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { SwitchyardError, invalidArgument, notFound } from '@switchyard/common';
+import type { InferenceEngine } from '@switchyard/engine';
+import {
+  type AssemblerOptions,
+  ChatAssembler,
+  CompletionAssembler,
+  InvalidParamError,
+  type LlmEndpoint,
+  type OpenAiModelList,
+  type ParsedOpenAiRequest,
+  chatPrompt,
+  completionPrompt,
+  decodeJsonBody,
+  openAiModel,
+  parseChatCompletionRequest,
+  parseCompletionRequest,
+} from '@switchyard/llm';
+import { decompressBody, readBody, requestEncoding } from '../http/http-body.js';
+import type { HttpContext } from '../http/http-context.js';
+import { sendJson } from '../http/http-reply.js';
+import type { OpenAiAction } from '../http/http-router.js';
+import { sendOpenAiError } from './openai-errors.js';
+import { runGeneration } from './openai-generation.js';
+
+/** Serve one `/v1` route; never throws (errors are answered here). */
+export async function handleOpenAi(ctx: HttpContext, req: IncomingMessage, res: ServerResponse, action: OpenAiAction, model?: string): Promise<void> {
+  try {
+    switch (action) {
+      case 'models':
+        return listModels(ctx.engine, res);
+      case 'model':
+        return retrieveModel(ctx.engine, res, model ?? '');
+      case 'chat_completions':
+        return await chatCompletions(ctx, req, res);
+      case 'completions':
+        return await completions(ctx, req, res);
+    }
+  } catch (e) {
+    // Expected failures are SwitchyardErrors; anything else is a bug worth a warning.
+    if (!(e instanceof SwitchyardError)) ctx.logger.warn({ err: e, action }, 'OpenAI request failed unexpectedly');
+    if (!res.headersSent) sendOpenAiError(res, e);
+    else if (!res.writableEnded) res.end();
+  }
+}
+
+function listModels(engine: InferenceEngine, res: ServerResponse): void {
+  const list: OpenAiModelList = { object: 'list', data: (engine.llmEndpoints?.() ?? []).map((e) => openAiModel(e.card)) };
+  sendJson(res, 200, JSON.stringify(list));
+}
+
+function retrieveModel(engine: InferenceEngine, res: ServerResponse, model: string): void {
+  sendJson(res, 200, JSON.stringify(openAiModel(endpointFor(engine, model).card)));
+}
+
+async function chatCompletions(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const request = parseChatCompletionRequest(await readJson(ctx, req));
+  const endpoint = endpointFor(ctx.engine, request.model);
+  const prompt = chatPrompt(endpoint, request.messages, { templateKwargs: request.chatTemplateKwargs, addSpecialTokens: request.addSpecialTokens });
+  const id = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
+  const assembler = new ChatAssembler(assemblerOptions(id, endpoint, request, request.logprobs));
+  await runGeneration(res, { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler }, ctx.logger);
+}
+
+async function completions(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const request = parseCompletionRequest(await readJson(ctx, req));
+  const endpoint = endpointFor(ctx.engine, request.model);
+  const prompt = completionPrompt(endpoint, request.prompt, request.addSpecialTokens);
+  const id = `cmpl-${randomUUID().replaceAll('-', '')}`;
+  const assembler = new CompletionAssembler(assemblerOptions(id, endpoint, request, request.logprobs !== null), request.echo ? prompt.promptText : '');
+  await runGeneration(res, { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler }, ctx.logger);
+}
+
+function generation(id: string, endpoint: LlmEndpoint, request: ParsedOpenAiRequest) {
+  return { endpoint, requestId: id, sampling: request.sampling, stream: request.stream, includeUsage: request.includeUsage };
+}
+
+function assemblerOptions(id: string, endpoint: LlmEndpoint, request: ParsedOpenAiRequest, logprobs: boolean): AssemblerOptions {
+  return {
+    head: { id, created: Math.floor(Date.now() / 1000), model: request.model ?? endpoint.card.name },
+    includeUsage: request.includeUsage,
+    logprobs,
+    tokenText: (tokenId) => endpoint.tokenizer.decode([tokenId]),
+  };
+}
+
+/**
+ * The ready LLM named `model`; without a name, the worker's only LLM (vLLM serves one model and lets
+ * clients omit it).
+ */
+function endpointFor(engine: InferenceEngine, model: string | undefined): LlmEndpoint {
+  if (model === undefined) {
+    const all = engine.llmEndpoints?.() ?? [];
+    if (all.length === 1) return all[0] as LlmEndpoint;
+    throw new InvalidParamError('model', 'model is required: this worker serves more than one model, or none');
+  }
+  const endpoint = engine.llmEndpoint?.(model);
+  if (endpoint === undefined) throw modelNotFound(model);
+  return endpoint;
+}
+
+/** OpenAI's wording. */
+function modelNotFound(model: string): SwitchyardError {
+  return notFound(`The model \`${model}\` does not exist.`);
+}
+
+/**
+ * The request body as JSON. A declared content type must be JSON (`application/json` or `+json`);
+ * none is accepted, as in FastAPI.
+ */
+async function readJson(ctx: HttpContext, req: IncomingMessage): Promise<unknown> {
+  const raw = await readBody(req, ctx.maxInputSize);
+  const type = req.headers['content-type'];
+  if (type !== undefined && !isJsonType(type)) {
+    throw invalidArgument(`Content-Type must be application/json, got '${type}'`);
+  }
+  const body = await decompressBody(raw, requestEncoding(req), ctx.maxInputSize);
+  return decodeJsonBody(body);
+}
+
+function isJsonType(contentType: string): boolean {
+  const mediaType = (contentType.split(';')[0] ?? '').trim().toLowerCase();
+  return mediaType === 'application/json' || mediaType.endsWith('+json');
+}
