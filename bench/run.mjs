@@ -24,6 +24,7 @@ import { httpPost, inferBodies } from './lib/clients.mjs';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
 import { measureBatching } from './batching.mjs';
 import { measureReplay } from './llm-replay.mjs';
+import { measureOnnxLlm } from './llm-onnx.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const QUICK = process.argv.includes('--quick');
@@ -162,6 +163,8 @@ if (ONLY.has('worker')) {
 if (ONLY.has('batching')) results.batching = await measureBatching({ quick: QUICK, bare: results.bare['http-binary'] });
 // Issue 4: the simulated executor's replay in virtual time (bench/llm-replay.mjs).
 if (ONLY.has('llm')) results.llmReplay = await measureReplay({ quick: QUICK });
+// Issue 4: the ONNX executor on the tiny decoder: continuous batching gain and prefix-cache TTFT (bench/llm-onnx.mjs).
+if (ONLY.has('llm')) results.llmOnnx = await measureOnnxLlm({ quick: QUICK });
 mkdirSync(`${ROOT}bench/results`, { recursive: true });
 const file = `${ROOT}bench/results/${results.date.replace(/[:.]/g, '-')}.json`;
 writeFileSync(file, JSON.stringify(results, null, 2) + '\n');

@@ -36,3 +36,4 @@ export { ModelLifecycle, UNLOADED_REASON } from './model-lifecycle.js';
 export { LoadedVersion } from './loaded-version.js';
 export { buildBaseConfig, loadVersion } from './model-loader.js';
 export { runWarmup } from './warmup.js';
+export { threadDecoderSession, createOnnxLlmExecutor } from './llm-session.js';

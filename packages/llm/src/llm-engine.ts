@@ -247,6 +247,8 @@ export class LlmEngine {
   }
 
   private async run(): Promise<void> {
+    // Start on the next turn of the event loop, so requests arriving in the same tick share a step.
+    await new Promise<void>((resolve) => setImmediate(resolve));
     while (this.scheduler.hasUnfinished()) {
       let result;
       try {

@@ -135,16 +135,31 @@ describe('LlmScheduler', () => {
     expect(cold.kv.stats().hitBlocks).toBeGreaterThanOrEqual(4);
   });
 
+  it('blocks become prefix-cache hits only after the step that computes them', () => {
+    const s = setup(100);
+    s.sched.addRequest(req('x', prompt(0, 8), 2));
+    s.sched.addRequest(req('y', prompt(0, 8), 1));
+    const first = s.sched.schedule();
+    // x's blocks are still being computed in this step: y cannot hit them and computes its whole prompt.
+    expect(first.scheduled.map((e) => [e.requestId, e.numComputedTokens, e.numNewTokens])).toEqual([
+      ['x', 0, 8],
+      ['y', 0, 8],
+    ]);
+    expect(s.events.filter((e) => e.data.type === 'stored')).toHaveLength(0);
+    s.sched.update(first, new Map([['x', 1], ['y', 1]]));
+    // Both computed the same two blocks: x's are stored, y's promotion lands on them.
+    expect(s.events.filter((e) => e.data.type === 'stored').flatMap((e) => (e.data.type === 'stored' ? e.data.blocks : []))).toHaveLength(2);
+    expect(s.kv.stats().active).toBe(2); // the two full blocks, now x's alone (y finished); no duplicate slots
+  });
+
   it('a fully cached prompt still recomputes its last token', () => {
     const s = setup(100);
     s.sched.addRequest(req('x', prompt(0, 8), 1));
+    const first = s.sched.schedule();
+    s.sched.update(first, new Map([['x', 1]]));
     s.sched.addRequest(req('y', prompt(0, 8), 1));
     const out = s.sched.schedule();
-    // x allocates both blocks first; y hits them and computes only the last token.
-    expect(out.scheduled.map((e) => [e.requestId, e.numComputedTokens, e.numNewTokens])).toEqual([
-      ['x', 0, 8],
-      ['y', 7, 1],
-    ]);
+    expect(out.scheduled.map((e) => [e.requestId, e.numComputedTokens, e.numNewTokens, e.numCachedTokens])).toEqual([['y', 7, 1, 7]]);
   });
 
   it('KV events flow from the block manager during a run and match its snapshot', async () => {

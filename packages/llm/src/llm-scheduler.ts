@@ -20,11 +20,12 @@
 //     prefix (findCachedPrefix) counts as computed; at least one token is always recomputed so the step
 //     yields logits (vLLM does the same).
 //
-// KV validity: full blocks are handed to `allocate` (valid at once) in the step that computes their last
-// token, and a partial tail is promoted in the step that fills it — i.e. before the forward pass. That is
-// sound only while schedule → execute → update runs with no other schedule in between and the executor
-// cannot fail mid-step, which holds for the simulated executor (as in Dynamo's mocker). A real executor
-// must move promotion after its forward pass (README contract).
+// KV validity: a step's blocks are allocated in `schedule()`, but only prefix-cache hits are taken as
+// full (hashed, announced) blocks; the blocks the step computes are private partial blocks, promoted in
+// `update()` — after the forward pass — once all their tokens are computed. So no request can hit KV
+// that does not exist yet (another admission in the same step, or a step that failed: `discardStep`
+// frees its partial blocks, which never reach the prefix cache). Executors write KV only into partial
+// blocks; full blocks are immutable and may be shared.
 
 import { internal, invalidArgument } from '@switchyard/common';
 import type { BlockRef, KvBlockManager } from './kv-block-manager.js';
@@ -219,6 +220,7 @@ export class LlmScheduler {
       const seq = this.sequences.get(e.requestId);
       if (seq === undefined || seq.status !== 'running') throw internal(`scheduled sequence ${e.requestId} is not running`);
       seq.numComputedTokens += e.numNewTokens;
+      this.promoteComputed(seq);
       if (!e.samples) continue;
       const token = sampled.get(e.requestId);
       if (token === undefined) throw internal(`executor returned no token for ${e.requestId}`);
@@ -281,23 +283,38 @@ export class LlmScheduler {
    */
   private ensureBlocks(seq: LlmSequence, target: number): boolean {
     const bs = this.kv.blockSize;
-    const needFull = Math.floor(target / bs);
     const needTotal = Math.ceil(target / bs);
     const specs = seq.fullBlockSpecs();
     const held = seq.blocks;
     const k = held.length;
-    if (k > 0 && !held[k - 1]!.full && k - 1 < needFull) {
-      const parent = k >= 2 ? specs[k - 2]!.sequenceHash : null;
-      held[k - 1] = this.kv.promote(held[k - 1]!, specs[k - 1]!, parent);
-    }
-    const full = specs.slice(k, needFull);
-    const partial = needTotal > Math.max(k, needFull) ? 1 : 0;
-    if (full.length === 0 && partial === 0) return true;
-    const got = this.kv.allocate({ parent: k > 0 ? specs[k - 1]!.sequenceHash : null, full, partial });
+    // Only blocks whose tokens are all computed already (prefix-cache hits at admission) are taken as
+    // full blocks; blocks this step computes are private partial blocks until `update` promotes them.
+    const computedBlocks = Math.min(Math.floor(seq.numComputedTokens / bs), needTotal);
+    const full = k < computedBlocks ? specs.slice(k, computedBlocks) : [];
+    const partial = needTotal - Math.max(k, computedBlocks);
+    if (full.length === 0 && partial <= 0) return true;
+    const got = this.kv.allocate({ parent: k > 0 ? specs[k - 1]!.sequenceHash : null, full, partial: Math.max(partial, 0) });
     if (got === null) return false;
     held.push(...got.blocks);
     return true;
   }
+
+  /**
+   * After the forward pass: every partial block of `seq` whose tokens are now all computed becomes the
+   * full block of its hash (`stored` event, visible to the prefix cache), or moves onto the identical
+   * resident block when another sequence computed it first.
+   */
+  private promoteComputed(seq: LlmSequence): void {
+    const bs = this.kv.blockSize;
+    const specs = seq.fullBlockSpecs();
+    const done = Math.min(Math.floor(seq.numComputedTokens / bs), seq.blocks.length);
+    for (let i = 0; i < done; i++) {
+      const ref = seq.blocks[i]!;
+      if (ref.full) continue;
+      seq.blocks[i] = this.kv.promote(ref, specs[i]!, i > 0 ? specs[i - 1]!.sequenceHash : null);
+    }
+  }
+
 
   private entry(seq: LlmSequence, n: number, cached: number, admitted: boolean): ScheduledSequence {
     const from = seq.numComputedTokens;

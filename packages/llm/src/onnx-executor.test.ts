@@ -93,6 +93,20 @@ describe('OnnxExecutor', () => {
     expect(fromCache.tokens).toEqual(await recompute(sessions.FLOAT, branch, 6, false));
   });
 
+  it('identical prompts admitted in the same step each compute their KV (no hit on blocks not yet computed)', async () => {
+    const engine = makeEngine('FLOAT');
+    const prompt = promptOf(13, 5);
+    const [a, b] = await Promise.all([generate(engine, 'a', prompt, 6), generate(engine, 'b', prompt, 6)]);
+    const expected = await recompute(sessions.FLOAT, prompt, 6, false);
+    expect(a.tokens).toEqual(expected);
+    expect(b.tokens).toEqual(expected);
+    expect(b.last.usage!.cachedTokens).toBe(0);
+    // Afterwards the blocks are in the prefix cache.
+    const c = await generate(engine, 'c', prompt, 6);
+    expect(c.last.usage!.cachedTokens).toBe(12);
+    expect(c.tokens).toEqual(expected);
+  });
+
   it('16 concurrent sequences of different lengths give the tokens each gives alone', async () => {
     const prompts = Array.from({ length: 16 }, (_, i) => promptOf(3 + i * 2, 10 + i));
     const alone: number[][] = [];

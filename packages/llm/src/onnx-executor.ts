@@ -10,8 +10,9 @@
 //   2. then every prompt / recompute chunk, one run each, in scheduled order — an admission may reuse
 //      blocks a chunk earlier in the same step computes, so order matters (decodes read only their own,
 //      earlier, blocks, so they go first).
-// New keys/values are scattered from `present` into the blocks; positions inside a cached prefix block
-// are not rewritten (full cached blocks may be shared). One token is sampled per entry that caught up,
+// New keys/values are scattered from `present` into the blocks. The scheduler hands the blocks a step
+// computes as private partial blocks (promoted after the step), so writes go only to partial blocks;
+// full blocks are immutable and may be shared. One token is sampled per entry that caught up,
 // with the request's own SamplerState (kept across preemption, dropped by `release`).
 
 import { internal, invalidArgument, toSwitchyardError } from '@switchyard/common';
@@ -168,14 +169,7 @@ export class OnnxExecutor implements Executor {
     if (this.options.vocabSize !== undefined && logits.dims[2]! < this.options.vocabSize) {
       throw internal(`the model's logits are ${logits.dims[2]} wide, the tokenizer has ${this.options.vocabSize} tokens`);
     }
-    const bs = this.kv.blockSize;
-    const writes = entries.map((e) => ({
-      blocks: e.blocks,
-      from: e.numComputedTokens,
-      count: n,
-      // Positions in full blocks served from the prefix cache are not rewritten (they may be shared).
-      skipBelow: e.numCachedTokens > 0 && e.numCachedTokens === e.numComputedTokens ? Math.ceil(e.numCachedTokens / bs) * bs : 0,
-    }));
+    const writes = entries.map((e) => ({ blocks: e.blocks, from: e.numComputedTokens, count: n }));
     for (let l = 0; l < this.kv.numLayers; l++) {
       for (const kind of ['key', 'value'] as const) {
         const present = out[`present.${l}.${kind}`];

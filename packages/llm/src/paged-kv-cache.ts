@@ -25,12 +25,11 @@ export interface GatherRow {
   readonly length: number;
 }
 
-/** One row of a scatter: positions [from, from + count) of the sequence, minus those below skipBelow. */
+/** One row of a scatter: positions [from, from + count) of the sequence (those in full blocks are skipped). */
 export interface ScatterRow {
   readonly blocks: readonly BlockRef[];
   readonly from: number;
   readonly count: number;
-  readonly skipBelow: number;
 }
 
 type Store = Float32Array | Uint16Array;
@@ -101,8 +100,10 @@ export class PagedKvCache {
     rows.forEach((row, b) => {
       for (let i = 0; i < row.count; i++) {
         const p = row.from + i;
-        if (p < row.skipBelow) continue;
-        const slot = row.blocks[Math.floor(p / bs)]!.slot;
+        const block = row.blocks[Math.floor(p / bs)]!;
+        // Full blocks are immutable (shared prefix-cache blocks); only private partial blocks take writes.
+        if (block.full) continue;
+        const slot = block.slot;
         const off = p % bs;
         for (let h = 0; h < H; h++) {
           const from = ((b * H + h) * total + past + i) * D;
