@@ -26,6 +26,8 @@ export interface RequestMetrics {
 
 export interface StepResult {
   readonly outputs: readonly SequenceOutput[];
+  /** The executor's logprobs of this step's sampled tokens, by request id (only those that asked). */
+  readonly logprobs?: ReadonlyMap<string, number>;
   readonly numScheduled: number;
   readonly elapsedMs: number;
 }
@@ -113,7 +115,7 @@ export class EngineCore {
         m.numOutputTokens += o.newTokenIds.length;
         if (o.finishReason !== null) m.finishTime = now;
       }
-      return { outputs, numScheduled: out.scheduled.length, elapsedMs: res.elapsedMs };
+      return { outputs, numScheduled: out.scheduled.length, elapsedMs: res.elapsedMs, logprobs: res.logprobs };
     } finally {
       this.stepping = false;
     }

@@ -8,6 +8,8 @@ import type { SchedulerOutput } from './llm-scheduler.js';
 export interface ExecutorOutput {
   /** One sampled token per scheduled entry whose `samples` is true, keyed by request id. */
   readonly sampledTokens: ReadonlyMap<string, number>;
+  /** Natural-log probability of each sampled token, for requests whose sampling asked for logprobs. */
+  readonly logprobs?: ReadonlyMap<string, number>;
   /** How long the step took (simulated or measured), in ms. */
   readonly elapsedMs: number;
 }

@@ -257,7 +257,10 @@ export class LlmEngine {
         this.failStep(toSwitchyardError(e));
         continue;
       }
-      for (const o of result.outputs) this.deliver(o.requestId, o.newTokenIds, o.finishReason);
+      for (const o of result.outputs) {
+        const lp = result.logprobs?.get(o.requestId);
+        this.deliver(o.requestId, o.newTokenIds, o.finishReason, lp === undefined ? undefined : [lp]);
+      }
       this.applyAborts();
       if (result.numScheduled === 0 && this.scheduler.hasUnfinished()) {
         // Nothing could run although requests wait: a scheduler bug. Fail them rather than spin.
@@ -268,7 +271,7 @@ export class LlmEngine {
     }
   }
 
-  private deliver(requestId: string, tokenIds: readonly number[], reason: FinishReason | null): void {
+  private deliver(requestId: string, tokenIds: readonly number[], reason: FinishReason | null, logprobs?: readonly number[]): void {
     const s = this.streams.get(requestId);
     if (s === undefined || s.done) return;
     const now = this.clock.now();
@@ -285,15 +288,15 @@ export class LlmEngine {
     s.completionTokens += tokenIds.length;
     this.generationTokens += tokenIds.length;
     if (reason === null) {
-      this.push(s, { tokenIds, finishReason: null, stopReason: null });
+      this.push(s, { tokenIds, finishReason: null, stopReason: null, ...(logprobs === undefined ? {} : { logprobs }) });
       return;
     }
     const last = tokenIds[tokenIds.length - 1];
     const stopReason = reason === 'stop' && last !== undefined && s.stopTokenIds.has(last) ? last : null;
-    this.finishStream(s, reason, stopReason, tokenIds);
+    this.finishStream(s, reason, stopReason, tokenIds, logprobs);
   }
 
-  private finishStream(s: Stream, reason: FinishReason, stopReason: number | null, tokenIds: readonly number[] = []): void {
+  private finishStream(s: Stream, reason: FinishReason, stopReason: number | null, tokenIds: readonly number[] = [], logprobs?: readonly number[]): void {
     s.done = true;
     s.detach?.();
     this.streams.delete(s.request.requestId);
@@ -304,6 +307,7 @@ export class LlmEngine {
       tokenIds,
       finishReason: reason,
       stopReason,
+      ...(logprobs === undefined ? {} : { logprobs }),
       usage: { promptTokens: s.sequence.promptLength, completionTokens: s.completionTokens, cachedTokens: s.cachedTokens ?? 0 },
     });
   }

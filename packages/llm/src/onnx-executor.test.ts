@@ -137,4 +137,14 @@ describe('OnnxExecutor', () => {
     expect(a.tokens).toEqual(b.tokens);
     expect(c.tokens).not.toEqual(a.tokens);
   });
+
+  it('reports the log-probability of each token when asked', async () => {
+    const engine = makeEngine('FLOAT');
+    const outs: GenerateOutput[] = [];
+    const sampling = compileSamplingParams({ temperature: 0, max_tokens: 4, logprobs: true });
+    for await (const o of engine.generate({ requestId: 'lp', promptTokenIds: promptOf(5, 9), sampling })) outs.push(o);
+    const lps = outs.flatMap((o) => o.logprobs ?? []);
+    expect(lps).toHaveLength(4);
+    for (const lp of lps) expect(lp).toBeLessThanOrEqual(0);
+  });
 });

@@ -107,6 +107,7 @@ export class OnnxExecutor implements Executor {
     if (decodes.length > 0) groups.push({ entries: decodes, n: 1 });
     for (const e of chunks) groups.push({ entries: [e], n: e.numNewTokens });
     const sampledTokens = new Map<string, number>();
+    const logprobs = new Map<string, number>();
     for (const group of groups) {
       const logits = await this.runGroup(group);
       const vocab = logits.dims[2]!;
@@ -114,10 +115,12 @@ export class OnnxExecutor implements Executor {
       group.entries.forEach((e, b) => {
         if (!e.samples) return;
         const row = data.subarray((b * group.n + group.n - 1) * vocab, (b * group.n + group.n) * vocab);
-        sampledTokens.set(e.requestId, sample(row, this.sampler(e)).tokenId);
+        const picked = sample(row, this.sampler(e));
+        sampledTokens.set(e.requestId, picked.tokenId);
+        if (picked.logprob !== null) logprobs.set(e.requestId, picked.logprob);
       });
     }
-    return { sampledTokens, elapsedMs: performance.now() - start };
+    return { sampledTokens, logprobs, elapsedMs: performance.now() - start };
   }
 
   private sampler(e: ScheduledSequence): SamplerState {
