@@ -116,6 +116,8 @@ export class KvBlockManager {
   private nextEventId = 0;
   private pending: KvCacheEventData[] = [];
   private queried = 0;
+  /** Live iterator over `inactive` for eviction (see nextVictim). */
+  private evictCursor: MapIterator<[SequenceHash, Block]> | undefined;
   private hits = 0;
 
   constructor(options: KvBlockManagerOptions) {
@@ -292,6 +294,7 @@ export class KvBlockManager {
     if (this.fullBlocks.size - this.inactive.size + this.partialBlocks.size > 0) return false;
     this.fullBlocks.clear();
     this.inactive.clear();
+    this.evictCursor = undefined;
     this.freeSlots.length = 0;
     for (let s = this.numBlocks - 1; s >= 0; s--) this.freeSlots.push(s);
     this.pending.push({ type: 'cleared' });
@@ -363,15 +366,31 @@ export class KvBlockManager {
   private newBlock(id: BlockId, full: boolean, localHash: LocalBlockHash | null, parent: SequenceHash | null): Block {
     let slot = this.freeSlots.pop();
     if (slot === undefined) {
-      const victim = this.inactive.entries().next();
-      if (victim.done === true) throw internal('KV block manager: no slot although capacity was checked');
-      const [hash, b] = victim.value;
+      const victim = this.nextVictim();
+      if (victim === undefined) throw internal('KV block manager: no slot although capacity was checked');
+      const [hash, b] = victim;
       this.inactive.delete(hash);
       this.fullBlocks.delete(hash);
       this.pending.push({ type: 'removed', block_hashes: [hash] });
       slot = b.slot;
     }
     return { id, slot, full, localHash, parent, refCount: 1 };
+  }
+
+  /**
+   * The least recently freed inactive block. A fresh Map iterator scans past the holes that deleted
+   * entries leave until the Map rehashes (cost grows with the cache size), so one live iterator is kept:
+   * every entry before its position has been evicted, entries added later (blocks freed again) come
+   * after it, and deleted entries ahead of it are skipped — LRU order, O(1) amortised per eviction.
+   */
+  private nextVictim(): [SequenceHash, Block] | undefined {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      this.evictCursor ??= this.inactive.entries();
+      const r = this.evictCursor.next();
+      if (r.done !== true) return r.value;
+      this.evictCursor = undefined; // a finished iterator stays finished: start again
+    }
+    return undefined;
   }
 
   private resolve(ref: BlockRef): Block {

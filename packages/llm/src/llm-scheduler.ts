@@ -5,7 +5,8 @@
 //   1. `addRequest` any time between steps (queues at the back of `waiting`).
 //   2. `schedule()` once per step → SchedulerOutput: which sequences compute how many tokens this step.
 //   3. the executor runs that batch and samples one token per entry whose `samples` is true.
-//   4. `update(output, sampled)` exactly once with that output, before the next `schedule()`.
+//   4. `update(output, sampled)` exactly once with that output, before the next `schedule()` — or,
+//      when the executor failed, `discardStep(output)` instead (its sequences finish with 'abort').
 // `abort` may be called between steps only.
 //
 // Policy (vLLM v1):
@@ -25,7 +26,8 @@
 // `update()` — after the forward pass — once all their tokens are computed. So no request can hit KV
 // that does not exist yet (another admission in the same step, or a step that failed: `discardStep`
 // frees its partial blocks, which never reach the prefix cache). Executors write KV only into partial
-// blocks; full blocks are immutable and may be shared.
+// blocks; full blocks are immutable and may be shared. (A fully cached prompt still recomputes its last
+// token for the logits; that token's block is a full prefix-cache hit, so its KV write is skipped.)
 
 import { internal, invalidArgument } from '@switchyard/common';
 import type { BlockRef, KvBlockManager } from './kv-block-manager.js';
@@ -62,13 +64,16 @@ export interface ScheduledSequence {
   readonly samples: boolean;
   /** False for a plain decode (one token after a sampled one); true for prompt or recompute chunks. */
   readonly isPrefill: boolean;
-  /** The blocks holding the sequence's KV after this step's allocation (slots for a real executor). */
+  /**
+   * The blocks holding the sequence's KV after this step's allocation, in token order (slots for a real
+   * executor). Full blocks hold valid, possibly shared KV and must not be written; the partial blocks
+   * are this sequence's own and take the KV of the tokens computed this step.
+   */
   readonly blocks: readonly BlockRef[];
-  /** The request's sampling (absent: greedy). */
+  /** The request's sampling (undefined: greedy). */
   readonly sampling: CompiledSamplingParams | undefined;
-  /** Prompt length; `allTokenIds` is the sequence's whole token list (prompt, then output), read-only, valid during `execute` only. */
-  readonly promptLength: number;
-  readonly allTokenIds: readonly number[];
+  /** The request's prompt (frozen; the same array every step), e.g. for a repetition penalty. */
+  readonly promptTokenIds: readonly number[];
 }
 
 export interface SchedulerOutput {
@@ -184,7 +189,7 @@ export class LlmScheduler {
       const newBlocks = Math.ceil(target / bs) - Math.min(cachedBlocks, Math.floor(target / bs));
       if (this.running.length > 0 && !this.kv.canAllocate(newBlocks, this.watermark)) break;
       seq.numComputedTokens = computed;
-      if (!this.ensureBlocks(seq, target)) {
+      if (!this.ensureBlocks(seq, target, cachedBlocks)) {
         seq.numComputedTokens = 0;
         break;
       }
@@ -278,20 +283,21 @@ export class LlmScheduler {
   }
 
   /**
-   * Make `seq` hold blocks covering `target` tokens: promote a filled partial tail, then allocate the
-   * missing full blocks (with their hashes) and a partial tail, all or nothing. False: out of blocks.
+   * Make `seq` hold blocks covering `target` tokens, all or nothing; false: out of blocks. Only blocks
+   * whose KV already exists are taken as full blocks: at admission, the `cachedBlocks` prefix-cache
+   * hits (which may include the block of a fully cached prompt's last token, recomputed for its logits
+   * only); later, none (computed blocks were promoted by `update`). Every other block is allocated as a
+   * private partial block, to be promoted by `update` after the forward pass that fills it.
    */
-  private ensureBlocks(seq: LlmSequence, target: number): boolean {
+  private ensureBlocks(seq: LlmSequence, target: number, cachedBlocks = 0): boolean {
     const bs = this.kv.blockSize;
     const needTotal = Math.ceil(target / bs);
     const specs = seq.fullBlockSpecs();
     const held = seq.blocks;
     const k = held.length;
-    // Only blocks whose tokens are all computed already (prefix-cache hits at admission) are taken as
-    // full blocks; blocks this step computes are private partial blocks until `update` promotes them.
-    const computedBlocks = Math.min(Math.floor(seq.numComputedTokens / bs), needTotal);
-    const full = k < computedBlocks ? specs.slice(k, computedBlocks) : [];
-    const partial = needTotal - Math.max(k, computedBlocks);
+    const validBlocks = Math.min(Math.max(Math.floor(seq.numComputedTokens / bs), cachedBlocks), needTotal);
+    const full = k < validBlocks ? specs.slice(k, validBlocks) : [];
+    const partial = needTotal - Math.max(k, validBlocks);
     if (full.length === 0 && partial <= 0) return true;
     const got = this.kv.allocate({ parent: k > 0 ? specs[k - 1]!.sequenceHash : null, full, partial: Math.max(partial, 0) });
     if (got === null) return false;
@@ -315,7 +321,6 @@ export class LlmScheduler {
     }
   }
 
-
   private entry(seq: LlmSequence, n: number, cached: number, admitted: boolean): ScheduledSequence {
     const from = seq.numComputedTokens;
     return {
@@ -328,8 +333,7 @@ export class LlmScheduler {
       isPrefill: admitted || !(n === 1 && from === seq.numTokens - 1 && seq.numOutputTokens > 0),
       blocks: [...seq.blocks],
       sampling: seq.sampling,
-      promptLength: seq.promptLength,
-      allTokenIds: seq.tokens,
+      promptTokenIds: seq.promptTokenIds,
     };
   }
 }

@@ -48,13 +48,15 @@ export interface LlmRequest {
 export class LlmSequence {
   readonly requestId: string;
   readonly promptLength: number;
+  /** The prompt, copied and frozen at construction (safe to hand to executors). */
+  readonly promptTokenIds: readonly number[];
   readonly maxTokens: number;
   readonly eosTokenIds: ReadonlySet<number>;
   readonly prefillOnly: boolean;
   readonly arrivalTime: number;
   readonly blockSize: number;
   readonly sampling: CompiledSamplingParams | undefined;
-  /** Prompt then generated tokens. */
+  /** Prompt then generated tokens; grows with every sampled token (only the scheduler appends). */
   readonly tokens: number[];
   status: SequenceStatus = 'waiting';
   finishReason: FinishReason | null = null;
@@ -76,6 +78,7 @@ export class LlmSequence {
     }
     this.requestId = requestId;
     this.promptLength = promptTokenIds.length;
+    this.promptTokenIds = Object.freeze([...promptTokenIds]);
     this.maxTokens = request.prefillOnly === true ? 1 : maxTokens;
     this.eosTokenIds = new Set(request.eosTokenIds ?? []);
     this.prefillOnly = request.prefillOnly ?? false;

@@ -4,7 +4,7 @@
 // class only copies: `gather` builds a model's past tensor from a sequence's blocks, `scatter` writes the
 // new positions of a model's present tensor back into them. Pure and synchronous.
 
-import { invalidArgument } from '@switchyard/common';
+import { internal, invalidArgument } from '@switchyard/common';
 import type { DecoderTensor } from './decoder-session.js';
 import type { BlockRef } from './kv-block-manager.js';
 
@@ -53,6 +53,7 @@ export class PagedKvCache {
     this.headDim = options.headDim;
     this.numBlocks = options.numBlocks;
     this.blockSize = options.blockSize;
+    if (options.dtype !== 'fp32' && options.dtype !== 'fp16') throw invalidArgument(`dtype must be 'fp32' or 'fp16', got ${String(options.dtype)}`);
     this.dtype = options.dtype;
     const size = options.numBlocks * options.numKvHeads * options.blockSize * options.headDim;
     for (let l = 0; l < options.numLayers; l++) {
@@ -67,21 +68,26 @@ export class PagedKvCache {
   }
 
   /**
-   * A past tensor [rows, kv_heads, padTo, head_dim] for `layer`: row b's `length` tokens sit at the
-   * right end (left padding, to be masked out by the caller's attention_mask).
+   * A past tensor [rows, kv_heads, padTo, head_dim] for `layer`: row b's first `length` tokens, read from
+   * its blocks, sit at the right end (left padding, zeros, for the caller's attention_mask to hide).
+   * `padTo` must be at least every row's length.
    */
   gather(layer: number, kind: 'key' | 'value', rows: readonly GatherRow[], padTo: number): DecoderTensor {
     const { numKvHeads: H, headDim: D, blockSize: bs } = this;
     const src = (kind === 'key' ? this.keys : this.values)[layer]!;
     const out = this.alloc(rows.length * H * padTo * D);
     rows.forEach((row, b) => {
+      if (row.length > padTo || row.length > row.blocks.length * bs) {
+        throw internal(`gather: row ${b} has ${row.length} tokens, ${row.blocks.length} blocks, pad ${padTo}`);
+      }
       const offset = padTo - row.length;
-      for (let p = 0; p < row.length; p++) {
-        const slot = row.blocks[Math.floor(p / bs)]!.slot;
-        const off = p % bs;
+      // Positions of one block are contiguous per head on both sides: one copy per (block, head).
+      for (let start = 0; start < row.length; start += bs) {
+        const count = Math.min(bs, row.length - start);
+        const slot = row.blocks[start / bs]!.slot;
         for (let h = 0; h < H; h++) {
-          const from = ((slot * H + h) * bs + off) * D;
-          out.set(src.subarray(from, from + D), ((b * H + h) * padTo + offset + p) * D);
+          const from = (slot * H + h) * bs * D;
+          out.set(src.subarray(from, from + count * D), ((b * H + h) * padTo + offset + start) * D);
         }
       }
     });
@@ -89,26 +95,36 @@ export class PagedKvCache {
   }
 
   /**
-   * Write new positions from `present` [rows, kv_heads, past + count, head_dim] for `layer`: row b's
-   * position `from + i` comes from index `past + i`.
+   * Write new positions from `present` [rows, kv_heads, past + n, head_dim] (n >= every row's count)
+   * for `layer`: row b's position `from + i` comes from index `past + i`. Positions falling in full
+   * blocks are skipped — full blocks are immutable and may be shared; only private partial blocks take
+   * writes.
    */
   scatter(layer: number, kind: 'key' | 'value', present: DecoderTensor, past: number, rows: readonly ScatterRow[]): void {
     const { numKvHeads: H, headDim: D, blockSize: bs } = this;
     const dst = (kind === 'key' ? this.keys : this.values)[layer]!;
-    const data = present.data as Store;
+    const data = present.data;
+    if (!(this.dtype === 'fp16' ? data instanceof Uint16Array : data instanceof Float32Array)) {
+      throw internal(`scatter: ${present.type} present into a ${this.dtype} KV cache`);
+    }
     const total = present.dims[2]!;
     rows.forEach((row, b) => {
-      for (let i = 0; i < row.count; i++) {
+      if (past + row.count > total || row.from + row.count > row.blocks.length * bs) {
+        throw internal(`scatter: row ${b} writes ${row.count} tokens at ${row.from}, present has ${total - past}, ${row.blocks.length} blocks`);
+      }
+      let i = 0;
+      while (i < row.count) {
         const p = row.from + i;
-        const block = row.blocks[Math.floor(p / bs)]!;
-        // Full blocks are immutable (shared prefix-cache blocks); only private partial blocks take writes.
-        if (block.full) continue;
-        const slot = block.slot;
         const off = p % bs;
-        for (let h = 0; h < H; h++) {
-          const from = ((b * H + h) * total + past + i) * D;
-          dst.set(data.subarray(from, from + D), ((slot * H + h) * bs + off) * D);
+        const count = Math.min(bs - off, row.count - i);
+        const block = row.blocks[(p - off) / bs]!;
+        if (!block.full) {
+          for (let h = 0; h < H; h++) {
+            const from = ((b * H + h) * total + past + i) * D;
+            dst.set(data.subarray(from, from + count * D), ((block.slot * H + h) * bs + off) * D);
+          }
         }
+        i += count;
       }
     });
   }
