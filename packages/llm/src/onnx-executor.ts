@@ -126,7 +126,7 @@ export class OnnxExecutor implements Executor {
   private sampler(e: ScheduledSequence): SamplerState {
     let s = this.samplers.get(e.requestId);
     if (s === undefined) {
-      const prompt = e.allTokenIds.slice(0, e.promptLength);
+      const prompt = e.promptTokenIds;
       const params = e.sampling ?? GREEDY;
       s = this.options.seed === undefined ? createSamplerState(params, prompt) : createSamplerState(params, prompt, this.options.seed);
       this.samplers.set(e.requestId, s);

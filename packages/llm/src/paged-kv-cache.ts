@@ -103,11 +103,12 @@ export class PagedKvCache {
   scatter(layer: number, kind: 'key' | 'value', present: DecoderTensor, past: number, rows: readonly ScatterRow[]): void {
     const { numKvHeads: H, headDim: D, blockSize: bs } = this;
     const dst = (kind === 'key' ? this.keys : this.values)[layer]!;
-    const data = present.data;
-    if (!(this.dtype === 'fp16' ? data instanceof Uint16Array : data instanceof Float32Array)) {
-      throw internal(`scatter: ${present.type} present into a ${this.dtype} KV cache`);
+    const ok = this.dtype === 'fp16' ? present.data instanceof Uint16Array : present.data instanceof Float32Array;
+    const [rowsIn, heads, total, dim] = present.dims;
+    if (!ok || rowsIn !== rows.length || heads !== H || dim !== D || total === undefined) {
+      throw internal(`scatter: a ${present.type} present of shape [${present.dims.join(',')}] does not fit ${rows.length} rows of a ${this.dtype} cache with ${H} kv heads of ${D}`);
     }
-    const total = present.dims[2]!;
+    const data = present.data as Store;
     rows.forEach((row, b) => {
       if (past + row.count > total || row.from + row.count > row.blocks.length * bs) {
         throw internal(`scatter: row ${b} writes ${row.count} tokens at ${row.from}, present has ${total - past}, ${row.blocks.length} blocks`);

@@ -13,8 +13,7 @@ const entry = (over: Partial<ScheduledSequence>): ScheduledSequence => ({
   isPrefill: false,
   blocks: [],
   sampling: undefined,
-  promptLength: 0,
-  allTokenIds: [],
+  promptTokenIds: [],
   ...over,
 });
 const output = (scheduled: ScheduledSequence[], kvUsage = 0.5): SchedulerOutput => ({
