@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { EngineCore, replay } from './engine-core.js';
+import type { Executor, ExecutorOutput } from './executor.js';
 import { KvBlockManager } from './kv-block-manager.js';
-import { LlmScheduler } from './llm-scheduler.js';
+import { LlmScheduler, type SchedulerOutput } from './llm-scheduler.js';
 import type { LlmRequest } from './llm-sequence.js';
 import { SimulatedExecutor } from './simulated-executor.js';
 import { VirtualClock, polynomialTimingModel } from './timing-model.js';
@@ -57,5 +58,41 @@ describe('EngineCore + SimulatedExecutor replay (virtual clock)', () => {
     const { clock, core } = engine();
     expect(await core.step()).toEqual({ outputs: [], numScheduled: 0, elapsedMs: 0 });
     expect(clock.now()).toBe(0);
+  });
+});
+
+describe('EngineCore and the executor', () => {
+  /** Samples token 1 for every entry that asks; records releases; fails while `fail` is set. */
+  class RecordingExecutor implements Executor {
+    released: string[] = [];
+    fail = false;
+    async execute(out: SchedulerOutput): Promise<ExecutorOutput> {
+      if (this.fail) throw new Error('boom');
+      return { sampledTokens: new Map(out.scheduled.filter((e) => e.samples).map((e) => [e.requestId, 1])), elapsedMs: 0 };
+    }
+    release(requestId: string): void {
+      this.released.push(requestId);
+    }
+  }
+
+  it('releases per-request executor state when a request finishes, is aborted, or its step failed', async () => {
+    const clock = new VirtualClock();
+    const kv = new KvBlockManager({ numBlocks: 64, blockSize: 4 });
+    const exec = new RecordingExecutor();
+    const core = new EngineCore(new LlmScheduler(kv), exec, clock);
+    core.addRequest({ requestId: 'done', promptTokenIds: [1, 2, 3], maxTokens: 2 });
+    core.addRequest({ requestId: 'aborted', promptTokenIds: [4, 5, 6], maxTokens: 9 });
+    await core.step();
+    expect(exec.released).toEqual([]);
+    await core.step();
+    expect(exec.released).toEqual(['done']);
+    expect(core.abort('aborted')).toBe(true);
+    expect(exec.released).toEqual(['done', 'aborted']);
+    core.addRequest({ requestId: 'failed', promptTokenIds: [7, 8], maxTokens: 3 });
+    exec.fail = true;
+    await expect(core.step()).rejects.toThrow('boom');
+    expect(core.discardFailedStep()).toEqual(['failed']);
+    expect(exec.released).toEqual(['done', 'aborted', 'failed']);
+    expect(kv.stats().active).toBe(0);
   });
 });

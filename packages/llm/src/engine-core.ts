@@ -1,10 +1,12 @@
 // EngineCore: the step loop tying LlmScheduler and an Executor together (vLLM v1 EngineCore), plus
-// per-request latency metrics and an offline `replay` driver for a VirtualClock. No IO: the worker that
-// serves it (and streams SequenceOutputs to clients) comes later.
+// per-request latency metrics and an offline `replay` driver for a VirtualClock. No IO: LlmEngine
+// (llm-engine.ts) serves it and streams SequenceOutputs to clients.
 //
 // One step = schedule() → executor.execute() → update(); steps never overlap (`step` is not re-entrant:
-// the caller awaits each one). Timing is read from the injected clock after the executor returns, so a
-// SimulatedExecutor on a VirtualClock gives exact simulated TTFT / ITL.
+// the caller awaits each one). A rejected execute leaves the step pending until `discardFailedStep`.
+// The executor's `release(id)` is called once per request when it leaves: finished in `update`,
+// aborted, or discarded with a failed step. Timing is read from the injected clock after the executor
+// returns, so a SimulatedExecutor on a VirtualClock gives exact simulated TTFT / ITL.
 
 import { internal } from '@switchyard/common';
 import type { Executor } from './executor.js';

@@ -16,9 +16,9 @@
 // throws `internal`.
 //
 // KV validity. A full block handed to `allocate` is treated as holding valid KV at once: it becomes a
-// prefix-cache hit for others and a `stored` event goes out. That fits the simulated executor (Dynamo's
-// mocker stores all prompt blocks on the first prefill chunk). An executor that really computes KV must
-// allocate not-yet-computed blocks as partial and `promote` each one after the forward pass that filled it.
+// prefix-cache hit for others and a `stored` event goes out. So callers hand over as full only blocks
+// whose KV exists (prefix-cache hits, imported blocks); LlmScheduler allocates not-yet-computed blocks
+// as partial and `promote`s each one after the forward pass that filled it.
 //
 // Seam for disaggregation (ARCHITECTURE.md flow 5), not built yet:
 //   - pin:    `pin(hashes)` takes an extra reference on resident full blocks so they cannot be evicted

@@ -152,14 +152,21 @@ describe('LlmScheduler', () => {
     expect(s.kv.stats().active).toBe(2); // the two full blocks, now x's alone (y finished); no duplicate slots
   });
 
-  it('a fully cached prompt still recomputes its last token', () => {
+  it('a fully cached prompt still recomputes its last token, inside a full (shared) block', () => {
     const s = setup(100);
     s.sched.addRequest(req('x', prompt(0, 8), 1));
     const first = s.sched.schedule();
     s.sched.update(first, new Map([['x', 1]]));
+    const stored = s.events.length;
     s.sched.addRequest(req('y', prompt(0, 8), 1));
     const out = s.sched.schedule();
     expect(out.scheduled.map((e) => [e.requestId, e.numComputedTokens, e.numNewTokens, e.numCachedTokens])).toEqual([['y', 7, 1, 7]]);
+    // Both blocks are the cached ones (token 7's KV exists already: executors skip writing it), not a
+    // fresh partial block whose tokens 4..6 would have no KV.
+    expect(out.scheduled[0]!.blocks.map((b) => b.full)).toEqual([true, true]);
+    expect(s.kv.stats().active).toBe(2);
+    s.sched.update(out, new Map([['y', 1]]));
+    expect(s.events).toHaveLength(stored);
   });
 
   it('KV events flow from the block manager during a run and match its snapshot', async () => {
@@ -168,7 +175,7 @@ describe('LlmScheduler', () => {
     await run(s);
     const stored = s.events.filter((e) => e.data.type === 'stored');
     // 9 prompt + 8 output = 17 tokens → 4 full blocks; the 8th output is never computed, so 16 tokens
-    // are hashed and stored: 2 prompt blocks at allocation, then 2 by promotion during decode.
+    // are hashed and stored, each block by promotion after the step that computed its last token.
     const hashes = stored.flatMap((e) => (e.data.type === 'stored' ? e.data.blocks.map((b) => b.block_hash) : []));
     expect(hashes).toHaveLength(4);
     expect(s.kv.snapshot().blocks.map((b) => b.block_hash)).toEqual(hashes);

@@ -1,98 +1,109 @@
 // OnnxExecutor: runs a decoder-only model in the Hugging Face / Optimum `*-with-past` signature
 // (input_ids, attention_mask, position_ids when present, past_key_values.N.key/value → logits,
-// present.N.key/value; grouped-query attention; fp32 or fp16 KV) with its KV cache in the engine's
-// paged blocks (PagedKvCache): a prefix-cache hit is never recomputed, preempted sequences recompute
-// from their cached prefix, and one step runs several sequences.
+// present.N.key/value; grouped-query attention; fp32 or fp16 KV; fp32 or fp16 logits) with its KV cache
+// in the engine's paged blocks (PagedKvCache): a prefix-cache hit is never recomputed, preempted
+// sequences recompute from their cached prefix, and one step runs several sequences.
 //
-// A step (one SchedulerOutput):
-//   1. every decode entry (one new token) in ONE batched run: the pasts are gathered from their blocks
-//      left-padded to the longest, the padding masked out by attention_mask, position_ids explicit;
-//   2. then every prompt / recompute chunk, one run each, in scheduled order — an admission may reuse
-//      blocks a chunk earlier in the same step computes, so order matters (decodes read only their own,
-//      earlier, blocks, so they go first).
-// New keys/values are scattered from `present` into the blocks. The scheduler hands the blocks a step
-// computes as private partial blocks (promoted after the step), so writes go only to partial blocks;
-// full blocks are immutable and may be shared. One token is sampled per entry that caught up,
-// with the request's own SamplerState (kept across preemption, dropped by `release`).
+// A step (one SchedulerOutput): entries with the same number of new tokens share one session.run —
+// all decodes (one token each) form one batch, equal-length chunks (a burst of same-length prompts)
+// another; lengths are not padded to each other, since padded query tokens cost real compute. In a
+// run, every row's past is gathered from its blocks left-padded to the longest, the padding hidden by
+// attention_mask, and position_ids (when the model takes them) give each token its own position. The
+// runs of a step may go in any order: under the scheduler's KV-validity contract no entry reads KV
+// another entry of the same step writes (blocks computed this step are private partial blocks).
+//
+// New keys/values are scattered from `present` into the sequence's partial blocks only; full blocks are
+// immutable and may be shared (a fully cached prompt's recomputed last token is not written back).
+// One token is sampled per entry with `samples`, from its last position's logits (cut to `vocabSize`),
+// with the request's own SamplerState: created at its first sample, kept across preemption (so a
+// recomputed sequence continues its random stream), dropped by `release`.
+//
+// Failure: a session.run error rejects `execute` with `internal`; the executor touches no block
+// manager, and the KV it may already have written went only to the step's partial blocks, which the
+// caller frees when it discards the step.
 
 import { internal, invalidArgument, toSwitchyardError } from '@switchyard/common';
-import type { DecoderSession, DecoderTensor } from './decoder-session.js';
+import type { DecoderSession, DecoderTensor, DecoderValueMetadata } from './decoder-session.js';
 import type { Executor, ExecutorOutput } from './executor.js';
 import type { ScheduledSequence, SchedulerOutput } from './llm-scheduler.js';
 import { PagedKvCache, type KvDtype } from './paged-kv-cache.js';
 import { compileSamplingParams } from './sampling-params.js';
-import { createSamplerState, sample, type SamplerState } from './sampling.js';
+import { Xoshiro128, createSamplerState, sample, type SamplerState } from './sampling.js';
 
 export interface OnnxExecutorOptions {
+  /** KV blocks (slots) to hold: the KvBlockManager's numBlocks. */
   readonly numBlocks: number;
+  /** Tokens per block: the KvBlockManager's blockSize. */
   readonly blockSize: number;
   /** 'auto' (default): the model's KV type; otherwise it must match the model. */
   readonly kvCacheDtype?: 'auto' | 'fp32' | 'fp16';
-  /** Tokenizer vocabulary size; the model's logits must be at least this wide. */
+  /**
+   * Tokenizer vocabulary size. The model's logits must be at least this wide; tokens are sampled from
+   * the first `vocabSize` logits only (exports often pad the LM head). Default: the logits' width.
+   */
   readonly vocabSize?: number;
-  /** Seed for requests without one; default: random per request. */
+  /**
+   * Seed of the stream that gives requests without a seed theirs (one draw per request, in the order
+   * they first sample), so a run is reproducible; default: a random seed per request.
+   */
   readonly seed?: number;
 }
 
 const GREEDY = compileSamplingParams({ temperature: 0 });
-const PAST = /^past_key_values\.(\d+)\.key$/;
+const PAST_KEY = /^past_key_values\.(\d+)\.key$/;
 
-interface Group {
-  readonly entries: readonly ScheduledSequence[];
-  /** New tokens per row (equal for every row of a group). */
-  readonly n: number;
+/** What `create` reads from the session's metadata. */
+interface Signature {
+  readonly numLayers: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  readonly kvDtype: KvDtype;
+  readonly hasPositionIds: boolean;
 }
 
 export class OnnxExecutor implements Executor {
+  /** Per request id: its sampler, from its first sample until `release`. */
   private readonly samplers = new Map<string, SamplerState>();
-  private readonly hasPositionIds: boolean;
-  private readonly hasAttentionMask: boolean;
+  private readonly seeds: Xoshiro128 | null;
 
   private constructor(
     private readonly session: DecoderSession,
+    /** The KV memory behind the block manager's slots (exposed for tests and metrics). */
     readonly kv: PagedKvCache,
-    private readonly options: OnnxExecutorOptions,
+    private readonly signature: Signature,
+    private readonly vocabSize: number | undefined,
+    seed: number | undefined,
   ) {
-    const inputs = new Set(session.inputMetadata.map((m) => m.name));
-    this.hasPositionIds = inputs.has('position_ids');
-    this.hasAttentionMask = inputs.has('attention_mask');
+    this.seeds = seed === undefined ? null : new Xoshiro128(seed);
   }
 
-  /** Check the session has the decoder signature and size the KV pages from its metadata. */
+  /**
+   * Check the session has the decoder signature (invalid_argument naming what is missing or wrong) and
+   * size the KV pages from its metadata: layers, kv heads, head dim and KV type.
+   */
   static create(session: DecoderSession, options: OnnxExecutorOptions): OnnxExecutor {
-    const bad = (why: string): never => {
-      throw invalidArgument(`not a decoder in the Optimum with-past signature: ${why}`);
-    };
-    const inputs = new Map(session.inputMetadata.map((m) => [m.name, m]));
-    const outputs = new Set(session.outputMetadata.map((m) => m.name));
-    if (!inputs.has('input_ids')) bad("no 'input_ids' input");
-    if (!outputs.has('logits')) bad("no 'logits' output");
-    const layers = [...inputs.keys()].map((n) => PAST.exec(n)).filter((m) => m !== null).length;
-    if (layers === 0) bad("no 'past_key_values.N.key' inputs");
-    const first = inputs.get('past_key_values.0.key');
-    if (first === undefined) bad("no 'past_key_values.0.key' input");
-    const [, heads, , headDim] = first!.shape;
-    if (typeof heads !== 'number' || typeof headDim !== 'number') bad('past_key_values.0.key must have fixed num_kv_heads and head_dim dimensions');
-    for (let l = 0; l < layers; l++) {
-      for (const kind of ['key', 'value']) {
-        if (!inputs.has(`past_key_values.${l}.${kind}`)) bad(`missing input past_key_values.${l}.${kind}`);
-        if (!outputs.has(`present.${l}.${kind}`)) bad(`missing output present.${l}.${kind}`);
+    const signature = readSignature(session);
+    const wanted = options.kvCacheDtype ?? 'auto';
+    if (wanted !== 'auto' && wanted !== signature.kvDtype) {
+      throw invalidArgument(`kv_cache_dtype '${wanted}' does not match the model's KV cache type '${signature.kvDtype}'`);
+    }
+    const { vocabSize } = options;
+    if (vocabSize !== undefined) {
+      if (!Number.isSafeInteger(vocabSize) || vocabSize <= 0) throw invalidArgument(`vocabSize must be a positive integer, got ${vocabSize}`);
+      const width = session.outputMetadata.find((m) => m.name === 'logits')!.shape[2];
+      if (typeof width === 'number' && width < vocabSize) {
+        throw invalidArgument(`the model's logits are ${width} wide, the tokenizer has ${vocabSize} tokens`);
       }
     }
-    const modelDtype: KvDtype = first!.type === 'float16' ? 'fp16' : first!.type === 'float32' ? 'fp32' : bad(`unsupported KV type ${first!.type}`);
-    const wanted = options.kvCacheDtype ?? 'auto';
-    if (wanted !== 'auto' && wanted !== modelDtype) {
-      throw invalidArgument(`kv_cache_dtype '${wanted}' does not match the model's KV cache type '${modelDtype}'`);
-    }
     const kv = new PagedKvCache({
-      numLayers: layers,
-      numKvHeads: heads as number,
-      headDim: headDim as number,
+      numLayers: signature.numLayers,
+      numKvHeads: signature.numKvHeads,
+      headDim: signature.headDim,
       numBlocks: options.numBlocks,
       blockSize: options.blockSize,
-      dtype: modelDtype,
+      dtype: signature.kvDtype,
     });
-    return new OnnxExecutor(session, kv, options);
+    return new OnnxExecutor(session, kv, signature, vocabSize, options.seed);
   }
 
   release(requestId: string): void {
@@ -101,85 +112,146 @@ export class OnnxExecutor implements Executor {
 
   async execute(output: SchedulerOutput): Promise<ExecutorOutput> {
     const start = performance.now();
-    const decodes = output.scheduled.filter((e) => e.numNewTokens === 1);
-    const chunks = output.scheduled.filter((e) => e.numNewTokens !== 1);
-    const groups: Group[] = [];
-    if (decodes.length > 0) groups.push({ entries: decodes, n: 1 });
-    for (const e of chunks) groups.push({ entries: [e], n: e.numNewTokens });
+    const groups = new Map<number, ScheduledSequence[]>();
+    for (const e of output.scheduled) {
+      const list = groups.get(e.numNewTokens);
+      if (list === undefined) groups.set(e.numNewTokens, [e]);
+      else list.push(e);
+    }
     const sampledTokens = new Map<string, number>();
     const logprobs = new Map<string, number>();
-    for (const group of groups) {
-      const logits = await this.runGroup(group);
-      const vocab = logits.dims[2]!;
-      const data = logits.data as Float32Array;
-      group.entries.forEach((e, b) => {
+    for (const [n, entries] of groups) {
+      const logits = await this.run(entries, n);
+      entries.forEach((e, b) => {
         if (!e.samples) return;
-        const row = data.subarray((b * group.n + group.n - 1) * vocab, (b * group.n + group.n) * vocab);
-        const picked = sample(row, this.sampler(e));
+        const picked = sample(this.lastLogits(logits, b, n), this.sampler(e));
         sampledTokens.set(e.requestId, picked.tokenId);
         if (picked.logprob !== null) logprobs.set(e.requestId, picked.logprob);
       });
     }
-    return { sampledTokens, logprobs, elapsedMs: performance.now() - start };
+    return { sampledTokens, ...(logprobs.size > 0 ? { logprobs } : {}), elapsedMs: performance.now() - start };
+  }
+
+  /** Row b's logits at its last new position, cut to the vocabulary, as float32. */
+  private lastLogits(logits: DecoderTensor, b: number, n: number): Float32Array {
+    const width = logits.dims[2]!;
+    const from = (b * n + n - 1) * width;
+    const to = from + (this.vocabSize ?? width);
+    if (logits.data instanceof Float32Array) return logits.data.subarray(from, to);
+    const half = logits.data as Uint16Array;
+    const row = new Float32Array(to - from);
+    for (let i = 0; i < row.length; i++) row[i] = halfToFloat(half[from + i]!);
+    return row;
   }
 
   private sampler(e: ScheduledSequence): SamplerState {
     let s = this.samplers.get(e.requestId);
     if (s === undefined) {
-      const prompt = e.promptTokenIds;
       const params = e.sampling ?? GREEDY;
-      s = this.options.seed === undefined ? createSamplerState(params, prompt) : createSamplerState(params, prompt, this.options.seed);
+      s = this.seeds === null ? createSamplerState(params, e.promptTokenIds) : createSamplerState(params, e.promptTokenIds, this.seeds.nextUint32());
       this.samplers.set(e.requestId, s);
     }
     return s;
   }
 
-  /** One session.run over `group`; scatters the new KV; returns logits [B, n, V]. */
-  private async runGroup(group: Group): Promise<DecoderTensor> {
-    const { entries, n } = group;
+  /** One session.run over `entries` (each computing `n` new tokens); scatters the new KV; returns logits [B, n, V]. */
+  private async run(entries: readonly ScheduledSequence[], n: number): Promise<DecoderTensor> {
     const B = entries.length;
     const P = Math.max(...entries.map((e) => e.numComputedTokens));
     const ids = new BigInt64Array(B * n);
-    const positions = new BigInt64Array(B * n);
     const mask = new BigInt64Array(B * (P + n));
+    const positions = new BigInt64Array(B * n);
     entries.forEach((e, b) => {
       const c = e.numComputedTokens;
       for (let i = 0; i < n; i++) {
         ids[b * n + i] = BigInt(e.tokenIds[i]!);
         positions[b * n + i] = BigInt(c + i);
       }
-      for (let j = P - c; j < P + n; j++) mask[b * (P + n) + j] = 1n;
+      mask.fill(1n, b * (P + n) + P - c, (b + 1) * (P + n));
     });
-    const feeds: Record<string, DecoderTensor> = { input_ids: { type: 'int64', dims: [B, n], data: ids } };
-    if (this.hasAttentionMask) feeds['attention_mask'] = { type: 'int64', dims: [B, P + n], data: mask };
-    if (this.hasPositionIds) feeds['position_ids'] = { type: 'int64', dims: [B, n], data: positions };
+    const feeds: Record<string, DecoderTensor> = {
+      input_ids: { type: 'int64', dims: [B, n], data: ids },
+      attention_mask: { type: 'int64', dims: [B, P + n], data: mask },
+    };
+    if (this.signature.hasPositionIds) feeds['position_ids'] = { type: 'int64', dims: [B, n], data: positions };
     const rows = entries.map((e) => ({ blocks: e.blocks, length: e.numComputedTokens }));
     for (let l = 0; l < this.kv.numLayers; l++) {
-      for (const kind of ['key', 'value'] as const) {
-        feeds[`past_key_values.${l}.${kind}`] = this.kv.gather(l, kind, rows, P);
-      }
+      for (const kind of ['key', 'value'] as const) feeds[`past_key_values.${l}.${kind}`] = this.kv.gather(l, kind, rows, P);
     }
+    const what = `${B} sequence(s) × ${n} token(s) after a past of ${P}`;
     let out: Record<string, DecoderTensor>;
     try {
       out = await this.session.run(feeds);
     } catch (e) {
-      throw internal(`LLM forward pass failed: ${toSwitchyardError(e).message}`, e);
+      throw internal(`the LLM's forward pass failed (${what}): ${toSwitchyardError(e).message}`, e);
     }
     const logits = out['logits'];
     if (logits === undefined || logits.dims.length !== 3 || logits.dims[0] !== B || logits.dims[1] !== n) {
-      throw internal(`LLM forward pass returned logits of shape [${logits?.dims.join(',') ?? ''}], expected [${B},${n},vocab]`);
+      throw internal(`the LLM's forward pass (${what}) returned logits of shape [${logits?.dims.join(',') ?? ''}], expected [${B},${n},vocab]`);
     }
-    if (this.options.vocabSize !== undefined && logits.dims[2]! < this.options.vocabSize) {
-      throw internal(`the model's logits are ${logits.dims[2]} wide, the tokenizer has ${this.options.vocabSize} tokens`);
+    if (this.vocabSize !== undefined && logits.dims[2]! < this.vocabSize) {
+      throw internal(`the model's logits are ${logits.dims[2]} wide, the tokenizer has ${this.vocabSize} tokens`);
     }
     const writes = entries.map((e) => ({ blocks: e.blocks, from: e.numComputedTokens, count: n }));
     for (let l = 0; l < this.kv.numLayers; l++) {
       for (const kind of ['key', 'value'] as const) {
         const present = out[`present.${l}.${kind}`];
-        if (present === undefined) throw internal(`LLM forward pass returned no present.${l}.${kind}`);
+        if (present === undefined) throw internal(`the LLM's forward pass returned no present.${l}.${kind}`);
         this.kv.scatter(l, kind, present, P, writes);
       }
     }
     return logits;
   }
+}
+
+/** The Optimum with-past signature, or invalid_argument saying what does not match. */
+function readSignature(session: DecoderSession): Signature {
+  const bad = (why: string): never => {
+    throw invalidArgument(`not a decoder in the Optimum with-past signature: ${why}`);
+  };
+  const inputs = new Map(session.inputMetadata.map((m) => [m.name, m]));
+  const outputs = new Map(session.outputMetadata.map((m) => [m.name, m]));
+  for (const name of ['input_ids', 'attention_mask', 'position_ids']) {
+    const m = inputs.get(name);
+    if (m === undefined && name !== 'position_ids') bad(`no '${name}' input`);
+    if (m !== undefined && m.type !== 'int64') bad(`input '${name}' is ${m.type ?? 'not a tensor'}, expected int64`);
+  }
+  const logits = outputs.get('logits') ?? bad("no 'logits' output");
+  if (logits.type !== 'float32' && logits.type !== 'float16') bad(`output 'logits' is ${logits.type ?? 'not a tensor'}, expected float32 or float16`);
+  const numLayers = [...inputs.keys()].filter((n) => PAST_KEY.test(n)).length;
+  if (numLayers === 0) bad("no 'past_key_values.N.key' inputs");
+  const first = inputs.get('past_key_values.0.key') ?? bad("no 'past_key_values.0.key' input");
+  const [, numKvHeads, , headDim] = first.shape;
+  if (first.shape.length !== 4 || typeof numKvHeads !== 'number' || typeof headDim !== 'number') {
+    bad(`past_key_values.0.key has shape [${first.shape.join(',')}], expected [batch, num_kv_heads, past, head_dim] with fixed num_kv_heads and head_dim`);
+  }
+  const kvDtype: KvDtype = first.type === 'float16' ? 'fp16' : first.type === 'float32' ? 'fp32' : bad(`unsupported KV type ${first.type ?? 'none'}`);
+  // Every past input like the first; every present output of the same type, its dims fixed or symbolic.
+  const like = (m: DecoderValueMetadata | undefined, symbolicOk: boolean): boolean => {
+    const fits = (d: number | string | undefined, want: number): boolean => d === want || (symbolicOk && typeof d === 'string');
+    return m !== undefined && m.type === first.type && m.shape.length === 4 && fits(m.shape[1], numKvHeads as number) && fits(m.shape[3], headDim as number);
+  };
+  for (let l = 0; l < numLayers; l++) {
+    for (const kind of ['key', 'value']) {
+      if (!like(inputs.get(`past_key_values.${l}.${kind}`), false)) bad(`input past_key_values.${l}.${kind} is missing or differs from past_key_values.0.key`);
+      if (!like(outputs.get(`present.${l}.${kind}`), true)) bad(`output present.${l}.${kind} is missing or differs from past_key_values.0.key`);
+    }
+  }
+  return {
+    numLayers,
+    numKvHeads: numKvHeads as number,
+    headDim: headDim as number,
+    kvDtype,
+    hasPositionIds: inputs.has('position_ids'),
+  };
+}
+
+/** IEEE 754 half-precision bits → number. */
+function halfToFloat(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >> 10) & 0x1f;
+  const frac = h & 0x3ff;
+  if (exp === 0) return sign * frac * 2 ** -24;
+  if (exp === 0x1f) return frac === 0 ? sign * Infinity : NaN;
+  return sign * (1024 + frac) * 2 ** (exp - 25);
 }

@@ -6,8 +6,9 @@
 // first draw of Xoshiro128 seeded from (fnv1a(r) ^ seed, p). So a sequence generates the same tokens
 // whether or not it was preempted and recomputed, and across runs.
 //
-// KV: prompt blocks count as computed when the scheduler allocates them (as in the mocker; see the
-// KV-validity note in llm-scheduler.ts). Cached prefix tokens are never scheduled, so they cost no time.
+// KV: there is none; the block manager's bookkeeping and events are the scheduler's (blocks become
+// prefix-cache hits after the step that "computes" them, as with a real executor). Cached prefix tokens
+// are never scheduled, so they cost no time. Sampling parameters are ignored; `release` is not needed.
 
 import { invalidArgument } from '@switchyard/common';
 import type { Executor, ExecutorOutput } from './executor.js';
