@@ -15,7 +15,7 @@
  * | `watermark`              | 0.01                           | fraction of blocks admission keeps free |
  * | `kv_cache_dtype`         | auto                           | `auto`, `fp32` or `fp16`: checked against the model's KV inputs (`llm`) |
  * | `speedup_ratio`          | 1                              | `mocker`: simulated time is divided by it |
- * | `seed`                   | 0                              | seed for unseeded requests (`llm`) and simulated tokens (`mocker`) |
+ * | `seed`                   | unset / 0                      | `llm`: seeds the stream each unseeded request draws its own seed from (reproducible for the same arrival order; unset: random, as in vLLM); `mocker`: the token stream seed |
  * | `default_max_tokens`     | 16                             | KServe generate: `max_tokens` when a request gives none (vLLM's default) |
  */
 import { invalidArgument } from '@switchyard/common';
@@ -36,7 +36,7 @@ export interface LlmModelOptions {
   readonly kvCacheDtype: 'auto' | 'fp32' | 'fp16';
   readonly speedupRatio: number;
   readonly seed: number;
-  /** The config set `seed` (then unseeded `llm` requests are reproducible); else they draw a random seed, as in vLLM. */
+  /** The config set `seed`: unseeded `llm` requests then draw their seeds from a stream it starts (reproducible for the same arrival order); else each draws a random seed, as in vLLM. */
   readonly seedGiven: boolean;
   readonly defaultMaxTokens: number;
 }
