@@ -1,2 +1,15 @@
 export { repoRoot, startWorkerProcess } from './worker-process.js';
 export type { WorkerProcess, WorkerProcessOptions } from './worker-process.js';
+export { DEFAULT_START_TIMEOUT_MS, DEFAULT_STOP_TIMEOUT_MS, freePorts, startEtcd, startNats, startRedis } from './infra-servers.js';
+export type {
+  EtcdServer,
+  InfraServer,
+  InfraServerOptions,
+  InfraServerState,
+  NatsServer,
+  NatsServerOptions,
+  RedisServer,
+  RedisServerOptions,
+} from './infra-servers.js';
+export { ensureBinaries, findBinary, INFRA_BINARIES } from './apt.js';
+export type { DebianBinary } from './apt.js';
