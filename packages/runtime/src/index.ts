@@ -1,0 +1,70 @@
+export {
+  INSTANCE_ID_PATTERN,
+  KEY_ROOT,
+  MAX_MODEL_NAME_LENGTH,
+  NAME_PATTERN,
+  SUBJECT_ROOT,
+  cancelSubject,
+  componentName,
+  endpointAddress,
+  endpointName,
+  endpointSubject,
+  formatAddress,
+  instanceAddress,
+  instanceId,
+  instanceIdFromLease,
+  instanceKey,
+  instanceSubject,
+  instancesPrefix,
+  isInstanceAddress,
+  kvEventsStream,
+  kvEventsSubject,
+  loadStream,
+  loadSubject,
+  modelKey,
+  modelName,
+  modelsPrefix,
+  namespace,
+  namespacePrefix,
+  parseKey,
+  parseRequestSubject,
+} from './addressing.js';
+export type {
+  ComponentName,
+  EndpointAddress,
+  EndpointName,
+  InstanceAddress,
+  InstanceId,
+  ModelName,
+  Namespace,
+  ParsedKey,
+} from './addressing.js';
+export {
+  PROTOCOL_VERSION,
+  decodeCancelMessage,
+  decodeInstanceInfo,
+  decodeJson,
+  decodeModelCard,
+  decodeRequestEnvelope,
+  decodeResponseFrame,
+  encodeJson,
+} from './protocols.js';
+export type {
+  CancelMessage,
+  InstanceInfo,
+  JsonValue,
+  ModelCard,
+  RequestEnvelope,
+  ResponseFrame,
+  TokenizerSource,
+  WireError,
+} from './protocols.js';
+export { DEFAULT_LEASE_TTL_MS } from './discovery.js';
+export type { Discovery, LeaseLostListener, WatchEvent } from './discovery.js';
+export { DEFAULT_REQUEST_TIMEOUT_MS, NoRespondersError, StreamIncompleteError, isRetriable } from './request-plane.js';
+export type { EndpointHandler, RequestContext, RequestOptions, RequestPlane, ServedEndpoint } from './request-plane.js';
+export type { EventMessage, EventPlane, SubscribeOptions } from './event-plane.js';
+export { MemoryDiscovery, MemoryDiscoveryStore } from './memory-discovery.js';
+export type { LeaseState } from './memory-discovery.js';
+export { MemoryRequestBroker, MemoryRequestPlane } from './memory-request-plane.js';
+export { MemoryEventPlane, MemoryEventStore } from './memory-event-plane.js';

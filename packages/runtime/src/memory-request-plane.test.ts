@@ -1,0 +1,193 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { capacityExhausted } from '@switchyard/common';
+import { endpointAddress, instanceAddress, instanceIdFromLease } from './addressing.js';
+import { MemoryRequestBroker, MemoryRequestPlane } from './memory-request-plane.js';
+import type { JsonValue } from './protocols.js';
+import { type EndpointHandler, type RequestContext, NoRespondersError, StreamIncompleteError, isRetriable } from './request-plane.js';
+
+const ep = endpointAddress('prod', 'backend', 'generate');
+const inst = (n: number) => instanceAddress(ep, instanceIdFromLease(n));
+
+async function collect(it: AsyncIterable<JsonValue>): Promise<JsonValue[]> {
+  const out: JsonValue[] = [];
+  for await (const v of it) out.push(v);
+  return out;
+}
+async function failure(it: AsyncIterable<JsonValue>): Promise<{ error: unknown; received: JsonValue[] }> {
+  const received: JsonValue[] = [];
+  try {
+    for await (const v of it) received.push(v);
+  } catch (error) {
+    return { error, received };
+  }
+  throw new Error('expected the stream to fail');
+}
+/** A handler that yields `count` numbers, then waits forever (until aborted), recording its context. */
+function hanging(count: number, seen: RequestContext[]): EndpointHandler {
+  return async function* (_payload, ctx) {
+    seen.push(ctx);
+    for (let i = 0; i < count; i++) yield i;
+    await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+  };
+}
+const tick = () => new Promise<void>((r) => setImmediate(r));
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('MemoryRequestPlane', () => {
+  it('streams responses in order and completes on the final marker', async () => {
+    const broker = new MemoryRequestBroker();
+    const worker = new MemoryRequestPlane(broker);
+    await worker.serve(inst(1), async function* (payload) {
+      const n = (payload as { n: number }).n;
+      for (let i = 0; i < n; i++) yield { i };
+    });
+    const client = new MemoryRequestPlane(broker);
+    expect(await collect(client.request(inst(1), { n: 5 }))).toEqual([0, 1, 2, 3, 4].map((i) => ({ i })));
+    expect(await collect(client.request(ep, { n: 0 }))).toEqual([]);
+  });
+
+  it('fails with NoRespondersError when nobody serves the target', async () => {
+    const broker = new MemoryRequestBroker();
+    const client = new MemoryRequestPlane(broker);
+    const { error } = await failure(client.request(ep, null));
+    expect(error).toBeInstanceOf(NoRespondersError);
+    expect(error).toMatchObject({ code: 'unavailable', retriable: true });
+    const worker = new MemoryRequestPlane(broker);
+    await worker.serve(inst(1), async function* () {});
+    expect((await failure(client.request(inst(2), null))).error).toBeInstanceOf(NoRespondersError);
+  });
+
+  it('carries handler errors with their code, not retriable', async () => {
+    const broker = new MemoryRequestBroker();
+    await new MemoryRequestPlane(broker).serve(inst(1), async function* () {
+      yield 'first';
+      throw capacityExhausted('queue full');
+    });
+    const { error, received } = await failure(new MemoryRequestPlane(broker).request(ep, null));
+    expect(received).toEqual(['first']);
+    expect(error).toMatchObject({ code: 'capacity_exhausted', message: 'queue full' });
+    expect(isRetriable(error)).toBe(false);
+  });
+
+  it('classifies a non-Switchyard handler failure as internal', async () => {
+    const broker = new MemoryRequestBroker();
+    await new MemoryRequestPlane(broker).serve(inst(1), async function* () {
+      throw new TypeError('oops');
+    });
+    expect((await failure(new MemoryRequestPlane(broker).request(ep, null))).error).toMatchObject({ code: 'internal', message: 'oops' });
+  });
+
+  it('spreads queue-group requests round-robin; direct requests reach only their instance', async () => {
+    const broker = new MemoryRequestBroker();
+    for (const n of [1, 2, 3]) {
+      await new MemoryRequestPlane(broker).serve(inst(n), async function* () {
+        yield n;
+      });
+    }
+    const client = new MemoryRequestPlane(broker);
+    const hits: JsonValue[] = [];
+    for (let i = 0; i < 6; i++) hits.push(...(await collect(client.request(ep, null))));
+    expect(hits).toEqual([1, 2, 3, 1, 2, 3]);
+    expect(await collect(client.request(inst(2), null))).toEqual([2]);
+  });
+
+  it('propagates caller cancellation to the handler signal', async () => {
+    const broker = new MemoryRequestBroker();
+    const seen: RequestContext[] = [];
+    await new MemoryRequestPlane(broker).serve(inst(1), hanging(2, seen));
+    const ac = new AbortController();
+    const it = new MemoryRequestPlane(broker).request(inst(1), null, { signal: ac.signal, requestId: 'req-1' })[Symbol.asyncIterator]();
+    expect((await it.next()).value).toBe(0);
+    expect((await it.next()).value).toBe(1);
+    const pending = it.next();
+    ac.abort();
+    await expect(pending).rejects.toMatchObject({ code: 'cancelled' });
+    await tick();
+    expect(seen[0]!.requestId).toBe('req-1');
+    expect(seen[0]!.signal.aborted).toBe(true);
+  });
+
+  it('breaking out of the iteration cancels the request on the worker', async () => {
+    const broker = new MemoryRequestBroker();
+    const seen: RequestContext[] = [];
+    await new MemoryRequestPlane(broker).serve(inst(1), hanging(3, seen));
+    for await (const v of new MemoryRequestPlane(broker).request(ep, null)) {
+      if (v === 1) break;
+    }
+    await tick();
+    expect(seen[0]!.signal.aborted).toBe(true);
+  });
+
+  it('times out with deadline_exceeded and aborts the handler (fake clock)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    const broker = new MemoryRequestBroker();
+    const seen: RequestContext[] = [];
+    await new MemoryRequestPlane(broker).serve(inst(1), hanging(1, seen));
+    const it = new MemoryRequestPlane(broker).request(inst(1), null, { timeoutMs: 5_000 })[Symbol.asyncIterator]();
+    expect((await it.next()).value).toBe(0);
+    expect(seen[0]!.deadline).toBe(Date.now() + 5_000);
+    const pending = it.next();
+    let settled = false;
+    pending.catch(() => {}).finally(() => (settled = true));
+    await vi.advanceTimersByTimeAsync(4_999);
+    expect(settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    await expect(pending).rejects.toMatchObject({ code: 'deadline_exceeded' });
+    expect(seen[0]!.signal.aborted).toBe(true);
+  });
+
+  it('a worker crash mid-stream is a retriable StreamIncompleteError, distinct from no responders', async () => {
+    const broker = new MemoryRequestBroker();
+    const worker = new MemoryRequestPlane(broker);
+    const seen: RequestContext[] = [];
+    await worker.serve(inst(1), hanging(2, seen));
+    const it = new MemoryRequestPlane(broker).request(ep, null)[Symbol.asyncIterator]();
+    await it.next();
+    await it.next();
+    const pending = it.next();
+    worker.crash();
+    const error = await pending.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StreamIncompleteError);
+    expect(error).toMatchObject({ code: 'unavailable', retriable: true, received: 2 });
+    expect(error).not.toBeInstanceOf(NoRespondersError);
+    expect(seen[0]!.signal.aborted).toBe(true);
+    expect((await failure(new MemoryRequestPlane(broker).request(ep, null))).error).toBeInstanceOf(NoRespondersError);
+  });
+
+  it('stop with drain lets in-flight requests finish; without drain ends them cancelled', async () => {
+    const broker = new MemoryRequestBroker();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const served = await new MemoryRequestPlane(broker).serve(inst(1), async function* () {
+      yield 'a';
+      await gate;
+      yield 'b';
+    });
+    const client = new MemoryRequestPlane(broker);
+    const done = collect(client.request(ep, null));
+    await tick();
+    const stopped = served.stop();
+    expect((await failure(client.request(ep, null))).error).toBeInstanceOf(NoRespondersError);
+    release();
+    await stopped;
+    expect(await done).toEqual(['a', 'b']);
+
+    const seen: RequestContext[] = [];
+    const served2 = await new MemoryRequestPlane(broker).serve(inst(2), hanging(1, seen));
+    const running = failure(client.request(ep, null));
+    await tick();
+    await served2.stop({ drain: false });
+    const { error, received } = await running;
+    expect(received).toEqual([0]);
+    expect(error).toMatchObject({ code: 'cancelled' });
+  });
+
+  it('refuses to serve the same instance twice', async () => {
+    const broker = new MemoryRequestBroker();
+    await new MemoryRequestPlane(broker).serve(inst(1), async function* () {});
+    await expect(new MemoryRequestPlane(broker).serve(inst(1), async function* () {})).rejects.toMatchObject({ code: 'already_exists' });
+  });
+});
