@@ -68,3 +68,5 @@ export { MemoryDiscovery, MemoryDiscoveryStore } from './memory-discovery.js';
 export type { LeaseState } from './memory-discovery.js';
 export { MemoryRequestBroker, MemoryRequestPlane } from './memory-request-plane.js';
 export { MemoryEventPlane, MemoryEventStore } from './memory-event-plane.js';
+export { EtcdDiscovery } from './etcd-discovery.js';
+export type { EtcdDiscoveryOptions } from './etcd-discovery.js';

@@ -85,9 +85,15 @@ export class MemoryDiscoveryStore {
     this.emit({ type: 'delete', key, revision: ++this.revision });
   }
 
-  /** @internal drop every key of a lease (expiry or revoke). */
+  /** @internal drop every key of a lease (expiry or revoke): one revision for all, as etcd's revoke txn. */
   dropLease(lease: InstanceId): void {
-    for (const [key, e] of [...this.entries]) if (e.lease === lease) this.delete(key, lease);
+    const keys = [...this.entries].filter(([, e]) => e.lease === lease).map(([key]) => key);
+    if (keys.length === 0) return;
+    const revision = ++this.revision;
+    for (const key of keys) {
+      this.entries.delete(key);
+      this.emit({ type: 'delete', key, revision });
+    }
   }
 
   /** @internal snapshot + register, atomically (nothing can happen in between). */

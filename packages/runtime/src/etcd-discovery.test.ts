@@ -1,0 +1,225 @@
+import { randomBytes } from 'node:crypto';
+import { startEtcd, type EtcdServer } from '@switchyard/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type InstanceId,
+  endpointAddress,
+  instanceAddress,
+  instanceKey,
+  instanceSubject,
+  instancesPrefix,
+  modelKey,
+  modelName,
+  namespace,
+  namespacePrefix,
+} from './addressing.js';
+import type { WatchEvent } from './discovery.js';
+import { EtcdDiscovery } from './etcd-discovery.js';
+import type { InstanceInfo, ModelCard } from './protocols.js';
+
+const suffix = randomBytes(4).toString('hex');
+const ns = namespace(`it-${suffix}`);
+const ep = endpointAddress(ns, 'backend', 'generate');
+const info = (id: InstanceId, metadata = {}): InstanceInfo => {
+  const a = instanceAddress(ep, id);
+  return { v: 1, ...a, subject: instanceSubject(a), metadata };
+};
+const card = (id: InstanceId): ModelCard => ({
+  v: 1,
+  model: modelName('org/m'),
+  kind: 'tensor',
+  ...ep,
+  instanceId: id,
+  metadata: {},
+});
+
+/** Pull `n` events from a watch iterator, failing after `ms`. */
+async function take(it: AsyncIterator<WatchEvent>, n: number, ms = 5000): Promise<WatchEvent[]> {
+  const out: WatchEvent[] = [];
+  const deadline = Date.now() + ms;
+  while (out.length < n) {
+    const left = deadline - Date.now();
+    let timer: NodeJS.Timeout | undefined;
+    const r = await Promise.race([
+      it.next(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`timed out after ${out.length}/${n} events: ${JSON.stringify(brief(out))}`)), left);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (r.done) break;
+    out.push(r.value);
+  }
+  return out;
+}
+const brief = (evs: WatchEvent[]): string[] => evs.map((e) => (e.type === 'synced' ? 'synced' : `${e.type} ${e.key}`));
+
+describe('EtcdDiscovery (real etcd)', () => {
+  let etcd: EtcdServer;
+  const open: EtcdDiscovery[] = [];
+  const connect = async (leaseTtlSeconds = 10): Promise<EtcdDiscovery> => {
+    const d = await EtcdDiscovery.connect({ url: etcd.url, namespace: `test-${suffix}/`, leaseTtlSeconds });
+    open.push(d);
+    return d;
+  };
+
+  beforeAll(async () => {
+    etcd = await startEtcd();
+  });
+  afterAll(async () => {
+    await Promise.all(open.map((d) => d.close()));
+    await etcd?.stop();
+  });
+
+  it('gives each process its own lease-derived instance id', async () => {
+    const a = await connect();
+    const b = await connect();
+    expect(a.instanceId).toMatch(/^[0-9a-f]{16}$/);
+    expect(a.instanceId).not.toBe(b.instanceId);
+    await a.close();
+    await b.close();
+  });
+
+  it('watch yields a snapshot, synced, then live changes from another process', async () => {
+    const w = await connect();
+    const a = await connect();
+    await a.registerInstance(info(a.instanceId));
+    const it = w.watch(namespacePrefix(ns))[Symbol.asyncIterator]();
+    const snap = await take(it, 2);
+    expect(brief(snap)).toEqual([`put ${instanceKey(info(a.instanceId))}`, 'synced']);
+    expect(snap[0]!.type === 'put' && snap[0]!.value).toEqual(info(a.instanceId));
+    await a.registerModel(card(a.instanceId));
+    await a.unregisterModel(modelName('org/m'));
+    await a.unregisterInstance(info(a.instanceId));
+    const evs = await take(it, 3);
+    expect(brief(evs)).toEqual([
+      `put ${modelKey(ns, modelName('org/m'), a.instanceId)}`,
+      `delete ${modelKey(ns, modelName('org/m'), a.instanceId)}`,
+      `delete ${instanceKey(info(a.instanceId))}`,
+    ]);
+    const revs = evs.map((e) => e.revision);
+    expect(revs[0]).toBeGreaterThan(snap[1]!.revision);
+    expect(revs).toEqual([...revs].sort((x, y) => x - y));
+    expect(evs[0]!.type === 'put' && evs[0]!.value).toEqual(card(a.instanceId));
+    await w.close();
+    expect((await it.next()).done).toBe(true);
+    await a.close();
+  });
+
+  it('only sees keys under the prefix, and ends when the signal aborts', async () => {
+    const a = await connect();
+    const other = instanceAddress(endpointAddress(`${ns}-2`, 'backend', 'generate'), a.instanceId);
+    await a.registerInstance({ v: 1, ...other, subject: instanceSubject(other), metadata: {} });
+    const ac = new AbortController();
+    const it = a.watch(instancesPrefix(ns), ac.signal)[Symbol.asyncIterator]();
+    expect(brief(await take(it, 1))).toEqual(['synced']);
+    ac.abort();
+    expect((await it.next()).done).toBe(true);
+    await a.close();
+  });
+
+  it('registers create-if-absent, idempotent for the same value', async () => {
+    const a = await connect();
+    const b = await connect();
+    await a.registerInstance(info(a.instanceId));
+    await a.registerInstance(info(a.instanceId));
+    await expect(a.registerInstance(info(a.instanceId, { other: true }))).rejects.toMatchObject({ code: 'already_exists' });
+    await a.registerModel(card(a.instanceId));
+    await a.registerModel(card(a.instanceId));
+    await expect(a.registerModel({ ...card(a.instanceId), kind: 'llm' } as ModelCard)).rejects.toMatchObject({
+      code: 'already_exists',
+    });
+    await expect(b.registerInstance(info(a.instanceId))).rejects.toMatchObject({ code: 'invalid_argument' });
+    // b unregistering a's key (by address) leaves it alone: deletes only keys under b's lease.
+    await b.unregisterInstance(info(a.instanceId));
+    const it = b.watch(instancesPrefix(ns))[Symbol.asyncIterator]();
+    expect(brief(await take(it, 2))).toEqual([`put ${instanceKey(info(a.instanceId))}`, 'synced']);
+    await a.close();
+    await b.close();
+  });
+
+  it('close() revokes the lease: every key of the process vanishes, watchers see deletes', async () => {
+    const a = await connect();
+    const b = await connect();
+    await a.registerInstance(info(a.instanceId));
+    await a.registerModel(card(a.instanceId));
+    await b.registerInstance(info(b.instanceId));
+    let lost = 0;
+    a.onLeaseLost(() => lost++);
+    const it = b.watch(namespacePrefix(ns))[Symbol.asyncIterator]();
+    expect(await take(it, 4)).toHaveLength(4);
+    await a.close();
+    await a.close();
+    expect(a.state).toBe('closed');
+    const deletes = await take(it, 2);
+    expect(brief(deletes).sort()).toEqual(
+      [`delete ${instanceKey(info(a.instanceId))}`, `delete ${modelKey(ns, modelName('org/m'), a.instanceId)}`].sort(),
+    );
+    // etcd deletes every key of a revoked lease in one transaction: one revision for all.
+    expect(deletes[0]!.revision).toBe(deletes[1]!.revision);
+    expect(lost).toBe(0);
+    await expect(a.registerInstance(info(a.instanceId))).rejects.toMatchObject({ code: 'unavailable' });
+    // A fresh watch sees only b's key.
+    const it2 = b.watch(namespacePrefix(ns))[Symbol.asyncIterator]();
+    expect(brief(await take(it2, 2))).toEqual([`put ${instanceKey(info(b.instanceId))}`, 'synced']);
+    await b.close();
+  });
+
+  it('lease revoked from outside: onLeaseLost fires, keys vanish, registration fails unavailable', async () => {
+    const a = await connect(2);
+    const b = await connect();
+    await a.registerInstance(info(a.instanceId));
+    const lost: Error[] = [];
+    const gotLost = new Promise<void>((resolve) =>
+      a.onLeaseLost((e) => {
+        lost.push(e);
+        resolve();
+      }),
+    );
+    const it = b.watch(instancesPrefix(ns))[Symbol.asyncIterator]();
+    expect(await take(it, 2)).toHaveLength(2);
+    const res = await fetch(`${etcd.url}/v3/lease/revoke`, {
+      method: 'POST',
+      body: JSON.stringify({ ID: BigInt(`0x${a.instanceId}`).toString() }),
+    });
+    expect(res.status).toBe(200);
+    expect(brief(await take(it, 1))).toEqual([`delete ${instanceKey(info(a.instanceId))}`]);
+    await gotLost;
+    expect(a.state).toBe('lost');
+    expect(lost).toHaveLength(1);
+    expect(lost[0]).toMatchObject({ code: 'unavailable' });
+    await expect(a.registerInstance(info(a.instanceId))).rejects.toMatchObject({ code: 'unavailable' });
+    await a.close();
+    await b.close();
+  });
+
+  it('a registration that finds its lease revoked fails unavailable and reports the loss', async () => {
+    const a = await connect(10);
+    const lost: Error[] = [];
+    a.onLeaseLost((e) => lost.push(e));
+    const res = await fetch(`${etcd.url}/v3/lease/revoke`, {
+      method: 'POST',
+      body: JSON.stringify({ ID: BigInt(`0x${a.instanceId}`).toString() }),
+    });
+    expect(res.status).toBe(200);
+    // Before the next keep-alive (TTL/3 ≈ 3.3 s) notices: the txn itself fails with "lease not found".
+    await expect(a.registerInstance(info(a.instanceId))).rejects.toMatchObject({ code: 'unavailable' });
+    expect(a.state).toBe('lost');
+    expect(lost).toHaveLength(1);
+    await a.close();
+  });
+
+  it('a watch survives an etcd restart and resyncs (synced again, then live)', async () => {
+    const w = await connect();
+    const a = await connect();
+    await a.registerInstance(info(a.instanceId));
+    const it = w.watch(instancesPrefix(ns))[Symbol.asyncIterator]();
+    expect(await take(it, 2)).toHaveLength(2);
+    await etcd.restart();
+    // The watcher reconnects (etcd3 backoff) and resyncs: nothing changed, so just `synced`.
+    expect(brief(await take(it, 1, 10_000))).toEqual(['synced']);
+    await a.unregisterInstance(info(a.instanceId));
+    expect(brief(await take(it, 1))).toEqual([`delete ${instanceKey(info(a.instanceId))}`]);
+    await w.close();
+    await a.close();
+  });
+});
