@@ -70,3 +70,7 @@ export { MemoryRequestBroker, MemoryRequestPlane } from './memory-request-plane.
 export { MemoryEventPlane, MemoryEventStore } from './memory-event-plane.js';
 export { EtcdDiscovery } from './etcd-discovery.js';
 export type { EtcdDiscoveryOptions } from './etcd-discovery.js';
+export { DEFAULT_STREAM_IDLE_TIMEOUT_MS, NatsRequestPlane } from './nats-request-plane.js';
+export type { NatsRequestPlaneConnectOptions, NatsRequestPlaneOptions } from './nats-request-plane.js';
+export { DEFAULT_ACK_WAIT_MS, DEFAULT_EVENT_BATCH_SIZE, JetStreamEventPlane, layoutStreamFor } from './jetstream-event-plane.js';
+export type { JetStreamEventPlaneConnectOptions, JetStreamEventPlaneOptions, StreamSpec } from './jetstream-event-plane.js';

@@ -1,0 +1,155 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type NatsServer, startNats } from '@switchyard/testing';
+import { componentName, kvEventsStream, kvEventsSubject, loadSubject, namespace } from './addressing.js';
+import type { EventMessage } from './event-plane.js';
+import { JetStreamEventPlane, layoutStreamFor } from './jetstream-event-plane.js';
+
+let nats: NatsServer;
+const planes: JetStreamEventPlane[] = [];
+let counter = 0;
+const freshNs = () => namespace(`ev${++counter}`);
+
+async function plane(ackWaitMs?: number): Promise<JetStreamEventPlane> {
+  const p = await JetStreamEventPlane.connect({ url: nats.url, ...(ackWaitMs === undefined ? {} : { ackWaitMs }) });
+  planes.push(p);
+  return p;
+}
+/** Take `n` messages from a subscription iterator (without ending it). */
+async function take(it: AsyncIterator<EventMessage>, n: number): Promise<EventMessage[]> {
+  const out: EventMessage[] = [];
+  while (out.length < n) {
+    const r = await it.next();
+    if (r.done) throw new Error('subscription ended early');
+    out.push(r.value);
+  }
+  return out;
+}
+
+beforeAll(async () => {
+  nats = await startNats({ jetstream: true });
+});
+afterAll(async () => {
+  await Promise.all(planes.map((p) => p.close()));
+  await nats?.stop();
+});
+
+describe('layoutStreamFor', () => {
+  it('maps layout subjects and filters to the namespace streams', () => {
+    const ns = namespace('prod');
+    expect(layoutStreamFor(kvEventsSubject(ns, componentName('backend')))).toEqual(kvEventsStream(ns));
+    expect(layoutStreamFor('switchyard.prod.kv_events.*')).toEqual(kvEventsStream(ns));
+    expect(layoutStreamFor('switchyard.prod.load.backend')?.name).toBe('switchyard_prod_load');
+    expect(layoutStreamFor('other.subject')).toBeNull();
+    expect(layoutStreamFor('switchyard.prod.req.backend')).toBeNull();
+  });
+});
+
+describe('JetStreamEventPlane (real nats-server)', () => {
+  it('publishes with stream sequences and delivers in order to a durable; ack', async () => {
+    const ns = freshNs();
+    const pub = await plane();
+    const subject = kvEventsSubject(ns, componentName('backend'));
+    const seqs: number[] = [];
+    for (let i = 0; i < 5; i++) seqs.push(await pub.publish(subject, { i }));
+    expect(seqs).toEqual([1, 2, 3, 4, 5]);
+    // another component's events go to the same stream, with the next sequence
+    expect(await pub.publish(kvEventsSubject(ns, componentName('other')), { other: true })).toBe(6);
+
+    const sub = await plane();
+    const ac = new AbortController();
+    const it = sub.subscribe({ subject, durable: 'indexer', signal: ac.signal })[Symbol.asyncIterator]();
+    const got = await take(it, 5);
+    expect(got.map((m) => m.seq)).toEqual([1, 2, 3, 4, 5]);
+    expect(got.map((m) => m.payload)).toEqual([0, 1, 2, 3, 4].map((i) => ({ i })));
+    expect(got.every((m) => m.subject === subject && m.redeliveries === 0)).toBe(true);
+    for (const m of got) m.ack();
+    // live delivery
+    const next = take(it, 1);
+    expect(await pub.publish(subject, { i: 5 })).toBe(7);
+    const [live] = await next;
+    expect(live).toMatchObject({ seq: 7, payload: { i: 5 } });
+    live!.ack();
+    ac.abort();
+    expect((await it.next()).done).toBe(true);
+  });
+
+  it('a durable resumes at its first unacked message, counting redeliveries', async () => {
+    const ns = freshNs();
+    const subject = loadSubject(ns, componentName('backend'));
+    const p = await plane();
+    for (let i = 1; i <= 5; i++) await p.publish(subject, { i });
+
+    const it1 = p.subscribe({ subject, durable: 'planner' })[Symbol.asyncIterator]();
+    const first = await take(it1, 3);
+    first[0]!.ack();
+    first[1]!.ack();
+    // first[2] (seq 3) is not acked
+    // a second live subscription of the same durable is refused
+    await expect(p.subscribe({ subject, durable: 'planner' })[Symbol.asyncIterator]().next()).rejects.toMatchObject({ code: 'already_exists' });
+    await it1.return?.(undefined);
+
+    await p.publish(subject, { i: 6 });
+    const t0 = Date.now();
+    const other = await plane();
+    const it2 = other.subscribe({ subject, durable: 'planner' })[Symbol.asyncIterator]();
+    const again = await take(it2, 4);
+    expect(Date.now() - t0).toBeLessThan(3000); // nak'ed on stop: no ack-wait (30 s) needed
+    expect(again.map((m) => m.seq)).toEqual([3, 4, 5, 6]);
+    expect(again[0]!.redeliveries).toBeGreaterThanOrEqual(1);
+    for (const m of again) m.ack();
+    await it2.return?.(undefined);
+
+    // everything acked: a new subscription only sees new messages
+    const it3 = other.subscribe({ subject, durable: 'planner' })[Symbol.asyncIterator]();
+    const pending = take(it3, 1);
+    await p.publish(subject, { i: 7 });
+    expect((await pending)[0]).toMatchObject({ seq: 7, redeliveries: 0 });
+    await it3.return?.(undefined);
+  });
+
+  it('startSeq positions a new durable; an existing durable keeps its filter', async () => {
+    const ns = freshNs();
+    const subject = kvEventsSubject(ns, componentName('backend'));
+    const p = await plane();
+    for (let i = 1; i <= 4; i++) await p.publish(subject, { i });
+    const it = p.subscribe({ subject, durable: 'late', startSeq: 3 })[Symbol.asyncIterator]();
+    expect((await take(it, 2)).map((m) => m.seq)).toEqual([3, 4]);
+    await it.return?.(undefined);
+    await expect(
+      p.subscribe({ subject: kvEventsSubject(ns, componentName('x')), durable: 'late' })[Symbol.asyncIterator]().next(),
+    ).rejects.toMatchObject({ code: 'invalid_argument' });
+  });
+
+  it('unacked messages come back after ack-wait within a live subscription', async () => {
+    const ns = freshNs();
+    const subject = kvEventsSubject(ns, componentName('backend'));
+    const p = await plane(1000);
+    await p.publish(subject, { i: 1 });
+    const it = p.subscribe({ subject, durable: 'slow' })[Symbol.asyncIterator]();
+    const [m1] = await take(it, 1);
+    expect(m1).toMatchObject({ seq: 1, redeliveries: 0 });
+    const [m2] = await take(it, 1);
+    expect(m2).toMatchObject({ seq: 1, redeliveries: 1 });
+    m2!.ack();
+    await it.return?.(undefined);
+  });
+
+  it('rejects subjects outside the layout and bad durable names', async () => {
+    const p = await plane();
+    await expect(p.publish('some.other.subject', {})).rejects.toMatchObject({ code: 'invalid_argument' });
+    await expect(
+      p.subscribe({ subject: 'switchyard.x.kv_events.*', durable: 'Bad.Name' })[Symbol.asyncIterator]().next(),
+    ).rejects.toMatchObject({ code: 'invalid_argument' });
+  });
+
+  it('close ends live subscriptions', async () => {
+    const ns = freshNs();
+    const p = await JetStreamEventPlane.connect({ url: nats.url });
+    const it = p.subscribe({ subject: kvEventsSubject(ns, componentName('c')), durable: 'd' })[Symbol.asyncIterator]();
+    const pending = it.next();
+    await new Promise((r) => setTimeout(r, 200));
+    await p.close();
+    expect((await pending).done).toBe(true);
+    await expect(p.publish(kvEventsSubject(ns, componentName('c')), 1)).rejects.toMatchObject({ code: 'unavailable' });
+  });
+});

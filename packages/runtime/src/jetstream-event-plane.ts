@@ -1,0 +1,300 @@
+/**
+ * EventPlane on NATS JetStream. Same semantics as MemoryEventPlane, plus ack-wait redelivery.
+ *
+ * Streams: a subject of the layout (`switchyard.<ns>.kv_events.<component>`, `switchyard.<ns>.load.<component>`,
+ * or a filter with wildcards in the component token) maps to `kvEventsStream(ns)` / `loadStream(ns)`
+ * from addressing; any other subject needs the `resolveStream` option (else invalid_argument). The
+ * stream is created on first use (file storage, limits retention) and reused when it exists.
+ *
+ * Subscriptions: one durable pull consumer per `durable` name (explicit ack, the subscription's
+ * subject as filter, `startSeq` → deliver policy by start sequence when the durable is new), pulled in
+ * batches of `batchSize` with `consume()`. Within a live subscription, a message not acked within
+ * `ackWaitMs` is redelivered by the server.
+ *
+ * Resume: when a subscription starts on an existing durable, the durable is re-created (delete + add,
+ * same name and filter) starting right after its ack floor. So the first unacked message comes first,
+ * in sequence order, immediately, instead of after ack-wait and behind newer messages. (Naking on stop
+ * does not work: a pull request of the ended subscription stays pending on the server until it expires
+ * and swallows the redeliveries; nats-server 2.9 has no consumer reset API.) Consequences: messages
+ * acked above the first gap are delivered again (at-least-once), and `redeliveries` of a message the
+ * previous incarnation had delivered is a lower bound (JetStream delivery count - 1, plus 1). A crash
+ * between the delete and the add loses the position (the durable restarts from `startSeq`).
+ *
+ * "One live subscription per durable" is enforced within one JetStreamEventPlane only; JetStream itself
+ * lets two processes pull from the same durable (they then share its messages).
+ */
+import { connect } from '@nats-io/transport-node';
+import { type NatsConnection, nanos } from '@nats-io/nats-core';
+import {
+  type ConsumerMessages,
+  type JetStreamClient,
+  type JetStreamManager,
+  type ConsumerInfo,
+  AckPolicy,
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  StorageType,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
+import { type Logger, alreadyExists, invalidArgument, silentLogger, unavailable } from '@switchyard/common';
+import { NAME_PATTERN, SUBJECT_ROOT, kvEventsStream, loadStream, namespace } from './addressing.js';
+import type { EventMessage, EventPlane, SubscribeOptions } from './event-plane.js';
+import { decodeJson, encodeJson } from './protocols.js';
+
+export const DEFAULT_ACK_WAIT_MS = 30_000;
+export const DEFAULT_EVENT_BATCH_SIZE = 64;
+
+export interface StreamSpec {
+  readonly name: string;
+  readonly subjects: string;
+}
+
+export interface JetStreamEventPlaneOptions {
+  readonly logger?: Logger;
+  /** Unacked messages are redelivered after this long (set when a durable is created). */
+  readonly ackWaitMs?: number;
+  /** Messages pulled per request. */
+  readonly batchSize?: number;
+  /** Stream for subjects outside the layout; return null to refuse. */
+  readonly resolveStream?: (subject: string) => StreamSpec | null;
+}
+
+export interface JetStreamEventPlaneConnectOptions extends JetStreamEventPlaneOptions {
+  readonly url: string;
+  readonly name?: string;
+}
+
+/** The layout's stream for a subject or filter; null outside the layout. */
+export function layoutStreamFor(subject: string): StreamSpec | null {
+  const t = subject.split('.');
+  if (t.length !== 4 || t[0] !== SUBJECT_ROOT || !NAME_PATTERN.test(t[1]!)) return null;
+  if (t[3] !== '*' && !NAME_PATTERN.test(t[3]!) && t[3] !== '>') return null;
+  const ns = namespace(t[1]!);
+  if (t[2] === 'kv_events') return kvEventsStream(ns);
+  if (t[2] === 'load') return loadStream(ns);
+  return null;
+}
+
+function isApiError(e: unknown, code: number): boolean {
+  return e instanceof JetStreamApiError && e.code === code;
+}
+
+export class JetStreamEventPlane implements EventPlane {
+  private readonly js: JetStreamClient;
+  private readonly log: Logger;
+  private readonly ackWaitMs: number;
+  private readonly batchSize: number;
+  private readonly resolveStream: ((subject: string) => StreamSpec | null) | undefined;
+  private readonly ownsConnection: boolean;
+  private readonly streams = new Map<string, Promise<void>>();
+  private readonly active = new Set<string>();
+  private readonly stops = new Set<() => void>();
+  private jsmPromise: Promise<JetStreamManager> | null = null;
+  private closed = false;
+
+  constructor(
+    readonly nc: NatsConnection,
+    options: JetStreamEventPlaneOptions & { ownsConnection?: boolean } = {},
+  ) {
+    this.js = jetstream(nc);
+    this.log = options.logger ?? silentLogger;
+    this.ackWaitMs = options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS;
+    this.batchSize = options.batchSize ?? DEFAULT_EVENT_BATCH_SIZE;
+    this.resolveStream = options.resolveStream;
+    this.ownsConnection = options.ownsConnection ?? false;
+  }
+
+  static async connect(options: JetStreamEventPlaneConnectOptions): Promise<JetStreamEventPlane> {
+    let nc: NatsConnection;
+    try {
+      nc = await connect({ servers: options.url.split(','), name: options.name ?? 'switchyard-event-plane' });
+    } catch (e) {
+      throw unavailable(`cannot connect to NATS at ${options.url}: ${(e as Error).message}`, e);
+    }
+    return new JetStreamEventPlane(nc, { ...options, ownsConnection: true });
+  }
+
+  static fromConnection(nc: NatsConnection, options: JetStreamEventPlaneOptions = {}): JetStreamEventPlane {
+    return new JetStreamEventPlane(nc, options);
+  }
+
+  private jsm(): Promise<JetStreamManager> {
+    this.jsmPromise ??= jetstreamManager(this.nc);
+    return this.jsmPromise;
+  }
+
+  /** The stream that holds `subject` (created if missing). */
+  async ensureStream(subject: string): Promise<StreamSpec> {
+    const spec = layoutStreamFor(subject) ?? this.resolveStream?.(subject) ?? null;
+    if (!spec) throw invalidArgument(`subject '${subject}' belongs to no event stream`);
+    let p = this.streams.get(spec.name);
+    if (!p) {
+      p = this.createStream(spec);
+      this.streams.set(spec.name, p);
+      p.catch(() => this.streams.delete(spec.name));
+    }
+    await p;
+    return spec;
+  }
+
+  private async createStream(spec: StreamSpec): Promise<void> {
+    try {
+      const jsm = await this.jsm();
+      try {
+        await jsm.streams.info(spec.name);
+        return;
+      } catch (e) {
+        if (!isApiError(e, JetStreamApiCodes.StreamNotFound)) throw e;
+      }
+      try {
+        await jsm.streams.add({ name: spec.name, subjects: [spec.subjects], storage: StorageType.File });
+      } catch (e) {
+        // created meanwhile by another process?
+        await jsm.streams.info(spec.name).catch(() => {
+          throw e;
+        });
+      }
+      this.log.info({ stream: spec.name, subjects: spec.subjects }, 'event stream ready');
+    } catch (e) {
+      throw unavailable(`cannot set up stream '${spec.name}': ${(e as Error).message}`, e);
+    }
+  }
+
+  async publish(subject: string, payload: unknown): Promise<number> {
+    if (this.closed) throw unavailable('event plane is closed');
+    await this.ensureStream(subject);
+    try {
+      const ack = await this.js.publish(subject, encodeJson(payload));
+      return ack.seq;
+    } catch (e) {
+      throw unavailable(`event on '${subject}' not stored: ${(e as Error).message}`, e);
+    }
+  }
+
+  subscribe(options: SubscribeOptions): AsyncIterable<EventMessage> {
+    const plane = this;
+    return {
+      [Symbol.asyncIterator]: async function* () {
+        const { subject, durable, startSeq = 1, signal } = options;
+        if (!NAME_PATTERN.test(durable)) throw invalidArgument(`invalid durable name '${durable}'`);
+        if (!Number.isSafeInteger(startSeq) || startSeq < 1) throw invalidArgument(`startSeq must be an integer >= 1`);
+        if (plane.closed) throw unavailable('event plane is closed');
+        if (signal?.aborted) return;
+        const stream = await plane.ensureStream(subject);
+        const key = `${stream.name}/${durable}`;
+        if (plane.active.has(key)) throw alreadyExists(`durable '${durable}' already has a subscription`);
+        plane.active.add(key);
+        let msgs: ConsumerMessages | null = null;
+        let stopped = false;
+        const stop = (): void => {
+          stopped = true;
+          void msgs?.close();
+        };
+        plane.stops.add(stop);
+        signal?.addEventListener('abort', stop, { once: true });
+        try {
+          const deliveredBefore = await plane.ensureConsumer(stream.name, durable, subject, startSeq);
+          if (stopped) return;
+          try {
+            const consumer = await plane.js.consumers.get(stream.name, durable);
+            msgs = await consumer.consume({ max_messages: plane.batchSize });
+          } catch (e) {
+            throw unavailable(`cannot consume durable '${durable}': ${(e as Error).message}`, e);
+          }
+          if (stopped) void msgs.close();
+          for await (const m of msgs) {
+            if (stopped) break;
+            const seq = m.seq;
+            let payload: unknown;
+            try {
+              payload = decodeJson(m.data);
+            } catch (e) {
+              plane.log.warn({ seq, subject: m.subject, err: (e as Error).message }, 'undecodable event dropped');
+              m.term();
+              continue;
+            }
+            let acked = false;
+            yield {
+              seq,
+              subject: m.subject,
+              payload,
+              redeliveries: m.info.deliveryCount - 1 + (seq <= deliveredBefore ? 1 : 0),
+              ack: () => {
+                if (acked) return;
+                acked = true;
+                try {
+                  m.ack();
+                } catch {
+                  // connection closed: redelivered later
+                }
+              },
+            };
+          }
+        } finally {
+          stopped = true;
+          plane.stops.delete(stop);
+          signal?.removeEventListener('abort', stop);
+          if (msgs) await msgs.close().catch(() => undefined);
+          plane.active.delete(key);
+        }
+      },
+    };
+  }
+
+  /**
+   * Create the durable, or re-create it at its first unacked message (see the file comment). Returns
+   * the highest stream sequence the previous incarnation had delivered (0 for a new durable).
+   */
+  private async ensureConsumer(stream: string, durable: string, subject: string, startSeq: number): Promise<number> {
+    const jsm = await this.jsm();
+    let existing: ConsumerInfo | null = null;
+    try {
+      existing = await jsm.consumers.info(stream, durable);
+    } catch (e) {
+      if (!isApiError(e, JetStreamApiCodes.ConsumerNotFound)) {
+        throw unavailable(`cannot look up durable '${durable}': ${(e as Error).message}`, e);
+      }
+    }
+    let from = startSeq;
+    let deliveredBefore = 0;
+    if (existing) {
+      if (existing.config.filter_subject !== subject) {
+        throw invalidArgument(`durable '${durable}' exists with subject filter '${existing.config.filter_subject ?? ''}', not '${subject}'`);
+      }
+      // resume right after the ack floor: the first unacked message comes first, in order, now
+      // (not after ack-wait) and no stale pull request of a previous subscription can take it
+      from = Math.max(existing.ack_floor.stream_seq + 1, existing.config.opt_start_seq ?? 1);
+      deliveredBefore = existing.delivered.stream_seq;
+      try {
+        await jsm.consumers.delete(stream, durable);
+      } catch (e) {
+        if (!isApiError(e, JetStreamApiCodes.ConsumerNotFound)) {
+          throw unavailable(`cannot reset durable '${durable}': ${(e as Error).message}`, e);
+        }
+      }
+    }
+    try {
+      await jsm.consumers.add(stream, {
+        durable_name: durable,
+        ack_policy: AckPolicy.Explicit,
+        filter_subject: subject,
+        ack_wait: nanos(this.ackWaitMs),
+        ...(from > 1 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from } : { deliver_policy: DeliverPolicy.All }),
+      });
+    } catch (e) {
+      throw unavailable(`cannot create durable '${durable}': ${(e as Error).message}`, e);
+    }
+    return deliveredBefore;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const s of [...this.stops]) s();
+    if (this.ownsConnection && !this.nc.isClosed()) {
+      await this.nc.drain().catch(() => this.nc.close());
+    }
+  }
+}

@@ -1,0 +1,234 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from '@nats-io/transport-node';
+import { capacityExhausted } from '@switchyard/common';
+import { type NatsServer, startNats } from '@switchyard/testing';
+import { endpointAddress, instanceAddress, instanceIdFromLease } from './addressing.js';
+import { NatsRequestPlane } from './nats-request-plane.js';
+import type { JsonValue } from './protocols.js';
+import { type RequestContext, NoRespondersError, StreamIncompleteError, isRetriable } from './request-plane.js';
+
+let nats: NatsServer;
+const planes: NatsRequestPlane[] = [];
+let counter = 0;
+
+/** A fresh endpoint per test, so tests never see each other's workers. */
+function freshEndpoint() {
+  counter++;
+  return endpointAddress('itest', `backend${counter}`, 'generate');
+}
+const inst = (ep: ReturnType<typeof freshEndpoint>, n: number) => instanceAddress(ep, instanceIdFromLease(n));
+
+async function plane(idleTimeoutMs?: number): Promise<NatsRequestPlane> {
+  const p = await NatsRequestPlane.connect({ url: nats.url, ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }) });
+  planes.push(p);
+  return p;
+}
+async function collect(it: AsyncIterable<JsonValue>): Promise<JsonValue[]> {
+  const out: JsonValue[] = [];
+  for await (const v of it) out.push(v);
+  return out;
+}
+async function failure(it: AsyncIterable<JsonValue>): Promise<{ error: unknown; received: JsonValue[] }> {
+  const received: JsonValue[] = [];
+  try {
+    for await (const v of it) received.push(v);
+  } catch (error) {
+    return { error, received };
+  }
+  throw new Error('expected the stream to fail');
+}
+function until(check: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  return new Promise((resolve, reject) => {
+    const poll = (): void => {
+      if (check()) return resolve();
+      if (Date.now() > end) return reject(new Error('condition not met in time'));
+      setTimeout(poll, 10);
+    };
+    poll();
+  });
+}
+
+beforeAll(async () => {
+  nats = await startNats({ jetstream: true });
+});
+afterAll(async () => {
+  await Promise.all(planes.map((p) => p.close()));
+  await nats?.stop();
+});
+
+describe('NatsRequestPlane (real nats-server)', () => {
+  it('streams responses in order and completes on the final marker', async () => {
+    const ep = freshEndpoint();
+    const worker = await plane();
+    const served = await worker.serve(inst(ep, 1), async function* (payload) {
+      const n = (payload as { n: number }).n;
+      for (let i = 0; i < n; i++) yield { i };
+    });
+    expect(served.subject).toBe(`switchyard.itest.req.${ep.component}.generate.${inst(ep, 1).instanceId}`);
+    const client = await plane();
+    expect(await collect(client.request(inst(ep, 1), { n: 200 }))).toEqual(Array.from({ length: 200 }, (_, i) => ({ i })));
+    expect(await collect(client.request(ep, { n: 3 }))).toEqual([{ i: 0 }, { i: 1 }, { i: 2 }]);
+    expect(await collect(client.request(ep, { n: 0 }))).toEqual([]);
+  });
+
+  it('fails with NoRespondersError when nobody serves the target', async () => {
+    const ep = freshEndpoint();
+    const client = await plane();
+    const t0 = Date.now();
+    const { error } = await failure(client.request(ep, null));
+    expect(error).toBeInstanceOf(NoRespondersError);
+    expect(error).toMatchObject({ code: 'unavailable', retriable: true });
+    expect(Date.now() - t0).toBeLessThan(1000);
+    const worker = await plane();
+    await worker.serve(inst(ep, 1), async function* () {});
+    expect(await collect(client.request(ep, null))).toEqual([]);
+    expect((await failure(client.request(inst(ep, 2), null))).error).toBeInstanceOf(NoRespondersError);
+  });
+
+  it("keeps a handler error's code and does not mark it retriable", async () => {
+    const ep = freshEndpoint();
+    const worker = await plane();
+    await worker.serve(inst(ep, 1), async function* () {
+      yield 'partial';
+      throw capacityExhausted('queue full');
+    });
+    const client = await plane();
+    const { error, received } = await failure(client.request(ep, null));
+    expect(received).toEqual(['partial']);
+    expect(error).toMatchObject({ code: 'capacity_exhausted', message: 'queue full' });
+    expect(isRetriable(error)).toBe(false);
+  });
+
+  it('spreads queue-group requests over two serving planes, direct requests reach one', async () => {
+    const ep = freshEndpoint();
+    const a = await plane();
+    const b = await plane();
+    const seen: string[] = [];
+    await a.serve(inst(ep, 1), async function* () {
+      seen.push('a');
+      yield 'a';
+    });
+    await b.serve(inst(ep, 2), async function* () {
+      seen.push('b');
+      yield 'b';
+    });
+    const client = await plane();
+    const results = await Promise.all(Array.from({ length: 40 }, () => collect(client.request(ep, null))));
+    const flat = results.flat();
+    expect(flat).toHaveLength(40);
+    expect(flat.filter((x) => x === 'a').length).toBeGreaterThan(0);
+    expect(flat.filter((x) => x === 'b').length).toBeGreaterThan(0);
+    expect(await collect(client.request(inst(ep, 2), null))).toEqual(['b']);
+  });
+
+  it("carries the caller's abort to the handler's AbortSignal (signal and break)", async () => {
+    const ep = freshEndpoint();
+    const worker = await plane();
+    const seen: RequestContext[] = [];
+    await worker.serve(inst(ep, 1), async function* (_p, ctx) {
+      seen.push(ctx);
+      yield 0;
+      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+    });
+    const client = await plane();
+    const ac = new AbortController();
+    const received: JsonValue[] = [];
+    const done = (async () => {
+      for await (const v of client.request(ep, null, { signal: ac.signal, requestId: 'req-abort' })) {
+        received.push(v);
+        ac.abort();
+      }
+    })();
+    await expect(done).rejects.toMatchObject({ code: 'cancelled' });
+    expect(received).toEqual([0]);
+    await until(() => seen[0]?.signal.aborted === true);
+    expect(seen[0]!.requestId).toBe('req-abort');
+    expect(seen[0]!.signal.reason).toMatchObject({ code: 'cancelled' });
+
+    // breaking out of the loop cancels too
+    for await (const v of client.request(inst(ep, 1), null)) {
+      expect(v).toBe(0);
+      break;
+    }
+    await until(() => seen[1]?.signal.aborted === true);
+
+    // timeoutMs: deadline_exceeded on the caller, abort on the worker
+    const { error } = await failure(client.request(ep, null, { timeoutMs: 100 }));
+    expect(error).toMatchObject({ code: 'deadline_exceeded' });
+    await until(() => seen[2]?.signal.aborted === true);
+  });
+
+  it('a worker whose connection dies mid-stream gives StreamIncompleteError with received', async () => {
+    const ep = freshEndpoint();
+    const nc = await connect({ servers: nats.url });
+    const worker = NatsRequestPlane.fromConnection(nc);
+    const seen: RequestContext[] = [];
+    await worker.serve(inst(ep, 1), async function* (_p, ctx) {
+      seen.push(ctx);
+      yield 'x';
+      yield 'y';
+      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+    });
+    const client = await plane(500);
+    const received: JsonValue[] = [];
+    let error: unknown;
+    const t0 = Date.now();
+    try {
+      for await (const v of client.request(ep, null)) {
+        received.push(v);
+        if (received.length === 2) await nc.close();
+      }
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(StreamIncompleteError);
+    expect(error).toMatchObject({ received: 2, retriable: true, code: 'unavailable' });
+    expect(received).toEqual(['x', 'y']);
+    expect(Date.now() - t0).toBeLessThan(3000);
+    // the dead worker's handler was aborted locally
+    expect(seen[0]!.signal.aborted).toBe(true);
+  });
+
+  it("the caller's own connection closing mid-stream is StreamIncompleteError", async () => {
+    const ep = freshEndpoint();
+    const worker = await plane();
+    await worker.serve(inst(ep, 1), async function* (_p, ctx) {
+      yield 1;
+      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+    });
+    const nc = await connect({ servers: nats.url });
+    const client = NatsRequestPlane.fromConnection(nc);
+    const received: JsonValue[] = [];
+    let error: unknown;
+    try {
+      for await (const v of client.request(ep, null)) {
+        received.push(v);
+        await nc.close();
+      }
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(StreamIncompleteError);
+    expect(error).toMatchObject({ received: 1 });
+  });
+
+  it('stop without drain ends in-flight streams with a cancelled error frame; with drain waits', async () => {
+    const ep = freshEndpoint();
+    const worker = await plane();
+    const served = await worker.serve(inst(ep, 1), async function* (_p, ctx) {
+      yield 1;
+      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+    });
+    const client = await plane();
+    const received: JsonValue[] = [];
+    const done = (async () => {
+      for await (const v of client.request(ep, null)) {
+        received.push(v);
+        void served.stop({ drain: false });
+      }
+    })();
+    await expect(done).rejects.toMatchObject({ code: 'cancelled' });
+    expect((await failure(client.request(ep, null))).error).toBeInstanceOf(NoRespondersError);
+  });
+});
