@@ -8,7 +8,7 @@
  * end without a final marker, so callers see StreamIncompleteError.
  */
 import { randomUUID } from 'node:crypto';
-import { SwitchyardError, alreadyExists, cancelled, deadlineExceeded, toSwitchyardError, unavailable } from '@switchyard/common';
+import { SwitchyardError, alreadyExists, cancelled, deadlineExceeded, unavailable } from '@switchyard/common';
 import {
   type EndpointAddress,
   type InstanceAddress,
@@ -19,6 +19,7 @@ import {
   isInstanceAddress,
 } from './addressing.js';
 import { AsyncChannel } from './async-channel.js';
+import { writeResponse } from './response-writer.js';
 import {
   type JsonValue,
   type ResponseFrame,
@@ -126,34 +127,11 @@ class MemoryServedEndpoint implements ServedEndpoint, Subscriber {
     if (this.stopped) return reply.drop();
     const envelope = decodeRequestEnvelope(decodeJson(bytes));
     const abort = new AbortController();
-    let seq = 0;
     const out = this.owner.openReply(reply);
-    const send = (frame: ResponseFrame): void => out.deliver(encodeJson(frame));
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    if (envelope.deadline !== null) {
-      timer = setTimeout(() => abort.abort(deadlineExceeded('request deadline passed')), Math.max(0, envelope.deadline - Date.now()));
-    }
     const run = async (): Promise<void> => {
       try {
-        const ctx = { requestId: envelope.requestId, signal: abort.signal, deadline: envelope.deadline };
-        for await (const payload of this.handler(envelope.payload, ctx)) {
-          if (abort.signal.aborted) break;
-          send({ v: 1, type: 'data', seq: seq++, payload });
-        }
-        if (abort.signal.aborted) {
-          // the caller is gone (cancel / deadline); an endpoint stopped without drain tells it why
-          const reason: unknown = abort.signal.reason;
-          if (reason instanceof SwitchyardError && reason.code === 'cancelled' && this.stopped) {
-            send({ v: 1, type: 'error', seq: seq++, error: { code: 'cancelled', message: reason.message } });
-          }
-          return;
-        }
-        send({ v: 1, type: 'final', seq: seq++ });
-      } catch (e) {
-        const err = toSwitchyardError(e);
-        send({ v: 1, type: 'error', seq: seq++, error: { code: err.code, message: err.message } });
+        await writeResponse({ handler: this.handler, envelope, abort, send: (frame) => out.deliver(encodeJson(frame)), stopped: () => this.stopped });
       } finally {
-        clearTimeout(timer);
         out.close();
         this.running.delete(envelope.requestId);
       }

@@ -44,6 +44,7 @@ import {
   isInstanceAddress,
 } from './addressing.js';
 import { AsyncChannel } from './async-channel.js';
+import { writeResponse } from './response-writer.js';
 import {
   type JsonValue,
   type ResponseFrame,
@@ -131,34 +132,11 @@ class NatsServedEndpoint implements ServedEndpoint {
       return;
     }
     const abort = new AbortController();
-    let seq = 0;
-    const send = (frame: ResponseFrame): void => this.publish(reply, frame);
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    if (envelope.deadline !== null) {
-      timer = setTimeout(() => abort.abort(deadlineExceeded('request deadline passed')), Math.max(0, envelope.deadline - Date.now()));
-    }
     const requestId = envelope.requestId;
     const run = async (): Promise<void> => {
       try {
-        const ctx = { requestId, signal: abort.signal, deadline: envelope.deadline };
-        for await (const payload of this.handler(envelope.payload, ctx)) {
-          if (abort.signal.aborted) break;
-          send({ v: 1, type: 'data', seq: seq++, payload });
-        }
-        if (abort.signal.aborted) {
-          const reason: unknown = abort.signal.reason;
-          if (reason instanceof SwitchyardError && reason.code === 'cancelled' && this.stopped) {
-            send({ v: 1, type: 'error', seq: seq++, error: { code: 'cancelled', message: reason.message } });
-          }
-          return;
-        }
-        send({ v: 1, type: 'final', seq: seq++ });
-      } catch (e) {
-        if (abort.signal.aborted && !this.stopped) return; // the caller is gone
-        const err = toSwitchyardError(e);
-        send({ v: 1, type: 'error', seq: seq++, error: { code: err.code, message: err.message } });
+        await writeResponse({ handler: this.handler, envelope, abort, send: (frame) => this.publish(reply, frame), stopped: () => this.stopped });
       } finally {
-        clearTimeout(timer);
         this.running.delete(requestId);
       }
     };
