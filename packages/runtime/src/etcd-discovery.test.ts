@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { startEtcd, type EtcdServer } from '@switchyard/testing';
+import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type InstanceId,
@@ -206,6 +207,74 @@ describe('EtcdDiscovery (real etcd)', () => {
     expect(a.state).toBe('lost');
     expect(lost).toHaveLength(1);
     await a.close();
+  });
+
+  it('keeps the lease alive (keep-alive thread) while the main event loop is blocked longer than the TTL', async () => {
+    const a = await connect(2);
+    const b = await connect();
+    await a.registerInstance(info(a.instanceId));
+    await a.registerModel(card(a.instanceId));
+    let lost = 0;
+    a.onLeaseLost(() => lost++);
+    const blockStart = Date.now();
+    while (Date.now() - blockStart < 3000) {
+      // Busy-wait: this event loop runs nothing for 1.5 × the TTL.
+    }
+    // Let the messages the thread posted meanwhile (and another keep-alive or two) arrive.
+    await new Promise((r) => setTimeout(r, 700));
+    expect(lost).toBe(0);
+    expect(a.state).toBe('active');
+    // Keep-alives kept being acknowledged during the block (every TTL/3 ≈ 667 ms).
+    expect(a.lastKeepAlive).toBeGreaterThan(blockStart + 2000);
+    // Another process still sees every key of the lease.
+    const it = b.watch(namespacePrefix(ns))[Symbol.asyncIterator]();
+    const evs = [];
+    for (;;) {
+      const [ev] = await take(it, 1);
+      if (ev!.type === 'synced') break;
+      if (ev!.key.endsWith(a.instanceId)) evs.push(ev!);
+    }
+    expect(brief(evs).sort()).toEqual([`put ${instanceKey(info(a.instanceId))}`, `put ${modelKey(ns, modelName('org/m'), a.instanceId)}`].sort());
+    await a.unregisterModel(modelName('org/m'));
+    await a.close();
+    await b.close();
+  });
+
+  it('a lease revoked by another etcd3 client is reported lost by the next keep-alive (TTL 0)', async () => {
+    const a = await connect(10);
+    await a.registerInstance(info(a.instanceId));
+    const gotLost = new Promise<Error>((resolve) => a.onLeaseLost(resolve));
+    const other = new Etcd3({ hosts: etcd.url });
+    const t0 = Date.now();
+    try {
+      await other.leaseClient.leaseRevoke({ ID: BigInt(`0x${a.instanceId}`).toString() });
+    } finally {
+      other.close();
+    }
+    const err = await gotLost;
+    // Within one keep-alive period (TTL/3 ≈ 3.3 s), far before the 10 s expiry bound.
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(err).toMatchObject({ code: 'unavailable', message: expect.stringMatching(/answered TTL 0/) });
+    expect(a.state).toBe('lost');
+    await expect(a.registerInstance(info(a.instanceId))).rejects.toMatchObject({ code: 'unavailable' });
+    await a.close();
+  });
+
+  it('reports the loss once no keep-alive was acknowledged for longer than the TTL (etcd gone)', async () => {
+    const etcd2 = await startEtcd();
+    const d = await EtcdDiscovery.connect({ url: etcd2.url, leaseTtlSeconds: 2 });
+    try {
+      const gotLost = new Promise<Error>((resolve) => d.onLeaseLost(resolve));
+      const t0 = Date.now();
+      await etcd2.stop();
+      const err = await gotLost;
+      expect(Date.now() - t0).toBeLessThan(4500);
+      expect(err).toMatchObject({ code: 'unavailable', message: expect.stringMatching(/no keep-alive acknowledged for \d+ ms \(TTL 2 s\)/) });
+      expect(d.state).toBe('lost');
+    } finally {
+      await d.close();
+      await etcd2.stop();
+    }
   });
 
   it('a watch survives an etcd restart and resyncs (synced again, then live)', async () => {

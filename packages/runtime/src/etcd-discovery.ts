@@ -14,17 +14,14 @@
  * snapshot at R' and yields `WatchState.resync` (deletes, puts, `synced`); replayed events at or
  * below R' are dropped, so the consumer never sees a gap or a stale flicker.
  *
- * Keep-alives are the etcd3 library's (`autoKeepAlive`, every TTL/3 on this event loop).
+ * Keep-alives run off this event loop: the lease is granted here with etcd3's auto keep-alive off, and
+ * a `LeaseKeeper` thread with its own etcd connection keeps it alive (every TTL/3). A blocked or busy
+ * main loop therefore cannot let a healthy process's lease expire. The keeper reports `lost` when etcd
+ * answers TTL 0 or no keep-alive was acknowledged for longer than the TTL; that (or a transaction
+ * failing with "lease not found") fires `onLeaseLost`, and the loss is terminal, as before.
  */
 import { alreadyExists, invalidArgument, silentLogger, unavailable, type Logger } from '@switchyard/common';
-import {
-  Etcd3,
-  EtcdLeaseInvalidError,
-  type IKeyValue,
-  type Lease,
-  type Namespace as EtcdNamespace,
-  type Watcher,
-} from 'etcd3';
+import { Etcd3, EtcdLeaseInvalidError, type IKeyValue, type Lease, type Namespace as EtcdNamespace, type Watcher } from 'etcd3';
 import {
   type InstanceAddress,
   type InstanceId,
@@ -35,6 +32,7 @@ import {
 } from './addressing.js';
 import { AsyncChannel } from './async-channel.js';
 import { DEFAULT_LEASE_TTL_MS, type Discovery, type LeaseLostListener, type WatchEvent } from './discovery.js';
+import { LeaseKeeper } from './lease-keeper.js';
 import type { LeaseState } from './memory-discovery.js';
 import type { InstanceInfo, ModelCard } from './protocols.js';
 import { WatchState } from './watch-state.js';
@@ -78,37 +76,61 @@ export class EtcdDiscovery implements Discovery {
     private readonly kv: EtcdNamespace,
     private readonly lease: Lease,
     private readonly leaseId: string,
+    private readonly keeper: LeaseKeeper,
     readonly instanceId: InstanceId,
     private readonly logger: Logger,
   ) {
-    lease.on('lost', (err) => this.handleLost(err));
+    keeper.events = { onLost: (reason) => this.handleLost(new Error(reason)) };
   }
 
-  /** Connect, grant the process lease and start its keep-alive. Fails `unavailable` if etcd is unreachable. */
+  /**
+   * Connect, grant the process lease and start its keep-alive thread; resolves once the thread's
+   * first keep-alive is acknowledged. Fails `unavailable` if etcd is unreachable.
+   */
   static async connect(options: EtcdDiscoveryOptions): Promise<EtcdDiscovery> {
     const ttl = options.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_MS / 1000;
     if (!Number.isInteger(ttl) || ttl < 1) throw invalidArgument(`leaseTtlSeconds must be an integer >= 1, got ${ttl}`);
     const hosts = typeof options.url === 'string' ? options.url.split(',').map((s) => s.trim()) : [...options.url];
     if (hosts.length === 0 || hosts.some((h) => h.length === 0)) throw invalidArgument(`invalid etcd url '${String(options.url)}'`);
     const logger = (options.logger ?? silentLogger).child({ component: 'etcd-discovery' });
-    const client = new Etcd3({ hosts, dialTimeout: options.dialTimeoutMs ?? 5000 });
+    const dialTimeoutMs = options.dialTimeoutMs ?? 5000;
+    const client = new Etcd3({ hosts, dialTimeout: dialTimeoutMs });
     const kv = options.namespace ? client.namespace(options.namespace) : client;
-    const lease = kv.lease(ttl, { autoKeepAlive: true });
-    // Until the constructor subscribes, a failed grant would emit 'lost' to nobody: that is fine.
+    // The thread boots (loads etcd3, dials) while the lease is granted.
+    const keeper = LeaseKeeper.spawn({ hosts, dialTimeoutMs, ttlSeconds: ttl });
+    const grantedAt = Date.now();
+    // No etcd3 keep-alive: the keeper thread does it. Without it the Lease emits 'lost' only for a
+    // failed grant, which grant() reports here as well.
+    const lease = kv.lease(ttl, { autoKeepAlive: false });
     let leaseId: string;
     try {
       leaseId = await lease.grant();
     } catch (err) {
+      await keeper.stop();
       client.close();
       throw unavailable(`etcd lease grant failed at ${hosts.join(',')}: ${errorMessage(err)}`);
     }
     const id = instanceIdFromLease(BigInt(leaseId));
-    logger.info({ instanceId: id, ttl }, 'etcd lease granted');
-    return new EtcdDiscovery(client, kv, lease, leaseId, id, logger);
+    keeper.start(leaseId, grantedAt);
+    try {
+      await keeper.firstAck(ttl * 1000);
+    } catch (err) {
+      await keeper.stop();
+      await lease.revoke().catch(() => {});
+      client.close();
+      throw unavailable(`etcd lease ${id}: keep-alive thread failed: ${errorMessage(err)}`);
+    }
+    logger.info({ instanceId: id, ttl }, 'etcd lease granted, kept alive by its own thread');
+    return new EtcdDiscovery(client, kv, lease, leaseId, keeper, id, logger);
   }
 
   get state(): LeaseState {
     return this.leaseState;
+  }
+
+  /** Diagnostic: when (ms epoch) etcd last acknowledged a keep-alive of this process's lease. */
+  get lastKeepAlive(): number | undefined {
+    return this.keeper.lastAliveAt;
   }
 
   async registerInstance(info: InstanceInfo): Promise<void> {
@@ -218,6 +240,8 @@ export class EtcdDiscovery implements Discovery {
     this.listeners.clear();
     for (const w of [...this.watches]) w.raw.end();
     this.watches.clear();
+    // Stop the keep-alives first, so that nothing renews the lease while (or after) it is revoked.
+    await this.keeper.stop();
     if (wasActive) {
       try {
         await this.lease.revoke();
@@ -312,6 +336,7 @@ export class EtcdDiscovery implements Discovery {
   private handleLost(err: unknown): void {
     if (this.leaseState !== 'active') return;
     this.leaseState = 'lost';
+    void this.keeper.stop();
     this.logger.warn({ instanceId: this.instanceId, err: errorMessage(err) }, 'etcd lease lost');
     const cause = unavailable(`lease ${this.instanceId} lost: ${errorMessage(err)}`);
     for (const l of [...this.listeners]) {

@@ -3,6 +3,9 @@
  * metrics. Publishers are workers; consumers are the KV indexer and the planner, through durable
  * consumers that survive restarts.
  */
+import { invalidArgument } from '@switchyard/common';
+import { NAME_PATTERN } from './addressing.js';
+
 export interface EventMessage {
   /** Stream sequence, from 1; strictly increasing over the stream (not per subject). */
   readonly seq: number;
@@ -15,6 +18,15 @@ export interface EventMessage {
   ack(): void;
 }
 
+/** The SubscribeOptions checks every EventPlane makes first; throws invalid_argument. Returns the defaults applied. */
+export function checkSubscribeOptions(options: SubscribeOptions): { readonly startSeq: number; readonly startAt: 'first' | 'new' } {
+  const { durable, startSeq = 1, startAt = 'first' } = options;
+  if (!NAME_PATTERN.test(durable)) throw invalidArgument(`invalid durable name '${durable}'`);
+  if (!Number.isSafeInteger(startSeq) || startSeq < 1) throw invalidArgument(`startSeq must be an integer >= 1`);
+  if (startAt !== 'first' && startAt !== 'new') throw invalidArgument(`startAt must be 'first' or 'new'`);
+  return { startSeq, startAt };
+}
+
 export interface SubscribeOptions {
   /** Subject filter with NATS wildcards (`*` one token, `>` the rest). */
   readonly subject: string;
@@ -25,6 +37,18 @@ export interface SubscribeOptions {
   readonly durable: string;
   /** Only when the durable is created: first sequence to deliver. Default 1 (everything retained). */
   readonly startSeq?: number;
+  /**
+   * Only when the durable is created: `'first'` (default) delivers everything retained from `startSeq`;
+   * `'new'` delivers only messages published after the durable is created (`startSeq` is then ignored).
+   * Like `startSeq`, ignored when the durable already exists (it resumes at its position).
+   */
+  readonly startAt?: 'first' | 'new';
+  /**
+   * Called once, when the durable's position is fixed (created or resumed): every message published
+   * from then on is delivered to this subscription. Lets a consumer order work after it (e.g. take a
+   * snapshot only once no later event can be missed). Not called when the subscription fails first.
+   */
+  readonly onReady?: () => void;
   /** Ends the subscription; unacked messages are redelivered to the next subscription. */
   readonly signal?: AbortSignal;
 }

@@ -74,3 +74,15 @@ export { DEFAULT_STREAM_IDLE_TIMEOUT_MS, NatsRequestPlane } from './nats-request
 export type { NatsRequestPlaneConnectOptions, NatsRequestPlaneOptions } from './nats-request-plane.js';
 export { DEFAULT_ACK_WAIT_MS, DEFAULT_EVENT_BATCH_SIZE, JetStreamEventPlane, layoutStreamFor } from './jetstream-event-plane.js';
 export type { JetStreamEventPlaneConnectOptions, JetStreamEventPlaneOptions, StreamSpec } from './jetstream-event-plane.js';
+export {
+  DEFAULT_GC_BUDGET,
+  DEFAULT_PRUNE_BUDGET,
+  DEFAULT_REDIS_COMMAND_TIMEOUT_MS,
+  RedisRoutingTable,
+  SNAPSHOT_CHUNK,
+  STAGING_TTL_MS,
+  routingKeyPrefix,
+} from './redis-routing-table.js';
+export type { RedisRoutingTableOptions } from './redis-routing-table.js';
+export { connectRuntime, createDiscovery, createEventPlane, createRequestPlane, createRoutingTable } from './runtime-factory.js';
+export type { Runtime, RuntimeConfig } from './runtime-factory.js';

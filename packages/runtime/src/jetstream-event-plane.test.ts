@@ -2,15 +2,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '@switchyard/testing';
 import { componentName, kvEventsStream, kvEventsSubject, loadSubject, namespace } from './addressing.js';
 import type { EventMessage } from './event-plane.js';
-import { JetStreamEventPlane, layoutStreamFor } from './jetstream-event-plane.js';
+import { JetStreamEventPlane, type JetStreamEventPlaneOptions, layoutStreamFor } from './jetstream-event-plane.js';
+import { nanos } from '@nats-io/nats-core';
+import { JetStreamApiCodes, StorageType, jetstreamManager } from '@nats-io/jetstream';
 
 let nats: NatsServer;
 const planes: JetStreamEventPlane[] = [];
 let counter = 0;
 const freshNs = () => namespace(`ev${++counter}`);
 
-async function plane(ackWaitMs?: number): Promise<JetStreamEventPlane> {
-  const p = await JetStreamEventPlane.connect({ url: nats.url, ...(ackWaitMs === undefined ? {} : { ackWaitMs }) });
+async function plane(ackWaitMs?: number, options: JetStreamEventPlaneOptions = {}): Promise<JetStreamEventPlane> {
+  const p = await JetStreamEventPlane.connect({ url: nats.url, ...options, ...(ackWaitMs === undefined ? {} : { ackWaitMs }) });
   planes.push(p);
   return p;
 }
@@ -119,6 +121,91 @@ describe('JetStreamEventPlane (real nats-server)', () => {
       p.subscribe({ subject: kvEventsSubject(ns, componentName('x')), durable: 'late' })[Symbol.asyncIterator]().next(),
     ).rejects.toMatchObject({ code: 'invalid_argument' });
   });
+
+  it("startAt 'new' delivers only messages published after the durable is created; resume keeps the position", async () => {
+    const ns = freshNs();
+    const subject = kvEventsSubject(ns, componentName('backend'));
+    const p = await plane();
+    for (let i = 1; i <= 3; i++) await p.publish(subject, { i });
+    let ready!: () => void;
+    const isReady = new Promise<void>((r) => (ready = r));
+    const it1 = p.subscribe({ subject, durable: 'fresh', startAt: 'new', onReady: () => ready() })[Symbol.asyncIterator]();
+    const pending = take(it1, 2);
+    await isReady;
+    await p.publish(subject, { i: 4 });
+    await p.publish(subject, { i: 5 });
+    const got = await pending;
+    expect(got.map((m) => m.seq)).toEqual([4, 5]);
+    got[0]!.ack();
+    await it1.return?.(undefined);
+    // existing durable: startAt is ignored, it resumes at its first unacked message (5), not at 1 or 'new'
+    await p.publish(subject, { i: 6 });
+    const it2 = p.subscribe({ subject, durable: 'fresh', startAt: 'new' })[Symbol.asyncIterator]();
+    const again = await take(it2, 2);
+    expect(again.map((m) => m.seq)).toEqual([5, 6]);
+    for (const m of again) m.ack();
+    await it2.return?.(undefined);
+
+    // a 'new' durable that never got a message resumes after its creation point, not at 1
+    const ac = new AbortController();
+    const it3 = p.subscribe({ subject, durable: 'idle', startAt: 'new', signal: ac.signal, onReady: () => ac.abort() })[Symbol.asyncIterator]();
+    expect((await it3.next()).done).toBe(true);
+    await p.publish(subject, { i: 7 });
+    const it4 = p.subscribe({ subject, durable: 'idle' })[Symbol.asyncIterator]();
+    expect((await take(it4, 1)).map((m) => m.seq)).toEqual([7]);
+    await it4.return?.(undefined);
+    await expect(p.subscribe({ subject, durable: 'x', startAt: 'last' as never })[Symbol.asyncIterator]().next()).rejects.toMatchObject({
+      code: 'invalid_argument',
+    });
+  });
+
+  it('streams get max_age (default 1 h); an existing stream with another max_age is updated', async () => {
+    const p = await plane();
+    const ns1 = freshNs();
+    await p.publish(kvEventsSubject(ns1, componentName('backend')), 1);
+    const jsm = await jetstreamManager(p.nc);
+    expect((await jsm.streams.info(kvEventsStream(ns1).name)).config.max_age).toBe(nanos(3_600_000));
+
+    // a stream created without an age limit (an older version) keeps its messages and gets the limit
+    const ns2 = freshNs();
+    const spec = kvEventsStream(ns2);
+    await jsm.streams.add({ name: spec.name, subjects: [spec.subjects], storage: StorageType.File });
+    await p.publish(kvEventsSubject(ns2, componentName('backend')), 1);
+    const p2 = await plane(undefined, { maxAgeMs: 60_000 });
+    expect(await p2.publish(kvEventsSubject(ns2, componentName('backend')), 2)).toBe(2);
+    const info = await jsm.streams.info(spec.name);
+    expect(info.config.max_age).toBe(nanos(60_000));
+    expect(info.config.subjects).toEqual([spec.subjects]);
+    expect(info.state.messages).toBe(2);
+    expect(() => JetStreamEventPlane.fromConnection(p.nc, { maxAgeMs: -1 })).toThrow(/maxAgeMs/);
+  });
+
+  it('the server deletes a durable nobody pulls from for durableInactiveMs; a live one stays', async () => {
+    const ns = freshNs();
+    const subject = kvEventsSubject(ns, componentName('backend'));
+    const p = await plane(undefined, { durableInactiveMs: 2000 });
+    const jsm = await jetstreamManager(p.nc);
+    const stream = kvEventsStream(ns).name;
+    await p.publish(subject, { i: 1 });
+    const it = p.subscribe({ subject, durable: 'orphan' })[Symbol.asyncIterator]();
+    (await take(it, 1))[0]!.ack();
+    expect((await jsm.consumers.info(stream, 'orphan')).config.inactive_threshold).toBe(nanos(2000));
+    // live and idle for longer than the threshold: kept
+    await new Promise((r) => setTimeout(r, 3500));
+    expect((await jsm.consumers.info(stream, 'orphan')).name).toBe('orphan');
+    await it.return?.(undefined);
+    const t0 = Date.now();
+    let gone = false;
+    while (!gone && Date.now() - t0 < 15_000) {
+      await new Promise((r) => setTimeout(r, 250));
+      gone = await jsm.consumers.info(stream, 'orphan').then(
+        () => false,
+        (e: unknown) => (e as { code?: number }).code === JetStreamApiCodes.ConsumerNotFound,
+      );
+    }
+    expect(gone).toBe(true);
+    console.log(`orphan durable deleted ${Date.now() - t0} ms after its subscription stopped`);
+  }, 30_000);
 
   it('unacked messages come back after ack-wait within a live subscription', async () => {
     const ns = freshNs();

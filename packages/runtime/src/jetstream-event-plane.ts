@@ -4,12 +4,20 @@
  * Streams: a subject of the layout (`switchyard.<ns>.kv_events.<component>`, `switchyard.<ns>.load.<component>`,
  * or a filter with wildcards in the component token) maps to `kvEventsStream(ns)` / `loadStream(ns)`
  * from addressing; any other subject needs the `resolveStream` option (else invalid_argument). The
- * stream is created on first use (file storage, limits retention) and reused when it exists.
+ * stream is created on first use (file storage, limits retention, messages older than `maxAgeMs`
+ * dropped — default 1 h, 0 = kept until deleted) and reused when it exists; an existing stream whose
+ * `max_age` differs is updated in place (`streams.update`, the rest of its config kept), so a stream
+ * created by an older version (no age limit) gets the limit on the next start.
  *
  * Subscriptions: one durable pull consumer per `durable` name (explicit ack, the subscription's
- * subject as filter, `startSeq` → deliver policy by start sequence when the durable is new), pulled in
- * batches of `batchSize` with `consume()`. Within a live subscription, a message not acked within
- * `ackWaitMs` is redelivered by the server.
+ * subject as filter, `startSeq` → deliver policy by start sequence when the durable is new, or
+ * `startAt: 'new'` → start sequence = the stream's last sequence + 1, see ensureConsumer), pulled
+ * in batches of `batchSize` with `consume()`. Within a live subscription, a message not acked within `ackWaitMs` is redelivered by the server.
+ *
+ * Orphans: every durable is created with `inactive_threshold` = `durableInactiveMs` (default 1 h; 0 =
+ * never): the server deletes a durable nobody has pulled from for that long (nats-server >= 2.9 does
+ * this for durables too). A live subscription keeps its durable: its pull requests are renewed well
+ * within the threshold. So a router's per-process durable disappears an hour after the router stops.
  *
  * Resume: when a subscription starts on an existing durable, the durable is re-created (delete + add,
  * same name and filter) starting right after its ack floor. So the first unacked message comes first,
@@ -23,13 +31,13 @@
  * "One live subscription per durable" is enforced within one JetStreamEventPlane only; JetStream itself
  * lets two processes pull from the same durable (they then share its messages).
  */
-import { connect } from '@nats-io/transport-node';
 import { type NatsConnection, nanos } from '@nats-io/nats-core';
 import {
   type ConsumerMessages,
   type JetStreamClient,
   type JetStreamManager,
   type ConsumerInfo,
+  type StreamInfo,
   AckPolicy,
   DeliverPolicy,
   JetStreamApiCodes,
@@ -40,11 +48,16 @@ import {
 } from '@nats-io/jetstream';
 import { type Logger, alreadyExists, invalidArgument, silentLogger, unavailable } from '@switchyard/common';
 import { NAME_PATTERN, SUBJECT_ROOT, kvEventsStream, loadStream, namespace } from './addressing.js';
-import type { EventMessage, EventPlane, SubscribeOptions } from './event-plane.js';
+import { type EventMessage, type EventPlane, type SubscribeOptions, checkSubscribeOptions } from './event-plane.js';
 import { decodeJson, encodeJson } from './protocols.js';
+import { connectNats, watchNatsConnection } from './nats-connection.js';
 
 export const DEFAULT_ACK_WAIT_MS = 30_000;
 export const DEFAULT_EVENT_BATCH_SIZE = 64;
+/** Retention of the event streams (`max_age`). */
+export const DEFAULT_EVENT_MAX_AGE_MS = 3_600_000;
+/** A durable nobody pulls from for this long is deleted by the server (`inactive_threshold`). */
+export const DEFAULT_DURABLE_INACTIVE_MS = 3_600_000;
 
 export interface StreamSpec {
   readonly name: string;
@@ -57,6 +70,16 @@ export interface JetStreamEventPlaneOptions {
   readonly ackWaitMs?: number;
   /** Messages pulled per request. */
   readonly batchSize?: number;
+  /**
+   * Stream retention: messages older than this are dropped (`max_age`; 0 = no age limit). Default 1 h.
+   * Applied when the stream is created, and to an existing stream with another `max_age` (updated).
+   */
+  readonly maxAgeMs?: number;
+  /**
+   * Durables nobody pulls from for this long are deleted by the server (`inactive_threshold`, set when
+   * the durable is created or resumed; 0 = never). Default 1 h.
+   */
+  readonly durableInactiveMs?: number;
   /** Stream for subjects outside the layout; return null to refuse. */
   readonly resolveStream?: (subject: string) => StreamSpec | null;
 }
@@ -86,6 +109,8 @@ export class JetStreamEventPlane implements EventPlane {
   private readonly log: Logger;
   private readonly ackWaitMs: number;
   private readonly batchSize: number;
+  private readonly maxAgeMs: number;
+  private readonly durableInactiveMs: number;
   private readonly resolveStream: ((subject: string) => StreamSpec | null) | undefined;
   private readonly ownsConnection: boolean;
   private readonly streams = new Map<string, Promise<void>>();
@@ -102,18 +127,20 @@ export class JetStreamEventPlane implements EventPlane {
     this.log = options.logger ?? silentLogger;
     this.ackWaitMs = options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS;
     this.batchSize = options.batchSize ?? DEFAULT_EVENT_BATCH_SIZE;
+    this.maxAgeMs = options.maxAgeMs ?? DEFAULT_EVENT_MAX_AGE_MS;
+    this.durableInactiveMs = options.durableInactiveMs ?? DEFAULT_DURABLE_INACTIVE_MS;
+    for (const [k, v] of [['maxAgeMs', this.maxAgeMs], ['durableInactiveMs', this.durableInactiveMs]] as const) {
+      if (!Number.isSafeInteger(v) || v < 0) throw invalidArgument(`${k} must be an integer >= 0`);
+    }
     this.resolveStream = options.resolveStream;
     this.ownsConnection = options.ownsConnection ?? false;
   }
 
   static async connect(options: JetStreamEventPlaneConnectOptions): Promise<JetStreamEventPlane> {
-    let nc: NatsConnection;
-    try {
-      nc = await connect({ servers: options.url.split(','), name: options.name ?? 'switchyard-event-plane' });
-    } catch (e) {
-      throw unavailable(`cannot connect to NATS at ${options.url}: ${(e as Error).message}`, e);
-    }
-    return new JetStreamEventPlane(nc, { ...options, ownsConnection: true });
+    const nc = await connectNats({ url: options.url, name: options.name ?? 'switchyard-event-plane' });
+    const plane = new JetStreamEventPlane(nc, { ...options, ownsConnection: true });
+    watchNatsConnection(nc, plane.log, {}); // logged; subscriptions' fetch loops retry by themselves
+    return plane;
   }
 
   static fromConnection(nc: NatsConnection, options: JetStreamEventPlaneOptions = {}): JetStreamEventPlane {
@@ -142,21 +169,32 @@ export class JetStreamEventPlane implements EventPlane {
   private async createStream(spec: StreamSpec): Promise<void> {
     try {
       const jsm = await this.jsm();
+      const maxAge = nanos(this.maxAgeMs);
+      let info: StreamInfo | null = null;
       try {
-        await jsm.streams.info(spec.name);
-        return;
+        info = await jsm.streams.info(spec.name);
       } catch (e) {
         if (!isApiError(e, JetStreamApiCodes.StreamNotFound)) throw e;
       }
-      try {
-        await jsm.streams.add({ name: spec.name, subjects: [spec.subjects], storage: StorageType.File });
-      } catch (e) {
-        // created meanwhile by another process?
-        await jsm.streams.info(spec.name).catch(() => {
-          throw e;
-        });
+      if (!info) {
+        try {
+          await jsm.streams.add({ name: spec.name, subjects: [spec.subjects], storage: StorageType.File, max_age: maxAge });
+          this.log.info({ stream: spec.name, subjects: spec.subjects, maxAgeMs: this.maxAgeMs }, 'event stream created');
+          return;
+        } catch (e) {
+          // created meanwhile by another process?
+          info = await jsm.streams.info(spec.name).catch(() => {
+            throw e;
+          });
+        }
       }
-      this.log.info({ stream: spec.name, subjects: spec.subjects }, 'event stream ready');
+      if (info.config.max_age !== maxAge) {
+        // e.g. created by a version without an age limit: update in place (the rest of the config kept)
+        // (the duplicate window may not exceed max_age; on create the server shortens it itself)
+        const dupWindow = maxAge > 0 && (info.config.duplicate_window ?? 0) > maxAge ? { duplicate_window: maxAge } : {};
+        await jsm.streams.update(spec.name, { max_age: maxAge, ...dupWindow });
+        this.log.info({ stream: spec.name, maxAgeMs: this.maxAgeMs, previousMaxAgeMs: Math.round(info.config.max_age / 1e6) }, 'event stream retention updated');
+      }
     } catch (e) {
       throw unavailable(`cannot set up stream '${spec.name}': ${(e as Error).message}`, e);
     }
@@ -177,9 +215,8 @@ export class JetStreamEventPlane implements EventPlane {
     const plane = this;
     return {
       [Symbol.asyncIterator]: async function* () {
-        const { subject, durable, startSeq = 1, signal } = options;
-        if (!NAME_PATTERN.test(durable)) throw invalidArgument(`invalid durable name '${durable}'`);
-        if (!Number.isSafeInteger(startSeq) || startSeq < 1) throw invalidArgument(`startSeq must be an integer >= 1`);
+        const { subject, durable, signal } = options;
+        const { startSeq, startAt } = checkSubscribeOptions(options);
         if (plane.closed) throw unavailable('event plane is closed');
         if (signal?.aborted) return;
         const stream = await plane.ensureStream(subject);
@@ -195,7 +232,7 @@ export class JetStreamEventPlane implements EventPlane {
         plane.stops.add(stop);
         signal?.addEventListener('abort', stop, { once: true });
         try {
-          const deliveredBefore = await plane.ensureConsumer(stream.name, durable, subject, startSeq);
+          const deliveredBefore = await plane.ensureConsumer(stream.name, durable, subject, startSeq, startAt);
           if (stopped) return;
           try {
             const consumer = await plane.js.consumers.get(stream.name, durable);
@@ -203,6 +240,8 @@ export class JetStreamEventPlane implements EventPlane {
           } catch (e) {
             throw unavailable(`cannot consume durable '${durable}': ${(e as Error).message}`, e);
           }
+          // the durable exists: whatever is published from now on is delivered to it
+          options.onReady?.();
           if (stopped) void msgs.close();
           for await (const m of msgs) {
             if (stopped) break;
@@ -236,6 +275,9 @@ export class JetStreamEventPlane implements EventPlane {
           stopped = true;
           plane.stops.delete(stop);
           signal?.removeEventListener('abort', stop);
+          // acks are fire-and-forget publishes: make sure the server has them before this durable can
+          // be subscribed again (a new subscription resumes after the ack floor it reads)
+          if (!plane.nc.isClosed()) await plane.nc.flush().catch(() => undefined);
           if (msgs) await msgs.close().catch(() => undefined);
           plane.active.delete(key);
         }
@@ -247,7 +289,7 @@ export class JetStreamEventPlane implements EventPlane {
    * Create the durable, or re-create it at its first unacked message (see the file comment). Returns
    * the highest stream sequence the previous incarnation had delivered (0 for a new durable).
    */
-  private async ensureConsumer(stream: string, durable: string, subject: string, startSeq: number): Promise<number> {
+  private async ensureConsumer(stream: string, durable: string, subject: string, startSeq: number, startAt: 'first' | 'new'): Promise<number> {
     const jsm = await this.jsm();
     let existing: ConsumerInfo | null = null;
     try {
@@ -258,6 +300,7 @@ export class JetStreamEventPlane implements EventPlane {
       }
     }
     let from = startSeq;
+    let deliverNew = startAt === 'new';
     let deliveredBefore = 0;
     if (existing) {
       if (existing.config.filter_subject !== subject) {
@@ -266,6 +309,7 @@ export class JetStreamEventPlane implements EventPlane {
       // resume right after the ack floor: the first unacked message comes first, in order, now
       // (not after ack-wait) and no stale pull request of a previous subscription can take it
       from = Math.max(existing.ack_floor.stream_seq + 1, existing.config.opt_start_seq ?? 1);
+      deliverNew = false;
       deliveredBefore = existing.delivered.stream_seq;
       try {
         await jsm.consumers.delete(stream, durable);
@@ -275,12 +319,24 @@ export class JetStreamEventPlane implements EventPlane {
         }
       }
     }
+    if (deliverNew) {
+      // 'new' = start right after the stream's last message. Not DeliverPolicy.New: a New durable that
+      // has not acked anything reports ack_floor 0 (nats-server 2.9.10) and records no start sequence,
+      // so the resume above would replay the whole stream. A message published between this lookup and
+      // the add is delivered too (more, never less, than "published after creation").
+      try {
+        from = (await jsm.streams.info(stream)).state.last_seq + 1;
+      } catch (e) {
+        throw unavailable(`cannot look up stream '${stream}': ${(e as Error).message}`, e);
+      }
+    }
     try {
       await jsm.consumers.add(stream, {
         durable_name: durable,
         ack_policy: AckPolicy.Explicit,
         filter_subject: subject,
         ack_wait: nanos(this.ackWaitMs),
+        ...(this.durableInactiveMs > 0 ? { inactive_threshold: nanos(this.durableInactiveMs) } : {}),
         ...(from > 1 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from } : { deliver_policy: DeliverPolicy.All }),
       });
     } catch (e) {

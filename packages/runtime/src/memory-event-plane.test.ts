@@ -77,6 +77,37 @@ describe('MemoryEventPlane', () => {
     expect((await other.next()).done).toBe(true);
   });
 
+  it("startAt 'new' skips what is stored when the durable is created; ignored for an existing durable", async () => {
+    const store = new MemoryEventStore();
+    const pub = new MemoryEventPlane(store);
+    for (let i = 1; i <= 3; i++) await pub.publish(kv, i);
+    const sub = new MemoryEventPlane(store);
+    let ready = 0;
+    const ac = new AbortController();
+    const it = sub.subscribe({ subject: kv, durable: 'router', startAt: 'new', startSeq: 2, signal: ac.signal, onReady: () => ready++ })[Symbol.asyncIterator]();
+    const pending = take(it, 2);
+    await new Promise((r) => setImmediate(r));
+    expect(ready).toBe(1);
+    await pub.publish(kv, 4);
+    await pub.publish(kv, 5);
+    const got = await pending;
+    expect(got.map((m) => m.seq)).toEqual([4, 5]);
+    got[0]!.ack();
+    ac.abort();
+    expect((await it.next()).done).toBe(true);
+    await pub.publish(kv, 6);
+    // existing durable: resumes at its first unacked message
+    const again = sub.subscribe({ subject: kv, durable: 'router', startAt: 'new' })[Symbol.asyncIterator]();
+    expect((await take(again, 2)).map((m) => m.seq)).toEqual([5, 6]);
+    // 'first' (the default) on a new durable: everything retained
+    const all = sub.subscribe({ subject: kv, durable: 'planner', startAt: 'first' })[Symbol.asyncIterator]();
+    expect((await take(all, 1)).map((m) => m.seq)).toEqual([1]);
+    await expect(sub.subscribe({ subject: kv, durable: 'x', startAt: 'last' as never })[Symbol.asyncIterator]().next()).rejects.toMatchObject({
+      code: 'invalid_argument',
+    });
+    await sub.close();
+  });
+
   it('refuses a second live subscription, a changed filter and bad arguments', async () => {
     const store = new MemoryEventStore();
     const sub = new MemoryEventPlane(store);

@@ -5,9 +5,9 @@
  * within a live subscription: that part of JetStream is left to the real implementation).
  */
 import { alreadyExists, invalidArgument, unavailable } from '@switchyard/common';
-import { NAME_PATTERN, subjectMatches } from './addressing.js';
+import { subjectMatches } from './addressing.js';
 import { decodeJson, encodeJson } from './protocols.js';
-import type { EventMessage, EventPlane, SubscribeOptions } from './event-plane.js';
+import { type EventMessage, type EventPlane, type SubscribeOptions, checkSubscribeOptions } from './event-plane.js';
 
 interface Stored {
   readonly seq: number;
@@ -96,11 +96,12 @@ export class MemoryEventPlane implements EventPlane {
     const isClosed = (): boolean => this.closed;
     return {
       [Symbol.asyncIterator]: async function* () {
-        const { subject, durable, startSeq = 1, signal } = options;
-        if (!NAME_PATTERN.test(durable)) throw invalidArgument(`invalid durable name '${durable}'`);
-        if (!Number.isSafeInteger(startSeq) || startSeq < 1) throw invalidArgument(`startSeq must be an integer >= 1`);
+        const { subject, durable, signal } = options;
+        const { startSeq, startAt } = checkSubscribeOptions(options);
         if (isClosed()) throw unavailable('event plane is closed');
-        const d = store.claim(durable, subject, startSeq);
+        // 'new': start after everything stored now (only when the durable is created, like startSeq)
+        const d = store.claim(durable, subject, startAt === 'new' ? store.lastSeq + 1 : startSeq);
+        options.onReady?.();
         let wait: { promise: Promise<void>; cancel: () => void } | null = null;
         let stopped = false;
         const stop = (): void => {

@@ -8,7 +8,7 @@
  * end without a final marker, so callers see StreamIncompleteError.
  */
 import { randomUUID } from 'node:crypto';
-import { SwitchyardError, alreadyExists, cancelled, deadlineExceeded, unavailable } from '@switchyard/common';
+import { alreadyExists, cancelled, deadlineExceeded, unavailable } from '@switchyard/common';
 import {
   type EndpointAddress,
   type InstanceAddress,
@@ -19,7 +19,7 @@ import {
   isInstanceAddress,
 } from './addressing.js';
 import { AsyncChannel } from './async-channel.js';
-import { writeResponse } from './response-writer.js';
+import { RunningRequests, readFrame, writeResponse } from './response-writer.js';
 import {
   type JsonValue,
   type ResponseFrame,
@@ -103,15 +103,9 @@ export class MemoryRequestBroker {
   }
 }
 
-/** One in-flight request on the worker side. */
-interface Running {
-  readonly abort: AbortController;
-  readonly done: Promise<void>;
-}
-
 class MemoryServedEndpoint implements ServedEndpoint, Subscriber {
   readonly subject: string;
-  private readonly running = new Map<string, Running>();
+  private readonly running = new RunningRequests();
   private stopped = false;
 
   constructor(
@@ -126,22 +120,19 @@ class MemoryServedEndpoint implements ServedEndpoint, Subscriber {
   onRequest(bytes: Uint8Array, reply: Inbox): void {
     if (this.stopped) return reply.drop();
     const envelope = decodeRequestEnvelope(decodeJson(bytes));
-    const abort = new AbortController();
     const out = this.owner.openReply(reply);
-    const run = async (): Promise<void> => {
+    this.running.start(envelope.requestId, async (abort) => {
       try {
         await writeResponse({ handler: this.handler, envelope, abort, send: (frame) => out.deliver(encodeJson(frame)), stopped: () => this.stopped });
       } finally {
         out.close();
-        this.running.delete(envelope.requestId);
       }
-    };
-    this.running.set(envelope.requestId, { abort, done: run() });
+    });
   }
 
   onCancel(bytes: Uint8Array): void {
     const msg = decodeCancelMessage(decodeJson(bytes));
-    this.running.get(msg.requestId)?.abort.abort(cancelled(`request ${msg.requestId} cancelled by the caller`));
+    this.running.abort(msg.requestId, cancelled(`request ${msg.requestId} cancelled by the caller`));
   }
 
   async stop(options?: { drain?: boolean }): Promise<void> {
@@ -150,17 +141,15 @@ class MemoryServedEndpoint implements ServedEndpoint, Subscriber {
       this.broker.unsubscribe(this);
       this.owner.forget(this);
     }
-    if (options?.drain === false) {
-      for (const r of this.running.values()) r.abort.abort(cancelled(`endpoint ${formatAddress(this.address)} stopped`));
-    }
-    await Promise.all([...this.running.values()].map((r) => r.done));
+    if (options?.drain === false) this.running.abortAll(cancelled(`endpoint ${formatAddress(this.address)} stopped`));
+    await this.running.settled();
   }
 
   /** Process death: no more frames of any kind. Handlers see their signal abort. */
   crash(): void {
     this.stopped = true;
     this.broker.unsubscribe(this);
-    for (const r of this.running.values()) r.abort.abort(unavailable('worker crashed'));
+    this.running.abortAll(unavailable('worker crashed'));
   }
 }
 
@@ -235,19 +224,12 @@ export class MemoryRequestPlane implements RequestPlane {
             const r = await inbox.next();
             if (r.done) throw new StreamIncompleteError(target, received, dropped ? unavailable('connection dropped') : undefined);
             const frame = r.value;
-            if (frame.seq !== expected) {
-              throw new StreamIncompleteError(target, received, unavailable(`frame ${expected} missing (got ${frame.seq})`));
-            }
-            if (frame.type === 'final') {
-              terminal = true;
-              return;
-            }
-            if (frame.type === 'error') {
-              terminal = true;
-              throw new SwitchyardError(frame.error.code, frame.error.message);
-            }
+            // a terminal frame (final or error) ends the request on the worker: nothing to cancel
+            terminal = frame.seq === expected && frame.type !== 'data';
+            const data = readFrame(frame, expected, target, received);
+            if (data === null) return;
             received++;
-            yield frame.payload;
+            yield data.payload;
           }
         } finally {
           clearTimeout(timer);

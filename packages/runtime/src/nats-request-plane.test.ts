@@ -232,3 +232,132 @@ describe('NatsRequestPlane (real nats-server)', () => {
     expect((await failure(client.request(ep, null))).error).toBeInstanceOf(NoRespondersError);
   });
 });
+
+describe('NatsRequestPlane across NATS outages (nats.js drops whatever is published while disconnected)', () => {
+  const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+  /** Yields `i` every 10 ms until aborted (`n` frames at most). */
+  async function* ticker(payload: JsonValue, ctx: RequestContext): AsyncGenerator<JsonValue> {
+    const n = (payload as { n: number }).n;
+    for (let i = 0; i < n && !ctx.signal.aborted; i++) {
+      yield i;
+      await sleep(10);
+    }
+  }
+
+  it("the caller's own disconnect fails its open streams at once (local), and a request made while disconnected is sent after the reconnect", async () => {
+    const ep = freshEndpoint();
+    // one connection serves and calls, so no reconnect race between two clients decides the outcome
+    const p = await plane();
+    await p.serve(inst(ep, 1), ticker);
+    const stream = p.request(inst(ep, 1), { n: 100_000 })[Symbol.asyncIterator]();
+    expect((await stream.next()).value).toBe(0);
+    const t0 = Date.now();
+    await p.nc.reconnect();
+    let error: unknown;
+    try {
+      while (!(await stream.next()).done);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(StreamIncompleteError);
+    expect(error).toMatchObject({ local: true, retriable: true });
+    expect(Date.now() - t0).toBeLessThan(1000); // not the 30 s idle timeout
+    // still disconnected (the client waits before redialing): this request is held, then sent
+    expect(p.isConnected()).toBe(false);
+    expect(await collect(p.request(inst(ep, 1), { n: 3 }))).toEqual([0, 1, 2]);
+  });
+
+  it("a worker's disconnect ends a stream whose frames it lost with a gap or a cancelled frame, not a silent stall", async () => {
+    const ep = freshEndpoint();
+    const worker = await plane();
+    let handlerAborted: unknown;
+    await worker.serve(inst(ep, 1), async function* (payload, ctx) {
+      yield* ticker(payload, ctx);
+      handlerAborted = ctx.signal.reason;
+    });
+    const client = await plane(); // default idle timeout: 30 s
+    const received: JsonValue[] = [];
+    let error: unknown;
+    const t0 = Date.now();
+    try {
+      for await (const v of client.request(inst(ep, 1), { n: 100_000 })) {
+        received.push(v);
+        if (received.length === 3) void worker.nc.reconnect();
+      }
+    } catch (e) {
+      error = e;
+    }
+    // a lost data frame shows as a sequence gap; if none was lost, the held `cancelled` frame arrives
+    const gap = error instanceof StreamIncompleteError && !error.local;
+    const cancelledFrame = (error as { code?: string } | undefined)?.code === 'cancelled';
+    expect(gap || cancelledFrame, String(error)).toBe(true);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(handlerAborted).toMatchObject({ code: 'cancelled' });
+  });
+
+  it('a re-sent request id supersedes its attempt still running on the worker (the engine never sees it twice)', async () => {
+    const ep = freshEndpoint();
+    const worker = await plane();
+    const live = new Set<string>();
+    let overlap = false;
+    await worker.serve(inst(ep, 1), async function* (payload, ctx) {
+      if (live.has(ctx.requestId)) overlap = true;
+      live.add(ctx.requestId);
+      try {
+        yield* ticker(payload, ctx);
+      } finally {
+        await sleep(50); // an engine takes a moment to release an aborted sequence
+        live.delete(ctx.requestId);
+      }
+    });
+    // the first attempt's caller vanishes without a cancel (its connection closes)
+    const nc = await connect({ servers: nats.url });
+    const first = NatsRequestPlane.fromConnection(nc);
+    const firstStream = first.request(inst(ep, 1), { n: 100_000 }, { requestId: 'same-id' })[Symbol.asyncIterator]();
+    await firstStream.next();
+    const client = await plane();
+    expect(await collect(client.request(inst(ep, 1), { n: 3 }, { requestId: 'same-id' }))).toEqual([0, 1, 2]);
+    expect(overlap).toBe(false);
+    await nc.close();
+  });
+});
+
+describe('NatsRequestPlane framing (chunks beyond max_payload, heartbeats)', () => {
+  it('carries a request and responses larger than the server max_payload (1 MiB) in chunks, to one instance', async () => {
+    const ep = freshEndpoint();
+    const worker = await plane();
+    await worker.serve(inst(ep, 1), async function* (payload): AsyncGenerator<JsonValue> {
+      const text = (payload as { text: string }).text;
+      yield { length: text.length, last: text.slice(-5) };
+      yield { echo: text }; // 3 MB back
+    });
+    const client = await plane();
+    const text = 'x'.repeat(3_000_000) + 'tail!';
+    const out = await collect(client.request(inst(ep, 1), { text }));
+    expect(out[0]).toEqual({ length: text.length, last: 'tail!' });
+    expect((out[1] as { echo: string }).echo === text).toBe(true);
+    // a queue group could split the chunks between instances: refused before anything is sent
+    const { error } = await failure(client.request(ep, { text }));
+    expect(error).toMatchObject({ code: 'invalid_argument' });
+  });
+
+  it('a handler silent for longer than the caller idle timeout is kept alive by heartbeats', async () => {
+    const ep = freshEndpoint();
+    const p = await NatsRequestPlane.connect({ url: nats.url, heartbeatIntervalMs: 100 });
+    planes.push(p);
+    await p.serve(inst(ep, 1), async function* () {
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      yield 'done';
+    });
+    const client = await plane(1000);
+    expect(await collect(client.request(inst(ep, 1), null))).toEqual(['done']);
+    // without heartbeats the same wait is an incomplete stream
+    const silent = await NatsRequestPlane.connect({ url: nats.url, heartbeatIntervalMs: 60_000 });
+    planes.push(silent);
+    await silent.serve(inst(ep, 2), async function* () {
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      yield 'done';
+    });
+    expect((await failure(client.request(inst(ep, 2), null))).error).toBeInstanceOf(StreamIncompleteError);
+  });
+});

@@ -20,14 +20,25 @@
  * frame for `idleTimeoutMs` (default 30 s) is StreamIncompleteError; so is the caller's own connection
  * closing mid-stream. (Discovery-driven detection — the instance's key vanishing — is left to the
  * router, which can abort the request.)
+ *
+ * NATS outages (nats-connection.ts: the client reconnects forever, but whatever is published while
+ * it is disconnected is silently discarded):
+ *   - caller side: the connection dropping fails every open stream at once with a *local*
+ *     StreamIncompleteError (frames may be lost; the worker is not to blame). A request made while
+ *     disconnected waits for the reconnect (at most `reconnectWaitMs`, its deadline or its signal)
+ *     before it is published; cancels are held until the reconnect. For `RECONNECT_GRACE_MS` after
+ *     its own reconnect, a no-responders answer is re-sent every `GRACE_RETRY_MS` instead of failing:
+ *     the workers that lost the same server are redialing too, a moment behind.
+ *   - worker side: a data frame that cannot be published ends its stream: the handler is aborted and
+ *     its terminal `cancelled` frame is held until the reconnect, so the caller sees the sequence gap
+ *     (or that frame) and can migrate the request, instead of waiting out its idle timeout.
  */
 import { randomUUID } from 'node:crypto';
-import { connect } from '@nats-io/transport-node';
 import { type Msg, type NatsConnection, type Subscription, createInbox } from '@nats-io/nats-core';
 import {
   type Logger,
-  SwitchyardError,
   alreadyExists,
+  invalidArgument,
   cancelled,
   deadlineExceeded,
   silentLogger,
@@ -44,7 +55,9 @@ import {
   isInstanceAddress,
 } from './addressing.js';
 import { AsyncChannel } from './async-channel.js';
-import { writeResponse } from './response-writer.js';
+import { DEFAULT_NATS_RECONNECT_WAIT_MS, connectNats, watchNatsConnection } from './nats-connection.js';
+import { ChunkAssembler, HEARTBEAT_INTERVAL_MS, isHeartbeat, needsChunks, publishFramed, publishHeartbeat } from './nats-framing.js';
+import { RunningRequests, readFrame, writeResponse } from './response-writer.js';
 import {
   type JsonValue,
   type ResponseFrame,
@@ -65,11 +78,26 @@ import {
 
 /** Default: a stream with no frame for this long is StreamIncompleteError. */
 export const DEFAULT_STREAM_IDLE_TIMEOUT_MS = 30_000;
+/** Default: how long a request made while NATS is disconnected waits for the reconnect. */
+export const DEFAULT_RECONNECT_WAIT_MS = 10_000;
+/** After our own reconnect, no-responders is retried this long (≈ 3 of the peers' redial waits)... */
+const RECONNECT_GRACE_MS = 3 * DEFAULT_NATS_RECONNECT_WAIT_MS;
+/** ...this often. */
+const GRACE_RETRY_MS = 100;
+/** Messages (cancels, terminal frames) held while disconnected; beyond it the oldest are dropped. */
+const MAX_HELD_MESSAGES = 10_000;
+
+/** What a caller's inbox receives: frames, the server's 503 status, or the connection dropping. */
+type Inbound = ResponseFrame | 'no-responders' | 'connection-lost';
 
 export interface NatsRequestPlaneOptions {
   readonly logger?: Logger;
   /** No frame for this long ends a response stream with StreamIncompleteError (0 = never). */
   readonly idleTimeoutMs?: number;
+  /** A request made while disconnected waits this long for the reconnect, then fails `unavailable`. */
+  readonly reconnectWaitMs?: number;
+  /** Worker side: a stream silent this long gets a heartbeat (default HEARTBEAT_INTERVAL_MS). */
+  readonly heartbeatIntervalMs?: number;
 }
 
 export interface NatsRequestPlaneConnectOptions extends NatsRequestPlaneOptions {
@@ -79,14 +107,14 @@ export interface NatsRequestPlaneConnectOptions extends NatsRequestPlaneOptions 
   readonly name?: string;
 }
 
-interface Running {
-  readonly abort: AbortController;
-  readonly done: Promise<void>;
-}
+/** A chunked request whose last chunk has not come within this long is dropped (its caller died). */
+const PARTIAL_REQUEST_TTL_MS = 60_000;
 
 class NatsServedEndpoint implements ServedEndpoint {
   readonly subject: string;
-  private readonly running = new Map<string, Running>();
+  private readonly running = new RunningRequests();
+  /** Chunked requests being received, by reply inbox (nats-framing.ts). */
+  private readonly chunks = new ChunkAssembler();
   private readonly subs: Subscription[] = [];
   private stopped = false;
 
@@ -125,39 +153,57 @@ class NatsServedEndpoint implements ServedEndpoint {
     if (!reply) return this.log.warn({ subject: m.subject }, 'request without reply subject dropped');
     let envelope;
     try {
-      envelope = decodeRequestEnvelope(decodeJson(m.data));
+      if (this.chunks.size > 0) this.chunks.expire(PARTIAL_REQUEST_TTL_MS);
+      const data = this.chunks.accept(reply, m);
+      if (data === null) return; // more chunks to come
+      envelope = decodeRequestEnvelope(decodeJson(data));
     } catch (e) {
       const err = toSwitchyardError(e);
-      this.publish(reply, { v: 1, type: 'error', seq: 0, error: { code: err.code, message: err.message } });
+      this.publish(reply, { v: 1, type: 'error', seq: 0, error: { code: err.code, message: err.message } }, true);
       return;
     }
-    const abort = new AbortController();
     const requestId = envelope.requestId;
-    const run = async (): Promise<void> => {
+    this.running.start(requestId, async (abort) => {
+      // A frame of this stream lost to a NATS outage: the handler is aborted, the caller told.
+      let broken = false;
+      let lastSent = Date.now();
+      const send = (frame: ResponseFrame): void => {
+        lastSent = Date.now();
+        if (frame.type !== 'data') return this.publish(reply, frame, true);
+        if (this.owner.isConnected()) return this.publish(reply, frame, false);
+        // NATS would discard it: the stream has a hole now, end it and say so once reconnected
+        broken = true;
+        abort.abort(cancelled(`request ${requestId}: the worker lost its connection to NATS mid-stream`));
+      };
+      // a silent handler (a long unary computation) still shows the caller it is alive
+      const every = this.owner.heartbeatIntervalMs;
+      const heartbeat = setInterval(() => {
+        if (Date.now() - lastSent < every || !this.owner.isConnected() || this.nc.isClosed()) return;
+        lastSent = Date.now();
+        try {
+          publishHeartbeat(this.nc, reply);
+        } catch {
+          // closing: the caller finds out by itself
+        }
+      }, every);
       try {
-        await writeResponse({ handler: this.handler, envelope, abort, send: (frame) => this.publish(reply, frame), stopped: () => this.stopped });
+        await writeResponse({ handler: this.handler, envelope, abort, send, stopped: () => this.stopped || broken });
       } finally {
-        this.running.delete(requestId);
+        clearInterval(heartbeat);
       }
-    };
-    const entry: { abort: AbortController; done: Promise<void> } = { abort, done: Promise.resolve() };
-    this.running.set(requestId, entry);
-    entry.done = run();
+    });
   }
 
-  private publish(reply: string, frame: ResponseFrame): void {
+  /** `hold`: while disconnected, keep the frame for the reconnect instead of losing it. */
+  private publish(reply: string, frame: ResponseFrame, hold: boolean): void {
     if (this.nc.isClosed()) return;
-    try {
-      this.nc.publish(reply, encodeJson(frame));
-    } catch (e) {
-      this.log.debug({ err: (e as Error).message }, 'response frame not sent');
-    }
+    this.owner.publishWhenConnected(reply, encodeJson(frame), hold);
   }
 
   private onCancel(m: Msg): void {
     try {
       const msg = decodeCancelMessage(decodeJson(m.data));
-      this.running.get(msg.requestId)?.abort.abort(cancelled(`request ${msg.requestId} cancelled by the caller`));
+      this.running.abort(msg.requestId, cancelled(`request ${msg.requestId} cancelled by the caller`));
     } catch (e) {
       this.log.warn({ err: (e as Error).message }, 'bad cancel message ignored');
     }
@@ -170,29 +216,41 @@ class NatsServedEndpoint implements ServedEndpoint {
       // keep the cancel subscription until in-flight requests are done
       for (const s of this.subs.slice(0, 2)) s.unsubscribe();
     }
-    if (options?.drain === false) {
-      for (const r of this.running.values()) r.abort.abort(cancelled(`endpoint ${formatAddress(this.address)} stopped`));
-    }
-    await Promise.all([...this.running.values()].map((r) => r.done));
+    if (options?.drain === false) this.running.abortAll(cancelled(`endpoint ${formatAddress(this.address)} stopped`));
+    await this.running.settled();
     for (const s of this.subs) s.unsubscribe();
+    this.owner.flushOutbox(); // the last frames, queued for the end of this turn
     if (!this.nc.isClosed()) await this.nc.flush().catch(() => undefined);
   }
 
   /** The connection is gone: abort the handlers; nothing more can be sent. */
   lost(): void {
     this.stopped = true;
-    for (const r of this.running.values()) r.abort.abort(unavailable('connection to NATS closed'));
+    this.running.abortAll(unavailable('connection to NATS closed'));
   }
 }
 
 /** One process's RequestPlane client over a NATS connection. */
 export class NatsRequestPlane implements RequestPlane {
   private readonly served = new Set<NatsServedEndpoint>();
-  private readonly callers = new Set<AsyncChannel<ResponseFrame>>();
+  private readonly callers = new Set<AsyncChannel<Inbound>>();
   private readonly log: Logger;
   private readonly idleTimeoutMs: number;
+  private readonly reconnectWaitMs: number;
+  /** @internal */
+  readonly heartbeatIntervalMs: number;
   private readonly ownsConnection: boolean;
   private closed = false;
+  /** False from a `disconnect` status until the `reconnect` (nats-connection.ts). */
+  private connected = true;
+  /** Epoch ms of the last reconnect (-Infinity: never reconnected). */
+  private reconnectedAt = -Infinity;
+  private readonly reconnectWaiters = new Set<() => void>();
+  /** Published once reconnected, in order. */
+  private held: Array<{ readonly subject: string; readonly data: Uint8Array }> = [];
+  /** Published at the end of this event-loop turn, in order (`flushOutbox`). */
+  private outbox: Array<{ readonly subject: string; readonly data: Uint8Array }> = [];
+  private outboxScheduled = false;
 
   /**
    * Wrap an existing connection. `ownsConnection`: close() also closes the connection (default false).
@@ -203,19 +261,100 @@ export class NatsRequestPlane implements RequestPlane {
   ) {
     this.log = options.logger ?? silentLogger;
     this.idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_STREAM_IDLE_TIMEOUT_MS;
+    this.reconnectWaitMs = options.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS;
+    this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
     this.ownsConnection = options.ownsConnection ?? false;
     void nc.closed().then(() => this.connectionLost());
+    watchNatsConnection(nc, this.log, { onDisconnect: () => this.onDisconnect(), onReconnect: () => this.onReconnect() });
   }
 
-  /** Open a connection of its own (closed by close()). */
+  /** Open a connection of its own (closed by close()); it reconnects forever. */
   static async connect(options: NatsRequestPlaneConnectOptions): Promise<NatsRequestPlane> {
-    let nc: NatsConnection;
-    try {
-      nc = await connect({ servers: options.url.split(','), name: options.name ?? 'switchyard-request-plane' });
-    } catch (e) {
-      throw unavailable(`cannot connect to NATS at ${options.url}: ${(e as Error).message}`, e);
-    }
+    const nc = await connectNats({ url: options.url, name: options.name ?? 'switchyard-request-plane' });
     return new NatsRequestPlane(nc, { ...options, ownsConnection: true });
+  }
+
+  /** @internal False while NATS is disconnected. */
+  isConnected(): boolean {
+    return this.connected;
+  }
+
+  /** @internal Publish now, or once reconnected (a cancel, a terminal frame: small, must arrive). */
+  publishWhenConnected(subject: string, data: Uint8Array, hold = true): void {
+    if (this.nc.isClosed()) return;
+    if (!this.connected) {
+      if (hold) this.holdMessage(subject, data);
+      return;
+    }
+    this.outbox.push({ subject, data });
+    if (!this.outboxScheduled) {
+      this.outboxScheduled = true;
+      setImmediate(() => this.flushOutbox());
+    }
+  }
+
+  private holdMessage(subject: string, data: Uint8Array): void {
+    if (this.held.length >= MAX_HELD_MESSAGES) this.held.shift();
+    this.held.push({ subject, data });
+  }
+
+  /**
+   * Publish what this turn of the event loop queued, in order, in one go: nats.js flushes its buffer
+   * once per microtask drain, so a unary response's data and final frames (and the frames of every
+   * stream that produced one this turn) leave in one socket write instead of one write each.
+   * Disconnected meanwhile: the batch is held for the reconnect, still in order.
+   */
+  /** @internal */
+  flushOutbox(): void {
+    this.outboxScheduled = false;
+    const batch = this.outbox;
+    this.outbox = [];
+    for (const m of batch) {
+      if (this.nc.isClosed()) return;
+      if (!this.connected) {
+        this.holdMessage(m.subject, m.data);
+        continue;
+      }
+      try {
+        publishFramed(this.nc, m.subject, m.data);
+      } catch (e) {
+        this.log.debug({ err: (e as Error).message, subject: m.subject }, 'message not sent');
+      }
+    }
+  }
+
+  private onDisconnect(): void {
+    this.connected = false;
+    // frames to our inboxes may be lost from now on: end every open stream (the worker is not to blame)
+    for (const c of this.callers) c.push('connection-lost');
+  }
+
+  private onReconnect(): void {
+    this.connected = true;
+    this.reconnectedAt = Date.now();
+    const held = this.held;
+    this.held = [];
+    for (const m of held) this.publishWhenConnected(m.subject, m.data);
+    for (const wake of [...this.reconnectWaiters]) wake();
+  }
+
+  /** Resolves once connected (at once if connected); rejects `unavailable` after `ms` or on `signal`. */
+  private async waitConnected(ms: number, signal: AbortSignal | undefined): Promise<void> {
+    if (this.connected) return;
+    await new Promise<void>((resolve, reject) => {
+      const done = (err?: unknown): void => {
+        clearTimeout(timer);
+        this.reconnectWaiters.delete(wake);
+        signal?.removeEventListener('abort', onAbort);
+        if (err === undefined) resolve();
+        else reject(err);
+      };
+      const wake = (): void => done();
+      const onAbort = (): void => done(cancelled('request cancelled while waiting for the NATS reconnect'));
+      const timer = setTimeout(() => done(unavailable(`not connected to NATS (waited ${ms} ms for the reconnect)`)), ms);
+      this.reconnectWaiters.add(wake);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
   }
 
   /** Wrap an existing connection (not closed by close()). */
@@ -249,6 +388,7 @@ export class NatsRequestPlane implements RequestPlane {
     const callers = this.callers;
     const idleTimeoutMs = this.idleTimeoutMs;
     const isClosed = (): boolean => this.closed || nc.isClosed();
+    const plane = this;
     return {
       [Symbol.asyncIterator]: async function* () {
         if (isClosed()) throw unavailable('request plane is closed');
@@ -257,8 +397,8 @@ export class NatsRequestPlane implements RequestPlane {
         if (signal?.aborted) throw cancelled(`request ${requestId} cancelled before it was sent`);
         const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : null;
 
-        // frames, or a marker for the 503 status / the subscription closing with the connection
-        const inbox = new AsyncChannel<ResponseFrame | 'no-responders'>();
+        // frames, or a marker for the 503 status / a NATS disconnect
+        const inbox = new AsyncChannel<Inbound>();
         let protocolError: unknown = null;
         let idle: ReturnType<typeof setTimeout> | undefined;
         let idleExpired = false;
@@ -270,13 +410,16 @@ export class NatsRequestPlane implements RequestPlane {
             inbox.end();
           }, idleTimeoutMs);
         };
+        const chunks = new ChunkAssembler();
         const sub = nc.subscribe(createInbox(), {
           callback: (err, m) => {
             if (err) return inbox.end();
             armIdle();
+            if (isHeartbeat(m)) return;
             if (m.data.length === 0 && (m.headers?.code === 503 || m.headers?.status === '503')) return inbox.push('no-responders');
             try {
-              inbox.push(decodeResponseFrame(decodeJson(m.data)));
+              const data = chunks.accept('', m);
+              if (data !== null) inbox.push(decodeResponseFrame(decodeJson(data)));
             } catch (e) {
               protocolError = e;
               inbox.end();
@@ -284,7 +427,6 @@ export class NatsRequestPlane implements RequestPlane {
           },
         });
         void sub.closed.then(() => inbox.end());
-        callers.add(inbox as AsyncChannel<ResponseFrame>);
         const subject = isInstanceAddress(target) ? instanceSubject(target) : endpointSubject(target);
         let sent = false;
         let terminal = false;
@@ -294,8 +436,18 @@ export class NatsRequestPlane implements RequestPlane {
         const timer =
           deadline === null ? undefined : setTimeout(() => inbox.fail(deadlineExceeded(`request ${requestId} timed out after ${timeoutMs} ms`)), timeoutMs);
         try {
+          if (!plane.connected) {
+            const wait = deadline === null ? plane.reconnectWaitMs : Math.min(plane.reconnectWaitMs, Math.max(0, deadline - Date.now()));
+            await plane.waitConnected(wait, signal);
+          }
+          callers.add(inbox); // from now on a disconnect ends this stream
+          const message = encodeJson({ v: 1, requestId, payload, deadline });
+          if (!isInstanceAddress(target) && needsChunks(nc, message)) {
+            // chunks sent to a queue group could reach different instances
+            throw invalidArgument(`request ${requestId} of ${message.length} bytes is larger than one NATS message: send it to one instance`);
+          }
           try {
-            nc.publish(subject, encodeJson({ v: 1, requestId, payload, deadline }), { reply: sub.getSubject() });
+            publishFramed(nc, subject, message, sub.getSubject());
           } catch (e) {
             throw unavailable(`request ${requestId} not sent: ${(e as Error).message}`, e);
           }
@@ -312,47 +464,50 @@ export class NatsRequestPlane implements RequestPlane {
               throw new StreamIncompleteError(target, received, why);
             }
             const frame = r.value;
+            if (frame === 'connection-lost') {
+              throw new StreamIncompleteError(target, received, unavailable('connection to NATS lost'), { local: true });
+            }
             if (frame === 'no-responders') {
-              if (expected === 0) {
-                terminal = true; // nothing reached a worker: nothing to cancel
-                throw new NoRespondersError(target);
+              if (expected !== 0) continue;
+              // (not for a chunked request: each chunk draws its own 503, which would re-send it repeatedly)
+              if (Date.now() - plane.reconnectedAt < RECONNECT_GRACE_MS && plane.connected && !needsChunks(nc, message)) {
+                // just back from an outage: the worker is probably still redialing
+                await new Promise((resolve) => setTimeout(resolve, GRACE_RETRY_MS));
+                // cancelled or cut meanwhile: the next read says why; else send it again
+                if (inbox.closed || plane.connected) {
+                  if (!inbox.closed) {
+                    publishFramed(nc, subject, message, sub.getSubject());
+                    armIdle();
+                  }
+                  expected--; // the loop's expected++ brings it back to 0
+                  continue;
+                }
               }
-              continue;
+              terminal = true; // nothing reached a worker: nothing to cancel
+              throw new NoRespondersError(target);
             }
-            if (frame.seq !== expected) {
-              throw new StreamIncompleteError(target, received, unavailable(`frame ${expected} missing (got ${frame.seq})`));
-            }
-            if (frame.type === 'final') {
-              terminal = true;
-              return;
-            }
-            if (frame.type === 'error') {
-              terminal = true;
-              throw new SwitchyardError(frame.error.code, frame.error.message);
-            }
+            // a terminal frame (final or error) ends the request on the worker: nothing to cancel
+            terminal = frame.seq === expected && frame.type !== 'data';
+            const data = readFrame(frame, expected, target, received);
+            if (data === null) return;
             received++;
-            yield frame.payload;
+            yield data.payload;
           }
         } finally {
           clearTimeout(timer);
           clearTimeout(idle);
           signal?.removeEventListener('abort', onAbort);
-          callers.delete(inbox as AsyncChannel<ResponseFrame>);
+          callers.delete(inbox);
           if (!sub.isClosed()) sub.unsubscribe();
           // the worker may still be producing: tell it to stop (it ignores unknown request ids)
-          if (sent && !terminal && !nc.isClosed()) {
-            try {
-              nc.publish(cancelSubject(target), encodeJson({ v: 1, type: 'cancel', requestId }));
-            } catch {
-              // connection closing: the worker will find out by itself
-            }
-          }
+          if (sent && !terminal) plane.publishWhenConnected(cancelSubject(target), encodeJson({ v: 1, type: 'cancel', requestId }));
         }
       },
     };
   }
 
   private connectionLost(): void {
+    for (const wake of [...this.reconnectWaiters]) wake();
     for (const ep of [...this.served]) ep.lost();
     this.served.clear();
     // the callers' inbox subscriptions close with the connection: their streams end incomplete
@@ -363,6 +518,7 @@ export class NatsRequestPlane implements RequestPlane {
     await Promise.all([...this.served].map((ep) => ep.stop({ drain: false })));
     this.closed = true;
     for (const c of [...this.callers]) c.fail(unavailable('request plane is closed'));
+    this.flushOutbox();
     if (this.ownsConnection && !this.nc.isClosed()) {
       await this.nc.drain().catch(() => this.nc.close());
     }

@@ -81,17 +81,23 @@ export class NoRespondersError extends SwitchyardError {
 /**
  * The response stream stopped without its final marker (worker died, connection dropped, instance
  * left discovery). Retriable by migration: resend with the `received` data frames taken into account.
- * The caller should locally inhibit the instance until discovery catches up.
+ * The caller should locally inhibit the instance until discovery catches up — unless `local`.
  */
 export class StreamIncompleteError extends SwitchyardError {
   readonly retriable = true;
   readonly target: EndpointAddress | InstanceAddress;
   /** Data frames received before the stream stopped. */
   readonly received: number;
-  constructor(target: EndpointAddress | InstanceAddress, received: number, cause?: unknown) {
+  /**
+   * The caller's own connection failed (a NATS outage on its side): nothing is known against the
+   * instance, so it should not be inhibited.
+   */
+  readonly local: boolean;
+  constructor(target: EndpointAddress | InstanceAddress, received: number, cause?: unknown, options?: { readonly local?: boolean }) {
     super('unavailable', `stream from ${formatAddress(target)} ended before its final marker after ${received} responses`, { cause });
     this.target = target;
     this.received = received;
+    this.local = options?.local ?? false;
   }
 }
 

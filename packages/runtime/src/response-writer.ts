@@ -1,13 +1,16 @@
 /**
- * `writeResponse`: the worker side of the response-stream protocol, shared by every RequestPlane. It
+ * Both sides of the response-stream protocol, shared by every RequestPlane.
+ *
+ * `writeResponse`: the worker side. It
  * runs one request's handler and sends its frames: `data` with seq 0.., then exactly one `final` or
  * `error` — unless the request was aborted (cancelled by the caller or past its deadline), when nothing
  * more is sent, except a `cancelled` error frame when the endpoint was stopped without draining.
  * The envelope's deadline aborts `abort` when it passes. Never rejects.
  */
-import { SwitchyardError, deadlineExceeded, toSwitchyardError } from '@switchyard/common';
-import type { RequestEnvelope, ResponseFrame } from './protocols.js';
-import type { EndpointHandler } from './request-plane.js';
+import { SwitchyardError, cancelled, deadlineExceeded, toSwitchyardError, unavailable } from '@switchyard/common';
+import type { EndpointAddress, InstanceAddress } from './addressing.js';
+import type { JsonValue, RequestEnvelope, ResponseFrame } from './protocols.js';
+import { type EndpointHandler, StreamIncompleteError } from './request-plane.js';
 
 export interface ResponseWriter {
   readonly handler: EndpointHandler;
@@ -28,7 +31,8 @@ export async function writeResponse({ handler, envelope, abort, send, stopped }:
       : setTimeout(() => abort.abort(deadlineExceeded('request deadline passed')), Math.max(0, envelope.deadline - Date.now()));
   try {
     const ctx = { requestId: envelope.requestId, signal: abort.signal, deadline: envelope.deadline };
-    for await (const payload of handler(envelope.payload, ctx)) {
+    // (aborted before it started: superseded while it waited for an older attempt, or stopped)
+    for await (const payload of abort.signal.aborted ? [] : handler(envelope.payload, ctx)) {
       if (abort.signal.aborted) break;
       send({ v: 1, type: 'data', seq: seq++, payload });
     }
@@ -47,5 +51,70 @@ export async function writeResponse({ handler, envelope, abort, send, stopped }:
     send({ v: 1, type: 'error', seq: seq++, error: { code: err.code, message: err.message } });
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/**
+ * `readFrame`: the caller side. Checks the frame that should carry sequence number `expected` (after
+ * `received` data frames): a gap is StreamIncompleteError, an error frame throws its SwitchyardError,
+ * `final` ends the stream (null), a data frame yields its payload.
+ */
+export function readFrame(
+  frame: ResponseFrame,
+  expected: number,
+  target: EndpointAddress | InstanceAddress,
+  received: number,
+): { readonly payload: JsonValue } | null {
+  if (frame.seq !== expected) {
+    throw new StreamIncompleteError(target, received, unavailable(`frame ${expected} missing (got ${frame.seq})`));
+  }
+  if (frame.type === 'final') return null;
+  if (frame.type === 'error') throw new SwitchyardError(frame.error.code, frame.error.message);
+  return { payload: frame.payload };
+}
+
+/**
+ * The requests one served endpoint is running, by request id (the worker side of every RequestPlane).
+ *
+ * A request id is live at most once per endpoint: a router that migrates a stream back to the same
+ * worker re-sends it under the same id (engines key their sequences by it). The newer attempt then
+ * aborts the older one (`cancelled`) and starts once it has finished, so the engine never sees the id
+ * twice and a cancel always reaches the attempt that is running.
+ */
+export class RunningRequests {
+  private readonly byId = new Map<string, { readonly abort: AbortController; done: Promise<void> }>();
+
+  /**
+   * Run `body` for `requestId` with a fresh AbortController (after any older attempt of that id has
+   * ended). `body` must not reject.
+   */
+  start(requestId: string, body: (abort: AbortController) => Promise<void>): void {
+    const previous = this.byId.get(requestId);
+    previous?.abort.abort(cancelled(`request ${requestId} superseded by a newer attempt`));
+    const abort = new AbortController();
+    const entry = { abort, done: Promise.resolve() };
+    this.byId.set(requestId, entry);
+    entry.done = (async () => {
+      if (previous !== undefined) await previous.done;
+      try {
+        await body(abort);
+      } finally {
+        if (this.byId.get(requestId) === entry) this.byId.delete(requestId);
+      }
+    })();
+  }
+
+  /** Abort the running attempt of `requestId` (unknown ids are ignored). */
+  abort(requestId: string, reason: unknown): void {
+    this.byId.get(requestId)?.abort.abort(reason);
+  }
+
+  abortAll(reason: unknown): void {
+    for (const r of this.byId.values()) r.abort.abort(reason);
+  }
+
+  /** Resolves when every attempt running now (and any it waits for) has ended. */
+  async settled(): Promise<void> {
+    await Promise.all([...this.byId.values()].map((r) => r.done));
   }
 }

@@ -1,0 +1,585 @@
+/**
+ * The Lua side of RedisRoutingTable: every operation that must be atomic is one script. The key
+ * layout is documented in redis-routing-table.ts. Conventions shared by every script:
+ *
+ * - `KEYS[1]` is `<prefix>seq` (the generation counter); every other key is `<prefix>` + suffix, all
+ *   under the table's Cluster hash tag, so they live in `KEYS[1]`'s slot.
+ * - Numbers arrive as decimal strings (JavaScript's shortest round-trip form, which Lua's `tonumber`
+ *   parses exactly) and leave as integers only: Redis truncates a Lua number reply to an integer, so
+ *   selectAndReserve returns each candidate's overlap and load (integers, packed as little-endian
+ *   doubles in one bulk string: exact, and far cheaper than 3n integer replies) and the caller
+ *   recomputes the (fractional) scores with the same IEEE operations in the same order — bit-identical
+ *   doubles.
+ * - Errors the caller can act on are `SY_INVALID ...` (→ invalid_argument) and `SY_STAGE_LOST ...`
+ *   (a snapshot being staged was dropped by a flush or its abandon timer: → unavailable).
+ *
+ * Blocks are indexed per **generation**, not per worker: a worker's blocks live in the set
+ * `g:<gen>`, and each block's bitmap `b:<hash>` has bit `gen` set for every generation holding it.
+ * `gen` maps a worker to its current generation; other generations are invisible to matching. That
+ * makes `cleared`, `removeWorker` and the swap at the end of `replaceWorker` O(1): the old generation
+ * goes to `dead`, `gc` clears its bits a bounded number of blocks per call, and only then is its id
+ * (a bit offset) reused. Matching ANDs 32 bitmaps per MGET into a mask of the candidates' bits:
+ * a handful of byte operations per block instead of one set lookup per candidate.
+ */
+
+/** Helpers prepended to every script. */
+const PRELUDE = `
+local P = string.sub(KEYS[1], 1, -4)
+-- globals are slow in Redis's sandbox: hot ones as locals
+local band, bor, bnot, lshift = bit.band, bit.bor, bit.bnot, bit.lshift
+local sbyte, smatch, tonumber, ipairs, pairs = string.byte, string.match, tonumber, ipairs, pairs
+local call, max, unpack = redis.call, math.max, unpack
+
+local function int(x) return string.format('%d', x) end
+
+-- A generation id is a small integer, the bit offset of its column in every block bitmap; ids are
+-- reused (smallest first) once gc has cleared the old generation's bits, so bitmaps stay short.
+local function newGen(worker)
+  local free = call('ZPOPMIN', P .. 'free')
+  local g
+  if #free > 0 then g = free[1] else g = tostring(call('INCR', P .. 'seq') - 1) end
+  if worker then call('HSET', P .. 'gen', worker, g) end
+  return g
+end
+
+-- Index h under generation g; true if it was not there.
+local function indexAdd(g, h)
+  if call('SADD', P .. 'g:' .. g, h) == 1 then
+    call('SETBIT', P .. 'b:' .. h, g, 1)
+    return true
+  end
+  return false
+end
+
+-- Clear g's bit in h's bitmap (deleting an all-zero bitmap).
+local function unindex(g, h)
+  local bk = P .. 'b:' .. h
+  call('SETBIT', bk, g, 0)
+  if call('BITCOUNT', bk) == 0 then call('DEL', bk) end
+end
+
+local function indexRemove(g, h)
+  if call('SREM', P .. 'g:' .. g, h) == 1 then unindex(g, h) end
+end
+
+local function retire(g)
+  call('SADD', P .. 'dead', g)
+end
+
+-- A worker's load: ld[worker] = active blocks, pending prefill tokens, requests as three little-endian
+-- doubles (absent: 0 0 0) — one C call to decode, selectAndReserve reads every candidate's.
+local spack, sunpack = struct.pack, struct.unpack
+local function parseLoad(v)
+  if not v then return 0, 0, 0 end
+  local a, p, r = sunpack('<ddd', v)
+  return a, p, r
+end
+local function fmtLoad(a, p, r) return spack('<ddd', a, p, r) end
+
+local function addLoad(worker, da, dp, dr)
+  local a, p, r = parseLoad(call('HGET', P .. 'ld', worker))
+  a, p, r = a + da, p + dp, r + dr
+  if r <= 0 then
+    call('HDEL', P .. 'ld', worker)
+  else
+    call('HSET', P .. 'ld', worker, fmtLoad(max(a, 0), max(p, 0), r))
+  end
+end
+
+-- Drop one reservation and its load. rec = "<active>\\n<prefill>\\n<expiry>\\n<worker>".
+local function dropReservation(rid)
+  local rec = call('HGET', P .. 'res', rid)
+  if not rec then return false end
+  local a, p, _, w = string.match(rec, '^(%d+)\\n(%d+)\\n(%-?%d+)\\n(.*)$')
+  call('HDEL', P .. 'res', rid)
+  call('ZREM', P .. 'resx', rid)
+  call('SREM', P .. 'rw:' .. w, rid)
+  addLoad(w, -tonumber(a), -tonumber(p), -1)
+  return true
+end
+
+-- Expired reservations (expiry <= now), at most budget per call.
+local function pruneReservations(now, budget)
+  local ids = call('ZRANGEBYSCORE', P .. 'resx', '-inf', now, 'LIMIT', 0, budget)
+  for _, rid in ipairs(ids) do dropReservation(rid) end
+end
+
+-- Expired approximate-mode entries (expiry <= now), at most budget per call.
+local function pruneApprox(now, budget)
+  local due = call('ZRANGEBYSCORE', P .. 'axq', '-inf', now, 'LIMIT', 0, 8)
+  local work = 0
+  for _, g in ipairs(due) do
+    local ak = P .. 'ax:' .. g
+    local hs = call('ZRANGEBYSCORE', ak, '-inf', now, 'LIMIT', 0, budget - work)
+    for _, h in ipairs(hs) do
+      call('ZREM', ak, h)
+      indexRemove(g, h)
+    end
+    work = work + #hs
+    local first = call('ZRANGE', ak, 0, 0, 'WITHSCORES')
+    if #first == 0 then call('ZREM', P .. 'axq', g) else call('ZADD', P .. 'axq', first[2], g) end
+    if work >= budget then break end
+  end
+end
+
+-- Unindex dead generations and abandoned stagings, at most budget blocks per call.
+local function gc(now, budget)
+  local stale = call('ZRANGEBYSCORE', P .. 'stg', '-inf', now, 'LIMIT', 0, 16)
+  for _, g in ipairs(stale) do
+    call('ZREM', P .. 'stg', g)
+    call('HDEL', P .. 'stgo', g)
+    retire(g)
+  end
+  local work = 0
+  while work < budget do
+    local g = call('SRANDMEMBER', P .. 'dead')
+    if not g then break end
+    local gk = P .. 'g:' .. g
+    local hs = call('SPOP', gk, budget - work)
+    for _, h in ipairs(hs) do unindex(g, h) end
+    work = work + #hs + 1
+    if call('EXISTS', gk) == 0 then
+      call('SREM', P .. 'dead', g)
+      call('DEL', P .. 'ax:' .. g)
+      call('ZREM', P .. 'axq', g)
+      call('ZADD', P .. 'free', g, g)
+    end
+  end
+end
+`;
+
+/**
+ * applyEvents. ARGV: worker, now, gcBudget, then per event: id, kind (s|r|c), n, n hashes
+ * (stored block hashes / removed block hashes / none). Returns {'ok', applied, last} or
+ * {'gap', applied, last, expected, got}.
+ */
+const APPLY_EVENTS = `
+local worker = ARGV[1]
+gc(tonumber(ARGV[2]), tonumber(ARGV[3]))
+local last = tonumber(call('HGET', P .. 'last', worker) or '-1')
+local g = call('HGET', P .. 'gen', worker)
+local hasAx = g and call('EXISTS', P .. 'ax:' .. g) == 1
+local applied = 0
+local i = 4
+local result = nil
+while i <= #ARGV do
+  local id = tonumber(ARGV[i])
+  local kind = ARGV[i + 1]
+  local n = tonumber(ARGV[i + 2])
+  local first = i + 3
+  i = first + n
+  if id > last then
+    if id ~= last + 1 then
+      result = {'gap', applied, last, last + 1, id}
+      break
+    end
+    if not g then g = newGen(worker); hasAx = false end
+    if kind == 's' then
+      for k = first, i - 1 do
+        local h = ARGV[k]
+        indexAdd(g, h)
+        -- a block an event stored is no longer subject to approximate-mode expiry
+        if hasAx then call('ZREM', P .. 'ax:' .. g, h) end
+      end
+    elseif kind == 'r' then
+      for k = first, i - 1 do
+        local h = ARGV[k]
+        indexRemove(g, h)
+        if hasAx then call('ZREM', P .. 'ax:' .. g, h) end
+      end
+    else
+      retire(g)
+      g = newGen(worker)
+      hasAx = false
+    end
+    last = id
+    applied = applied + 1
+  end
+end
+if applied > 0 then call('HSET', P .. 'last', worker, int(last)) end
+return result or {'ok', applied, last}
+`;
+
+/**
+ * replaceWorker, one chunk. ARGV: gen ('' = allocate), now, stagingTtlMs, commit (1|0), worker,
+ * lastEventId, gcBudget, token, hashes... Stages the hashes under the generation; on commit, makes it
+ * the worker's generation (retiring the old one) and sets its last event id. Returns the generation.
+ * `token` (random per replaceWorker call) owns the staging: after a flush a generation id is handed
+ * out again, and without the owner check a second staging's chunks could land in the first one's.
+ */
+const STAGE = `
+local g = ARGV[1]
+local now = tonumber(ARGV[2])
+local token = ARGV[8]
+local stgk = P .. 'stg'
+if g == '' then
+  g = newGen(nil)
+  call('HSET', P .. 'stgo', g, token)
+elseif not call('ZSCORE', stgk, g) or call('HGET', P .. 'stgo', g) ~= token then
+  return redis.error_reply('SY_STAGE_LOST snapshot staging ' .. g .. ' was dropped (flush or abandoned)')
+end
+call('ZADD', stgk, now + tonumber(ARGV[3]), g)
+for k = 9, #ARGV do indexAdd(g, ARGV[k]) end
+if ARGV[4] == '1' then
+  local worker = ARGV[5]
+  call('ZREM', stgk, g)
+  call('HDEL', P .. 'stgo', g)
+  local old = call('HGET', P .. 'gen', worker)
+  if old then retire(old) end
+  call('HSET', P .. 'gen', worker, g)
+  call('HSET', P .. 'last', worker, ARGV[6])
+  gc(now, tonumber(ARGV[7]))
+end
+return g
+`;
+
+/** removeWorker. ARGV: worker, now, gcBudget. */
+const REMOVE_WORKER = `
+local worker = ARGV[1]
+local g = call('HGET', P .. 'gen', worker)
+if g then retire(g) end
+call('HDEL', P .. 'gen', worker)
+call('HDEL', P .. 'last', worker)
+local rwk = P .. 'rw:' .. worker
+for _, rid in ipairs(call('SMEMBERS', rwk)) do
+  call('HDEL', P .. 'res', rid)
+  call('ZREM', P .. 'resx', rid)
+end
+call('DEL', rwk)
+call('HDEL', P .. 'ld', worker)
+gc(tonumber(ARGV[2]), tonumber(ARGV[3]))
+return 1
+`;
+
+/** lastEventId + blockCount of one worker: {last, count}. ARGV: worker. */
+const WORKER_STATE = `
+local worker = ARGV[1]
+local last = tonumber(call('HGET', P .. 'last', worker) or '-1')
+local g = call('HGET', P .. 'gen', worker)
+local count = 0
+if g then count = call('SCARD', P .. 'g:' .. g) end
+return {last, count}
+`;
+
+/**
+ * selectAndReserve. ARGV: requestId, promptTokens, blockSize, overlapWeight, scoring (kv|load),
+ * temperature, random, now, reservationTtlMs, approxTtlMs (-1: not approximate), pruneBudget,
+ * n, separator, then the n candidates and the prompt's block bitmap keys (`<prefix>b:<hash>`, built by
+ * the caller: no string building per block here). Packed (separator is one character no candidate or
+ * key contains): two more ARGV, the candidates joined by it and the keys joined by it — a handful of
+ * arguments instead of hundreds, far cheaper for the client to encode. Unpacked (separator ''): one
+ * ARGV per candidate, then one per key. Returns one binary string of little-endian doubles (exact for
+ * every integer the script handles): chosen index (1-based), then per candidate: overlap, reserved
+ * active blocks, pending prefill tokens (before this request). One bulk string instead of 1 + 3n
+ * integers keeps the reply cheap to build, send and parse.
+ */
+const SELECT_AND_RESERVE = `
+local rid = ARGV[1]
+local promptTokens = tonumber(ARGV[2])
+local bs = tonumber(ARGV[3])
+local weight = tonumber(ARGV[4])
+local loadMode = ARGV[5] == 'load'
+local temperature = tonumber(ARGV[6])
+local random = tonumber(ARGV[7])
+local now = tonumber(ARGV[8])
+local resTtl = tonumber(ARGV[9])
+local approxTtl = tonumber(ARGV[10])
+local budget = tonumber(ARGV[11])
+local n = tonumber(ARGV[12])
+local sep = ARGV[13]
+local cands, keys
+-- packed keys not split yet: kstr from kpos on (matching usually stops long before the last key)
+local kstr, kpos
+-- plain find + sub: a pattern match would test every character in Lua
+local sfind, ssub = string.find, string.sub
+if sep == '' then
+  cands = {unpack(ARGV, 14, 13 + n)}
+  keys = {unpack(ARGV, 14 + n)}
+else
+  local function split(s)
+    local out = {}
+    if s == '' then return out end
+    local pos, k = 1, 0
+    while true do
+      local e = sfind(s, sep, pos, true)
+      k = k + 1
+      if not e then out[k] = ssub(s, pos); return out end
+      out[k] = ssub(s, pos, e - 1)
+      pos = e + 1
+    end
+  end
+  cands = split(ARGV[14])
+  if #cands ~= n then return redis.error_reply('SY_INVALID malformed candidate list') end
+  keys = {}
+  if ARGV[15] ~= '' then kstr, kpos = ARGV[15], 1 end
+end
+local nk = #keys
+-- split packed keys until keys holds the first upto ones (or all)
+local function need(upto)
+  while kpos and nk < upto do
+    local e = sfind(kstr, sep, kpos, true)
+    nk = nk + 1
+    if e then keys[nk] = ssub(kstr, kpos, e - 1); kpos = e + 1
+    else keys[nk] = ssub(kstr, kpos); kpos = nil end
+  end
+end
+
+pruneReservations(now, budget)
+pruneApprox(now, budget)
+-- More expired reservations than one call prunes (a replica died with many in flight): the
+-- candidates' own expired ones go now, so none counts in this decision (the rest go in later calls).
+if #call('ZRANGEBYSCORE', P .. 'resx', '-inf', now, 'LIMIT', 0, 1) > 0 then
+  for i = 1, n do
+    for _, r in ipairs(call('SMEMBERS', P .. 'rw:' .. cands[i])) do
+      local e = call('ZSCORE', P .. 'resx', r)
+      if e and tonumber(e) <= now then dropReservation(r) end
+    end
+  end
+end
+if call('HEXISTS', P .. 'res', rid) == 1 then
+  return redis.error_reply('SY_INVALID request id ' .. rid .. ' is already reserved')
+end
+
+-- The candidates' entries of a worker-keyed hash (gen, ld) as a table worker → value. A small hash
+-- is a listpack, where HMGET scans the whole hash once per field: read it whole (HGETALL) instead.
+local function fieldsOf(key)
+  local byField = {}
+  if call('HLEN', key) > max(128, 2 * n) then
+    local vals = call('HMGET', key, unpack(cands))
+    for i = 1, n do byField[cands[i]] = vals[i] end
+  else
+    local all = call('HGETALL', key)
+    for j = 1, #all, 2 do byField[all[j]] = all[j + 1] end
+  end
+  return byField
+end
+
+-- candidates' generations (a worker may be listed twice: both entries score the same)
+local genOf = fieldsOf(P .. 'gen')
+local slots = {}
+local mask = {}
+local nAlive = 0
+for i = 1, n do
+  local g = genOf[cands[i]]
+  if g then
+    local s = tonumber(g)
+    slots[i] = s
+    local k = (s - s % 8) / 8 + 1
+    local m, bit = mask[k] or 0, lshift(1, 7 - s % 8)
+    if band(m, bit) == 0 then
+      mask[k] = bor(m, bit)
+      nAlive = nAlive + 1
+    end
+  end
+end
+local bytes = {}
+for k in pairs(mask) do bytes[#bytes + 1] = k end
+
+-- overlap of each matched generation (slot)
+local ovSlot = {}
+local function settle(k, bits, depth)
+  for b = 0, 7 do
+    if band(bits, lshift(1, 7 - b)) ~= 0 then
+      ovSlot[(k - 1) * 8 + b] = depth
+      nAlive = nAlive - 1
+    end
+  end
+end
+
+-- overlap: leading hashes held. Each block's bitmap (bit g = generation g holds it) is ANDed into
+-- the mask of surviving candidate generations; blocks are fetched 32 at a time (MGET).
+local depth = 0
+local prev = nil
+while nAlive > 0 do
+  need(depth + 32)
+  local last = math.min(depth + 32, nk)
+  if last <= depth then break end
+  local vals = call('MGET', unpack(keys, depth + 1, last))
+  for j = 1, #vals do
+    local v = vals[j] or ''
+    -- the same bitmap as the block before (interned strings: one pointer compare) drops nobody
+    if v ~= prev then for _, k in ipairs(bytes) do
+      local m = mask[k]
+      if m ~= 0 then
+        local kept = band(m, sbyte(v, k) or 0)
+        if kept ~= m then
+          settle(k, band(m, bnot(kept)), depth)
+          mask[k] = kept
+        end
+      end
+    end end
+    prev = v
+    if nAlive == 0 then break end
+    depth = depth + 1
+  end
+end
+for _, k in ipairs(bytes) do
+  if mask[k] ~= 0 then settle(k, mask[k], depth) end
+end
+
+-- Approximate-mode entries past their expiry that pruning (a bounded batch per call) has not reached
+-- yet must not count, as in the memory table: a generation whose earliest expiry has passed gets its
+-- matched prefix checked entry by entry — O(depth), and only while it has such a backlog.
+local backlog = {}
+for _, g in ipairs(call('ZRANGEBYSCORE', P .. 'axq', '-inf', now)) do backlog[g] = true end
+for s, ov in pairs(ovSlot) do
+  if ov > 0 then
+    local g = int(s)
+    if backlog[g] then
+      need(ov)
+      local ak, from = P .. 'ax:' .. g, #P + 3
+      for d = 1, ov do
+        local e = call('ZSCORE', ak, ssub(keys[d], from))
+        if e and tonumber(e) <= now then
+          ovSlot[s] = d - 1
+          break
+        end
+      end
+    end
+  end
+end
+
+local ldOf = fieldsOf(P .. 'ld')
+local cost = {}
+-- the reply: chosen index (filled in below), then overlap, active, pending per candidate
+local reply = {''}
+local reqBlocks = math.ceil(promptTokens / bs)
+local cmin, cmax = math.huge, -math.huge
+for i = 1, n do
+  local s = slots[i]
+  local ov = s and ovSlot[s] or 0
+  local active, pending = 0, 0
+  local v = ldOf[cands[i]]
+  if v then
+    active, pending = sunpack('<dd', v)
+  end
+  reply[i + 1] = spack('<ddd', ov, active, pending)
+  local c
+  if loadMode then
+    c = active + pending / bs
+  else
+    c = weight * ((pending + max(promptTokens - ov * bs, 0)) / bs) + (active + max(reqBlocks - ov, 0))
+  end
+  cost[i] = c
+  if c < cmin then cmin = c end
+  if c > cmax then cmax = c end
+end
+
+-- selection: selector.ts chooseCandidate, step for step
+local chosen = n
+if temperature <= 0 then
+  local tied = {}
+  for i = 1, n do
+    if cost[i] == cmin then tied[#tied + 1] = i end
+  end
+  -- among the cheapest, the fewest indexed blocks (tree size) win; one cheapest needs no sizes
+  if #tied > 1 then
+    local fewest = math.huge
+    local ties = {}
+    for _, i in ipairs(tied) do
+      local g = genOf[cands[i]]
+      local size = 0
+      if g then size = call('SCARD', P .. 'g:' .. g) end
+      if size < fewest then fewest = size; ties = {i}
+      elseif size == fewest then ties[#ties + 1] = i end
+    end
+    tied = ties
+  end
+  chosen = tied[math.min(#tied - 1, math.floor(random * #tied)) + 1]
+elseif cmax == cmin then
+  chosen = math.min(n - 1, math.floor(random * n)) + 1
+else
+  local w = {}
+  local total = 0
+  for i = 1, n do
+    w[i] = math.exp(-(cost[i] - cmin) / ((cmax - cmin) * temperature))
+    total = total + w[i]
+  end
+  local target = random * total
+  local acc = 0
+  for i = 1, n do
+    acc = acc + w[i]
+    if acc > target then chosen = i; break end
+  end
+end
+
+-- reserve
+local worker = cands[chosen]
+local ov = slots[chosen] and ovSlot[slots[chosen]] or 0
+local active, pending, requests = parseLoad(ldOf[worker])
+local uncached = max(promptTokens - ov * bs, 0)
+local expiry = now + resTtl
+-- "assume KV reuse" (Dynamo): blocks the worker already caches are shared, not new load
+local newBlocks = max(reqBlocks - ov, 0)
+call('HSET', P .. 'res', rid, int(newBlocks) .. '\\n' .. int(uncached) .. '\\n' .. int(expiry) .. '\\n' .. worker)
+call('ZADD', P .. 'resx', int(expiry), rid)
+call('SADD', P .. 'rw:' .. worker, rid)
+call('HSET', P .. 'ld', worker, fmtLoad(active + newBlocks, pending + uncached, requests + 1))
+
+-- approximate mode: the chosen worker now caches the prompt until now + ttl (refreshed by reuse)
+if approxTtl >= 0 then need(math.huge) end
+local nh = nk
+if approxTtl >= 0 and nh > 0 then
+  local g = genOf[worker] or newGen(worker)
+  local ak = P .. 'ax:' .. g
+  local exp = int(now + approxTtl)
+  local from = #P + 3
+  for k = 1, nh do
+    local h = string.sub(keys[k], from)
+    if indexAdd(g, h) then
+      call('ZADD', ak, exp, h)
+    elseif call('ZSCORE', ak, h) then
+      call('ZADD', ak, exp, h)
+    end
+  end
+  call('ZADD', P .. 'axq', 'LT', exp, g)
+end
+
+reply[1] = spack('<d', chosen)
+return table.concat(reply)
+`;
+
+/** markPrefillDone. ARGV: requestId. */
+const MARK_PREFILL_DONE = `
+local rid = ARGV[1]
+local rec = call('HGET', P .. 'res', rid)
+if not rec then return 0 end
+local a, p, e, w = string.match(rec, '^(%d+)\\n(%d+)\\n(%-?%d+)\\n(.*)$')
+if tonumber(p) == 0 then return 0 end
+addLoad(w, 0, -tonumber(p), 0)
+call('HSET', P .. 'res', rid, a .. '\\n0\\n' .. e .. '\\n' .. w)
+return 1
+`;
+
+/** release. ARGV: requestId. */
+const RELEASE = `
+if dropReservation(ARGV[1]) then return 1 end
+return 0
+`;
+
+/** loads. ARGV: now, pruneBudget. Returns HGETALL ld, each load as "<active> <prefill> <requests>". */
+const LOADS = `
+pruneReservations(tonumber(ARGV[1]), tonumber(ARGV[2]))
+local all = call('HGETALL', P .. 'ld')
+for j = 2, #all, 2 do
+  local a, p, r = parseLoad(all[j])
+  all[j] = int(a) .. ' ' .. int(p) .. ' ' .. int(r)
+end
+return all
+`;
+
+const script = (body: string): string => PRELUDE + body;
+
+/** Script name → Lua source (ioredis `defineCommand`, one key each). */
+export const ROUTING_SCRIPTS = {
+  syApplyEvents: script(APPLY_EVENTS),
+  syStage: script(STAGE),
+  syRemoveWorker: script(REMOVE_WORKER),
+  syWorkerState: script(WORKER_STATE),
+  sySelectAndReserve: script(SELECT_AND_RESERVE),
+  syMarkPrefillDone: script(MARK_PREFILL_DONE),
+  syRelease: script(RELEASE),
+  syLoads: script(LOADS),
+} as const;
+
+export type RoutingScriptName = keyof typeof ROUTING_SCRIPTS;

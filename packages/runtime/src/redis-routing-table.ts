@@ -1,0 +1,320 @@
+/**
+ * RedisRoutingTable: the RoutingTable role (@switchyard/kv-router) on Redis, shared by every router
+ * replica. Each operation that must be atomic is one Lua script (redis-routing-scripts.ts), so
+ * `selectAndReserve` matches, scores, picks and reserves without another replica interleaving.
+ *
+ * Key layout (prefix `{sy:<namespace>}:`; the braces are a Redis Cluster hash tag, so every key of a
+ * table is in one slot and every script may touch any of them):
+ *
+ * ```
+ * gen          HASH    worker → its current generation id
+ * last         HASH    worker → last applied event id (absent: -1)
+ * seq          STRING  generation ids allocated so far (INCR; ids are 0-based bit offsets)
+ * free         ZSET    collected generation ids, reused smallest first
+ * g:<gen>      SET     block hashes indexed under the generation (= the worker's blocks)
+ * b:<hash>     STRING  bitmap: bit <gen> set for each generation holding the block
+ * dead         SET     retired generations, unindexed a bounded batch per call (gc)
+ * stg          ZSET    generations being staged by replaceWorker → abandon deadline (epoch ms)
+ * stgo         HASH    generation being staged → the token of the replaceWorker call that owns it
+ * ax:<gen>     ZSET    approximate-mode blocks of the generation → expiry (epoch ms)
+ * axq          ZSET    generation → earliest approximate expiry (lazy pruning queue)
+ * res          HASH    request id → "<activeBlocks>\n<prefillTokens>\n<expiry>\n<worker>"
+ * resx         ZSET    request id → reservation expiry (epoch ms)
+ * rw:<worker>  SET     request ids reserved on the worker (removeWorker drops them)
+ * ld           HASH    worker → load reserved on it: active blocks, pending prefill tokens, requests
+ *                      (3 little-endian doubles, 24 bytes: selectAndReserve decodes every candidate's)
+ * ```
+ *
+ * Why generations: a worker's blocks are a generation, and matching only counts generations that
+ * `gen` points to. `cleared`, `removeWorker` and the swap that ends `replaceWorker` are then O(1)
+ * whatever the worker holds; the retired generation is unindexed later, `DEFAULT_GC_BUDGET` blocks
+ * per applyEvents / replaceWorker / removeWorker call.
+ *
+ * What is atomic: applyEvents (one batch), removeWorker, selectAndReserve, markPrefillDone, release,
+ * loads — one script each. replaceWorker stages the snapshot in chunks of `SNAPSHOT_CHUNK` blocks
+ * under a fresh generation nobody reads, then the last chunk's script swaps it in: readers see either
+ * the whole old index or the whole new one, never a mix. Events applied for the worker while its
+ * snapshot is staged land in the old generation and are dropped by the swap (as the contract says:
+ * apply events above `last_event_id` after replaceWorker returns). A staging whose client died is
+ * retired after `STAGING_TTL_MS`.
+ *
+ * Expired reservations and approximate-mode entries (expiry <= now) are pruned lazily, at most
+ * `DEFAULT_PRUNE_BUDGET` of each per selectAndReserve (reservations also per loads). Beyond that
+ * budget an expired entry may count until a later call removes it.
+ *
+ * Connection: ioredis with no offline queue and no resend: while Redis is unreachable every call
+ * rejects `unavailable` at once (and a call whose reply is lost rejects, it is not replayed — a
+ * script like selectAndReserve is not idempotent). ioredis reconnects by itself; scripts are sent
+ * by EVALSHA and reloaded on NOSCRIPT, so a Redis restart or SCRIPT FLUSH is invisible. A flush
+ * (FLUSHALL, restart without persistence) makes every worker unknown (lastEventId -1): the KV-event
+ * consumer sees a gap on the next batch and resyncs.
+ */
+import { type Logger, SwitchyardError, internal, invalidArgument, silentLogger, unavailable } from '@switchyard/common';
+import {
+  type ApplyResult,
+  DEFAULT_RESERVATION_TTL_MS,
+  type RouteDecision,
+  type RouteRequest,
+  type RoutingTable,
+  type WorkerId,
+  type WorkerLoad,
+  type WorkerScore,
+  checkEvents,
+  checkRouteRequest,
+  checkSnapshot,
+  scoreCandidate,
+} from '@switchyard/kv-router';
+import { randomUUID } from 'node:crypto';
+import { Redis, ReplyError } from 'ioredis';
+import { NAME_PATTERN } from './addressing.js';
+import { ROUTING_SCRIPTS, type RoutingScriptName } from './redis-routing-scripts.js';
+
+/** Blocks per replaceWorker script call (each call blocks Redis for roughly 5–10 ms). */
+export const SNAPSHOT_CHUNK = 10_000;
+/** A snapshot staging not committed within this time (its client died) is garbage-collected. */
+export const STAGING_TTL_MS = 600_000;
+/** Retired-generation blocks unindexed per applyEvents / replaceWorker / removeWorker call. */
+export const DEFAULT_GC_BUDGET = 4096;
+/** Expired reservations and approximate entries dropped per selectAndReserve / loads call. */
+export const DEFAULT_PRUNE_BUDGET = 1024;
+/** Default per-command deadline: a call never waits longer for Redis. */
+export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 5_000;
+
+export interface RedisRoutingTableOptions {
+  /** `redis://host:port[/db]`. */
+  readonly url: string;
+  /** The table's name: its keys are `{sy:<namespace>}:…`. Same pattern as runtime names (`NAME_PATTERN`). */
+  readonly namespace: string;
+  readonly logger?: Logger;
+  /** Deadline of one Redis call (ms, default DEFAULT_REDIS_COMMAND_TIMEOUT_MS). */
+  readonly commandTimeoutMs?: number;
+  /** Deadline of the initial connection (ms, default 5000). */
+  readonly connectTimeoutMs?: number;
+}
+
+/** The event and snapshot types, as the role declares them (@switchyard/llm's, without depending on it). */
+type KvCacheEvent = Parameters<RoutingTable['applyEvents']>[1][number];
+type KvSnapshot = Parameters<RoutingTable['replaceWorker']>[1];
+
+type Reply = string | number | null | Reply[];
+type ScriptFn = (key: string, ...args: (string | number)[]) => Promise<Reply>;
+
+/** The `{sy:<ns>}:` prefix of a table's keys. */
+export function routingKeyPrefix(namespace: string): string {
+  return `{sy:${namespace}}:`;
+}
+
+export class RedisRoutingTable implements RoutingTable {
+  private closed = false;
+  private readonly seqKey: string;
+
+  private constructor(
+    private readonly redis: Redis,
+    readonly prefix: string,
+    private readonly log: Logger,
+  ) {
+    this.seqKey = `${prefix}seq`;
+  }
+
+  /** Connect (fails `unavailable` if Redis does not answer within `connectTimeoutMs`). */
+  static async connect(options: RedisRoutingTableOptions): Promise<RedisRoutingTable> {
+    if (!NAME_PATTERN.test(options.namespace)) {
+      throw invalidArgument(`invalid routing table namespace '${options.namespace}' (must match ${String(NAME_PATTERN)})`);
+    }
+    const log = (options.logger ?? silentLogger).child({ component: 'redis-routing-table', namespace: options.namespace });
+    const redis = new Redis(options.url, {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      autoResendUnfulfilledCommands: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout: options.commandTimeoutMs ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS,
+      connectTimeout: options.connectTimeoutMs ?? 5000,
+      retryStrategy: (times) => Math.min(times * 100, 1000),
+    });
+    let down = false;
+    redis.on('error', (err: Error) => {
+      if (!down) log.warn({ err: err.message }, 'redis connection error');
+      down = true;
+    });
+    redis.on('ready', () => {
+      if (down) log.info('redis connection ready again');
+      down = false;
+    });
+    for (const [name, lua] of Object.entries(ROUTING_SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 1, lua });
+    try {
+      await redis.connect();
+    } catch (e) {
+      redis.disconnect();
+      throw unavailable(`cannot connect to Redis at ${options.url}: ${(e as Error).message}`, e);
+    }
+    return new RedisRoutingTable(redis, routingKeyPrefix(options.namespace), log);
+  }
+
+  async applyEvents(worker: WorkerId, events: readonly KvCacheEvent[]): Promise<ApplyResult> {
+    const args: (string | number)[] = [worker, Date.now(), DEFAULT_GC_BUDGET];
+    checkEvents(events);
+    for (const e of events) {
+      const d = e.data;
+      if (d.type === 'stored') {
+        args.push(e.event_id, 's', d.blocks.length);
+        for (const b of d.blocks) args.push(b.block_hash);
+      } else if (d.type === 'removed') {
+        args.push(e.event_id, 'r', d.block_hashes.length, ...d.block_hashes);
+      } else {
+        args.push(e.event_id, 'c', 0);
+      }
+    }
+    const r = (await this.call('syApplyEvents', args)) as [string, number, number, number?, number?];
+    if (r[0] === 'ok') return { status: 'ok', applied: r[1], lastEventId: r[2] };
+    return { status: 'gap', applied: r[1], lastEventId: r[2], expected: r[3]!, got: r[4]! };
+  }
+
+  async replaceWorker(worker: WorkerId, snapshot: KvSnapshot): Promise<void> {
+    checkSnapshot(snapshot);
+    const last = snapshot.last_event_id;
+    const blocks = snapshot.blocks;
+    let gen = '';
+    let start = 0;
+    const token = randomUUID(); // owns the staging (redis-routing-scripts.ts, STAGE)
+    // At least one call (an empty snapshot still swaps); every call but the last only stages.
+    do {
+      const end = Math.min(start + SNAPSHOT_CHUNK, blocks.length);
+      const commit = end >= blocks.length;
+      const args: (string | number)[] = [gen, Date.now(), STAGING_TTL_MS, commit ? 1 : 0, worker, last, DEFAULT_GC_BUDGET, token];
+      for (let i = start; i < end; i++) args.push(blocks[i]!.block_hash);
+      gen = String(await this.call('syStage', args));
+      start = end;
+    } while (start < blocks.length);
+  }
+
+  async removeWorker(worker: WorkerId): Promise<void> {
+    await this.call('syRemoveWorker', [worker, Date.now(), DEFAULT_GC_BUDGET]);
+  }
+
+  async lastEventId(worker: WorkerId): Promise<number> {
+    return ((await this.call('syWorkerState', [worker])) as [number, number])[0];
+  }
+
+  async blockCount(worker: WorkerId): Promise<number> {
+    return ((await this.call('syWorkerState', [worker])) as [number, number])[1];
+  }
+
+  async selectAndReserve(request: RouteRequest): Promise<RouteDecision> {
+    checkRouteRequest(request);
+    const { candidates, blockSize, promptTokens } = request;
+    const ttl = request.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS;
+    const approx = request.approximate === undefined ? -1 : request.approximate.ttlMs;
+    const args: (string | number)[] = [
+      request.requestId,
+      promptTokens,
+      blockSize,
+      request.overlapWeight,
+      request.scoring ?? 'kv',
+      request.temperature,
+      request.random,
+      Math.floor(request.now),
+      Math.floor(ttl),
+      Math.floor(approx),
+      DEFAULT_PRUNE_BUDGET,
+      candidates.length,
+    ];
+    // Candidates and bitmap keys go packed (two strings joined by a character none of them contains)
+    // unless no such separator exists: hundreds of arguments cost the client far more to encode.
+    const blockKey = `${this.prefix}b:`;
+    const sep = pickSeparator(candidates, request.blockHashes, blockKey);
+    if (sep !== '') {
+      const hashes = request.blockHashes;
+      args.push(sep, candidates.join(sep), hashes.length === 0 ? '' : blockKey + hashes.join(sep + blockKey));
+    } else {
+      args.push('', ...candidates);
+      for (const hash of request.blockHashes) args.push(blockKey + hash);
+    }
+    // The reply is packed little-endian doubles (chosen index, then overlap/active/pending per candidate);
+    // the (fractional) scores come from the selector the memory twin uses, fed the same inputs: the
+    // same doubles the script compared.
+    const r = (await this.call('sySelectAndReserveBuffer', args)) as unknown as Buffer;
+    if (!Buffer.isBuffer(r) || r.length !== 8 * (1 + 3 * candidates.length)) {
+      throw internal(`redis sySelectAndReserve: unexpected reply of ${Buffer.isBuffer(r) ? r.length : typeof r} bytes`);
+    }
+    const input = { promptTokens, blockSize, overlapWeight: request.overlapWeight, scoring: request.scoring ?? 'kv' } as const;
+    const scores: WorkerScore[] = candidates.map((worker, i) =>
+      scoreCandidate(
+        { worker, overlapBlocks: r.readDoubleLE(8 + 24 * i), activeBlocks: r.readDoubleLE(16 + 24 * i), prefillTokens: r.readDoubleLE(24 + 24 * i), treeSize: 0 },
+        input,
+      ),
+    );
+    const chosen = scores[r.readDoubleLE(0) - 1]!;
+    return { worker: chosen.worker, overlapBlocks: chosen.overlapBlocks, scores };
+  }
+
+  async markPrefillDone(requestId: string): Promise<void> {
+    await this.call('syMarkPrefillDone', [requestId]);
+  }
+
+  async release(requestId: string): Promise<void> {
+    await this.call('syRelease', [requestId]);
+  }
+
+  async loads(now: number): Promise<ReadonlyMap<WorkerId, WorkerLoad>> {
+    const ld = (await this.call('syLoads', [Math.floor(now), DEFAULT_PRUNE_BUDGET])) as string[];
+    const out = new Map<WorkerId, WorkerLoad>();
+    for (let i = 0; i < ld.length; i += 2) {
+      const [activeBlocks, prefillTokens, requests] = ld[i + 1]!.split(' ').map(Number) as [number, number, number];
+      out.set(ld[i]!, { activeBlocks, prefillTokens, requests });
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      await this.redis.quit();
+    } catch {
+      this.redis.disconnect();
+    }
+  }
+
+  /** Run one script; every failure leaves here classified. */
+  private async call(name: RoutingScriptName | `${RoutingScriptName}Buffer`, args: (string | number)[]): Promise<Reply> {
+    if (this.closed) throw unavailable('routing table is closed');
+    const fn = (this.redis as unknown as Record<string, ScriptFn>)[name]!;
+    try {
+      return await fn.call(this.redis, this.seqKey, ...args);
+    } catch (e) {
+      throw classify(e, name, this.log);
+    }
+  }
+}
+
+/** Separators tried for packing selectAndReserve's lists (single bytes; the script splits with a plain find). */
+const SEPARATORS = ['\n', '\u0001', '\u0002', '\u0003', '\u001f', '\t'];
+
+/** A separator that no candidate, hash or the key prefix contains; '' if there is none (unpacked form). */
+function pickSeparator(candidates: readonly string[], hashes: readonly string[], blockKey: string): string {
+  next: for (const sep of SEPARATORS) {
+    if (blockKey.includes(sep)) continue;
+    for (const c of candidates) if (c.includes(sep)) continue next;
+    for (const h of hashes) if (h.includes(sep)) continue next;
+    return sep;
+  }
+  return '';
+}
+
+/** Redis reply prefixes meaning "not now" rather than "wrong". */
+const TRANSIENT_REPLIES = ['LOADING', 'BUSY', 'MASTERDOWN', 'READONLY', 'CLUSTERDOWN', 'TRYAGAIN', 'OOM', 'NOREPLICAS', 'SY_STAGE_LOST'];
+
+function classify(e: unknown, op: string, log: Logger): SwitchyardError {
+  if (e instanceof SwitchyardError) return e;
+  const message = e instanceof Error ? e.message : String(e);
+  if (e instanceof ReplyError) {
+    // script errors arrive as "ERR user_script:…: SY_INVALID …" or plain "SY_INVALID …"
+    const m = /\b(SY_[A-Z_]+) (.*)$/.exec(message);
+    if (m?.[1] === 'SY_INVALID') return invalidArgument(m[2]!, e);
+    if (TRANSIENT_REPLIES.some((p) => message.startsWith(p) || m?.[1] === p)) return unavailable(`redis ${op}: ${message}`, e);
+    log.error({ err: message, op }, 'redis routing script failed');
+    return internal(`redis ${op}: ${message}`, e);
+  }
+  // connection closed, not writeable (offline), command timeout, max retries: all "try later"
+  return unavailable(`redis ${op}: ${message}`, e);
+}
