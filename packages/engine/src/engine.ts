@@ -11,6 +11,7 @@ import { configDataTypeToWire, type ModelConfig } from '@switchyard/model-config
 import { composingReady } from './ensemble-plan.js';
 import { EnsembleStepStats, type StepComputeTimes } from './ensemble-step-stats.js';
 import { InferenceJob } from './inference-job.js';
+import { inferViaSubmit } from './infer-via-submit.js';
 import { JavaScriptBackend } from './javascript-backend.js';
 import { LlmBackend } from './llm-backend.js';
 import { NO_LABELS } from './labels.js';
@@ -181,6 +182,10 @@ export class Engine implements InferenceEngine {
       .filter((e): e is LlmEndpoint => e !== undefined);
   }
 
+  onModelChange(listener: () => void): () => void {
+    return this.lifecycle.onChange(listener);
+  }
+
   repositoryIndex(readyOnly: boolean): Promise<ModelIndexEntry[]> {
     return this.lifecycle.index(readyOnly);
   }
@@ -247,20 +252,7 @@ export class Engine implements InferenceEngine {
   }
 
   infer(request: InferRequest, options?: SubmitOptions): Promise<InferResponse> {
-    return new Promise((resolve, reject) => {
-      let response: InferResponse | undefined;
-      this.submit(
-        request,
-        (result) => {
-          if (result.error !== undefined) return reject(result.error);
-          if (result.response !== undefined && response === undefined) response = result.response;
-          if (!result.final) return;
-          if (response !== undefined) resolve(response);
-          else reject(unavailable(`${requestPrefix(request.id)}model '${request.modelName}' produced no response`));
-        },
-        options,
-      );
-    });
+    return inferViaSubmit(this, request, options);
   }
 
   async shutdown(): Promise<void> {

@@ -4,6 +4,7 @@
  */
 export type * from './types.js';
 export { Engine, createEngine } from './engine.js';
+export { inferViaSubmit } from './infer-via-submit.js';
 export { DEFAULT_EXTENSIONS, DEFAULT_POLL_INTERVAL_SECS, DEFAULT_SERVER_NAME, DEFAULT_SERVER_VERSION } from './options.js';
 export type { ControlMode, EngineOptions } from './options.js';
 export type {

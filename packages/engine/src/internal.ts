@@ -37,3 +37,5 @@ export { LoadedVersion } from './loaded-version.js';
 export { buildBaseConfig, loadVersion } from './model-loader.js';
 export { runWarmup } from './warmup.js';
 export { threadDecoderSession, createOnnxLlmExecutor } from './llm-session.js';
+export { sequenceOf, inSequence, correlationText } from './sequence-controls.js';
+export type { CorrelationId, RequestSequence } from './sequence-controls.js';

@@ -25,6 +25,7 @@ import {
   Tokenizer,
   readModelFolder,
   type Executor,
+  type KvEventSink,
   type LlmEndpoint,
   type ModelFolderFiles,
 } from '@switchyard/llm';
@@ -130,6 +131,18 @@ export class LlmBackend implements Backend {
     // Mocker tokens are random ids: an EOS among them would end a simulated request at random, so the
     // mocker generates to max_tokens as Dynamo's does.
     const eosTokenIds = this.name === 'mocker' ? [] : [...tokenizer.eosTokenIds];
+    // KV events fan out to whoever listens (the cluster worker's publisher); with no listener the
+    // block manager's callback is one empty-set check.
+    const kvListeners = new Set<KvEventSink>();
+    const onKvEvent: KvEventSink = (event) => {
+      for (const listener of kvListeners) {
+        try {
+          listener(event);
+        } catch (e) {
+          logger.error({ err: e, model: modelName }, 'KV event listener threw');
+        }
+      }
+    };
     const engine = new LlmEngine({
       blockSize: options.blockSize,
       numBlocks: options.numBlocks,
@@ -143,6 +156,7 @@ export class LlmBackend implements Backend {
       maxModelLen,
       eosTokenIds,
       executor,
+      onKvEvent,
     });
     const endpoint: LlmEndpoint = {
       card: {
@@ -156,8 +170,18 @@ export class LlmBackend implements Backend {
       },
       tokenizer,
       chatTemplate,
+      modelFolder: versionPath,
       generate: (request, signal) => engine.generate(request, signal),
       metrics: () => engine.metrics(),
+      kv: {
+        onEvent: (listener) => {
+          // a wrapper per subscription, so the same function subscribed twice unsubscribes separately
+          const entry: KvEventSink = (event) => listener(event);
+          kvListeners.add(entry);
+          return () => kvListeners.delete(entry);
+        },
+        snapshot: () => engine.snapshot(),
+      },
     };
     logger.info({ model: modelName, kind: this.name, blockSize: options.blockSize, numBlocks: options.numBlocks, maxModelLen }, 'LLM engine ready');
     return new LlmModel(endpoint, engine, options, logger, releaseExecutor);

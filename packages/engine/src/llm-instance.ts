@@ -91,13 +91,13 @@ export class LlmInstance implements BackendInstance {
             if (step.text !== '') sender.send(textResponse(step.text), false);
             continue;
           }
-          sender.send(textResponse(step.text, finalParameters(finishReason, output.usage, processor.numTokens)), true);
+          sender.send(textResponse(step.text, finalParameters(finishReason, promptTokenIds.length, output.usage, processor.numTokens)), true);
           return;
         }
         text += step.text;
         if (finishReason !== null) {
           const full = parsed.excludeInput ? text : parsed.prompt + text;
-          sender.send(textResponse(full, finalParameters(finishReason, output.usage, processor.numTokens)), true);
+          sender.send(textResponse(full, finalParameters(finishReason, promptTokenIds.length, output.usage, processor.numTokens)), true);
           return;
         }
       }
@@ -123,14 +123,21 @@ function textResponse(text: string, parameters: Record<string, ParameterValue> =
   };
 }
 
+/**
+ * The final response's parameters. `prompt_tokens` is the prompt this instance tokenized (as the
+ * OpenAI path reports it): the engine's `usage` comes only with its own last output, which a stop
+ * string pre-empts (the request is answered and aborted at once). `cached_tokens` is the engine's
+ * figure, hence 0 when a stop string ended the generation before the engine's last output.
+ */
 function finalParameters(
   finishReason: string,
+  promptTokens: number,
   usage: { promptTokens: number; completionTokens: number; cachedTokens: number } | undefined,
   completionTokens: number,
 ): Record<string, ParameterValue> {
   return {
     finish_reason: finishReason,
-    prompt_tokens: usage?.promptTokens ?? 0,
+    prompt_tokens: promptTokens,
     completion_tokens: completionTokens,
     cached_tokens: usage?.cachedTokens ?? 0,
   };

@@ -54,6 +54,7 @@ export class ModelLifecycle {
   private readonly loader: LoaderContext;
   /** Ensembles: load order, dependency checks, cascading unloads (ensemble-dependencies.ts). */
   private readonly ensembles: EnsembleDependencies;
+  private readonly changeListeners = new Set<() => void>();
 
   /** `submitStep`: how ensemble steps reach the engine (see `EnsemblePort.submit`); without it ensembles do not load. */
   constructor(
@@ -75,6 +76,24 @@ export class ModelLifecycle {
       readyModelNames: () => this.readyModelNames(),
       failureOf: (name) => this.failureOf(name),
     });
+  }
+
+  /** See InferenceEngine.onModelChange. */
+  onChange(listener: () => void): () => void {
+    const entry = (): void => listener();
+    this.changeListeners.add(entry);
+    return () => this.changeListeners.delete(entry);
+  }
+
+  /** A version started or stopped serving (or its serving object was replaced). */
+  private changed(): void {
+    for (const listener of this.changeListeners) {
+      try {
+        listener();
+      } catch (e) {
+        this.options.logger.error({ err: e }, 'model change listener threw');
+      }
+    }
   }
 
   private record(name: string): ModelRecord {
@@ -197,6 +216,7 @@ export class ModelLifecycle {
         slot.state = 'READY';
         slot.reason = '';
         slot.stamp = stamp;
+        this.changed();
         if (previous !== undefined) this.drain(previous);
       } catch (e) {
         const reason = failureReason(e);
@@ -227,6 +247,7 @@ export class ModelLifecycle {
     if (serving !== undefined) {
       slot.state = 'UNLOADING';
       slot.serving = undefined;
+      this.changed();
       await serving.unload();
     }
     slot.state = 'UNAVAILABLE';

@@ -157,8 +157,12 @@ export interface InferenceEngine {
   isModelReady(name: string, version?: number): boolean;
   /** The normalised configuration of a READY version (the one a request without version would use). */
   modelConfig(name: string, version?: number): ModelConfig;
-  /** Statistics of READY versions: all models, one model, or one version. */
-  modelStatistics(name?: string, version?: number): ModelStatistics[];
+  /**
+   * Statistics of READY versions: all models, one model, or one version. An unknown model or version
+   * throws (rejects) invalid_argument. A Promise where the statistics live elsewhere (a router asks
+   * its workers); the front doors await either.
+   */
+  modelStatistics(name?: string, version?: number): ModelStatistics[] | Promise<ModelStatistics[]>;
   metricsSnapshot(): ModelMetricsSnapshot[];
   /**
    * Labels for the classification extension, of the version that answered (`InferResponse`'s
@@ -175,6 +179,14 @@ export interface InferenceEngine {
   llmEndpoint?(name: string): LlmEndpoint | undefined;
   /** Every READY LLM model's endpoint (latest ready version each), sorted by name. */
   llmEndpoints?(): LlmEndpoint[];
+
+  /**
+   * `listener` is called (synchronously, with no arguments) whenever a model version starts serving,
+   * is replaced by a reload, or stops serving (enters UNLOADING). The listener re-reads what it needs
+   * (`repositoryIndex(true)`, `llmEndpoint`); it must not throw. Returns unsubscribe. Optional so test
+   * doubles need not implement it; the cluster worker re-registers model cards through it.
+   */
+  onModelChange?(listener: () => void): () => void;
 
   repositoryIndex(readyOnly: boolean): Promise<ModelIndexEntry[]>;
   loadModel(name: string, options?: LoadModelOptions): Promise<void>;

@@ -79,6 +79,7 @@ export type {
   HistogramSnapshot,
   LlmEndpoint,
   LlmEngineMetrics,
+  LlmKvSource,
   LlmModelCard,
 } from './llm-endpoint.js';
 export {

@@ -9,6 +9,7 @@ import type { CompiledSamplingParams } from './sampling-params.js';
 import type { FinishReason } from './stop-checker.js';
 import type { ChatTemplate } from './chat-template.js';
 import type { Tokenizer } from './tokenizer.js';
+import type { KvEventSink, KvSnapshot } from './kv-events.js';
 
 /** One generation, as an engine receives it. */
 export interface GenerateRequest {
@@ -103,6 +104,13 @@ export interface LlmEndpoint {
   /** undefined when the model folder has no chat template (chat completions are then refused). */
   readonly chatTemplate: ChatTemplate | undefined;
   /**
+   * Absolute path of the Hugging Face model folder the tokenizer was read from (tokenizer.json,
+   * tokenizer_config.json, config.json, chat_template.jinja), for publishers that hand the tokenizer
+   * to other processes. A model loaded from a load request's file overrides was read from a temporary
+   * folder that is gone after the load. Absent in test doubles.
+   */
+  readonly modelFolder?: string;
+  /**
    * Start a generation. Outputs arrive in order through the returned iterable; it ends after the
    * output with `finishReason`. Errors (invalid request: prompt too long, duplicate id; engine
    * failure) reject the iteration with a SwitchyardError. Aborting `signal` finishes the request with
@@ -110,6 +118,22 @@ export interface LlmEndpoint {
    */
   generate(request: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerateOutput>;
   metrics(): LlmEngineMetrics;
+  /**
+   * The engine's KV cache as seen by an indexer (the cluster worker publishes it to routers). Absent
+   * when the engine does not expose its cache (test doubles); routers then route approximately.
+   */
+  readonly kv?: LlmKvSource;
+}
+
+/** KV events and snapshots of one engine (kv-events.ts has the event contract). */
+export interface LlmKvSource {
+  /**
+   * Called by a publisher once per engine. `listener` is called synchronously, in event-id order,
+   * for every event from now on; it must not throw or block (queue and return). Returns unsubscribe.
+   */
+  onEvent(listener: KvEventSink): () => void;
+  /** Every resident full block now; `last_event_id` ties it to the event stream. */
+  snapshot(): KvSnapshot;
 }
 
 /** Thrown into a generation's iteration; re-exported for callers that match on it. */

@@ -10,3 +10,5 @@ export { CLIENT_SHM_DISABLED_MESSAGE, DEFAULT_SHM_DIR, SharedMemoryManager } fro
 export type { SystemShmRegionStatus } from './shared-memory.js';
 export { DEFAULT_LOG_SETTINGS, DEFAULT_TRACE_SETTINGS, ServerSettings } from './settings.js';
 export type { LogSettings, TraceSettings } from './settings.js';
+export { createFrontDoors } from './front-doors.js';
+export type { FrontDoorPorts, FrontDoors, FrontDoorsOptions } from './front-doors.js';

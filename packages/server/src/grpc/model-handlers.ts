@@ -81,8 +81,8 @@ export function modelHandlers(ctx: GrpcContext): UntypedServiceImplementation {
     // The engine's ModelConfig plain object has the proto's field names, enum names and oneof
     // members, so it serialises as-is.
     ModelConfig: unary(ctx, (req: NameVersion) => ({ config: engine.modelConfig(req.name, parseModelVersion(req.version)) })),
-    ModelStatistics: unary(ctx, (req: NameVersion) => ({
-      model_stats: engine.modelStatistics(req.name === '' ? undefined : req.name, parseModelVersion(req.version)),
+    ModelStatistics: unary(ctx, async (req: NameVersion) => ({
+      model_stats: await engine.modelStatistics(req.name === '' ? undefined : req.name, parseModelVersion(req.version)),
     })),
     RepositoryIndex: unary(ctx, async (req: { repository_name: string; ready: boolean }) => {
       if (req.repository_name !== '') throw unsupported(REPOSITORY_NAME_UNSUPPORTED);

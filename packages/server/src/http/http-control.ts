@@ -41,8 +41,8 @@ export function handleModelConfig(ctx: HttpContext, res: ServerResponse, model: 
   sendJson(res, 200, renderModelConfigJson(ctx.engine.modelConfig(model, version)));
 }
 
-export function handleModelStats(ctx: HttpContext, res: ServerResponse, model: string | undefined, version: number | undefined): void {
-  const stats = ctx.engine.modelStatistics(model, version);
+export async function handleModelStats(ctx: HttpContext, res: ServerResponse, model: string | undefined, version: number | undefined): Promise<void> {
+  const stats = await ctx.engine.modelStatistics(model, version);
   sendJson(res, 200, JSON.stringify({ model_stats: stats.map(statisticsJson) }));
 }
 

@@ -184,3 +184,33 @@ describe('metrics front door', () => {
     expect((await get(port, '/')).status).toBe(404);
   });
 });
+
+describe('metrics front door with extra families', () => {
+  it('appends the extra text after the engine families at every scrape, and fails the scrape when it throws', async () => {
+    const engine = new FakeEngine();
+    engine.snapshot = [snapshot('simple', '1', 2)];
+    let scrapes = 0;
+    let broken = false;
+    const door = createMetricsServer({
+      engine: engine as InferenceEngine,
+      port: 0,
+      host: '127.0.0.1',
+      cpu: fixedCpu,
+      extraMetrics: () => {
+        if (broken) throw new Error('stats unavailable');
+        scrapes++;
+        return `# HELP extra_total Extra.\n# TYPE extra_total counter\nextra_total ${scrapes}`;
+      },
+    });
+    const port = await door.listen();
+    try {
+      const first = await get(port, '/metrics');
+      expect(first.body).toBe(`${EXPECTED}# HELP extra_total Extra.\n# TYPE extra_total counter\nextra_total 1\n`);
+      expect((await get(port, '/metrics')).body).toContain('\nextra_total 2\n');
+      broken = true;
+      expect(await get(port, '/metrics')).toEqual({ status: 500, type: 'application/json', body: '{"error":"stats unavailable"}' });
+    } finally {
+      await door.close();
+    }
+  });
+});

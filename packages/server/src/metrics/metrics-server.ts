@@ -1,8 +1,8 @@
 /**
  * The metrics front door (Triton's port 8002): `GET /metrics` (or `/metrics/`) answers the
- * Prometheus text of `TritonMetrics` with `Content-Type: text/plain; charset=utf-8`. Any other
- * method is 405 and any other path 404, with Triton's JSON error bodies. The query string is
- * ignored.
+ * Prometheus text of `TritonMetrics` (then the `extraMetrics` text, if any) with `Content-Type:
+ * text/plain; charset=utf-8`. Any other method is 405 and any other path 404, with Triton's JSON
+ * error bodies. The query string is ignored.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -22,6 +22,12 @@ export interface MetricsServerOptions {
   host?: string;
   /** Host CPU/memory source; default reads /proc. null omits the nv_cpu_* families. */
   cpu?: CpuMetricsSource | null;
+  /**
+   * More families owned by the caller (e.g. the router's own), as Prometheus text appended after the
+   * engine's, called once per scrape. It must not repeat a family the engine already renders. A
+   * throw fails the scrape with 500.
+   */
+  extraMetrics?: () => string | Promise<string>;
   logger?: Logger;
 }
 
@@ -55,7 +61,13 @@ export function createMetricsServer(options: MetricsServerOptions): MetricsFront
       sendJsonError(res, 404, 'Not Found');
       return;
     }
-    metrics.render().then(
+    const scrape = async (): Promise<string> => {
+      const text = await metrics.render();
+      if (options.extraMetrics === undefined) return text;
+      const extra = await options.extraMetrics();
+      return extra === '' || extra.endsWith('\n') ? text + extra : `${text}${extra}\n`;
+    };
+    scrape().then(
       (text) => {
         res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(text) });
         res.end(text);

@@ -1,0 +1,83 @@
+/**
+ * LlmInstance through the engine (the simulated `mocker` LLM): the final response's usage
+ * parameters, streamed and not, also when a stop string ends the generation.
+ */
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serializeBytesElements, type InferRequest, type Parameters } from '@switchyard/kserve';
+import { llmFixtureRepositoryFiles } from '@switchyard/onnx-builder';
+import { type Engine, createEngine } from './engine.js';
+import type { InferResult } from './types.js';
+
+/** The simulated LLM (as test/fixtures/llm_repository/mock_llm); onnx-builder generates its tokenizer files. */
+const MOCK_LLM_CONFIG = `name: "mock_llm"
+backend: "mocker"
+max_batch_size: 0
+model_transaction_policy { decoupled: True }
+input [
+  { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] },
+  { name: "stream" data_type: TYPE_BOOL dims: [ 1 ] optional: true }
+]
+output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]
+parameters [
+  { key: "block_size" value: { string_value: "16" } },
+  { key: "num_gpu_blocks" value: { string_value: "64" } },
+  { key: "max_model_len" value: { string_value: "512" } },
+  { key: "speedup_ratio" value: { string_value: "50" } }
+]
+`;
+
+let root: string;
+let engine: Engine;
+const PROMPT = 'Tell me a long story about the sea and the wind and the boats';
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), 'switchyard-llm-instance-'));
+  for (const f of llmFixtureRepositoryFiles()) {
+    if (!f.path.startsWith('mock_llm/')) continue;
+    await mkdir(join(root, f.path, '..'), { recursive: true });
+    await writeFile(join(root, f.path), f.build());
+  }
+  await writeFile(join(root, 'mock_llm', 'config.pbtxt'), MOCK_LLM_CONFIG);
+  engine = await createEngine({ modelRepositories: [root] });
+});
+afterAll(async () => {
+  await engine?.shutdown();
+  await rm(root, { recursive: true, force: true });
+});
+
+function request(parameters: Parameters): InferRequest {
+  const text = serializeBytesElements([new TextEncoder().encode(PROMPT)]);
+  return { id: 'r', modelName: 'mock_llm', modelVersion: undefined, parameters, inputs: [{ name: 'text_input', datatype: 'BYTES', shape: [1], data: text, parameters: {} }], outputs: [] };
+}
+
+function run(parameters: Parameters): Promise<InferResult[]> {
+  return new Promise((resolve) => {
+    const results: InferResult[] = [];
+    engine.submit(request(parameters), (r) => {
+      results.push(r);
+      if (r.final) resolve(results);
+    });
+  });
+}
+
+describe('LlmInstance usage parameters', () => {
+  const promptTokens = (): number => engine.llmEndpoint('mock_llm')!.tokenizer.encode(PROMPT, { addSpecialTokens: true }).length;
+
+  it.each([true, false])('reports the prompt tokens when a stop string ends the generation (stream %s)', async (stream) => {
+    // The mocker samples pseudo-random tokens: within 64 of them one of these letters shows up.
+    const results = await run({ stream, max_tokens: 64, stop: JSON.stringify(['e', 'a', 'o', 't', 'i', 'n', ' ']) });
+    const last = results.at(-1)!;
+    expect(last.error).toBeUndefined();
+    expect(last.response!.parameters).toMatchObject({ finish_reason: 'stop', prompt_tokens: promptTokens() });
+    expect(Number(last.response!.parameters['completion_tokens'])).toBeGreaterThan(0);
+  });
+
+  it('reports the prompt tokens when max_tokens ends the generation', async () => {
+    const results = await run({ stream: true, max_tokens: 3 });
+    expect(results.at(-1)!.error).toBeUndefined();
+    expect(results.at(-1)!.response!.parameters).toMatchObject({ finish_reason: 'length', prompt_tokens: promptTokens(), completion_tokens: 3 });
+  });
+});

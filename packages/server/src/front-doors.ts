@@ -1,0 +1,72 @@
+/**
+ * FrontDoors: the HTTP, gRPC and metrics doors of one process over one InferenceEngine, opened and
+ * closed together — the shape both the worker and the router serve (each door optional).
+ *
+ * `listen()` binds them in order (http, grpc, metrics) and resolves with the bound ports (0 for a
+ * door that is off); if one fails, the ones already bound are closed and the error is rethrown.
+ * `close()` stops every door at once: each stops accepting and finishes its in-flight requests.
+ */
+import type { InferenceEngine } from '@switchyard/engine';
+import type { Logger } from '@switchyard/common';
+import { createGrpcServer } from './grpc/grpc-server.js';
+import { createHttpServer } from './http/http-server.js';
+import { createMetricsServer } from './metrics/metrics-server.js';
+import type { SharedMemoryManager } from './shared-memory.js';
+import type { ServerSettings } from './settings.js';
+
+export interface FrontDoorsOptions {
+  readonly engine: InferenceEngine;
+  readonly shm: SharedMemoryManager;
+  readonly settings: ServerSettings;
+  readonly logger: Logger;
+  /** Each door: undefined = off. */
+  readonly http?: { readonly port: number; readonly host: string; readonly maxInputSize: number };
+  readonly grpc?: { readonly port: number; readonly host: string; readonly maxMessageBytes?: number };
+  readonly metrics?: { readonly port: number; readonly host: string; readonly extraMetrics?: () => string };
+}
+
+export interface FrontDoorPorts {
+  http: number;
+  grpc: number;
+  metrics: number;
+}
+
+export interface FrontDoors {
+  listen(): Promise<FrontDoorPorts>;
+  close(): Promise<void>;
+}
+
+export function createFrontDoors(o: FrontDoorsOptions): FrontDoors {
+  const doors: Array<{ name: keyof FrontDoorPorts; door: { listen(): Promise<number>; close(): Promise<void> } }> = [];
+  if (o.http !== undefined) {
+    const { port, host, maxInputSize } = o.http;
+    doors.push({ name: 'http', door: createHttpServer({ engine: o.engine, shm: o.shm, settings: o.settings, port, host, maxInputSize, logger: o.logger.child({ component: 'http' }) }) });
+  }
+  if (o.grpc !== undefined) {
+    const { port, host, maxMessageBytes } = o.grpc;
+    doors.push({
+      name: 'grpc',
+      door: createGrpcServer({ engine: o.engine, shm: o.shm, settings: o.settings, port, host, ...(maxMessageBytes === undefined ? {} : { maxMessageBytes }), logger: o.logger.child({ component: 'grpc' }) }),
+    });
+  }
+  if (o.metrics !== undefined) {
+    const { port, host, extraMetrics } = o.metrics;
+    doors.push({ name: 'metrics', door: createMetricsServer({ engine: o.engine, port, host, ...(extraMetrics === undefined ? {} : { extraMetrics }), logger: o.logger.child({ component: 'metrics' }) }) });
+  }
+  const close = async (): Promise<void> => {
+    await Promise.allSettled(doors.map(({ door }) => door.close()));
+  };
+  return {
+    async listen() {
+      const ports: FrontDoorPorts = { http: 0, grpc: 0, metrics: 0 };
+      try {
+        for (const { name, door } of doors) ports[name] = await door.listen();
+      } catch (err) {
+        await close();
+        throw err;
+      }
+      return ports;
+    },
+    close,
+  };
+}
