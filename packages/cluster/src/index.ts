@@ -1,0 +1,40 @@
+export * from './protocols.js';
+export {
+  decodeLlmCardMetadata,
+  decodeTensorCardMetadata,
+  decodeWireGenerateOutput,
+  decodeWireGenerateRequest,
+  decodeWireInferRequest,
+  decodeWireInferResponse,
+  decodeWireKvEvents,
+  decodeWireLoad,
+  decodeWireSnapshotChunk,
+  decodeWireSnapshotRequest,
+  generateOutputFromWire,
+  generateOutputToWire,
+  inferErrorFromWire,
+  inferErrorToWire,
+  inferRequestFromWire,
+  inferRequestToWire,
+  inferResponseFromWire,
+  inferResponseToWire,
+  parametersFromWire,
+  parametersToWire,
+  tensorFromWire,
+  tensorToWire,
+  toJson,
+} from './wire-codec.js';
+export { DEFAULT_NAMESPACE, MODEL_POLL_MS, startWorkerNode } from './worker/worker-node.js';
+export type { WorkerNode, WorkerNodeOptions, WorkerNodeState } from './worker/worker-node.js';
+export { MAX_INLINE_TOKENIZER_BYTES, TOKENIZER_FILES } from './worker/model-cards.js';
+export { DEFAULT_LOAD_INTERVAL_MS, LOAD_HEARTBEAT_MS } from './worker/load-publisher.js';
+// ---- router core ----
+export { DEFAULT_ROUTER_MODE, ROUTER_MODES, startRouterCore } from './router/router-core.js';
+export type { RouterCore, RouterCoreOptions } from './router/router-core.js';
+export { CLUSTER_EXTENSIONS, CLUSTER_SERVER_NAME, ClusterEngine, MODEL_CONTROL_UNSUPPORTED } from './router/cluster-engine.js';
+export { DEFAULT_MIGRATION_LIMIT, DEFAULT_STALL_PROBE_MS, RoutedLlmEndpoint } from './router/routed-llm-endpoint.js';
+export { DEFAULT_PROBE_TIMEOUT_MS } from './router/health-prober.js';
+export { ModelRegistry } from './router/model-registry.js';
+export type { LlmTextTools, ModelEntry, RegistryChange, RegistryListener } from './router/model-registry.js';
+export { DEFAULT_INHIBIT_MS } from './router/instance-tracker.js';
+export type { KvEventStats, MigrationKind, RouterMode, RouterStats, WorkerStats } from './router/router-stats.js';

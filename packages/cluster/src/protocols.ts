@@ -1,0 +1,237 @@
+/**
+ * Wire types between cluster workers and routers, on top of the runtime's envelopes
+ * (@switchyard/runtime protocols.ts: RequestEnvelope / ResponseFrame / ModelCard). All JSON, every
+ * message carries `v: 1`. Validation only at the decode edge (`decode*` below: parsed JSON in, typed
+ * value out, invalid_argument otherwise).
+ *
+ * Endpoints a worker serves (component `WORKER_COMPONENT`):
+ *
+ * | endpoint       | request payload     | data frames                                  |
+ * |----------------|---------------------|----------------------------------------------|
+ * | `generate`     | `WireGenerateRequest` | `WireGenerateOutput`, one per engine output  |
+ * | `infer`        | `WireInferRequest`  | `WireInferResponse`, one per response (decoupled models may send several) |
+ * | `kv_snapshot`  | `WireSnapshotRequest` | `WireSnapshotChunk`s; the last has `done: true` |
+ * | `stats`        | `WireStatsRequest`  | one `WireStats`                              |
+ * | `health`       | anything (ignored)  | one `WireHealth`                             |
+ *
+ * `stats` answers the engine's statistics; a router sums them over the instances serving a model.
+ *
+ * `health` is not registered in Discovery and stays served until the process closes (also while it
+ * drains): a router probes it on an instance that left discovery or whose stream went silent, to tell
+ * a draining worker (answers) from a dead one (no responders / no answer).
+ *
+ * Events a worker publishes (EventPlane):
+ * - `kvEventsSubject(ns, WORKER_COMPONENT)`: `WireKvEvents` — a batch of one model engine's KV events;
+ * - `loadSubject(ns, WORKER_COMPONENT)`: `WireLoad` — one model's load sample.
+ *
+ * The model card's `metadata` (runtime ModelCard) carries `TensorCardMetadata` for every model (an LLM
+ * is a KServe model too: Triton's vLLM-style `text_input` interface, reached through `infer`), and
+ * for `kind: 'llm'` also `LlmCardMetadata`.
+ */
+import type { ErrorCode } from '@switchyard/common';
+import type { KvCacheEvent, SnapshotBlock } from '@switchyard/llm';
+
+/** The component every worker's endpoints live under (Dynamo's `backend`). */
+export const WORKER_COMPONENT = 'backend';
+export const GENERATE_ENDPOINT = 'generate';
+export const INFER_ENDPOINT = 'infer';
+export const KV_SNAPSHOT_ENDPOINT = 'kv_snapshot';
+export const HEALTH_ENDPOINT = 'health';
+export const STATS_ENDPOINT = 'stats';
+
+/** Worker → router: the answer of the `health` endpoint. */
+export interface WireHealth {
+  readonly state: 'serving' | 'draining';
+}
+
+/** Blocks per `WireSnapshotChunk` (keeps each NATS message far below the 1 MiB default payload limit). */
+export const SNAPSHOT_CHUNK_BLOCKS = 4096;
+
+// ---- generate ---------------------------------------------------------------------------------
+
+/**
+ * Router → worker. `sampling` is the user-level SamplingParams (snake_case OpenAI/vLLM names) minus
+ * `stop` strings, which the router applies on text; the worker compiles and validates it.
+ */
+export interface WireGenerateRequest {
+  readonly v: 1;
+  readonly model: string;
+  readonly requestId: string;
+  readonly promptTokenIds: readonly number[];
+  readonly sampling: { readonly [k: string]: unknown };
+  readonly prefillOnly?: boolean;
+}
+
+/** Worker → router: one GenerateOutput (llm-endpoint.ts), field for field. */
+export interface WireGenerateOutput {
+  readonly tokenIds: readonly number[];
+  readonly finishReason: 'stop' | 'length' | 'abort' | null;
+  readonly stopReason: number | null;
+  readonly logprobs?: readonly number[];
+  readonly usage?: { readonly promptTokens: number; readonly completionTokens: number; readonly cachedTokens: number };
+}
+
+// ---- infer (KServe tensor models) -----------------------------------------------------------------
+
+/** A tensor on the wire: `data` is the InferTensor's bytes in base64. */
+export interface WireTensor {
+  readonly name: string;
+  readonly datatype: string;
+  readonly shape: readonly number[];
+  readonly parameters: WireParameters;
+  readonly data: string;
+}
+
+/** KServe parameters; a bigint value travels as `{ "$bigint": "<decimal>" }`. */
+export type WireParameters = { readonly [k: string]: boolean | number | string | { readonly $bigint: string } };
+
+export interface WireInferRequest {
+  readonly v: 1;
+  readonly id: string;
+  readonly modelName: string;
+  readonly modelVersion: number | null;
+  readonly parameters: WireParameters;
+  readonly inputs: readonly WireTensor[];
+  readonly outputs: readonly { readonly name: string; readonly parameters: WireParameters }[];
+}
+
+export interface WireInferResponse {
+  /**
+   * The engine delivered this response as the request's last (Triton's COMPLETE_FINAL with a response:
+   * `triton_final_response` true on the client's last message). Absent = false. A stream that ends after
+   * a non-final response means the engine finished without one (a flag-only final).
+   */
+  readonly final?: boolean;
+  /**
+   * Set: this response is an error response of a decoupled stream that goes on (Triton sends it with
+   * `error_message` and without the final flag; the engine delivers `{ error, final: false }`). Such a
+   * frame has no outputs and no parameters, its `id` / `modelName` are the request's and `modelVersion`
+   * is empty; it is never `final`. An error that ends the request is not a data frame: it is the
+   * stream's error frame (runtime ResponseFrame `error`), as before.
+   */
+  readonly error?: { readonly code: ErrorCode; readonly message: string };
+  readonly id: string;
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly parameters: WireParameters;
+  readonly outputs: readonly WireTensor[];
+}
+
+// ---- stats -----------------------------------------------------------------------------------------
+
+/**
+ * Router → worker: the engine's `modelStatistics(model, version)` (null = all READY models / all READY
+ * versions). An unknown model or version is the stream's error frame (invalid_argument, the engine's
+ * message).
+ */
+export interface WireStatsRequest {
+  readonly v: 1;
+  readonly model: string | null;
+  readonly version: number | null;
+}
+
+/**
+ * Worker → router: this worker's statistics (engine ModelStatistics, Triton's statistics extension
+ * field for field: counters and `{count, ns}` durations are cumulative since the version loaded).
+ * A router sums them per (model, version) over the instances serving it.
+ */
+export interface WireStats {
+  readonly models: readonly WireModelStatistics[];
+}
+
+export interface WireDuration {
+  readonly count: number;
+  readonly ns: number;
+}
+
+export interface WireModelStatistics {
+  readonly name: string;
+  readonly version: string;
+  /** ms since the epoch of the last inference, 0 if none. */
+  readonly last_inference: number;
+  readonly inference_count: number;
+  readonly execution_count: number;
+  /** success, fail, queue, compute_input, compute_infer, compute_output, cache_hit, cache_miss. */
+  readonly inference_stats: { readonly [kind: string]: WireDuration };
+  /** Per response index (decoupled / sender models): compute_infer, compute_output, success, fail, empty_response, cancel. */
+  readonly response_stats: { readonly [key: string]: { readonly [kind: string]: WireDuration } };
+  readonly batch_stats: readonly { readonly batch_size: number; readonly compute_input: WireDuration; readonly compute_infer: WireDuration; readonly compute_output: WireDuration }[];
+  readonly memory_usage: readonly { readonly type: string; readonly id: number; readonly byte_size: number }[];
+}
+
+// ---- KV snapshot -----------------------------------------------------------------------------------
+
+export interface WireSnapshotRequest {
+  readonly v: 1;
+  readonly model: string;
+}
+
+/** One piece of a KvSnapshot; concatenating `blocks` of every chunk gives the snapshot's blocks. */
+export interface WireSnapshotChunk {
+  readonly last_event_id: number;
+  readonly blocks: readonly SnapshotBlock[];
+  readonly partial_blocks: number;
+  readonly done: boolean;
+}
+
+// ---- events ----------------------------------------------------------------------------------------
+
+/** Worker → JetStream: KV events of one model's engine on one worker, in event-id order. */
+export interface WireKvEvents {
+  readonly v: 1;
+  /** The worker process's instance id (runtime InstanceId). */
+  readonly instanceId: string;
+  readonly model: string;
+  readonly events: readonly KvCacheEvent[];
+}
+
+/** Worker → JetStream: one model's load on one worker, sampled when it changes (at most every `interval`). */
+export interface WireLoad {
+  readonly v: 1;
+  readonly instanceId: string;
+  readonly model: string;
+  /** Epoch ms on the worker's clock. */
+  readonly ts: number;
+  readonly numRunning: number;
+  readonly numWaiting: number;
+  readonly kvActiveBlocks: number;
+  readonly kvTotalBlocks: number;
+  /** kvActiveBlocks / kvTotalBlocks. */
+  readonly kvUsage: number;
+  /** Cumulative prefix-cache prompt tokens looked up / hit (rate = hits / queries). */
+  readonly prefixCacheQueries: number;
+  readonly prefixCacheHits: number;
+}
+
+// ---- model card metadata ------------------------------------------------------------------------
+
+/** `ModelCard.metadata` of an LLM (`kind: 'llm'`); the card's own fields carry tokenizer, block size, context length. */
+export interface LlmCardMetadata extends TensorCardMetadata {
+  /** The engine: ONNX decoder (`llm`) or simulated (`mocker`). */
+  readonly engine: 'llm' | 'mocker';
+  readonly totalKvBlocks: number;
+  readonly eosTokenIds: readonly number[];
+  /** Epoch seconds the model was loaded (OpenAI `created`). */
+  readonly created: number;
+  /** false: this worker publishes no KV events; routers route it in approximate mode. */
+  readonly kvEvents: boolean;
+}
+
+/** `ModelCard.metadata` of a KServe tensor model (`kind: 'tensor'`): enough to answer metadata and config without a round trip. */
+export interface TensorCardMetadata {
+  /** KServe model metadata (engine ModelMetadata) as JSON. */
+  readonly modelMetadata: { readonly [k: string]: unknown };
+  /** The model's normalised configuration in protobuf JSON (engine ModelConfig). */
+  readonly modelConfig: { readonly [k: string]: unknown };
+  /** READY versions, as strings. */
+  readonly versions: readonly string[];
+  /** Triton's decoupled transaction policy: responses stream (0..n per request). */
+  readonly decoupled: boolean;
+  /**
+   * Classification labels (engine `classificationLabels`) per READY version: version → output name →
+   * labels by class index. Absent when no version has a label file, or when they total more than
+   * MAX_CARD_LABEL_BYTES (the card shares etcd's 1.5 MiB request limit with an inline tokenizer of up
+   * to 1 MiB): routers then answer classification outputs without labels.
+   */
+  readonly labels?: { readonly [version: string]: { readonly [output: string]: readonly string[] } };
+}

@@ -1,0 +1,82 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '@switchyard/common';
+import type { WorkerId } from '@switchyard/kv-router';
+import { compileSamplingParams, type KvCacheEvent } from '@switchyard/llm';
+import { namespace } from '@switchyard/runtime';
+import { KvEventConsumer, type KvIndexerPort } from './kv-event-consumer.js';
+import { ModelRegistry } from './model-registry.js';
+import { RouterStatsRecorder } from './router-stats.js';
+import { LLM, MockCluster, type MockWorker, NS, waitFor } from './test-support/mock-cluster.js';
+
+/** An indexer that records calls; `hold(worker)` makes that worker's resync wait until released. */
+class RecordingIndexer implements KvIndexerPort {
+  readonly applied = new Map<WorkerId, number>();
+  private readonly held = new Map<WorkerId, Promise<void>>();
+  private readonly releases: (() => void)[] = [];
+
+  hold(worker: WorkerId): void {
+    this.held.set(worker, new Promise<void>((r) => this.releases.push(r)));
+  }
+  releaseAll(): void {
+    for (const r of this.releases) r();
+  }
+  async apply(worker: WorkerId, events: readonly KvCacheEvent[]): Promise<unknown> {
+    this.applied.set(worker, (this.applied.get(worker) ?? 0) + events.length);
+    return { status: 'ok', applied: events.length };
+  }
+  async resync(worker: WorkerId): Promise<unknown> {
+    await this.held.get(worker);
+    return undefined;
+  }
+  async forget(): Promise<unknown> {
+    return undefined;
+  }
+}
+
+async function generateOn(w: MockWorker, seed: number): Promise<void> {
+  const llm = w.engine.llmEndpoint(LLM)!;
+  const promptTokenIds = Array.from({ length: 64 }, (_, i) => 10 + ((i * 7 + seed) % 200));
+  for await (const _ of llm.generate({ requestId: `r${seed}`, promptTokenIds, sampling: compileSamplingParams({ max_tokens: 2, ignore_eos: true }) }));
+}
+
+let cluster: MockCluster | undefined;
+afterEach(async () => {
+  await cluster?.close();
+  cluster = undefined;
+});
+
+describe('KvEventConsumer', () => {
+  it("applies other workers' events while one worker's resync is stuck (workers in parallel, each in order)", async () => {
+    cluster = new MockCluster();
+    const [a, b] = [await cluster.addWorker(), await cluster.addWorker()];
+    const roles = cluster.routerRoles();
+    const registry = new ModelRegistry({ discovery: roles.discovery, namespace: namespace(NS), logger: silentLogger });
+    const indexer = new RecordingIndexer();
+    const workerA = `${a.node.instanceId}/${LLM}`;
+    const workerB = `${b.node.instanceId}/${LLM}`;
+    indexer.hold(workerA); // A's first-sight resync hangs (a snapshot fetch from a stalled worker)
+    const consumer = new KvEventConsumer({
+      eventPlane: roles.eventPlane,
+      requestPlane: roles.requestPlane,
+      registry,
+      indexer,
+      namespace: namespace(NS),
+      routerId: 'r1',
+      stats: new RouterStatsRecorder(),
+      logger: silentLogger,
+    });
+    try {
+      await registry.ready();
+      await generateOn(a, 1); // A's batch queues behind its stuck resync...
+      await generateOn(b, 2); // ...B's must not
+      await waitFor(() => (indexer.applied.get(workerB) ?? 0) > 0, 5000, "B's events applied");
+      expect(indexer.applied.get(workerA) ?? 0).toBe(0);
+      indexer.releaseAll();
+      await waitFor(() => (indexer.applied.get(workerA) ?? 0) > 0, 5000, "A's events applied after its resync");
+    } finally {
+      indexer.releaseAll();
+      await consumer.close();
+      await registry.close();
+    }
+  });
+});

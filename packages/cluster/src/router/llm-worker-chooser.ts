@@ -1,0 +1,118 @@
+/**
+ * LlmWorkerChooser: the routing decision of one LLM, shared by every path that sends it a generation
+ * (the OpenAI door's RoutedLlmEndpoint and ClusterEngine's KServe `text_input` requests), so both
+ * paths inform and benefit from the same cache-aware choice and the same round-robin cursor.
+ *
+ * One call: candidates (serving, not excluded by the caller, not inhibited unless all are) → per router mode
+ * (`kv`; `round-robin` / `random` chosen locally, then reserved on that one worker; `least-loaded` =
+ * scoring `load`; approximate mode when the card says `kvEvents: false`, warned once and counted) →
+ * RoutingTable.selectAndReserve (one atomic step). Routing table unavailable → round-robin without it,
+ * nothing reserved. Every decision is counted in the router stats.
+ */
+import { type Logger, SwitchyardError, unavailable } from '@switchyard/common';
+import { DEFAULT_APPROX_TTL_MS, type RouteDecision, type RoutingTable, type WorkerId } from '@switchyard/kv-router';
+import { hashTokenBlocks } from '@switchyard/llm';
+import type { InstanceId } from '@switchyard/runtime';
+import type { InstanceTracker } from './instance-tracker.js';
+import type { ModelEntry } from './model-registry.js';
+import type { RouterMode, RouterStatsRecorder } from './router-stats.js';
+
+/** `<instanceId>/<model>`: a worker in the routing table. */
+export function workerId(instanceId: string, model: string): WorkerId {
+  return `${instanceId}/${model}`;
+}
+
+/** The instance of a routing-table worker id (`<instanceId>/<model>`). */
+export function instanceOf(worker: WorkerId): InstanceId {
+  return worker.slice(0, worker.indexOf('/')) as InstanceId;
+}
+
+export interface LlmWorkerChooserDeps {
+  readonly model: string;
+  readonly table: RoutingTable;
+  readonly tracker: InstanceTracker;
+  readonly stats: RouterStatsRecorder;
+  readonly options: {
+    readonly mode: RouterMode;
+    readonly overlapWeight: number;
+    readonly temperature: number;
+    /** Approximate mode: how long a routed prompt is assumed cached (default DEFAULT_APPROX_TTL_MS). */
+    readonly approxTtlMs?: number;
+  };
+  readonly logger: Logger;
+  /** Uniform [0, 1). */
+  readonly random: () => number;
+  /** Epoch ms. */
+  readonly now: () => number;
+}
+
+export class LlmWorkerChooser {
+  private rrCursor = 0;
+  private fallbackCursor = 0;
+  private lastFallbackWarn = -Infinity;
+  private warnedApproximate = false;
+
+  constructor(private readonly deps: LlmWorkerChooserDeps) {}
+
+  /**
+   * Pick a worker of `e` for a prompt of `tokens` per router mode and reserve the request's load on it
+   * under `reservationId` (the caller marks prefill done and releases it). `exclude` drops instances
+   * the caller cannot use (already tried, wrong version). Throws `unavailable` when no candidate is left.
+   */
+  async choose(e: ModelEntry, tokens: readonly number[], reservationId: string, exclude?: (id: InstanceId) => boolean): Promise<RouteDecision> {
+    const { deps } = this;
+    const model = deps.model;
+    const usable = [...e.instances.keys()].filter((id) => !(exclude?.(id) ?? false));
+    const candidates = deps.tracker
+      .preferUninhibited(usable)
+      .sort()
+      .map((id) => workerId(id, model));
+    if (candidates.length === 0) {
+      throw unavailable(`no worker available for model '${model}' (${e.instances.size} registered, none usable)`);
+    }
+    const blockSize = e.card.kvBlockSize!;
+    const approximate = e.llm!.kvEvents === false;
+    if (approximate && !this.warnedApproximate) {
+      this.warnedApproximate = true;
+      deps.stats.approximateModels.add(model);
+      deps.logger.warn(
+        { model },
+        `router: model '${model}' publishes no KV events (kvEvents: false) — KV routing runs in APPROXIMATE mode, guessing cache contents from its own decisions`,
+      );
+    }
+    const mode = deps.options.mode;
+    let pool = candidates;
+    if (mode === 'round-robin') pool = [candidates[this.rrCursor++ % candidates.length]!];
+    else if (mode === 'random') pool = [candidates[Math.floor(deps.random() * candidates.length) % candidates.length]!];
+    let decision: RouteDecision;
+    try {
+      decision = await deps.table.selectAndReserve({
+        requestId: reservationId,
+        blockHashes: hashTokenBlocks(tokens, blockSize).sequenceHashes,
+        promptTokens: tokens.length,
+        blockSize,
+        candidates: pool,
+        overlapWeight: deps.options.overlapWeight,
+        scoring: mode === 'least-loaded' ? 'load' : 'kv',
+        temperature: deps.options.temperature,
+        random: deps.random(),
+        now: deps.now(),
+        ...(approximate ? { approximate: { ttlMs: deps.options.approxTtlMs ?? DEFAULT_APPROX_TTL_MS } } : {}),
+      });
+    } catch (err) {
+      // The routing table (Redis) is unreachable: route without it rather than fail the request.
+      // Round-robin over the live candidates, no cache overlap known, nothing reserved (the release
+      // and markPrefillDone calls that follow fail and are only logged). KV events missed meanwhile
+      // show up as an event-id gap once the table is back, and the worker is resynced from a snapshot.
+      if (!(err instanceof SwitchyardError && err.code === 'unavailable')) throw err;
+      deps.stats.tableFallbacks++;
+      if (deps.now() - this.lastFallbackWarn > 5000) {
+        this.lastFallbackWarn = deps.now();
+        deps.logger.warn({ model, err }, 'router: routing table unavailable; routing round-robin without it');
+      }
+      decision = { worker: candidates[this.fallbackCursor++ % candidates.length]!, overlapBlocks: 0, scores: [] };
+    }
+    deps.stats.decided(mode, decision.worker);
+    return decision;
+  }
+}

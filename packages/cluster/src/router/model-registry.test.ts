@@ -1,0 +1,79 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { namespace } from '@switchyard/runtime';
+import { ModelRegistry, type RegistryChange } from './model-registry.js';
+import { LLM, MockCluster, NS, TENSOR, waitFor } from './test-support/mock-cluster.js';
+
+let cluster: MockCluster;
+let registry: ModelRegistry | undefined;
+afterEach(async () => {
+  await registry?.close();
+  registry = undefined;
+  await cluster?.close();
+});
+
+describe('ModelRegistry', () => {
+  it('follows workers joining and leaving, builds one tokenizer per content, and resyncs after a watch outage', async () => {
+    cluster = new MockCluster();
+    const a = await cluster.addWorker({ tensor: true });
+    registry = new ModelRegistry({ discovery: cluster.store.connect(), namespace: namespace(NS) });
+    const changes: RegistryChange[] = [];
+    registry.onChange((c) => changes.push(c));
+    await registry.ready();
+
+    const llm = registry.model(LLM)!;
+    expect(llm.kind).toBe('llm');
+    expect([...llm.instances.keys()]).toEqual([a.node.instanceId]);
+    expect(llm.card.kvBlockSize).toBe(16);
+    expect(llm.llm).toMatchObject({ engine: 'mocker', kvEvents: true });
+    expect(llm.text!.tokenizer.encode('Hello world').length).toBeGreaterThan(0);
+    expect(llm.text!.chatTemplate).toBeDefined();
+    expect(registry.model(TENSOR)!.kind).toBe('tensor');
+    expect(registry.model(TENSOR)!.metadata.versions).toEqual(['1']);
+
+    // a second worker of the same model: announced, and the tokenizer is shared (built once)
+    const b = await cluster.addWorker();
+    await waitFor(() => registry!.model(LLM)!.instances.size === 2, 5000, 'second instance');
+    expect(changes).toContainEqual(expect.objectContaining({ type: 'instance-added', model: LLM, instanceId: b.node.instanceId }));
+    expect(registry.model(LLM)!.text).toBe(llm.text);
+    expect(registry.counters().tokenizerBuilds).toBe(1);
+
+    // the oldest instance dies (lease expiry): removed at once, the model card falls back to b's
+    a.crash();
+    a.discovery.expireLease();
+    await waitFor(() => registry!.model(LLM)!.instances.size === 1, 5000, 'instance removal');
+    expect(changes).toContainEqual(expect.objectContaining({ type: 'instance-removed', model: LLM, instanceId: a.node.instanceId }));
+    expect(registry.model(LLM)!.card.instanceId).toBe(b.node.instanceId);
+    expect(registry.model(TENSOR)).toBeUndefined(); // only a served it
+
+    // watch outage: b leaves unseen; the reconnect's resync removes it and says synced again
+    cluster.store.disconnectWatches();
+    await b.node.drain();
+    expect(registry.model(LLM)).toBeDefined();
+    const syncedBefore = changes.filter((c) => c.type === 'synced').length;
+    cluster.store.reconnectWatches();
+    await waitFor(() => registry!.model(LLM) === undefined, 5000, 'resync');
+    await waitFor(() => changes.filter((c) => c.type === 'synced').length === syncedBefore + 1, 5000, 'synced');
+    expect(registry.list()).toEqual([]);
+  });
+
+  it('ignores cards it cannot serve (bad metadata, unbuildable tokenizer) and counts them', async () => {
+    cluster = new MockCluster();
+    const d = cluster.store.connect();
+    const base = { v: 1, namespace: NS, component: 'backend', instanceId: d.instanceId };
+    await d.registerModel({ ...base, model: 'broken' as never, kind: 'tensor', endpoint: 'infer' as never, metadata: { modelConfig: {} } } as never);
+    await d.registerModel({
+      ...base,
+      model: 'no-tokenizer' as never,
+      kind: 'llm',
+      endpoint: 'generate' as never,
+      tokenizer: { type: 'ref', uri: 'hf://some/model' },
+      kvBlockSize: 16,
+      contextLength: 64,
+      metadata: { modelMetadata: {}, modelConfig: {}, versions: ['1'], decoupled: true, engine: 'mocker', totalKvBlocks: 8, eosTokenIds: [], created: 0, kvEvents: true },
+    } as never);
+    registry = new ModelRegistry({ discovery: cluster.store.connect(), namespace: namespace(NS) });
+    await registry.ready();
+    expect(registry.list()).toEqual([]);
+    expect(registry.counters().rejectedCards).toBe(2);
+  });
+});

@@ -1,0 +1,388 @@
+/**
+ * RoutedLlmEndpoint: one LLM served by the cluster, as the OpenAI door sees it (the LlmEndpoint
+ * contract). Each generation: hash the prompt's blocks → choose a worker per router mode and reserve the
+ * request's load on it (RoutingTable.selectAndReserve, one atomic step) → send `generate` over the
+ * request plane → stream the worker's outputs back.
+ *
+ * MIGRATION (Dynamo's migration operator, dynamo-design.md §1.5). An attempt fails retriably when the
+ * request reached nobody (NoRespondersError), the stream stopped without its final marker
+ * (StreamIncompleteError), the worker stopped its endpoint without drain (a `cancelled` error frame
+ * the caller did not ask for: lease lost, forced shutdown), or the instance left discovery while the
+ * stream was open (the router aborts such streams at once; Dynamo PR #13095). Then the router inhibits the instance locally,
+ * releases the reservation and re-sends to another worker with `promptTokenIds = prompt + tokens
+ * generated so far` and `max_tokens` reduced by their count. The caller sees one stream: every token
+ * exactly once, in order; the final usage reports the original prompt, every completion token, and the
+ * cached tokens of the first attempt (the worker's figure when that attempt finished, else the
+ * router's overlap estimate for it).
+ *
+ * What a migrated request keeps: greedy output (temperature 0) is the same as without the failure,
+ * because a worker's next token depends only on the tokens so far (and, for the mocker, on the request
+ * id: every attempt is sent under the caller's request id as the envelope id, so the worker's engine
+ * id `<id>#<id>` is the same on each attempt; a failed instance is inhibited, so two attempts never
+ * meet on one engine). With `seed` and temperature > 0 the new worker starts the seeded PRNG
+ * afresh, so the output stays reproducible only in the token sense: the tokens already streamed are
+ * kept and the rest is a valid sample, but not the one an uninterrupted run gives. Frequency and presence
+ * penalties see the earlier completion tokens as prompt after a migration (repetition_penalty is
+ * unaffected).
+ *
+ * `migrationLimit` (default 3, Dynamo's is 0 = off): a worker death is the common case migration exists
+ * for, and re-sending costs one prefill of prompt + completion so far; 3 covers a rolling restart of a
+ * few workers without letting a poisoned request walk the whole pool.
+ *
+ * Non-retriable worker errors (error frames: invalid_argument for a prompt too long, internal, …) pass
+ * through unchanged. Caller abort (the door's signal) ends the stream with an output whose finishReason
+ * is 'abort', as the engine's own endpoint does.
+ */
+import { randomUUID } from 'node:crypto';
+import { type Logger, SwitchyardError, internal, invalidArgument, toSwitchyardError, unavailable } from '@switchyard/common';
+import type { RouteDecision, RoutingTable, WorkerId } from '@switchyard/kv-router';
+import {
+  E2E_BUCKETS_S,
+  Histogram,
+  ITL_BUCKETS_S,
+  TTFT_BUCKETS_S,
+  type ChatTemplate,
+  type CompiledSamplingParams,
+  type FinishReason,
+  type GenerateOutput,
+  type GenerateRequest,
+  type LlmEndpoint,
+  type LlmEngineMetrics,
+  type LlmModelCard,
+  type Tokenizer,
+} from '@switchyard/llm';
+import {
+  type InstanceId,
+  type RequestPlane,
+  NoRespondersError,
+  StreamIncompleteError,
+  endpointAddress,
+  instanceAddress,
+  isRetriable,
+} from '@switchyard/runtime';
+import { GENERATE_ENDPOINT, type WireGenerateRequest, type WireLoad } from '../protocols.js';
+import { decodeWireGenerateOutput, toJson } from '../wire-codec.js';
+import type { HealthProber } from './health-prober.js';
+import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
+import { LlmWorkerChooser, instanceOf, workerId } from './llm-worker-chooser.js';
+import type { ModelEntry, ModelRegistry } from './model-registry.js';
+import type { RouterMode, RouterStatsRecorder } from './router-stats.js';
+
+export const DEFAULT_MIGRATION_LIMIT = 3;
+/** A generate stream with no frame for this long probes its instance (HealthProber); dead → migrate. */
+export const DEFAULT_STALL_PROBE_MS = 2000;
+
+/** The routing knobs every endpoint of one router shares (compiled by router-core's options). */
+export interface LlmRoutingOptions {
+  readonly mode: RouterMode;
+  readonly overlapWeight: number;
+  readonly temperature: number;
+  readonly migrationLimit: number;
+  /** No frame for this long → probe the instance; dead → abort the attempt and migrate. 0 or absent = off. */
+  readonly stallProbeMs?: number;
+  /** Approximate mode: how long a routed prompt is assumed cached (default DEFAULT_APPROX_TTL_MS). */
+  readonly approxTtlMs?: number;
+}
+
+export interface RoutedLlmEndpointDeps {
+  readonly model: string;
+  readonly registry: ModelRegistry;
+  readonly requestPlane: RequestPlane;
+  readonly table: RoutingTable;
+  readonly tracker: InstanceTracker;
+  readonly stats: RouterStatsRecorder;
+  /** The latest load sample of a worker (`<instanceId>/<model>`), if any. */
+  readonly loadOf: (worker: WorkerId) => WireLoad | undefined;
+  /** Probes a silent stream's instance (`options.stallProbeMs`); without it no stall probe runs. */
+  readonly prober?: HealthProber;
+  readonly options: LlmRoutingOptions;
+  readonly logger: Logger;
+  /** Uniform [0, 1); default Math.random. */
+  readonly random?: () => number;
+  /** Epoch ms; default Date.now. */
+  readonly now?: () => number;
+}
+
+export { workerId } from './llm-worker-chooser.js';
+
+export class RoutedLlmEndpoint implements LlmEndpoint {
+  private lastEntry: ModelEntry;
+  private readonly chooser: LlmWorkerChooser;
+  private readonly random: () => number;
+  private readonly now: () => number;
+  // router-measured metrics
+  private readonly ttft = new Histogram(TTFT_BUCKETS_S);
+  private readonly itl = new Histogram(ITL_BUCKETS_S);
+  private readonly e2e = new Histogram(E2E_BUCKETS_S);
+  private promptTokens = 0;
+  private generationTokens = 0;
+  private readonly finished: Record<FinishReason, number> = { stop: 0, length: 0, abort: 0 };
+
+  /** `entry` must be the registry's entry of an LLM with its text tools built. */
+  constructor(
+    private readonly deps: RoutedLlmEndpointDeps,
+    entry: ModelEntry,
+  ) {
+    if (entry.kind !== 'llm' || entry.text === undefined || entry.llm === undefined) throw internal(`'${entry.name}' is not a routable LLM`);
+    this.lastEntry = entry;
+    this.random = deps.random ?? Math.random;
+    this.now = deps.now ?? Date.now;
+    this.chooser = new LlmWorkerChooser({
+      model: deps.model,
+      table: deps.table,
+      tracker: deps.tracker,
+      stats: deps.stats,
+      options: deps.options,
+      logger: deps.logger,
+      random: this.random,
+      now: this.now,
+    });
+  }
+
+  /** The registry's current entry, or the last one seen when every instance is gone. */
+  private entry(): ModelEntry {
+    const e = this.deps.registry.model(this.deps.model);
+    if (e !== undefined && e.kind === 'llm' && e.text !== undefined) this.lastEntry = e;
+    return this.lastEntry;
+  }
+
+  get card(): LlmModelCard {
+    const e = this.entry();
+    const llm = e.llm!;
+    return {
+      name: e.name,
+      kind: llm.engine,
+      blockSize: e.card.kvBlockSize!,
+      contextLength: e.card.contextLength!,
+      totalKvBlocks: llm.totalKvBlocks,
+      eosTokenIds: llm.eosTokenIds,
+      created: llm.created,
+    };
+  }
+  get tokenizer(): Tokenizer {
+    return this.entry().text!.tokenizer;
+  }
+  get chatTemplate(): ChatTemplate | undefined {
+    return this.entry().text!.chatTemplate;
+  }
+
+  generate(request: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerateOutput> {
+    return { [Symbol.asyncIterator]: () => this.run(request, signal) };
+  }
+
+  private async *run(request: GenerateRequest, signal: AbortSignal | undefined): AsyncGenerator<GenerateOutput> {
+    const { deps } = this;
+    const stats = deps.stats;
+    const model = this.card.name;
+    stats.request(model, 'generate');
+    const prompt = request.promptTokenIds;
+    if (prompt.length === 0) {
+      stats.error(model, 'generate', 'invalid_argument');
+      throw invalidArgument('the prompt is empty: at least one token is required');
+    }
+    const started = this.now();
+    const maxTokens = request.sampling.max_tokens;
+    const generated: number[] = [];
+    let cachedTokens: number | undefined;
+    let attempt = 0;
+    let lastTokenAt: number | undefined;
+    this.promptTokens += prompt.length;
+    try {
+      for (;;) {
+        const remaining = maxTokens === null ? null : maxTokens - generated.length;
+        if (remaining !== null && remaining <= 0) {
+          // The stream died right after its last token: nothing left to generate.
+          yield this.finish('length', null, prompt.length, generated.length, cachedTokens ?? 0, started);
+          return;
+        }
+        const e = this.entry();
+        const tokens = generated.length === 0 ? prompt : [...prompt, ...generated];
+        const reservationId = `${request.requestId}:${randomUUID()}`;
+        const decision = await this.chooser.choose(e, tokens, reservationId);
+        const instance = instanceOf(decision.worker);
+        if (attempt === 0) cachedTokens = Math.min(decision.overlapBlocks * e.card.kvBlockSize!, prompt.length);
+        const attemptAbort = new AbortController();
+        const onCallerAbort = (): void => attemptAbort.abort(signal?.reason);
+        signal?.addEventListener('abort', onCallerAbort, { once: true });
+        const untrack = deps.tracker.track(instance, deps.model, attemptAbort);
+        let prefillMarked = false;
+        const wire: WireGenerateRequest = {
+          v: 1,
+          model: deps.model,
+          requestId: request.requestId,
+          promptTokenIds: tokens,
+          sampling: wireSampling(request.sampling, remaining),
+          ...(request.prefillOnly === true ? { prefillOnly: true } : {}),
+        };
+        const target = instanceAddress(endpointAddress(e.card.namespace, e.card.component, GENERATE_ENDPOINT), instance);
+        const stall = this.stallWatch(instance, attemptAbort, request.requestId);
+        try {
+          for await (const payload of deps.requestPlane.request(target, toJson(wire), { signal: attemptAbort.signal, requestId: request.requestId })) {
+            stall.frame();
+            const out = decodeWireGenerateOutput(payload);
+            if (out.tokenIds.length > 0) {
+              const t = this.now();
+              if (!prefillMarked) {
+                prefillMarked = true;
+                void deps.table.markPrefillDone(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: markPrefillDone failed'));
+              }
+              if (lastTokenAt === undefined) {
+                this.ttft.observe((t - started) / 1000);
+                stats.ttft.observe((t - started) / 1000);
+              } else this.itl.observe((t - lastTokenAt) / 1000);
+              lastTokenAt = t;
+              generated.push(...out.tokenIds);
+              this.generationTokens += out.tokenIds.length;
+            }
+            if (out.finishReason === null) {
+              yield { tokenIds: out.tokenIds, finishReason: null, stopReason: null, ...(out.logprobs ? { logprobs: out.logprobs } : {}) };
+              continue;
+            }
+            if (attempt === 0 && out.usage !== undefined) cachedTokens = out.usage.cachedTokens;
+            const fin = this.finish(out.finishReason, out.stopReason, prompt.length, generated.length, cachedTokens ?? 0, started);
+            yield { ...fin, tokenIds: out.tokenIds, ...(out.logprobs ? { logprobs: out.logprobs } : {}) };
+            return;
+          }
+          throw internal(`worker ${instance} ended generation of '${request.requestId}' without a finish reason`);
+        } catch (err) {
+          if (signal?.aborted) {
+            yield this.finish('abort', null, prompt.length, generated.length, cachedTokens ?? 0, started);
+            return;
+          }
+          const gone = attemptAbort.signal.aborted && attemptAbort.signal.reason instanceof InstanceGoneReason;
+          // The caller did not cancel, so a `cancelled` error frame means the worker stopped its
+          // endpoint without drain (lease lost, forced shutdown): as good as dead for this request.
+          const workerStopped = err instanceof SwitchyardError && err.code === 'cancelled';
+          if (!gone && !workerStopped && !isRetriable(err)) throw err;
+          // a stream cut by this router's own NATS outage says nothing against the instance
+          if (!gone && !(err instanceof StreamIncompleteError && err.local)) deps.tracker.inhibit(instance);
+          if (attempt >= deps.options.migrationLimit) {
+            throw gone ? unavailable(`instance ${instance} left the cluster during the request (migration limit ${deps.options.migrationLimit} reached)`, err) : err;
+          }
+          attempt++;
+          const kind = err instanceof NoRespondersError ? 'new_request' : 'ongoing_request';
+          stats.migrations[kind]++;
+          deps.logger.warn({ requestId: request.requestId, instance, attempt, generated: generated.length, kind, err }, 'router: migrating request to another worker');
+        } finally {
+          stall.stop();
+          signal?.removeEventListener('abort', onCallerAbort);
+          untrack();
+          void deps.table.release(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: release failed'));
+        }
+      }
+    } catch (err) {
+      stats.error(model, 'generate', toSwitchyardError(err).code);
+      throw err;
+    }
+  }
+
+  /**
+   * Stall probe of one attempt: when no frame came for `stallProbeMs` (the first one included: a
+   * worker killed during prefill), probe the instance; dead → abort the attempt with an
+   * InstanceGoneReason (it migrates), alive → watch again. A kill -9'ed worker's streams thus migrate
+   * within stallProbeMs + one probe instead of waiting for the lease TTL or the idle timeout.
+   */
+  private stallWatch(instance: InstanceId, attempt: AbortController, requestId: string): { frame(): void; stop(): void } {
+    const { deps } = this;
+    const ms = deps.options.stallProbeMs ?? 0;
+    const prober = deps.prober;
+    if (ms <= 0 || prober === undefined) return { frame: () => {}, stop: () => {} };
+    let lastFrame = Date.now();
+    let stopped = false;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = (delay: number): void => {
+      timer = setTimeout(check, delay);
+      timer.unref();
+    };
+    const check = (): void => {
+      if (stopped) return;
+      const silent = Date.now() - lastFrame;
+      if (silent < ms) return arm(ms - silent);
+      void prober.probe(instance).then((health) => {
+        if (stopped) return;
+        if (health === 'dead') {
+          deps.stats.stallProbeAborts++;
+          deps.tracker.inhibit(instance); // still in discovery until its lease expires: route elsewhere
+          deps.logger.warn({ requestId, instance, silentMs: Date.now() - lastFrame }, 'router: stream silent and its instance is dead; migrating it');
+          attempt.abort(new InstanceGoneReason(instance));
+          return;
+        }
+        lastFrame = Date.now();
+        arm(ms);
+      });
+    };
+    arm(ms);
+    return {
+      frame: () => {
+        lastFrame = Date.now();
+      },
+      stop: () => {
+        stopped = true;
+        clearTimeout(timer);
+      },
+    };
+  }
+
+  /** The final output of a generation, with its usage; records the end-of-request metrics. */
+  private finish(reason: FinishReason, stopReason: number | null, promptTokens: number, completionTokens: number, cachedTokens: number, started: number): GenerateOutput {
+    this.finished[reason]++;
+    this.e2e.observe((this.now() - started) / 1000);
+    return { tokenIds: [], finishReason: reason, stopReason, usage: { promptTokens, completionTokens, cachedTokens } };
+  }
+
+  /**
+   * Pick a worker per router mode and reserve the request's load on it (the chooser shared with
+   * ClusterEngine's KServe path for this model; see LlmWorkerChooser). The caller marks prefill done
+   * and releases `reservationId`.
+   */
+  chooseWorker(tokens: readonly number[], reservationId: string, exclude?: (id: InstanceId) => boolean): Promise<RouteDecision> {
+    return this.chooser.choose(this.entry(), tokens, reservationId, exclude);
+  }
+
+  /**
+   * Engine metrics of the model across the cluster: running/waiting/KV/prefix-cache figures are the sum
+   * of the serving workers' latest load samples; token counts, finish reasons and latency histograms
+   * are measured here, by this router (numPreemptions stays 0: workers do not report it).
+   */
+  metrics(): LlmEngineMetrics {
+    let numRunning = 0;
+    let numWaiting = 0;
+    let kvActiveBlocks = 0;
+    let kvTotalBlocks = 0;
+    let prefixCacheQueries = 0;
+    let prefixCacheHits = 0;
+    const e = this.deps.registry.model(this.deps.model);
+    for (const id of e?.instances.keys() ?? []) {
+      const load = this.deps.loadOf(workerId(id, this.deps.model));
+      if (load === undefined) continue;
+      numRunning += load.numRunning;
+      numWaiting += load.numWaiting;
+      kvActiveBlocks += load.kvActiveBlocks;
+      kvTotalBlocks += load.kvTotalBlocks;
+      prefixCacheQueries += load.prefixCacheQueries;
+      prefixCacheHits += load.prefixCacheHits;
+    }
+    return {
+      numRunning,
+      numWaiting,
+      kvUsage: kvTotalBlocks > 0 ? kvActiveBlocks / kvTotalBlocks : 0,
+      kvActiveBlocks,
+      kvTotalBlocks,
+      prefixCacheQueries,
+      prefixCacheHits,
+      promptTokens: this.promptTokens,
+      generationTokens: this.generationTokens,
+      numPreemptions: 0,
+      requestsFinished: { ...this.finished },
+      timeToFirstToken: this.ttft.snapshot(),
+      interTokenLatency: this.itl.snapshot(),
+      e2eRequestLatency: this.e2e.snapshot(),
+    };
+  }
+}
+
+/** The wire's sampling: the user-level parameters minus `stop` strings (applied by the door on text). */
+function wireSampling(s: CompiledSamplingParams, maxTokens: number | null): { readonly [k: string]: unknown } {
+  const { stop: _stop, ...rest } = s;
+  return { ...rest, max_tokens: maxTokens };
+}

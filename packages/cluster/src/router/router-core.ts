@@ -1,0 +1,196 @@
+/**
+ * startRouterCore: everything a router process runs between its front doors and the cluster, wired
+ * from the four roles (Discovery, RequestPlane, EventPlane, RoutingTable) the app builds:
+ *
+ *   ModelRegistry (discovery watch) ──► HealthProber ──► InstanceTracker (abort streams of dead instances that left)
+ *          │                      └──► KvEventConsumer (resync / forget workers in the KvIndexer)
+ *          ▼
+ *   ClusterEngine (InferenceEngine for the doors) ──► RoutedLlmEndpoint per LLM (routing, migration)
+ *
+ * Options follow the usual path: `RouterCoreOptions` (user, documented defaults) → `compileOptions`
+ * (validated once) → the parts. Lifecycle: `startRouterCore` resolves once the registry has its first
+ * discovery snapshot (the engine is ready); `close()` stops the watch and the subscriptions and waits
+ * for them; it does not close the roles (the app owns them).
+ */
+import { randomUUID } from 'node:crypto';
+import { type Logger, invalidArgument, silentLogger } from '@switchyard/common';
+import { DEFAULT_OVERLAP_WEIGHT, DEFAULT_ROUTER_TEMPERATURE, KvIndexer, type RoutingTable, type WorkerId } from '@switchyard/kv-router';
+import type { Discovery, EventPlane, Namespace, RequestPlane } from '@switchyard/runtime';
+import { namespace as toNamespace } from '@switchyard/runtime';
+import { ClusterEngine } from './cluster-engine.js';
+import { DEFAULT_PROBE_TIMEOUT_MS, HealthProber } from './health-prober.js';
+import { DEFAULT_INHIBIT_MS, InstanceTracker } from './instance-tracker.js';
+import { KvEventConsumer } from './kv-event-consumer.js';
+import { ModelRegistry } from './model-registry.js';
+import { DEFAULT_MIGRATION_LIMIT, DEFAULT_STALL_PROBE_MS } from './routed-llm-endpoint.js';
+import { type RouterMode, type RouterStats, RouterStatsRecorder } from './router-stats.js';
+
+export const DEFAULT_ROUTER_MODE: RouterMode = 'kv';
+export const ROUTER_MODES: readonly RouterMode[] = ['kv', 'round-robin', 'random', 'least-loaded'];
+
+export interface RouterCoreOptions {
+  readonly discovery: Discovery;
+  readonly requestPlane: RequestPlane;
+  readonly eventPlane: EventPlane;
+  readonly routingTable: RoutingTable;
+  /** The cluster namespace the workers register in. */
+  readonly namespace: string;
+  /** Worker selection for LLMs; default 'kv'. */
+  readonly mode?: RouterMode;
+  /** Weight of uncached prefill blocks against active blocks (kv mode); default DEFAULT_OVERLAP_WEIGHT (1). */
+  readonly overlapWeight?: number;
+  /** 0 (default) = lowest cost wins; > 0 = softmax sampling over normalised costs. */
+  readonly temperature?: number;
+  /** Re-sends of one LLM request after worker failures; 0 = off; default DEFAULT_MIGRATION_LIMIT (3). */
+  readonly migrationLimit?: number;
+  /** How long an unreachable instance is skipped unless discovery removes it first; default 10 s. */
+  readonly inhibitMs?: number;
+  /** A generate stream silent this long probes its instance's health; dead → migrate. 0 = off; default 2000. */
+  readonly stallProbeMs?: number;
+  /** How long a health probe waits for the answer before calling the instance dead; default 1000. */
+  readonly probeTimeoutMs?: number;
+  /** Names this replica's durable consumers; default a random UUID (a restart replays retained events). */
+  readonly routerId?: string;
+  /** Reported in the server metadata (`GET /v2`). */
+  readonly serverVersion?: string;
+  readonly logger?: Logger;
+}
+
+export interface RouterCore {
+  readonly engine: ClusterEngine;
+  readonly registry: ModelRegistry;
+  stats(): RouterStats;
+  /** Stop following discovery and the event plane. Idempotent. The roles stay open (the app closes them). */
+  close(): Promise<void>;
+}
+
+interface CompiledRouterOptions {
+  readonly namespace: Namespace;
+  readonly mode: RouterMode;
+  readonly overlapWeight: number;
+  readonly temperature: number;
+  readonly migrationLimit: number;
+  readonly inhibitMs: number;
+  readonly stallProbeMs: number;
+  readonly probeTimeoutMs: number;
+  readonly routerId: string;
+  readonly logger: Logger;
+}
+
+function compileOptions(o: RouterCoreOptions): CompiledRouterOptions {
+  const mode = o.mode ?? DEFAULT_ROUTER_MODE;
+  if (!ROUTER_MODES.includes(mode)) throw invalidArgument(`router mode must be one of ${ROUTER_MODES.join(', ')}, got '${String(mode)}'`);
+  const overlapWeight = o.overlapWeight ?? DEFAULT_OVERLAP_WEIGHT;
+  if (!Number.isFinite(overlapWeight) || overlapWeight < 0) throw invalidArgument(`overlapWeight must be a number >= 0, got ${overlapWeight}`);
+  const temperature = o.temperature ?? DEFAULT_ROUTER_TEMPERATURE;
+  if (!Number.isFinite(temperature) || temperature < 0) throw invalidArgument(`temperature must be a number >= 0, got ${temperature}`);
+  const migrationLimit = o.migrationLimit ?? DEFAULT_MIGRATION_LIMIT;
+  if (!Number.isSafeInteger(migrationLimit) || migrationLimit < 0) throw invalidArgument(`migrationLimit must be an integer >= 0, got ${migrationLimit}`);
+  const inhibitMs = o.inhibitMs ?? DEFAULT_INHIBIT_MS;
+  if (!Number.isFinite(inhibitMs) || inhibitMs < 0) throw invalidArgument(`inhibitMs must be a number >= 0, got ${inhibitMs}`);
+  const stallProbeMs = o.stallProbeMs ?? DEFAULT_STALL_PROBE_MS;
+  if (!Number.isFinite(stallProbeMs) || stallProbeMs < 0) throw invalidArgument(`stallProbeMs must be a number >= 0, got ${stallProbeMs}`);
+  const probeTimeoutMs = o.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS;
+  if (!Number.isFinite(probeTimeoutMs) || probeTimeoutMs <= 0) throw invalidArgument(`probeTimeoutMs must be a number > 0, got ${probeTimeoutMs}`);
+  return {
+    namespace: toNamespace(o.namespace),
+    stallProbeMs,
+    probeTimeoutMs,
+    mode,
+    overlapWeight,
+    temperature,
+    migrationLimit,
+    inhibitMs,
+    routerId: o.routerId ?? randomUUID(),
+    logger: o.logger ?? silentLogger,
+  };
+}
+
+export async function startRouterCore(options: RouterCoreOptions): Promise<RouterCore> {
+  const c = compileOptions(options);
+  const logger = c.logger;
+  const stats = new RouterStatsRecorder();
+  const tracker = new InstanceTracker(c.inhibitMs);
+  const registry = new ModelRegistry({ discovery: options.discovery, namespace: c.namespace, logger });
+
+  const prober = new HealthProber(options.requestPlane, c.namespace, c.probeTimeoutMs, logger);
+
+  // Instances that left discovery are no longer routed to (the registry dropped them). Dead or
+  // draining? A draining worker still answers its health probe: its streams finish normally (the
+  // request plane's idle timeout stays the backstop). A dead one does not: cut its streams now so they
+  // migrate (before any idle timeout).
+  const unsubscribeTracker = registry.onChange((change) => {
+    if (change.type !== 'instance-removed') return;
+    if (tracker.inflightCount(change.instanceId, change.model) === 0) {
+      tracker.workerGone(change.instanceId, change.model);
+      return;
+    }
+    void prober.probe(change.instanceId).then((health) => {
+      if (health !== 'dead') {
+        logger.info({ model: change.model, instance: change.instanceId, health }, 'router: instance left discovery but answers; letting its in-flight requests finish');
+        return;
+      }
+      const aborted = tracker.workerGone(change.instanceId, change.model);
+      if (aborted > 0) {
+        stats.instanceRemovalAborts += aborted;
+        logger.warn({ model: change.model, instance: change.instanceId, aborted }, 'router: instance left discovery and is dead; migrating its in-flight requests');
+      }
+    });
+  });
+
+  // The consumer needs the indexer and the indexer fetches snapshots through the consumer.
+  let consumer: KvEventConsumer | undefined;
+  const indexer = new KvIndexer({
+    table: options.routingTable,
+    fetchSnapshot: (worker: WorkerId) => consumer!.fetchSnapshot(worker),
+    logger,
+  });
+  consumer = new KvEventConsumer({
+    eventPlane: options.eventPlane,
+    requestPlane: options.requestPlane,
+    registry,
+    indexer,
+    namespace: c.namespace,
+    routerId: c.routerId,
+    stats,
+    logger,
+  });
+  const kv = consumer;
+
+  const engine = new ClusterEngine({
+    registry,
+    requestPlane: options.requestPlane,
+    tracker,
+    stats,
+    logger,
+    ...(options.serverVersion !== undefined ? { serverVersion: options.serverVersion } : {}),
+    llm: {
+      registry,
+      requestPlane: options.requestPlane,
+      table: options.routingTable,
+      tracker,
+      stats,
+      loadOf: (worker) => kv.loadOf(worker),
+      prober,
+      options: { mode: c.mode, overlapWeight: c.overlapWeight, temperature: c.temperature, migrationLimit: c.migrationLimit, stallProbeMs: c.stallProbeMs },
+      logger,
+    },
+  });
+
+  await registry.ready();
+  logger.info({ routerId: c.routerId, mode: c.mode, models: registry.list().map((e) => e.name) }, 'router core started');
+
+  let closed: Promise<void> | undefined;
+  return {
+    engine,
+    registry,
+    stats: () => stats.snapshot(c.routerId, c.mode, kv.allLoads()),
+    close: () =>
+      (closed ??= (async () => {
+        unsubscribeTracker();
+        await engine.shutdown();
+        await kv.close();
+        await registry.close();
+      })()),
+  };
+}

@@ -1,0 +1,152 @@
+/**
+ * RouterStats: what one router replica counted since it started, read by the app's metrics endpoint
+ * (`RouterCore.stats()`). Cumulative; nothing is reset. `RouterStatsRecorder` is the mutable side the
+ * router's parts write into (single event loop, no locking).
+ */
+import { Histogram, TTFT_BUCKETS_S, type HistogramSnapshot } from '@switchyard/llm';
+import type { WorkerId } from '@switchyard/kv-router';
+
+/** How the router picks a worker for an LLM request (`--router-mode`). */
+export type RouterMode = 'kv' | 'round-robin' | 'random' | 'least-loaded';
+
+/** Dynamo's `migration_type` label: the request reached nobody / the stream died midway. */
+export type MigrationKind = 'new_request' | 'ongoing_request';
+
+export interface KvEventStats {
+  /** KV event batches received from the event plane (after decoding). */
+  readonly batches: number;
+  /** Events the indexer applied (redelivered ones it skipped are not counted). */
+  readonly applied: number;
+  /** Gaps in a worker's event ids (each one triggers a resync). */
+  readonly gaps: number;
+  /** Snapshot resyncs done (first sight of a worker, after a gap, after a failed apply). */
+  readonly resyncs: number;
+  /** Resyncs that failed (the worker did not answer its snapshot); retried on its next batch. */
+  readonly resyncFailures: number;
+  /** Messages that could not be decoded (acked and dropped). */
+  readonly invalid: number;
+}
+
+export interface WorkerStats {
+  /** `<instanceId>/<model>`. */
+  readonly worker: WorkerId;
+  readonly decisions: number;
+  /** From the worker's latest WireLoad: prefix-cache hits / queries (0 when it has not queried yet). */
+  readonly prefixHitRate: number;
+  /** Epoch ms (worker clock) of that load sample; null when none was received. */
+  readonly loadTs: number | null;
+}
+
+/** Requests of one model, by how they came in. */
+export interface ModelRequestStats {
+  readonly model: string;
+  /** `generate` (LLM: OpenAI door) or `infer` (KServe, tensor or LLM). */
+  readonly endpoint: 'generate' | 'infer';
+  readonly requests: number;
+  /** Requests that ended in an error (after migrations), by error code (invalid_argument, unavailable, ...). */
+  readonly errors: Readonly<Record<string, number>>;
+}
+
+export interface RouterStats {
+  readonly routerId: string;
+  readonly mode: RouterMode;
+  /** Requests accepted by `generate` / `submit` (LLM and tensor). */
+  readonly requests: number;
+  /** Requests that ended in an error (after migrations). */
+  readonly errors: number;
+  /** The same, per model and endpoint, errors by code; sorted by model then endpoint. */
+  readonly byModel: readonly ModelRequestStats[];
+  /** LLM routing decisions per mode (a migrated request decides again). */
+  readonly decisionsByMode: Readonly<Record<RouterMode, number>>;
+  readonly workers: readonly WorkerStats[];
+  readonly migrations: Readonly<Record<MigrationKind, number>>;
+  /** In-flight streams aborted because their instance left discovery. */
+  readonly instanceRemovalAborts: number;
+  /** In-flight streams aborted because they went silent and the health probe found their instance dead. */
+  readonly stallProbeAborts: number;
+  /** LLM routing decisions taken without the routing table because it was unavailable (round-robin). */
+  readonly tableFallbacks: number;
+  readonly kvEvents: KvEventStats;
+  /** Models routed in approximate mode (their cards say kvEvents: false), sorted. */
+  readonly approximateModels: readonly string[];
+  /** Router-measured time to first token of LLM requests, seconds. */
+  readonly timeToFirstToken: HistogramSnapshot;
+}
+
+export class RouterStatsRecorder {
+  requests = 0;
+  errors = 0;
+  private readonly perModel = new Map<string, { model: string; endpoint: 'generate' | 'infer'; requests: number; errors: Map<string, number> }>();
+  instanceRemovalAborts = 0;
+  stallProbeAborts = 0;
+  tableFallbacks = 0;
+  readonly decisionsByMode: Record<RouterMode, number> = { kv: 0, 'round-robin': 0, random: 0, 'least-loaded': 0 };
+  readonly decisionsByWorker = new Map<WorkerId, number>();
+  readonly migrations: Record<MigrationKind, number> = { new_request: 0, ongoing_request: 0 };
+  readonly kvEvents = { batches: 0, applied: 0, gaps: 0, resyncs: 0, resyncFailures: 0, invalid: 0 };
+  readonly approximateModels = new Set<string>();
+  readonly ttft = new Histogram(TTFT_BUCKETS_S);
+
+  /** A request of `model` was accepted. */
+  request(model: string, endpoint: 'generate' | 'infer'): void {
+    this.requests++;
+    this.modelEntry(model, endpoint).requests++;
+  }
+
+  /** A request of `model` ended with an error of class `code`. */
+  error(model: string, endpoint: 'generate' | 'infer', code: string): void {
+    this.errors++;
+    const e = this.modelEntry(model, endpoint).errors;
+    e.set(code, (e.get(code) ?? 0) + 1);
+  }
+
+  private modelEntry(model: string, endpoint: 'generate' | 'infer') {
+    const key = `${endpoint}\n${model}`;
+    let m = this.perModel.get(key);
+    if (m === undefined) {
+      m = { model, endpoint, requests: 0, errors: new Map() };
+      this.perModel.set(key, m);
+    }
+    return m;
+  }
+
+  decided(mode: RouterMode, worker: WorkerId): void {
+    this.decisionsByMode[mode]++;
+    this.decisionsByWorker.set(worker, (this.decisionsByWorker.get(worker) ?? 0) + 1);
+  }
+
+  snapshot(
+    routerId: string,
+    mode: RouterMode,
+    loads: ReadonlyMap<WorkerId, { readonly ts: number; readonly prefixCacheQueries: number; readonly prefixCacheHits: number }>,
+  ): RouterStats {
+    const ids = new Set<WorkerId>([...this.decisionsByWorker.keys(), ...loads.keys()]);
+    const workers = [...ids].sort().map((worker): WorkerStats => {
+      const load = loads.get(worker);
+      return {
+        worker,
+        decisions: this.decisionsByWorker.get(worker) ?? 0,
+        prefixHitRate: load !== undefined && load.prefixCacheQueries > 0 ? load.prefixCacheHits / load.prefixCacheQueries : 0,
+        loadTs: load?.ts ?? null,
+      };
+    });
+    return {
+      routerId,
+      mode,
+      requests: this.requests,
+      errors: this.errors,
+      byModel: [...this.perModel.values()]
+        .map((m) => ({ model: m.model, endpoint: m.endpoint, requests: m.requests, errors: Object.fromEntries([...m.errors].sort(([a], [b]) => (a < b ? -1 : 1))) }))
+        .sort((a, b) => (a.model < b.model ? -1 : a.model > b.model ? 1 : a.endpoint < b.endpoint ? -1 : a.endpoint > b.endpoint ? 1 : 0)),
+      decisionsByMode: { ...this.decisionsByMode },
+      workers,
+      migrations: { ...this.migrations },
+      instanceRemovalAborts: this.instanceRemovalAborts,
+      stallProbeAborts: this.stallProbeAborts,
+      tableFallbacks: this.tableFallbacks,
+      kvEvents: { ...this.kvEvents },
+      approximateModels: [...this.approximateModels].sort(),
+      timeToFirstToken: this.ttft.snapshot(),
+    };
+  }
+}

@@ -1,0 +1,193 @@
+import { describe, expect, it } from 'vitest';
+import { invalidArgument } from '@switchyard/common';
+import type { InferRequest, InferResponse } from '@switchyard/kserve';
+import type { GenerateOutput } from '@switchyard/llm';
+import {
+  decodeLlmCardMetadata,
+  decodeTensorCardMetadata,
+  decodeWireGenerateOutput,
+  decodeWireGenerateRequest,
+  decodeWireInferRequest,
+  decodeWireInferResponse,
+  decodeWireKvEvents,
+  decodeWireLoad,
+  decodeWireSnapshotChunk,
+  decodeWireSnapshotRequest,
+  decodeWireStats,
+  decodeWireStatsRequest,
+  generateOutputFromWire,
+  generateOutputToWire,
+  inferErrorFromWire,
+  inferErrorToWire,
+  inferRequestFromWire,
+  inferRequestToWire,
+  inferResponseFromWire,
+  inferResponseToWire,
+} from './wire-codec.js';
+
+/** Through JSON text, as the request and event planes carry it. */
+const viaJson = (v: unknown): unknown => JSON.parse(JSON.stringify(v));
+
+function expectInvalid(f: () => unknown, message: RegExp): void {
+  try {
+    f();
+  } catch (e) {
+    expect((e as { code?: string }).code).toBe('invalid_argument');
+    expect((e as Error).message).toMatch(message);
+    return;
+  }
+  throw new Error('expected invalid_argument');
+}
+
+describe('infer codecs', () => {
+  const bytes = new Uint8Array([0, 1, 2, 250, 255, 7, 8, 9]);
+  const request: InferRequest = {
+    id: 'req-1',
+    modelName: 'add_sub',
+    modelVersion: 3,
+    parameters: { sequence_id: 2n ** 63n - 1n, priority: 2, flag: true, note: 'x' },
+    // a view into a larger buffer: only the view's bytes may travel
+    inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 1], data: bytes.subarray(2, 6), parameters: {} }],
+    outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
+  };
+
+  it('round-trips a request through JSON, bigint parameters and tensor bytes included', () => {
+    const back = inferRequestFromWire(decodeWireInferRequest(viaJson(inferRequestToWire(request))));
+    expect(back).toEqual({ ...request, inputs: [{ ...request.inputs[0], data: new Uint8Array([2, 250, 255, 7]) }] });
+    expect(back.parameters['sequence_id']).toBe(2n ** 63n - 1n);
+    expect(back.inputs[0]!.data.constructor).toBe(Uint8Array);
+  });
+
+  it('maps an absent version to null and back', () => {
+    const wire = inferRequestToWire({ ...request, modelVersion: undefined });
+    expect(wire.modelVersion).toBeNull();
+    expect(inferRequestFromWire(decodeWireInferRequest(viaJson(wire))).modelVersion).toBeUndefined();
+  });
+
+  it('round-trips a response', () => {
+    const response: InferResponse = {
+      id: 'r',
+      modelName: 'm',
+      modelVersion: '1',
+      parameters: { triton_final_response: false, big: -(2n ** 62n) * 4n },
+      outputs: [{ name: 'OUT', datatype: 'BYTES', shape: [1], data: new Uint8Array([3, 0, 0, 0, 97, 98, 99]), parameters: { x: 1 } }],
+    };
+    expect(inferResponseFromWire(decodeWireInferResponse(viaJson(inferResponseToWire(response))))).toEqual(response);
+  });
+
+  it('round-trips a non-final error response of a decoupled stream', () => {
+    const wire = decodeWireInferResponse(viaJson(inferErrorToWire({ id: 'r', modelName: 'm' }, invalidArgument('element 2 is bad'))));
+    expect(wire).toMatchObject({ id: 'r', modelName: 'm', outputs: [], error: { code: 'invalid_argument', message: 'element 2 is bad' } });
+    expect(inferErrorFromWire(wire)).toMatchObject({ code: 'invalid_argument', message: 'element 2 is bad' });
+    expect(inferErrorFromWire(decodeWireInferResponse(viaJson(inferResponseToWire({ id: 'r', modelName: 'm', modelVersion: '1', parameters: {}, outputs: [] }))))).toBeUndefined();
+    const base = viaJson(inferErrorToWire({ id: 'r', modelName: 'm' }, invalidArgument('x'))) as Record<string, unknown>;
+    expect(decodeWireInferResponse({ ...base, error: { code: 'from_the_future', message: 'x' } }).error!.code).toBe('unknown');
+    expectInvalid(() => decodeWireInferResponse({ ...base, final: true }), /never final/);
+    expectInvalid(() => decodeWireInferResponse({ ...base, error: { code: 'internal' } }), /message/);
+    expectInvalid(() => decodeWireInferResponse({ ...base, error: 'bad' }), /error/);
+  });
+
+  it('rejects malformed requests with invalid_argument', () => {
+    const wire = viaJson(inferRequestToWire(request)) as Record<string, unknown>;
+    expectInvalid(() => decodeWireInferRequest({ ...wire, v: 2 }), /version/);
+    expectInvalid(() => decodeWireInferRequest({ ...wire, modelVersion: 0 }), /modelVersion/);
+    expectInvalid(() => decodeWireInferRequest({ ...wire, parameters: { p: { $bigint: '1.5' } } }), /parameter 'p'/);
+    expectInvalid(() => decodeWireInferRequest({ ...wire, parameters: { p: [1] } }), /parameter 'p'/);
+    const input = (wire['inputs'] as Record<string, unknown>[])[0]!;
+    expectInvalid(() => decodeWireInferRequest({ ...wire, inputs: [{ ...input, data: 'not base64!' }] }), /base64/);
+    expectInvalid(() => decodeWireInferRequest({ ...wire, inputs: [{ ...input, datatype: 'INT3' }] }), /datatype/);
+    expectInvalid(() => decodeWireInferRequest({ ...wire, inputs: [{ ...input, shape: [-1] }] }), /shape/);
+    expectInvalid(() => decodeWireInferRequest({ ...wire, modelName: '' }), /modelName/);
+  });
+});
+
+describe('generate codecs', () => {
+  it('decodes a request and rejects bad token ids', () => {
+    const req = { v: 1, model: 'mock_llm', requestId: 'a', promptTokenIds: [1, 2, 3], sampling: { max_tokens: 4 }, prefillOnly: true };
+    expect(decodeWireGenerateRequest(viaJson(req))).toEqual(req);
+    expect(decodeWireGenerateRequest({ ...req, prefillOnly: undefined }).prefillOnly).toBeUndefined();
+    expectInvalid(() => decodeWireGenerateRequest({ ...req, promptTokenIds: [1, -2] }), /promptTokenIds\[1\]/);
+    expectInvalid(() => decodeWireGenerateRequest({ ...req, sampling: 3 }), /sampling/);
+    expectInvalid(() => decodeWireGenerateRequest({ ...req, requestId: 5 }), /requestId/);
+  });
+
+  it('round-trips outputs, -Infinity logprobs included', () => {
+    const outputs: GenerateOutput[] = [
+      { tokenIds: [5, 6], finishReason: null, stopReason: null, logprobs: [-0.5, -Infinity] },
+      { tokenIds: [], finishReason: 'stop', stopReason: 2, usage: { promptTokens: 3, completionTokens: 2, cachedTokens: 0 } },
+    ];
+    for (const o of outputs) expect(generateOutputFromWire(decodeWireGenerateOutput(viaJson(generateOutputToWire(o))))).toEqual(o);
+    expectInvalid(() => decodeWireGenerateOutput({ tokenIds: [], finishReason: 'eos', stopReason: null }), /finishReason/);
+    expectInvalid(() => decodeWireGenerateOutput({ tokenIds: [], finishReason: null, stopReason: null, usage: { promptTokens: 1 } }), /completionTokens/);
+  });
+});
+
+describe('snapshot, events and metadata', () => {
+  const h = (n: number) => n.toString(16).padStart(16, '0');
+
+  it('decodes snapshot requests and chunks', () => {
+    expect(decodeWireSnapshotRequest({ v: 1, model: 'm' })).toEqual({ v: 1, model: 'm' });
+    const chunk = { last_event_id: -1, blocks: [{ block_hash: h(1), tokens_hash: h(2), parent_hash: null }], partial_blocks: 0, done: true };
+    expect(decodeWireSnapshotChunk(viaJson(chunk))).toEqual(chunk);
+    expectInvalid(() => decodeWireSnapshotChunk({ ...chunk, blocks: [{ block_hash: 'xyz', tokens_hash: h(2), parent_hash: null }] }), /block_hash/);
+    expectInvalid(() => decodeWireSnapshotChunk({ ...chunk, done: 'yes' }), /done/);
+  });
+
+  it('decodes KV event batches through the llm decoder', () => {
+    const batch = {
+      v: 1,
+      instanceId: '00000000000000ab',
+      model: 'm',
+      events: [
+        { event_id: 0, data: { type: 'stored', parent_hash: null, blocks: [{ block_hash: h(1), tokens_hash: h(2) }] } },
+        { event_id: 1, data: { type: 'removed', block_hashes: [h(1)] } },
+      ],
+    };
+    expect(decodeWireKvEvents(viaJson(batch))).toEqual(batch);
+    expectInvalid(() => decodeWireKvEvents({ ...batch, events: [{ event_id: -1, data: { type: 'cleared' } }] }), /event_id/);
+  });
+
+  it('decodes load samples', () => {
+    const load = {
+      v: 1, instanceId: 'i', model: 'm', ts: 1, numRunning: 1, numWaiting: 0, kvActiveBlocks: 2, kvTotalBlocks: 8, kvUsage: 0.25,
+      prefixCacheQueries: 10, prefixCacheHits: 4,
+    };
+    expect(decodeWireLoad(load)).toEqual(load);
+    expectInvalid(() => decodeWireLoad({ ...load, numWaiting: 0.5 }), /numWaiting/);
+  });
+
+  it('decodes LLM card metadata', () => {
+    const meta = {
+      modelMetadata: { name: 'm' }, modelConfig: { name: 'm' }, versions: ['1'], decoupled: true,
+      engine: 'mocker', totalKvBlocks: 64, eosTokenIds: [2], created: 1700000000, kvEvents: true,
+    };
+    expect(decodeLlmCardMetadata(viaJson(meta))).toEqual(meta);
+    expectInvalid(() => decodeLlmCardMetadata({ ...meta, engine: 'vllm' }), /engine/);
+    expectInvalid(() => decodeLlmCardMetadata({ ...meta, versions: [1] }), /versions\[0\]/);
+  });
+
+  it('decodes tensor card metadata with classification labels per version', () => {
+    const meta = { modelMetadata: { name: 'm' }, modelConfig: { name: 'm' }, versions: ['1'], decoupled: false, labels: { '1': { OUT: ['cat', '', 'dog'] } } };
+    expect(decodeTensorCardMetadata(viaJson(meta))).toEqual(meta);
+    const { labels: _labels, ...without } = meta;
+    expect(decodeTensorCardMetadata(without)).toEqual(without);
+    expectInvalid(() => decodeTensorCardMetadata({ ...meta, labels: { '1': { OUT: [1] } } }), /labels\['1'\]: 'OUT\[0\]'/);
+    expectInvalid(() => decodeTensorCardMetadata({ ...meta, labels: { '1': ['cat'] } }), /labels\['1'\]/);
+  });
+
+  it('decodes stats requests and answers', () => {
+    expect(decodeWireStatsRequest({ v: 1, model: null, version: null })).toEqual({ v: 1, model: null, version: null });
+    expect(decodeWireStatsRequest({ v: 1, model: 'm', version: 2 })).toEqual({ v: 1, model: 'm', version: 2 });
+    expectInvalid(() => decodeWireStatsRequest({ v: 1, model: 'm', version: 0 }), /version/);
+    expectInvalid(() => decodeWireStatsRequest({ v: 1, model: '', version: null }), /model/);
+    const d = { count: 1, ns: 5 };
+    const one = {
+      name: 'm', version: '1', last_inference: 7, inference_count: 1, execution_count: 1,
+      inference_stats: { success: d, fail: d }, response_stats: { '0': { success: d } },
+      batch_stats: [{ batch_size: 1, compute_input: d, compute_infer: d, compute_output: d }], memory_usage: [],
+    };
+    expect(decodeWireStats(viaJson({ models: [one] }))).toEqual({ models: [one] });
+    expectInvalid(() => decodeWireStats({ models: [{ ...one, inference_stats: { success: { count: -1, ns: 0 } } }] }), /inference_stats.success/);
+    expectInvalid(() => decodeWireStats({ models: [{ ...one, batch_stats: [{ batch_size: 1 }] }] }), /batch_stats\[0\]/);
+  });
+});

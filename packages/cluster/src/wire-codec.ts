@@ -1,0 +1,492 @@
+/**
+ * Codecs for the worker ↔ router wire types (protocols.ts).
+ *
+ * - `decode*` is the validation edge: parsed JSON (`unknown`) in, typed value out, `invalid_argument`
+ *   naming the bad field otherwise. Every message type of protocols.ts has one.
+ * - `*ToWire` / `*FromWire` convert between the in-process shapes (@switchyard/kserve InferRequest /
+ *   InferResponse, @switchyard/llm GenerateOutput) and their wire form. `*FromWire` takes an already
+ *   decoded wire value, so it never fails.
+ *
+ * Encodings: tensor bytes travel in base64; a bigint KServe parameter travels as
+ * `{ "$bigint": "<decimal>" }` (JSON numbers cannot hold int64 exactly). The other wire types are
+ * plain JSON already; `toJson` only widens their static type for RequestPlane / EventPlane.
+ */
+import { ERROR_CODES, type ErrorCode, SwitchyardError, invalidArgument } from '@switchyard/common';
+import { DATATYPES, type DataType, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
+import { decodeKvCacheEvent, type GenerateOutput, type SnapshotBlock } from '@switchyard/llm';
+import type { JsonValue } from '@switchyard/runtime';
+import type {
+  LlmCardMetadata,
+  TensorCardMetadata,
+  WireGenerateOutput,
+  WireGenerateRequest,
+  WireInferRequest,
+  WireInferResponse,
+  WireKvEvents,
+  WireLoad,
+  WireParameters,
+  WireDuration,
+  WireModelStatistics,
+  WireSnapshotChunk,
+  WireSnapshotRequest,
+  WireStats,
+  WireStatsRequest,
+  WireTensor,
+} from './protocols.js';
+
+/** Every wire value of protocols.ts is JSON; this widens its type for the request and event planes. */
+export function toJson(value: object): JsonValue {
+  return value as unknown as JsonValue;
+}
+
+// ---- validation helpers ---------------------------------------------------------------------------
+
+type Obj = { readonly [k: string]: unknown };
+
+function obj(value: unknown, what: string): Obj {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw invalidArgument(`${what}: expected an object`);
+  return value as Obj;
+}
+function version(o: Obj, what: string): void {
+  if (o['v'] !== 1) throw invalidArgument(`${what}: unsupported version ${JSON.stringify(o['v'])}`);
+}
+function str(o: Obj, field: string, what: string, allowEmpty = false): string {
+  const v = o[field];
+  if (typeof v !== 'string' || (!allowEmpty && v.length === 0)) {
+    throw invalidArgument(`${what}: '${field}' must be a ${allowEmpty ? '' : 'non-empty '}string`);
+  }
+  return v;
+}
+function int(o: Obj, field: string, what: string, min: number): number {
+  const v = o[field];
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) throw invalidArgument(`${what}: '${field}' must be an integer >= ${min}`);
+  return v;
+}
+function num(o: Obj, field: string, what: string): number {
+  const v = o[field];
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw invalidArgument(`${what}: '${field}' must be a finite number`);
+  return v;
+}
+function bool(o: Obj, field: string, what: string): boolean {
+  const v = o[field];
+  if (typeof v !== 'boolean') throw invalidArgument(`${what}: '${field}' must be a boolean`);
+  return v;
+}
+function optBool(o: Obj, field: string, what: string): boolean | undefined {
+  return o[field] === undefined ? undefined : bool(o, field, what);
+}
+function arr(o: Obj, field: string, what: string): readonly unknown[] {
+  const v = o[field];
+  if (!Array.isArray(v)) throw invalidArgument(`${what}: '${field}' must be an array`);
+  return v;
+}
+function intArray(o: Obj, field: string, what: string, min: number): number[] {
+  return arr(o, field, what).map((x, i) => {
+    if (typeof x !== 'number' || !Number.isSafeInteger(x) || x < min) throw invalidArgument(`${what}: '${field}[${i}]' must be an integer >= ${min}`);
+    return x;
+  });
+}
+function strArray(o: Obj, field: string, what: string): string[] {
+  return arr(o, field, what).map((x, i) => {
+    if (typeof x !== 'string') throw invalidArgument(`${what}: '${field}[${i}]' must be a string`);
+    return x;
+  });
+}
+
+const HASH_RE = /^[0-9a-f]{16}$/;
+const BIGINT_RE = /^-?[0-9]+$/;
+const BASE64_RE = /^[A-Za-z0-9+/]*={0,2}$/;
+const DATATYPE_SET: ReadonlySet<string> = new Set(DATATYPES);
+const ERROR_CODE_SET: ReadonlySet<string> = new Set(ERROR_CODES);
+
+// ---- parameters and tensors -----------------------------------------------------------------------
+
+export function parametersToWire(parameters: Parameters): WireParameters {
+  const out: { [k: string]: WireParameters[string] } = {};
+  for (const [k, v] of Object.entries(parameters)) out[k] = typeof v === 'bigint' ? { $bigint: v.toString() } : v;
+  return out;
+}
+
+export function parametersFromWire(parameters: WireParameters): Parameters {
+  const out: Parameters = {};
+  for (const [k, v] of Object.entries(parameters)) out[k] = typeof v === 'object' ? BigInt(v.$bigint) : v;
+  return out;
+}
+
+function decodeParameters(value: unknown, what: string): WireParameters {
+  const o = obj(value, `${what} parameters`);
+  const out: { [k: string]: WireParameters[string] } = {};
+  for (const [k, v] of Object.entries(o)) {
+    if (typeof v === 'boolean' || typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v))) out[k] = v;
+    else if (typeof v === 'object' && v !== null && !Array.isArray(v)) {
+      const b = (v as Obj)['$bigint'];
+      if (Object.keys(v).length !== 1 || typeof b !== 'string' || !BIGINT_RE.test(b)) {
+        throw invalidArgument(`${what}: parameter '${k}' must be a boolean, number, string or {"$bigint": "<decimal>"}`);
+      }
+      out[k] = { $bigint: b };
+    } else throw invalidArgument(`${what}: parameter '${k}' must be a boolean, number, string or {"$bigint": "<decimal>"}`);
+  }
+  return out;
+}
+
+export function tensorToWire(tensor: InferTensor): WireTensor {
+  return {
+    name: tensor.name,
+    datatype: tensor.datatype,
+    shape: [...tensor.shape],
+    parameters: parametersToWire(tensor.parameters),
+    data: Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength).toString('base64'),
+  };
+}
+
+export function tensorFromWire(tensor: WireTensor): InferTensor {
+  const buf = Buffer.from(tensor.data, 'base64');
+  return {
+    name: tensor.name,
+    datatype: tensor.datatype as DataType,
+    shape: [...tensor.shape],
+    // a plain Uint8Array view (not a Buffer) over exactly the decoded bytes
+    data: new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength),
+    parameters: parametersFromWire(tensor.parameters),
+  };
+}
+
+function decodeTensor(value: unknown, what: string): WireTensor {
+  const o = obj(value, what);
+  const name = str(o, 'name', what);
+  const datatype = str(o, 'datatype', what);
+  if (!DATATYPE_SET.has(datatype)) throw invalidArgument(`${what}: unknown datatype '${datatype}'`);
+  const shape = intArray(o, 'shape', what, 0);
+  const data = str(o, 'data', what, true);
+  if (data.length % 4 !== 0 || !BASE64_RE.test(data)) throw invalidArgument(`${what}: 'data' must be base64`);
+  return { name, datatype, shape, parameters: decodeParameters(o['parameters'] ?? {}, what), data };
+}
+
+// ---- infer ---------------------------------------------------------------------------------------
+
+export function inferRequestToWire(request: InferRequest): WireInferRequest {
+  return {
+    v: 1,
+    id: request.id,
+    modelName: request.modelName,
+    modelVersion: request.modelVersion ?? null,
+    parameters: parametersToWire(request.parameters),
+    inputs: request.inputs.map(tensorToWire),
+    outputs: request.outputs.map((o) => ({ name: o.name, parameters: parametersToWire(o.parameters) })),
+  };
+}
+
+export function inferRequestFromWire(request: WireInferRequest): InferRequest {
+  return {
+    id: request.id,
+    modelName: request.modelName,
+    modelVersion: request.modelVersion ?? undefined,
+    parameters: parametersFromWire(request.parameters),
+    inputs: request.inputs.map(tensorFromWire),
+    outputs: request.outputs.map((o) => ({ name: o.name, parameters: parametersFromWire(o.parameters) })),
+  };
+}
+
+export function decodeWireInferRequest(value: unknown): WireInferRequest {
+  const what = 'infer request';
+  const o = obj(value, what);
+  version(o, what);
+  const mv = o['modelVersion'];
+  if (mv !== null && (typeof mv !== 'number' || !Number.isSafeInteger(mv) || mv < 1)) {
+    throw invalidArgument(`${what}: 'modelVersion' must be an integer >= 1 or null`);
+  }
+  return {
+    v: 1,
+    id: str(o, 'id', what, true),
+    modelName: str(o, 'modelName', what),
+    modelVersion: mv,
+    parameters: decodeParameters(o['parameters'] ?? {}, what),
+    inputs: arr(o, 'inputs', what).map((t, i) => decodeTensor(t, `${what} inputs[${i}]`)),
+    outputs: arr(o, 'outputs', what).map((r, i) => {
+      const ro = obj(r, `${what} outputs[${i}]`);
+      return { name: str(ro, 'name', `${what} outputs[${i}]`), parameters: decodeParameters(ro['parameters'] ?? {}, `${what} outputs[${i}]`) };
+    }),
+  };
+}
+
+export function inferResponseToWire(response: InferResponse, final = false): WireInferResponse {
+  return {
+    ...(final ? { final: true } : {}),
+    id: response.id,
+    modelName: response.modelName,
+    modelVersion: response.modelVersion,
+    parameters: parametersToWire(response.parameters),
+    outputs: response.outputs.map(tensorToWire),
+  };
+}
+
+/** A non-final error response of a decoupled stream (protocols.ts WireInferResponse `error`). */
+export function inferErrorToWire(request: { readonly id: string; readonly modelName: string }, error: SwitchyardError): WireInferResponse {
+  return { error: { code: error.code, message: error.message }, id: request.id, modelName: request.modelName, modelVersion: '', parameters: {}, outputs: [] };
+}
+
+/** The error a WireInferResponse carries, as the engine delivered it on the worker; undefined for a response. */
+export function inferErrorFromWire(response: WireInferResponse): SwitchyardError | undefined {
+  return response.error === undefined ? undefined : new SwitchyardError(response.error.code, response.error.message);
+}
+
+export function inferResponseFromWire(response: WireInferResponse): InferResponse {
+  return {
+    id: response.id,
+    modelName: response.modelName,
+    modelVersion: response.modelVersion,
+    parameters: parametersFromWire(response.parameters),
+    outputs: response.outputs.map(tensorFromWire),
+  };
+}
+
+export function decodeWireInferResponse(value: unknown): WireInferResponse {
+  const what = 'infer response';
+  const o = obj(value, what);
+  const final = optBool(o, 'final', what);
+  let error: WireInferResponse['error'];
+  if (o['error'] !== undefined) {
+    const e = obj(o['error'], `${what} error`);
+    const message = str(e, 'message', `${what} error`, true);
+    const code = e['code'];
+    if (typeof code !== 'string') throw invalidArgument(`${what} error: 'code' must be a string`);
+    if (final === true) throw invalidArgument(`${what}: an error response is never final (a final error is the stream's error frame)`);
+    // an unknown code from a newer peer is still an error, just an unclassified one (as runtime frames)
+    error = { code: ERROR_CODE_SET.has(code) ? (code as ErrorCode) : 'unknown', message };
+  }
+  return {
+    ...(final === true ? { final: true } : {}),
+    ...(error !== undefined ? { error } : {}),
+    id: str(o, 'id', what, true),
+    modelName: str(o, 'modelName', what),
+    modelVersion: str(o, 'modelVersion', what, true),
+    parameters: decodeParameters(o['parameters'] ?? {}, what),
+    outputs: arr(o, 'outputs', what).map((t, i) => decodeTensor(t, `${what} outputs[${i}]`)),
+  };
+}
+
+// ---- generate ------------------------------------------------------------------------------------
+
+export function decodeWireGenerateRequest(value: unknown): WireGenerateRequest {
+  const what = 'generate request';
+  const o = obj(value, what);
+  version(o, what);
+  const prefillOnly = optBool(o, 'prefillOnly', what);
+  return {
+    v: 1,
+    model: str(o, 'model', what),
+    requestId: str(o, 'requestId', what),
+    promptTokenIds: intArray(o, 'promptTokenIds', what, 0),
+    // field-level validation is compileSamplingParams' job (it names the offending field)
+    sampling: obj(o['sampling'] ?? {}, `${what} sampling`),
+    ...(prefillOnly !== undefined ? { prefillOnly } : {}),
+  };
+}
+
+export function generateOutputToWire(output: GenerateOutput): WireGenerateOutput {
+  return {
+    tokenIds: [...output.tokenIds],
+    finishReason: output.finishReason,
+    stopReason: output.stopReason,
+    ...(output.logprobs !== undefined ? { logprobs: [...output.logprobs] } : {}),
+    ...(output.usage !== undefined
+      ? { usage: { promptTokens: output.usage.promptTokens, completionTokens: output.usage.completionTokens, cachedTokens: output.usage.cachedTokens } }
+      : {}),
+  };
+}
+
+export function generateOutputFromWire(output: WireGenerateOutput): GenerateOutput {
+  return output;
+}
+
+export function decodeWireGenerateOutput(value: unknown): WireGenerateOutput {
+  const what = 'generate output';
+  const o = obj(value, what);
+  const fr = o['finishReason'];
+  if (fr !== null && fr !== 'stop' && fr !== 'length' && fr !== 'abort') {
+    throw invalidArgument(`${what}: 'finishReason' must be 'stop', 'length', 'abort' or null`);
+  }
+  const sr = o['stopReason'];
+  if (sr !== null && (typeof sr !== 'number' || !Number.isSafeInteger(sr))) throw invalidArgument(`${what}: 'stopReason' must be an integer or null`);
+  let logprobs: number[] | undefined;
+  if (o['logprobs'] !== undefined) {
+    logprobs = arr(o, 'logprobs', what).map((x, i) => {
+      // -Infinity is not JSON: JSON.stringify turns it into null, read back as -Infinity
+      if (x === null) return -Infinity;
+      if (typeof x !== 'number') throw invalidArgument(`${what}: 'logprobs[${i}]' must be a number`);
+      return x;
+    });
+  }
+  let usage: WireGenerateOutput['usage'];
+  if (o['usage'] !== undefined) {
+    const u = obj(o['usage'], `${what} usage`);
+    const w = `${what} usage`;
+    usage = { promptTokens: int(u, 'promptTokens', w, 0), completionTokens: int(u, 'completionTokens', w, 0), cachedTokens: int(u, 'cachedTokens', w, 0) };
+  }
+  return {
+    tokenIds: intArray(o, 'tokenIds', what, 0),
+    finishReason: fr,
+    stopReason: sr,
+    ...(logprobs !== undefined ? { logprobs } : {}),
+    ...(usage !== undefined ? { usage } : {}),
+  };
+}
+
+// ---- stats ----------------------------------------------------------------------------------------
+
+export function decodeWireStatsRequest(value: unknown): WireStatsRequest {
+  const what = 'stats request';
+  const o = obj(value, what);
+  version(o, what);
+  const model = o['model'] === null ? null : str(o, 'model', what);
+  const v = o['version'] === null ? null : int(o, 'version', what, 1);
+  return { v: 1, model, version: v };
+}
+
+function duration(value: unknown, what: string): WireDuration {
+  const o = obj(value, what);
+  return { count: int(o, 'count', what, 0), ns: int(o, 'ns', what, 0) };
+}
+
+function durations(value: unknown, what: string): { [kind: string]: WireDuration } {
+  const out: { [kind: string]: WireDuration } = {};
+  for (const [k, v] of Object.entries(obj(value, what))) out[k] = duration(v, `${what}.${k}`);
+  return out;
+}
+
+export function decodeWireStats(value: unknown): WireStats {
+  const what = 'stats';
+  const o = obj(value, what);
+  const models = arr(o, 'models', what).map((m, i): WireModelStatistics => {
+    const w = `${what} models[${i}]`;
+    const s = obj(m, w);
+    const responses: { [key: string]: { [kind: string]: WireDuration } } = {};
+    for (const [k, v] of Object.entries(obj(s['response_stats'], `${w} response_stats`))) responses[k] = durations(v, `${w} response_stats.${k}`);
+    return {
+      name: str(s, 'name', w),
+      version: str(s, 'version', w),
+      last_inference: int(s, 'last_inference', w, 0),
+      inference_count: int(s, 'inference_count', w, 0),
+      execution_count: int(s, 'execution_count', w, 0),
+      inference_stats: durations(s['inference_stats'], `${w} inference_stats`),
+      response_stats: responses,
+      batch_stats: arr(s, 'batch_stats', w).map((b, j) => {
+        const bw = `${w} batch_stats[${j}]`;
+        const bo = obj(b, bw);
+        return {
+          batch_size: int(bo, 'batch_size', bw, 0),
+          compute_input: duration(bo['compute_input'], `${bw}.compute_input`),
+          compute_infer: duration(bo['compute_infer'], `${bw}.compute_infer`),
+          compute_output: duration(bo['compute_output'], `${bw}.compute_output`),
+        };
+      }),
+      memory_usage: arr(s, 'memory_usage', w).map((u, j) => {
+        const uw = `${w} memory_usage[${j}]`;
+        const uo = obj(u, uw);
+        return { type: str(uo, 'type', uw), id: int(uo, 'id', uw, 0), byte_size: int(uo, 'byte_size', uw, 0) };
+      }),
+    };
+  });
+  return { models };
+}
+
+// ---- KV snapshot ---------------------------------------------------------------------------------
+
+export function decodeWireSnapshotRequest(value: unknown): WireSnapshotRequest {
+  const what = 'snapshot request';
+  const o = obj(value, what);
+  version(o, what);
+  return { v: 1, model: str(o, 'model', what) };
+}
+
+function hash(v: unknown, what: string): string {
+  if (typeof v !== 'string' || !HASH_RE.test(v)) throw invalidArgument(`${what} must be a 16-digit lower-case hex hash`);
+  return v;
+}
+
+export function decodeWireSnapshotChunk(value: unknown): WireSnapshotChunk {
+  const what = 'snapshot chunk';
+  const o = obj(value, what);
+  const blocks = arr(o, 'blocks', what).map((b, i): SnapshotBlock => {
+    const bo = obj(b, `${what} blocks[${i}]`);
+    const w = `${what}: blocks[${i}]`;
+    return {
+      block_hash: hash(bo['block_hash'], `${w}.block_hash`),
+      tokens_hash: hash(bo['tokens_hash'], `${w}.tokens_hash`),
+      parent_hash: bo['parent_hash'] === null ? null : hash(bo['parent_hash'], `${w}.parent_hash`),
+    } as SnapshotBlock;
+  });
+  return { last_event_id: int(o, 'last_event_id', what, -1), blocks, partial_blocks: int(o, 'partial_blocks', what, 0), done: bool(o, 'done', what) };
+}
+
+// ---- events --------------------------------------------------------------------------------------
+
+export function decodeWireKvEvents(value: unknown): WireKvEvents {
+  const what = 'KV events';
+  const o = obj(value, what);
+  version(o, what);
+  return {
+    v: 1,
+    instanceId: str(o, 'instanceId', what),
+    model: str(o, 'model', what),
+    events: arr(o, 'events', what).map((e) => decodeKvCacheEvent(e)),
+  };
+}
+
+export function decodeWireLoad(value: unknown): WireLoad {
+  const what = 'load';
+  const o = obj(value, what);
+  version(o, what);
+  return {
+    v: 1,
+    instanceId: str(o, 'instanceId', what),
+    model: str(o, 'model', what),
+    ts: num(o, 'ts', what),
+    numRunning: int(o, 'numRunning', what, 0),
+    numWaiting: int(o, 'numWaiting', what, 0),
+    kvActiveBlocks: int(o, 'kvActiveBlocks', what, 0),
+    kvTotalBlocks: int(o, 'kvTotalBlocks', what, 0),
+    kvUsage: num(o, 'kvUsage', what),
+    prefixCacheQueries: int(o, 'prefixCacheQueries', what, 0),
+    prefixCacheHits: int(o, 'prefixCacheHits', what, 0),
+  };
+}
+
+// ---- model card metadata -------------------------------------------------------------------------
+
+export function decodeTensorCardMetadata(value: unknown): TensorCardMetadata {
+  const what = 'tensor card metadata';
+  const o = obj(value, what);
+  return {
+    modelMetadata: obj(o['modelMetadata'], `${what} modelMetadata`),
+    modelConfig: obj(o['modelConfig'], `${what} modelConfig`),
+    versions: strArray(o, 'versions', what),
+    decoupled: bool(o, 'decoupled', what),
+    ...(o['labels'] !== undefined ? { labels: decodeCardLabels(o['labels'], `${what} labels`) } : {}),
+  };
+}
+
+function decodeCardLabels(value: unknown, what: string): TensorCardMetadata['labels'] & object {
+  const out: { [version: string]: { [output: string]: string[] } } = {};
+  for (const [version, outputs] of Object.entries(obj(value, what))) {
+    const o = obj(outputs, `${what}['${version}']`);
+    out[version] = {};
+    for (const name of Object.keys(o)) out[version][name] = strArray(o, name, `${what}['${version}']`);
+  }
+  return out;
+}
+
+export function decodeLlmCardMetadata(value: unknown): LlmCardMetadata {
+  const what = 'LLM card metadata';
+  const o = obj(value, what);
+  const engine = o['engine'];
+  if (engine !== 'llm' && engine !== 'mocker') throw invalidArgument(`${what}: 'engine' must be 'llm' or 'mocker'`);
+  return {
+    ...decodeTensorCardMetadata(o),
+    engine,
+    totalKvBlocks: int(o, 'totalKvBlocks', what, 0),
+    eosTokenIds: intArray(o, 'eosTokenIds', what, 0),
+    created: int(o, 'created', what, 0),
+    kvEvents: bool(o, 'kvEvents', what),
+  };
+}

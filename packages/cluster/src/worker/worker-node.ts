@@ -1,0 +1,234 @@
+/**
+ * A worker node: one engine joined to the cluster through the three runtime roles.
+ *
+ * Lifecycle (`WorkerNodeState`):
+ * - starting: endpoints served on the request plane, then their instances registered, then one model
+ *   card per READY model, KV events and load publishing started. `startWorkerNode` resolves here.
+ * - serving: model changes (load / unload / poll) re-sync the cards (InferenceEngine.onModelChange;
+ *   engines without it are polled every MODEL_POLL_MS) and re-attach KV publishing to new engines.
+ * - draining (`drain()`): cards and instances leave Discovery first, so routers stop sending; then
+ *   the endpoints stop with drain (in-flight requests finish); then queued KV events are flushed and
+ *   load publishing stops. The engine itself keeps running: the app drains its front doors next.
+ *   The `health` endpoint (not in Discovery) keeps answering `draining` until close: a router that
+ *   sees the instance leave probes it and lets its streams finish instead of migrating them.
+ * - closed (`close()`): drain if not yet, then close Discovery (revokes the lease), the event plane and
+ *   the request plane. The node owns the roles it was given.
+ * - lease lost: the node must not serve as a ghost. It stops the endpoints at once (without drain:
+ *   in-flight streams end with a cancelled error frame, routers may migrate them) and calls
+ *   `onLeaseLost`; the app shuts down.
+ */
+import { silentLogger, type Logger } from '@switchyard/common';
+import type { InferenceEngine } from '@switchyard/engine';
+import type { LlmEndpoint } from '@switchyard/llm';
+import {
+  componentName,
+  endpointAddress,
+  instanceAddress,
+  kvEventsSubject,
+  loadSubject,
+  namespace as toNamespace,
+  type Discovery,
+  type EndpointHandler,
+  type EventPlane,
+  type InstanceId,
+  type RequestPlane,
+  type ServedEndpoint,
+} from '@switchyard/runtime';
+import { GENERATE_ENDPOINT, HEALTH_ENDPOINT, INFER_ENDPOINT, KV_SNAPSHOT_ENDPOINT, STATS_ENDPOINT, WORKER_COMPONENT, type WireHealth } from '../protocols.js';
+import { generateHandler, inferHandler, kvSnapshotHandler, statsHandler } from './endpoints.js';
+import { KvEventPublisher } from './kv-publisher.js';
+import { LoadPublisher } from './load-publisher.js';
+import { ModelCardRegistry } from './model-cards.js';
+
+/** The cluster namespace a worker joins when none is given. */
+export const DEFAULT_NAMESPACE = 'default';
+/** How often an engine without `onModelChange` is polled for READY models. */
+export const MODEL_POLL_MS = 1000;
+
+export interface WorkerNodeOptions {
+  readonly engine: InferenceEngine;
+  readonly discovery: Discovery;
+  readonly requestPlane: RequestPlane;
+  readonly eventPlane: EventPlane;
+  /** A NAME_PATTERN name; default DEFAULT_NAMESPACE. */
+  readonly namespace?: string;
+  readonly logger?: Logger;
+  /** Load samples at most this often per model (default 1000 ms); a heartbeat goes out every 5 s anyway. */
+  readonly loadIntervalMs?: number;
+  /** Called once when the lease is lost, after the node stopped serving. The app should exit non-zero. */
+  readonly onLeaseLost?: (cause: Error) => void;
+  /**
+   * Publish the LLM engines' KV events (default true). false: none are published and the cards say
+   * `kvEvents: false`, so routers route these models in approximate mode (for engines whose events
+   * cannot be trusted, or to compare routing with and without them).
+   */
+  readonly kvEvents?: boolean;
+}
+
+export type WorkerNodeState = 'serving' | 'draining' | 'closed' | 'lease_lost';
+
+export interface WorkerNode {
+  /** This process's instance id (Discovery's lease id). */
+  readonly instanceId: InstanceId;
+  readonly state: WorkerNodeState;
+  /** Names of the models with a registered card. */
+  models(): string[];
+  /** Leave Discovery, then finish in-flight requests. Idempotent. */
+  drain(): Promise<void>;
+  /**
+   * drain() (when never started), then close Discovery (revoke the lease), the event plane and the
+   * request plane. A drain still in progress is cut short: its remaining requests are cancelled.
+   * Idempotent.
+   */
+  close(): Promise<void>;
+}
+
+export async function startWorkerNode(options: WorkerNodeOptions): Promise<WorkerNode> {
+  const { engine, discovery, requestPlane, eventPlane } = options;
+  const logger = (options.logger ?? silentLogger).child({ component: 'worker-node' });
+  const ns = toNamespace(options.namespace ?? DEFAULT_NAMESPACE);
+  const component = componentName(WORKER_COMPONENT);
+  const id = discovery.instanceId;
+  let state: WorkerNodeState = 'serving';
+
+  // KV events are numbered per (worker, model) across engine reloads; kv_snapshot uses the same ids.
+  const kvPublisher = new KvEventPublisher(eventPlane, kvEventsSubject(ns, component), id, logger);
+
+  // 1. serve, then register each instance (routers never see an instance that cannot answer yet)
+  const handlers: Array<[string, EndpointHandler]> = [
+    [GENERATE_ENDPOINT, generateHandler(engine)],
+    [INFER_ENDPOINT, inferHandler(engine)],
+    [KV_SNAPSHOT_ENDPOINT, kvSnapshotHandler(engine, (model, eventId) => kvPublisher.wireEventId(model, eventId))],
+    [STATS_ENDPOINT, statsHandler(engine)],
+  ];
+  const served: ServedEndpoint[] = [];
+  let health: ServedEndpoint | undefined;
+  try {
+    // health first: an instance in Discovery always answers its probe
+    health = await requestPlane.serve(instanceAddress(endpointAddress(ns, component, HEALTH_ENDPOINT), id), async function* () {
+      const answer: WireHealth = { state: state === 'serving' ? 'serving' : 'draining' };
+      yield { ...answer };
+    });
+    for (const [name, handler] of handlers) {
+      const endpoint = await requestPlane.serve(instanceAddress(endpointAddress(ns, component, name), id), handler);
+      served.push(endpoint);
+      await discovery.registerInstance({ v: 1, ...endpoint.address, subject: endpoint.subject, metadata: {} });
+    }
+  } catch (e) {
+    await Promise.all([...served, ...(health ? [health] : [])].map((s) => s.stop({ drain: false }).catch(() => {})));
+    throw e;
+  }
+
+  // 2. KV events: one subscription per LLM engine, re-attached when a reload replaces the engine
+  const attached = new Map<string, { endpoint: LlmEndpoint; detach: () => void }>();
+  const readyLlms = (): LlmEndpoint[] => engine.llmEndpoints?.() ?? [];
+  const syncKvAttachments = (): void => {
+    const current = new Map(state === 'serving' ? readyLlms().map((e) => [e.card.name, e] as const) : []);
+    for (const [name, a] of attached) {
+      if (current.get(name) === a.endpoint) continue;
+      a.detach();
+      attached.delete(name);
+    }
+    for (const [name, endpoint] of current) {
+      if (attached.has(name) || endpoint.kv === undefined || options.kvEvents === false) continue;
+      attached.set(name, { endpoint, detach: kvPublisher.attach(name, endpoint.kv) });
+    }
+  };
+
+  // 3. model cards, kept in sync with the engine
+  const cards = new ModelCardRegistry(engine, discovery, { namespace: ns, instanceId: id, kvEvents: options.kvEvents !== false }, logger);
+  const onChange = (): void => {
+    if (state !== 'serving') return;
+    syncKvAttachments();
+    cards.sync().catch((e: unknown) => logger.error({ err: e }, 'model card sync failed'));
+  };
+  let stopWatching: () => void;
+  if (engine.onModelChange !== undefined) {
+    stopWatching = engine.onModelChange(onChange);
+  } else {
+    const timer = setInterval(onChange, MODEL_POLL_MS);
+    timer.unref();
+    stopWatching = () => clearInterval(timer);
+  }
+  syncKvAttachments();
+  await cards.sync();
+
+  // 4. load
+  const loadPublisher = new LoadPublisher({
+    eventPlane,
+    subject: loadSubject(ns, component),
+    instanceId: id,
+    logger,
+    endpoints: readyLlms,
+    ...(options.loadIntervalMs !== undefined ? { intervalMs: options.loadIntervalMs } : {}),
+  });
+  loadPublisher.start();
+
+  const stopPublishing = async (): Promise<void> => {
+    stopWatching();
+    await loadPublisher.stop();
+    for (const a of attached.values()) a.detach();
+    attached.clear();
+    await kvPublisher.close();
+  };
+
+  const unsubscribeLease = discovery.onLeaseLost((cause) => {
+    if (state === 'closed' || state === 'lease_lost') return;
+    state = 'lease_lost';
+    logger.error({ err: cause, instanceId: id }, 'discovery lease lost: this worker left the cluster and stops serving');
+    void (async () => {
+      // the health endpoint too: probes must call this ghost dead so routers migrate its streams
+      await Promise.all([...served, health!].map((s) => s.stop({ drain: false }).catch(() => {})));
+      await stopPublishing().catch(() => {});
+      options.onLeaseLost?.(cause);
+    })();
+  });
+
+  let draining: Promise<void> | undefined;
+  let drained = false;
+  const drain = (): Promise<void> => {
+    draining ??= (async () => {
+      if (state === 'serving') state = 'draining';
+      logger.info({ instanceId: id }, 'leaving discovery, draining cluster endpoints');
+      stopWatching();
+      await cards.unregisterAll();
+      await Promise.all(
+        served.map((s) => discovery.unregisterInstance(s.address).catch((e: unknown) => logger.warn({ err: e, endpoint: s.address.endpoint }, 'failed to unregister instance'))),
+      );
+      await Promise.all(served.map((s) => s.stop({ drain: true })));
+      await stopPublishing();
+      logger.info({ instanceId: id }, 'cluster endpoints drained');
+    })().finally(() => (drained = true));
+    return draining;
+  };
+
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      if (draining !== undefined && !drained) {
+        // a drain is still waiting for requests (the caller's exit timeout ran out): abort them
+        logger.warn({ instanceId: id }, 'closing with cluster requests in flight: cancelling them');
+        await Promise.all(served.map((s) => s.stop({ drain: false }).catch(() => {})));
+      }
+      await drain().catch((e: unknown) => logger.error({ err: e }, 'drain failed'));
+      unsubscribeLease();
+      state = 'closed';
+      await health!.stop({ drain: false }).catch(() => {});
+      await discovery.close().catch((e: unknown) => logger.warn({ err: e }, 'closing discovery failed'));
+      await eventPlane.close().catch((e: unknown) => logger.warn({ err: e }, 'closing the event plane failed'));
+      await requestPlane.close().catch((e: unknown) => logger.warn({ err: e }, 'closing the request plane failed'));
+    })();
+    return closing;
+  };
+
+  logger.info({ namespace: ns, instanceId: id, models: cards.models() }, 'worker joined the cluster');
+  return {
+    instanceId: id,
+    get state() {
+      return state;
+    },
+    models: () => cards.models(),
+    drain,
+    close,
+  };
+}
