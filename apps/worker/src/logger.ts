@@ -1,34 +1,6 @@
 /**
- * The worker's pino logger: JSON lines on stdout. `--log-format` picks the timestamp form and
- * `--log-verbose` the level; `/v2/logging` (and gRPC LogSettings) change the level at run time.
+ * The worker's logger is the apps' shared one (@switchyard/cli json-logger.ts): JSON lines on
+ * stdout, `--log-format` / `--log-verbose`, `levelFor` for `/v2/logging` at run time.
  */
-import { pino, type Logger as PinoLogger, type LevelWithSilent } from 'pino';
-import type { LogFormat } from './options.js';
-
-export interface LogLevelSettings {
-  log_info: boolean;
-  log_warning: boolean;
-  log_error: boolean;
-  log_verbose_level: number;
-}
-
-export function createLogger(options: { verbose: number; format: LogFormat; destination?: NodeJS.WritableStream }): PinoLogger {
-  return pino(
-    {
-      base: { pid: process.pid },
-      level: levelFor({ log_info: true, log_warning: true, log_error: true, log_verbose_level: options.verbose }),
-      timestamp: options.format === 'ISO8601' ? pino.stdTimeFunctions.isoTime : pino.stdTimeFunctions.epochTime,
-    },
-    options.destination ?? process.stdout,
-  );
-}
-
-/** The most verbose level the settings allow. Verbose levels win over the info/warning/error switches. */
-export function levelFor(s: LogLevelSettings): LevelWithSilent {
-  if (s.log_verbose_level >= 2) return 'trace';
-  if (s.log_verbose_level === 1) return 'debug';
-  if (s.log_info) return 'info';
-  if (s.log_warning) return 'warn';
-  if (s.log_error) return 'error';
-  return 'silent';
-}
+export { createLogger, levelFor } from '@switchyard/cli';
+export type { LogLevelSettings } from '@switchyard/cli';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, UsageError, helpText, parseWorkerArgs } from './options.js';
+import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, UsageError, helpText, isClusterMode, parseWorkerArgs } from './options.js';
 
 describe('parseWorkerArgs', () => {
   it('applies tritonserver defaults', () => {
@@ -57,5 +57,47 @@ describe('parseWorkerArgs', () => {
     for (const flag of ['--model-repository', '--http-port', '--grpc-port', '--metrics-port', '--model-control-mode', '--load-model', '--strict-model-config', '--repository-poll-secs', '--allow-client-shm', '--http-max-input-size', '--log-verbose', '--log-format']) {
       expect(text).toContain(flag);
     }
+  });
+});
+
+describe('cluster flags', () => {
+  const repo = ['--model-repository', '/m'];
+
+  it('cluster mode needs --etcd and --nats together; the namespace defaults to none (the app uses default)', () => {
+    const o = parseWorkerArgs([...repo, '--etcd', 'http://127.0.0.1:23790', '--nats=nats://127.0.0.1:42220']);
+    expect(isClusterMode(o)).toBe(true);
+    expect(o).toMatchObject({ etcd: 'http://127.0.0.1:23790', nats: 'nats://127.0.0.1:42220' });
+    expect(o.namespace).toBeUndefined();
+    expect(DEFAULT_CLUSTER_NAMESPACE).toBe('default');
+    expect(isClusterMode(parseWorkerArgs(repo))).toBe(false);
+    expect(() => parseWorkerArgs([...repo, '--etcd', 'http://e:2379'])).toThrow(/both --etcd and --nats/);
+    expect(() => parseWorkerArgs([...repo, '--nats', 'nats://n:4222'])).toThrow(UsageError);
+  });
+
+  it('accepts comma-separated URL lists, --redis and a valid --namespace', () => {
+    const o = parseWorkerArgs([
+      ...repo, '--etcd', 'http://a:2379,https://b:2379', '--nats', 'nats://a:4222,tls://b:4222', '--redis', 'redis://r:6379/0', '--namespace', 'prod-1',
+    ]);
+    expect(o).toMatchObject({ redis: 'redis://r:6379/0', namespace: 'prod-1' });
+    expect(o.kvEvents).toBeUndefined();
+    expect(parseWorkerArgs([...repo, '--etcd', 'http://a:2379', '--nats', 'nats://a:4222', '--kv-events=false']).kvEvents).toBe(false);
+  });
+
+  it('rejects bad URLs, bad namespaces, and cluster-only flags without cluster mode', () => {
+    const cluster = [...repo, '--etcd', 'http://e:2379', '--nats', 'nats://n:4222'];
+    expect(() => parseWorkerArgs([...repo, '--etcd', 'e:2379', '--nats', 'nats://n:4222'])).toThrow(/--etcd/);
+    expect(() => parseWorkerArgs([...repo, '--etcd', 'http://e:2379', '--nats', 'http://n:4222'])).toThrow(/--nats/);
+    expect(() => parseWorkerArgs([...cluster, '--redis', 'http://r:6379'])).toThrow(/--redis/);
+    expect(() => parseWorkerArgs([...cluster, '--namespace', 'Prod'])).toThrow(/--namespace/);
+    expect(() => parseWorkerArgs([...cluster, '--namespace', 'a.b'])).toThrow(/--namespace/);
+    expect(() => parseWorkerArgs([...repo, '--namespace', 'prod'])).toThrow(/only for cluster mode/);
+    expect(() => parseWorkerArgs([...repo, '--redis', 'redis://r:6379'])).toThrow(/only for cluster mode/);
+    expect(() => parseWorkerArgs([...repo, '--kv-events=false'])).toThrow(/only for cluster mode/);
+  });
+
+  it('documents the cluster flags in the help', () => {
+    const help = helpText();
+    for (const flag of ['--etcd', '--nats', '--redis', '--namespace', '--kv-events']) expect(help).toContain(flag);
+    expect(help).toMatch(/does not use Redis yet/);
   });
 });

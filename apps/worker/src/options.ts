@@ -4,8 +4,12 @@
  * User-facing defaults live in `DEFAULTS`; `parseWorkerArgs` is the one place that turns argv into
  * `WorkerOptions` and rejects anything malformed with a `UsageError` (exit code 2).
  */
+import { UsageError, flagHelpLines, parseFlags, type FlagTable, type LogFormat } from '@switchyard/cli';
+import { NAME_PATTERN } from '@switchyard/runtime';
+
+export { UsageError };
+export type { LogFormat };
 export type ControlMode = 'none' | 'explicit' | 'poll';
-export type LogFormat = 'default' | 'ISO8601';
 
 export interface WorkerOptions {
   modelRepositories: string[];
@@ -36,9 +40,22 @@ export interface WorkerOptions {
   cacheConfig: string[];
   /** The deprecated `--response-cache-byte-size N`; undefined when not given. */
   responseCacheByteSize?: number;
+  /** Cluster mode (both or neither): etcd client URL(s) for Discovery, comma separated. */
+  etcd?: string;
+  /** Cluster mode: NATS URL(s) for the request plane and JetStream event plane, comma separated. */
+  nats?: string;
+  /** Redis URL; validated but unused by the worker so far (routers hold the KV routing table). */
+  redis?: string;
+  /** Cluster namespace (NAME_PATTERN); only with --etcd/--nats; undefined = DEFAULT_CLUSTER_NAMESPACE. */
+  namespace?: string;
+  /** Cluster mode: publish the LLMs' KV events (false: routers route them in approximate mode); undefined = true. */
+  kvEvents?: boolean;
 }
 
-export const DEFAULTS: Omit<WorkerOptions, 'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize'> = {
+/** The cluster namespace when --namespace is not given. */
+export const DEFAULT_CLUSTER_NAMESPACE = 'default';
+
+export const DEFAULTS: Omit<WorkerOptions, 'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize' | 'etcd' | 'nats' | 'redis' | 'namespace' | 'kvEvents'> = {
   httpPort: 8000,
   grpcPort: 8001,
   metricsPort: 8002,
@@ -59,20 +76,7 @@ export const DEFAULTS: Omit<WorkerOptions, 'modelRepositories' | 'startupModels'
   exitTimeoutSecs: 30,
 };
 
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
-
-type Kind = 'string' | 'strings' | 'int' | 'bool' | 'enum';
-interface FlagSpec {
-  kind: Kind;
-  key: keyof WorkerOptions;
-  help: string;
-  values?: readonly string[];
-  min?: number;
-}
-
-const FLAGS: Record<string, FlagSpec> = {
+const FLAGS: FlagTable<WorkerOptions> = {
   'model-repository': { kind: 'strings', key: 'modelRepositories', help: 'Model repository root; repeat for several roots (required).' },
   'model-store': { kind: 'strings', key: 'modelRepositories', help: 'Alias of --model-repository.' },
   'http-port': { kind: 'int', key: 'httpPort', min: 0, help: `HTTP/REST port (default ${DEFAULTS.httpPort}; 0 picks a free port).` },
@@ -96,78 +100,15 @@ const FLAGS: Record<string, FlagSpec> = {
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
   'cache-config': { kind: 'strings', key: 'cacheConfig', help: "Response cache settings, '<cache>,<setting>=<value>': 'local,size=<bytes>' (repeatable; default no cache)." },
   'response-cache-byte-size': { kind: 'int', key: 'responseCacheByteSize', min: 0, help: 'Deprecated spelling of --cache-config local,size=N (0 = no cache).' },
+  etcd: { kind: 'string', key: 'etcd', help: 'Cluster mode (with --nats): etcd URL(s), comma separated, e.g. http://127.0.0.1:2379.' },
+  nats: { kind: 'string', key: 'nats', help: 'Cluster mode (with --etcd): NATS URL(s) with JetStream, comma separated, e.g. nats://127.0.0.1:4222.' },
+  redis: { kind: 'string', key: 'redis', help: 'Redis URL (redis:// or rediss://); cluster mode only. Accepted and checked; the worker does not use Redis yet.' },
+  'kv-events': { kind: 'bool', key: 'kvEvents', help: 'Cluster mode: publish the LLMs\' KV events for KV-aware routing (default true; false: routers fall back to approximate mode).' },
+  namespace: { kind: 'string', key: 'namespace', help: `Cluster namespace: 1-63 of a-z 0-9 _ -, starting with a letter or digit (default ${DEFAULT_CLUSTER_NAMESPACE}).` },
 };
 
-const BOOL_TRUE = new Set(['true', '1', 'yes', 'on']);
-const BOOL_FALSE = new Set(['false', '0', 'no', 'off']);
-
 export function parseWorkerArgs(argv: readonly string[]): WorkerOptions {
-  const out: WorkerOptions = { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false, cacheConfig: [] };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === '--help' || arg === '-h') {
-      out.help = true;
-      continue;
-    }
-    if (!arg.startsWith('--')) throw new UsageError(`unexpected argument '${arg}'`);
-    const eq = arg.indexOf('=');
-    const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
-    const spec = FLAGS[name];
-    if (!spec) throw new UsageError(`unknown flag '--${name}'`);
-    let value: string | undefined = eq === -1 ? undefined : arg.slice(eq + 1);
-    if (value === undefined) {
-      const next = argv[i + 1];
-      if (spec.kind === 'bool') {
-        // A bare boolean flag means true; `--flag false` is accepted too.
-        if (next !== undefined && (BOOL_TRUE.has(next.toLowerCase()) || BOOL_FALSE.has(next.toLowerCase()))) {
-          value = next;
-          i++;
-        } else {
-          value = 'true';
-        }
-      } else {
-        if (next === undefined || next.startsWith('--')) throw new UsageError(`flag '--${name}' needs a value`);
-        value = next;
-        i++;
-      }
-    }
-    assign(out, name, spec, value);
-  }
-  return validate(out);
-}
-
-function assign(out: WorkerOptions, name: string, spec: FlagSpec, value: string): void {
-  const target = out as unknown as Record<string, unknown>;
-  switch (spec.kind) {
-    case 'string':
-      target[spec.key] = value;
-      return;
-    case 'strings':
-      (target[spec.key] as string[]).push(value);
-      return;
-    case 'int': {
-      if (!/^-?\d+$/.test(value)) throw new UsageError(`flag '--${name}' expects an integer, got '${value}'`);
-      const n = Number(value);
-      if (!Number.isSafeInteger(n) || (spec.min !== undefined && n < spec.min)) {
-        throw new UsageError(`flag '--${name}' must be an integer >= ${spec.min ?? 0}, got '${value}'`);
-      }
-      target[spec.key] = n;
-      return;
-    }
-    case 'bool': {
-      const v = value.toLowerCase();
-      if (BOOL_TRUE.has(v)) target[spec.key] = true;
-      else if (BOOL_FALSE.has(v)) target[spec.key] = false;
-      else throw new UsageError(`flag '--${name}' expects true or false, got '${value}'`);
-      return;
-    }
-    case 'enum':
-      if (!spec.values!.includes(value)) {
-        throw new UsageError(`flag '--${name}' must be one of ${spec.values!.join(', ')}; got '${value}'`);
-      }
-      target[spec.key] = value;
-      return;
-  }
+  return validate(parseFlags(argv, FLAGS, { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false, cacheConfig: [] }));
 }
 
 function validate(o: WorkerOptions): WorkerOptions {
@@ -183,7 +124,46 @@ function validate(o: WorkerOptions): WorkerOptions {
     if (port > 65535) throw new UsageError(`port ${port} is out of range`);
   }
   responseCacheByteSize(o);
+  validateCluster(o);
   return o;
+}
+
+/** True when the options ask for cluster mode (--etcd and --nats). */
+export function isClusterMode(o: Pick<WorkerOptions, 'etcd' | 'nats'>): boolean {
+  return o.etcd !== undefined && o.nats !== undefined;
+}
+
+function checkUrls(flag: string, value: string, protocols: readonly string[]): void {
+  for (const part of value.split(',')) {
+    let url: URL;
+    try {
+      url = new URL(part.trim());
+    } catch {
+      throw new UsageError(`flag '--${flag}' expects URL(s) like ${protocols[0]}//host:port, got '${value}'`);
+    }
+    if (!protocols.includes(url.protocol) || url.hostname === '') {
+      throw new UsageError(`flag '--${flag}' expects ${protocols.map((p) => `${p}//`).join(' or ')} URL(s), got '${part.trim()}'`);
+    }
+  }
+}
+
+/** Cluster flags: --etcd and --nats together or not at all; --redis and --namespace only with them. */
+function validateCluster(o: WorkerOptions): void {
+  if ((o.etcd === undefined) !== (o.nats === undefined)) {
+    throw new UsageError(`cluster mode needs both --etcd and --nats; got only --${o.etcd !== undefined ? 'etcd' : 'nats'}`);
+  }
+  if (!isClusterMode(o)) {
+    for (const [flag, value] of [['redis', o.redis], ['namespace', o.namespace], ['kv-events', o.kvEvents]] as const) {
+      if (value !== undefined) throw new UsageError(`--${flag} is only for cluster mode (--etcd and --nats)`);
+    }
+    return;
+  }
+  checkUrls('etcd', o.etcd!, ['http:', 'https:']);
+  checkUrls('nats', o.nats!, ['nats:', 'tls:', 'ws:', 'wss:']);
+  if (o.redis !== undefined) checkUrls('redis', o.redis, ['redis:', 'rediss:']);
+  if (o.namespace !== undefined && !NAME_PATTERN.test(o.namespace)) {
+    throw new UsageError(`flag '--namespace' must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter or digit; got '${o.namespace}'`);
+  }
 }
 
 /**
@@ -230,16 +210,15 @@ export function responseCacheByteSize(o: Pick<WorkerOptions, 'cacheConfig' | 're
 export function helpText(): string {
   const lines = [
     'usage: switchyard worker --model-repository DIR [flags]',
+    '       switchyard worker --model-repository DIR --etcd URL --nats URL [--redis URL] [--namespace NS] [flags]',
     '',
     'A Triton-compatible inference server: KServe v2 over HTTP and gRPC, Prometheus metrics,',
-    'over one or more model repositories.',
+    'over one or more model repositories. With --etcd and --nats it also joins a cluster: it serves',
+    'generate / infer / kv_snapshot over NATS, registers its models in etcd and publishes KV events',
+    'and load to JetStream, for routers to route to it.',
     '',
     'flags:',
+    ...flagHelpLines(FLAGS),
   ];
-  for (const [name, spec] of Object.entries(FLAGS)) {
-    const arg = spec.kind === 'bool' ? '[=BOOL]' : spec.kind === 'int' ? '=N' : spec.kind === 'enum' ? `=${spec.values!.join('|')}` : '=VALUE';
-    lines.push(`  --${name}${arg}`.padEnd(44) + spec.help);
-  }
-  lines.push('  --help'.padEnd(44) + 'Print this help.');
   return lines.join('\n') + '\n';
 }

@@ -1,36 +1,71 @@
 /**
- * Builds a standalone worker from options: the engine over the model repositories, and the
- * HTTP, gRPC and metrics front doors over the engine. Owns the order of start-up and drain.
+ * Builds a worker from options: the engine over the model repositories, and the HTTP, gRPC and
+ * metrics front doors over the engine; in cluster mode (--etcd and --nats) also the runtime roles
+ * and a worker node (@switchyard/cluster) that joins the cluster. Owns the order of start-up and drain.
  */
+import { startWorkerNode, type WorkerNode } from '@switchyard/cluster';
 import type { Logger } from '@switchyard/common';
+import { createDiscovery, createEventPlane, createRequestPlane, type EventPlane, type RequestPlane, type RuntimeConfig } from '@switchyard/runtime';
 import { createEngine, type Engine } from '@switchyard/engine';
-import {
-  ServerSettings,
-  SharedMemoryManager,
-  createGrpcServer,
-  createHttpServer,
-  createMetricsServer,
-} from '@switchyard/server';
-import { responseCacheByteSize, type WorkerOptions } from './options.js';
+import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
+import { DEFAULT_CLUSTER_NAMESPACE, isClusterMode, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { levelFor } from './logger.js';
 
 /** The version reported by server metadata: Triton's protocol version this worker follows. */
 export const SERVER_VERSION = '2.73.0';
 
-interface FrontDoor {
-  listen(): Promise<number>;
-  close(): Promise<void>;
-}
-
 export interface RunningWorker {
   readonly engine: Engine;
+  /** The cluster instance id in cluster mode, else undefined. */
+  readonly instanceId: string | undefined;
   /** Bound ports (0 when the front door is disabled). */
   readonly ports: { http: number; grpc: number; metrics: number };
   /** Stop accepting, finish in-flight requests (up to the exit timeout), unload models. */
   close(): Promise<void>;
 }
 
-export async function startWorker(options: WorkerOptions, logger: Logger & { level?: string }): Promise<RunningWorker> {
+export interface WorkerHooks {
+  /**
+   * Cluster mode: the etcd lease was lost, the node stopped serving the cluster. The caller shuts the
+   * worker down (close()) and exits non-zero: a worker outside discovery must not keep serving.
+   */
+  onLeaseLost?: (cause: Error) => void;
+}
+
+/**
+ * Connect the three runtime roles the worker needs (the runtime's role factories: etcd Discovery,
+ * NATS request plane, JetStream event plane; no routing table, Redis is the routers') and join the
+ * cluster.
+ */
+async function joinCluster(options: WorkerOptions, engine: Engine, logger: Logger, hooks: WorkerHooks): Promise<WorkerNode> {
+  const ns = options.namespace ?? DEFAULT_CLUSTER_NAMESPACE;
+  const config: RuntimeConfig = { namespace: ns, etcdUrl: options.etcd!, natsUrl: options.nats!, logger: logger.child({ component: 'runtime' }) };
+  const discovery = await createDiscovery(config);
+  const closeQuietly = (c: { close(): Promise<void> }) => c.close().catch(() => {});
+  let requestPlane: RequestPlane | undefined;
+  let eventPlane: EventPlane | undefined;
+  try {
+    requestPlane = await createRequestPlane(config);
+    eventPlane = await createEventPlane(config);
+    return await startWorkerNode({
+      engine,
+      discovery,
+      requestPlane,
+      eventPlane,
+      namespace: ns,
+      logger,
+      ...(options.kvEvents === false ? { kvEvents: false } : {}),
+      ...(hooks.onLeaseLost !== undefined ? { onLeaseLost: hooks.onLeaseLost } : {}),
+    });
+  } catch (err) {
+    if (eventPlane !== undefined) await closeQuietly(eventPlane);
+    if (requestPlane !== undefined) await closeQuietly(requestPlane);
+    await closeQuietly(discovery);
+    throw err;
+  }
+}
+
+export async function startWorker(options: WorkerOptions, logger: Logger & { level?: string }, hooks: WorkerHooks = {}): Promise<RunningWorker> {
   if (options.responseCacheByteSize !== undefined) {
     const size = options.responseCacheByteSize;
     logger.warn(`'--response-cache-byte-size' is deprecated: use the equivalent '--cache-config=local,size=${size}'`);
@@ -55,66 +90,40 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   });
   const shm = new SharedMemoryManager({ enabled: options.allowClientShm });
 
-  const doors: Array<{ name: 'http' | 'grpc' | 'metrics'; door: FrontDoor }> = [];
-  if (options.allowHttp) {
-    doors.push({
-      name: 'http',
-      door: createHttpServer({
-        engine,
-        shm,
-        settings,
-        port: options.httpPort,
-        host: options.httpAddress,
-        maxInputSize: options.httpMaxInputSize,
-        logger: logger.child({ component: 'http' }),
-      }),
-    });
-  }
-  if (options.allowGrpc) {
-    doors.push({
-      name: 'grpc',
-      door: createGrpcServer({
-        engine,
-        shm,
-        settings,
-        port: options.grpcPort,
-        host: options.grpcAddress,
-        maxMessageBytes: options.grpcMaxMessageSize,
-        logger: logger.child({ component: 'grpc' }),
-      }),
-    });
-  }
-  if (options.allowMetrics) {
-    doors.push({
-      name: 'metrics',
-      door: createMetricsServer({
-        engine,
-        port: options.metricsPort,
-        host: options.metricsAddress,
-        logger: logger.child({ component: 'metrics' }),
-      }),
-    });
-  }
+  const doors = createFrontDoors({
+    engine,
+    shm,
+    settings,
+    logger,
+    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize } } : {}),
+    ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, maxMessageBytes: options.grpcMaxMessageSize } } : {}),
+    ...(options.allowMetrics ? { metrics: { port: options.metricsPort, host: options.metricsAddress } } : {}),
+  });
 
-  const ports = { http: 0, grpc: 0, metrics: 0 };
+  let ports: FrontDoorPorts;
+  let node: WorkerNode | undefined;
   try {
-    for (const { name, door } of doors) ports[name] = await door.listen();
+    ports = await doors.listen();
+    if (isClusterMode(options)) node = await joinCluster(options, engine, logger, hooks);
   } catch (err) {
-    await Promise.allSettled(doors.map(({ door }) => door.close()));
+    await doors.close();
     await engine.shutdown();
     shm.close();
     throw err;
   }
-  logger.info({ ports, modelRepositories: options.modelRepositories, controlMode: options.controlMode }, 'worker started');
+  const cluster = node === undefined ? undefined : { namespace: options.namespace ?? DEFAULT_CLUSTER_NAMESPACE, instanceId: node.instanceId, models: node.models() };
+  logger.info({ ports, modelRepositories: options.modelRepositories, controlMode: options.controlMode, cluster }, 'worker started');
 
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {
     closing ??= (async () => {
       logger.info('draining: no new requests, finishing in-flight ones');
       const drain = (async () => {
-        // Front doors stop accepting and wait for their in-flight requests; then the engine
-        // drains whatever is still queued and releases the models.
-        await Promise.allSettled(doors.map(({ door }) => door.close()));
+        // Cluster first: leave discovery so routers stop sending, finish the cluster's in-flight
+        // requests. Then the front doors stop accepting and wait for theirs; then the engine drains
+        // whatever is still queued and releases the models.
+        await node?.drain().catch((err: unknown) => logger.error({ err }, 'cluster drain failed'));
+        await doors.close();
         await engine.shutdown();
       })();
       const timeout = new Promise<'timeout'>((resolve) => {
@@ -124,11 +133,13 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
       if ((await Promise.race([drain.then(() => 'done' as const), timeout])) === 'timeout') {
         logger.warn({ exitTimeoutSecs: options.exitTimeoutSecs }, 'exit timeout reached with requests still in flight');
       }
+      // revoke the lease (no-op if the drain did not finish: keys vanish with it), close NATS
+      await node?.close();
       shm.close();
       logger.info('worker stopped');
     })();
     return closing;
   };
 
-  return { engine, ports, close };
+  return { engine, instanceId: node?.instanceId, ports, close };
 }

@@ -1,4 +1,8 @@
-export { repoRoot, startWorkerProcess } from './worker-process.js';
+export { EPHEMERAL_PORT_ARGS, repoRoot, startAppProcess } from './app-process.js';
+export type { AppCommand, AppPorts, AppProcess, AppProcessOptions } from './app-process.js';
+export { startWorkerProcess } from './worker-process.js';
+export { startRouterProcess } from './router-process.js';
+export type { RouterProcess, RouterProcessOptions } from './router-process.js';
 export type { WorkerProcess, WorkerProcessOptions } from './worker-process.js';
 export { DEFAULT_START_TIMEOUT_MS, DEFAULT_STOP_TIMEOUT_MS, freePorts, startEtcd, startNats, startRedis } from './infra-servers.js';
 export type {

@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULTS, UsageError, helpText, parseRouterArgs } from './options.js';
+
+const ETCD = '--etcd=http://127.0.0.1:2379';
+const NATS = ['--nats', 'nats://127.0.0.1:4222'];
+const REDIS = '--redis=redis://127.0.0.1:6379';
+const INFRA = [ETCD, ...NATS, REDIS];
+
+const usage = (argv: string[]): string => {
+  try {
+    parseRouterArgs(argv);
+  } catch (e) {
+    expect(e).toBeInstanceOf(UsageError);
+    return (e as Error).message;
+  }
+  throw new Error('expected a UsageError');
+};
+
+describe('parseRouterArgs', () => {
+  it('applies the documented defaults', () => {
+    const o = parseRouterArgs(INFRA);
+    expect(o).toEqual({ ...DEFAULTS, etcd: 'http://127.0.0.1:2379', nats: 'nats://127.0.0.1:4222', redis: 'redis://127.0.0.1:6379', help: false });
+    expect(o).toMatchObject({ httpPort: 8080, grpcPort: 8081, metricsPort: 8082, routerMode: 'kv', kvOverlapScoreWeight: 1, routerTemperature: 0, migrationLimit: 3 });
+  });
+
+  it('reads every routing and front-door flag', () => {
+    const o = parseRouterArgs([
+      ...INFRA,
+      '--http-port=0',
+      '--grpc-port',
+      '9001',
+      '--metrics-address=127.0.0.1',
+      '--allow-grpc=false',
+      '--namespace=prod-a',
+      '--router-mode',
+      'least-loaded',
+      '--kv-overlap-score-weight=0.5',
+      '--router-temperature=1e-1',
+      '--migration-limit=0',
+      '--stall-probe-ms=0',
+      '--health-probe-timeout-ms=2500',
+      '--http-max-input-size=1024',
+      '--log-verbose=1',
+      '--log-format=ISO8601',
+      '--exit-timeout-secs=5',
+    ]);
+    expect(o).toMatchObject({
+      stallProbeMs: 0,
+      healthProbeTimeoutMs: 2500,
+      httpPort: 0,
+      grpcPort: 9001,
+      metricsAddress: '127.0.0.1',
+      allowGrpc: false,
+      namespace: 'prod-a',
+      routerMode: 'least-loaded',
+      kvOverlapScoreWeight: 0.5,
+      routerTemperature: 0.1,
+      migrationLimit: 0,
+      httpMaxInputSize: 1024,
+      logVerbose: 1,
+      logFormat: 'ISO8601',
+      exitTimeoutSecs: 5,
+    });
+  });
+
+  it('requires etcd, NATS and Redis, as URLs', () => {
+    expect(usage([])).toMatch(/^--etcd, --nats, --redis are required: /);
+    expect(usage([ETCD, ...NATS])).toMatch(/^--redis is required: .*Redis/);
+    expect(usage(['--etcd=localhost:2379', ...NATS, REDIS])).toBe("flag '--etcd' expects a http or https URL, got 'localhost:2379'");
+    expect(usage([ETCD, ...NATS, '--redis=nope'])).toBe("flag '--redis' expects a URL such as redis://127.0.0.1:PORT, got 'nope'");
+    expect(parseRouterArgs(['--etcd=http://a:1,http://b:2', '--nats=nats://a:1,nats://b:2', REDIS]).etcd).toBe('http://a:1,http://b:2');
+    expect(usage(['--etcd=http://a:1,b:2', ...NATS, REDIS])).toBe("flag '--etcd' expects a http or https URL, got 'b:2'");
+    expect(parseRouterArgs(['--help']).help).toBe(true);
+  });
+
+  it('rejects bad values with the flag named', () => {
+    expect(usage([...INFRA, '--router-mode=best'])).toBe("flag '--router-mode' must be one of kv, round-robin, random, least-loaded; got 'best'");
+    expect(usage([...INFRA, '--kv-overlap-score-weight=-1'])).toBe("flag '--kv-overlap-score-weight' must be a number >= 0, got '-1'");
+    expect(usage([...INFRA, '--router-temperature=hot'])).toBe("flag '--router-temperature' expects a number, got 'hot'");
+    expect(usage([...INFRA, '--migration-limit=-1'])).toBe("flag '--migration-limit' must be an integer >= 0, got '-1'");
+    expect(usage([...INFRA, '--http-port=65536'])).toBe("flag '--http-port' must be an integer <= 65535, got '65536'");
+    expect(usage([...INFRA, '--namespace=Prod'])).toMatch(/^flag '--namespace' must be 1-63 characters/);
+    expect(usage([...INFRA, '--model-repository=x'])).toBe("unknown flag '--model-repository'");
+  });
+
+  it('documents every flag in the help text', () => {
+    const help = helpText();
+    for (const flag of ['--etcd=VALUE', '--router-mode=kv|round-robin|random|least-loaded', '--kv-overlap-score-weight=F', '--migration-limit=N', '--help']) {
+      expect(help).toContain(flag);
+    }
+  });
+});

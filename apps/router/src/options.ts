@@ -1,0 +1,159 @@
+/**
+ * Router command-line flags parsed into one validated options object. Front-door flags keep the
+ * worker's (tritonserver's) names; the routing flags keep Dynamo's frontend names
+ * (`--router-mode`, `--kv-overlap-score-weight`, `--router-temperature`, `--migration-limit`).
+ *
+ * User-facing defaults live in `DEFAULTS`; `parseRouterArgs` is the one place that turns argv into
+ * `RouterOptions` and rejects anything malformed with a `UsageError` (exit code 2).
+ */
+import { UsageError, flagHelpLines, parseFlags, type FlagTable, type LogFormat } from '@switchyard/cli';
+import { DEFAULT_PROBE_TIMEOUT_MS, DEFAULT_STALL_PROBE_MS, type RouterMode } from '@switchyard/cluster';
+import { NAME_PATTERN } from '@switchyard/runtime';
+
+export { UsageError };
+export type { RouterMode };
+
+/** `--router-mode` values (the router core's `RouterMode`). */
+export const ROUTER_MODES: readonly RouterMode[] = ['kv', 'round-robin', 'random', 'least-loaded'];
+
+/** The namespace workers and routers share when `--namespace` is not given. */
+export const DEFAULT_NAMESPACE = 'default';
+
+export interface RouterOptions {
+  httpPort: number;
+  grpcPort: number;
+  metricsPort: number;
+  httpAddress: string;
+  grpcAddress: string;
+  metricsAddress: string;
+  allowHttp: boolean;
+  allowGrpc: boolean;
+  allowMetrics: boolean;
+  /** etcd endpoint (discovery of workers and models), e.g. http://127.0.0.1:2379. Required. */
+  etcd: string;
+  /** NATS server with JetStream (request plane, KV events, load), e.g. nats://127.0.0.1:4222. Required. */
+  nats: string;
+  /** Redis (the routing table every router replica shares), e.g. redis://127.0.0.1:6379. Required. */
+  redis: string;
+  namespace: string;
+  routerMode: RouterMode;
+  /** Weight of a candidate's uncached prefill blocks against its active blocks (kv mode). */
+  kvOverlapScoreWeight: number;
+  /** 0 = the lowest-cost worker always wins; > 0 = softmax sampling over normalised costs. */
+  routerTemperature: number;
+  /** How many times a request may move to another worker when its worker dies mid-stream; 0 = never. */
+  migrationLimit: number;
+  /** A generate stream silent this long makes the router probe its worker's health (dead → migrate); 0 = never. */
+  stallProbeMs: number;
+  /** How long a health probe waits before the worker counts as dead. */
+  healthProbeTimeoutMs: number;
+  /** Largest accepted HTTP request body (after decompression), bytes. */
+  httpMaxInputSize: number;
+  logVerbose: number;
+  logFormat: LogFormat;
+  /** Seconds to wait for in-flight requests on SIGTERM/SIGINT before exiting anyway. */
+  exitTimeoutSecs: number;
+  help: boolean;
+}
+
+export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help'> = {
+  httpPort: 8080,
+  grpcPort: 8081,
+  metricsPort: 8082,
+  httpAddress: '0.0.0.0',
+  grpcAddress: '0.0.0.0',
+  metricsAddress: '0.0.0.0',
+  allowHttp: true,
+  allowGrpc: true,
+  allowMetrics: true,
+  namespace: DEFAULT_NAMESPACE,
+  routerMode: 'kv',
+  kvOverlapScoreWeight: 1,
+  routerTemperature: 0,
+  migrationLimit: 3,
+  stallProbeMs: DEFAULT_STALL_PROBE_MS,
+  healthProbeTimeoutMs: DEFAULT_PROBE_TIMEOUT_MS,
+  httpMaxInputSize: 64 * 1024 * 1024,
+  logVerbose: 0,
+  logFormat: 'default',
+  exitTimeoutSecs: 30,
+};
+
+const FLAGS: FlagTable<RouterOptions> = {
+  'http-port': { kind: 'int', key: 'httpPort', min: 0, max: 65535, help: `HTTP port: OpenAI /v1 and KServe v2 (default ${DEFAULTS.httpPort}; 0 picks a free port).` },
+  'grpc-port': { kind: 'int', key: 'grpcPort', min: 0, max: 65535, help: `KServe gRPC port (default ${DEFAULTS.grpcPort}).` },
+  'metrics-port': { kind: 'int', key: 'metricsPort', min: 0, max: 65535, help: `Prometheus metrics port (default ${DEFAULTS.metricsPort}).` },
+  'http-address': { kind: 'string', key: 'httpAddress', help: 'Address the HTTP server binds (default 0.0.0.0).' },
+  'grpc-address': { kind: 'string', key: 'grpcAddress', help: 'Address the gRPC server binds (default 0.0.0.0).' },
+  'metrics-address': { kind: 'string', key: 'metricsAddress', help: 'Address the metrics server binds (default 0.0.0.0).' },
+  'allow-http': { kind: 'bool', key: 'allowHttp', help: 'Serve HTTP (default true).' },
+  'allow-grpc': { kind: 'bool', key: 'allowGrpc', help: 'Serve gRPC (default true).' },
+  'allow-metrics': { kind: 'bool', key: 'allowMetrics', help: 'Serve Prometheus metrics (default true).' },
+  etcd: { kind: 'string', key: 'etcd', help: 'etcd URL(s) for discovery, comma separated, e.g. http://127.0.0.1:2379 (required).' },
+  nats: { kind: 'string', key: 'nats', help: 'NATS URL(s) with JetStream, for requests and events, comma separated, e.g. nats://127.0.0.1:4222 (required).' },
+  redis: { kind: 'string', key: 'redis', help: 'Redis URL for the routing table shared by router replicas, e.g. redis://127.0.0.1:6379 (required).' },
+  namespace: { kind: 'string', key: 'namespace', help: `Cluster namespace shared with the workers (default ${DEFAULT_NAMESPACE}).` },
+  'router-mode': { kind: 'enum', key: 'routerMode', values: ROUTER_MODES, help: 'How LLM requests pick a worker: KV-cache overlap and load, or ignoring the cache (default kv).' },
+  'kv-overlap-score-weight': { kind: 'number', key: 'kvOverlapScoreWeight', min: 0, help: 'kv mode: weight of uncached prefill blocks against active blocks (default 1).' },
+  'router-temperature': { kind: 'number', key: 'routerTemperature', min: 0, help: 'kv mode: 0 picks the lowest cost; > 0 samples by softmax over costs (default 0).' },
+  'migration-limit': { kind: 'int', key: 'migrationLimit', min: 0, help: 'Times a stream may move to another worker when its worker fails (default 3; 0 = never).' },
+  'stall-probe-ms': { kind: 'int', key: 'stallProbeMs', min: 0, help: `A stream silent this long makes the router probe its worker; a dead worker's streams migrate (default ${DEFAULT_STALL_PROBE_MS}; 0 = never).` },
+  'health-probe-timeout-ms': { kind: 'int', key: 'healthProbeTimeoutMs', min: 1, help: `How long a worker health probe waits before the worker counts as dead (default ${DEFAULT_PROBE_TIMEOUT_MS}).` },
+  'http-max-input-size': { kind: 'int', key: 'httpMaxInputSize', min: 1, help: 'Largest HTTP request body in bytes, after decompression (default 67108864).' },
+  'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
+  'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
+  'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
+};
+
+export function parseRouterArgs(argv: readonly string[]): RouterOptions {
+  const out = parseFlags(argv, FLAGS, { ...DEFAULTS, etcd: '', nats: '', redis: '', help: false });
+  return validate(out);
+}
+
+function validate(o: RouterOptions): RouterOptions {
+  if (o.help) return o;
+  const missing = (['etcd', 'nats', 'redis'] as const).filter((k) => o[k] === '');
+  if (missing.length > 0) {
+    throw new UsageError(
+      `${missing.map((k) => `--${k}`).join(', ')} ${missing.length === 1 ? 'is' : 'are'} required: a router finds workers in etcd, ` +
+        'talks to them over NATS and shares its routing table with other routers in Redis',
+    );
+  }
+  checkUrl('etcd', o.etcd, ['http:', 'https:']);
+  checkUrl('nats', o.nats, ['nats:', 'tls:', 'ws:', 'wss:']);
+  checkUrl('redis', o.redis, ['redis:', 'rediss:']);
+  if (!NAME_PATTERN.test(o.namespace)) {
+    throw new UsageError(`flag '--namespace' must be 1-63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit; got '${o.namespace}'`);
+  }
+  return o;
+}
+
+/** One URL, or for etcd and NATS several separated by commas (a client tries each). */
+function checkUrl(flag: string, value: string, protocols: readonly string[]): void {
+  const parts = flag === 'redis' ? [value] : value.split(',');
+  for (const part of parts) {
+    let url: URL;
+    try {
+      url = new URL(part.trim());
+    } catch {
+      throw new UsageError(`flag '--${flag}' expects a URL such as ${protocols[0]}//127.0.0.1:PORT, got '${value}'`);
+    }
+    if (!protocols.includes(url.protocol) || url.hostname === '') {
+      throw new UsageError(`flag '--${flag}' expects a ${protocols.map((p) => p.slice(0, -1)).join(' or ')} URL, got '${part.trim()}'`);
+    }
+  }
+}
+
+export function helpText(): string {
+  return (
+    [
+      'usage: switchyard router --etcd URL --nats URL --redis URL [flags]',
+      '',
+      'The cluster front door: finds workers through etcd, routes OpenAI /v1 and KServe v2 requests',
+      'to them over NATS (LLMs by KV-cache overlap), shares routing state with other routers in Redis.',
+      '',
+      'flags:',
+      ...flagHelpLines(FLAGS),
+    ].join('\n') + '\n'
+  );
+}

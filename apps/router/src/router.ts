@@ -1,0 +1,145 @@
+/**
+ * Builds a router from options: connect the runtime (etcd discovery, NATS request plane, JetStream
+ * events, Redis routing table), start the router core over it, and serve the core's engine through
+ * the HTTP (KServe v2 + OpenAI /v1), gRPC and metrics front doors. Owns the order of start-up and
+ * drain:
+ *
+ *   start: runtime → core → front doors (a door only opens once the core can answer; readiness,
+ *          `/v2/health/ready`, follows `core.engine.isReady()`: true once discovery has synced).
+ *   close: front doors stop accepting and finish their in-flight requests (bounded by
+ *          `--exit-timeout-secs`) → core.close() (stops routing, ends what is left) → runtime close.
+ */
+import { randomBytes } from 'node:crypto';
+import { levelFor } from '@switchyard/cli';
+import { startRouterCore, type RouterStats } from '@switchyard/cluster';
+import type { Logger } from '@switchyard/common';
+import { connectRuntime } from '@switchyard/runtime';
+import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
+import type { RouterOptions } from './options.js';
+import { renderRouterMetrics } from './router-metrics.js';
+
+/** How long core.close() and the runtime's close() may take each once the doors are shut. */
+const TEARDOWN_TIMEOUT_MS = 5_000;
+
+export interface RunningRouter {
+  readonly routerId: string;
+  /** Bound ports (0 when the front door is disabled). */
+  readonly ports: { http: number; grpc: number; metrics: number };
+  stats(): RouterStats;
+  /** Drain and stop (idempotent): see the module comment for the order. */
+  close(): Promise<void>;
+}
+
+export async function startRouter(options: RouterOptions, logger: Logger & { level?: string }): Promise<RunningRouter> {
+  const routerId = randomBytes(8).toString('hex');
+  const runtime = await connectRuntime({
+    namespace: options.namespace,
+    etcdUrl: options.etcd,
+    natsUrl: options.nats,
+    redisUrl: options.redis,
+    logger: logger.child({ component: 'runtime' }),
+  });
+  let core: Awaited<ReturnType<typeof startRouterCore>>;
+  try {
+    core = await startRouterCore({
+      discovery: runtime.discovery,
+      requestPlane: runtime.requestPlane,
+      eventPlane: runtime.eventPlane,
+      routingTable: runtime.routingTable,
+      namespace: options.namespace,
+      mode: options.routerMode,
+      overlapWeight: options.kvOverlapScoreWeight,
+      temperature: options.routerTemperature,
+      migrationLimit: options.migrationLimit,
+      stallProbeMs: options.stallProbeMs,
+      probeTimeoutMs: options.healthProbeTimeoutMs,
+      logger: logger.child({ component: 'router-core' }),
+      routerId,
+    });
+  } catch (err) {
+    await runtime.close();
+    throw err;
+  }
+  const engine = core.engine;
+
+  const settings = new ServerSettings({ log_verbose_level: options.logVerbose, log_format: options.logFormat });
+  settings.onLogSettingsChange((s) => {
+    if ('level' in logger) logger.level = levelFor(s);
+  });
+  // Client shared memory cannot reach a worker on another host: the router never enables it.
+  const shm = new SharedMemoryManager({ enabled: false });
+
+  const doors = createFrontDoors({
+    engine,
+    shm,
+    settings,
+    logger,
+    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize } } : {}),
+    ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress } } : {}),
+    ...(options.allowMetrics
+      ? {
+          metrics: {
+            port: options.metricsPort,
+            host: options.metricsAddress,
+            extraMetrics: () => renderRouterMetrics(core.stats(), core.registry.list().map((m) => ({ name: m.name, workers: m.instances.size }))),
+          },
+        }
+      : {}),
+  });
+
+  let ports: FrontDoorPorts;
+  try {
+    ports = await doors.listen();
+  } catch (err) {
+    await core.close();
+    await runtime.close();
+    shm.close();
+    throw err;
+  }
+  logger.info(
+    { ports, routerId, namespace: options.namespace, routerMode: options.routerMode, etcd: options.etcd, nats: options.nats, redis: options.redis },
+    'router started',
+  );
+
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      logger.info('draining: no new requests, finishing in-flight ones');
+      const doorsClosed = doors.close();
+      if ((await within(doorsClosed, options.exitTimeoutSecs * 1000)) === 'timeout') {
+        logger.warn({ exitTimeoutSecs: options.exitTimeoutSecs }, 'exit timeout reached with requests still in flight');
+      }
+      // The core ends whatever is still in flight (after a timeout) and stops its watches and
+      // subscriptions; only then may the connections they use go.
+      for (const [name, step] of [
+        ['router core', () => core.close()],
+        ['runtime', () => runtime.close()],
+      ] as const) {
+        try {
+          if ((await within(step(), TEARDOWN_TIMEOUT_MS)) === 'timeout') logger.warn({ step: name }, 'shutdown step timed out');
+        } catch (err) {
+          logger.error({ err, step: name }, 'shutdown step failed');
+        }
+      }
+      shm.close();
+      logger.info('router stopped');
+    })();
+    return closing;
+  };
+
+  return { routerId, ports, stats: () => core.stats(), close };
+}
+
+/** Resolves 'done' when `p` settles within `ms`, else 'timeout' (p keeps running). Rejects with p's error. */
+async function within(p: Promise<unknown>, ms: number): Promise<'done' | 'timeout'> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), ms);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([p.then(() => 'done' as const), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
