@@ -24,8 +24,10 @@ async function completionOrder(model: string): Promise<string[]> {
       expect(r.status, r.body.toString()).toBe(200);
       order.push(r.json().id);
     });
-  const slow = send('slow', 600);
-  await sleep(100); // the slow one is executing on the first instance
+  const slow = send('slow', 1500);
+  // The slow one must reach the worker first and be executing on the first instance; on a loaded
+  // 2-core machine (the whole suite runs in parallel) 100 ms of head start was sometimes not enough.
+  await sleep(400);
   const fast = send('fast', 0); // runs on the second instance and finishes first
   await Promise.all([slow, fast]);
   return order;
