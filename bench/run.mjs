@@ -10,8 +10,14 @@
 // Batching (issue 3, bench/batching.mjs): the MLP with dynamic batching on and off.
 // LLM replay (issue 4, bench/llm-replay.mjs): the simulated executor replaying a 20,000-request
 // shared-prefix trace in virtual time, beside a no-reuse control and Dynamo's simulator speed.
+// Routing (issue 5, bench/llm-routing.mjs, bench/routing-decision.mjs): KV-aware vs round-robin vs
+// random vs least-loaded over 8 simulated workers on a shared-prefix workload and a no-reuse control;
+// decision latency with 64 workers and 1M indexed blocks, in memory and on Redis.
+// Cluster hop (bench/cluster-hop.mjs): one worker and one router over private etcd, NATS and
+// Redis; `simple` over HTTP and gRPC at c=1 and 16 and streaming chat on `mock_llm` at c=1 and 8, each
+// straight to the worker and through the router, with router/direct ratios (what the hop costs).
 //
-//   node bench/run.mjs [--quick] [--only worker,batching,llm]     (default: every section)
+//   node bench/run.mjs [--quick] [--only worker,batching,llm,routing,cluster]     (default: every section)
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -25,10 +31,13 @@ import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
 import { measureBatching } from './batching.mjs';
 import { measureReplay } from './llm-replay.mjs';
 import { measureOnnxLlm } from './llm-onnx.mjs';
+import { measureRouting } from './llm-routing.mjs';
+import { measureDecisions } from './routing-decision.mjs';
+import { measureClusterHop } from './cluster-hop.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const QUICK = process.argv.includes('--quick');
-const SECTIONS = ['worker', 'batching', 'llm'];
+const SECTIONS = ['worker', 'batching', 'llm', 'routing', 'cluster'];
 const ONLY = onlySections(process.argv.slice(2));
 const DURATION_MS = QUICK ? 800 : 2500;
 const CONCURRENCY = [1, 16, 64];
@@ -165,6 +174,11 @@ if (ONLY.has('batching')) results.batching = await measureBatching({ quick: QUIC
 if (ONLY.has('llm')) results.llmReplay = await measureReplay({ quick: QUICK });
 // Issue 4: the ONNX executor on the tiny decoder: continuous batching gain and prefix-cache TTFT (bench/llm-onnx.mjs).
 if (ONLY.has('llm')) results.llmOnnx = await measureOnnxLlm({ quick: QUICK });
+// Issue 5: routing policies over 8 simulated workers, and the router's decision latency.
+if (ONLY.has('routing')) results.routing = await measureRouting({ quick: QUICK });
+if (ONLY.has('routing')) results.routingDecision = await measureDecisions({ quick: QUICK });
+// The router hop, direct to one worker vs through the router (bench/cluster-hop.mjs).
+if (ONLY.has('cluster')) results.clusterHop = await measureClusterHop({ quick: QUICK });
 mkdirSync(`${ROOT}bench/results`, { recursive: true });
 const file = `${ROOT}bench/results/${results.date.replace(/[:.]/g, '-')}.json`;
 writeFileSync(file, JSON.stringify(results, null, 2) + '\n');

@@ -1,8 +1,10 @@
 // Closed-loop load: `concurrency` callers each issue the next request when the previous one
-// answers, for `durationMs` after `warmupMs`. Latencies are recorded per request (ns).
+// answers, for `durationMs` after `warmupMs`. Latencies are recorded per request (ns); with
+// `keepValues`, what each measured call resolved with is returned too (`values`, same order).
 
-export async function runLoad(call, { concurrency, durationMs, warmupMs = 300 }) {
+export async function runLoad(call, { concurrency, durationMs, warmupMs = 300, keepValues = false }) {
   const latencies = [];
+  const values = [];
   let errors = 0;
   let firstError;
   let measuring = false;
@@ -11,8 +13,11 @@ export async function runLoad(call, { concurrency, durationMs, warmupMs = 300 })
     while (!stop) {
       const t0 = process.hrtime.bigint();
       try {
-        await call();
-        if (measuring) latencies.push(Number(process.hrtime.bigint() - t0));
+        const value = await call();
+        if (measuring) {
+          latencies.push(Number(process.hrtime.bigint() - t0));
+          if (keepValues) values.push(value);
+        }
       } catch (err) {
         errors++;
         firstError ??= err;
@@ -23,6 +28,7 @@ export async function runLoad(call, { concurrency, durationMs, warmupMs = 300 })
   const workers = Array.from({ length: concurrency }, worker);
   await sleep(warmupMs);
   latencies.length = 0;
+  values.length = 0;
   measuring = true;
   const start = process.hrtime.bigint();
   await sleep(durationMs);
@@ -31,7 +37,8 @@ export async function runLoad(call, { concurrency, durationMs, warmupMs = 300 })
   stop = true;
   await Promise.all(workers);
   if (errors > 100 || latencies.length === 0) throw new Error(`load failed: ${errors} errors; first: ${firstError?.message ?? firstError}`);
-  return summarize(latencies, elapsedNs, errors);
+  const summary = summarize(latencies, elapsedNs, errors);
+  return keepValues ? { ...summary, values, elapsedNs } : summary;
 }
 
 export function summarize(latenciesNs, elapsedNs, errors = 0) {

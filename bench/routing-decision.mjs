@@ -1,0 +1,87 @@
+// Router decision latency (issue 5): `selectAndReserve` with 64 workers over one million indexed
+// blocks, 128-block prompts, ~256 requests in flight (each decision reserves, the 256th before it is
+// released), for the in-memory table and for the Redis table (a private redis-server from the test
+// harness, round trip included). A program, not a test. Goal reported against: Redis p99 < 1 ms.
+//
+// Index: each worker holds a 32-block shared system prompt plus its own disjoint range; a prompt is
+// the system prompt, a random run of one worker's range, then blocks nobody holds, so every decision
+// walks a real overlap and scores every candidate.
+//
+//   node bench/routing-decision.mjs [--quick]      (after `npm run build`)
+import { fileURLToPath } from 'node:url';
+import { MemoryRoutingTable } from '@switchyard/kv-router';
+import { RedisRoutingTable } from '@switchyard/runtime';
+import { startRedis } from '@switchyard/testing';
+import { mulberry32 } from '@switchyard/onnx-builder';
+
+const BLOCK_SIZE = 16;
+const SHARED = 32;
+const h = (i) => i.toString(16).padStart(16, '0');
+const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+
+async function measure(table, { workers, blocks, promptBlocks, decisions }) {
+  const ids = Array.from({ length: workers }, (_, w) => `instance${w}/model`);
+  const perWorker = Math.floor((blocks - SHARED * workers) / workers);
+  const t0 = performance.now();
+  for (let w = 0; w < workers; w++) {
+    const own = Array.from({ length: SHARED + perWorker }, (_, i) => h(i < SHARED ? i : 1_000_000 + w * perWorker + i));
+    await table.replaceWorker(ids[w], { last_event_id: 0, partial_blocks: 0, blocks: own.map((b) => ({ block_hash: b, tokens_hash: b, parent_hash: null })) });
+  }
+  const loadSec = (performance.now() - t0) / 1000;
+  const rng = mulberry32(3);
+  const prompt = (n) => {
+    const w = n % workers;
+    const run = Math.floor(rng() * (promptBlocks - SHARED));
+    const start = Math.floor(rng() * (perWorker - run));
+    const out = [];
+    for (let i = 0; i < promptBlocks; i++) {
+      if (i < SHARED) out.push(h(i));
+      else if (i < SHARED + run) out.push(h(1_000_000 + w * perWorker + SHARED + start + (i - SHARED)));
+      else out.push(h(900_000_000 + n * promptBlocks + i));
+    }
+    return out;
+  };
+  const warmup = Math.min(500, decisions);
+  const lat = [];
+  const live = [];
+  for (let n = 0; n < decisions + warmup; n++) {
+    const blockHashes = prompt(n);
+    const t = performance.now();
+    await table.selectAndReserve({ requestId: `req${n}`, blockHashes, promptTokens: promptBlocks * BLOCK_SIZE + 5, blockSize: BLOCK_SIZE, candidates: ids, overlapWeight: 1, temperature: 0, random: rng(), now: Date.now() });
+    if (n >= warmup) lat.push(performance.now() - t);
+    live.push(`req${n}`);
+    if (live.length > 256) await table.release(live.shift());
+  }
+  lat.sort((a, b) => a - b);
+  const us = (x) => Math.round(x * 1000);
+  return { workers, blocks: perWorker * workers + SHARED * workers, promptBlocks, decisions, loadSec: +loadSec.toFixed(1), p50_us: us(pct(lat, 0.5)), p90_us: us(pct(lat, 0.9)), p99_us: us(pct(lat, 0.99)), max_us: us(lat[lat.length - 1]) };
+}
+
+export async function measureDecisions({ quick = false } = {}) {
+  const shape = { workers: 64, blocks: quick ? 200_000 : 1_000_000, promptBlocks: 128, decisions: quick ? 1000 : 5000 };
+  console.log(`\nRouter decision latency: ${shape.workers} workers, ${shape.blocks} indexed blocks, ${shape.promptBlocks}-block prompts, ~256 in flight`);
+  const results = { shape };
+  // Redis first: the in-memory table's ~300 MB index would otherwise make every GC pause during the
+  // Redis run land on the decisions being timed.
+  const server = await startRedis();
+  try {
+    const table = await RedisRoutingTable.connect({ url: server.url, namespace: 'bench' });
+    try {
+      results.redis = await measure(table, shape);
+    } finally {
+      await table.close();
+    }
+  } finally {
+    await server.stop();
+  }
+  results.memory = await measure(new MemoryRoutingTable(), shape);
+  const rows = ['memory', 'redis'].map((k) => ({ table: k, 'index load s': results[k].loadSec, 'p50 us': results[k].p50_us, 'p90 us': results[k].p90_us, 'p99 us': results[k].p99_us, 'max us': results[k].max_us }));
+  console.table(rows);
+  results.goal = { 'Redis p99 us incl. round trip (goal < 1000)': results.redis.p99_us };
+  console.log(`  Redis p99 incl. round trip (goal < 1000 us): ${results.redis.p99_us} us`);
+  return results;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  await measureDecisions({ quick: process.argv.includes('--quick') });
+}
