@@ -121,6 +121,23 @@ describe('MemoryRequestPlane', () => {
     expect(seen[0]!.signal.aborted).toBe(true);
   });
 
+  it("a caller's cancel of an attempt it gave up on does not stop its newer attempt of the same id", async () => {
+    const broker = new MemoryRequestBroker();
+    const seen: RequestContext[] = [];
+    await new MemoryRequestPlane(broker).serve(inst(1), hanging(1, seen));
+    const caller = new MemoryRequestPlane(broker);
+    const first = caller.request(inst(1), null, { requestId: 'same-id' })[Symbol.asyncIterator]();
+    await first.next();
+    const second = caller.request(inst(1), null, { requestId: 'same-id' })[Symbol.asyncIterator]();
+    expect((await second.next()).value).toBe(0); // the second attempt superseded the first on the worker
+    await first.return!(); // the first attempt's cancel arrives now, after the second started
+    await tick();
+    expect(seen.map((c) => c.signal.aborted)).toEqual([true, false]);
+    await second.return!();
+    await tick();
+    expect(seen[1]!.signal.aborted).toBe(true);
+  });
+
   it('times out with deadline_exceeded and aborts the handler (fake clock)', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
     const broker = new MemoryRequestBroker();

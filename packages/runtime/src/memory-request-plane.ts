@@ -121,7 +121,7 @@ class MemoryServedEndpoint implements ServedEndpoint, Subscriber {
     if (this.stopped) return reply.drop();
     const envelope = decodeRequestEnvelope(decodeJson(bytes));
     const out = this.owner.openReply(reply);
-    this.running.start(envelope.requestId, async (abort) => {
+    this.running.start(envelope.requestId, envelope.attempt, async (abort) => {
       try {
         await writeResponse({ handler: this.handler, envelope, abort, send: (frame) => out.deliver(encodeJson(frame)), stopped: () => this.stopped });
       } finally {
@@ -132,7 +132,7 @@ class MemoryServedEndpoint implements ServedEndpoint, Subscriber {
 
   onCancel(bytes: Uint8Array): void {
     const msg = decodeCancelMessage(decodeJson(bytes));
-    this.running.abort(msg.requestId, cancelled(`request ${msg.requestId} cancelled by the caller`));
+    this.running.abort(msg.requestId, cancelled(`request ${msg.requestId} cancelled by the caller`), msg.attempt);
   }
 
   async stop(options?: { drain?: boolean }): Promise<void> {
@@ -198,6 +198,7 @@ export class MemoryRequestPlane implements RequestPlane {
         if (isClosed()) throw unavailable('request plane is closed');
         const { signal, timeoutMs = 0 } = options;
         const requestId = options.requestId ?? randomUUID();
+        const attempt = randomUUID();
         if (signal?.aborted) throw cancelled(`request ${requestId} cancelled before it was sent`);
         const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : null;
         const inbox = new AsyncChannel<ResponseFrame>();
@@ -210,7 +211,7 @@ export class MemoryRequestPlane implements RequestPlane {
           },
         };
         const subject = isInstanceAddress(target) ? instanceSubject(target) : endpointSubject(target);
-        if (!broker.request(subject, encodeJson({ v: 1, requestId, payload, deadline }), replyTo)) {
+        if (!broker.request(subject, encodeJson({ v: 1, requestId, attempt, payload, deadline }), replyTo)) {
           throw new NoRespondersError(target);
         }
         callers.add(inbox);
@@ -237,7 +238,7 @@ export class MemoryRequestPlane implements RequestPlane {
           callers.delete(inbox);
           // the worker may still be producing: tell it to stop (it ignores unknown request ids)
           if (!terminal && !dropped) {
-            broker.cancel(cancelSubject(target), encodeJson({ v: 1, type: 'cancel', requestId }));
+            broker.cancel(cancelSubject(target), encodeJson({ v: 1, type: 'cancel', requestId, attempt }));
           }
         }
       },

@@ -322,6 +322,35 @@ describe('NatsRequestPlane across NATS outages (nats.js drops whatever is publis
   });
 });
 
+describe('NatsRequestPlane attempts', () => {
+  it("a caller's cancel of an attempt it gave up on does not stop its newer attempt of the same id", async () => {
+    const ep = freshEndpoint();
+    const worker = await plane();
+    const contexts: RequestContext[] = [];
+    await worker.serve(inst(ep, 1), async function* (_payload, ctx) {
+      contexts.push(ctx);
+      for (let i = 0; !ctx.signal.aborted; i++) {
+        yield i;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    });
+    const client = await plane();
+    const first = client.request(inst(ep, 1), null, { requestId: 'same-id' })[Symbol.asyncIterator]();
+    await first.next();
+    // the caller re-sends (a migration back to the same worker): the worker supersedes the first attempt
+    const second = client.request(inst(ep, 1), null, { requestId: 'same-id' })[Symbol.asyncIterator]();
+    expect((await second.next()).value).toBe(0);
+    // ... and the first attempt's cancel arrives after the second started (as when both were held
+    // through an outage): the second keeps streaming
+    await first.return!();
+    await until(() => contexts[0]!.signal.aborted);
+    for (let i = 1; i <= 10; i++) expect((await second.next()).value).toBe(i);
+    expect(contexts[1]!.signal.aborted).toBe(false);
+    await second.return!();
+    await until(() => contexts[1]!.signal.aborted);
+  });
+});
+
 describe('NatsRequestPlane framing (chunks beyond max_payload, heartbeats)', () => {
   it('carries a request and responses larger than the server max_payload (1 MiB) in chunks, to one instance', async () => {
     const ep = freshEndpoint();

@@ -4,7 +4,8 @@
  * Serving one instance address subscribes to three subjects:
  *   - `endpointSubject(address)` in the queue group named after that subject (any one instance);
  *   - `instanceSubject(address)` plainly (this instance only);
- *   - `cancelSubject(address)` plainly (cancel broadcast; unknown request ids are ignored).
+ *   - `cancelSubject(address)` plainly (cancel broadcast; unknown request ids, and cancels naming
+ *     another attempt of a re-sent request id, are ignored).
  *
  * A request is one NATS message: the RequestEnvelope JSON, with the NATS reply subject set to a fresh
  * inbox the caller subscribed to just before (same connection, so the SUB reaches the server before
@@ -163,7 +164,7 @@ class NatsServedEndpoint implements ServedEndpoint {
       return;
     }
     const requestId = envelope.requestId;
-    this.running.start(requestId, async (abort) => {
+    this.running.start(requestId, envelope.attempt, async (abort) => {
       // A frame of this stream lost to a NATS outage: the handler is aborted, the caller told.
       let broken = false;
       let lastSent = Date.now();
@@ -203,7 +204,7 @@ class NatsServedEndpoint implements ServedEndpoint {
   private onCancel(m: Msg): void {
     try {
       const msg = decodeCancelMessage(decodeJson(m.data));
-      this.running.abort(msg.requestId, cancelled(`request ${msg.requestId} cancelled by the caller`));
+      this.running.abort(msg.requestId, cancelled(`request ${msg.requestId} cancelled by the caller`), msg.attempt);
     } catch (e) {
       this.log.warn({ err: (e as Error).message }, 'bad cancel message ignored');
     }
@@ -394,6 +395,7 @@ export class NatsRequestPlane implements RequestPlane {
         if (isClosed()) throw unavailable('request plane is closed');
         const { signal, timeoutMs = 0 } = options;
         const requestId = options.requestId ?? randomUUID();
+        const attempt = randomUUID();
         if (signal?.aborted) throw cancelled(`request ${requestId} cancelled before it was sent`);
         const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : null;
 
@@ -441,7 +443,7 @@ export class NatsRequestPlane implements RequestPlane {
             await plane.waitConnected(wait, signal);
           }
           callers.add(inbox); // from now on a disconnect ends this stream
-          const message = encodeJson({ v: 1, requestId, payload, deadline });
+          const message = encodeJson({ v: 1, requestId, attempt, payload, deadline });
           if (!isInstanceAddress(target) && needsChunks(nc, message)) {
             // chunks sent to a queue group could reach different instances
             throw invalidArgument(`request ${requestId} of ${message.length} bytes is larger than one NATS message: send it to one instance`);
@@ -500,7 +502,7 @@ export class NatsRequestPlane implements RequestPlane {
           callers.delete(inbox);
           if (!sub.isClosed()) sub.unsubscribe();
           // the worker may still be producing: tell it to stop (it ignores unknown request ids)
-          if (sent && !terminal) plane.publishWhenConnected(cancelSubject(target), encodeJson({ v: 1, type: 'cancel', requestId }));
+          if (sent && !terminal) plane.publishWhenConnected(cancelSubject(target), encodeJson({ v: 1, type: 'cancel', requestId, attempt }));
         }
       },
     };

@@ -67,6 +67,11 @@ describe('request plane frames', () => {
     ];
     for (const f of frames) expect(decodeResponseFrame(roundTrip(f))).toEqual(f);
     expect(decodeCancelMessage(roundTrip({ v: 1, type: 'cancel', requestId: 'r1' }))).toEqual({ v: 1, type: 'cancel', requestId: 'r1' });
+    // a re-sent request is a new attempt; cancels name the attempt they mean
+    const attempt = { ...env, attempt: 'a2' };
+    expect(decodeRequestEnvelope(roundTrip(attempt))).toEqual(attempt);
+    const cancel = { v: 1, type: 'cancel', requestId: 'r1', attempt: 'a2' };
+    expect(decodeCancelMessage(roundTrip(cancel))).toEqual(cancel);
   });
   it('rejects malformed messages', () => {
     expect(() => decodeJson(new Uint8Array([0x7b]))).toThrow(/malformed JSON/);
@@ -77,6 +82,8 @@ describe('request plane frames', () => {
     expect(() => decodeResponseFrame({ v: 1, type: 'data', seq: 1.5, payload: 1 })).toThrow(/seq/);
     expect(() => decodeResponseFrame({ v: 1, type: 'more', seq: 0 })).toThrow(/type/);
     expect(() => decodeCancelMessage({ v: 1, type: 'cancel' })).toThrow(/requestId/);
+    expect(() => decodeCancelMessage({ v: 1, type: 'cancel', requestId: 'r', attempt: 7 })).toThrow(/attempt/);
+    expect(() => decodeRequestEnvelope({ v: 1, requestId: 'r', attempt: '', payload: 1, deadline: null })).toThrow(/attempt/);
   });
   it('keeps an unknown error code as unknown', () => {
     expect(decodeResponseFrame({ v: 1, type: 'error', seq: 0, error: { code: 'teapot', message: 'x' } })).toEqual({

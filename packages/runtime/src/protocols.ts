@@ -77,6 +77,12 @@ export interface RequestEnvelope {
   readonly v: 1;
   /** Unique per request; cancel messages and logs name it. */
   readonly requestId: string;
+  /**
+   * Unique per send of the request. A caller that re-sends a request under the same id (migration)
+   * makes a new attempt; a cancel naming an older attempt does not stop the newer one. Absent from
+   * older callers: their cancels stop whichever attempt runs.
+   */
+  readonly attempt?: string;
   readonly payload: JsonValue;
   /** Epoch milliseconds after which the caller has given up; `null` = no deadline. */
   readonly deadline: number | null;
@@ -102,6 +108,8 @@ export interface CancelMessage {
   readonly v: 1;
   readonly type: 'cancel';
   readonly requestId: string;
+  /** The attempt to stop (see RequestEnvelope.attempt); absent = whichever attempt runs. */
+  readonly attempt?: string;
 }
 
 // ---- codecs ----------------------------------------------------------------------------------
@@ -133,6 +141,9 @@ function str(o: Obj, field: string, what: string): string {
   const v = o[field];
   if (typeof v !== 'string' || v.length === 0) throw invalidArgument(`${what}: '${field}' must be a non-empty string`);
   return v;
+}
+function optStr(o: Obj, field: string, what: string): { [k: string]: string } {
+  return o[field] === undefined ? {} : { [field]: str(o, field, what) };
 }
 function posInt(o: Obj, field: string, what: string, min: number): number {
   const v = o[field];
@@ -228,7 +239,7 @@ export function decodeRequestEnvelope(value: unknown): RequestEnvelope {
     throw invalidArgument(`${what}: 'deadline' must be epoch milliseconds or null`);
   }
   if (!has(o, 'payload')) throw invalidArgument(`${what}: 'payload' is missing`);
-  return { v: 1, requestId: str(o, 'requestId', what), payload: o['payload'] as JsonValue, deadline };
+  return { v: 1, requestId: str(o, 'requestId', what), ...optStr(o, 'attempt', what), payload: o['payload'] as JsonValue, deadline };
 }
 
 const CODES: ReadonlySet<string> = new Set(ERROR_CODES);
@@ -269,5 +280,5 @@ export function decodeCancelMessage(value: unknown): CancelMessage {
   const o = obj(value, what);
   version(o, what);
   if (o['type'] !== 'cancel') throw invalidArgument(`${what}: 'type' must be 'cancel'`);
-  return { v: 1, type: 'cancel', requestId: str(o, 'requestId', what) };
+  return { v: 1, type: 'cancel', requestId: str(o, 'requestId', what), ...optStr(o, 'attempt', what) };
 }

@@ -79,20 +79,22 @@ export function readFrame(
  * A request id is live at most once per endpoint: a router that migrates a stream back to the same
  * worker re-sends it under the same id (engines key their sequences by it). The newer attempt then
  * aborts the older one (`cancelled`) and starts once it has finished, so the engine never sees the id
- * twice and a cancel always reaches the attempt that is running.
+ * twice. A cancel names the attempt it means (RequestEnvelope.attempt): the caller's cancel of an
+ * attempt it gave up on can arrive after its next attempt started here (both held through a NATS
+ * outage, say), and must not stop that one.
  */
 export class RunningRequests {
-  private readonly byId = new Map<string, { readonly abort: AbortController; done: Promise<void> }>();
+  private readonly byId = new Map<string, { readonly abort: AbortController; readonly attempt: string | undefined; done: Promise<void> }>();
 
   /**
-   * Run `body` for `requestId` with a fresh AbortController (after any older attempt of that id has
-   * ended). `body` must not reject.
+   * Run `body` for attempt `attempt` of `requestId` with a fresh AbortController (after any older
+   * attempt of that id has ended). `body` must not reject.
    */
-  start(requestId: string, body: (abort: AbortController) => Promise<void>): void {
+  start(requestId: string, attempt: string | undefined, body: (abort: AbortController) => Promise<void>): void {
     const previous = this.byId.get(requestId);
     previous?.abort.abort(cancelled(`request ${requestId} superseded by a newer attempt`));
     const abort = new AbortController();
-    const entry = { abort, done: Promise.resolve() };
+    const entry = { abort, attempt, done: Promise.resolve() };
     this.byId.set(requestId, entry);
     entry.done = (async () => {
       if (previous !== undefined) await previous.done;
@@ -104,9 +106,13 @@ export class RunningRequests {
     })();
   }
 
-  /** Abort the running attempt of `requestId` (unknown ids are ignored). */
-  abort(requestId: string, reason: unknown): void {
-    this.byId.get(requestId)?.abort.abort(reason);
+  /**
+   * Abort the running attempt of `requestId` if it is `attempt` (any attempt when undefined); unknown
+   * ids and other attempts are ignored.
+   */
+  abort(requestId: string, reason: unknown, attempt?: string): void {
+    const entry = this.byId.get(requestId);
+    if (entry !== undefined && (attempt === undefined || entry.attempt === undefined || entry.attempt === attempt)) entry.abort.abort(reason);
   }
 
   abortAll(reason: unknown): void {
