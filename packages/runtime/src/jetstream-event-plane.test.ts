@@ -16,6 +16,13 @@ async function plane(ackWaitMs?: number, options: JetStreamEventPlaneOptions = {
   planes.push(p);
   return p;
 }
+async function until(check: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 /** Take `n` messages from a subscription iterator (without ending it). */
 async function take(it: AsyncIterator<EventMessage>, n: number): Promise<EventMessage[]> {
   const out: EventMessage[] = [];
@@ -238,5 +245,58 @@ describe('JetStreamEventPlane (real nats-server)', () => {
     await p.close();
     expect((await pending).done).toBe(true);
     await expect(p.publish(kvEventsSubject(ns, componentName('c')), 1)).rejects.toMatchObject({ code: 'unavailable' });
+  });
+
+  // These restart the file's nats-server: keep them last.
+  it('a live subscription resumes within seconds of a server restart: the unacked message comes again, then new ones', async () => {
+    const ns = freshNs();
+    const subject = kvEventsSubject(ns, componentName('c'));
+    const pub = await plane();
+    const sub = await plane();
+    const it = sub.subscribe({ subject, durable: 'd' })[Symbol.asyncIterator]();
+    await pub.publish(subject, 'a');
+    await pub.publish(subject, 'b');
+    const [a, b] = await take(it, 2);
+    a!.ack();
+    await sub.nc.flush();
+    expect(b!.payload).toBe('b'); // not acked
+    await nats.restart();
+    const t0 = Date.now();
+    await until(async () => {
+      try {
+        await pub.publish(subject, 'c');
+        return true;
+      } catch {
+        return false;
+      }
+    });
+    const again = await take(it, 2);
+    expect(again.map((m) => m.payload)).toEqual(['b', 'c']);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+  });
+
+  it('a server that lost its store: publishing re-creates the stream, a live subscription resumes from its start', async () => {
+    const ns = freshNs();
+    const subject = kvEventsSubject(ns, componentName('c'));
+    const pub = await plane();
+    const sub = await plane();
+    const it = sub.subscribe({ subject, durable: 'd' })[Symbol.asyncIterator]();
+    for (let i = 0; i < 5; i++) await pub.publish(subject, i);
+    for (const m of await take(it, 5)) m.ack();
+    await nats.restart({ wipe: true });
+    const t0 = Date.now();
+    let seq = 0;
+    await until(async () => {
+      try {
+        seq = await pub.publish(subject, 'after');
+        return true;
+      } catch {
+        return false;
+      }
+    });
+    expect(seq).toBe(1); // a new stream
+    const [m] = await take(it, 1);
+    expect(m).toMatchObject({ seq: 1, payload: 'after' });
+    expect(Date.now() - t0).toBeLessThan(5_000);
   });
 });

@@ -28,6 +28,15 @@
  * previous incarnation had delivered is a lower bound (JetStream delivery count - 1, plus 1). A crash
  * between the delete and the add loses the position (the durable restarts from `startSeq`).
  *
+ * Outages: a publish made while disconnected waits for the reconnect (nats.js would drop it and time
+ * out after 5 s); a publish the server answers with "no responders" (a server that lost its store)
+ * re-creates the stream and is sent again once. Every reconnect ends a live subscription's consume()
+ * and resumes the durable as above, retrying every 50 ms–1 s until it works (nats.js's own recovery
+ * checks the consumer once and, if JetStream is not back yet, waits up to 30 s). A subscription whose
+ * durable or stream is gone after the reconnect re-creates it where it stood, or from the start of a
+ * stream that was re-created. Messages delivered before a resume are not acked after it (the ack
+ * could land on another message of the new durable): they come again.
+ *
  * "One live subscription per durable" is enforced within one JetStreamEventPlane only; JetStream itself
  * lets two processes pull from the same durable (they then share its messages).
  */
@@ -46,7 +55,7 @@ import {
   jetstream,
   jetstreamManager,
 } from '@nats-io/jetstream';
-import { type Logger, alreadyExists, invalidArgument, silentLogger, unavailable } from '@switchyard/common';
+import { type Logger, SwitchyardError, alreadyExists, invalidArgument, silentLogger, unavailable } from '@switchyard/common';
 import { NAME_PATTERN, SUBJECT_ROOT, kvEventsStream, loadStream, namespace } from './addressing.js';
 import { type EventMessage, type EventPlane, type SubscribeOptions, checkSubscribeOptions } from './event-plane.js';
 import { decodeJson, encodeJson } from './protocols.js';
@@ -58,6 +67,11 @@ export const DEFAULT_EVENT_BATCH_SIZE = 64;
 export const DEFAULT_EVENT_MAX_AGE_MS = 3_600_000;
 /** A durable nobody pulls from for this long is deleted by the server (`inactive_threshold`). */
 export const DEFAULT_DURABLE_INACTIVE_MS = 3_600_000;
+/** First retry delay of a subscription resuming after a reconnect; doubles up to RESUME_RETRY_MAX_MS. */
+const RESUME_RETRY_MS = 50;
+const RESUME_RETRY_MAX_MS = 1_000;
+/** A publish made while disconnected waits this long at most for the reconnect. */
+const PUBLISH_RECONNECT_WAIT_MS = 10_000;
 
 export interface StreamSpec {
   readonly name: string;
@@ -118,6 +132,9 @@ export class JetStreamEventPlane implements EventPlane {
   private readonly stops = new Set<() => void>();
   private jsmPromise: Promise<JetStreamManager> | null = null;
   private closed = false;
+  private connected = true;
+  /** Called on every reconnect: live subscriptions resume, held publishes go out. */
+  private readonly onReconnect = new Set<() => void>();
 
   constructor(
     readonly nc: NatsConnection,
@@ -134,13 +151,21 @@ export class JetStreamEventPlane implements EventPlane {
     }
     this.resolveStream = options.resolveStream;
     this.ownsConnection = options.ownsConnection ?? false;
+    // (logged by whoever owns the connection)
+    watchNatsConnection(nc, this.ownsConnection ? this.log : silentLogger, {
+      onDisconnect: () => {
+        this.connected = false;
+      },
+      onReconnect: () => {
+        this.connected = true;
+        for (const f of [...this.onReconnect]) f();
+      },
+    });
   }
 
   static async connect(options: JetStreamEventPlaneConnectOptions): Promise<JetStreamEventPlane> {
     const nc = await connectNats({ url: options.url, name: options.name ?? 'switchyard-event-plane' });
-    const plane = new JetStreamEventPlane(nc, { ...options, ownsConnection: true });
-    watchNatsConnection(nc, plane.log, {}); // logged; subscriptions' fetch loops retry by themselves
-    return plane;
+    return new JetStreamEventPlane(nc, { ...options, ownsConnection: true });
   }
 
   static fromConnection(nc: NatsConnection, options: JetStreamEventPlaneOptions = {}): JetStreamEventPlane {
@@ -202,13 +227,40 @@ export class JetStreamEventPlane implements EventPlane {
 
   async publish(subject: string, payload: unknown): Promise<number> {
     if (this.closed) throw unavailable('event plane is closed');
-    await this.ensureStream(subject);
+    // nats.js drops what is published while disconnected: a publish would wait out its 5 s timeout
+    if (!this.connected) await this.reconnected(PUBLISH_RECONNECT_WAIT_MS);
+    const spec = await this.ensureStream(subject);
+    const data = encodeJson(payload);
     try {
-      const ack = await this.js.publish(subject, encodeJson(payload));
-      return ack.seq;
+      return (await this.js.publish(subject, data)).seq;
     } catch (e) {
+      // the stream may be gone (a server that lost its store answers "no responders"): look again next time
+      this.streams.delete(spec.name);
+      if ((e as Error).name === 'JetStreamNotEnabled' && !this.closed) {
+        try {
+          await this.ensureStream(subject);
+          return (await this.js.publish(subject, data)).seq;
+        } catch (again) {
+          throw unavailable(`event on '${subject}' not stored: ${(again as Error).message}`, again);
+        }
+      }
       throw unavailable(`event on '${subject}' not stored: ${(e as Error).message}`, e);
     }
+  }
+
+  /** Resolves on the next reconnect, on close, or after `ms`. */
+  private reconnected(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.onReconnect.delete(done);
+        this.stops.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.onReconnect.add(done);
+      this.stops.add(done);
+    });
   }
 
   subscribe(options: SubscribeOptions): AsyncIterable<EventMessage> {
@@ -225,54 +277,103 @@ export class JetStreamEventPlane implements EventPlane {
         plane.active.add(key);
         let msgs: ConsumerMessages | null = null;
         let stopped = false;
+        let wake: (() => void) | null = null;
         const stop = (): void => {
           stopped = true;
           void msgs?.close();
+          wake?.();
         };
         plane.stops.add(stop);
         signal?.addEventListener('abort', stop, { once: true });
+        // After a reconnect, nats.js's consume() checks the consumer once and, if that check fails (the
+        // server still recovering its JetStream state, or the store lost), waits up to 30 s before the
+        // next try. Instead every reconnect ends the current consume() and the loop below resumes the
+        // durable itself, retrying quickly.
+        const resume = (): void => void (msgs as ConsumerMessages | null)?.close();
+        plane.onReconnect.add(resume);
+        // where this subscription stands, for a durable lost with its stream (see resumeFrom)
+        const unacked = new Set<number>();
+        let nextSeq = 0;
+        let streamCreated: string | null = null;
+        let incarnation = 0;
         try {
-          const deliveredBefore = await plane.ensureConsumer(stream.name, durable, subject, startSeq, startAt);
-          if (stopped) return;
-          try {
-            const consumer = await plane.js.consumers.get(stream.name, durable);
-            msgs = await consumer.consume({ max_messages: plane.batchSize });
-          } catch (e) {
-            throw unavailable(`cannot consume durable '${durable}': ${(e as Error).message}`, e);
-          }
-          // the durable exists: whatever is published from now on is delivered to it
-          options.onReady?.();
-          if (stopped) void msgs.close();
-          for await (const m of msgs) {
-            if (stopped) break;
-            const seq = m.seq;
-            let payload: unknown;
+          for (let failures = 0; !stopped; ) {
+            let deliveredBefore: number;
             try {
-              payload = decodeJson(m.data);
+              if (incarnation > 0) plane.streams.delete(stream.name); // the server may have lost it
+              await plane.ensureStream(subject);
+              const created = (await (await plane.jsm()).streams.info(stream.name)).created;
+              const from =
+                incarnation === 0
+                  ? { startSeq, startAt }
+                  : // a new stream under the same name (the server lost its store): from its start
+                    { startSeq: streamCreated !== created ? 1 : Math.min(nextSeq, ...unacked), startAt: 'first' as const };
+              streamCreated = created;
+              deliveredBefore = await plane.ensureConsumer(stream.name, durable, subject, from.startSeq, from.startAt);
+              const consumer = await plane.js.consumers.get(stream.name, durable);
+              msgs = await consumer.consume({ max_messages: plane.batchSize });
             } catch (e) {
-              plane.log.warn({ seq, subject: m.subject, err: (e as Error).message }, 'undecodable event dropped');
-              m.term();
+              const err = e instanceof SwitchyardError ? e : unavailable(`cannot consume durable '${durable}': ${(e as Error).message}`, e);
+              if (incarnation === 0) throw err;
+              if (failures++ === 0) plane.log.warn({ durable, stream: stream.name, err: err.message }, 'event subscription lost; resuming');
+              await new Promise<void>((resolve) => {
+                const t = setTimeout(resolve, Math.min(RESUME_RETRY_MAX_MS, RESUME_RETRY_MS * 2 ** Math.min(failures, 8)));
+                wake = () => {
+                  clearTimeout(t);
+                  resolve();
+                };
+              });
+              wake = null;
               continue;
             }
-            let acked = false;
-            yield {
-              seq,
-              subject: m.subject,
-              payload,
-              redeliveries: m.info.deliveryCount - 1 + (seq <= deliveredBefore ? 1 : 0),
-              ack: () => {
-                if (acked) return;
-                acked = true;
+            if (incarnation === 0) options.onReady?.(); // the durable exists: whatever is published from now on is delivered to it
+            else plane.log.info({ durable, stream: stream.name, failures }, 'event subscription resumed');
+            failures = 0;
+            const current = ++incarnation;
+            unacked.clear();
+            if (stopped) void msgs.close();
+            try {
+              for await (const m of msgs) {
+                if (stopped) break;
+                const seq = m.seq;
+                nextSeq = Math.max(nextSeq, seq + 1);
+                let payload: unknown;
                 try {
-                  m.ack();
-                } catch {
-                  // connection closed: redelivered later
+                  payload = decodeJson(m.data);
+                } catch (e) {
+                  plane.log.warn({ seq, subject: m.subject, err: (e as Error).message }, 'undecodable event dropped');
+                  m.term();
+                  continue;
                 }
-              },
-            };
+                let acked = false;
+                unacked.add(seq);
+                yield {
+                  seq,
+                  subject: m.subject,
+                  payload,
+                  redeliveries: m.info.deliveryCount - 1 + (seq <= deliveredBefore ? 1 : 0),
+                  ack: () => {
+                    if (acked) return;
+                    acked = true;
+                    // a message of an earlier incarnation of the durable comes again: its ack could
+                    // land on another message of the re-created durable
+                    if (current !== incarnation) return;
+                    unacked.delete(seq);
+                    try {
+                      m.ack();
+                    } catch {
+                      // connection closed: redelivered later
+                    }
+                  },
+                };
+              }
+            } catch (e) {
+              if (!stopped) plane.log.warn({ durable, stream: stream.name, err: (e as Error).message }, 'event subscription interrupted; resuming');
+            }
           }
         } finally {
           stopped = true;
+          plane.onReconnect.delete(resume);
           plane.stops.delete(stop);
           signal?.removeEventListener('abort', stop);
           // acks are fire-and-forget publishes: make sure the server has them before this durable can

@@ -69,8 +69,11 @@ export interface InfraServer {
   output(): string;
   /** Kill the process group and remove the data dir. Idempotent. */
   stop(): Promise<void>;
-  /** Stop the process (keeping the data dir) and start it again on the same ports. */
-  restart(): Promise<void>;
+  /**
+   * Stop the process and start it again on the same ports, keeping the data dir — or, with `wipe`,
+   * emptying it first (a server that lost its disk).
+   */
+  restart(options?: { wipe?: boolean }): Promise<void>;
 }
 
 export interface NatsServer extends InfraServer {
@@ -239,11 +242,14 @@ async function startServer<S extends ServerSpec>(
       })();
       return stopping;
     },
-    restart: async () => {
+    restart: async (restartOptions?: { wipe?: boolean }) => {
       if (state !== 'running') throw invalidArgument(`${spec.name}: restart() while ${state}`);
       state = 'restarting';
       if (current) await terminate(current);
       current = undefined;
+      if (restartOptions?.wipe === true) {
+        for (const entry of readdirSync(dataDir)) rmSync(join(dataDir, entry), { recursive: true, force: true });
+      }
       // The same ports: a port may linger briefly after the old process exits, so retry on it.
       for (let attempt = 1; ; attempt++) {
         const result = await launchUntilReady(spec, binaryPath, argsFor(ports), dataDir, ports, timeoutMs);
