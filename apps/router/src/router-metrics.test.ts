@@ -22,7 +22,7 @@ const STATS: RouterStats = {
   instanceRemovalAborts: 0,
   stallProbeAborts: 0,
   tableFallbacks: 0,
-  kvEvents: { batches: 9, applied: 42, gaps: 1, resyncs: 3, resyncFailures: 0, invalid: 0 },
+  kvEvents: { batches: 9, applied: 42, gaps: 1, resyncs: 3, resyncFailures: 0, subscriptionFailures: 0, invalid: 0 },
   approximateModels: ['tiny_llm'],
   timeToFirstToken: { bounds: [0.01, 0.1], counts: [1, 3], sum: 0.125, count: 4 },
 };
@@ -81,6 +81,9 @@ switchyard_router_kv_resyncs_total 3
 # HELP switchyard_router_kv_resync_failures_total KV snapshot resyncs that failed (retried on the next batch).
 # TYPE switchyard_router_kv_resync_failures_total counter
 switchyard_router_kv_resync_failures_total 0
+# HELP switchyard_router_event_subscription_failures_total KV event and load subscriptions that failed and were started again.
+# TYPE switchyard_router_event_subscription_failures_total counter
+switchyard_router_event_subscription_failures_total 0
 # HELP switchyard_router_kv_events_invalid_total KV event messages that could not be decoded (dropped).
 # TYPE switchyard_router_kv_events_invalid_total counter
 switchyard_router_kv_events_invalid_total 0

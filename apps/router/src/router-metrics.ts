@@ -106,6 +106,7 @@ export function renderRouterMetrics(stats: RouterStats, models: readonly ServedM
     counter('kv_event_gaps_total', "Gaps found in a worker's KV event ids (events lost or the table flushed).", stats.kvEvents.gaps),
     counter('kv_resyncs_total', 'Workers resynchronised from a KV snapshot.', stats.kvEvents.resyncs),
     counter('kv_resync_failures_total', 'KV snapshot resyncs that failed (retried on the next batch).', stats.kvEvents.resyncFailures),
+    counter('event_subscription_failures_total', 'KV event and load subscriptions that failed and were started again.', stats.kvEvents.subscriptionFailures),
     counter('kv_events_invalid_total', 'KV event messages that could not be decoded (dropped).', stats.kvEvents.invalid),
     family(
       `${P}approximate_mode`,

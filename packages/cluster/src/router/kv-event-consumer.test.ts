@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { silentLogger } from '@switchyard/common';
+import { silentLogger, unavailable } from '@switchyard/common';
 import type { WorkerId } from '@switchyard/kv-router';
 import { compileSamplingParams, type KvCacheEvent } from '@switchyard/llm';
-import { namespace } from '@switchyard/runtime';
+import { type EventPlane, namespace } from '@switchyard/runtime';
 import { KvEventConsumer, type KvIndexerPort } from './kv-event-consumer.js';
 import { ModelRegistry } from './model-registry.js';
 import { RouterStatsRecorder } from './router-stats.js';
@@ -79,4 +79,50 @@ describe('KvEventConsumer', () => {
       await registry.close();
     }
   });
+
+  it('starts a subscription that failed again, and then applies events', async () => {
+    cluster = new MockCluster();
+    const a = await cluster.addWorker();
+    const roles = cluster.routerRoles();
+    const registry = new ModelRegistry({ discovery: roles.discovery, namespace: namespace(NS), logger: silentLogger });
+    const indexer = new RecordingIndexer();
+    // JetStream unavailable when the router starts: every subscription's first try fails
+    let failuresLeft = 2;
+    const flaky: EventPlane = {
+      publish: (subject, payload) => roles.eventPlane.publish(subject, payload),
+      subscribe: (options) => {
+        if (failuresLeft-- > 0) {
+          return {
+            [Symbol.asyncIterator]: async function* () {
+              throw unavailable('JetStream not ready');
+            },
+          };
+        }
+        return roles.eventPlane.subscribe(options);
+      },
+      close: () => roles.eventPlane.close(),
+    };
+    const stats = new RouterStatsRecorder();
+    const consumer = new KvEventConsumer({
+      eventPlane: flaky,
+      requestPlane: roles.requestPlane,
+      registry,
+      indexer,
+      namespace: namespace(NS),
+      routerId: 'r1',
+      stats,
+      logger: silentLogger,
+    });
+    try {
+      await registry.ready();
+      await waitFor(() => failuresLeft < 0, 5000, 'subscriptions started again');
+      await new Promise((r) => setTimeout(r, 100)); // (the retried subscriptions are live)
+      await generateOn(a, 1);
+      await waitFor(() => (indexer.applied.get(`${a.node.instanceId}/${LLM}`) ?? 0) > 0, 5000, 'events applied after the retry');
+      expect(stats.kvEvents.subscriptionFailures).toBe(2);
+    } finally {
+      await consumer.close();
+      await registry.close();
+    }
+  }, 10_000);
 });

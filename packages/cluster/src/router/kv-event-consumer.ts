@@ -22,7 +22,8 @@
  * (Without that wait, an event published between the durable's creation and a snapshot taken before it
  * would be missed; the indexer's event-id gap check would catch it at the worker's next event and
  * resync again — a delay, not a loss — but the wait avoids even that.) If the subscription fails to
- * start, resyncs proceed anyway (logged; the index then relies on snapshots only). Durables of routers
+ * start, resyncs proceed anyway, and the subscription is started again every SUBSCRIBE_RETRY_MS
+ * (logged once, counted in `subscriptionFailures`) until it runs. Durables of routers
  * that stopped are removed by the server after the event plane's inactivity threshold (JetStream).
  *
  * Ordering: every indexer call of one worker (apply, resync, forget) runs on one promise chain, so a
@@ -49,6 +50,9 @@ import { decodeWireKvEvents, decodeWireLoad, decodeWireSnapshotChunk, toJson } f
 import type { ModelRegistry, RegistryChange } from './model-registry.js';
 import { workerId } from './routed-llm-endpoint.js';
 import type { RouterStatsRecorder } from './router-stats.js';
+
+/** Wait before starting a failed subscription again. */
+export const SUBSCRIBE_RETRY_MS = 1_000;
 
 /** KV event batches being applied at once (over all workers) before the consumer stops reading. */
 const MAX_BATCHES_IN_FLIGHT = 256;
@@ -95,7 +99,7 @@ export class KvEventConsumer {
 
   constructor(private readonly options: KvEventConsumerOptions) {
     this.unsubscribe = options.registry.onChange((c) => this.onRegistryChange(c));
-    this.loops = [this.consumeKvEvents(), this.consumeLoads()];
+    this.loops = [this.keepSubscribed('KV event', () => this.consumeKvEvents()), this.keepSubscribed('load', () => this.consumeLoads())];
   }
 
   /** The latest load sample of a worker. */
@@ -180,6 +184,35 @@ export class KvEventConsumer {
     return next;
   }
 
+  /**
+   * Run a subscription for as long as the consumer lives: one that fails (JetStream unavailable when
+   * the router starts, say) is started again after SUBSCRIBE_RETRY_MS. KV events missed meanwhile
+   * show as event id gaps at each worker's next event, which resyncs it.
+   */
+  private async keepSubscribed(what: string, subscription: () => Promise<void>): Promise<void> {
+    const signal = this.abort.signal;
+    for (let failures = 0; !signal.aborted; ) {
+      try {
+        await subscription();
+        if (signal.aborted) return;
+        throw unavailable('the subscription ended');
+      } catch (err) {
+        if (signal.aborted) return;
+        if (failures++ === 0) this.options.logger.error({ err }, `router: ${what} subscription failed; retrying every ${SUBSCRIBE_RETRY_MS} ms`);
+        this.options.stats.kvEvents.subscriptionFailures++;
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(done, SUBSCRIBE_RETRY_MS);
+          function done(): void {
+            clearTimeout(t);
+            signal.removeEventListener('abort', done);
+            resolve();
+          }
+          signal.addEventListener('abort', done, { once: true });
+        });
+      }
+    }
+  }
+
   private async consumeKvEvents(): Promise<void> {
     const inflight = new Set<Promise<void>>();
     const { eventPlane, namespace, stats, logger } = this.options;
@@ -222,8 +255,6 @@ export class KvEventConsumer {
         }
         msg.ack();
       }
-    } catch (err) {
-      if (!this.abort.signal.aborted) logger.error({ err }, 'router: KV event subscription failed');
     } finally {
       this.markKvReady();
     }
@@ -231,24 +262,20 @@ export class KvEventConsumer {
 
   private async consumeLoads(): Promise<void> {
     const { eventPlane, namespace, logger } = this.options;
-    try {
-      const subject = loadSubject(namespace, componentName(WORKER_COMPONENT));
-      for await (const msg of eventPlane.subscribe({ subject, durable: this.durable('load'), startAt: 'new', signal: this.abort.signal })) {
-        try {
-          const load = decodeWireLoad(msg.payload);
-          const e = this.options.registry.model(load.model);
-          const worker = workerId(load.instanceId, load.model);
-          const prev = this.loads.get(worker);
-          // only live workers; never go back in time on a redelivery
-          if (e?.instances.has(load.instanceId as never) === true && (prev === undefined || prev.ts <= load.ts)) this.loads.set(worker, load);
-        } catch (err) {
-          this.options.stats.kvEvents.invalid++;
-          logger.warn({ err, seq: msg.seq }, 'router: dropping an undecodable load sample');
-        }
-        msg.ack();
+    const subject = loadSubject(namespace, componentName(WORKER_COMPONENT));
+    for await (const msg of eventPlane.subscribe({ subject, durable: this.durable('load'), startAt: 'new', signal: this.abort.signal })) {
+      try {
+        const load = decodeWireLoad(msg.payload);
+        const e = this.options.registry.model(load.model);
+        const worker = workerId(load.instanceId, load.model);
+        const prev = this.loads.get(worker);
+        // only live workers; never go back in time on a redelivery
+        if (e?.instances.has(load.instanceId as never) === true && (prev === undefined || prev.ts <= load.ts)) this.loads.set(worker, load);
+      } catch (err) {
+        this.options.stats.kvEvents.invalid++;
+        logger.warn({ err, seq: msg.seq }, 'router: dropping an undecodable load sample');
       }
-    } catch (err) {
-      if (!this.abort.signal.aborted) logger.error({ err }, 'router: load subscription failed');
+      msg.ack();
     }
   }
 }

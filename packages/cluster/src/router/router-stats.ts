@@ -23,6 +23,8 @@ export interface KvEventStats {
   readonly resyncs: number;
   /** Resyncs that failed (the worker did not answer its snapshot); retried on its next batch. */
   readonly resyncFailures: number;
+  /** KV event or load subscriptions that failed and were started again. */
+  readonly subscriptionFailures: number;
   /** Messages that could not be decoded (acked and dropped). */
   readonly invalid: number;
 }
@@ -83,7 +85,7 @@ export class RouterStatsRecorder {
   readonly decisionsByMode: Record<RouterMode, number> = { kv: 0, 'round-robin': 0, random: 0, 'least-loaded': 0 };
   readonly decisionsByWorker = new Map<WorkerId, number>();
   readonly migrations: Record<MigrationKind, number> = { new_request: 0, ongoing_request: 0 };
-  readonly kvEvents = { batches: 0, applied: 0, gaps: 0, resyncs: 0, resyncFailures: 0, invalid: 0 };
+  readonly kvEvents = { batches: 0, applied: 0, gaps: 0, resyncs: 0, resyncFailures: 0, subscriptionFailures: 0, invalid: 0 };
   readonly approximateModels = new Set<string>();
   readonly ttft = new Histogram(TTFT_BUCKETS_S);
 
