@@ -16,11 +16,16 @@ async function plane(ackWaitMs?: number, options: JetStreamEventPlaneOptions = {
   planes.push(p);
   return p;
 }
-async function until(check: () => Promise<boolean>, ms = 10_000): Promise<void> {
+/** Publish, retrying while the server is still coming back (restart tests); the stream sequence. */
+async function publishOnceUp(pub: JetStreamEventPlane, subject: string, payload: unknown, ms = 10_000): Promise<number> {
   const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
+  for (;;) {
+    try {
+      return await pub.publish(subject, payload);
+    } catch (e) {
+      if (Date.now() > end) throw e;
+      await new Promise((r) => setTimeout(r, 50));
+    }
   }
 }
 /** Take `n` messages from a subscription iterator (without ending it). */
@@ -262,14 +267,7 @@ describe('JetStreamEventPlane (real nats-server)', () => {
     expect(b!.payload).toBe('b'); // not acked
     await nats.restart();
     const t0 = Date.now();
-    await until(async () => {
-      try {
-        await pub.publish(subject, 'c');
-        return true;
-      } catch {
-        return false;
-      }
-    });
+    await publishOnceUp(pub, subject, 'c');
     const again = await take(it, 2);
     expect(again.map((m) => m.payload)).toEqual(['b', 'c']);
     expect(Date.now() - t0).toBeLessThan(5_000);
@@ -285,16 +283,7 @@ describe('JetStreamEventPlane (real nats-server)', () => {
     for (const m of await take(it, 5)) m.ack();
     await nats.restart({ wipe: true });
     const t0 = Date.now();
-    let seq = 0;
-    await until(async () => {
-      try {
-        seq = await pub.publish(subject, 'after');
-        return true;
-      } catch {
-        return false;
-      }
-    });
-    expect(seq).toBe(1); // a new stream
+    expect(await publishOnceUp(pub, subject, 'after')).toBe(1); // a new stream
     const [m] = await take(it, 1);
     expect(m).toMatchObject({ seq: 1, payload: 'after' });
     expect(Date.now() - t0).toBeLessThan(5_000);
