@@ -252,6 +252,27 @@ describe('JetStreamEventPlane (real nats-server)', () => {
     await expect(p.publish(kvEventsSubject(ns, componentName('c')), 1)).rejects.toMatchObject({ code: 'unavailable' });
   });
 
+  it('a durable deleted under a live subscription is re-created where the subscription stood', async () => {
+    const ns = freshNs();
+    const subject = kvEventsSubject(ns, componentName('c'));
+    const pub = await plane();
+    const sub = await plane();
+    const it = sub.subscribe({ subject, durable: 'd' })[Symbol.asyncIterator]();
+    await pub.publish(subject, 'a');
+    await pub.publish(subject, 'b');
+    const [a, b] = await take(it, 2);
+    a!.ack();
+    await sub.nc.flush();
+    const jsm = await jetstreamManager(sub.nc);
+    await jsm.consumers.delete(kvEventsStream(ns).name, 'd');
+    await pub.publish(subject, 'c');
+    const t0 = Date.now();
+    // b was delivered but not acked: it comes again, then c
+    expect((await take(it, 2)).map((m) => m.payload)).toEqual(['b', 'c']);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(b!.payload).toBe('b');
+  });
+
   // These restart the file's nats-server: keep them last.
   it('a live subscription resumes within seconds of a server restart: the unacked message comes again, then new ones', async () => {
     const ns = freshNs();

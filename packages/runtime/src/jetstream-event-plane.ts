@@ -33,8 +33,8 @@
  * re-creates the stream and is sent again once. Every reconnect ends a live subscription's consume()
  * and resumes the durable as above, retrying every 50 ms–1 s until it works (nats.js's own recovery
  * checks the consumer once and, if JetStream is not back yet, waits up to 30 s). A subscription whose
- * durable or stream is gone after the reconnect re-creates it where it stood, or from the start of a
- * stream that was re-created. Messages delivered before a resume are not acked after it (the ack
+ * durable or stream is gone after the reconnect (or is deleted under it) re-creates it where it stood,
+ * or from the start of a stream that was re-created. Messages delivered before a resume are not acked after it (the ack
  * could land on another message of the new durable): they come again.
  *
  * "One live subscription per durable" is enforced within one JetStreamEventPlane only; JetStream itself
@@ -291,9 +291,11 @@ export class JetStreamEventPlane implements EventPlane {
         // durable itself, retrying quickly.
         const resume = (): void => void (msgs as ConsumerMessages | null)?.close();
         plane.onReconnect.add(resume);
-        // where this subscription stands, for a durable lost with its stream (see resumeFrom)
+        // Where this subscription stands, for a resume that finds its durable gone: the lowest
+        // sequence not yet acked (those delivered and unacked, else the next one to come).
         const unacked = new Set<number>();
-        let nextSeq = 0;
+        let nextSeq = 1;
+        const floor = (): number => (unacked.size > 0 ? Math.min(...unacked) : nextSeq);
         let streamCreated: string | null = null;
         let incarnation = 0;
         try {
@@ -307,11 +309,25 @@ export class JetStreamEventPlane implements EventPlane {
                 incarnation === 0
                   ? { startSeq, startAt }
                   : // a new stream under the same name (the server lost its store): from its start
-                    { startSeq: streamCreated !== created ? 1 : Math.min(nextSeq, ...unacked), startAt: 'first' as const };
+                    { startSeq: streamCreated !== created ? 1 : floor(), startAt: 'first' as const };
               streamCreated = created;
-              deliveredBefore = await plane.ensureConsumer(stream.name, durable, subject, from.startSeq, from.startAt);
+              const started = await plane.ensureConsumer(stream.name, durable, subject, from.startSeq, from.startAt);
+              deliveredBefore = started.deliveredBefore;
+              nextSeq = started.from; // (redelivered from here: nothing below is unacked)
+              unacked.clear();
               const consumer = await plane.js.consumers.get(stream.name, durable);
-              msgs = await consumer.consume({ max_messages: plane.batchSize });
+              const current = await consumer.consume({ max_messages: plane.batchSize });
+              msgs = current;
+              // nats.js keeps a consume() whose durable or stream was deleted waiting (30 s between
+              // checks): resume instead, which re-creates what is missing
+              void (async () => {
+                for await (const n of current.status()) {
+                  if (n.type === 'consumer_deleted' || n.type === 'consumer_not_found' || n.type === 'stream_not_found') {
+                    void current.close();
+                    return;
+                  }
+                }
+              })().catch(() => undefined);
             } catch (e) {
               const err = e instanceof SwitchyardError ? e : unavailable(`cannot consume durable '${durable}': ${(e as Error).message}`, e);
               if (incarnation === 0) throw err;
@@ -330,7 +346,6 @@ export class JetStreamEventPlane implements EventPlane {
             else plane.log.info({ durable, stream: stream.name, failures }, 'event subscription resumed');
             failures = 0;
             const current = ++incarnation;
-            unacked.clear();
             if (stopped) void msgs.close();
             try {
               for await (const m of msgs) {
@@ -388,9 +403,16 @@ export class JetStreamEventPlane implements EventPlane {
 
   /**
    * Create the durable, or re-create it at its first unacked message (see the file comment). Returns
-   * the highest stream sequence the previous incarnation had delivered (0 for a new durable).
+   * the stream sequence it starts from and the highest one the previous incarnation had delivered (0
+   * for a new durable).
    */
-  private async ensureConsumer(stream: string, durable: string, subject: string, startSeq: number, startAt: 'first' | 'new'): Promise<number> {
+  private async ensureConsumer(
+    stream: string,
+    durable: string,
+    subject: string,
+    startSeq: number,
+    startAt: 'first' | 'new',
+  ): Promise<{ readonly from: number; readonly deliveredBefore: number }> {
     const jsm = await this.jsm();
     let existing: ConsumerInfo | null = null;
     try {
@@ -443,7 +465,7 @@ export class JetStreamEventPlane implements EventPlane {
     } catch (e) {
       throw unavailable(`cannot create durable '${durable}': ${(e as Error).message}`, e);
     }
-    return deliveredBefore;
+    return { from: Math.max(1, from), deliveredBefore };
   }
 
   async close(): Promise<void> {
