@@ -4,6 +4,7 @@ import { componentName, kvEventsStream, kvEventsSubject, loadSubject, namespace 
 import type { EventMessage } from './event-plane.js';
 import { JetStreamEventPlane, type JetStreamEventPlaneOptions, layoutStreamFor } from './jetstream-event-plane.js';
 import { nanos } from '@nats-io/nats-core';
+import { connect } from '@nats-io/transport-node';
 import { JetStreamApiCodes, StorageType, jetstreamManager } from '@nats-io/jetstream';
 
 let nats: NatsServer;
@@ -271,6 +272,19 @@ describe('JetStreamEventPlane (real nats-server)', () => {
     expect((await take(it, 2)).map((m) => m.payload)).toEqual(['b', 'c']);
     expect(Date.now() - t0).toBeLessThan(5_000);
     expect(b!.payload).toBe('b');
+  });
+
+  it('a subscription ends when its connection is closed under it (no resume against a closed connection)', async () => {
+    const ns = freshNs();
+    const subject = kvEventsSubject(ns, componentName('c'));
+    const nc = await connect({ servers: nats.url });
+    const p = JetStreamEventPlane.fromConnection(nc);
+    const it = p.subscribe({ subject, durable: 'd' })[Symbol.asyncIterator]();
+    const pending = it.next();
+    await new Promise((r) => setTimeout(r, 200));
+    await nc.close();
+    expect((await pending).done).toBe(true);
+    await p.close();
   });
 
   // These restart the file's nats-server: keep them last.

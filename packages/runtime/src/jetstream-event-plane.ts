@@ -133,6 +133,7 @@ export class JetStreamEventPlane implements EventPlane {
   private jsmPromise: Promise<JetStreamManager> | null = null;
   private closed = false;
   private connected = true;
+  private readonly unwatch: () => void;
   /** Called on every reconnect: live subscriptions resume, held publishes go out. */
   private readonly onReconnect = new Set<() => void>();
 
@@ -152,7 +153,7 @@ export class JetStreamEventPlane implements EventPlane {
     this.resolveStream = options.resolveStream;
     this.ownsConnection = options.ownsConnection ?? false;
     // (logged by whoever owns the connection)
-    watchNatsConnection(nc, this.ownsConnection ? this.log : silentLogger, {
+    this.unwatch = watchNatsConnection(nc, this.ownsConnection ? this.log : silentLogger, {
       onDisconnect: () => {
         this.connected = false;
       },
@@ -298,19 +299,32 @@ export class JetStreamEventPlane implements EventPlane {
         const floor = (): number => (unacked.size > 0 ? Math.min(...unacked) : nextSeq);
         let streamCreated: string | null = null;
         let incarnation = 0;
+        const ended = (): boolean => stopped || plane.closed || plane.nc.isClosed();
+        /** Sleep before the next resume (backoff by consecutive failures); a stop wakes it. */
+        const pause = (failures: number): Promise<void> =>
+          new Promise<void>((resolve) => {
+            const t = setTimeout(done, Math.min(RESUME_RETRY_MAX_MS, RESUME_RETRY_MS * 2 ** Math.min(failures, 8)));
+            function done(): void {
+              clearTimeout(t);
+              wake = null;
+              resolve();
+            }
+            wake = done;
+          });
         try {
-          for (let failures = 0; !stopped; ) {
+          for (let failures = 0; !ended(); ) {
             let deliveredBefore: number;
             try {
               if (incarnation > 0) plane.streams.delete(stream.name); // the server may have lost it
               await plane.ensureStream(subject);
               const created = (await (await plane.jsm()).streams.info(stream.name)).created;
-              const from =
-                incarnation === 0
-                  ? { startSeq, startAt }
-                  : // a new stream under the same name (the server lost its store): from its start
-                    { startSeq: streamCreated !== created ? 1 : floor(), startAt: 'first' as const };
+              if (streamCreated !== null && created !== streamCreated) {
+                // a new stream under the same name (the server lost its store): from its start
+                unacked.clear();
+                nextSeq = 1;
+              }
               streamCreated = created;
+              const from = incarnation === 0 ? { startSeq, startAt } : { startSeq: floor(), startAt: 'first' as const };
               const started = await plane.ensureConsumer(stream.name, durable, subject, from.startSeq, from.startAt);
               deliveredBefore = started.deliveredBefore;
               nextSeq = started.from; // (redelivered from here: nothing below is unacked)
@@ -331,25 +345,21 @@ export class JetStreamEventPlane implements EventPlane {
             } catch (e) {
               const err = e instanceof SwitchyardError ? e : unavailable(`cannot consume durable '${durable}': ${(e as Error).message}`, e);
               if (incarnation === 0) throw err;
+              if (ended()) break;
               if (failures++ === 0) plane.log.warn({ durable, stream: stream.name, err: err.message }, 'event subscription lost; resuming');
-              await new Promise<void>((resolve) => {
-                const t = setTimeout(resolve, Math.min(RESUME_RETRY_MAX_MS, RESUME_RETRY_MS * 2 ** Math.min(failures, 8)));
-                wake = () => {
-                  clearTimeout(t);
-                  resolve();
-                };
-              });
-              wake = null;
+              await pause(failures);
               continue;
             }
             if (incarnation === 0) options.onReady?.(); // the durable exists: whatever is published from now on is delivered to it
             else plane.log.info({ durable, stream: stream.name, failures }, 'event subscription resumed');
-            failures = 0;
             const current = ++incarnation;
+            const startedAt = Date.now();
+            let received = false;
             if (stopped) void msgs.close();
             try {
               for await (const m of msgs) {
                 if (stopped) break;
+                received = true;
                 const seq = m.seq;
                 nextSeq = Math.max(nextSeq, seq + 1);
                 let payload: unknown;
@@ -383,8 +393,13 @@ export class JetStreamEventPlane implements EventPlane {
                 };
               }
             } catch (e) {
-              if (!stopped) plane.log.warn({ durable, stream: stream.name, err: (e as Error).message }, 'event subscription interrupted; resuming');
+              if (!ended()) plane.log.warn({ durable, stream: stream.name, err: (e as Error).message }, 'event subscription interrupted; resuming');
             }
+            if (ended()) break;
+            // an incarnation that worked resets the backoff; one that ended at once (a pull the server
+            // refuses, another process deleting the durable) waits before the next resume
+            if (received || Date.now() - startedAt >= RESUME_RETRY_MAX_MS) failures = 0;
+            else await pause(++failures);
           }
         } finally {
           stopped = true;
@@ -471,6 +486,7 @@ export class JetStreamEventPlane implements EventPlane {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.unwatch();
     for (const s of [...this.stops]) s();
     if (this.ownsConnection && !this.nc.isClosed()) {
       await this.nc.drain().catch(() => this.nc.close());

@@ -48,12 +48,13 @@ export interface NatsConnectionWatcher {
 /**
  * Follow `nc`'s status until it closes: calls `watcher` on disconnect and reconnect, logs both
  * (warn / info) under `log`. Each call has its own status iterator, so several owners of one
- * connection can watch it.
+ * connection can watch it. Returns a function that stops watching.
  */
-export function watchNatsConnection(nc: NatsConnection, log: Logger, watcher: NatsConnectionWatcher): void {
+export function watchNatsConnection(nc: NatsConnection, log: Logger, watcher: NatsConnectionWatcher): () => void {
+  const status = nc.status();
   void (async () => {
     let since = 0;
-    for await (const s of nc.status()) {
+    for await (const s of status) {
       if (s.type === 'disconnect') {
         since = Date.now();
         log.warn({ server: s.server }, 'NATS connection lost; reconnecting');
@@ -64,4 +65,5 @@ export function watchNatsConnection(nc: NatsConnection, log: Logger, watcher: Na
       }
     }
   })().catch((e: unknown) => log.debug({ err: (e as Error).message }, 'NATS status watch ended'));
+  return () => (status as { stop?: () => void }).stop?.();
 }
