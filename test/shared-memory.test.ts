@@ -3,7 +3,9 @@
  * (files under /dev/shm), registers them, and sends inputs / receives outputs through them over
  * HTTP and gRPC.
  */
-import { closeSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, ftruncateSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
@@ -115,5 +117,57 @@ describe('system shared memory over gRPC', () => {
     await unary(client, 'SystemSharedMemoryUnregister', { name: '' });
     const err = await unaryError(client, 'SystemSharedMemoryStatus', { name: 'gin' });
     expect(err.details).toContain("Unable to find system shared memory region: 'gin'");
+  });
+});
+
+describe('system shared memory refuses what could escape /dev/shm or overflow', () => {
+  it('a symlink planted in /dev/shm is not followed: the file it points to is neither read nor written', async () => {
+    const outside = mkdtempSync(join(tmpdir(), 'sy-shm-'));
+    const secret = join(outside, 'secret');
+    writeFileSync(secret, Buffer.alloc(128, 7));
+    const link = `/${tag}_link`;
+    symlinkSync(secret, `/dev/shm${link}`);
+    try {
+      for (const key of [link, `/${tag}_link/`, `/../${outside.slice(1)}/secret`, '/..']) {
+        const r = await post(`${worker.httpUrl}/v2/systemsharedmemory/region/evil/register`, { key, offset: 0, byte_size: 128 });
+        expect([r.status, r.json()], key).toEqual([500, { error: `Unable to open shared memory region: '${key}'` }]);
+      }
+      const err = await unaryError(client, 'SystemSharedMemoryRegister', { name: 'evil', key: link, offset: 0, byte_size: 128 });
+      expect([err.code, err.details]).toEqual([13, `Unable to open shared memory region: '${link}'`]);
+      expect((await get(`${worker.httpUrl}/v2/systemsharedmemory/status`)).json()).toEqual([]);
+      expect(readFileSync(secret)).toEqual(Buffer.alloc(128, 7));
+    } finally {
+      rmSync(`/dev/shm${link}`, { force: true });
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it('a tensor read above 2 GiB from a registered region is a 400, and the worker keeps serving', async () => {
+    // A sparse 3 GiB object: registering it is allowed, reading a 3 GiB tensor from it is not.
+    const bigKey = `/${tag}_big`;
+    const fd = openSync(`/dev/shm${bigKey}`, 'w');
+    ftruncateSync(fd, 3 * 2 ** 30);
+    closeSync(fd);
+    try {
+      expect((await post(`${worker.httpUrl}/v2/systemsharedmemory/region/big/register`, { key: bigKey, offset: 0, byte_size: 3 * 2 ** 30 })).status).toBe(200);
+      const tooBig = 3 * 2 ** 30;
+      const r = await post(`${worker.httpUrl}/v2/models/simple/infer`, {
+        inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape: [1, 16], datatype: 'INT32', parameters: { shared_memory_region: 'big', shared_memory_byte_size: tooBig } })),
+      });
+      expect([r.status, r.json()]).toEqual([
+        400,
+        { error: `shared memory region 'big': a tensor of ${tooBig} bytes exceeds the largest this server reads from shared memory (2147483647 bytes)` },
+      ]);
+      const shm = { shared_memory_region: { string_param: 'big' }, shared_memory_byte_size: { int64_param: tooBig } };
+      const err = await unaryError(client, 'ModelInfer', {
+        model_name: 'simple',
+        inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], parameters: shm })),
+      });
+      expect([err.code, err.details]).toEqual([3, expect.stringContaining('exceeds the largest this server reads from shared memory')]);
+      expect((await get(`${worker.httpUrl}/v2/health/live`)).status).toBe(200);
+    } finally {
+      await post(`${worker.httpUrl}/v2/systemsharedmemory/region/big/unregister`, undefined);
+      rmSync(`/dev/shm${bigKey}`, { force: true });
+    }
   });
 });

@@ -1,9 +1,10 @@
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SwitchyardError } from '@switchyard/common';
-import { CLIENT_SHM_DISABLED_MESSAGE, SharedMemoryManager } from './shared-memory.js';
+import { CLIENT_SHM_DISABLED_MESSAGE, MAX_SHM_TENSOR_BYTES, SharedMemoryManager } from './shared-memory.js';
 
 function codeOf(fn: () => unknown): [string, string] {
   try {
@@ -81,5 +82,52 @@ describe('SharedMemoryManager', () => {
     expect([...file.subarray(20, 24)]).toEqual([1, 2, 3, 4]);
     expect([...shm.read('out', 4, 4)]).toEqual([1, 2, 3, 4]);
     expect(shm.regionByteSize('out')).toBe(16);
+  });
+
+  it('opens only regular files directly in the shm directory, never through a symlink', () => {
+    // A file outside the shm directory, as a root-only file would be, and links to it planted inside.
+    const outside = fs.mkdtempSync(path.join(os.tmpdir(), 'shm-outside-'));
+    try {
+      const secret = path.join(outside, 'secret');
+      fs.writeFileSync(secret, 'top secret, do not read or overwrite');
+      fs.symlinkSync(secret, path.join(dir, 'link'));
+      fs.symlinkSync(path.join(dir, 'region_a'), path.join(dir, 'link_inside'));
+      fs.mkdirSync(path.join(dir, 'subdir'));
+      fs.writeFileSync(path.join(dir, 'subdir', 'r'), Buffer.alloc(8));
+      execFileSync('mkfifo', [path.join(dir, 'fifo')]);
+      const refused = (key: string) => ['internal', `Unable to open shared memory region: '${key}'`];
+      for (const key of ['/link', 'link', '//link', '/link_inside', '/subdir', '/subdir/r', '/fifo', '/../region_a', '/..', '/.', '/', '', 'a\0b']) {
+        expect(codeOf(() => shm.register('r', key, 0, 4)), key).toEqual(refused(key));
+      }
+      expect(shm.status()).toEqual([]);
+      expect(fs.readFileSync(secret, 'utf8')).toBe('top secret, do not read or overwrite');
+    } finally {
+      fs.rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses Triton's reserved key prefix", () => {
+    fs.writeFileSync(path.join(dir, 'triton_python_backend_shm_region_x'), Buffer.alloc(8));
+    expect(codeOf(() => shm.register('r', '/triton_python_backend_shm_region_x', 0, 8))).toEqual([
+      'invalid_argument',
+      "cannot register shared memory region 'r' with key '/triton_python_backend_shm_region_x' as the key contains the reserved prefix 'triton_python_backend_shm_region_'",
+    ]);
+  });
+
+  it('refuses a read above the largest tensor before allocating it, and overflowing ranges', () => {
+    // A sparse 3 GiB region: registering it is fine, reading more than INT32_MAX bytes at once is not.
+    const big = path.join(dir, 'big');
+    const fd = fs.openSync(big, 'w');
+    fs.ftruncateSync(fd, 3 * 2 ** 30);
+    fs.closeSync(fd);
+    shm.register('big', '/big', 0, 3 * 2 ** 30);
+    expect(codeOf(() => shm.read('big', 0, MAX_SHM_TENSOR_BYTES + 1))).toEqual([
+      'invalid_argument',
+      `shared memory region 'big': a tensor of ${MAX_SHM_TENSOR_BYTES + 1} bytes exceeds the largest this server reads from shared memory (${MAX_SHM_TENSOR_BYTES} bytes)`,
+    ]);
+    expect(codeOf(() => shm.read('big', 2 ** 31, 2 ** 31))).toEqual(['invalid_argument', "Invalid offset + byte size for shared memory region: 'big'"]);
+    expect(codeOf(() => shm.read('big', 1, Number.MAX_SAFE_INTEGER))).toEqual(['invalid_argument', "Invalid offset + byte size for shared memory region: 'big'"]);
+    expect(codeOf(() => shm.register('huge', '/big', 2 ** 62, 2 ** 62))).toEqual(['invalid_argument', "failed to register shared memory region 'huge': invalid args"]);
+    expect([...shm.read('big', 3 * 2 ** 30 - 4, 4)]).toEqual([0, 0, 0, 0]);
   });
 });

@@ -11,6 +11,15 @@
  * locking is needed. Regions sharing a key share one descriptor (reference counted), as Triton
  * shares one mapping.
  *
+ * Opening, as glibc's `shm_open` does under /dev/shm: the key names one entry directly inside the
+ * shm directory (leading slashes stripped; no other '/', not '.' or '..'), opened with
+ * O_NOFOLLOW so a symlink planted there is refused, and the opened descriptor must be a regular
+ * file (fstat on the descriptor, so nothing can be swapped in between the check and the use).
+ *
+ * Size: one tensor read from a region is at most `MAX_SHM_TENSOR_BYTES` (INT32_MAX, the largest
+ * message Triton's gRPC door accepts); a larger read is refused before anything is allocated.
+ * Reads and writes go in chunks of at most `IO_CHUNK_BYTES`, below what one `fs` call takes.
+ *
  * Error messages and codes are Triton's (`server:src/shared_memory_manager.cc`).
  */
 import * as fs from 'node:fs';
@@ -29,6 +38,18 @@ export const CLIENT_SHM_DISABLED_MESSAGE =
   "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.";
 
 export const DEFAULT_SHM_DIR = '/dev/shm';
+
+/** Keys Triton reserves for its Python backend's own regions; registering one is invalid_argument. */
+export const RESERVED_SHM_KEY_PREFIX = 'triton_python_backend_shm_region_';
+
+/** The largest tensor one shared-memory read may produce, in bytes (INT32_MAX). */
+export const MAX_SHM_TENSOR_BYTES = 2 ** 31 - 1;
+
+/** Largest single `fs.readSync` / `fs.writeSync` (Node refuses lengths above INT32_MAX). */
+const IO_CHUNK_BYTES = 1 << 30;
+
+/** open(2) flags: read-write, never through a symlink, never blocking on a FIFO planted as a key. */
+const OPEN_FLAGS = fs.constants.O_RDWR | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
 
 interface OpenFile {
   fd: number;
@@ -67,6 +88,11 @@ export class SharedMemoryManager {
    * invalid_argument when the range exceeds the object.
    */
   register(name: string, key: string, offset: number, byteSize: number): void {
+    if (key.replace(/^\/+/, '').startsWith(RESERVED_SHM_KEY_PREFIX)) {
+      throw invalidArgument(
+        `cannot register shared memory region '${name}' with key '${key}' as the key contains the reserved prefix '${RESERVED_SHM_KEY_PREFIX}'`,
+      );
+    }
     if (this.#regions.has(name)) throw alreadyExists(`shared memory region '${name}' already in manager`);
     if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(byteSize) || byteSize < 0) {
       throw invalidArgument(`failed to register shared memory region '${name}': invalid args`);
@@ -107,13 +133,21 @@ export class SharedMemoryManager {
     return [toStatus(region)];
   }
 
-  /** Copy `byteSize` bytes at `offset` inside region `name` (infer-time input). */
+  /**
+   * Copy `byteSize` bytes at `offset` inside region `name` (infer-time input). A read above
+   * `MAX_SHM_TENSOR_BYTES` is invalid_argument, refused before any allocation.
+   */
   read(name: string, offset: number, byteSize: number): Uint8Array {
     const region = this.#lookup(name, offset, byteSize);
+    if (byteSize > MAX_SHM_TENSOR_BYTES) {
+      throw invalidArgument(
+        `shared memory region '${name}': a tensor of ${byteSize} bytes exceeds the largest this server reads from shared memory (${MAX_SHM_TENSOR_BYTES} bytes)`,
+      );
+    }
     const out = new Uint8Array(byteSize);
     let done = 0;
     while (done < byteSize) {
-      const n = fs.readSync(region.file.fd, out, done, byteSize - done, region.offset + offset + done);
+      const n = fs.readSync(region.file.fd, out, done, Math.min(byteSize - done, IO_CHUNK_BYTES), region.offset + offset + done);
       if (n === 0) throw internal(`Invalid offset + byte size for shared memory region: '${name}'`);
       done += n;
     }
@@ -125,7 +159,7 @@ export class SharedMemoryManager {
     const region = this.#lookup(name, offset, data.byteLength);
     let done = 0;
     while (done < data.byteLength) {
-      done += fs.writeSync(region.file.fd, data, done, data.byteLength - done, region.offset + offset + done);
+      done += fs.writeSync(region.file.fd, data, done, Math.min(data.byteLength - done, IO_CHUNK_BYTES), region.offset + offset + done);
     }
   }
 
@@ -152,17 +186,33 @@ export class SharedMemoryManager {
     this.unregister();
   }
 
+  /**
+   * Open the object `key` names, as shm_open would, or throw internal with Triton's message: a key
+   * glibc refuses (empty, an inner '/', '.' or '..', a NUL byte), a missing entry, a symlink
+   * (O_NOFOLLOW: ELOOP) and anything that is not a regular file once opened.
+   */
   #open(key: string): number {
-    // glibc's shm_open strips leading slashes; a key with an inner '/' or '..' is not a valid name.
+    const failure = (cause?: unknown) => internal(`Unable to open shared memory region: '${key}'`, cause);
     const base = key.replace(/^\/+/, '');
-    if (base === '' || base.includes('/') || base === '.' || base === '..') {
-      throw internal(`Unable to open shared memory region: '${key}'`);
-    }
+    if (base === '' || base.includes('/') || base.includes('\0') || base === '.' || base === '..') throw failure();
+    let fd: number;
     try {
-      return fs.openSync(path.join(this.#shmDir, base), 'r+');
+      fd = fs.openSync(path.join(this.#shmDir, base), OPEN_FLAGS);
     } catch (e) {
-      throw internal(`Unable to open shared memory region: '${key}'`, e);
+      throw failure(e);
     }
+    let regular: boolean;
+    try {
+      regular = fs.fstatSync(fd).isFile();
+    } catch (e) {
+      closeQuietly(fd);
+      throw failure(e);
+    }
+    if (!regular) {
+      closeQuietly(fd);
+      throw failure();
+    }
+    return fd;
   }
 
   #lookup(name: string, offset: number, byteSize: number): Region {
