@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, UsageError, helpText, parseRouterArgs } from './options.js';
+import { DEFAULTS, UsageError, accessPolicy, helpText, parseRouterArgs } from './options.js';
 
 const ETCD = '--etcd=http://127.0.0.1:2379';
 const NATS = ['--nats', 'nats://127.0.0.1:4222'];
@@ -19,7 +19,7 @@ const usage = (argv: string[]): string => {
 describe('parseRouterArgs', () => {
   it('applies the documented defaults', () => {
     const o = parseRouterArgs(INFRA);
-    expect(o).toEqual({ ...DEFAULTS, etcd: 'http://127.0.0.1:2379', nats: 'nats://127.0.0.1:4222', redis: 'redis://127.0.0.1:6379', help: false });
+    expect(o).toEqual({ ...DEFAULTS, etcd: 'http://127.0.0.1:2379', nats: 'nats://127.0.0.1:4222', redis: 'redis://127.0.0.1:6379', help: false, httpRestrictedApi: [], grpcRestrictedProtocol: [] });
     expect(o).toMatchObject({ httpPort: 8080, grpcPort: 8081, metricsPort: 8082, routerMode: 'kv', kvOverlapScoreWeight: 1, routerTemperature: 0, migrationLimit: 3 });
   });
 
@@ -88,5 +88,25 @@ describe('parseRouterArgs', () => {
     for (const flag of ['--etcd=VALUE', '--router-mode=kv|round-robin|random|least-loaded', '--kv-overlap-score-weight=F', '--migration-limit=N', '--help']) {
       expect(help).toContain(flag);
     }
+  });
+
+  it('takes the worker\'s access flags: restricted APIs per door and the OpenAI API key', () => {
+    const o = parseRouterArgs([
+      ...INFRA,
+      '--http-restricted-api=model-repository,inference:admin-key=a',
+      '--grpc-restricted-protocol',
+      'inference:infer-key=i',
+      '--openai-api-key=sk-1',
+    ]);
+    const policy = accessPolicy(o);
+    expect([...policy.http.keys()]).toEqual(['model-repository', 'inference']);
+    expect(policy.grpc.get('inference')).toEqual({ header: 'triton-grpc-protocol-infer-key', value: 'i' });
+    expect(policy.openaiApiKey).toBe('sk-1');
+    expect(usage([...INFRA, '--http-restricted-api=model-reposit:k=v'])).toBe("unknown restricted api 'model-reposit'");
+    expect(usage([...INFRA, '--grpc-restricted-protocol=health:k=v', '--grpc-restricted-protocol=health:k=w'])).toBe(
+      "restricted protocol 'health' can not be specified in multiple config groups",
+    );
+    expect(usage([...INFRA, '--openai-api-key='])).toContain('--openai-api-key must be');
+    expect(accessPolicy(parseRouterArgs(INFRA))).toEqual({ http: new Map(), grpc: new Map() });
   });
 });

@@ -9,6 +9,7 @@
 import { UsageError, flagHelpLines, parseFlags, type FlagTable, type LogFormat } from '@switchyard/cli';
 import { DEFAULT_PROBE_TIMEOUT_MS, DEFAULT_STALL_PROBE_MS, type RouterMode } from '@switchyard/cluster';
 import { NAME_PATTERN } from '@switchyard/runtime';
+import { API_GROUPS, type AccessPolicy, accessPolicy as compileAccessPolicy } from '@switchyard/server';
 
 export { UsageError };
 export type { RouterMode };
@@ -54,9 +55,15 @@ export interface RouterOptions {
   /** Seconds to wait for in-flight requests on SIGTERM/SIGINT before exiting anyway. */
   exitTimeoutSecs: number;
   help: boolean;
+  /** `--http-restricted-api` values as given (Triton's `<api>[,<api>...]:<header>=<value>`), repeatable; see `accessPolicy()`. */
+  httpRestrictedApi: string[];
+  /** `--grpc-restricted-protocol` values as given (metadata key `triton-grpc-protocol-<key>`), repeatable. */
+  grpcRestrictedProtocol: string[];
+  /** `--openai-api-key`: the bearer token every OpenAI `/v1` request must send; undefined = open. */
+  openaiApiKey?: string;
 }
 
-export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help'> = {
+export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | 'httpRestrictedApi' | 'grpcRestrictedProtocol' | 'openaiApiKey'> = {
   httpPort: 8080,
   grpcPort: 8081,
   metricsPort: 8082,
@@ -103,10 +110,21 @@ const FLAGS: FlagTable<RouterOptions> = {
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
   'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
+  'http-restricted-api': {
+    kind: 'strings',
+    key: 'httpRestrictedApi',
+    help: `Require a header for API groups over HTTP: '<api>[,<api>...]:<header>=<value>' (repeatable; default none). APIs: ${API_GROUPS.join(', ')}.`,
+  },
+  'grpc-restricted-protocol': {
+    kind: 'strings',
+    key: 'grpcRestrictedProtocol',
+    help: "Require metadata 'triton-grpc-protocol-<key>: <value>' for API groups over gRPC: '<api>[,<api>...]:<key>=<value>' (repeatable; default none).",
+  },
+  'openai-api-key': { kind: 'string', key: 'openaiApiKey', help: "Require 'Authorization: Bearer <key>' on every OpenAI /v1 request (default none)." },
 };
 
 export function parseRouterArgs(argv: readonly string[]): RouterOptions {
-  const out = parseFlags(argv, FLAGS, { ...DEFAULTS, etcd: '', nats: '', redis: '', help: false });
+  const out = parseFlags(argv, FLAGS, { ...DEFAULTS, etcd: '', nats: '', redis: '', help: false, httpRestrictedApi: [], grpcRestrictedProtocol: [] });
   return validate(out);
 }
 
@@ -125,7 +143,17 @@ function validate(o: RouterOptions): RouterOptions {
   if (!NAME_PATTERN.test(o.namespace)) {
     throw new UsageError(`flag '--namespace' must be 1-63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit; got '${o.namespace}'`);
   }
+  accessPolicy(o);
   return o;
+}
+
+/** What the access flags ask the front doors to enforce; a malformed flag is a UsageError (Triton's wording). */
+export function accessPolicy(o: Pick<RouterOptions, 'httpRestrictedApi' | 'grpcRestrictedProtocol' | 'openaiApiKey'>): AccessPolicy {
+  try {
+    return compileAccessPolicy(o);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
 }
 
 /** One URL, or for etcd and NATS several separated by commas (a client tries each). */

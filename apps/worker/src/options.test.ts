@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, UsageError, helpText, isClusterMode, parseWorkerArgs } from './options.js';
+import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, UsageError, accessPolicy, helpText, isClusterMode, parseWorkerArgs } from './options.js';
 
 describe('parseWorkerArgs', () => {
   it('applies tritonserver defaults', () => {
@@ -99,5 +99,44 @@ describe('cluster flags', () => {
     const help = helpText();
     for (const flag of ['--etcd', '--nats', '--redis', '--namespace', '--kv-events']) expect(help).toContain(flag);
     expect(help).toMatch(/does not use Redis yet/);
+  });
+
+  it("parses Triton's --http-restricted-api / --grpc-restricted-protocol and --openai-api-key, with Triton's messages", () => {
+    const o = parseWorkerArgs([
+      '--model-repository=/m',
+      '--http-restricted-api=model-repository,shared-memory:Admin-Key=a=b',
+      '--http-restricted-api',
+      'inference:infer-key=i',
+      '--grpc-restricted-protocol=model-repository:admin-key=a',
+      '--openai-api-key',
+      'sk-1',
+    ]);
+    expect(o.httpRestrictedApi).toEqual(['model-repository,shared-memory:Admin-Key=a=b', 'inference:infer-key=i']);
+    const policy = accessPolicy(o);
+    expect(Object.fromEntries(policy.http)).toEqual({
+      'model-repository': { header: 'Admin-Key', value: 'a=b' },
+      'shared-memory': { header: 'Admin-Key', value: 'a=b' },
+      inference: { header: 'infer-key', value: 'i' },
+    });
+    expect(Object.fromEntries(policy.grpc)).toEqual({ 'model-repository': { header: 'triton-grpc-protocol-admin-key', value: 'a' } });
+    expect(policy.openaiApiKey).toBe('sk-1');
+    expect(accessPolicy(parseWorkerArgs(['--model-repository=/m']))).toEqual({ http: new Map(), grpc: new Map() });
+
+    const usage = (argv: string[]) => {
+      try {
+        parseWorkerArgs(['--model-repository=/m', ...argv]);
+      } catch (e) {
+        expect(e).toBeInstanceOf(UsageError);
+        return (e as Error).message;
+      }
+      return 'accepted';
+    };
+    expect(usage(['--http-restricted-api=model-repository,health:k1=v1', '--http-restricted-api=metadata,health:k2=v2'])).toBe(
+      "restricted api 'health' can not be specified in multiple config groups",
+    );
+    expect(usage(['--http-restricted-api=model-reposit,health:k1=v1'])).toBe("unknown restricted api 'model-reposit'");
+    expect(usage(['--grpc-restricted-protocol=inference'])).toBe("--grpc-restricted-protocol option format is '<config name>:<setting>=<value>'. Got inference");
+    expect(usage(['--openai-api-key=has space'])).toContain('--openai-api-key must be');
+    expect(helpText()).toContain('--http-restricted-api');
   });
 });

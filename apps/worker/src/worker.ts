@@ -8,7 +8,7 @@ import type { Logger } from '@switchyard/common';
 import { createDiscovery, createEventPlane, createRequestPlane, type EventPlane, type RequestPlane, type RuntimeConfig } from '@switchyard/runtime';
 import { createEngine, type Engine } from '@switchyard/engine';
 import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
-import { DEFAULT_CLUSTER_NAMESPACE, isClusterMode, responseCacheByteSize, type WorkerOptions } from './options.js';
+import { DEFAULT_CLUSTER_NAMESPACE, accessPolicy, isClusterMode, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { levelFor } from './logger.js';
 
 /** The version reported by server metadata: Triton's protocol version this worker follows. */
@@ -95,6 +95,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     shm,
     settings,
     logger,
+    access: accessPolicy(options),
     ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize } } : {}),
     ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, maxMessageBytes: options.grpcMaxMessageSize } } : {}),
     ...(options.allowMetrics ? { metrics: { port: options.metricsPort, host: options.metricsAddress } } : {}),

@@ -17,6 +17,10 @@ export const ERROR_CODES = [
   'cancelled',
   'deadline_exceeded',
   'capacity_exhausted',
+  /** The request lacks the credential a restricted API group requires (`--http-restricted-api`, `--grpc-restricted-protocol`). */
+  'permission_denied',
+  /** The request's API key is missing or wrong (`--openai-api-key`). */
+  'unauthenticated',
   'internal',
   'unknown',
 ] as const;
@@ -49,6 +53,10 @@ export const deadlineExceeded = (message: string, cause?: unknown): SwitchyardEr
   new SwitchyardError('deadline_exceeded', message, { cause });
 export const capacityExhausted = (message: string, cause?: unknown): SwitchyardError =>
   new SwitchyardError('capacity_exhausted', message, { cause });
+export const permissionDenied = (message: string, cause?: unknown): SwitchyardError =>
+  new SwitchyardError('permission_denied', message, { cause });
+export const unauthenticated = (message: string, cause?: unknown): SwitchyardError =>
+  new SwitchyardError('unauthenticated', message, { cause });
 export const internal = (message: string, cause?: unknown): SwitchyardError =>
   new SwitchyardError('internal', message, { cause });
 

@@ -9,7 +9,9 @@ export {
   invalidArgument,
   isSwitchyardError,
   notFound,
+  permissionDenied,
   toSwitchyardError,
+  unauthenticated,
   unavailable,
   unsupported,
 } from './errors.js';

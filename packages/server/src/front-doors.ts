@@ -8,6 +8,7 @@
  */
 import type { InferenceEngine } from '@switchyard/engine';
 import type { Logger } from '@switchyard/common';
+import { type AccessPolicy, OPEN_ACCESS } from './access-control.js';
 import { createGrpcServer } from './grpc/grpc-server.js';
 import { createHttpServer } from './http/http-server.js';
 import { createMetricsServer } from './metrics/metrics-server.js';
@@ -19,6 +20,8 @@ export interface FrontDoorsOptions {
   readonly shm: SharedMemoryManager;
   readonly settings: ServerSettings;
   readonly logger: Logger;
+  /** Restricted API groups per door and the OpenAI API key; default everything open. */
+  readonly access?: AccessPolicy;
   /** Each door: undefined = off. */
   readonly http?: { readonly port: number; readonly host: string; readonly maxInputSize: number };
   readonly grpc?: { readonly port: number; readonly host: string; readonly maxMessageBytes?: number };
@@ -38,15 +41,16 @@ export interface FrontDoors {
 
 export function createFrontDoors(o: FrontDoorsOptions): FrontDoors {
   const doors: Array<{ name: keyof FrontDoorPorts; door: { listen(): Promise<number>; close(): Promise<void> } }> = [];
+  const access = o.access ?? OPEN_ACCESS;
   if (o.http !== undefined) {
     const { port, host, maxInputSize } = o.http;
-    doors.push({ name: 'http', door: createHttpServer({ engine: o.engine, shm: o.shm, settings: o.settings, port, host, maxInputSize, logger: o.logger.child({ component: 'http' }) }) });
+    doors.push({ name: 'http', door: createHttpServer({ engine: o.engine, shm: o.shm, settings: o.settings, port, host, maxInputSize, access, logger: o.logger.child({ component: 'http' }) }) });
   }
   if (o.grpc !== undefined) {
     const { port, host, maxMessageBytes } = o.grpc;
     doors.push({
       name: 'grpc',
-      door: createGrpcServer({ engine: o.engine, shm: o.shm, settings: o.settings, port, host, ...(maxMessageBytes === undefined ? {} : { maxMessageBytes }), logger: o.logger.child({ component: 'grpc' }) }),
+      door: createGrpcServer({ engine: o.engine, shm: o.shm, settings: o.settings, port, host, ...(maxMessageBytes === undefined ? {} : { maxMessageBytes }), restrictions: access.grpc, logger: o.logger.child({ component: 'grpc' }) }),
     });
   }
   if (o.metrics !== undefined) {

@@ -11,6 +11,9 @@ const STATUS: Record<ErrorCode, number> = {
   capacity_exhausted: 503,
   deadline_exceeded: 503,
   unsupported: 501,
+  // A restricted API without its header: Triton's RespondIfRestricted answers 403.
+  permission_denied: 403,
+  unauthenticated: 401,
   invalid_argument: 400,
   already_exists: 400,
   cancelled: 400,

@@ -5,9 +5,11 @@
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { silentLogger, type Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
+import type { Restrictions } from '../access-control.js';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import { adminHandlers } from './admin-handlers.js';
+import { restrictedProtocolInterceptor } from './grpc-access.js';
 import type { GrpcContext } from './grpc-context.js';
 import { healthHandlers, modelHandlers } from './model-handlers.js';
 import { modelInferHandler } from './model-infer.js';
@@ -36,6 +38,8 @@ export interface GrpcServerOptions {
   maxMessageBytes?: number;
   /** How long close() lets in-flight calls finish before cancelling them. */
   shutdownTimeoutMs?: number;
+  /** `--grpc-restricted-protocol` groups (metadata keys prefixed `triton-grpc-protocol-`); default none. */
+  restrictions?: Restrictions;
   logger?: Logger;
 }
 
@@ -61,6 +65,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const server = new Server({
     'grpc.max_receive_message_length': maxBytes,
     'grpc.max_send_message_length': maxBytes,
+    interceptors: options.restrictions !== undefined && options.restrictions.size > 0 ? [restrictedProtocolInterceptor(options.restrictions)] : [],
   });
   server.addService(protos.inferenceService, {
     ...modelHandlers(ctx),

@@ -13,6 +13,10 @@ const STATUS_BY_CODE: Record<ErrorCode, status> = {
   capacity_exhausted: status.UNAVAILABLE,
   deadline_exceeded: status.UNAVAILABLE,
   unsupported: status.UNIMPLEMENTED,
+  // A restricted protocol without its metadata: Triton answers UNAVAILABLE, and its clients and
+  // tests expect that code (grpc_server.cc, infer_handler.cc).
+  permission_denied: status.UNAVAILABLE,
+  unauthenticated: status.UNAUTHENTICATED,
   already_exists: status.ALREADY_EXISTS,
   cancelled: status.CANCELLED,
   internal: status.INTERNAL,

@@ -1,5 +1,6 @@
 /** What every HTTP handler may use. Built once by `createHttpServer`; handlers hold no other state. */
 import type { Logger } from '@switchyard/common';
+import type { AccessPolicy } from '../access-control.js';
 import type { InferenceEngine } from '@switchyard/engine';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
@@ -11,4 +12,6 @@ export interface HttpContext {
   /** `--http-max-input-size` in bytes, applied to every body (and to decompressed bodies). */
   maxInputSize: number;
   logger: Logger;
+  /** Restricted API groups and the OpenAI API key, checked before any route is served. */
+  access: AccessPolicy;
 }

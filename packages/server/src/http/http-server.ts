@@ -13,6 +13,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type Logger, SwitchyardError, invalidArgument, silentLogger, toSwitchyardError } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
+import { type AccessPolicy, OPEN_ACCESS, authorizeHttp } from '../access-control.js';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import { DEFAULT_MAX_INPUT_SIZE, declaredLength, inputTooLarge } from './http-body.js';
@@ -44,6 +45,8 @@ export interface HttpServerOptions {
   host?: string;
   /** `--http-max-input-size` in bytes (default 64 MiB): the largest request body, before and after decompression. */
   maxInputSize?: number;
+  /** `--http-restricted-api` groups and `--openai-api-key`; default everything open. */
+  access?: AccessPolicy;
   logger?: Logger;
 }
 
@@ -61,6 +64,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
     settings: options.settings,
     maxInputSize: options.maxInputSize !== undefined && options.maxInputSize > 0 ? options.maxInputSize : DEFAULT_MAX_INPUT_SIZE,
     logger: options.logger ?? silentLogger,
+    access: options.access ?? OPEN_ACCESS,
   };
   let inFlight = 0;
   let closing = false;
@@ -81,11 +85,19 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
   });
   // Refuse an oversized body before the client sends it (curl sends `Expect: 100-continue`).
   server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const path = pathOf(req.url);
+    const refused = authorizeHttp(ctx.access, path, matchRoute(path), req.headers);
+    if (refused !== undefined) {
+      res.setHeader('Connection', 'close');
+      if (isOpenAiPath(path)) sendOpenAiError(res, refused);
+      else sendError(res, refused);
+      return;
+    }
     const declared = declaredLength(req);
     if (declared !== undefined && declared > ctx.maxInputSize) {
       res.setHeader('Connection', 'close');
       const error = inputTooLarge(declared, ctx.maxInputSize);
-      if (isOpenAiPath(pathOf(req.url))) sendOpenAiError(res, error);
+      if (isOpenAiPath(path)) sendOpenAiError(res, error);
       else sendError(res, error);
       return;
     }
@@ -115,6 +127,13 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
 async function handle(ctx: HttpContext, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const path = pathOf(req.url);
   const route = matchRoute(path);
+  // Credentials first, as Triton checks a restricted API before anything else of the request.
+  const refused = authorizeHttp(ctx.access, path, route, req.headers);
+  if (refused !== undefined) {
+    if (isOpenAiPath(path)) sendOpenAiError(res, refused);
+    else sendError(res, refused);
+    return;
+  }
   if (route === undefined) {
     if (isOpenAiPath(path)) sendOpenAiStatus(res, 404, `no route for ${req.method ?? ''} ${path}`);
     else sendJson(res, 404, JSON.stringify({ error: 'Not Found' }));

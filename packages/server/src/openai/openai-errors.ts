@@ -7,7 +7,8 @@
  *   values; the SDK picks its exception class from the status alone).
  * - `param`: the request field an `InvalidParamError` names, else null.
  * - `code`: `model_not_found` for `not_found` (the only thing the OpenAI door looks up is the model),
- *   else null.
+ *   `invalid_api_key` for `unauthenticated` (`--openai-api-key`), else null.
+ * - A 401 carries `WWW-Authenticate: Bearer` (RFC 9110).
  */
 import type { ServerResponse } from 'node:http';
 import { type SwitchyardError, toSwitchyardError } from '@switchyard/common';
@@ -23,12 +24,13 @@ export function openAiErrorBody(status: number, message: string, param: string |
 export function renderOpenAiError(error: unknown): { status: number; body: OpenAiErrorBody } {
   const e: SwitchyardError = toSwitchyardError(error);
   const status = httpStatusFromErrorCode(e.code);
-  return { status, body: openAiErrorBody(status, e.message, errorParam(e), e.code === 'not_found' ? 'model_not_found' : null) };
+  const code = e.code === 'not_found' ? 'model_not_found' : e.code === 'unauthenticated' ? 'invalid_api_key' : null;
+  return { status, body: openAiErrorBody(status, e.message, errorParam(e), code) };
 }
 
 export function sendOpenAiError(res: ServerResponse, error: unknown): void {
   const { status, body } = renderOpenAiError(error);
-  sendJson(res, status, JSON.stringify(body));
+  sendJson(res, status, JSON.stringify(body), status === 401 ? { 'WWW-Authenticate': 'Bearer' } : {});
 }
 
 /** A status the router decides (404 unknown path, 405 wrong method), with OpenAI's body. */
