@@ -6,6 +6,7 @@
  * (`--grpc-restricted-protocol`), and the OpenAI routes with `--openai-api-key`; every other group
  * stays open.
  */
+import { request } from 'node:http';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { llmFixtureRepositoryFiles } from '@switchyard/onnx-builder';
@@ -63,6 +64,26 @@ describe('--http-restricted-api over HTTP', () => {
     const shm = await post(`${worker.httpUrl}/v2/systemsharedmemory/region/r/register`, { key: '/anything', byte_size: 8 });
     expect([shm.status, shm.json()]).toEqual(refused);
     expect((await get(`${worker.httpUrl}/v2/systemsharedmemory/status`)).status).toBe(403);
+  });
+
+  it('refuses an upload announced with Expect: 100-continue before the client sends the body', async () => {
+    const url = new URL(`${worker.httpUrl}/v2/repository/models/simple/load`);
+    const answer = await new Promise<{ status: number; body: string; continued: boolean }>((resolve, reject) => {
+      let continued = false;
+      const req = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { expect: '100-continue', 'content-length': 10_000_000 } });
+      req.on('continue', () => {
+        continued = true;
+        req.destroy();
+      });
+      req.on('response', (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, continued }));
+      });
+      req.on('error', reject);
+      req.flushHeaders();
+    });
+    expect(answer).toEqual({ status: 403, body: JSON.stringify({ error: "This API is restricted, expecting header 'Admin-Key'" }), continued: false });
   });
 
   it('serves the restricted groups with the header (any case of its name) and leaves the others open', async () => {
