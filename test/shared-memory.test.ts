@@ -151,19 +151,25 @@ describe('system shared memory refuses what could escape /dev/shm or overflow', 
     try {
       expect((await post(`${worker.httpUrl}/v2/systemsharedmemory/region/big/register`, { key: bigKey, offset: 0, byte_size: 3 * 2 ** 30 })).status).toBe(200);
       const tooBig = 3 * 2 ** 30;
-      const r = await post(`${worker.httpUrl}/v2/models/simple/infer`, {
-        inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape: [1, 16], datatype: 'INT32', parameters: { shared_memory_region: 'big', shared_memory_byte_size: tooBig } })),
-      });
-      expect([r.status, r.json()]).toEqual([
-        400,
-        { error: `shared memory region 'big': a tensor of ${tooBig} bytes exceeds the largest this server reads from shared memory (2147483647 bytes)` },
-      ]);
+      const infer = (datatype: string, shape: number[]) =>
+        post(`${worker.httpUrl}/v2/models/simple/infer`, {
+          inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape, datatype, parameters: { shared_memory_region: 'big', shared_memory_byte_size: tooBig } })),
+        });
+      // A fixed-size input must fit its shape exactly (Triton's check), before anything is read.
+      const mismatch = await infer('INT32', [1, 16]);
+      expect([mismatch.status, mismatch.json()]).toEqual([400, { error: `unexpected total byte size ${tooBig} for input 'INPUT0', expecting 64` }]);
+      // A shape that does claim 3 GiB, or BYTES, meets the 2 GiB cap.
+      const capped = { error: `shared memory region 'big': a tensor of ${tooBig} bytes exceeds the largest this server reads from shared memory (2147483647 bytes)` };
+      for (const [datatype, shape] of [['INT32', [1, tooBig / 4]], ['BYTES', [1, 1]]] as const) {
+        const r = await infer(datatype, [...shape]);
+        expect([r.status, r.json()], datatype).toEqual([400, capped]);
+      }
       const shm = { shared_memory_region: { string_param: 'big' }, shared_memory_byte_size: { int64_param: tooBig } };
       const err = await unaryError(client, 'ModelInfer', {
         model_name: 'simple',
-        inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], parameters: shm })),
+        inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, tooBig / 4], parameters: shm })),
       });
-      expect([err.code, err.details]).toEqual([3, expect.stringContaining('exceeds the largest this server reads from shared memory')]);
+      expect([err.code, err.details]).toEqual([3, capped.error]);
       expect((await get(`${worker.httpUrl}/v2/health/live`)).status).toBe(200);
     } finally {
       await post(`${worker.httpUrl}/v2/systemsharedmemory/region/big/unregister`, undefined);

@@ -11,8 +11,8 @@
  *
  * Both front doors use these functions.
  */
-import { internal } from '@switchyard/common';
-import type { InferRequest, InferResponse, InferTensor, Parameters } from '@switchyard/kserve';
+import { internal, invalidArgument } from '@switchyard/common';
+import { type InferRequest, type InferResponse, type InferTensor, type Parameters, fixedByteSize } from '@switchyard/kserve';
 import type { SharedMemoryManager } from './shared-memory.js';
 
 export interface SharedMemoryTarget {
@@ -42,7 +42,9 @@ function withoutShmParameters(parameters: Parameters): Parameters {
 /**
  * The request with every shared-memory input read from its region. Throws unsupported when
  * client shared memory is disabled, and the manager's not_found / invalid_argument errors for
- * unknown regions and out-of-range offsets.
+ * unknown regions and out-of-range offsets. Before anything is read, a fixed-size input's
+ * `shared_memory_byte_size` must equal what its shape and datatype hold (Triton's `unexpected
+ * total byte size` error), so a request never makes the server copy more than its tensors.
  */
 export function readSharedMemoryInputs(shm: SharedMemoryManager, request: InferRequest): InferRequest {
   if (!request.inputs.some((t) => targetOf(t.parameters) !== undefined)) return request;
@@ -50,6 +52,11 @@ export function readSharedMemoryInputs(shm: SharedMemoryManager, request: InferR
   const inputs = request.inputs.map((t): InferTensor => {
     const target = targetOf(t.parameters);
     if (target === undefined) return t;
+    shm.checkRange(target.region, target.offset, target.byteSize);
+    const expected = t.shape.every((d) => Number.isSafeInteger(d) && d >= 0) ? fixedByteSize(t.datatype, t.shape) : undefined;
+    if (expected !== undefined && target.byteSize !== expected) {
+      throw invalidArgument(`unexpected total byte size ${target.byteSize} for input '${t.name}', expecting ${expected}`);
+    }
     return { ...t, data: shm.read(target.region, target.offset, target.byteSize), parameters: withoutShmParameters(t.parameters) };
   });
   return { ...request, inputs };
