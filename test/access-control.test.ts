@@ -14,6 +14,7 @@ import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
 import { grpc, loadGrpcClients, type GrpcClient } from './lib/grpc-client.js';
 import { get, int32Bytes, post, range, readInt32 } from './lib/tensors.js';
+import { waitFor } from './lib/wait-for.js';
 
 const ADMIN = { 'admin-key': 'adm1n-s3cret' };
 const API_KEY = 'sk-switchyard-test';
@@ -205,5 +206,21 @@ describe('--openai-api-key with the openai SDK and raw HTTP', () => {
     expect((await get(`${worker.httpUrl}/v1/models`)).status).toBe(401);
     // The KServe routes do not take the OpenAI key: they follow --http-restricted-api alone.
     expect((await post(`${worker.httpUrl}/v2/models/simple/infer`, { inputs: simpleInputs })).status).toBe(200);
+  });
+});
+
+describe('start-up warning', () => {
+  const warning = (w: WorkerProcess) => w.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith('the model repository API (load, unload, file upload) is open to every client'));
+
+  it('a worker whose model repository API is open to any client says so; a restricted one does not', async () => {
+    expect(warning(worker)).toBeUndefined();
+    const open = await startWorkerProcess({ modelRepositories: ['test/fixtures/model_repository'], args: ['--model-control-mode=explicit', '--grpc-restricted-protocol=model-repository:k=v'] });
+    try {
+      // The warning follows the 'worker started' line the harness waits for: it may still be in flight.
+      await waitFor(async () => warning(open) !== undefined, { timeoutMs: 10_000, message: 'no start-up warning' });
+      expect(warning(open)).toMatchObject({ doors: ['http'], controlMode: 'explicit' });
+    } finally {
+      await open.stop();
+    }
   });
 });

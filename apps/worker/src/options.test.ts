@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, UsageError, accessPolicy, helpText, isClusterMode, parseWorkerArgs } from './options.js';
+import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, UsageError, accessPolicy, helpText, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
 
 describe('parseWorkerArgs', () => {
   it('applies tritonserver defaults', () => {
@@ -138,5 +138,15 @@ describe('cluster flags', () => {
     expect(usage(['--grpc-restricted-protocol=inference'])).toBe("--grpc-restricted-protocol option format is '<config name>:<setting>=<value>'. Got inference");
     expect(usage(['--openai-api-key=has space'])).toContain('--openai-api-key must be');
     expect(helpText()).toContain('--http-restricted-api');
+  });
+
+  it('tells which doors leave the model repository API open to every client', () => {
+    const doors = (...argv: string[]) => openModelControlDoors(parseWorkerArgs(['--model-repository=/m', ...argv]));
+    expect(doors()).toEqual([]);
+    expect(doors('--model-control-mode=explicit')).toEqual(['http', 'grpc']);
+    expect(doors('--model-control-mode=poll', '--allow-grpc=false')).toEqual(['http']);
+    expect(doors('--model-control-mode=explicit', '--http-restricted-api=model-repository:k=v')).toEqual(['grpc']);
+    expect(doors('--model-control-mode=explicit', '--http-restricted-api=inference:k=v', '--grpc-restricted-protocol=model-repository:k=v')).toEqual(['http']);
+    expect(doors('--model-control-mode=explicit', '--http-restricted-api=model-repository:k=v', '--grpc-restricted-protocol=model-repository:k=v')).toEqual([]);
   });
 });

@@ -156,6 +156,21 @@ export function accessPolicy(o: Pick<WorkerOptions, 'httpRestrictedApi' | 'grpcR
   }
 }
 
+/**
+ * The doors through which the model repository API is open to every client: in `explicit` and
+ * `poll` modes it loads models, and a load may upload files (a JavaScript model is code run as the
+ * server's user). Empty when the mode is `none` or every open door restricts `model-repository`.
+ * The worker warns at start-up when this is not empty.
+ */
+export function openModelControlDoors(o: WorkerOptions): Array<'http' | 'grpc'> {
+  if (o.controlMode === 'none') return [];
+  const policy = accessPolicy(o);
+  const open: Array<'http' | 'grpc'> = [];
+  if (o.allowHttp && !policy.http.has('model-repository')) open.push('http');
+  if (o.allowGrpc && !policy.grpc.has('model-repository')) open.push('grpc');
+  return open;
+}
+
 /** True when the options ask for cluster mode (--etcd and --nats). */
 export function isClusterMode(o: Pick<WorkerOptions, 'etcd' | 'nats'>): boolean {
   return o.etcd !== undefined && o.nats !== undefined;

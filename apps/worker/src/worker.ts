@@ -8,7 +8,7 @@ import type { Logger } from '@switchyard/common';
 import { createDiscovery, createEventPlane, createRequestPlane, type EventPlane, type RequestPlane, type RuntimeConfig } from '@switchyard/runtime';
 import { createEngine, type Engine } from '@switchyard/engine';
 import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
-import { DEFAULT_CLUSTER_NAMESPACE, accessPolicy, isClusterMode, responseCacheByteSize, type WorkerOptions } from './options.js';
+import { DEFAULT_CLUSTER_NAMESPACE, accessPolicy, isClusterMode, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { levelFor } from './logger.js';
 
 /** The version reported by server metadata: Triton's protocol version this worker follows. */
@@ -114,6 +114,13 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   }
   const cluster = node === undefined ? undefined : { namespace: options.namespace ?? DEFAULT_CLUSTER_NAMESPACE, instanceId: node.instanceId, models: node.models() };
   logger.info({ ports, modelRepositories: options.modelRepositories, controlMode: options.controlMode, cluster }, 'worker started');
+  const openDoors = openModelControlDoors(options);
+  if (openDoors.length > 0) {
+    logger.warn(
+      { doors: openDoors, controlMode: options.controlMode },
+      'the model repository API (load, unload, file upload) is open to every client: restrict it with --http-restricted-api=model-repository:<header>=<value> and --grpc-restricted-protocol=model-repository:<key>=<value>',
+    );
+  }
 
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {
