@@ -15,7 +15,7 @@
  * neither content nor length leaks through timing). Pure: no IO; the doors call these checks and
  * render the errors.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { type SwitchyardError, permissionDenied, unauthenticated } from '@switchyard/common';
 import { type Route, isOpenAiPath } from './http/http-router.js';
@@ -249,9 +249,19 @@ export function checkBearer(apiKey: string | undefined, authorization: string | 
   return secretsEqual(m[1] as string, apiKey) ? undefined : unauthenticated(INCORRECT_API_KEY_MESSAGE);
 }
 
-/** Constant-time equality of two secrets of any lengths. */
-export function secretsEqual(a: string, b: string): boolean {
-  const da = createHash('sha256').update(a, 'utf8').digest();
-  const db = createHash('sha256').update(b, 'utf8').digest();
-  return timingSafeEqual(da, db);
+/** Digests of the configured secrets (a handful per process), so each check hashes only what was sent. */
+const expectedDigests = new Map<string, Buffer>();
+
+/** Constant-time equality of a presented secret and the expected one, of any lengths. */
+export function secretsEqual(presented: string, expected: string): boolean {
+  let digest = expectedDigests.get(expected);
+  if (digest === undefined) {
+    digest = sha256(expected);
+    if (expectedDigests.size < 64) expectedDigests.set(expected, digest);
+  }
+  return timingSafeEqual(sha256(presented), digest);
+}
+
+function sha256(s: string): Buffer {
+  return hash('sha256', s, 'buffer');
 }
