@@ -376,5 +376,49 @@ describe('EtcdDiscovery (real etcd)', () => {
         await server.stop();
       }
     }, 60_000);
+
+    it('a watch follows an etcd that came back without its data (its revisions start again at 1)', async () => {
+      const server = await startEtcd();
+      const a = await EtcdDiscovery.connect({ url: server.url, leaseTtlSeconds: 2 });
+      const w = await EtcdDiscovery.connect({ url: server.url });
+      try {
+        // the watcher sees revisions well past what the empty etcd will reach soon
+        for (let i = 0; i < 20; i++) {
+          await a.registerInstance(info(a.instanceId, { i }));
+          await a.unregisterInstance(info(a.instanceId));
+        }
+        await a.registerInstance(info(a.instanceId));
+        const view = new Map<string, unknown>();
+        const stop = new AbortController();
+        const watching = (async () => {
+          for await (const e of w.watch(namespacePrefix(ns), stop.signal)) {
+            if (e.type === 'put') view.set(e.key, e.value);
+            else if (e.type === 'delete') view.delete(e.key);
+          }
+        })();
+        const until = async (cond: () => boolean, ms: number): Promise<void> => {
+          const deadline = Date.now() + ms;
+          while (!cond()) {
+            if (Date.now() > deadline) throw new Error(`watch view: ${JSON.stringify([...view.keys()])}`);
+            await new Promise((r) => setTimeout(r, 50));
+          }
+        };
+        await until(() => view.has(instanceKey(info(a.instanceId))), 5_000);
+        const back = restored(a);
+        await server.restart({ downMs: 3_000, wipe: true });
+        await back;
+        // registered again on the new etcd, and later changes reach the watcher live
+        await until(() => view.has(instanceKey(info(a.instanceId))), 5_000);
+        await a.registerModel(card(a.instanceId));
+        await until(() => view.has(modelKey(ns, modelName('org/m'), a.instanceId)), 3_000);
+        await a.unregisterInstance(info(a.instanceId));
+        await until(() => !view.has(instanceKey(info(a.instanceId))), 3_000);
+        stop.abort();
+        await watching;
+      } finally {
+        await Promise.all([a.close(), w.close()]);
+        await server.stop();
+      }
+    }, 60_000);
   });
 });

@@ -201,6 +201,8 @@ export class EtcdDiscovery implements Discovery {
         let watcher: Watcher | null = null;
         /** Events at or below this revision are already in the consumer's view (snapshot). */
         let floor = 0;
+        /** The highest revision seen (snapshot or event): the resumed etcd3 watcher continues after it. */
+        let seen = 0;
         try {
           // Snapshot, resync, then a fresh watcher from snapshot revision + 1.
           const restart = async (): Promise<WatchEvent[] | null> => {
@@ -210,6 +212,7 @@ export class EtcdDiscovery implements Discovery {
             const snap = await owner.snapshotUntilDone(prefix, open);
             if (snap === null) return null;
             floor = snap.revision;
+            seen = snap.revision;
             const w = await owner.openWatcher(prefix, snap.revision + 1, open.raw);
             if (open.raw.closed) {
               void w.cancel().catch(() => {});
@@ -226,6 +229,7 @@ export class EtcdDiscovery implements Discovery {
             if (r.done) return;
             const item = r.value;
             if (item.kind === 'put' || item.kind === 'delete') {
+              seen = Math.max(seen, item.revision);
               if (item.revision <= floor) continue;
               const ev: WatchEvent =
                 item.kind === 'put'
@@ -238,7 +242,18 @@ export class EtcdDiscovery implements Discovery {
               owner.logger.debug({ prefix }, 'etcd watch reconnected: resync');
               const snap = await owner.snapshotUntilDone(prefix, open);
               if (snap === null) return;
-              floor = Math.max(floor, snap.revision);
+              if (snap.revision < seen) {
+                // The store went back in time: an etcd that lost its data (revisions start again
+                // at 1). The resumed watcher waits for a revision past what it saw, which may never
+                // come: watch afresh from this snapshot.
+                owner.logger.warn({ prefix, revision: snap.revision, seen }, 'etcd revision went backwards (etcd lost its data): watching afresh');
+                const evs = await restart();
+                if (evs === null) return;
+                yield* evs;
+                continue;
+              }
+              floor = snap.revision;
+              seen = snap.revision;
               yield* state.resync(snap.values, snap.revision);
             } else {
               owner.logger.warn({ prefix, err: errorMessage(item.error) }, 'etcd watch failed: re-creating it');
