@@ -21,7 +21,17 @@ export const DEFAULT_LEASE_TTL_MS = 10_000;
  */
 export type WatchEvent =
   | { readonly type: 'put'; readonly key: string; readonly value: unknown; readonly revision: number }
-  | { readonly type: 'delete'; readonly key: string; readonly revision: number }
+  | {
+      readonly type: 'delete';
+      readonly key: string;
+      readonly revision: number;
+      /**
+       * true: the key was missing from the fresh snapshot of a resync (after a reconnect), not seen
+       * deleted live. It went while the watch was away — or etcd lost its data, and its owner is
+       * about to register it again (a consumer may give it a moment before acting on it).
+       */
+      readonly resync?: true;
+    }
   | { readonly type: 'synced'; readonly revision: number };
 
 /** Why the lease is gone: it expired (keep-alives failed) or was revoked from outside. */
