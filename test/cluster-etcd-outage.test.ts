@@ -59,6 +59,31 @@ async function leaseTtl(lease: string): Promise<number> {
   const res = await fetch(`${cluster.etcd.url}/v3/lease/timetolive`, { method: 'POST', body: JSON.stringify({ ID: lease }) });
   return Number(((await res.json()) as { TTL?: string }).TTL ?? -1);
 }
+/** Put `value` at `key` in etcd (no lease). */
+async function etcdPut(key: string, value: string): Promise<void> {
+  const res = await fetch(`${cluster.etcd.url}/v3/kv/put`, { method: 'POST', body: JSON.stringify({ key: b64(key), value: b64(value) }) });
+  expect(res.status).toBe(200);
+}
+async function etcdDelete(key: string): Promise<void> {
+  await fetch(`${cluster.etcd.url}/v3/kv/deleterange`, { method: 'POST', body: JSON.stringify({ key: b64(key) }) });
+}
+/**
+ * A card registered in etcd after its return (a copy of a worker's mock_llm card under another model
+ * name): the router lists it only once its discovery watch follows etcd again.
+ */
+async function putProbeCard(instanceId: string): Promise<string> {
+  const res = await fetch(`${cluster.etcd.url}/v3/kv/range`, { method: 'POST', body: JSON.stringify({ key: b64(`switchyard/${cluster.namespace}/models/mock_llm/${instanceId}`) }) });
+  const kv = ((await res.json()) as { kvs: { value: string }[] }).kvs[0]!;
+  const card = { ...(JSON.parse(Buffer.from(kv.value, 'base64').toString('utf8')) as object), model: 'probe' };
+  const key = `switchyard/${cluster.namespace}/models/probe/${instanceId}`;
+  await etcdPut(key, JSON.stringify(card));
+  return key;
+}
+const routerLists = async (model: string): Promise<boolean> => {
+  const res = await fetch(`${cluster.router.httpUrl}/v1/models`).catch(() => undefined);
+  return res?.status === 200 && ((await res.json()) as { data: { id: string }[] }).data.some((m) => m.id === model);
+};
+
 /** The instance ids whose mock_llm card is in etcd under a live lease. */
 async function registeredInEtcd(): Promise<string[]> {
   const keys = await etcdKeys(`switchyard/${cluster.namespace}/models/mock_llm/`).catch(() => []);
@@ -118,19 +143,25 @@ async function throughOutage(outageMs: number, options: { wipe?: boolean } = {})
   await cluster.etcd.restart({ downMs: outageMs, ...(options.wipe === true ? { wipe: true } : {}) });
   const back = Date.now();
   const before = await metrics();
-  // whole again: both cards in etcd under live leases, the router lists both and routes to both
+  // whole again: both cards in etcd under live leases, the router lists both and routes to both, and
+  // it follows discovery again (a card registered after etcd's return is listed)
+  let probe: string | undefined;
   await waitFor(
     async () => {
       const now = await metrics();
+      const registered = JSON.stringify(await registeredInEtcd()) === JSON.stringify(ids);
+      if (registered) probe ??= await putProbeCard(ids[0]!);
       return (
-        JSON.stringify(await registeredInEtcd()) === JSON.stringify(ids) &&
+        registered &&
         total(now, 'switchyard_router_workers', 'model="mock_llm"') === 2 &&
-        ids.every((id) => decisionsOf(now, id) > decisionsOf(before, id))
+        ids.every((id) => decisionsOf(now, id) > decisionsOf(before, id)) &&
+        (await routerLists('probe'))
       );
     },
     { timeoutMs: 10_000, intervalMs: 200, message: 'the cluster was not whole again within 10 s of etcd returning' },
   );
   const wholeAfterMs = Date.now() - back;
+  await etcdDelete(probe!);
   await sleep(1000);
   await traffic.stop();
   return { traffic, wholeAfterMs, ids };

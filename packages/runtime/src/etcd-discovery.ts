@@ -308,7 +308,7 @@ export class EtcdDiscovery implements Discovery {
     } else {
       this.lease.release();
     }
-    await this.recovery;
+    // a recovery still running finds the state closed (or the client closed) and ends
     this.client.close();
   }
 
