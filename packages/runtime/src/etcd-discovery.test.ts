@@ -420,5 +420,26 @@ describe('EtcdDiscovery (real etcd)', () => {
         await server.stop();
       }
     }, 60_000);
+
+    it('a keep-alive thread that dies is replaced: the same lease is kept alive from a new thread', async () => {
+      const server = await startEtcd();
+      const a = await EtcdDiscovery.connect({ url: server.url, leaseTtlSeconds: 2 });
+      try {
+        await a.registerInstance(info(a.instanceId));
+        const lease = await leaseOf(server, instanceKey(info(a.instanceId)));
+        const back = restored(a);
+        // a bug in the thread (simulated: the thread is terminated under the keeper)
+        const keeper = (a as unknown as { keeper: { worker: { terminate(): Promise<number> } } }).keeper;
+        await keeper.worker.terminate();
+        await back;
+        expect(a.state).toBe('active');
+        // kept alive from the new thread: still there, under the same lease, two TTLs later
+        await new Promise((r) => setTimeout(r, 4_000));
+        expect(await leaseOf(server, instanceKey(info(a.instanceId)))).toBe(lease);
+      } finally {
+        await a.close();
+        await server.stop();
+      }
+    }, 30_000);
   });
 });
