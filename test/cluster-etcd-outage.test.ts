@@ -13,7 +13,10 @@
  *   and routes to both.
  *
  * A second case wipes etcd's data (a member that lost its disk): every lease and key is gone, the
- * workers register again under new leases and the router sees both again within 10 s.
+ * workers register again under new leases and the router sees both again within 10 s. A third starts
+ * a worker during an outage (it waits for etcd, then joins); a fourth revokes one worker's lease (as
+ * when it is cut off from etcd longer than the TTL): it registers again under a new lease, same
+ * instance id, and the router routes to it again.
  *
  * `SWITCHYARD_ETCD_OUTAGE_LONG=1` adds the measurement of the issue: a 60 s outage with the default
  * 10 s lease, printing the figures (skipped otherwise: it takes ~90 s).
@@ -220,6 +223,32 @@ describe('cluster through an etcd outage', () => {
     await late.stop();
     cluster.workers.splice(cluster.workers.indexOf(late), 1);
     await waitFor(async () => total(await metrics(), 'switchyard_router_workers', 'model="mock_llm"') === 2, { timeoutMs: 10_000 });
+  }, 60_000);
+
+  it('a worker whose lease expired (cut off from etcd, say) registers again under a new lease and gets traffic again', async () => {
+    const ids = (await Promise.all(cluster.workers.map((w) => cluster.instanceIdOf(w)))).sort();
+    const keys = await etcdKeys(`switchyard/${cluster.namespace}/models/mock_llm/`);
+    const victim = keys.find((k) => k.key.endsWith(ids[0]!))!;
+    const traffic = steadyTraffic(4);
+    await sleep(1000);
+    const res = await fetch(`${cluster.etcd.url}/v3/lease/revoke`, { method: 'POST', body: JSON.stringify({ ID: victim.lease }) });
+    expect(res.status).toBe(200);
+    const revoked = Date.now();
+    const before = await metrics();
+    await waitFor(
+      async () => {
+        const now = (await etcdKeys(`switchyard/${cluster.namespace}/models/mock_llm/`)).find((k) => k.key === victim.key);
+        return now !== undefined && now.lease !== victim.lease && decisionsOf(await metrics(), ids[0]!) > decisionsOf(before, ids[0]!);
+      },
+      { timeoutMs: 10_000, intervalMs: 200, message: 'the worker did not register again and get traffic within 10 s' },
+    );
+    console.log(`lease revoked: registered again and routed to ${Date.now() - revoked} ms later`);
+    await sleep(500);
+    await traffic.stop();
+    const sent = traffic.ok + traffic.failed;
+    expect(await workersLive()).toEqual([true, true]);
+    expect(traffic.failed / sent, traffic.errors.join('\n')).toBeLessThan(0.01);
+    expect(await registeredInEtcd()).toEqual(ids);
   }, 60_000);
 
   it.runIf(LONG)('measurement: a 60 s outage with the default 10 s lease', async () => {
