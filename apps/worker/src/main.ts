@@ -1,6 +1,7 @@
 /**
  * `switchyard worker`: parse flags, start the worker, drain on SIGTERM/SIGINT and exit 0.
- * Exit codes: 0 clean stop, 1 start-up failure or lost cluster lease, 2 bad usage.
+ * Exit codes: 0 clean stop, 1 start-up failure, 2 bad usage. Losing the cluster lease is logged, not
+ * fatal: the worker keeps serving and registers again when etcd answers.
  */
 import { parseCommandLine, stopOnSignals } from '@switchyard/cli';
 import { createLogger } from './logger.js';
@@ -12,17 +13,9 @@ export async function main(argv: readonly string[]): Promise<void> {
   if (options === undefined) return;
 
   const logger = createLogger({ verbose: options.logVerbose, format: options.logFormat });
-  let worker: RunningWorker | undefined;
+  let worker: RunningWorker;
   try {
-    worker = await startWorker(options, logger, {
-      onLeaseLost: (cause) => {
-        logger.error({ err: cause }, 'lost the cluster lease: shutting down');
-        void worker?.close().finally(() => {
-          logger.flush();
-          process.exit(1);
-        });
-      },
-    });
+    worker = await startWorker(options, logger);
   } catch (err) {
     logger.error({ err }, 'worker failed to start');
     process.exitCode = 1;

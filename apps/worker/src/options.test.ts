@@ -93,11 +93,14 @@ describe('cluster flags', () => {
     expect(() => parseWorkerArgs([...repo, '--namespace', 'prod'])).toThrow(/only for cluster mode/);
     expect(() => parseWorkerArgs([...repo, '--redis', 'redis://r:6379'])).toThrow(/only for cluster mode/);
     expect(() => parseWorkerArgs([...repo, '--kv-events=false'])).toThrow(/only for cluster mode/);
+    expect(() => parseWorkerArgs([...repo, '--lease-ttl-secs=3'])).toThrow(/only for cluster mode/);
+    expect(parseWorkerArgs([...repo, '--etcd', 'http://a:2379', '--nats', 'nats://a:4222', '--lease-ttl-secs=3']).leaseTtlSecs).toBe(3);
+    expect(() => parseWorkerArgs([...repo, '--etcd', 'http://a:2379', '--nats', 'nats://a:4222', '--lease-ttl-secs=0'])).toThrow();
   });
 
   it('documents the cluster flags in the help', () => {
     const help = helpText();
-    for (const flag of ['--etcd', '--nats', '--redis', '--namespace', '--kv-events']) expect(help).toContain(flag);
+    for (const flag of ['--etcd', '--nats', '--redis', '--namespace', '--kv-events', '--lease-ttl-secs']) expect(help).toContain(flag);
     expect(help).toMatch(/does not use Redis yet/);
   });
 

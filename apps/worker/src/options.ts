@@ -57,12 +57,14 @@ export interface WorkerOptions {
   namespace?: string;
   /** Cluster mode: publish the LLMs' KV events (false: routers route them in approximate mode); undefined = true. */
   kvEvents?: boolean;
+  /** Cluster mode: TTL of the worker's etcd lease in seconds; undefined = the runtime's default (10). */
+  leaseTtlSecs?: number;
 }
 
 /** The cluster namespace when --namespace is not given. */
 export const DEFAULT_CLUSTER_NAMESPACE = 'default';
 
-export const DEFAULTS: Omit<WorkerOptions, 'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize' | 'etcd' | 'nats' | 'redis' | 'namespace' | 'kvEvents' | 'httpRestrictedApi' | 'grpcRestrictedProtocol' | 'openaiApiKey'> = {
+export const DEFAULTS: Omit<WorkerOptions, 'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize' | 'etcd' | 'nats' | 'redis' | 'namespace' | 'kvEvents' | 'leaseTtlSecs' | 'httpRestrictedApi' | 'grpcRestrictedProtocol' | 'openaiApiKey'> = {
   httpPort: 8000,
   grpcPort: 8001,
   metricsPort: 8002,
@@ -122,6 +124,7 @@ const FLAGS: FlagTable<WorkerOptions> = {
   nats: { kind: 'string', key: 'nats', help: 'Cluster mode (with --etcd): NATS URL(s) with JetStream, comma separated, e.g. nats://127.0.0.1:4222.' },
   redis: { kind: 'string', key: 'redis', help: 'Redis URL (redis:// or rediss://); cluster mode only. Accepted and checked; the worker does not use Redis yet.' },
   'kv-events': { kind: 'bool', key: 'kvEvents', help: 'Cluster mode: publish the LLMs\' KV events for KV-aware routing (default true; false: routers fall back to approximate mode).' },
+  'lease-ttl-secs': { kind: 'int', key: 'leaseTtlSecs', min: 1, help: 'Cluster mode: TTL of the etcd lease the worker registers under, in seconds (default 10). Routers drop a worker whose lease expired.' },
   namespace: { kind: 'string', key: 'namespace', help: `Cluster namespace: 1-63 of a-z 0-9 _ -, starting with a letter or digit (default ${DEFAULT_CLUSTER_NAMESPACE}).` },
 };
 
@@ -196,7 +199,7 @@ function validateCluster(o: WorkerOptions): void {
     throw new UsageError(`cluster mode needs both --etcd and --nats; got only --${o.etcd !== undefined ? 'etcd' : 'nats'}`);
   }
   if (!isClusterMode(o)) {
-    for (const [flag, value] of [['redis', o.redis], ['namespace', o.namespace], ['kv-events', o.kvEvents]] as const) {
+    for (const [flag, value] of [['redis', o.redis], ['namespace', o.namespace], ['kv-events', o.kvEvents], ['lease-ttl-secs', o.leaseTtlSecs]] as const) {
       if (value !== undefined) throw new UsageError(`--${flag} is only for cluster mode (--etcd and --nats)`);
     }
     return;

@@ -4,8 +4,8 @@
  * and a worker node (@switchyard/cluster) that joins the cluster. Owns the order of start-up and drain.
  */
 import { startWorkerNode, type WorkerNode } from '@switchyard/cluster';
-import type { Logger } from '@switchyard/common';
-import { createDiscovery, createEventPlane, createRequestPlane, type EventPlane, type RequestPlane, type RuntimeConfig } from '@switchyard/runtime';
+import { SwitchyardError, type Logger } from '@switchyard/common';
+import { createDiscovery, createEventPlane, createRequestPlane, type Discovery, type EventPlane, type RequestPlane, type RuntimeConfig } from '@switchyard/runtime';
 import { createEngine, type Engine } from '@switchyard/engine';
 import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
 import { DEFAULT_CLUSTER_NAMESPACE, accessPolicy, isClusterMode, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
@@ -26,10 +26,30 @@ export interface RunningWorker {
 
 export interface WorkerHooks {
   /**
-   * Cluster mode: the etcd lease was lost, the node stopped serving the cluster. The caller shuts the
-   * worker down (close()) and exits non-zero: a worker outside discovery must not keep serving.
+   * Cluster mode: the etcd lease was lost (etcd unreachable for longer than the lease TTL, or the lease
+   * expired). The worker keeps serving; it registers again by itself once etcd answers.
    */
   onLeaseLost?: (cause: Error) => void;
+}
+
+/** Cluster mode, etcd unreachable at start: wait this long between attempts to join. */
+export const DISCOVERY_RETRY_MS = 1000;
+
+/**
+ * Connect Discovery, retrying while etcd is unreachable (`unavailable`): a worker started during an
+ * etcd outage waits for etcd (logging the first failure and every 30th) instead of exiting, like
+ * everything else in the cluster that outlives one. Anything else (a bad option) fails at once.
+ */
+async function connectDiscovery(config: RuntimeConfig, logger: Logger): Promise<Discovery> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await createDiscovery(config);
+    } catch (err) {
+      if (!(err instanceof SwitchyardError && err.code === 'unavailable')) throw err;
+      if (attempt === 1 || attempt % 30 === 0) logger.warn({ err, attempt }, `etcd unreachable: retrying every ${DISCOVERY_RETRY_MS} ms`);
+      await new Promise((r) => setTimeout(r, DISCOVERY_RETRY_MS));
+    }
+  }
 }
 
 /**
@@ -39,8 +59,14 @@ export interface WorkerHooks {
  */
 async function joinCluster(options: WorkerOptions, engine: Engine, logger: Logger, hooks: WorkerHooks): Promise<WorkerNode> {
   const ns = options.namespace ?? DEFAULT_CLUSTER_NAMESPACE;
-  const config: RuntimeConfig = { namespace: ns, etcdUrl: options.etcd!, natsUrl: options.nats!, logger: logger.child({ component: 'runtime' }) };
-  const discovery = await createDiscovery(config);
+  const config: RuntimeConfig = {
+    namespace: ns,
+    etcdUrl: options.etcd!,
+    natsUrl: options.nats!,
+    ...(options.leaseTtlSecs !== undefined ? { leaseTtlSeconds: options.leaseTtlSecs } : {}),
+    logger: logger.child({ component: 'runtime' }),
+  };
+  const discovery = await connectDiscovery(config, logger);
   const closeQuietly = (c: { close(): Promise<void> }) => c.close().catch(() => {});
   let requestPlane: RequestPlane | undefined;
   let eventPlane: EventPlane | undefined;

@@ -16,12 +16,23 @@
  *
  * Keep-alives run off this event loop: the lease is granted here with etcd3's auto keep-alive off, and
  * a `LeaseKeeper` thread with its own etcd connection keeps it alive (every TTL/3). A blocked or busy
- * main loop therefore cannot let a healthy process's lease expire. The keeper reports `lost` when etcd
- * answers TTL 0 or no keep-alive was acknowledged for longer than the TTL; that (or a transaction
- * failing with "lease not found") fires `onLeaseLost`, and the loss is terminal, as before.
+ * main loop therefore cannot let a healthy process's lease expire.
+ *
+ * Lease loss is not terminal (an etcd outage must not take the cluster down with it):
+ * - `active` → `lost` when the keeper reports `expired` (no keep-alive acknowledged for longer than
+ *   the TTL: etcd unreachable) or `gone` (etcd answered TTL 0, or a transaction failed "lease not
+ *   found"); `onLeaseLost` fires. Registrations fail `unavailable` while lost; watches go on.
+ * - `lost` → `active` (`onLeaseRestored`) once etcd answers again: if the lease survived (an etcd that
+ *   restarts restores its leases with a fresh TTL) keep-alives simply resume; if it is gone, a new
+ *   lease is granted (retried every RECOVER_RETRY_MS). Either way every key this process holds is
+ *   written again under the current lease before it is `active` (create-if-absent: a surviving key is
+ *   a no-op), and keys unregistered meanwhile are deleted.
+ * The **instance id stays the first lease's id** for the object's life: keys, NATS subjects, routing
+ * state and KV event streams of the instance stay valid across a new lease. There is no duplicate-
+ * registration race: a new lease is granted only after etcd said the old one (with its keys) is gone.
  */
-import { alreadyExists, invalidArgument, silentLogger, unavailable, type Logger } from '@switchyard/common';
-import { Etcd3, EtcdLeaseInvalidError, type IKeyValue, type Lease, type Namespace as EtcdNamespace, type Watcher } from 'etcd3';
+import { SwitchyardError, alreadyExists, invalidArgument, silentLogger, unavailable, type Logger } from '@switchyard/common';
+import { EtcdLeaseInvalidError, type Etcd3, type IKeyValue, type Lease, type Namespace as EtcdNamespace, type Watcher } from 'etcd3';
 import {
   type InstanceAddress,
   type InstanceId,
@@ -31,7 +42,8 @@ import {
   modelKey,
 } from './addressing.js';
 import { AsyncChannel } from './async-channel.js';
-import { DEFAULT_LEASE_TTL_MS, type Discovery, type LeaseLostListener, type WatchEvent } from './discovery.js';
+import { DEFAULT_LEASE_TTL_MS, type Discovery, type LeaseLostListener, type LeaseRestoredListener, type WatchEvent } from './discovery.js';
+import { createEtcdClient } from './etcd-client.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import type { LeaseState } from './memory-discovery.js';
 import type { InstanceInfo, ModelCard } from './protocols.js';
@@ -54,6 +66,13 @@ export interface EtcdDiscoveryOptions {
 
 /** How long to wait between snapshot attempts while etcd is unreachable during a resync. */
 const RESYNC_RETRY_MS = 500;
+/** How long to wait between attempts to restore a lost lease (grant, re-register) while etcd refuses. */
+export const RECOVER_RETRY_MS = 500;
+/** Longest wait for etcd to revoke the lease on close() (etcd unreachable: the keys expire with the TTL). */
+const REVOKE_TIMEOUT_MS = 2000;
+
+/** What the keeper last said about the current lease. */
+type KeeperStatus = 'alive' | 'expired' | 'gone';
 
 type RawItem =
   | { readonly kind: 'put'; readonly key: string; readonly value: unknown; readonly revision: number }
@@ -68,19 +87,30 @@ interface OpenWatch {
 export class EtcdDiscovery implements Discovery {
   private leaseState: LeaseState = 'active';
   private readonly listeners = new Set<LeaseLostListener>();
+  private readonly restoredListeners = new Set<LeaseRestoredListener>();
   private readonly modelKeys = new Map<ModelName, string>();
   private readonly watches = new Set<OpenWatch>();
+  /** key → JSON text of every key this process registered (written again under a new lease). */
+  private readonly owned = new Map<string, string>();
+  /** Keys unregistered while the lease was lost: deleted on restore if the old lease survived. */
+  private readonly pendingDeletes = new Set<string>();
+  private keeperStatus: KeeperStatus = 'alive';
+  private recovery: Promise<void> | undefined;
+  private keeper!: LeaseKeeper;
 
   private constructor(
     private readonly client: Etcd3,
     private readonly kv: EtcdNamespace,
-    private readonly lease: Lease,
-    private readonly leaseId: string,
-    private readonly keeper: LeaseKeeper,
+    private lease: Lease,
+    /** The current lease (decimal); the instance id stays the first one's. */
+    private leaseId: string,
+    keeper: LeaseKeeper,
     readonly instanceId: InstanceId,
+    private readonly ttl: number,
+    private readonly keeperData: { hosts: readonly string[]; dialTimeoutMs: number },
     private readonly logger: Logger,
   ) {
-    keeper.events = { onLost: (reason) => this.handleLost(new Error(reason)) };
+    this.attachKeeper(keeper);
   }
 
   /**
@@ -94,7 +124,7 @@ export class EtcdDiscovery implements Discovery {
     if (hosts.length === 0 || hosts.some((h) => h.length === 0)) throw invalidArgument(`invalid etcd url '${String(options.url)}'`);
     const logger = (options.logger ?? silentLogger).child({ component: 'etcd-discovery' });
     const dialTimeoutMs = options.dialTimeoutMs ?? 5000;
-    const client = new Etcd3({ hosts, dialTimeout: dialTimeoutMs });
+    const client = createEtcdClient(hosts, dialTimeoutMs);
     const kv = options.namespace ? client.namespace(options.namespace) : client;
     // The thread boots (loads etcd3, dials) while the lease is granted.
     const keeper = LeaseKeeper.spawn({ hosts, dialTimeoutMs, ttlSeconds: ttl });
@@ -121,7 +151,7 @@ export class EtcdDiscovery implements Discovery {
       throw unavailable(`etcd lease ${id}: keep-alive thread failed: ${errorMessage(err)}`);
     }
     logger.info({ instanceId: id, ttl }, 'etcd lease granted, kept alive by its own thread');
-    return new EtcdDiscovery(client, kv, lease, leaseId, keeper, id, logger);
+    return new EtcdDiscovery(client, kv, lease, leaseId, keeper, id, ttl, { hosts, dialTimeoutMs }, logger);
   }
 
   get state(): LeaseState {
@@ -140,7 +170,7 @@ export class EtcdDiscovery implements Discovery {
   }
 
   async unregisterInstance(address: InstanceAddress): Promise<void> {
-    await this.deleteOwned(instanceKey(address));
+    await this.unregister(instanceKey(address));
   }
 
   async registerModel(card: ModelCard): Promise<void> {
@@ -155,7 +185,7 @@ export class EtcdDiscovery implements Discovery {
     const key = this.modelKeys.get(model);
     if (key === undefined) return;
     this.modelKeys.delete(model);
-    await this.deleteOwned(key);
+    await this.unregister(key);
   }
 
   watch(prefix: string, signal?: AbortSignal): AsyncIterable<WatchEvent> {
@@ -171,6 +201,8 @@ export class EtcdDiscovery implements Discovery {
         let watcher: Watcher | null = null;
         /** Events at or below this revision are already in the consumer's view (snapshot). */
         let floor = 0;
+        /** The highest revision seen (snapshot or event): the resumed etcd3 watcher continues after it. */
+        let seen = 0;
         try {
           // Snapshot, resync, then a fresh watcher from snapshot revision + 1.
           const restart = async (): Promise<WatchEvent[] | null> => {
@@ -180,6 +212,7 @@ export class EtcdDiscovery implements Discovery {
             const snap = await owner.snapshotUntilDone(prefix, open);
             if (snap === null) return null;
             floor = snap.revision;
+            seen = snap.revision;
             const w = await owner.openWatcher(prefix, snap.revision + 1, open.raw);
             if (open.raw.closed) {
               void w.cancel().catch(() => {});
@@ -196,6 +229,7 @@ export class EtcdDiscovery implements Discovery {
             if (r.done) return;
             const item = r.value;
             if (item.kind === 'put' || item.kind === 'delete') {
+              seen = Math.max(seen, item.revision);
               if (item.revision <= floor) continue;
               const ev: WatchEvent =
                 item.kind === 'put'
@@ -208,7 +242,18 @@ export class EtcdDiscovery implements Discovery {
               owner.logger.debug({ prefix }, 'etcd watch reconnected: resync');
               const snap = await owner.snapshotUntilDone(prefix, open);
               if (snap === null) return;
-              floor = Math.max(floor, snap.revision);
+              if (snap.revision < seen) {
+                // The store went back in time: an etcd that lost its data (revisions start again
+                // at 1). The resumed watcher waits for a revision past what it saw, which may never
+                // come: watch afresh from this snapshot.
+                owner.logger.warn({ prefix, revision: snap.revision, seen }, 'etcd revision went backwards (etcd lost its data): watching afresh');
+                const evs = await restart();
+                if (evs === null) return;
+                yield* evs;
+                continue;
+              }
+              floor = snap.revision;
+              seen = snap.revision;
               yield* state.resync(snap.values, snap.revision);
             } else {
               owner.logger.warn({ prefix, err: errorMessage(item.error) }, 'etcd watch failed: re-creating it');
@@ -233,24 +278,37 @@ export class EtcdDiscovery implements Discovery {
     return () => this.listeners.delete(listener);
   }
 
+  onLeaseRestored(listener: LeaseRestoredListener): () => void {
+    this.restoredListeners.add(listener);
+    return () => this.restoredListeners.delete(listener);
+  }
+
   async close(): Promise<void> {
     if (this.leaseState === 'closed') return;
-    const wasActive = this.leaseState === 'active';
+    const mayBeAlive = this.keeperStatus !== 'gone';
     this.leaseState = 'closed';
     this.listeners.clear();
+    this.restoredListeners.clear();
     for (const w of [...this.watches]) w.raw.end();
     this.watches.clear();
     // Stop the keep-alives first, so that nothing renews the lease while (or after) it is revoked.
     await this.keeper.stop();
-    if (wasActive) {
+    if (mayBeAlive) {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${REVOKE_TIMEOUT_MS} ms`)), REVOKE_TIMEOUT_MS);
+      });
       try {
-        await this.lease.revoke();
+        await Promise.race([this.lease.revoke(), timeout]);
       } catch (err) {
         this.logger.warn({ instanceId: this.instanceId, err: errorMessage(err) }, 'etcd lease revoke failed (keys expire with the TTL)');
+      } finally {
+        clearTimeout(timer);
       }
     } else {
       this.lease.release();
     }
+    // a recovery still running finds the state closed (or the client closed) and ends
     this.client.close();
   }
 
@@ -258,6 +316,16 @@ export class EtcdDiscovery implements Discovery {
 
   private async create(key: string, value: unknown): Promise<void> {
     const text = JSON.stringify(value);
+    await this.write(key, text);
+    this.owned.set(key, text);
+    this.pendingDeletes.delete(key);
+  }
+
+  /**
+   * Create-if-absent under the current lease; the same value under it is a no-op. `raw`: etcd's
+   * errors are thrown as they are (the recovery loop tells "lease not found" apart itself).
+   */
+  private async write(key: string, text: string, raw = false): Promise<void> {
     let res;
     try {
       res = await this.kv
@@ -266,7 +334,7 @@ export class EtcdDiscovery implements Discovery {
         .else(this.kv.get(key))
         .commit();
     } catch (err) {
-      throw this.mapError(err, `register '${key}'`);
+      throw raw ? err : this.mapError(err, `register '${key}'`);
     }
     if (res.succeeded) return;
     const kv = res.responses[0]?.response_range?.kvs[0];
@@ -274,12 +342,22 @@ export class EtcdDiscovery implements Discovery {
     throw alreadyExists(`key '${key}' is already registered`);
   }
 
-  private async deleteOwned(key: string): Promise<void> {
+  private async unregister(key: string): Promise<void> {
     if (this.leaseState === 'closed') return;
+    this.owned.delete(key);
+    if (this.leaseState === 'lost') {
+      // etcd may be unreachable; the key goes with a lease that is gone, or on restore if it survived
+      this.pendingDeletes.add(key);
+      return;
+    }
+    await this.deleteOwned(key);
+  }
+
+  private async deleteOwned(key: string, raw = false): Promise<void> {
     try {
       await this.kv.if(key, 'Lease', '==', this.leaseId).then(this.kv.delete().key(key)).commit();
     } catch (err) {
-      throw this.mapError(err, `unregister '${key}'`);
+      throw raw ? err : this.mapError(err, `unregister '${key}'`);
     }
   }
 
@@ -333,12 +411,44 @@ export class EtcdDiscovery implements Discovery {
     return w;
   }
 
-  private handleLost(err: unknown): void {
+  // ---- lease recovery ----------------------------------------------------------------------------
+
+  private attachKeeper(keeper: LeaseKeeper): void {
+    this.keeper = keeper;
+    keeper.events = {
+      onAlive: () => {
+        if (this.keeper !== keeper) return;
+        this.keeperStatus = 'alive';
+        if (this.leaseState === 'lost') this.recover();
+      },
+      onExpired: (reason) => {
+        if (this.keeper !== keeper) return;
+        this.keeperStatus = 'expired';
+        this.markLost(reason);
+      },
+      onGone: (reason) => {
+        if (this.keeper !== keeper) return;
+        this.keeperStatus = 'gone';
+        this.markLost(reason);
+        this.recover();
+      },
+      onDead: (reason) => {
+        if (this.keeper !== keeper || this.leaseState === 'closed') return;
+        // A bug, not an outage: keep the same lease alive from a new thread.
+        this.logger.error({ instanceId: this.instanceId, reason }, 'etcd lease keeper thread died: starting another');
+        this.keeperStatus = 'expired';
+        this.markLost(reason);
+        this.attachKeeper(LeaseKeeper.spawn({ ...this.keeperData, ttlSeconds: this.ttl }));
+        this.keeper.start(this.leaseId, keeper.lastAliveAt ?? Date.now());
+      },
+    };
+  }
+
+  private markLost(reason: string): void {
     if (this.leaseState !== 'active') return;
     this.leaseState = 'lost';
-    void this.keeper.stop();
-    this.logger.warn({ instanceId: this.instanceId, err: errorMessage(err) }, 'etcd lease lost');
-    const cause = unavailable(`lease ${this.instanceId} lost: ${errorMessage(err)}`);
+    this.logger.warn({ instanceId: this.instanceId, reason }, 'etcd lease lost: still serving; registering again once etcd answers');
+    const cause = unavailable(`lease ${this.instanceId} lost: ${reason}`);
     for (const l of [...this.listeners]) {
       try {
         l(cause);
@@ -348,9 +458,86 @@ export class EtcdDiscovery implements Discovery {
     }
   }
 
+  /** Start the recovery loop unless it runs. It ends `active` again, or when it must wait for the keeper. */
+  private recover(): void {
+    if (this.recovery !== undefined || this.leaseState !== 'lost') return;
+    this.recovery = this.recoverLoop()
+      .catch((e: unknown) => this.logger.error({ err: errorMessage(e) }, 'etcd lease recovery failed'))
+      .finally(() => {
+        this.recovery = undefined;
+        // the keeper spoke while the loop was finishing
+        if (this.leaseState === 'lost' && this.keeperStatus !== 'expired') this.recover();
+      });
+  }
+
+  private async recoverLoop(): Promise<void> {
+    for (let failures = 0; this.leaseState === 'lost'; failures++) {
+      if (this.keeperStatus === 'expired') return; // etcd unreachable: the keeper says when it answers
+      try {
+        if (this.keeperStatus === 'gone') await this.grantNewLease();
+        // The lease is alive: make etcd hold exactly what this process registered.
+        for (const key of [...this.pendingDeletes]) {
+          await this.deleteOwned(key, true);
+          this.pendingDeletes.delete(key);
+        }
+        for (const [key, text] of [...this.owned]) {
+          try {
+            await this.write(key, text, true);
+          } catch (err) {
+            if (!(err instanceof SwitchyardError && err.code === 'already_exists')) throw err;
+            // someone else holds the key now: it is theirs (never expected: keys carry our instance id)
+            this.owned.delete(key);
+            this.logger.error({ instanceId: this.instanceId, key }, 'etcd lease recovery: the key is held by another lease; not registered again');
+          }
+        }
+        if ((this.leaseState as LeaseState) === 'closed' || this.keeperStatus !== 'alive') continue;
+        this.leaseState = 'active';
+        this.logger.info({ instanceId: this.instanceId, lease: BigInt(this.leaseId).toString(16), keys: this.owned.size }, 'etcd lease restored: registrations written again');
+        for (const l of [...this.restoredListeners]) {
+          try {
+            l();
+          } catch (e) {
+            this.logger.error({ err: errorMessage(e) }, 'lease-restored listener threw');
+          }
+        }
+        return;
+      } catch (err) {
+        if ((this.leaseState as LeaseState) === 'closed') return;
+        if (err instanceof EtcdLeaseInvalidError) this.keeperStatus = 'gone';
+        if (failures === 0 || failures % 20 === 0) {
+          this.logger.warn({ instanceId: this.instanceId, err: errorMessage(err), attempt: failures + 1 }, 'etcd lease recovery: retrying');
+        }
+        await new Promise((r) => setTimeout(r, RECOVER_RETRY_MS));
+      }
+    }
+  }
+
+  /** Grant a lease to replace the gone one and have the keeper acknowledge it. Throws on failure. */
+  private async grantNewLease(): Promise<void> {
+    const lease = this.kv.lease(this.ttl, { autoKeepAlive: false });
+    const grantedAt = Date.now();
+    const leaseId = await lease.grant();
+    if ((this.leaseState as LeaseState) === 'closed') {
+      await lease.revoke().catch(() => {});
+      return;
+    }
+    this.lease.release();
+    this.lease = lease;
+    this.leaseId = leaseId;
+    // the old lease's keys went with it; nothing left to delete
+    this.pendingDeletes.clear();
+    this.keeper.start(leaseId, grantedAt);
+    await this.keeper.firstAck(this.ttl * 1000);
+    this.keeperStatus = 'alive';
+  }
+
   private mapError(err: unknown, what: string): Error {
     if (err instanceof EtcdLeaseInvalidError) {
-      this.handleLost(err);
+      if (this.leaseState === 'active') {
+        this.keeperStatus = 'gone';
+        this.markLost(errorMessage(err));
+        this.recover();
+      }
       return unavailable(`${what}: lease ${this.instanceId} is lost`);
     }
     return unavailable(`${what}: etcd: ${errorMessage(err)}`);

@@ -60,7 +60,7 @@ export type {
   WireError,
 } from './protocols.js';
 export { DEFAULT_LEASE_TTL_MS } from './discovery.js';
-export type { Discovery, LeaseLostListener, WatchEvent } from './discovery.js';
+export type { Discovery, LeaseLostListener, LeaseRestoredListener, WatchEvent } from './discovery.js';
 export { DEFAULT_REQUEST_TIMEOUT_MS, NoRespondersError, StreamIncompleteError, isRetriable } from './request-plane.js';
 export type { EndpointHandler, RequestContext, RequestOptions, RequestPlane, ServedEndpoint } from './request-plane.js';
 export type { EventMessage, EventPlane, SubscribeOptions } from './event-plane.js';

@@ -6,13 +6,16 @@
  * request work.
  *
  * The thread writes a LeaseKeepAlive `{ ID }` every TTL/3 and reports back: `alive` per acknowledged
- * keep-alive, `lost` once etcd answers TTL 0 (revoked or expired) or no keep-alive was acknowledged
- * for longer than the TTL (counted from the send time of the last acknowledged one, so etcd's own
- * expiry is never earlier than ours). A thread that fails or exits on its own also counts as `lost`:
- * nobody keeps the lease alive any more. `lost` is reported once; `stop()` silences the keeper.
+ * keep-alive; `expired` once no keep-alive was acknowledged for longer than the TTL (counted from the
+ * send time of the last acknowledged one, so etcd's own expiry is never earlier than ours) — the
+ * thread keeps trying the same lease, since an etcd that restarts restores its leases with a fresh
+ * TTL, and `alive` follows if etcd answers; `gone` once etcd answers TTL 0 (revoked or expired): the
+ * thread goes idle until `start` is called with a new lease. A thread that fails or exits on its own
+ * is `dead`: nobody keeps the lease alive any more, and the keeper is finished. `stop()` silences it.
  *
  * Lifecycle: `spawn` (the thread loads etcd3 and dials while the caller grants the lease), `start`
- * (the lease id; the expiry bound counts from `grantedAt`), `firstAck`, ..., `stop`.
+ * (the lease id; the expiry bound counts from `grantedAt`), `firstAck`, ..., [`gone` → `start` with a
+ * new lease, `firstAck`, ...], `stop`.
  */
 import { Worker } from 'node:worker_threads';
 
@@ -32,18 +35,24 @@ export type ToLeaseKeeper = { readonly type: 'start'; readonly leaseId: string; 
 /** Keeper thread → main thread. */
 export type FromLeaseKeeper =
   | { readonly type: 'alive'; readonly ttl: number; readonly at: number }
-  | { readonly type: 'lost'; readonly reason: string };
+  | { readonly type: 'expired'; readonly reason: string }
+  | { readonly type: 'gone'; readonly reason: string };
 
+/** Never called after `stop()`. */
 export interface LeaseKeeperEvents {
   /** A keep-alive was acknowledged at `at` (ms epoch) with `ttl` seconds. */
   onAlive?(ttl: number, at: number): void;
-  /** The lease is gone or can no longer be vouched for. Called at most once, never after `stop()`. */
-  onLost?(reason: string): void;
+  /** No keep-alive acknowledged for longer than the TTL; the keeper keeps trying. Once per episode. */
+  onExpired?(reason: string): void;
+  /** etcd says the lease no longer exists; the keeper is idle until the next `start`. */
+  onGone?(reason: string): void;
+  /** The thread failed or exited: this keeper is finished (spawn another). Called at most once. */
+  onDead?(reason: string): void;
 }
 
 export class LeaseKeeper {
   private stopped = false;
-  private lostReason: string | undefined;
+  private deadReason: string | undefined;
   private exited = false;
   private readonly exit: Promise<void>;
   private firstAckWaiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
@@ -55,10 +64,10 @@ export class LeaseKeeper {
   private constructor(private readonly worker: Worker) {
     this.exit = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
     worker.on('message', (msg: FromLeaseKeeper) => this.onMessage(msg));
-    worker.on('error', (e) => this.lose(`lease keeper thread failed: ${e.message}`));
+    worker.on('error', (e) => this.die(`lease keeper thread failed: ${e.message}`));
     worker.on('exit', (code) => {
       this.exited = true;
-      this.lose(`lease keeper thread exited (code ${code})`);
+      this.die(`lease keeper thread exited (code ${code})`);
     });
     // The thread never keeps the process alive on its own: the owner's etcd connection decides.
     worker.unref();
@@ -69,15 +78,20 @@ export class LeaseKeeper {
     return new LeaseKeeper(new Worker(THREAD_URL, { workerData: { ...data, hosts: [...data.hosts] } }));
   }
 
-  /** Keep lease `leaseId` (decimal) alive; `grantedAt` is when the grant was sent (ms epoch). */
+  /**
+   * Keep lease `leaseId` (decimal) alive, instead of any lease kept so far; `grantedAt` is when the
+   * grant was sent (ms epoch).
+   */
   start(leaseId: string, grantedAt: number): void {
+    this.acked = false;
+    this.settleFirstAck(new Error('another lease was started'));
     this.post({ type: 'start', leaseId, grantedAt });
   }
 
-  /** Resolves on the first acknowledged keep-alive; rejects on loss, or after `timeoutMs`. */
+  /** Resolves on the first acknowledged keep-alive since `start`; rejects when the lease is gone, the thread dies, or after `timeoutMs`. */
   firstAck(timeoutMs: number): Promise<void> {
     if (this.acked) return Promise.resolve();
-    if (this.lostReason !== undefined) return Promise.reject(new Error(this.lostReason));
+    if (this.deadReason !== undefined) return Promise.reject(new Error(this.deadReason));
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => this.settleFirstAck(new Error(`no keep-alive acknowledged within ${timeoutMs} ms`)), timeoutMs);
       this.firstAckWaiters.push({
@@ -124,16 +138,19 @@ export class LeaseKeeper {
         this.settleFirstAck(null);
       }
       this.events.onAlive?.(msg.ttl, msg.at);
+    } else if (msg.type === 'expired') {
+      this.events.onExpired?.(msg.reason);
     } else {
-      this.lose(msg.reason);
+      this.settleFirstAck(new Error(msg.reason));
+      this.events.onGone?.(msg.reason);
     }
   }
 
-  private lose(reason: string): void {
-    if (this.stopped || this.lostReason !== undefined) return;
-    this.lostReason = reason;
+  private die(reason: string): void {
+    if (this.stopped || this.deadReason !== undefined) return;
+    this.deadReason = reason;
     this.settleFirstAck(new Error(reason));
-    this.events.onLost?.(reason);
+    this.events.onDead?.(reason);
   }
 
   private settleFirstAck(error: Error | null): void {

@@ -120,6 +120,24 @@ describe('MemoryDiscovery', () => {
     await expect(a.registerInstance(info(a.instanceId))).rejects.toMatchObject({ code: 'unavailable' });
   });
 
+  it('a restored lease writes back every key the process still holds, under the same instance id', async () => {
+    const store = new MemoryDiscoveryStore();
+    const a = store.connect();
+    await a.registerInstance(info(a.instanceId));
+    await a.registerModel(card(a.instanceId));
+    let restored = 0;
+    a.onLeaseRestored(() => restored++);
+    a.expireLease();
+    expect(store.snapshot().size).toBe(0);
+    await a.unregisterModel(modelName('m')); // while lost: not written back
+    a.restoreLease();
+    expect(a.state).toBe('active');
+    expect(restored).toBe(1);
+    expect([...store.snapshot().keys()]).toEqual([instanceKey(info(a.instanceId))]);
+    await a.registerModel(card(a.instanceId));
+    expect(store.snapshot().size).toBe(2);
+  });
+
   it('close revokes the lease without calling lease-lost listeners', async () => {
     const store = new MemoryDiscoveryStore();
     const a = store.connect();
@@ -147,13 +165,14 @@ describe('MemoryDiscovery', () => {
     const c = store.connect();
     await c.registerInstance(info(c.instanceId));
     store.reconnectWatches();
-    expect(brief(await take(it, 3))).toEqual([
-      `delete ${instanceKey(info(a.instanceId))}`,
-      `put ${instanceKey(info(c.instanceId))}`,
-      'synced',
-    ]);
+    const resync = await take(it, 3);
+    expect(brief(resync)).toEqual([`delete ${instanceKey(info(a.instanceId))}`, `put ${instanceKey(info(c.instanceId))}`, 'synced']);
+    // the delete comes from the resync, not from a live change
+    expect(resync[0]).toMatchObject({ type: 'delete', resync: true });
     // live again afterwards
     await b.unregisterInstance(info(b.instanceId));
-    expect(brief(await take(it, 1))).toEqual([`delete ${instanceKey(info(b.instanceId))}`]);
+    const live = await take(it, 1);
+    expect(brief(live)).toEqual([`delete ${instanceKey(info(b.instanceId))}`]);
+    expect(live[0]).not.toHaveProperty('resync');
   });
 });

@@ -15,7 +15,7 @@ import {
   modelKey,
 } from './addressing.js';
 import { AsyncChannel } from './async-channel.js';
-import type { Discovery, LeaseLostListener, WatchEvent } from './discovery.js';
+import type { Discovery, LeaseLostListener, LeaseRestoredListener, WatchEvent } from './discovery.js';
 import type { InstanceInfo, ModelCard } from './protocols.js';
 import { WatchState } from './watch-state.js';
 
@@ -128,7 +128,8 @@ export class MemoryDiscoveryStore {
 /**
  * Lease lifecycle of one process:
  * - `active`: registrations allowed;
- * - `lost`: the lease expired (`expireLease`); keys gone, registrations fail unavailable, watches go on;
+ * - `lost`: the lease expired or cannot be vouched for; registrations fail unavailable, watches go on.
+ *   Back to `active` once the lease is restored (the same instance id, every key written again);
  * - `closed`: `close()` revoked the lease and ended the watches. Terminal.
  */
 export type LeaseState = 'active' | 'lost' | 'closed';
@@ -137,6 +138,9 @@ export type LeaseState = 'active' | 'lost' | 'closed';
 export class MemoryDiscovery implements Discovery {
   private leaseState: LeaseState = 'active';
   private readonly listeners = new Set<LeaseLostListener>();
+  private readonly restoredListeners = new Set<LeaseRestoredListener>();
+  /** key → value of every key this process registered (written again by `restoreLease`). */
+  private readonly owned = new Map<string, unknown>();
   /** Keys this process registered, for unregister by address/model. */
   private readonly modelKeys = new Map<ModelName, string>();
 
@@ -153,9 +157,11 @@ export class MemoryDiscovery implements Discovery {
     this.checkActive();
     this.checkOwned(info.instanceId);
     this.store.create(instanceKey(info), info, this.instanceId);
+    this.owned.set(instanceKey(info), info);
   }
 
   async unregisterInstance(address: InstanceAddress): Promise<void> {
+    this.owned.delete(instanceKey(address));
     this.store.delete(instanceKey(address), this.instanceId);
   }
 
@@ -164,6 +170,7 @@ export class MemoryDiscovery implements Discovery {
     this.checkOwned(card.instanceId);
     const key = modelKey(card.namespace, card.model, card.instanceId);
     this.store.create(key, card, this.instanceId);
+    this.owned.set(key, card);
     this.modelKeys.set(card.model, key);
   }
 
@@ -171,6 +178,7 @@ export class MemoryDiscovery implements Discovery {
     const key = this.modelKeys.get(model);
     if (key === undefined) return;
     this.modelKeys.delete(model);
+    this.owned.delete(key);
     this.store.delete(key, this.instanceId);
   }
 
@@ -203,12 +211,18 @@ export class MemoryDiscovery implements Discovery {
     return () => this.listeners.delete(listener);
   }
 
+  onLeaseRestored(listener: LeaseRestoredListener): () => void {
+    this.restoredListeners.add(listener);
+    return () => this.restoredListeners.delete(listener);
+  }
+
   async close(): Promise<void> {
     if (this.leaseState === 'closed') return;
     this.leaseState = 'closed';
     this.store.dropLease(this.instanceId);
     this.store.closeWatchesOf(this);
     this.listeners.clear();
+    this.restoredListeners.clear();
   }
 
   /** Test hook: the lease expires (keep-alives failed for a TTL): keys vanish, listeners hear about it. */
@@ -218,6 +232,17 @@ export class MemoryDiscovery implements Discovery {
     this.store.dropLease(this.instanceId);
     const cause = unavailable(`lease ${this.instanceId} expired`);
     for (const l of [...this.listeners]) l(cause);
+  }
+
+  /**
+   * Test hook: etcd answers again after `expireLease`: a new lease, every key this process still
+   * holds written again under the same instance id, then the restored listeners.
+   */
+  restoreLease(): void {
+    if (this.leaseState !== 'lost') return;
+    for (const [key, value] of this.owned) this.store.create(key, value, this.instanceId);
+    this.leaseState = 'active';
+    for (const l of [...this.restoredListeners]) l();
   }
 
   private checkActive(): void {

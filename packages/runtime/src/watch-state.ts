@@ -26,14 +26,15 @@ export class WatchState {
 
   /**
    * Called with a fresh snapshot (initial or after reconnect): the events that take the consumer from
-   * what it saw to the snapshot, deletes first (sorted by key), then puts (sorted), then `synced`.
+   * what it saw to the snapshot, deletes first (sorted by key, marked `resync`), then puts (sorted),
+   * then `synced`.
    */
   resync(snapshot: ReadonlyMap<string, unknown>, revision: number): WatchEvent[] {
     const out: WatchEvent[] = [];
     for (const key of [...this.known.keys()].sort()) {
       if (!snapshot.has(key)) {
         this.known.delete(key);
-        out.push({ type: 'delete', key, revision });
+        out.push({ type: 'delete', key, revision, resync: true });
       }
     }
     for (const key of [...snapshot.keys()].sort()) {

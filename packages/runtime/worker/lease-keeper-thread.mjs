@@ -6,15 +6,25 @@
 //
 // workerData: { hosts: string[], dialTimeoutMs: number, ttlSeconds: number }
 // in:  { type: 'start', leaseId: string (decimal), grantedAt: ms epoch (sent before the grant) }
+//        keep this lease alive (again after `gone`, or instead of the current one)
 //      { type: 'stop' }  → stop sending, close the connection, exit the thread
 // out: { type: 'alive', ttl: seconds, at: ms epoch }  one per acknowledged keep-alive
-//      { type: 'lost', reason }  etcd answered TTL 0 (lease revoked / expired), or no keep-alive was
-//                                acknowledged for longer than the TTL; the thread then goes idle
+//      { type: 'expired', reason }  no keep-alive was acknowledged for longer than the TTL (etcd
+//                                   unreachable): the lease can no longer be vouched for. Sent once per
+//                                   such episode; the thread keeps trying the same lease (an etcd that
+//                                   restarts restores its leases), and `alive` follows if it answers
+//      { type: 'gone', reason }     etcd answered TTL 0: the lease is revoked or expired. The thread
+//                                   goes idle until the next `start`
 //
 // Protocol: one LeaseKeepAlive bidi stream, `{ ID }` written every TTL/3; etcd answers each with
 // `{ ID, TTL }`. The lease is counted alive until (send time of the last acknowledged keep-alive) +
 // TTL, a bound etcd's own expiry can only exceed. A stream that errors, ends or leaves a keep-alive
 // unanswered for TTL/3 is replaced (etcd3's pool picks a host, so this fails over between hosts).
+//
+// The etcd client is tuned for outages as EtcdDiscovery's (src/etcd-client.ts; keep the two alike):
+// no circuit breaker per host (etcd3's default refuses calls for 5 s after 3 failures, which would
+// delay the first keep-alive after etcd returns), and gRPC reconnect backoff capped at 1 s (grpc-js
+// defaults to 120 s, so after a long outage the connection would come back long after etcd).
 import { parentPort, workerData } from 'node:worker_threads';
 import { Etcd3 } from 'etcd3';
 
@@ -26,11 +36,25 @@ const WATCHDOG_MS = Math.min(250, intervalMs);
 const RETRY_MS = Math.min(250, intervalMs);
 
 const describe = (e) => (e instanceof Error ? e.message : String(e));
-const client = new Etcd3({ hosts, dialTimeout: dialTimeoutMs });
+const passThrough = {
+  _altReturn: undefined,
+  onSuccess: () => ({ dispose() {} }),
+  onFailure: () => ({ dispose() {} }),
+  execute: async (fn, signal) => fn({ signal: signal ?? new AbortController().signal }),
+};
+const client = new Etcd3({
+  hosts,
+  dialTimeout: dialTimeoutMs,
+  grpcOptions: { 'grpc.initial_reconnect_backoff_ms': 250, 'grpc.max_reconnect_backoff_ms': 1000 },
+  faultHandling: { host: () => passThrough },
+});
 
 let leaseId = null;
 /** Send time (ms) of the last acknowledged keep-alive (first: of the grant). */
 let lastOk = 0;
+/** `expired` was reported and no keep-alive has been acknowledged since. */
+let expired = false;
+/** Stopped for good (`stop`), or idle (no lease) until the next `start`. */
 let done = false;
 let stream = null;
 let opening = false;
@@ -41,26 +65,34 @@ let sendTimer = null;
 let watchdogTimer = null;
 let retryTimer = null;
 
+let stopped = false;
+
 parentPort.on('message', (msg) => {
-  if (msg.type === 'start' && leaseId === null && !done) {
+  if (msg.type === 'start' && !stopped) {
+    if (leaseId !== null) idle();
     leaseId = msg.leaseId;
     lastOk = msg.grantedAt;
+    expired = false;
+    lastError = null;
+    done = false;
     sendTimer = setInterval(tick, intervalMs);
     watchdogTimer = setInterval(checkExpiry, WATCHDOG_MS);
     openStream();
   } else if (msg.type === 'stop') {
-    shutdown();
+    stopped = true;
+    idle();
     client.close();
     parentPort.close();
   }
 });
 
 function checkExpiry() {
-  if (done) return;
+  if (done || expired) return;
   const since = Date.now() - lastOk;
   if (since > ttlMs) {
+    expired = true;
     const why = lastError ? `: ${describe(lastError)}` : '';
-    lose(`no keep-alive acknowledged for ${since} ms (TTL ${ttlSeconds} s)${why}`);
+    parentPort.postMessage({ type: 'expired', reason: `no keep-alive acknowledged for ${since} ms (TTL ${ttlSeconds} s)${why}` });
   }
 }
 
@@ -119,10 +151,13 @@ function onAnswer(s, res) {
   const sentAt = pending.shift() ?? Date.now();
   const ttl = Number(res.TTL);
   if (!(ttl > 0)) {
-    lose(`etcd reports lease ${leaseId} gone (keep-alive answered TTL ${res.TTL}): revoked or expired`);
+    const reason = `etcd reports lease ${leaseId} gone (keep-alive answered TTL ${res.TTL}): revoked or expired`;
+    idle();
+    parentPort.postMessage({ type: 'gone', reason });
     return;
   }
   lastOk = Math.max(lastOk, sentAt);
+  expired = false;
   lastError = null;
   parentPort.postMessage({ type: 'alive', ttl, at: Date.now() });
 }
@@ -155,13 +190,9 @@ function scheduleRetry() {
   }, RETRY_MS);
 }
 
-function lose(reason) {
-  if (done) return;
-  shutdown();
-  parentPort.postMessage({ type: 'lost', reason });
-}
-
-function shutdown() {
+/** Stop keeping the current lease (timers, stream); a later `start` begins again. */
+function idle() {
+  leaseId = null;
   done = true;
   clearInterval(sendTimer);
   clearInterval(watchdogTimer);

@@ -71,9 +71,10 @@ export interface InfraServer {
   stop(): Promise<void>;
   /**
    * Stop the process and start it again on the same ports, keeping the data dir — or, with `wipe`,
-   * emptying it first (a server that lost its disk).
+   * emptying it first (a server that lost its disk). With `downMs` the server stays down that long
+   * before it starts again (an outage); state is `restarting` meanwhile.
    */
-  restart(options?: { wipe?: boolean }): Promise<void>;
+  restart(options?: { wipe?: boolean; downMs?: number }): Promise<void>;
 }
 
 export interface NatsServer extends InfraServer {
@@ -242,11 +243,13 @@ async function startServer<S extends ServerSpec>(
       })();
       return stopping;
     },
-    restart: async (restartOptions?: { wipe?: boolean }) => {
+    restart: async (restartOptions?: { wipe?: boolean; downMs?: number }) => {
       if (state !== 'running') throw invalidArgument(`${spec.name}: restart() while ${state}`);
       state = 'restarting';
       if (current) await terminate(current);
       current = undefined;
+      if (restartOptions?.downMs !== undefined && restartOptions.downMs > 0) await sleep(restartOptions.downMs);
+      if ((state as InfraServerState) === 'stopped') return; // stop() ran during the outage
       if (restartOptions?.wipe === true) {
         for (const entry of readdirSync(dataDir)) rmSync(join(dataDir, entry), { recursive: true, force: true });
       }

@@ -15,7 +15,7 @@ describe('ModelRegistry', () => {
   it('follows workers joining and leaving, builds one tokenizer per content, and resyncs after a watch outage', async () => {
     cluster = new MockCluster();
     const a = await cluster.addWorker({ tensor: true });
-    registry = new ModelRegistry({ discovery: cluster.store.connect(), namespace: namespace(NS) });
+    registry = new ModelRegistry({ discovery: cluster.store.connect(), namespace: namespace(NS), resyncGraceMs: 50 });
     const changes: RegistryChange[] = [];
     registry.onChange((c) => changes.push(c));
     await registry.ready();
@@ -45,7 +45,7 @@ describe('ModelRegistry', () => {
     expect(registry.model(LLM)!.card.instanceId).toBe(b.node.instanceId);
     expect(registry.model(TENSOR)).toBeUndefined(); // only a served it
 
-    // watch outage: b leaves unseen; the reconnect's resync removes it and says synced again
+    // watch outage: b leaves unseen; the reconnect's resync removes it (after the grace) and says synced again
     cluster.store.disconnectWatches();
     await b.node.drain();
     expect(registry.model(LLM)).toBeDefined();
@@ -75,5 +75,40 @@ describe('ModelRegistry', () => {
     await registry.ready();
     expect(registry.list()).toEqual([]);
     expect(registry.counters().rejectedCards).toBe(2);
+  });
+
+  it('after a resync, instances missing from the snapshot get a grace to register again (etcd back without its data)', async () => {
+    cluster = new MockCluster();
+    const a = await cluster.addWorker();
+    const b = await cluster.addWorker();
+    registry = new ModelRegistry({ discovery: cluster.store.connect(), namespace: namespace(NS), resyncGraceMs: 1500 });
+    const changes: RegistryChange[] = [];
+    registry.onChange((c) => changes.push(c));
+    await registry.ready();
+    expect(registry.model(LLM)!.instances.size).toBe(2);
+    const routerSynced = changes.filter((c) => c.type === 'synced').length;
+    const addedBefore = changes.filter((c) => c.type === 'instance-added').length;
+
+    // etcd goes away and comes back empty: both leases and every card are gone from the store
+    cluster.store.disconnectWatches();
+    a.discovery.expireLease();
+    b.discovery.expireLease();
+    let atResync: number | undefined;
+    registry.onChange((c) => {
+      if (c.type === 'synced') atResync ??= registry!.model(LLM)?.instances.size ?? 0;
+    });
+    cluster.store.reconnectWatches();
+    await waitFor(() => atResync !== undefined, 5000, 'resync');
+    // the router still routes to both: a resync that misses them is not "they left"
+    expect(atResync).toBe(2);
+    expect(changes.filter((c) => c.type === 'synced').length).toBe(routerSynced + 1);
+    // a registers again within the grace, b never does
+    a.discovery.restoreLease();
+    await waitFor(() => registry!.model(LLM)!.instances.size === 1, 5000, 'b removed after the grace');
+    expect([...registry.model(LLM)!.instances.keys()]).toEqual([a.node.instanceId]);
+    const removed = changes.filter((c) => c.type === 'instance-removed').map((c) => (c as { instanceId: string }).instanceId);
+    expect(removed).toEqual([b.node.instanceId]);
+    // a came back unchanged: no instance-added, its routing state (KV index, pins, loads) untouched
+    expect(changes.filter((c) => c.type === 'instance-added')).toHaveLength(addedBefore);
   });
 });

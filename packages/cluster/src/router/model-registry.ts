@@ -12,6 +12,15 @@
  * source (cached by a content hash), not once per instance: a hundred workers of one model share one
  * tokenizer. A card whose tokenizer cannot be built is logged and ignored (the instance is not used).
  *
+ * Resync after a discovery outage: an instance whose card is missing from the fresh snapshot (a
+ * `delete` marked `resync`) is removed only after `resyncGraceMs` (default DEFAULT_RESYNC_GRACE_MS),
+ * unless its card is put again meanwhile. When etcd comes back without its data, every card is
+ * missing from the first snapshot, and the workers register again (same instance ids) within a
+ * second or so: without the grace the router would drop every model and answer 404 in between.
+ * A worker that really left during the outage is removed a few seconds later; requests that reach it
+ * meanwhile find no responders and are retried on another instance, as for any dead worker. A card
+ * put again unchanged during the grace changes nothing (no `instance-added`: its routing state stays).
+ *
  * Concurrency: watch events are applied one at a time in revision order; a tokenizer build is awaited
  * inside that loop, so `instance-added` is emitted only once the model can be served, and a delete
  * that follows a put is never applied before it. Listeners run synchronously inside the loop.
@@ -75,10 +84,15 @@ export type RegistryChange =
 
 export type RegistryListener = (change: RegistryChange) => void;
 
+/** How long an instance missing from a resync snapshot stays before it is removed. */
+export const DEFAULT_RESYNC_GRACE_MS = 3000;
+
 export interface ModelRegistryOptions {
   readonly discovery: Discovery;
   readonly namespace: Namespace;
   readonly logger?: Logger;
+  /** Default DEFAULT_RESYNC_GRACE_MS; 0 removes at once. */
+  readonly resyncGraceMs?: number;
 }
 
 interface MutableEntry {
@@ -105,6 +119,10 @@ export class ModelRegistry {
   private readonly readyPromise = new Promise<void>((resolve) => (this.resolveReady = resolve));
   private tokenizerBuilds = 0;
   private rejectedCards = 0;
+  /** Watch key → timer of a removal held back after a resync. */
+  private readonly pendingRemovals = new Map<string, NodeJS.Timeout>();
+  /** Watch key → JSON text of the card last put there (to tell a card put back unchanged). */
+  private readonly cardTexts = new Map<string, string>();
 
   constructor(private readonly options: ModelRegistryOptions) {
     this.logger = options.logger ?? silentLogger;
@@ -140,6 +158,8 @@ export class ModelRegistry {
   async close(): Promise<void> {
     this.abort.abort();
     await this.loop;
+    for (const t of this.pendingRemovals.values()) clearTimeout(t);
+    this.pendingRemovals.clear();
   }
 
   private async run(): Promise<void> {
@@ -153,8 +173,22 @@ export class ModelRegistry {
         }
         const parsed = parseKey(ev.key);
         if (parsed === null || parsed.kind !== 'model') continue;
-        if (ev.type === 'delete') this.remove(parsed.model, parsed.instanceId);
-        else await this.put(ev.key, ev.value, parsed.model, parsed.instanceId);
+        const graceMs = this.options.resyncGraceMs ?? DEFAULT_RESYNC_GRACE_MS;
+        if (ev.type === 'delete' && ev.resync === true && graceMs > 0) {
+          this.deferRemoval(ev.key, parsed.model, parsed.instanceId, graceMs);
+          continue;
+        }
+        const pending = this.cancelRemoval(ev.key);
+        if (ev.type === 'delete') {
+          this.cardTexts.delete(ev.key);
+          this.remove(parsed.model, parsed.instanceId);
+          continue;
+        }
+        const text = JSON.stringify(ev.value);
+        const unchanged = this.cardTexts.get(ev.key) === text && this.models.get(parsed.model)?.instances.has(parsed.instanceId) === true;
+        this.cardTexts.set(ev.key, text);
+        if (pending && unchanged) continue; // back unchanged after a resync: nothing moves
+        await this.put(ev.key, ev.value, parsed.model, parsed.instanceId);
       }
     } catch (e) {
       if (!this.abort.signal.aborted) this.logger.error({ err: e }, 'model registry: discovery watch failed');
@@ -205,6 +239,27 @@ export class ModelRegistry {
       if (entry.text === undefined && text !== undefined) entry.text = text;
     }
     this.emit({ type: 'instance-added', model, instanceId: id, card });
+  }
+
+  private deferRemoval(key: string, model: string, id: InstanceId, graceMs: number): void {
+    if (this.pendingRemovals.has(key) || this.models.get(model)?.instances.has(id) !== true) return;
+    const timer = setTimeout(() => {
+      this.pendingRemovals.delete(key);
+      this.cardTexts.delete(key);
+      this.logger.info({ model, instanceId: id }, 'model registry: instance gone from discovery after a resync');
+      this.remove(model, id);
+    }, graceMs);
+    timer.unref();
+    this.pendingRemovals.set(key, timer);
+  }
+
+  /** Drop a held-back removal of `key`; true when there was one. */
+  private cancelRemoval(key: string): boolean {
+    const timer = this.pendingRemovals.get(key);
+    if (timer === undefined) return false;
+    clearTimeout(timer);
+    this.pendingRemovals.delete(key);
+    return true;
   }
 
   private remove(model: string, id: InstanceId): void {

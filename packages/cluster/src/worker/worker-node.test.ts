@@ -377,14 +377,33 @@ describe('worker node over memory twins', () => {
     await expect(collect(c.client.request(target(c, HEALTH_ENDPOINT), {}))).rejects.toBeInstanceOf(NoRespondersError);
   });
 
-  it('lease loss: stops serving and reports it', async () => {
+  it('lease loss: keeps serving; once the lease is restored the cards are back, following models changed meanwhile', async () => {
     const c = await startCluster();
-    expect(await collect(c.client.request(target(c, HEALTH_ENDPOINT), {}))).toEqual([{ state: 'serving' }]);
+    const restored: number[] = [];
+    const names = () => [...c.store.snapshot(modelsPrefix(ns)).values()].map((v) => (v as { model: string }).model).sort();
+    const instances = () => c.store.snapshot(instancesPrefix(ns)).size;
+    expect(names()).toEqual(['add_sub', 'mock_llm', 'square_int32']);
+    const registered = instances();
+    c.discovery.onLeaseRestored(() => restored.push(1));
     c.discovery.expireLease();
     await waitFor(() => c.leaseLost.length === 1);
-    expect(c.node.state).toBe('lease_lost');
-    await expect(collect(generate(c, prompt(4), { max_tokens: 1 }))).rejects.toBeInstanceOf(NoRespondersError);
-    // a ghost is dead to health probes: routers migrate its streams
-    await expect(collect(c.client.request(target(c, HEALTH_ENDPOINT), {}))).rejects.toBeInstanceOf(NoRespondersError);
+    expect(c.node.state).toBe('serving');
+    expect(names()).toEqual([]);
+    // still serving over the request plane: routers that know it keep using it
+    const out = (await collect(generate(c, prompt(4), { max_tokens: 2 }))).map((v) => decodeWireGenerateOutput(v));
+    expect(out.reduce((n, o) => n + o.tokenIds.length, 0)).toBe(2);
+    expect(await collect(c.client.request(target(c, HEALTH_ENDPOINT), {}))).toEqual([{ state: 'serving' }]);
+    // a model leaves while discovery is away
+    await c.engine.unloadModel('square_int32');
+    c.discovery.restoreLease();
+    await waitFor(() => names().length === 2);
+    expect(names()).toEqual(['add_sub', 'mock_llm']);
+    expect(instances()).toBe(registered);
+    expect(c.node.models()).toEqual(['add_sub', 'mock_llm']);
+    // and one comes back after the restore: announced as usual
+    await c.engine.loadModel('square_int32');
+    await waitFor(() => names().length === 3);
+    expect(restored).toHaveLength(1);
   });
+
 });

@@ -13,9 +13,13 @@
  *   sees the instance leave probes it and lets its streams finish instead of migrating them.
  * - closed (`close()`): drain if not yet, then close Discovery (revokes the lease), the event plane and
  *   the request plane. The node owns the roles it was given.
- * - lease lost: the node must not serve as a ghost. It stops the endpoints at once (without drain:
- *   in-flight streams end with a cancelled error frame, routers may migrate them) and calls
- *   `onLeaseLost`; the app shuts down.
+ * - lease lost (etcd unreachable for longer than the lease TTL, or the lease expired): the node keeps
+ *   serving and publishing — the request and event planes do not need etcd, and routers keep routing
+ *   to the instances they know while their own etcd watch is down. Discovery restores the lease by
+ *   itself once etcd answers (the same instance id, so NATS subjects, KV event ids and the routers'
+ *   routing state stay valid) and re-registers what it held; then the node re-syncs its cards, so a
+ *   model loaded or unloaded during the outage is announced right. `onLeaseLost` / `onLeaseRestored`
+ *   tell the app (which only logs).
  */
 import { silentLogger, type Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
@@ -55,8 +59,10 @@ export interface WorkerNodeOptions {
   readonly logger?: Logger;
   /** Load samples at most this often per model (default 1000 ms); a heartbeat goes out every 5 s anyway. */
   readonly loadIntervalMs?: number;
-  /** Called once when the lease is lost, after the node stopped serving. The app should exit non-zero. */
+  /** Called when the lease is lost (the node keeps serving; Discovery restores the lease when etcd answers). */
   readonly onLeaseLost?: (cause: Error) => void;
+  /** Called when the lease is restored and the model cards are re-synced. */
+  readonly onLeaseRestored?: () => void;
   /**
    * Publish the LLM engines' KV events (default true). false: none are published and the cards say
    * `kvEvents: false`, so routers route these models in approximate mode (for engines whose events
@@ -65,7 +71,7 @@ export interface WorkerNodeOptions {
   readonly kvEvents?: boolean;
 }
 
-export type WorkerNodeState = 'serving' | 'draining' | 'closed' | 'lease_lost';
+export type WorkerNodeState = 'serving' | 'draining' | 'closed';
 
 export interface WorkerNode {
   /** This process's instance id (Discovery's lease id). */
@@ -172,17 +178,26 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
     await kvPublisher.close();
   };
 
-  const unsubscribeLease = discovery.onLeaseLost((cause) => {
-    if (state === 'closed' || state === 'lease_lost') return;
-    state = 'lease_lost';
-    logger.error({ err: cause, instanceId: id }, 'discovery lease lost: this worker left the cluster and stops serving');
-    void (async () => {
-      // the health endpoint too: probes must call this ghost dead so routers migrate its streams
-      await Promise.all([...served, health!].map((s) => s.stop({ drain: false }).catch(() => {})));
-      await stopPublishing().catch(() => {});
-      options.onLeaseLost?.(cause);
-    })();
+  const unsubscribeLost = discovery.onLeaseLost((cause) => {
+    if (state === 'closed') return;
+    logger.warn({ err: cause, instanceId: id }, 'discovery lease lost: still serving; discovery registers this worker again when etcd answers');
+    options.onLeaseLost?.(cause);
   });
+  const unsubscribeRestored = discovery.onLeaseRestored(() => {
+    if (state !== 'serving') return;
+    // cards that failed to register (or changed) during the outage
+    void cards
+      .sync()
+      .catch((e: unknown) => logger.error({ err: e }, 'model card sync failed'))
+      .then(() => {
+        logger.info({ instanceId: id, models: cards.models() }, 'discovery lease restored: this worker is registered again');
+        options.onLeaseRestored?.();
+      });
+  });
+  const unsubscribeLease = (): void => {
+    unsubscribeLost();
+    unsubscribeRestored();
+  };
 
   let draining: Promise<void> | undefined;
   let drained = false;
