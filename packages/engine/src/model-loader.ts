@@ -9,7 +9,7 @@
  * and put a scheduler in front. Any failure throws; the caller marks the version UNAVAILABLE.
  */
 import { basename, join } from 'node:path';
-import { invalidArgument, isSwitchyardError, type Logger } from '@switchyard/common';
+import { confinedSegments, enforceLimits, invalidArgument, isSwitchyardError, type Logger } from '@switchyard/common';
 import {
   normalizeModelConfig,
   parseModelConfigJson,
@@ -22,6 +22,7 @@ import { executeBatch } from './batch-executor.js';
 import { loadEnsembleVersion } from './ensemble-model.js';
 import type { EnsemblePort } from './ensemble-scheduler.js';
 import { loadOutputLabels } from './labels.js';
+import { configLimitChecks } from './load-limits.js';
 import { LoadedVersion } from './loaded-version.js';
 import type { ModelSource } from './model-source.js';
 import { checkConfigName, completeBackendFields } from './repository.js';
@@ -59,14 +60,33 @@ export function buildBaseConfig(name: string, source: ModelSource, overrideConfi
   return config;
 }
 
-/** The config a version will run with: backend auto-complete, then normalise and validate. */
+/**
+ * The checks a config passes before anything is built from it: every value that sizes an
+ * allocation or a thread count within its limit (load-limits.ts), and the path-like fields no
+ * backend here opens (`cc_model_filenames`) under the confined resolver's rules. The fields that are
+ * opened go through the resolver where they are read.
+ */
+function checkBeforeBuilding(config: ModelConfig): void {
+  enforceLimits(`unable to load model '${config.name}'`, configLimitChecks(config));
+  for (const [cc, file] of Object.entries(config.cc_model_filenames)) {
+    confinedSegments(file, `cc_model_filenames '${cc}' ('${file}') of model '${config.name}' must name a path inside its version folder`);
+  }
+}
+
+/**
+ * The config a version will run with: backend auto-complete, then normalise and validate. The
+ * limits are checked before the backend's auto-complete (which may start a thread or a session)
+ * and again on the final config (auto-complete may change it).
+ */
 async function finalConfig(context: LoaderContext, backend: Backend, base: ModelConfig, backendContext: BackendModelContext): Promise<ModelConfig> {
   let config = base;
+  checkBeforeBuilding(config);
   if (context.autoComplete && backend.autoCompleteConfig !== undefined) {
     config = await backend.autoCompleteConfig({ ...backendContext, config });
   }
   config = normalizeModelConfig(config, { modelName: base.name });
   validateModelConfig(config);
+  checkBeforeBuilding(config);
   return config;
 }
 

@@ -6,8 +6,8 @@
  */
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { invalidArgument } from '@switchyard/common';
+import { dirname, join, relative, resolve } from 'node:path';
+import { confinedSegments, invalidArgument } from '@switchyard/common';
 import { parseVersionDir } from './repository.js';
 
 export interface ModelSource {
@@ -82,8 +82,8 @@ export interface OverrideFolder {
 
 /**
  * Write `files` (keyed by path inside the model folder, e.g. `1/model.onnx`) into a fresh temp
- * folder. Every path must stay inside the folder: absolute paths and `..` segments are
- * rejected with Triton's message, before anything is written.
+ * folder. Every path must stay inside the folder (the confined resolver's lexical rules: no
+ * absolute path, `..` segment or NUL byte), else Triton's message, before anything is written.
  */
 export async function materializeOverride(modelName: string, files: ReadonlyMap<string, Uint8Array>): Promise<OverrideFolder> {
   const base = await mkdtemp(join(tmpdir(), 'switchyard-override-'));
@@ -93,13 +93,8 @@ export async function materializeOverride(modelName: string, files: ReadonlyMap<
     await mkdir(root, { recursive: true });
     const targets: [string, Uint8Array][] = [];
     for (const [name, data] of files) {
-      const normalized = resolve(root, name);
-      const segments = name.split(/[\\/]/);
-      const inside = normalized.startsWith(root + sep);
-      if (name === '' || isAbsolute(name) || segments.includes('..') || !inside) {
-        throw invalidArgument(`Invalid file parameter 'file:${name}' with normalized path '${normalized}' must stay within model directory.`);
-      }
-      targets.push([normalized, data]);
+      const refusal = `Invalid file parameter 'file:${name}' with normalized path '${resolve(root, name)}' must stay within model directory.`;
+      targets.push([join(root, ...confinedSegments(name, refusal)), data]);
     }
     for (const [target, data] of targets) {
       const dir = dirname(target);

@@ -47,6 +47,11 @@ export interface OnnxExecutorOptions {
    * they first sample), so a run is reproducible; default: a random seed per request.
    */
   readonly seed?: number;
+  /**
+   * Called with the KV cache's size in bytes once the model's layers are known, before it is
+   * allocated; throws to refuse it (the engine's load limits).
+   */
+  readonly checkKvCacheBytes?: (bytes: number) => void;
 }
 
 const GREEDY = compileSamplingParams({ temperature: 0 });
@@ -95,6 +100,10 @@ export class OnnxExecutor implements Executor {
         throw invalidArgument(`the model's logits are ${width} wide, the tokenizer has ${vocabSize} tokens`);
       }
     }
+    const elementBytes = signature.kvDtype === 'fp16' ? 2 : 4;
+    options.checkKvCacheBytes?.(
+      signature.numLayers * 2 * options.numBlocks * signature.numKvHeads * options.blockSize * signature.headDim * elementBytes,
+    );
     const kv = new PagedKvCache({
       numLayers: signature.numLayers,
       numKvHeads: signature.numKvHeads,
