@@ -33,7 +33,7 @@ import type { Backend, BackendInstance, BackendModel, BackendModelContext, Insta
 import { LlmInstance } from './llm-instance.js';
 import { DEFAULT_MAX_MODEL_LEN, compileLlmOptions, unknownLlmParameters, type LlmKind, type LlmModelOptions } from './llm-options.js';
 import { createOnnxLlmExecutor } from './llm-session.js';
-import { kvCacheLimitCheck, llmLimitChecks } from './load-limits.js';
+import { DEFAULT_LOAD_LIMITS, kvCacheLimitCheck, llmLimitChecks, type LoadLimits } from './load-limits.js';
 
 /** The KServe interface of an LLM model, as Triton's vLLM backend declares it. */
 function completeIo(config: ModelConfig): ModelConfig {
@@ -85,7 +85,10 @@ class LlmModel implements BackendModel {
 }
 
 export class LlmBackend implements Backend {
-  constructor(readonly name: LlmKind) {}
+  constructor(
+    readonly name: LlmKind,
+    private readonly limits: LoadLimits = DEFAULT_LOAD_LIMITS,
+  ) {}
 
   async autoCompleteConfig(context: BackendModelContext): Promise<ModelConfig> {
     return completeIo(context.config);
@@ -103,7 +106,7 @@ export class LlmBackend implements Backend {
     const options = compileLlmOptions(config, this.name);
     // Refused before anything is read or allocated (see load-limits.ts).
     const limitPrefix = `unable to load model '${modelName}'`;
-    enforceLimits(limitPrefix, llmLimitChecks(options));
+    enforceLimits(limitPrefix, llmLimitChecks(options, this.limits));
     const unknown = unknownLlmParameters(config);
     if (unknown.length > 0) logger.warn({ model: modelName, parameters: unknown }, 'ignoring unknown LLM parameters');
 
@@ -130,7 +133,7 @@ export class LlmBackend implements Backend {
       if (!found.exists) fail(`unable to find '${found.path}' for model '${modelName}'`);
       const file = found.path;
       // Its refusal is wrapped by `fail`, which names the model.
-      const checkKv = (bytes: number): void => enforceLimits('', [kvCacheLimitCheck(bytes)]);
+      const checkKv = (bytes: number): void => enforceLimits('', [kvCacheLimitCheck(bytes, this.limits)]);
       const created = await createOnnxLlmExecutor(file, options, tokenizer.vocabSize, checkKv).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
       executor = created.executor;
       releaseExecutor = created.release;

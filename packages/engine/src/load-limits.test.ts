@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { enforceLimits, isSwitchyardError } from '@switchyard/common';
 import { normalizeModelConfig, parseModelConfigText } from '@switchyard/model-config';
+import { buildSimpleModel } from '@switchyard/onnx-builder';
+import { createEngine } from './engine.js';
 import { compileLlmOptions } from './llm-options.js';
+import { compileEngineOptions } from './options.js';
+import { createRepository } from './test-support/repository-fixture.js';
 import { DEFAULT_LOAD_LIMITS, configLimitChecks, kvCacheLimitCheck, llmLimitChecks } from './load-limits.js';
 
 const IO = 'input [{ name: "IN" data_type: TYPE_INT32 dims: [1] }] output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]';
@@ -76,5 +80,33 @@ describe('llmLimitChecks and kvCacheLimitCheck', () => {
   it('the KV cache is checked in bytes', () => {
     expect(() => enforceLimits('', [kvCacheLimitCheck(DEFAULT_LOAD_LIMITS.maxKvCacheBytes)])).not.toThrow();
     expect(() => enforceLimits('', [kvCacheLimitCheck(DEFAULT_LOAD_LIMITS.maxKvCacheBytes + 1)])).toThrow(/^KV cache .* bytes, above the limit of 4294967296 bytes/);
+  });
+});
+
+describe('EngineOptions.loadLimits', () => {
+  it('replaces the defaults it names and is validated', () => {
+    expect(compileEngineOptions({ modelRepositories: ['/m'] }).loadLimits).toEqual(DEFAULT_LOAD_LIMITS);
+    expect(compileEngineOptions({ modelRepositories: ['/m'], loadLimits: { maxInstances: 256 } }).loadLimits).toEqual({ ...DEFAULT_LOAD_LIMITS, maxInstances: 256 });
+    expect(() => compileEngineOptions({ modelRepositories: ['/m'], loadLimits: { maxInstances: 0 } })).toThrow('invalid load limit maxInstances 0, expected a positive number');
+    expect(() => compileEngineOptions({ modelRepositories: ['/m'], loadLimits: { bogus: 1 } as never })).toThrow("unknown load limit 'bogus'");
+  });
+
+  it('a version whose config is over an engine limit is UNAVAILABLE with the reason; the others load', async () => {
+    const repo = await createRepository({
+      one: { config: 'backend: "onnxruntime" max_batch_size: 8 instance_group [{ count: 1 }]', versions: { 1: { 'model.onnx': buildSimpleModel() } } },
+      three: { config: 'backend: "onnxruntime" max_batch_size: 8 instance_group [{ count: 3 }]', versions: { 1: { 'model.onnx': buildSimpleModel() } } },
+    });
+    const engine = await createEngine({ modelRepositories: [repo.root], loadLimits: { maxInstances: 2 } });
+    try {
+      expect(engine.isModelReady('one')).toBe(true);
+      const rows = await engine.repositoryIndex(false);
+      expect(rows.find((r) => r.name === 'three')).toMatchObject({
+        state: 'UNAVAILABLE',
+        reason: "unable to load model 'three': instance_group count (all groups) is 3 instances, above the limit of 2 instances (each instance runs on its own thread)",
+      });
+    } finally {
+      await engine.shutdown();
+      await repo.cleanup();
+    }
   });
 });

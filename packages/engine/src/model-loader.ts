@@ -22,7 +22,7 @@ import { executeBatch } from './batch-executor.js';
 import { loadEnsembleVersion } from './ensemble-model.js';
 import type { EnsemblePort } from './ensemble-scheduler.js';
 import { loadOutputLabels } from './labels.js';
-import { configLimitChecks } from './load-limits.js';
+import { configLimitChecks, type LoadLimits } from './load-limits.js';
 import { LoadedVersion } from './loaded-version.js';
 import type { ModelSource } from './model-source.js';
 import { checkConfigName, completeBackendFields } from './repository.js';
@@ -37,6 +37,8 @@ export interface LoaderContext {
   logger: Logger;
   /** How ensemble steps reach the engine; without it ensembles do not load. */
   ensembles?: EnsemblePort;
+  /** Ceilings of what a load may allocate; default DEFAULT_LOAD_LIMITS. */
+  limits?: LoadLimits;
 }
 
 /**
@@ -66,8 +68,8 @@ export function buildBaseConfig(name: string, source: ModelSource, overrideConfi
  * backend here opens (`cc_model_filenames`) under the confined resolver's rules. The fields that are
  * opened go through the resolver where they are read.
  */
-function checkBeforeBuilding(config: ModelConfig): void {
-  enforceLimits(`unable to load model '${config.name}'`, configLimitChecks(config));
+function checkBeforeBuilding(config: ModelConfig, limits: LoadLimits | undefined): void {
+  enforceLimits(`unable to load model '${config.name}'`, configLimitChecks(config, limits));
   for (const [cc, file] of Object.entries(config.cc_model_filenames)) {
     confinedSegments(file, `cc_model_filenames '${cc}' ('${file}') of model '${config.name}' must name a path inside its version folder`);
   }
@@ -80,13 +82,13 @@ function checkBeforeBuilding(config: ModelConfig): void {
  */
 async function finalConfig(context: LoaderContext, backend: Backend, base: ModelConfig, backendContext: BackendModelContext): Promise<ModelConfig> {
   let config = base;
-  checkBeforeBuilding(config);
+  checkBeforeBuilding(config, context.limits);
   if (context.autoComplete && backend.autoCompleteConfig !== undefined) {
     config = await backend.autoCompleteConfig({ ...backendContext, config });
   }
   config = normalizeModelConfig(config, { modelName: base.name });
   validateModelConfig(config);
-  checkBeforeBuilding(config);
+  checkBeforeBuilding(config, context.limits);
   return config;
 }
 
