@@ -57,7 +57,7 @@ export class OldestSequenceBatcher implements SlotBatcher {
       ...base,
       maxBatch,
       preferred,
-      maxPreferred: Math.max(...preferred),
+      maxPreferred: [...preferred].reduce((a, b) => Math.max(a, b), 0),
       delayMs: (oldest?.max_queue_delay_microseconds ?? 0) / 1000,
     };
     this.batched = config.max_batch_size > 0;

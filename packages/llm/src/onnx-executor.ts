@@ -166,7 +166,7 @@ export class OnnxExecutor implements Executor {
   /** One session.run over `entries` (each computing `n` new tokens); scatters the new KV; returns logits [B, n, V]. */
   private async run(entries: readonly ScheduledSequence[], n: number): Promise<DecoderTensor> {
     const B = entries.length;
-    const P = Math.max(...entries.map((e) => e.numComputedTokens));
+    const P = entries.reduce((m, e) => Math.max(m, e.numComputedTokens), -Infinity);
     const ids = new BigInt64Array(B * n);
     const mask = new BigInt64Array(B * (P + n));
     const positions = new BigInt64Array(B * n);
