@@ -175,6 +175,10 @@ describe('config values that size allocations are refused before anything is all
     await refused({ parameters: { intra_op_thread_count: { string_value: '10000' } } }, "parameter 'intra_op_thread_count' is 10000 threads, above the limit of 64 threads");
   });
 
+  it('JavaScript timeouts beyond what a timer holds (they would fire at once)', async () => {
+    await refused({ parameters: { execute_timeout_ms: { string_value: '99999999999' } } }, "parameter 'execute_timeout_ms' must be a non-negative integer number of milliseconds up to 2147483647");
+  });
+
   it('the worker kept serving through every refused load', async () => {
     const r = await inferJs();
     expect(r.status).toBe(200);

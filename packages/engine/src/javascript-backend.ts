@@ -36,6 +36,7 @@ export const JAVASCRIPT_BACKEND = 'javascript';
 /** Looked for in this order when `default_model_filename` is empty. */
 export const JAVASCRIPT_MODEL_FILES: readonly string[] = ['model.js', 'model.mjs'];
 export const DEFAULT_LIFECYCLE_TIMEOUT_MS = 30_000;
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export interface JavaScriptBackendOptions {
   /** Where models' BLS calls go. A function, so an engine can pass itself after construction. */
@@ -63,8 +64,11 @@ function msParameter(config: ModelConfig, key: string, fallback: number): number
   const raw = config.parameters[key]?.string_value;
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0) {
-    throw invalidArgument(`unable to load model '${config.name}': parameter '${key}' must be a non-negative integer number of milliseconds, got '${raw}'`);
+  // Above 2^31 - 1 ms Node's timers fire at once (they hold a signed 32-bit count).
+  if (!Number.isInteger(value) || value < 0 || value > MAX_TIMER_MS) {
+    throw invalidArgument(
+      `unable to load model '${config.name}': parameter '${key}' must be a non-negative integer number of milliseconds up to ${MAX_TIMER_MS}, got '${raw}'`,
+    );
   }
   return value;
 }
