@@ -14,7 +14,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { llmFixtureRepositoryFiles } from '@switchyard/onnx-builder';
+import { buildIdentityModel, llmFixtureRepositoryFiles } from '@switchyard/onnx-builder';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { grpc, loadGrpcClients, unaryError, type GrpcClient } from './lib/grpc-client.js';
 import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
@@ -96,6 +96,27 @@ describe('path-like config fields stay inside the model folder', () => {
     // A link out of the folder reads the same whether its target exists or not.
     expect(await message('escape.mjs')).toBe(await message('dangling.mjs'));
     expect(existsSync(marker)).toBe(false);
+  });
+
+  it('ONNX: an outside model file that exists and one that does not get the same answer', async () => {
+    const config = (file: string) =>
+      JSON.stringify({
+        name: 'onnx_upload',
+        backend: 'onnxruntime',
+        max_batch_size: 0,
+        default_model_filename: file,
+        input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [4] }],
+        output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [4] }],
+      });
+    const answer = async (file: string) => {
+      const r = await load('onnx_upload', { config: config(file), 'file:1/model.onnx': Buffer.from(buildIdentityModel('FLOAT', [4])).toString('base64') });
+      return [r.status, (r.json().error as string).replaceAll(file, '<name>')];
+    };
+    const [status, message] = await answer('/etc/hostname');
+    expect(status).toBe(400);
+    expect(message).toContain("default_model_filename '<name>' of model 'onnx_upload' must name a path inside its version folder");
+    expect(await answer('/etc/no-such-file')).toEqual([status, message]);
+    expect(await answer('../../../../../../etc/hostname')).toEqual(await answer('../../../../../../etc/no-such-file'));
   });
 
   it('label_filename and cc_model_filenames are held to the same rule', async () => {
