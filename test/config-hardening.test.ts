@@ -119,10 +119,23 @@ describe('path-like config fields stay inside the model folder', () => {
     expect(await answer('../../../../../../etc/hostname')).toEqual(await answer('../../../../../../etc/no-such-file'));
   });
 
-  it('label_filename and cc_model_filenames are held to the same rule', async () => {
+  it('label_filename, warmup and initial-state data files and cc_model_filenames are held to the same rule', async () => {
     const label = await loadJs({ output: [{ name: 'OUT', data_type: 'TYPE_INT32', dims: [1], label_filename: '../../../outside/evil.mjs' }] });
     expect(label.status).toBe(400);
     expect(label.json().error).toContain("label_filename '../../../outside/evil.mjs' of output 'OUT' for model 'js_model' must name a path inside the model folder");
+    const warmup = await loadJs({
+      model_warmup: [{ name: 'w', batch_size: 1, count: 1, inputs: { IN: { data_type: 'TYPE_INT32', dims: [1], input_data_file: '../../outside/evil.mjs' } } }],
+    });
+    expect(warmup.status).toBe(400);
+    expect(warmup.json().error).toContain("warmup input_data_file '../../outside/evil.mjs' of input 'IN' must name a path inside the model's warmup folder");
+    const state = await loadJs({
+      sequence_batching: {
+        control_input: [{ name: 'START', control: [{ kind: 'CONTROL_SEQUENCE_START', int32_false_true: [0, 1] }] }],
+        state: [{ input_name: 'S', output_name: 'S_OUT', data_type: 'TYPE_INT32', dims: [1], initial_state: [{ name: 'init', data_type: 'TYPE_INT32', dims: [1], data_file: '../../outside/evil.mjs' }] }],
+      },
+    });
+    expect(state.status).toBe(400);
+    expect(state.json().error).toContain("initial_state data_file '../../outside/evil.mjs' of state 'S' must name a path inside the model's initial_state folder");
     const cc = await loadJs({ cc_model_filenames: { '7.5': '/etc/passwd' } });
     expect(cc.status).toBe(400);
     expect(cc.json().error).toContain("cc_model_filenames '7.5' ('/etc/passwd') of model 'js_model' must name a path inside its version folder");
