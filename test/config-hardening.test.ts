@@ -18,7 +18,7 @@ import { buildIdentityModel, llmFixtureRepositoryFiles } from '@switchyard/onnx-
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { grpc, loadGrpcClients, unaryError, type GrpcClient } from './lib/grpc-client.js';
 import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
-import { post } from './lib/tensors.js';
+import { get, post } from './lib/tensors.js';
 
 const JS_CONFIG = {
   name: 'js_model',
@@ -183,6 +183,14 @@ describe('config values that size allocations are refused before anything is all
   it('an instance count beyond the limit (one thread each)', async () => {
     await refused({ instance_group: [{ count: 10000, kind: 'KIND_CPU' }] }, 'instance_group count (all groups) is 10000 instances, above the limit of 64 instances');
     await refused({ instance_group: Array.from({ length: 100 }, () => ({ count: 1, kind: 'KIND_CPU' })) }, 'instance_group count (all groups) is 100 instances');
+  });
+
+  it('count -1 (or 0) means the default count, as Triton normalises it (not a refusal)', async () => {
+    const r = await loadJs({ instance_group: [{ count: -1, kind: 'KIND_CPU' }] });
+    expect(r.status, r.body.toString()).toBe(200);
+    const config = (await get(`${worker.httpUrl}/v2/models/js_model/config`)).json();
+    expect(config.instance_group).toEqual([expect.objectContaining({ count: 1, kind: 'KIND_CPU' })]);
+    expect((await inferJs()).json().outputs[0].data).toEqual([42]);
   });
 
   it('sequence slots: oldest.max_candidate_sequences 1e9, or max_batch_size 2147483647 on a sequence model', async () => {
