@@ -61,6 +61,14 @@ beforeAll(async () => {
   mkdirSync(version, { recursive: true });
   writeFileSync(join(repo.path, 'js_model', 'config.pbtxt'), 'backend: "javascript"\nmax_batch_size: 0\ninput [{ name: "IN" data_type: TYPE_INT32 dims: [1] }]\noutput [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]\ninstance_group [{ count: 1 kind: KIND_CPU }]\n');
   writeFileSync(join(version, 'model.mjs'), JS_MODEL);
+  // The mocker's folder again, with a config.json claiming a 1e12-token context.
+  const files = llmFixtureRepositoryFiles();
+  for (const f of files.filter((x) => x.path.startsWith('mock_llm/1/'))) {
+    const target = join(repo.path, f.path.replace('mock_llm/', 'mock_long/'));
+    mkdirSync(join(target, '..'), { recursive: true });
+    const bytes = f.build();
+    writeFileSync(target, f.path.endsWith('/config.json') ? JSON.stringify({ ...JSON.parse(Buffer.from(bytes).toString('utf8')), max_position_embeddings: 1e12 }) : bytes);
+  }
   symlinkSync(evil, join(version, 'escape.mjs'));
   symlinkSync(join(base, 'outside', 'missing.mjs'), join(version, 'dangling.mjs'));
   worker = await startWorkerProcess({ modelRepositories: [repo.path], args: ['--model-control-mode=explicit', '--load-model=js_model'] });
@@ -257,6 +265,21 @@ describe('LLM settings', () => {
       expect(r.status, key).toBe(400);
       expect(r.json().error, key).toContain(expected);
     }
+    expect((await inferJs()).status).toBe(200);
+  });
+
+  it("config.json's max_position_embeddings is held to the same limit as max_model_len", async () => {
+    const config = JSON.parse(mockConfig({})) as Record<string, unknown>;
+    const r = await load('mock_long', { config: JSON.stringify({ ...config, name: 'mock_long' }) });
+    expect(r.status, r.body.toString()).toBe(400);
+    expect(r.json().error).toContain("parameter 'max_model_len' is 1000000000000 tokens");
+  });
+
+  it('the llm KV cache is refused by its size in bytes before it is allocated', async () => {
+    const config = { ...(JSON.parse(mockConfig({ num_gpu_blocks: '1000000000', block_size: '16' })) as Record<string, unknown>), name: 'tiny_llm', backend: 'llm' };
+    const r = await load('tiny_llm', { config: JSON.stringify(config) });
+    expect(r.status, r.body.toString()).toBe(400);
+    expect(r.json().error).toMatch(/KV cache \(num_gpu_blocks x block_size x the model's layers, kv heads and head size\) is \d+ bytes, above the limit of 4294967296 bytes/);
     expect((await inferJs()).status).toBe(200);
   });
 });

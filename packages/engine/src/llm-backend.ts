@@ -122,6 +122,8 @@ export class LlmBackend implements Backend {
     }
     const positions = files.modelConfig?.['max_position_embeddings'];
     const maxModelLen = options.maxModelLen ?? (typeof positions === 'number' && positions >= 2 ? positions : DEFAULT_MAX_MODEL_LEN);
+    // config.json's max_position_embeddings counts too when the parameter is not given.
+    enforceLimits(limitPrefix, llmLimitChecks({ ...options, maxModelLen }, this.limits));
 
     let executor: Executor;
     let releaseExecutor = async (): Promise<void> => {};
