@@ -201,16 +201,27 @@ describe('config values that size allocations are refused before anything is all
     expect((await inferJs()).json().outputs[0].data).toEqual([42]);
   });
 
-  it('sequence slots: oldest.max_candidate_sequences 1e9, or max_batch_size 2147483647 on a sequence model', async () => {
+  it('sequence slots are made as sequences take them: oldest.max_candidate_sequences 1e9, max_batch_size 2147483647', async () => {
     const controls = { control_input: [{ name: 'START', control: [{ kind: 'CONTROL_SEQUENCE_START', int32_false_true: [0, 1] }] }] };
-    await refused(
-      { sequence_batching: { ...controls, oldest: { max_candidate_sequences: 1_000_000_000 } } },
-      'sequence batch slots (oldest.max_candidate_sequences x 1 instances) is 1000000000 slots, above the limit of 65536 slots',
-    );
-    await refused(
-      { max_batch_size: 2147483647, sequence_batching: controls },
-      'sequence batch slots (max_batch_size x 1 instances) is 2147483647 slots',
-    );
+    const sequence = (id: number, shape: number[]) =>
+      post(`${worker.httpUrl}/v2/models/js_model/infer`, {
+        parameters: { sequence_id: id, sequence_start: true, sequence_end: true },
+        inputs: [{ name: 'IN', shape, datatype: 'INT32', data: [id] }],
+      });
+    try {
+      for (const [override, shape] of [
+        [{ sequence_batching: { ...controls, oldest: { max_candidate_sequences: 1_000_000_000 } } }, [1]],
+        [{ max_batch_size: 2147483647, sequence_batching: controls }, [1, 1]],
+      ] as const) {
+        const r = await loadJs(override);
+        expect(r.status, r.body.toString()).toBe(200);
+        const answers = await Promise.all([1, 2, 3].map((id) => sequence(id, [...shape])));
+        expect(answers.map((a) => a.status), answers[0]!.body.toString()).toEqual([200, 200, 200]);
+        expect(answers.map((a) => a.json().outputs[0].data[0])).toEqual([2, 3, 4]);
+      }
+    } finally {
+      expect((await loadJs({})).status).toBe(200);
+    }
   });
 
   it('warmup samples and implicit-state tensors the server would build', async () => {

@@ -38,13 +38,9 @@ describe('configLimitChecks', () => {
     expect(refusal('instance_group [{ count: 2147483647 }]')).toContain('is 2147483647 instances');
   });
 
-  it('counts sequence slots per instance times instances', () => {
-    expect(refusal('max_batch_size: 40000 sequence_batching { } instance_group [{ count: 2 }]')).toContain(
-      'sequence batch slots (max_batch_size x 2 instances) is 80000 slots, above the limit of 65536 slots',
-    );
-    expect(refusal('max_batch_size: 4 sequence_batching { oldest { max_candidate_sequences: 1000000000 } }')).toContain(
-      'sequence batch slots (oldest.max_candidate_sequences x 1 instances) is 1000000000 slots',
-    );
+  it('does not limit sequence slots: they are made as sequences take them', () => {
+    expect(refusal('max_batch_size: 2147483647 sequence_batching { } instance_group [{ count: 2 }]')).toBeUndefined();
+    expect(refusal('max_batch_size: 4 sequence_batching { oldest { max_candidate_sequences: 1000000000 } }')).toBeUndefined();
   });
 
   it('sizes implicit-state and warmup tensors without overflowing', () => {

@@ -11,9 +11,10 @@
  *
  * Not listed because nothing is allocated from them up front: `max_queue_size` and priority levels
  * (queues grow per request, created on first use), `preferred_batch_size` (bounded by
- * `max_batch_size`, a batch is built from requests that arrived), `max_batch_size` of a model without
- * sequence batching, the mocker's `num_gpu_blocks` (its block bookkeeping grows with use), the
- * response cache (a server flag, not a model field).
+ * `max_batch_size`, a batch is built from requests that arrived), `max_batch_size` and
+ * `oldest.max_candidate_sequences` (sequence slots are made as sequences take them, lowest first),
+ * the mocker's `num_gpu_blocks` (its block bookkeeping grows with use), the response cache (a
+ * server flag, not a model field).
  */
 import type { LimitCheck } from '@switchyard/common';
 import { elementByteSize } from '@switchyard/kserve';
@@ -23,8 +24,6 @@ import type { LlmModelOptions } from './llm-options.js';
 export interface LoadLimits {
   /** Instances of one model version, all groups together: each has its own thread (and, for ONNX, its own session). */
   readonly maxInstances: number;
-  /** Sequence batch slots of one version (instances x slots per instance): each has a queue from the load on. */
-  readonly maxSequenceSlots: number;
   /** Bytes of one tensor the server builds from the config (a warmup sample input, an implicit-state value). */
   readonly maxConfigTensorBytes: number;
   /** Warmup executions per instance, all samples together. */
@@ -47,7 +46,6 @@ const MiB = 1024 * 1024;
 
 export const DEFAULT_LOAD_LIMITS: LoadLimits = {
   maxInstances: 64,
-  maxSequenceSlots: 65_536,
   maxConfigTensorBytes: 256 * MiB,
   maxWarmupRuns: 10_000,
   maxSessionThreads: 64,
@@ -98,16 +96,6 @@ export function configLimitChecks(config: ModelConfig, limits: LoadLimits = DEFA
   }
   const sb = config.sequence_batching as ModelSequenceBatching | undefined;
   if (sb !== undefined) {
-    const candidates = sb.oldest?.max_candidate_sequences ?? 0;
-    const perInstance = sb.oldest !== undefined && candidates > 0 ? candidates : Math.max(1, config.max_batch_size);
-    const field = sb.oldest !== undefined && candidates > 0 ? 'oldest.max_candidate_sequences' : 'max_batch_size';
-    checks.push({
-      what: `sequence batch slots (${field} x ${Math.max(instances, 1)} instances)`,
-      value: perInstance * Math.max(instances, 1),
-      max: limits.maxSequenceSlots,
-      unit: 'slots',
-      why: 'every slot of a sequence model is held from the load on',
-    });
     for (const state of sb.state ?? []) {
       const batch = config.max_batch_size > 0 ? [1] : [];
       checks.push({ what: `state '${state.input_name}'`, value: tensorBytes(state.data_type, [...batch, ...state.dims]), max: limits.maxConfigTensorBytes, unit: 'bytes', why: 'one tensor the server builds' });
