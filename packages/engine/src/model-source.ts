@@ -91,19 +91,27 @@ export async function materializeOverride(modelName: string, files: ReadonlyMap<
   const dispose = (): Promise<void> => rm(base, { recursive: true, force: true });
   try {
     await mkdir(root, { recursive: true });
-    const targets: [string, Uint8Array][] = [];
+    const targets: [string, string, Uint8Array][] = [];
     for (const [name, data] of files) {
       const refusal = `Invalid file parameter 'file:${name}' with normalized path '${resolve(root, name)}' must stay within model directory.`;
-      targets.push([join(root, ...confinedSegments(name, refusal)), data]);
+      targets.push([name, join(root, ...confinedSegments(name, refusal)), data]);
     }
-    for (const [target, data] of targets) {
+    for (const [name, target, data] of targets) {
       const dir = dirname(target);
       const existing = await stat(dir).catch(() => undefined);
-      if (existing !== undefined && !existing.isDirectory()) {
-        throw invalidArgument(`Invalid file parameter 'file:${relative(root, target)}', directory has been created as a file`);
+      const asFile = `Invalid file parameter 'file:${relative(root, target)}', directory has been created as a file`;
+      if (existing !== undefined && !existing.isDirectory()) throw invalidArgument(asFile);
+      try {
+        await mkdir(dir, { recursive: true });
+        await writeFile(target, data);
+      } catch (e) {
+        // Names that clash with each other or that the file system refuses are the client's.
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'ENOTDIR' || code === 'EEXIST') throw invalidArgument(asFile, e);
+        if (code === 'EISDIR') throw invalidArgument(`Invalid file parameter 'file:${name}', a directory has been created with that name`, e);
+        if (code === 'ENAMETOOLONG') throw invalidArgument(`Invalid file parameter 'file:${name}', the name is too long`, e);
+        throw e;
       }
-      await mkdir(dir, { recursive: true });
-      await writeFile(target, data);
     }
     return { path: root, dispose };
   } catch (e) {
