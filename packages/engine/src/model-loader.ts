@@ -64,12 +64,15 @@ export function buildBaseConfig(name: string, source: ModelSource, overrideConfi
 
 /**
  * The checks a config passes before anything is built from it: every value that sizes an
- * allocation or a thread count within its limit (load-limits.ts), and the path-like fields no
- * backend here opens (`cc_model_filenames`) under the confined resolver's rules. The fields that are
- * opened go through the resolver where they are read.
+ * allocation or a thread count within its limit (load-limits.ts), and the model file names
+ * (`default_model_filename`, `cc_model_filenames`) under the confined resolver's lexical rules. The
+ * fields that are opened go through the full resolver (links too) where they are read.
  */
 function checkBeforeBuilding(config: ModelConfig, limits: LoadLimits | undefined): void {
   enforceLimits(`unable to load model '${config.name}'`, configLimitChecks(config, limits));
+  // Every backend gets the same early answer; those that open the file resolve it again there.
+  const file = config.default_model_filename;
+  if (file !== '') confinedSegments(file, `default_model_filename '${file}' of model '${config.name}' must name a path inside its version folder`);
   for (const [cc, file] of Object.entries(config.cc_model_filenames)) {
     confinedSegments(file, `cc_model_filenames '${cc}' ('${file}') of model '${config.name}' must name a path inside its version folder`);
   }
