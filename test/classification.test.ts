@@ -129,7 +129,7 @@ describe('label files', () => {
     expect(byName.get('missing_labels')?.state).toBe('UNAVAILABLE');
     expect(byName.get('missing_labels')?.reason).toContain(`failed to open text file for read ${join(repo.path, 'missing_labels', 'nope.txt')}: No such file or directory`);
     expect(byName.get('escaping_labels')?.state).toBe('UNAVAILABLE');
-    expect(byName.get('escaping_labels')?.reason).toContain("label_filename '../classifier/labels.txt' of output 'OUTPUT0' for model 'escaping_labels' must name a file inside the model directory");
+    expect(byName.get('escaping_labels')?.reason).toContain("label_filename '../classifier/labels.txt' of output 'OUTPUT0' for model 'escaping_labels' must name a path inside the model folder");
   });
 
   it("the config still shows the output's label_filename", async () => {

@@ -18,3 +18,7 @@ export {
 export type { ErrorCode } from './errors.js';
 export { silentLogger } from './logger.js';
 export type { LogFn, Logger } from './logger.js';
+export { confinedSegments, resolveConfinedPath } from './confined-path.js';
+export type { ConfinedPath } from './confined-path.js';
+export { enforceLimits, limitMessage } from './limits.js';
+export type { LimitCheck } from './limits.js';

@@ -70,7 +70,7 @@ export class Engine implements InferenceEngine {
     // BLS calls of JavaScript models come back into this engine (assigned below, before any load).
     let self: Engine | undefined;
     const javascript = new JavaScriptBackend({ bls: () => self });
-    const builtins = { onnxruntime: new OnnxRuntimeBackend(), javascript, llm: new LlmBackend('llm'), mocker: new LlmBackend('mocker') };
+    const builtins = { onnxruntime: new OnnxRuntimeBackend(), javascript, llm: new LlmBackend('llm', options.loadLimits), mocker: new LlmBackend('mocker', options.loadLimits) };
     const withBuiltins = { ...options, backends: { ...builtins, ...options.backends } };
     for (const root of withBuiltins.modelRepositories) {
       const info = await stat(root).catch(() => undefined);

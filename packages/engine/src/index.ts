@@ -7,6 +7,8 @@ export { Engine, createEngine } from './engine.js';
 export { inferViaSubmit } from './infer-via-submit.js';
 export { DEFAULT_EXTENSIONS, DEFAULT_POLL_INTERVAL_SECS, DEFAULT_SERVER_NAME, DEFAULT_SERVER_VERSION } from './options.js';
 export type { ControlMode, EngineOptions } from './options.js';
+export { DEFAULT_LOAD_LIMITS } from './load-limits.js';
+export type { LoadLimits } from './load-limits.js';
 export type {
   Backend,
   BackendInstance,

@@ -23,8 +23,8 @@
  *   unload the wait for in-flight work and finalize; past it the thread is terminated.
  */
 import { stat } from 'node:fs/promises';
-import { basename, join } from 'node:path';
-import { invalidArgument, unavailable } from '@switchyard/common';
+import { join } from 'node:path';
+import { invalidArgument, resolveConfinedPath, unavailable } from '@switchyard/common';
 import { parseModelConfigJson, renderModelConfigJson, type ModelConfig } from '@switchyard/model-config';
 import type { Backend, BackendInstance, BackendModel, BackendModelContext, InstanceSpec } from './backend.js';
 import type { BlsPort } from './javascript-bls.js';
@@ -36,23 +36,25 @@ export const JAVASCRIPT_BACKEND = 'javascript';
 /** Looked for in this order when `default_model_filename` is empty. */
 export const JAVASCRIPT_MODEL_FILES: readonly string[] = ['model.js', 'model.mjs'];
 export const DEFAULT_LIFECYCLE_TIMEOUT_MS = 30_000;
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export interface JavaScriptBackendOptions {
   /** Where models' BLS calls go. A function, so an engine can pass itself after construction. */
   bls?: () => BlsPort | undefined;
 }
 
-async function isFile(path: string): Promise<boolean> {
-  return (await stat(path).catch(() => undefined))?.isFile() === true;
-}
-
-/** `<version>/<default_model_filename>`, else the first of `model.js`, `model.mjs` that exists. */
-export async function resolveJavaScriptModelFile(context: BackendModelContext): Promise<string> {
+/**
+ * `<version>/<default_model_filename>`, else the first of `model.js`, `model.mjs` that exists: the
+ * name and the real path to import.
+ * The name goes through the confined resolver: a name or link leading outside the version folder
+ * is refused (invalid_argument) before anything is read or run.
+ */
+export async function resolveJavaScriptModelFile(context: BackendModelContext): Promise<{ name: string; path: string }> {
   const configured = context.config.default_model_filename;
   const names = configured !== '' ? [configured] : JAVASCRIPT_MODEL_FILES;
   for (const name of names) {
-    const path = join(context.versionPath, name);
-    if (await isFile(path)) return path;
+    const found = resolveConfinedPath(context.versionPath, name, `default_model_filename '${name}' of model '${context.modelName}'`, 'its version folder');
+    if (found.exists && (await stat(found.path).catch(() => undefined))?.isFile() === true) return { name, path: found.path };
   }
   const wanted = names.map((n) => `'${join(context.versionPath, n)}'`).join(' or ');
   throw unavailable(`unable to load model '${context.modelName}': unable to find ${wanted} for model '${context.modelName}'`);
@@ -62,8 +64,11 @@ function msParameter(config: ModelConfig, key: string, fallback: number): number
   const raw = config.parameters[key]?.string_value;
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0) {
-    throw invalidArgument(`unable to load model '${config.name}': parameter '${key}' must be a non-negative integer number of milliseconds, got '${raw}'`);
+  // Above 2^31 - 1 ms Node's timers fire at once (they hold a signed 32-bit count).
+  if (!Number.isInteger(value) || value < 0 || value > MAX_TIMER_MS) {
+    throw invalidArgument(
+      `unable to load model '${config.name}': parameter '${key}' must be a non-negative integer number of milliseconds up to ${MAX_TIMER_MS}, got '${raw}'`,
+    );
   }
   return value;
 }
@@ -139,9 +144,9 @@ export class JavaScriptBackend implements Backend {
 
   /** Runs the class's static `autoCompleteConfig` (on a short-lived thread) and fills `default_model_filename`. */
   async autoCompleteConfig(context: BackendModelContext): Promise<ModelConfig> {
-    const modelFile = await resolveJavaScriptModelFile(context);
+    const { name, path: modelFile } = await resolveJavaScriptModelFile(context);
     const config: ModelConfig = { ...context.config };
-    if (config.default_model_filename === '') config.default_model_filename = basename(modelFile);
+    if (config.default_model_filename === '') config.default_model_filename = name;
     let completed: unknown;
     try {
       completed = await JavaScriptThread.autoComplete(
@@ -157,7 +162,7 @@ export class JavaScriptBackend implements Backend {
   }
 
   async loadModel(context: BackendModelContext): Promise<BackendModel> {
-    const modelFile = await resolveJavaScriptModelFile(context);
+    const { path: modelFile } = await resolveJavaScriptModelFile(context);
     // Validate the parameters now so a bad value fails the load, not the first request.
     msParameter(context.config, 'execute_timeout_ms', 0);
     msParameter(context.config, 'lifecycle_timeout_ms', DEFAULT_LIFECYCLE_TIMEOUT_MS);

@@ -9,13 +9,12 @@
  * The model loader reads them with the final config (`loadVersion`), whatever the backend, and the
  * `LoadedVersion` carries them.
  *
- * Deviation: a `label_filename` that resolves outside the model folder is refused at load
- * (Triton reads it). A load request's config override comes from clients, and classification
+ * Deviation: a `label_filename` that resolves outside the model folder (a `..`, an absolute path, a
+ * link leading out) is refused at load by the confined resolver (Triton reads it). A load request's config override comes from clients, and classification
  * output would otherwise echo lines of arbitrary files back to them.
  */
 import { readFile } from 'node:fs/promises';
-import { isAbsolute, relative, resolve } from 'node:path';
-import { internal, invalidArgument } from '@switchyard/common';
+import { internal, resolveConfinedPath } from '@switchyard/common';
 import type { ModelConfig } from '@switchyard/model-config';
 import type { OutputLabels } from './types.js';
 
@@ -47,11 +46,7 @@ export async function loadOutputLabels(config: ModelConfig, modelPath: string): 
   for (const output of config.output) {
     const file = output.label_filename;
     if (!file) continue;
-    const path = resolve(modelPath, file);
-    const rel = relative(resolve(modelPath), path);
-    if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) {
-      throw invalidArgument(`label_filename '${file}' of output '${output.name}' for model '${config.name}' must name a file inside the model directory`);
-    }
+    const { path } = resolveConfinedPath(modelPath, file, `label_filename '${file}' of output '${output.name}' for model '${config.name}'`);
     let text: string;
     try {
       text = await readFile(path, 'utf8');

@@ -16,8 +16,7 @@
  *
  * The version's `BackendModel.llm` is its `LlmEndpoint`: the OpenAI door generates through it directly.
  */
-import { join } from 'node:path';
-import { unavailable, type Logger } from '@switchyard/common';
+import { enforceLimits, resolveConfinedPath, unavailable, type Logger } from '@switchyard/common';
 import {
   ChatTemplate,
   LlmEngine,
@@ -34,6 +33,7 @@ import type { Backend, BackendInstance, BackendModel, BackendModelContext, Insta
 import { LlmInstance } from './llm-instance.js';
 import { DEFAULT_MAX_MODEL_LEN, compileLlmOptions, unknownLlmParameters, type LlmKind, type LlmModelOptions } from './llm-options.js';
 import { createOnnxLlmExecutor } from './llm-session.js';
+import { DEFAULT_LOAD_LIMITS, kvCacheLimitCheck, llmLimitChecks, type LoadLimits } from './load-limits.js';
 
 /** The KServe interface of an LLM model, as Triton's vLLM backend declares it. */
 function completeIo(config: ModelConfig): ModelConfig {
@@ -85,7 +85,10 @@ class LlmModel implements BackendModel {
 }
 
 export class LlmBackend implements Backend {
-  constructor(readonly name: LlmKind) {}
+  constructor(
+    readonly name: LlmKind,
+    private readonly limits: LoadLimits = DEFAULT_LOAD_LIMITS,
+  ) {}
 
   async autoCompleteConfig(context: BackendModelContext): Promise<ModelConfig> {
     return completeIo(context.config);
@@ -101,6 +104,9 @@ export class LlmBackend implements Backend {
     }
     if (config.max_batch_size !== 0) fail(`the '${this.name}' backend batches inside its engine: set max_batch_size: 0`);
     const options = compileLlmOptions(config, this.name);
+    // Refused before anything is read or allocated (see load-limits.ts).
+    const limitPrefix = `unable to load model '${modelName}'`;
+    enforceLimits(limitPrefix, llmLimitChecks(options, this.limits));
     const unknown = unknownLlmParameters(config);
     if (unknown.length > 0) logger.warn({ model: modelName, parameters: unknown }, 'ignoring unknown LLM parameters');
 
@@ -116,14 +122,21 @@ export class LlmBackend implements Backend {
     }
     const positions = files.modelConfig?.['max_position_embeddings'];
     const maxModelLen = options.maxModelLen ?? (typeof positions === 'number' && positions >= 2 ? positions : DEFAULT_MAX_MODEL_LEN);
+    // config.json's max_position_embeddings counts too when the parameter is not given.
+    enforceLimits(limitPrefix, llmLimitChecks({ ...options, maxModelLen }, this.limits));
 
     let executor: Executor;
     let releaseExecutor = async (): Promise<void> => {};
     if (this.name === 'mocker') {
       executor = new SimulatedExecutor({ speedupRatio: options.speedupRatio, seed: options.seed, vocabSize: tokenizer.vocabSize });
     } else {
-      const file = join(versionPath, config.default_model_filename !== '' ? config.default_model_filename : 'model.onnx');
-      const created = await createOnnxLlmExecutor(file, options, tokenizer.vocabSize).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
+      const name = config.default_model_filename !== '' ? config.default_model_filename : 'model.onnx';
+      const found = resolveConfinedPath(versionPath, name, `default_model_filename '${name}' of model '${modelName}'`, 'its version folder');
+      if (!found.exists) fail(`unable to find '${found.path}' for model '${modelName}'`);
+      const file = found.path;
+      // Its refusal is wrapped by `fail`, which names the model.
+      const checkKv = (bytes: number): void => enforceLimits('', [kvCacheLimitCheck(bytes, this.limits)]);
+      const created = await createOnnxLlmExecutor(file, options, tokenizer.vocabSize, checkKv).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
       executor = created.executor;
       releaseExecutor = created.release;
     }

@@ -39,6 +39,7 @@ export async function createOnnxLlmExecutor(
   modelFile: string,
   options: LlmModelOptions,
   vocabSize: number,
+  checkKvCacheBytes?: (bytes: number) => void,
 ): Promise<{ executor: Executor; release: () => Promise<void> }> {
   const session = await threadDecoderSession(modelFile);
   try {
@@ -47,6 +48,7 @@ export async function createOnnxLlmExecutor(
       blockSize: options.blockSize,
       kvCacheDtype: options.kvCacheDtype,
       vocabSize,
+      ...(checkKvCacheBytes !== undefined ? { checkKvCacheBytes } : {}),
       ...(options.seedGiven ? { seed: options.seed } : {}),
     });
     return { executor, release: () => session.release() };

@@ -68,7 +68,7 @@ export class ModelLifecycle {
         return found instanceof Error ? found : found.config;
       },
     };
-    this.loader = { autoComplete: options.autoComplete, backends: options.backends, logger: options.logger, ensembles: port };
+    this.loader = { autoComplete: options.autoComplete, backends: options.backends, logger: options.logger, ensembles: port, limits: options.loadLimits };
     this.ensembles = new EnsembleDependencies({
       roots: options.modelRepositories,
       autoComplete: options.autoComplete,

@@ -9,7 +9,7 @@
  * and put a scheduler in front. Any failure throws; the caller marks the version UNAVAILABLE.
  */
 import { basename, join } from 'node:path';
-import { invalidArgument, isSwitchyardError, type Logger } from '@switchyard/common';
+import { confinedSegments, enforceLimits, invalidArgument, isSwitchyardError, type Logger } from '@switchyard/common';
 import {
   normalizeModelConfig,
   parseModelConfigJson,
@@ -22,6 +22,7 @@ import { executeBatch } from './batch-executor.js';
 import { loadEnsembleVersion } from './ensemble-model.js';
 import type { EnsemblePort } from './ensemble-scheduler.js';
 import { loadOutputLabels } from './labels.js';
+import { configLimitChecks, type LoadLimits } from './load-limits.js';
 import { LoadedVersion } from './loaded-version.js';
 import type { ModelSource } from './model-source.js';
 import { checkConfigName, completeBackendFields } from './repository.js';
@@ -36,6 +37,8 @@ export interface LoaderContext {
   logger: Logger;
   /** How ensemble steps reach the engine; without it ensembles do not load. */
   ensembles?: EnsemblePort;
+  /** Ceilings of what a load may allocate; default DEFAULT_LOAD_LIMITS. */
+  limits?: LoadLimits;
 }
 
 /**
@@ -59,14 +62,36 @@ export function buildBaseConfig(name: string, source: ModelSource, overrideConfi
   return config;
 }
 
-/** The config a version will run with: backend auto-complete, then normalise and validate. */
+/**
+ * The checks a config passes before anything is built from it: every value that sizes an
+ * allocation or a thread count within its limit (load-limits.ts), and the model file names
+ * (`default_model_filename`, `cc_model_filenames`) under the confined resolver's lexical rules. The
+ * fields that are opened go through the full resolver (links too) where they are read.
+ */
+function checkBeforeBuilding(config: ModelConfig, limits: LoadLimits | undefined): void {
+  enforceLimits(`unable to load model '${config.name}'`, configLimitChecks(config, limits));
+  // Every backend gets the same early answer; those that open the file resolve it again there.
+  const file = config.default_model_filename;
+  if (file !== '') confinedSegments(file, `default_model_filename '${file}' of model '${config.name}' must name a path inside its version folder`);
+  for (const [cc, file] of Object.entries(config.cc_model_filenames)) {
+    confinedSegments(file, `cc_model_filenames '${cc}' ('${file}') of model '${config.name}' must name a path inside its version folder`);
+  }
+}
+
+/**
+ * The config a version will run with: backend auto-complete, then normalise and validate. The
+ * limits are checked before the backend's auto-complete (which may start a thread or a session)
+ * and again on the final config (auto-complete may change it).
+ */
 async function finalConfig(context: LoaderContext, backend: Backend, base: ModelConfig, backendContext: BackendModelContext): Promise<ModelConfig> {
   let config = base;
+  checkBeforeBuilding(config, context.limits);
   if (context.autoComplete && backend.autoCompleteConfig !== undefined) {
     config = await backend.autoCompleteConfig({ ...backendContext, config });
   }
   config = normalizeModelConfig(config, { modelName: base.name });
   validateModelConfig(config);
+  checkBeforeBuilding(config, context.limits);
   return config;
 }
 

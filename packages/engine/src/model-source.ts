@@ -6,8 +6,8 @@
  */
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { invalidArgument } from '@switchyard/common';
+import { dirname, join, relative, resolve } from 'node:path';
+import { confinedSegments, invalidArgument } from '@switchyard/common';
 import { parseVersionDir } from './repository.js';
 
 export interface ModelSource {
@@ -82,8 +82,8 @@ export interface OverrideFolder {
 
 /**
  * Write `files` (keyed by path inside the model folder, e.g. `1/model.onnx`) into a fresh temp
- * folder. Every path must stay inside the folder: absolute paths and `..` segments are
- * rejected with Triton's message, before anything is written.
+ * folder. Every path must stay inside the folder (the confined resolver's lexical rules: no
+ * absolute path, `..` segment or NUL byte), else Triton's message, before anything is written.
  */
 export async function materializeOverride(modelName: string, files: ReadonlyMap<string, Uint8Array>): Promise<OverrideFolder> {
   const base = await mkdtemp(join(tmpdir(), 'switchyard-override-'));
@@ -91,24 +91,27 @@ export async function materializeOverride(modelName: string, files: ReadonlyMap<
   const dispose = (): Promise<void> => rm(base, { recursive: true, force: true });
   try {
     await mkdir(root, { recursive: true });
-    const targets: [string, Uint8Array][] = [];
+    const targets: [string, string, Uint8Array][] = [];
     for (const [name, data] of files) {
-      const normalized = resolve(root, name);
-      const segments = name.split(/[\\/]/);
-      const inside = normalized.startsWith(root + sep);
-      if (name === '' || isAbsolute(name) || segments.includes('..') || !inside) {
-        throw invalidArgument(`Invalid file parameter 'file:${name}' with normalized path '${normalized}' must stay within model directory.`);
-      }
-      targets.push([normalized, data]);
+      const refusal = `Invalid file parameter 'file:${name}' with normalized path '${resolve(root, name)}' must stay within model directory.`;
+      targets.push([name, join(root, ...confinedSegments(name, refusal)), data]);
     }
-    for (const [target, data] of targets) {
+    for (const [name, target, data] of targets) {
       const dir = dirname(target);
       const existing = await stat(dir).catch(() => undefined);
-      if (existing !== undefined && !existing.isDirectory()) {
-        throw invalidArgument(`Invalid file parameter 'file:${relative(root, target)}', directory has been created as a file`);
+      const asFile = `Invalid file parameter 'file:${relative(root, target)}', directory has been created as a file`;
+      if (existing !== undefined && !existing.isDirectory()) throw invalidArgument(asFile);
+      try {
+        await mkdir(dir, { recursive: true });
+        await writeFile(target, data);
+      } catch (e) {
+        // Names that clash with each other or that the file system refuses are the client's.
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'ENOTDIR' || code === 'EEXIST') throw invalidArgument(asFile, e);
+        if (code === 'EISDIR') throw invalidArgument(`Invalid file parameter 'file:${name}', a directory has been created with that name`, e);
+        if (code === 'ENAMETOOLONG') throw invalidArgument(`Invalid file parameter 'file:${name}', the name is too long`, e);
+        throw e;
       }
-      await mkdir(dir, { recursive: true });
-      await writeFile(target, data);
     }
     return { path: root, dispose };
   } catch (e) {

@@ -11,7 +11,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { internal, invalidArgument, unavailable } from '@switchyard/common';
+import { internal, invalidArgument, resolveConfinedPath, unavailable } from '@switchyard/common';
 import { elementCount, type DataType, type InferTensor } from '@switchyard/kserve';
 import { configDataTypeToWire, type ModelConfig, type ModelOutput } from '@switchyard/model-config';
 import type * as ort from 'onnxruntime-node';
@@ -31,15 +31,23 @@ import type { NormalizedRequest } from './request-normalizer.js';
 
 const now = (): bigint => process.hrtime.bigint();
 
-/** Resolve the model file: `<version>/<default_model_filename>`, or `model.onnx` inside it when it is a folder. */
+/**
+ * Resolve the model file: `<version>/<default_model_filename>`, or `model.onnx` inside it when it is
+ * a folder, through the confined resolver (a name or link leading outside the version folder is
+ * refused before anything is opened, with a message that does not depend on what exists outside).
+ */
 async function resolveModelFile(context: BackendModelContext): Promise<string> {
   const fileName = context.config.default_model_filename || 'model.onnx';
-  const path = join(context.versionPath, fileName);
-  const info = await stat(path).catch(() => undefined);
-  if (info === undefined) {
+  const what = `default_model_filename '${fileName}' of model '${context.modelName}'`;
+  const found = resolveConfinedPath(context.versionPath, fileName, what, 'its version folder');
+  const missing = (path: string): never => {
     throw unavailable(`unable to load model '${context.modelName}': unable to find '${path}' for model '${context.modelName}'`);
-  }
-  return info.isDirectory() ? join(path, 'model.onnx') : path;
+  };
+  if (!found.exists) return missing(found.path);
+  const info = await stat(found.path);
+  if (!info.isDirectory()) return found.path;
+  const inner = resolveConfinedPath(context.versionPath, join(fileName, 'model.onnx'), what, 'its version folder');
+  return inner.exists ? inner.path : missing(inner.path);
 }
 
 function intParameter(config: ModelConfig, key: string, fallback: number): number {

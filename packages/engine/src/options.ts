@@ -5,6 +5,7 @@
  */
 import { invalidArgument, silentLogger, type Logger } from '@switchyard/common';
 import type { Backend } from './backend.js';
+import { DEFAULT_LOAD_LIMITS, type LoadLimits } from './load-limits.js';
 
 export type ControlMode = 'none' | 'explicit' | 'poll';
 
@@ -67,6 +68,12 @@ export interface EngineOptions {
    * 0 (default): no cache, so `response_cache { enable: true }` in a model config has no effect.
    */
   responseCacheByteSize?: number;
+  /**
+   * Ceilings for what one model load may make the server allocate (instances, sequence slots,
+   * warmup and state tensors, threads, LLM settings, the `llm` KV cache). Default
+   * `DEFAULT_LOAD_LIMITS`; each given field replaces its default and must be a positive number.
+   */
+  loadLimits?: Partial<LoadLimits>;
 }
 
 export interface CompiledEngineOptions {
@@ -85,6 +92,7 @@ export interface CompiledEngineOptions {
   backends: Readonly<Record<string, Backend>>;
   /** 0 = no response cache. */
   responseCacheByteSize: number;
+  loadLimits: LoadLimits;
 }
 
 /** Fill defaults and validate. Throws invalid_argument with Triton's wording where it has one. */
@@ -111,6 +119,13 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
   if (!Number.isSafeInteger(cacheBytes) || cacheBytes < 0) {
     throw invalidArgument(`invalid response cache size ${String(cacheBytes)}, expected a non-negative number of bytes`);
   }
+  const limits: Record<string, number> = { ...DEFAULT_LOAD_LIMITS };
+  for (const [key, value] of Object.entries(options.loadLimits ?? {})) {
+    if (!(key in DEFAULT_LOAD_LIMITS)) throw invalidArgument(`unknown load limit '${key}'`);
+    if (typeof value !== 'number' || !(value > 0)) throw invalidArgument(`invalid load limit ${key} ${String(value)}, expected a positive number`);
+    limits[key] = value;
+  }
+  const loadLimits = limits as unknown as LoadLimits;
   if (startup.length > 0 && controlMode !== 'explicit') {
     logger.warn({ startupModels: startup }, 'startup models are only used in explicit model control mode; ignoring them');
   }
@@ -128,5 +143,6 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     strictReadiness: options.strictReadiness ?? true,
     backends: { ...(options.backends ?? {}) },
     responseCacheByteSize: cacheBytes,
+    loadLimits,
   };
 }

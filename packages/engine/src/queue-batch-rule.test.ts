@@ -129,6 +129,14 @@ describe('compileBatchRule / inputsKey', () => {
     expect(checksInputs(r)).toBe(true);
   });
 
+  it('takes a million preferred sizes (a load override may list them) without overflowing the stack', () => {
+    const c = config(`name: "m" backend: "onnxruntime" max_batch_size: 2000000
+      input [ { name: "I" data_type: TYPE_INT32 dims: [ 4 ] } ] output [ { name: "O" data_type: TYPE_INT32 dims: [ 4 ] } ]
+      dynamic_batching { }`);
+    c.dynamic_batching!.preferred_batch_size = Array.from({ length: 1_000_000 }, (_, i) => i + 1);
+    expect(compileBatchRule(c).maxPreferred).toBe(1_000_000);
+  });
+
   it('defaults preferred sizes to max_batch_size (normalisation) and checks nothing for fixed shapes', () => {
     const r = compileBatchRule(
       config(`name: "m" backend: "onnxruntime" max_batch_size: 8

@@ -45,7 +45,8 @@ export function compileBatchRule(config: ModelConfig): BatchRule {
   return {
     maxBatch: Math.max(1, config.max_batch_size),
     preferred,
-    maxPreferred: Math.max(0, ...preferred),
+    // A loop, not Math.max(...preferred): a load override may list a million sizes.
+    maxPreferred: [...preferred].reduce((a, b) => Math.max(a, b), 0),
     delayMs: (db?.max_queue_delay_microseconds ?? 0) / 1000,
     equalInputs,
     hasOptionalInputs: config.input.some((i) => i.optional),

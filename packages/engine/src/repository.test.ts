@@ -89,4 +89,19 @@ describe('model source', () => {
     await expect(materializeOverride('m', new Map([['../escape', new Uint8Array(1)]]))).rejects.toThrow('must stay within model directory.');
     await expect(materializeOverride('m', new Map([['/abs', new Uint8Array(1)]]))).rejects.toThrow('must stay within model directory.');
   });
+
+  it('override names that clash or that the file system refuses are client errors', async () => {
+    const one = new Uint8Array(1);
+    const refused = async (files: [string, Uint8Array][], message: string) => {
+      const e = await materializeOverride('m', new Map(files)).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(e).toMatchObject({ code: 'invalid_argument' });
+      expect((e as Error).message).toContain(message);
+    };
+    await refused([['1/x', one], ['1', one]], "Invalid file parameter 'file:1', a directory has been created with that name");
+    await refused([['1', one], ['1/a/b', one]], "Invalid file parameter 'file:1/a/b', directory has been created as a file");
+    await refused([[`1/${'n'.repeat(300)}`, one]], 'the name is too long');
+  });
 });

@@ -59,7 +59,11 @@ export class SequenceBatchScheduler implements Scheduler, SlotOwner {
   private readonly clock: QueueClock;
   private readonly maxIdleMs: number;
   private readonly batchers: SlotBatcher[];
+  /** Slots given back after use. Slots never used yet are `fresh` onwards, in slot-major order. */
   private readonly free: SlotRef[] = [];
+  /** Index (slot * instances + batcher) of the first never-used slot; nothing is allocated per slot up front. */
+  private fresh = 0;
+  private readonly totalSlots: number;
   /** Sequences that own a slot. A sequence whose END was queued is no longer here. */
   private readonly active = new Map<string, SlotRef>();
   private readonly backlog: Backlog[] = [];
@@ -92,9 +96,7 @@ export class SequenceBatchScheduler implements Scheduler, SlotOwner {
       const setup = { index, instance, slotCount, owner: this, execution, states, clock: this.clock };
       return oldest ? new OldestSequenceBatcher(setup, config) : new DirectSequenceBatcher(setup, config);
     });
-    for (let slot = 0; slot < slotCount; slot++) {
-      for (let batcher = 0; batcher < this.batchers.length; batcher++) this.free.push({ batcher, slot });
-    }
+    this.totalSlots = slotCount * this.batchers.length;
   }
 
   enqueue(job: InferenceJob): void {
@@ -222,14 +224,23 @@ export class SequenceBatchScheduler implements Scheduler, SlotOwner {
     return this.backlog.length === 0 && this.pendingCount() === 0 && this.inflightCount() === 0;
   }
 
-  /** The free slot with the lowest slot index (then the lowest instance), Triton's order. */
+  /**
+   * The free slot with the lowest slot index (then the lowest instance), Triton's order. A slot
+   * given back always comes before the never-used ones (it was taken from them earlier).
+   */
   private takeFreeSlot(): SlotRef | undefined {
-    let best = -1;
+    if (this.free.length === 0) {
+      if (this.fresh >= this.totalSlots) return undefined;
+      const n = this.batchers.length;
+      const k = this.fresh++;
+      return { batcher: k % n, slot: Math.floor(k / n) };
+    }
+    let best = 0;
     this.free.forEach((ref, i) => {
-      const current = this.free[best];
-      if (current === undefined || ref.slot < current.slot || (ref.slot === current.slot && ref.batcher < current.batcher)) best = i;
+      const current = this.free[best]!;
+      if (ref.slot < current.slot || (ref.slot === current.slot && ref.batcher < current.batcher)) best = i;
     });
-    return best < 0 ? undefined : this.free.splice(best, 1)[0];
+    return this.free.splice(best, 1)[0];
   }
 
   private addToBacklog(backlog: Backlog, entry: SlotEntry, now: number): void {

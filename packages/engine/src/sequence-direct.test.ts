@@ -126,6 +126,20 @@ describe('slots', () => {
     expect([snap.inference_count, snap.execution_count]).toEqual([6, 3]);
   });
 
+  it('max_batch_size 2147483647 on two instances: slots are made as sequences take them, lowest first', async () => {
+    const h = harness(direct('', 2147483647), 2);
+    for (const id of [1, 2, 3]) h.send(`s${id}`, { sequence_id: id, sequence_start: true, sequence_end: true }, id);
+    await flush();
+    expect(h.instances.map((i) => i.batches[0]!.map((r) => inputValues(r, 'INPUT')![0]))).toEqual([[1, 3], [2]]);
+    for (const inst of h.instances) inst.finish();
+    await flush();
+    expect(['s1', 's2', 's3'].map((id) => h.output(id))).toEqual([1, 2, 3]);
+    // The ended sequences gave their slots back: the next one takes slot 0 of instance 0 again.
+    h.send('s4', { sequence_id: 4, sequence_start: true, sequence_end: true }, 4);
+    await flush();
+    expect(h.instances[0]!.batches[1]!.map((r) => inputValues(r, 'INPUT')![0])).toEqual([4]);
+  });
+
   it('spreads new sequences over instances, lowest slot first', async () => {
     const h = harness(direct('', 2), 2);
     for (const id of [1, 2, 3, 4]) h.send(`s${id}`, { sequence_id: id, sequence_start: true }, id);

@@ -22,9 +22,10 @@ import type { SequenceState } from './sequence-state.js';
 type RequestEntry = Extract<SlotEntry, { kind: 'request' }>;
 
 export class DirectSequenceBatcher implements SlotBatcher {
-  private readonly queues: SlotEntry[][];
-  /** Implicit state of the sequence in each slot (undefined until its first request is placed). */
-  private readonly states: (SequenceState | undefined)[];
+  /** Queue of each slot used so far (created on first use: nothing is allocated per slot up front). */
+  private readonly queues = new Map<number, SlotEntry[]>();
+  /** Implicit state of the sequence in each slot (absent until its first request is placed). */
+  private readonly states = new Map<number, SequenceState>();
   private readonly rule: BatchRule;
   private readonly batched: boolean;
   private readonly maxBatch: number;
@@ -39,8 +40,6 @@ export class DirectSequenceBatcher implements SlotBatcher {
     config: ModelConfig,
   ) {
     const direct = (config.sequence_batching as ModelSequenceBatching).direct;
-    this.queues = Array.from({ length: setup.slotCount }, () => []);
-    this.states = new Array<SequenceState | undefined>(setup.slotCount).fill(undefined);
     this.rule = compileBatchRule(config);
     this.batched = config.max_batch_size > 0;
     this.maxBatch = Math.max(1, config.max_batch_size);
@@ -49,13 +48,18 @@ export class DirectSequenceBatcher implements SlotBatcher {
   }
 
   enqueue(slot: number, entry: SlotEntry): void {
-    (this.queues[slot] as SlotEntry[]).push(entry);
+    this.queue(slot).push(entry);
     this.kick();
   }
 
+  private queue(slot: number): SlotEntry[] {
+    let queue = this.queues.get(slot);
+    if (queue === undefined) this.queues.set(slot, (queue = []));
+    return queue;
+  }
+
   cancel(job: InferenceJob): boolean {
-    for (let slot = 0; slot < this.queues.length; slot++) {
-      const queue = this.queues[slot] as SlotEntry[];
+    for (const [slot, queue] of this.queues) {
       const i = queue.findIndex((e) => e.kind === 'request' && e.job === job);
       if (i < 0) continue;
       const [entry] = queue.splice(i, 1) as [RequestEntry];
@@ -69,7 +73,7 @@ export class DirectSequenceBatcher implements SlotBatcher {
 
   pendingCount(): number {
     let n = 0;
-    for (const q of this.queues) for (const e of q) if (e.kind === 'request') n++;
+    for (const q of this.queues.values()) for (const e of q) if (e.kind === 'request') n++;
     return n;
   }
 
@@ -88,17 +92,17 @@ export class DirectSequenceBatcher implements SlotBatcher {
   }
 
   private refill(slot: number, entries: SlotEntry[] | undefined): void {
-    if (entries !== undefined) (this.queues[slot] as SlotEntry[]).push(...entries);
+    if (entries !== undefined) this.queue(slot).push(...entries);
   }
 
   /** The state a request of `slot` runs with: a fresh one when its sequence starts. */
   private stateFor(slot: number, entry: RequestEntry, reset: Set<number>): SequenceState | undefined {
     if (this.setup.states.isEmpty) return undefined;
-    if ((entry.sequence.start && !reset.has(slot)) || this.states[slot] === undefined) {
-      this.states[slot] = this.setup.states.initialState();
+    if ((entry.sequence.start && !reset.has(slot)) || !this.states.has(slot)) {
+      this.states.set(slot, this.setup.states.initialState());
       reset.add(slot);
     }
-    return this.states[slot];
+    return this.states.get(slot);
   }
 
   private step(): void {
@@ -112,18 +116,20 @@ export class DirectSequenceBatcher implements SlotBatcher {
     let last = -1;
     let ready = 0;
     let oldestMs = Infinity;
-    this.queues.forEach((queue, slot) => {
+    const slots = [...this.queues.keys()].sort((a, b) => a - b);
+    for (const slot of slots) {
+      const queue = this.queue(slot);
       while (queue[0]?.kind === 'release') {
         queue.shift();
         this.refill(slot, owner.releaseSlot(index, slot, queue, 'idle'));
       }
       const front = queue[0];
-      if (front?.kind !== 'request') return;
+      if (front?.kind !== 'request') continue;
       if (first < 0) first = slot;
       last = slot;
       ready++;
       oldestMs = Math.min(oldestMs, front.enqueuedMs);
-    });
+    }
     if (first < 0) {
       owner.workDone();
       return;
@@ -141,12 +147,12 @@ export class DirectSequenceBatcher implements SlotBatcher {
 
     // One request per slot from slot 0 to the last ready one; fillers keep the others in place.
     const reset = new Set<number>();
-    const representative = (this.queues[first] as SlotEntry[])[0] as RequestEntry;
+    const representative = this.queue(first)[0] as RequestEntry;
     const representativeState = this.stateFor(first, representative, reset);
     const key = inputsKey(this.rule, representative.job.request, this.batched);
     const items: SequenceBatchItem[] = [];
     for (let slot = 0; slot <= last; slot++) {
-      const queue = this.queues[slot] as SlotEntry[];
+      const queue = this.queues.get(slot) ?? [];
       const front = queue[0];
       if (front?.kind !== 'request' || inputsKey(this.rule, front.job.request, this.batched) !== key) {
         items.push({ kind: 'filler', like: representative.job.request, state: representativeState });

@@ -36,6 +36,27 @@ describe('oldest strategy', () => {
     expect(['a1', 'a2', 'a3', 'b1', 'c1'].map((id) => h.output(id))).toEqual([1, 2, 3, 10, 20]);
   });
 
+  it('max_candidate_sequences 1e9: slots are made as sequences take them', async () => {
+    const h = harness(oldest('max_candidate_sequences: 1000000000', 4));
+    for (const id of [1, 2, 3]) h.send(`s${id}`, { sequence_id: id, sequence_start: true }, id);
+    await flush();
+    expect(rows(h.instances[0]!.batches[0], 'INPUT')).toEqual([1, 2, 3]);
+    h.instances[0]!.finish();
+    await flush();
+    expect(['s1', 's2', 's3'].map((id) => h.output(id))).toEqual([1, 2, 3]);
+  });
+
+  it('takes a million preferred sizes (a load override may list them) without overflowing the stack', async () => {
+    const config = oldest('max_candidate_sequences: 4', 2_000_000);
+    (config.sequence_batching as { oldest: { preferred_batch_size: number[] } }).oldest.preferred_batch_size = Array.from({ length: 1_000_000 }, (_, i) => i + 1);
+    const h = harness(config);
+    h.send('a1', { sequence_id: 1, sequence_start: true, sequence_end: true }, 5);
+    await flush();
+    h.instances[0]!.finish();
+    await flush();
+    expect(h.output('a1')).toBe(5);
+  });
+
   it('caps a batch at max_batch_size, sends a preferred size at once and waits the queue delay otherwise', async () => {
     const h = harness(oldest('max_candidate_sequences: 8 preferred_batch_size: [2] max_queue_delay_microseconds: 20000', 2));
     const inst = h.instances[0]!;

@@ -30,10 +30,11 @@ interface Candidate {
 }
 
 export class OldestSequenceBatcher implements SlotBatcher {
-  private readonly queues: SlotEntry[][];
-  /** A request of the slot's sequence is issued (a candidate or executing). */
-  private readonly inFlight: boolean[];
-  private readonly states: (SequenceState | undefined)[];
+  /** Queue of each slot used so far (created on first use: nothing is allocated per slot up front). */
+  private readonly queues = new Map<number, SlotEntry[]>();
+  /** Slots with a request of their sequence issued (a candidate or executing). */
+  private readonly inFlight = new Set<number>();
+  private readonly states = new Map<number, SequenceState>();
   private readonly rule: BatchRule;
   private readonly batched: boolean;
   private candidates: Candidate[] = [];
@@ -46,9 +47,6 @@ export class OldestSequenceBatcher implements SlotBatcher {
     config: ModelConfig,
   ) {
     const oldest = (config.sequence_batching as ModelSequenceBatching).oldest;
-    this.queues = Array.from({ length: setup.slotCount }, () => []);
-    this.inFlight = new Array<boolean>(setup.slotCount).fill(false);
-    this.states = new Array<SequenceState | undefined>(setup.slotCount).fill(undefined);
     const base = compileBatchRule(config);
     const maxBatch = Math.max(1, config.max_batch_size);
     // Normalisation gives an empty preferred list [max_batch_size] when the model batches.
@@ -57,21 +55,26 @@ export class OldestSequenceBatcher implements SlotBatcher {
       ...base,
       maxBatch,
       preferred,
-      maxPreferred: Math.max(...preferred),
+      maxPreferred: [...preferred].reduce((a, b) => Math.max(a, b), 0),
       delayMs: (oldest?.max_queue_delay_microseconds ?? 0) / 1000,
     };
     this.batched = config.max_batch_size > 0;
   }
 
   enqueue(slot: number, entry: SlotEntry): void {
-    (this.queues[slot] as SlotEntry[]).push(entry);
-    if (!this.inFlight[slot]) this.issueNext(slot);
+    this.queue(slot).push(entry);
+    if (!this.inFlight.has(slot)) this.issueNext(slot);
     this.kick();
   }
 
+  private queue(slot: number): SlotEntry[] {
+    let queue = this.queues.get(slot);
+    if (queue === undefined) this.queues.set(slot, (queue = []));
+    return queue;
+  }
+
   cancel(job: InferenceJob): boolean {
-    for (let slot = 0; slot < this.queues.length; slot++) {
-      const queue = this.queues[slot] as SlotEntry[];
+    for (const [slot, queue] of this.queues) {
       const i = queue.findIndex((e) => e.kind === 'request' && e.job === job);
       if (i >= 0) {
         const [entry] = queue.splice(i, 1) as [RequestEntry];
@@ -83,7 +86,7 @@ export class OldestSequenceBatcher implements SlotBatcher {
     const c = this.candidates.findIndex((cand) => cand.entry.job === job);
     if (c < 0) return false;
     const [candidate] = this.candidates.splice(c, 1) as [Candidate];
-    this.inFlight[candidate.slot] = false;
+    this.inFlight.delete(candidate.slot);
     // An END candidate already gave its slot back when it was issued.
     if (candidate.entry.sequence.end) this.issueNext(candidate.slot);
     else this.release(candidate.slot, 'cancelled', candidate.entry.sequence.key);
@@ -93,7 +96,7 @@ export class OldestSequenceBatcher implements SlotBatcher {
 
   pendingCount(): number {
     let n = this.candidates.length;
-    for (const q of this.queues) for (const e of q) if (e.kind === 'request') n++;
+    for (const q of this.queues.values()) for (const e of q) if (e.kind === 'request') n++;
     return n;
   }
 
@@ -108,11 +111,11 @@ export class OldestSequenceBatcher implements SlotBatcher {
 
   /** Give the slot back (its queued entries are cancelled); queue a backlogged sequence on it. */
   private release(slot: number, reason: ReleaseReason, key?: string): void {
-    const queue = this.queues[slot] as SlotEntry[];
+    const queue = this.queue(slot);
     const next = this.setup.owner.releaseSlot(this.setup.index, slot, queue, reason, key);
     if (next === undefined) return;
     queue.push(...next);
-    if (!this.inFlight[slot]) this.issueNext(slot);
+    if (!this.inFlight.has(slot)) this.issueNext(slot);
   }
 
   /**
@@ -121,8 +124,7 @@ export class OldestSequenceBatcher implements SlotBatcher {
    * over is issued as soon as the slot has nothing in flight.
    */
   private issueNext(slot: number): void {
-    const queue = this.queues[slot] as SlotEntry[];
-    const entry = queue.shift();
+    const entry = this.queue(slot).shift();
     if (entry === undefined) return;
     if (entry.kind === 'release') {
       this.release(slot, 'idle');
@@ -130,10 +132,10 @@ export class OldestSequenceBatcher implements SlotBatcher {
     }
     let state: SequenceState | undefined;
     if (!this.setup.states.isEmpty) {
-      if (entry.sequence.start || this.states[slot] === undefined) this.states[slot] = this.setup.states.initialState();
-      state = this.states[slot];
+      if (entry.sequence.start || !this.states.has(slot)) this.states.set(slot, this.setup.states.initialState());
+      state = this.states.get(slot);
     }
-    this.inFlight[slot] = true;
+    this.inFlight.add(slot);
     this.candidates.push({ slot, entry, state, issuedMs: this.setup.clock.now(), inputsKey: inputsKey(this.rule, entry.job.request, this.batched) });
     if (entry.sequence.end) this.release(slot, 'ended');
   }
@@ -174,7 +176,7 @@ export class OldestSequenceBatcher implements SlotBatcher {
     void runSequenceBatch(this.setup.execution, this.setup.instance, items).finally(() => {
       this.executing = [];
       for (const c of batch) {
-        this.inFlight[c.slot] = false;
+        this.inFlight.delete(c.slot);
         this.issueNext(c.slot);
       }
       this.step();

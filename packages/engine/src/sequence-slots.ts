@@ -1,7 +1,8 @@
 /**
  * What the sequence scheduler and its per-instance batchers share.
  *
- * Each instance has a batcher with a fixed number of batch slots; a sequence owns one slot
+ * Each instance has a batcher with a fixed number of batch slots (a bound: a slot's queue and state
+ * are made when a sequence first takes it, so a huge count costs nothing); a sequence owns one slot
  * (on one instance) from its START until its END, its idle timeout or its cancellation, so its
  * requests run in order, one at a time, on one instance. The scheduler
  * (`SequenceBatchScheduler`) owns the sequence → slot map, the free slots and the backlog; a

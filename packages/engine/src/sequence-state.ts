@@ -12,7 +12,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { invalidArgument } from '@switchyard/common';
+import { invalidArgument, resolveConfinedPath } from '@switchyard/common';
 import { elementByteSize, elementCount, type DataType, type InferTensor } from '@switchyard/kserve';
 import { configDataTypeToWire, type ModelConfig, type ModelSequenceBatching, type ModelSequenceState } from '@switchyard/model-config';
 import type { NormalizedInput } from './request-normalizer.js';
@@ -113,11 +113,17 @@ function initialStateValue(state: ModelSequenceState, batchDims: number[], model
     return { datatype, shape, data: zeroTensorBytes(datatype, shape) };
   }
   if (modelPath === undefined) throw invalidArgument(`initial_state data file '${init.data_file}' cannot be read: the model folder is unknown`);
+  const found = resolveConfinedPath(
+    join(modelPath, INITIAL_STATE_FOLDER),
+    init.data_file,
+    `initial_state data_file '${init.data_file}' of state '${name}'`,
+    "the model's initial_state folder",
+  );
   let file: Uint8Array;
   try {
-    file = readFileSync(join(modelPath, INITIAL_STATE_FOLDER, init.data_file));
+    file = readFileSync(found.path);
   } catch (e) {
-    throw invalidArgument(`failed to open text file for read ${join(modelPath, INITIAL_STATE_FOLDER, init.data_file)}: ${(e as Error).message}`, e);
+    throw invalidArgument(`failed to open text file for read ${found.path}: ${(e as Error).message}`, e);
   }
   if (datatype === 'BYTES') return { datatype, shape, data: Uint8Array.from(file) };
   const size = elementCount(init.dims) * elementByteSize(datatype);

@@ -9,7 +9,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { invalidArgument, unavailable } from '@switchyard/common';
+import { invalidArgument, resolveConfinedPath, unavailable } from '@switchyard/common';
 import { elementByteSize, elementCount, serializeBytesElements, type DataType, type InferTensor } from '@switchyard/kserve';
 import { configDataTypeToWire, type ModelConfig, type ModelWarmup, type ModelWarmupInput } from '@switchyard/model-config';
 import type { BackendInstance } from './backend.js';
@@ -54,8 +54,9 @@ function randomBytes(datatype: DataType, count: number): Uint8Array {
 async function sampleData(input: ModelWarmupInput, datatype: DataType, shape: number[], modelPath: string, inputName: string): Promise<Uint8Array> {
   const count = elementCount(shape);
   if (input.input_data_file !== undefined && input.input_data_file !== '') {
-    const file = join(modelPath, 'warmup', input.input_data_file);
-    const content = await readFile(file).catch(() => undefined);
+    const found = resolveConfinedPath(join(modelPath, 'warmup'), input.input_data_file, `warmup input_data_file '${input.input_data_file}' of input '${inputName}'`, "the model's warmup folder");
+    const file = found.path;
+    const content = found.exists ? await readFile(file).catch(() => undefined) : undefined;
     if (content === undefined) throw invalidArgument(`failed to read warmup data file '${file}' for input '${inputName}'`);
     if (datatype === 'BYTES') return serializeBytesElements(Array.from({ length: count }, () => content));
     const needed = count * elementByteSize(datatype);

@@ -21,6 +21,19 @@ function setup(numBlocks: number, extra: Partial<KvBlockManagerOptions> = {}) {
 const hashes = (s: FullBlockSpec[]): SequenceHash[] => s.map((x) => x.sequenceHash);
 
 describe('KvBlockManager', () => {
+  it('holds a billion blocks without allocating them: slots are numbered as they are first used', () => {
+    const { m } = setup(1_000_000_000);
+    const a = m.allocate({ full: specs(0, 2), partial: 1 })!;
+    expect(a.blocks.map((b) => b.slot)).toEqual([0, 1, 2]);
+    expect(m.stats()).toMatchObject({ numBlocks: 1_000_000_000, active: 3, inactive: 0, free: 999_999_997 });
+    m.free(a.blocks);
+    // The freed partial slot is reused before a never-used one, as before.
+    expect(m.allocate({ partial: 1 })!.blocks[0]!.slot).toBe(2);
+    m.assertInvariants();
+    expect(m.canAllocate(999_999_000, 0.01)).toBe(false);
+    expect(m.canAllocate(900_000_000, 0.01)).toBe(true);
+  });
+
   it('never exceeds capacity; running out is null and changes nothing', () => {
     const { m, events } = setup(5);
     const a = m.allocate({ full: specs(0, 3), partial: 1 });

@@ -111,7 +111,10 @@ export class KvBlockManager {
   private readonly partialBlocks = new Map<PartialBlockId, Block>();
   /** Inactive full blocks; Map order is LRU order (first = least recently freed = next victim). */
   private readonly inactive = new Map<SequenceHash, Block>();
+  /** Slots freed after use, most recently freed last (taken first). */
   private readonly freeSlots: number[] = [];
+  /** Slots numbered `fresh`..numBlocks-1 were never used: handed out in order after `freeSlots`, so nothing is allocated per slot up front. */
+  private fresh = 0;
   private nextPartial = 0;
   private nextEventId = 0;
   private pending: KvCacheEventData[] = [];
@@ -129,7 +132,6 @@ export class KvBlockManager {
     this.blockSize = blockSize;
     this.prefixCaching = options.enablePrefixCaching ?? true;
     this.sink = options.onEvent;
-    for (let s = numBlocks - 1; s >= 0; s--) this.freeSlots.push(s);
   }
 
   /** Number of leading `hashes` resident (active or inactive). Pure: does not touch LRU order. */
@@ -139,9 +141,14 @@ export class KvBlockManager {
     return n;
   }
 
+  /** Free slots: freed ones plus never-used ones. */
+  private get freeCount(): number {
+    return this.freeSlots.length + (this.numBlocks - this.fresh);
+  }
+
   /** Blocks obtainable for new data right now: free slots plus evictable inactive blocks. */
   get available(): number {
-    return this.freeSlots.length + this.inactive.size;
+    return this.freeCount + this.inactive.size;
   }
 
   /**
@@ -296,7 +303,7 @@ export class KvBlockManager {
     this.inactive.clear();
     this.evictCursor = undefined;
     this.freeSlots.length = 0;
-    for (let s = this.numBlocks - 1; s >= 0; s--) this.freeSlots.push(s);
+    this.fresh = 0;
     this.pending.push({ type: 'cleared' });
     this.flush();
     return true;
@@ -313,7 +320,7 @@ export class KvBlockManager {
 
   stats(): KvBlockStats {
     const inactive = this.inactive.size;
-    const free = this.freeSlots.length;
+    const free = this.freeCount;
     const active = this.numBlocks - inactive - free;
     return {
       numBlocks: this.numBlocks,
@@ -341,6 +348,7 @@ export class KvBlockManager {
   assertInvariants(): void {
     const slots = new Set<number>(this.freeSlots);
     if (slots.size !== this.freeSlots.length) throw internal('duplicate free slot');
+    for (const s of this.freeSlots) if (s >= this.fresh) throw internal(`free slot ${s} was never used`);
     const check = (b: Block): void => {
       if (slots.has(b.slot)) throw internal(`slot ${b.slot} used twice`);
       slots.add(b.slot);
@@ -354,7 +362,8 @@ export class KvBlockManager {
       check(b);
       if (b.refCount === 0) throw internal(`partial block ${b.id} unreferenced`);
     }
-    if (slots.size !== this.numBlocks) throw internal(`slots accounted ${slots.size} != ${this.numBlocks}`);
+    for (const s of slots) if (s >= this.fresh) throw internal(`slot ${s} beyond the used ones`);
+    if (slots.size !== this.fresh) throw internal(`slots accounted ${slots.size} != ${this.fresh} used`);
   }
 
   private acquire(b: Block): void {
@@ -364,7 +373,7 @@ export class KvBlockManager {
 
   /** Take a slot (evicting the LRU inactive block if none is free) and build a block with refCount 1. */
   private newBlock(id: BlockId, full: boolean, localHash: LocalBlockHash | null, parent: SequenceHash | null): Block {
-    let slot = this.freeSlots.pop();
+    let slot = this.freeSlots.pop() ?? (this.fresh < this.numBlocks ? this.fresh++ : undefined);
     if (slot === undefined) {
       const victim = this.nextVictim();
       if (victim === undefined) throw internal('KV block manager: no slot although capacity was checked');

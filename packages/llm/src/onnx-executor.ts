@@ -47,6 +47,11 @@ export interface OnnxExecutorOptions {
    * they first sample), so a run is reproducible; default: a random seed per request.
    */
   readonly seed?: number;
+  /**
+   * Called with the KV cache's size in bytes once the model's layers are known, before it is
+   * allocated; throws to refuse it (the engine's load limits).
+   */
+  readonly checkKvCacheBytes?: (bytes: number) => void;
 }
 
 const GREEDY = compileSamplingParams({ temperature: 0 });
@@ -95,6 +100,10 @@ export class OnnxExecutor implements Executor {
         throw invalidArgument(`the model's logits are ${width} wide, the tokenizer has ${vocabSize} tokens`);
       }
     }
+    const elementBytes = signature.kvDtype === 'fp16' ? 2 : 4;
+    options.checkKvCacheBytes?.(
+      signature.numLayers * 2 * options.numBlocks * signature.numKvHeads * options.blockSize * signature.headDim * elementBytes,
+    );
     const kv = new PagedKvCache({
       numLayers: signature.numLayers,
       numKvHeads: signature.numKvHeads,
@@ -157,7 +166,7 @@ export class OnnxExecutor implements Executor {
   /** One session.run over `entries` (each computing `n` new tokens); scatters the new KV; returns logits [B, n, V]. */
   private async run(entries: readonly ScheduledSequence[], n: number): Promise<DecoderTensor> {
     const B = entries.length;
-    const P = Math.max(...entries.map((e) => e.numComputedTokens));
+    const P = entries.reduce((m, e) => Math.max(m, e.numComputedTokens), -Infinity);
     const ids = new BigInt64Array(B * n);
     const mask = new BigInt64Array(B * (P + n));
     const positions = new BigInt64Array(B * n);

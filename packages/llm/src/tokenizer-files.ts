@@ -4,12 +4,12 @@
  * instead of in tokenizer_config.json). The folder is the one an Optimum/Qwen/Llama ONNX export
  * produces, or the one onnx-builder's `llmFixtureRepositoryFiles()` generates for the tiny model.
  *
- * Only local files are read; nothing is downloaded. Failures are classified here: a missing required
+ * Only local files are read; nothing is downloaded. Each file goes through the confined resolver
+ * (`resolveConfinedPath`): a symlink leading out of the folder is refused, never read. Failures are classified here: a missing required
  * file is `not_found`, a file that is not the JSON object we need is `invalid_argument`.
  */
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { invalidArgument, notFound } from '@switchyard/common';
+import { invalidArgument, notFound, resolveConfinedPath } from '@switchyard/common';
 
 /** The parts of tokenizer.json we read ourselves; the rest is passed to @huggingface/tokenizers as is. */
 export interface TokenizerJson {
@@ -65,19 +65,19 @@ export interface ModelFolderFiles {
 
 /** Reads `dir`; only tokenizer.json is required. */
 export async function readModelFolder(dir: string): Promise<ModelFolderFiles> {
-  const tokenizerText = await readText(join(dir, 'tokenizer.json'));
+  const tokenizerText = await readText(dir, 'tokenizer.json');
   if (tokenizerText === undefined) throw notFound(`model folder '${dir}' has no tokenizer.json`);
   const tokenizerJson = parseObject(tokenizerText, 'tokenizer.json', dir);
   if (typeof tokenizerJson['model'] !== 'object' || tokenizerJson['model'] === null) {
     throw invalidArgument(`tokenizer.json in '${dir}' has no "model" object`);
   }
-  const configText = await readText(join(dir, 'tokenizer_config.json'));
-  const modelText = await readText(join(dir, 'config.json'));
+  const configText = await readText(dir, 'tokenizer_config.json');
+  const modelText = await readText(dir, 'config.json');
   return {
     tokenizerJson: tokenizerJson as TokenizerJson,
     tokenizerConfig: configText === undefined ? {} : (parseObject(configText, 'tokenizer_config.json', dir) as TokenizerConfigJson),
     modelConfig: modelText === undefined ? undefined : (parseObject(modelText, 'config.json', dir) as ModelConfigJson),
-    chatTemplateFile: await readText(join(dir, 'chat_template.jinja')),
+    chatTemplateFile: await readText(dir, 'chat_template.jinja'),
   };
 }
 
@@ -87,9 +87,12 @@ export function specialTokenContent(value: SpecialTokenValue | undefined): strin
   return typeof value === 'string' ? value : value.content;
 }
 
-async function readText(path: string): Promise<string | undefined> {
+/** `dir/name` through the confined resolver: a link leading out of the folder is refused, not read. */
+async function readText(dir: string, name: string): Promise<string | undefined> {
+  const found = resolveConfinedPath(dir, name, `${name} of model folder '${dir}'`, 'that folder');
+  if (!found.exists) return undefined;
   try {
-    return await readFile(path, 'utf8');
+    return await readFile(found.path, 'utf8');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw e;

@@ -1,5 +1,5 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildTinyTokenizerFiles, TINY_DECODER_SHAPE, tinySpecialTokenIds } from '@switchyard/onnx-builder';
@@ -100,6 +100,20 @@ describe('readModelFolder errors', () => {
       await expect(readModelFolder(dir)).rejects.toSatisfy((e) => isSwitchyardError(e) && e.code === 'invalid_argument');
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a file linked from outside the folder is refused, not read', async () => {
+    const outside = writeTinyModelFolder();
+    const dir = mkdtempSync(join(tmpdir(), 'llm-tokenizer-link-'));
+    try {
+      symlinkSync(join(outside, 'tokenizer.json'), join(dir, 'tokenizer.json'));
+      await expect(readModelFolder(dir)).rejects.toSatisfy(
+        (e) => isSwitchyardError(e) && e.code === 'invalid_argument' && e.message === `tokenizer.json of model folder '${dir}' must name a path inside that folder`,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(outside, { recursive: true, force: true });
     }
   });
 });
