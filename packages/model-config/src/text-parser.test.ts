@@ -117,6 +117,12 @@ describe('parseModelConfigText: grammar', () => {
     expect(c.cc_model_filenames).toEqual({ '': 'only-value' });
   });
 
+  it('keeps a __proto__ map key as an entry, not as the prototype (found by config-parsers.fuzz.test.ts)', () => {
+    const c = parse('parameters { key: "__proto__" value { string_value: "x" } }');
+    expect(Object.getPrototypeOf(c.parameters)).toBe(Object.prototype);
+    expect(Object.entries(c.parameters)).toEqual([['__proto__', { string_value: 'x' }]]);
+  });
+
   it('keys uint64 maps by the decimal key', () => {
     const c = parse(`dynamic_batching {
       priority_levels: 2 default_priority_level: 1
@@ -140,6 +146,11 @@ describe('parseModelConfigText: errors name file, line and column', () => {
     expect(errorOf(() => parse('bogus: 1'))).toBe(
       'config.pbtxt:1:1: Message type "inference.ModelConfig" has no field named "bogus".',
     );
+  });
+
+  it('refuses Object.prototype member names as fields (found by config-parsers.fuzz.test.ts: a TypeError)', () => {
+    expect(errorOf(() => parse('constructor: 1'))).toBe('config.pbtxt:1:1: Message type "inference.ModelConfig" has no field named "constructor".');
+    expect(errorOf(() => parse('input { __proto__ { } }'))).toBe('config.pbtxt:1:9: Message type "inference.ModelInput" has no field named "__proto__".');
   });
 
   it('uses the given file name and points at the offending token', () => {

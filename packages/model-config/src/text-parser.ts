@@ -15,11 +15,14 @@ import {
   defaultMessage,
   defaultSlotValue,
   enumNameOf,
+  fieldNamed,
   integerValue,
+  isEnumName,
   isMapField,
   mapKeySlot,
   messageType,
   qualifiedName,
+  setMapEntry,
   valueSlot,
   type ValueSlot,
 } from './schema.js';
@@ -86,7 +89,7 @@ class TextParser {
       this.fail(t, 'Extension and Any field names ("[...]") are not supported in a model configuration.');
     }
     if (t.kind !== 'ident') this.fail(t, `Expected identifier, got: ${t.text || 'end of input'}`);
-    const field = type.fields[t.text];
+    const field = fieldNamed(type, t.text);
     if (field === undefined) this.fail(t, `Message type "${qualifiedName(type)}" has no field named "${t.text}".`);
 
     const isMap = isMapField(field);
@@ -130,7 +133,7 @@ class TextParser {
   private parseElement(type: protobuf.Type, field: protobuf.Field, slot: ValueSlot, obj: Obj): void {
     if (isMapField(field)) {
       const [key, value] = this.parseMapEntry(type, field, slot);
-      (obj[field.name] as Obj)[key] = value; // a later entry for the same key wins, as in protobuf
+      setMapEntry(obj[field.name] as Obj, key, value); // a later entry for the same key wins, as in protobuf
       return;
     }
     const value = this.parseValue(slot);
@@ -197,7 +200,7 @@ class TextParser {
     const t = this.peek();
     if (t.kind === 'ident') {
       this.pos++;
-      if (enumType.values[t.text] === undefined) {
+      if (!isEnumName(enumType, t.text)) {
         this.fail(t, `Unknown enumeration value of "${t.text}" for field "${fieldName}".`);
       }
       return t.text;
