@@ -6,7 +6,7 @@
  * bytes is fuzzed in @switchyard/server (`grpc/model-infer-decode.fuzz.test.ts`).
  */
 import { describe, expect, it } from 'vitest';
-import { fc, fuzz, fuzzKey, parsesOrRefuses, rawTensor } from '@switchyard/testing/fuzz';
+import { fc, fuzz, fuzzKey, objectWith, parsesOrRefuses, rawTensor } from '@switchyard/testing/fuzz';
 import { decodeModelInferRequest, encodeModelInferResponse } from './grpc-codec.js';
 import type { GrpcInferInputTensor, GrpcInferParameter, GrpcInferTensorContents, GrpcModelInferRequest } from './grpc-messages.js';
 import { parseModelVersion } from './grpc-parameters.js';
@@ -25,13 +25,10 @@ const parameter: fc.Arbitrary<GrpcInferParameter> = fc.oneof(
   UINT64.map((v): GrpcInferParameter => ({ parameter_choice: 'uint64_param', uint64_param: v })),
   fc.constant<GrpcInferParameter>({}),
 );
+const RESERVED = ['sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout'];
 const parameterKey = fc.oneof(
   fc.constantFrom(
-    'sequence_id',
-    'sequence_start',
-    'sequence_end',
-    'priority',
-    'timeout',
+    ...RESERVED,
     'triton_enable_empty_final_response',
     'triton_other',
     'shared_memory_region',
@@ -84,6 +81,15 @@ describe('decodeModelInferRequest (fuzz)', () => {
   it('decodes or refuses any message as invalid_argument', () => {
     fuzz(request, (msg) => {
       parsesOrRefuses(() => decodeModelInferRequest(msg));
+    });
+  });
+
+  it('keeps every custom parameter name as a parameter (__proto__ included)', () => {
+    const custom = fc.uniqueArray(fc.tuple(fuzzKey().filter((k) => !k.startsWith('triton_') && !RESERVED.includes(k)), fc.string({ maxLength: 3 })), { selector: ([k]) => k, maxLength: 4 });
+    fuzz(custom, (entries) => {
+      const params = objectWith(entries.map(([k, v]) => [k, { parameter_choice: 'string_param', string_param: v }] as const)) as unknown as Record<string, GrpcInferParameter>;
+      const decoded = decodeModelInferRequest({ model_name: 'm', parameters: params }).request.parameters;
+      expect(Object.entries(decoded).sort()).toEqual([...entries].sort());
     });
   });
 

@@ -69,6 +69,11 @@ describe('decodeModelInferRequest: raw_input_contents', () => {
     expect(Array.from(ib?.data ?? [])).toEqual([1, 0]);
   });
 
+  it('keeps a custom parameter named __proto__ (found by grpc-codec.fuzz.test.ts: it vanished)', () => {
+    const parameters = JSON.parse('{"__proto__":{"parameter_choice":"int64_param","int64_param":"7"}}') as Record<string, GrpcInferParameter>;
+    expect(Object.entries(decodeModelInferRequest({ model_name: 'm', parameters }).request.parameters)).toEqual([['__proto__', 7]]);
+  });
+
   it('defaults id to empty and version to undefined', () => {
     const { request } = decodeModelInferRequest({ model_name: 'm', inputs: [], raw_input_contents: [] });
     expect(request).toEqual({ id: '', modelName: 'm', modelVersion: undefined, parameters: {}, inputs: [], outputs: [] });

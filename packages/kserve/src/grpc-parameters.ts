@@ -5,6 +5,7 @@
  */
 import { invalidArgument } from '@switchyard/common';
 import type { GrpcInferParameter, GrpcInt64, GrpcParameterChoice } from './grpc-messages.js';
+import { setOwn } from './http-json.js';
 import type { ParameterValue, Parameters } from './protocols.js';
 
 const CHOICES: readonly GrpcParameterChoice[] = ['bool_param', 'int64_param', 'string_param', 'double_param', 'uint64_param'];
@@ -123,7 +124,7 @@ export function decodeRequestParameters(params: Record<string, GrpcInferParamete
           throw invalidArgument(`invalid value type for '${key}' parameter, expected int64_param, bool_param, or string_param.`);
         }
     }
-    out[key] = value as ParameterValue;
+    setOwn(out, key, value as ParameterValue);
   }
   return { parameters: out, enableEmptyFinalResponse };
 }

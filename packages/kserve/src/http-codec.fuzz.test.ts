@@ -5,7 +5,7 @@
  * access problems, `invalid_argument` for request-shape problems), within the time bound.
  */
 import { describe, expect, it } from 'vitest';
-import { concatBytes, fc, fuzz, jsonText, mutatedJson, parsesOrRefuses, rawTensor, type JsonValue as FuzzJson } from '@switchyard/testing/fuzz';
+import { concatBytes, fc, fuzz, fuzzKey, jsonText, mutatedJson, parsesOrRefuses, rawTensor, type JsonValue as FuzzJson } from '@switchyard/testing/fuzz';
 import { decodeHttpInferRequest, decodeHttpRawInferRequest, encodeHttpInferResponse, parseInferenceHeaderLength } from './http-codec.js';
 import { decodeHttpGenerateRequest } from './http-generate.js';
 import { parseJson, stringifyJson, type JsonValue } from './http-json.js';
@@ -110,6 +110,16 @@ function declaresHugeJsonTensor(header: FuzzJson | undefined): boolean {
   });
 }
 
+/** Request parameters with names the decoders do not reserve: any short string, hostile keys included. */
+const customParameters = fc.uniqueArray(
+  fc.tuple(
+    fuzzKey().filter((k) => !k.startsWith('triton_') && !['sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout', 'binary_data_output'].includes(k)),
+    fc.oneof(fc.boolean(), fc.integer(), fc.string({ maxLength: 4 })),
+  ),
+  { selector: ([k]) => k, maxLength: 4 },
+);
+const sortedEntries = (o: object) => Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+
 describe('parseJson (fuzz)', () => {
   it('reads any bytes as a value or refuses them as internal', () => {
     fuzz(fc.uint8Array({ maxLength: 64 }), (bytes) => {
@@ -201,6 +211,17 @@ describe('decodeHttpInferRequest (fuzz)', () => {
       parsesOrRefuses(() => decodeHttpInferRequest({ modelName: 'm', modelVersion: 1, body: bytes }, headerLength), HTTP_CODES);
       // the same body with its header length wrong
       parsesOrRefuses(() => decodeHttpInferRequest({ modelName: 'm', modelVersion: 1, body: bytes }, cut % (bytes.byteLength + 1)), HTTP_CODES);
+    });
+  });
+
+  it('keeps every custom parameter name as a parameter (__proto__ included)', () => {
+    fuzz(customParameters, (entries) => {
+      const header = `{"parameters":{${entries.map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`).join(',')}},"inputs":[]}`;
+      const { bytes, headerLength } = body(header, []);
+      const parameters = decodeHttpInferRequest({ modelName: 'm', modelVersion: 1, body: bytes }, headerLength).request.parameters;
+      expect(sortedEntries(parameters)).toEqual(sortedEntries(Object.fromEntries(entries)));
+      const generate = decodeHttpGenerateRequest({ modelName: 'm', modelVersion: undefined, body: enc.encode(`{"parameters":${header.slice(14, header.lastIndexOf(',"inputs"'))}}`) }, []);
+      expect(sortedEntries(generate.parameters)).toEqual(sortedEntries(Object.fromEntries(entries)));
     });
   });
 

@@ -190,6 +190,14 @@ function readKey(s: string, i: number, stack: Frame[], obj: JsonObject): number 
 }
 
 function setMember(obj: JsonObject, key: string, value: JsonValue): void {
+  setOwn(obj, key, value);
+}
+
+/**
+ * `obj[key] = value` for a key a client chose: `__proto__` becomes an own entry instead of
+ * replacing the object's prototype (and vanishing).
+ */
+export function setOwn<T>(obj: { [key: string]: T }, key: string, value: T): void {
   if (key === '__proto__') {
     Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
   } else {
