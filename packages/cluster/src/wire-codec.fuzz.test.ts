@@ -134,6 +134,15 @@ describe('cluster wire decoders (fuzz)', () => {
     }, { scale: 0.25 });
   });
 
+  it('reads a {"$bigint"} parameter of any length in linear time', () => {
+    // BigInt's decimal parse is superlinear: a 3·10^6-digit value took a second on the event loop.
+    fuzz(fc.integer({ min: 1, max: 3_000_000 }), (digits) => {
+      const wire = { v: 1, id: '', modelName: 'm', modelVersion: null, parameters: { p: { $bigint: `9${'0'.repeat(digits - 1)}` } }, inputs: [], outputs: [] };
+      const r = parsesOrRefuses(() => inferRequestFromWire(decodeWireInferRequest(wire)));
+      if (r.ok) expect(typeof r.value.parameters['p']).toBe('bigint');
+    }, { scale: 0.05, timeLimitMs: 300 });
+  });
+
   it('decodes or refuses infer requests and responses with one field corrupted', () => {
     const corrupted = fc.oneof(
       inferRequest.map((r) => ['request', viaJson(inferRequestToWire(r)) as JsonValue] as const),

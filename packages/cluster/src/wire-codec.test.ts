@@ -67,6 +67,15 @@ describe('infer codecs', () => {
     expect(Object.entries(inferRequestFromWire(decodeWireInferRequest(wire)).parameters)).toEqual([['__proto__', 1n]]);
   });
 
+  it('refuses a $bigint parameter longer than 20 digits before parsing it (found by wire-codec.fuzz.test.ts)', () => {
+    const wire = (digits: string) => ({ v: 1, id: '', modelName: 'm', modelVersion: null, parameters: { p: { $bigint: digits } }, inputs: [], outputs: [] });
+    expect(inferRequestFromWire(decodeWireInferRequest(wire('18446744073709551615'))).parameters['p']).toBe(18446744073709551615n);
+    expectInvalid(() => decodeWireInferRequest(wire('184467440737095516150')), /parameter 'p' must be/);
+    const start = performance.now();
+    expectInvalid(() => decodeWireInferRequest(wire(`1${'0'.repeat(3_000_000)}`)), /parameter 'p' must be/);
+    expect(performance.now() - start).toBeLessThan(500);
+  });
+
   it('maps an absent version to null and back', () => {
     const wire = inferRequestToWire({ ...request, modelVersion: undefined });
     expect(wire.modelVersion).toBeNull();

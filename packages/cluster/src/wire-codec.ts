@@ -102,7 +102,8 @@ function setEntry<T>(obj: { [k: string]: T }, key: string, value: T): void {
 }
 
 const HASH_RE = /^[0-9a-f]{16}$/;
-const BIGINT_RE = /^-?[0-9]+$/;
+/** A 64-bit integer in decimal: at most 20 digits (longer ones are refused before BigInt's superlinear parse). */
+const BIGINT_RE = /^-?[0-9]{1,20}$/;
 const BASE64_RE = /^[A-Za-z0-9+/]*={0,2}$/;
 const DATATYPE_SET: ReadonlySet<string> = new Set(DATATYPES);
 const ERROR_CODE_SET: ReadonlySet<string> = new Set(ERROR_CODES);

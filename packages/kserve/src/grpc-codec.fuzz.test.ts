@@ -100,6 +100,13 @@ describe('decodeModelInferRequest (fuzz)', () => {
     });
   });
 
+  it('parses a version string of any length in linear time', () => {
+    // BigInt's decimal parse is superlinear: a 3·10^6-digit version took a second on the event loop.
+    fuzz(fc.tuple(fc.integer({ min: 1, max: 3_000_000 }), fc.constantFrom('', '-', '+', ' 000')), ([digits, prefix]) => {
+      parsesOrRefuses(() => parseModelVersion(`${prefix}9${'0'.repeat(digits - 1)}`));
+    }, { scale: 0.05, timeLimitMs: 300 });
+  });
+
   it('turns typed contents of the matching member into element count × element size bytes', () => {
     const typed = fc.constantFrom<[DataType, keyof GrpcInferTensorContents]>(
       ['BOOL', 'bool_contents'],

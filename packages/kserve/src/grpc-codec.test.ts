@@ -333,6 +333,13 @@ describe('parseModelVersion', () => {
     expect(parseModelVersion('12abc')).toBe(12);
     expect(parseModelVersion('0')).toBe(0);
   });
+  it('refuses a megabyte version string in linear time (found by grpc-codec.fuzz.test.ts)', () => {
+    expect(parseModelVersion(` +000${'0'.repeat(100)}9223372036854775807x`)).toBe(9223372036854775807);
+    const start = performance.now();
+    expect(() => parseModelVersion(`9${'0'.repeat(3_000_000)}`)).toThrow(/details: stol/);
+    expect(performance.now() - start).toBeLessThan(500);
+  });
+
   it('reports bad version strings with Triton wording', () => {
     expectError(
       () => parseModelVersion('abc'),

@@ -139,7 +139,10 @@ const INT64_MIN = -(1n << 63n);
 export function parseModelVersion(version: string | undefined): number | undefined {
   if (version === undefined || version === '') return undefined;
   const m = /^[ \t\n\v\f\r]*([+-]?[0-9]+)/.exec(version);
-  const parsed = m?.[1] === undefined ? undefined : BigInt(m[1]);
+  // More than 19 significant digits cannot be an int64: refused without BigInt, whose decimal parse
+  // time grows faster than linearly (a megabyte version string would stall the door).
+  const significant = m?.[1]?.replace(/^[+-]?0*/, '') ?? '';
+  const parsed = m?.[1] === undefined || significant.length > 19 ? undefined : BigInt(m[1]);
   if (parsed === undefined || parsed > INT64_MAX || parsed < INT64_MIN) {
     throw invalidArgument(
       `failed to get model version from specified version string '${version}' (details: stol), version should be an integral value > 0`,

@@ -100,6 +100,15 @@ describe('parseModelConfigText (fuzz)', () => {
     });
   });
 
+  it('reads an integer literal of any length in linear time', () => {
+    // BigInt's decimal parse is superlinear: a 3·10^6-digit literal took seconds.
+    const fields = fc.constantFrom('max_batch_size', 'dynamic_batching { max_queue_delay_microseconds', 'model_transaction_policy { decoupled', 'optimization { priority');
+    fuzz(fc.tuple(fc.integer({ min: 1, max: 3_000_000 }), fields, fc.boolean()), ([digits, field, negative]) => {
+      const close = field.includes('{') ? ' }' : '';
+      parsesOrRefuses(() => parseModelConfigText(`${field}: ${negative ? '-' : ''}9${'0'.repeat(digits - 1)}${close}`));
+    }, { scale: 0.05, timeLimitMs: 300 });
+  });
+
   it('keeps every map key as data, whatever its name', () => {
     fuzz(fc.uniqueArray(fc.tuple(fuzzKey(), fc.string({ maxLength: 4 })), { selector: ([k]) => k, maxLength: 3 }), (entries) => {
       const text = entries.map(([k, v]) => `parameters { key: ${JSON.stringify(k)} value { string_value: ${JSON.stringify(v)} } }`).join('\n');
@@ -123,6 +132,13 @@ describe('parseModelConfigJson (fuzz)', () => {
     fuzz(fc.oneof(fc.string({ maxLength: 32 }), fc.json({ maxDepth: 4 })), (text) => {
       parsesOrRefuses(() => parseModelConfigJson(text));
     });
+  });
+
+  it('reads an integer string of any length in linear time', () => {
+    fuzz(fc.tuple(fc.integer({ min: 1, max: 3_000_000 }), fc.constantFrom('max_batch_size', 'dynamic_batching":{"max_queue_delay_microseconds')), ([digits, field]) => {
+      const close = field.includes('{') ? '}' : '';
+      parsesOrRefuses(() => parseModelConfigJson(`{"${field}":"9${'0'.repeat(digits - 1)}"${close}}`));
+    }, { scale: 0.05, timeLimitMs: 300 });
   });
 
   it('parses or refuses valid overrides with one field corrupted or a hostile key added', () => {

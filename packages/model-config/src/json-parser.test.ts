@@ -75,6 +75,8 @@ describe('parseModelConfigJson', () => {
     ['{"constructor":1}', "invalid model configuration JSON: message inference.ModelConfig has no field named 'constructor'"],
     ['{"input":[{"toString":1}]}', "invalid model configuration JSON at 'input[0]': message inference.ModelInput has no field named 'toString'"],
     ['{"input":[{"data_type":"1"}]}', "invalid model configuration JSON at 'input[0].data_type': invalid enum value '1' for enum type inference.DataType"],
+    // Found by config-parsers.fuzz.test.ts: a long integer string went through BigInt's superlinear parse.
+    ['{"max_batch_size":"-0000123456789012345678901"}', "invalid model configuration JSON at 'max_batch_size': integer -0000123456789012345678901 is out of range for int32"],
   ])('rejects %s', (json, message) => {
     const msg = errorOf(() => parseModelConfigJson(json));
     if (typeof message === 'string') expect(msg).toBe(message);
@@ -87,5 +89,14 @@ describe('parseModelConfigJson: map keys', () => {
     const c = parseModelConfigJson('{"parameters":{"__proto__":{"string_value":"x"}}}');
     expect(Object.getPrototypeOf(c.parameters)).toBe(Object.prototype);
     expect(Object.entries(c.parameters)).toEqual([['__proto__', { string_value: 'x' }]]);
+  });
+});
+
+describe('parseModelConfigJson: long integers', () => {
+  it('refuses a megabyte integer string in linear time (found by config-parsers.fuzz.test.ts)', () => {
+    const start = performance.now();
+    expect(errorOf(() => parseModelConfigJson(`{"max_batch_size":"1${'0'.repeat(3_000_000)}"}`))).toMatch(/out of range for int32$/);
+    expect(performance.now() - start).toBeLessThan(500);
+    expect(parseModelConfigJson('{"max_batch_size":"00000000000000000000000016"}').max_batch_size).toBe(16);
   });
 });

@@ -142,7 +142,11 @@ function parseEnum(enumType: protobuf.Enum, v: unknown, path: string): string {
 function parseIntegerValue(kind: IntKind, v: unknown, path: string): number {
   let big: bigint | undefined;
   if (typeof v === 'number' && Number.isInteger(v)) big = BigInt(v);
-  else if (typeof v === 'string' && /^-?\d+$/.test(v.trim())) big = BigInt(v.trim());
+  else if (typeof v === 'string' && /^-?\d+$/.test(v.trim())) {
+    // Past 20 significant digits no 64-bit value fits: refused without BigInt (superlinear parse).
+    if (v.trim().replace(/^-?0*/, '').length > 20) fail(path, `integer ${v} is out of range for ${kind}`);
+    big = BigInt(v.trim());
+  }
   if (big === undefined) fail(path, `expected an integer, got ${JSON.stringify(v)}`);
   const n = integerValue(big, kind);
   if (n === undefined) fail(path, `integer ${String(v)} is out of range for ${kind}`);

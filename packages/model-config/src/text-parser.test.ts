@@ -99,6 +99,15 @@ describe('parseModelConfigText: grammar', () => {
     expect(sb.control_input[0]?.control[0]?.fp32_false_true).toEqual([-Infinity, 15, 2.5, NaN, 3]);
   });
 
+  it('refuses a megabyte integer literal in linear time and reads long ones in float fields (found by config-parsers.fuzz.test.ts)', () => {
+    const start = performance.now();
+    expect(errorOf(() => parse(`max_batch_size: 1${'0'.repeat(3_000_000)}`))).toMatch(/^config\.pbtxt:1:17: Integer out of range \(10+\) for field "max_batch_size" of type int32\.$/);
+    expect(performance.now() - start).toBeLessThan(500);
+    expect(errorOf(() => parse(`max_batch_size: 123456789012345678901`))).toMatch(/Integer out of range/);
+    const c = parse(`sequence_batching { direct { minimum_slot_utilization: 1${'0'.repeat(30)} } }`);
+    expect((c.sequence_batching as { direct: { minimum_slot_utilization: number } }).direct.minimum_slot_utilization).toBe(1e30);
+  });
+
   it('converts int64/uint64 to numbers', () => {
     const c = parse('dynamic_batching { max_queue_delay_microseconds: 18446744073709551615 } version_policy { specific { versions: [ -9223372036854775808 ] } }');
     expect(c.dynamic_batching?.max_queue_delay_microseconds).toBe(18446744073709551615);

@@ -248,7 +248,7 @@ class TextParser {
     const t = this.next();
     if (t.kind !== 'int') this.fail(t, `Expected integer, got: ${t.text || 'end of input'}`);
     const big = parseIntegerToken(t.text);
-    const v = integerValue(negative ? -big : big, kind);
+    const v = big === undefined ? undefined : integerValue(negative ? -big : big, kind);
     if (v === undefined) {
       this.fail(t, `Integer out of range (${negative ? '-' : ''}${t.text}) for field "${fieldName}" of type ${kind}.`);
     }
@@ -260,7 +260,7 @@ class TextParser {
     const t = this.next();
     let v: number;
     if (t.kind === 'int') {
-      v = Number(parseIntegerToken(t.text));
+      v = Number(parseIntegerToken(t.text) ?? t.text);
     } else if (t.kind === 'float') {
       v = Number(t.text.replace(/[fF]$/, ''));
     } else if (t.kind === 'ident' && /^(inf|infinity)$/i.test(t.text)) {
@@ -324,11 +324,15 @@ class TextParser {
   }
 }
 
-/** Decimal, hex (`0x..`) or octal (`0..`) integer token text to a bigint. */
-function parseIntegerToken(text: string): bigint {
+/**
+ * Decimal, hex (`0x..`) or octal (`0..`) integer token text to a bigint; undefined for a decimal
+ * literal of more than 20 digits, which no 64-bit field holds (BigInt's decimal parse time grows
+ * faster than linearly, so a megabyte literal would take seconds).
+ */
+function parseIntegerToken(text: string): bigint | undefined {
   if (/^0[xX]/.test(text)) return BigInt(text);
   if (text.length > 1 && text.startsWith('0')) return BigInt(`0o${text.slice(1)}`);
-  return BigInt(text);
+  return text.length > 20 ? undefined : BigInt(text);
 }
 
 /** Map keys are strings in the plain-object form: integers in decimal, bools as `true`/`false`. */
