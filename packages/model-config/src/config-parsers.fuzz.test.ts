@@ -110,7 +110,9 @@ describe('parseModelConfigText (fuzz)', () => {
   });
 
   it('keeps every map key as data, whatever its name', () => {
-    fuzz(fc.uniqueArray(fc.tuple(fuzzKey(), fc.string({ maxLength: 4 })), { selector: ([k]) => k, maxLength: 3 }), (entries) => {
+    // text format strings are UTF-8 bytes: a lone surrogate cannot be spelled
+    const key = fuzzKey().filter((k) => Buffer.from(k, 'utf8').toString('utf8') === k);
+    fuzz(fc.uniqueArray(fc.tuple(key, fc.string({ maxLength: 4 })), { selector: ([k]) => k, maxLength: 3 }), (entries) => {
       const text = entries.map(([k, v]) => `parameters { key: ${JSON.stringify(k)} value { string_value: ${JSON.stringify(v)} } }`).join('\n');
       const r = parsesOrRefuses(() => parseModelConfigText(text));
       if (!r.ok) return; // a key with characters text format cannot spell
@@ -142,6 +144,8 @@ describe('parseModelConfigJson (fuzz)', () => {
   });
 
   it('parses or refuses valid overrides with one field corrupted or a hostile key added', () => {
+    // maxDepth 20: the deep-nesting class (a value nested ~10^4 deep overflows the stack in the
+    // JSON.stringify of "expected a string, got ...") is being fixed apart; widen after that fix.
     fuzz(mutatedJson(exampleJson.map((t) => JSON.parse(t) as JsonValue), { maxDepth: 20 }), (doc) => {
       parsesOrRefuses(() => parseModelConfigJson(jsonText(doc)));
     });
