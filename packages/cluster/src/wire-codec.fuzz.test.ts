@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DATATYPES, elementByteSize, type DataType, type InferRequest, type InferResponse, type ParameterValue } from '@switchyard/kserve';
-import { fc, fuzz, fuzzKey, jsonText, mutatedJson, objectWith, parsesOrRefuses, rawTensor, type JsonValue } from '@switchyard/testing/fuzz';
+import { fc, fuzz, fuzzKey, jsonText, mutatedJson, objectWith, parsesOrRefuses, rawTensor, withBigIntLimit, type JsonValue } from '@switchyard/testing/fuzz';
 import {
   decodeLlmCardMetadata,
   decodeTensorCardMetadata,
@@ -134,13 +134,13 @@ describe('cluster wire decoders (fuzz)', () => {
     }, { scale: 0.25 });
   });
 
-  it('reads a {"$bigint"} parameter of any length in linear time', () => {
+  it('reads a {"$bigint"} parameter of any length without a superlinear BigInt parse', () => {
     // BigInt's decimal parse is superlinear: a 3·10^6-digit value took a second on the event loop.
-    fuzz(fc.integer({ min: 1, max: 3_000_000 }), (digits) => {
+    fuzz(fc.integer({ min: 1, max: 200_000 }), (digits) => {
       const wire = { v: 1, id: '', modelName: 'm', modelVersion: null, parameters: { p: { $bigint: `9${'0'.repeat(digits - 1)}` } }, inputs: [], outputs: [] };
-      const r = parsesOrRefuses(() => inferRequestFromWire(decodeWireInferRequest(wire)));
+      const r = withBigIntLimit(() => parsesOrRefuses(() => inferRequestFromWire(decodeWireInferRequest(wire))));
       if (r.ok) expect(typeof r.value.parameters['p']).toBe('bigint');
-    }, { scale: 0.05, timeLimitMs: 300 });
+    }, { scale: 0.1 });
   });
 
   it('decodes or refuses infer requests and responses with one field corrupted', () => {

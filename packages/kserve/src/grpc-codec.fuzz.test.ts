@@ -6,7 +6,7 @@
  * bytes is fuzzed in @switchyard/server (`grpc/model-infer-decode.fuzz.test.ts`).
  */
 import { describe, expect, it } from 'vitest';
-import { anyText, fc, fuzz, fuzzKey, objectWith, parsesOrRefuses, rawTensor } from '@switchyard/testing/fuzz';
+import { anyText, fc, fuzz, fuzzKey, objectWith, parsesOrRefuses, rawTensor, withBigIntLimit } from '@switchyard/testing/fuzz';
 import { decodeModelInferRequest, encodeModelInferResponse } from './grpc-codec.js';
 import type { GrpcInferInputTensor, GrpcInferParameter, GrpcInferTensorContents, GrpcModelInferRequest } from './grpc-messages.js';
 import { parseModelVersion } from './grpc-parameters.js';
@@ -100,11 +100,11 @@ describe('decodeModelInferRequest (fuzz)', () => {
     });
   });
 
-  it('parses a version string of any length in linear time', () => {
+  it('parses a version string of any length without a superlinear BigInt parse', () => {
     // BigInt's decimal parse is superlinear: a 3·10^6-digit version took a second on the event loop.
-    fuzz(fc.tuple(fc.integer({ min: 1, max: 3_000_000 }), fc.constantFrom('', '-', '+', ' 000')), ([digits, prefix]) => {
-      parsesOrRefuses(() => parseModelVersion(`${prefix}9${'0'.repeat(digits - 1)}`));
-    }, { scale: 0.05, timeLimitMs: 300 });
+    fuzz(fc.tuple(fc.integer({ min: 1, max: 200_000 }), fc.constantFrom('', '-', '+', ' 000')), ([digits, prefix]) => {
+      withBigIntLimit(() => parsesOrRefuses(() => parseModelVersion(`${prefix}9${'0'.repeat(digits - 1)}`)));
+    }, { scale: 0.1 });
   });
 
   it('turns typed contents of the matching member into element count × element size bytes', () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { withBigIntLimit } from '@switchyard/testing/fuzz';
 import { SwitchyardError } from '@switchyard/common';
 import {
   classificationCounts,
@@ -333,11 +334,10 @@ describe('parseModelVersion', () => {
     expect(parseModelVersion('12abc')).toBe(12);
     expect(parseModelVersion('0')).toBe(0);
   });
-  it('refuses a megabyte version string in linear time (found by grpc-codec.fuzz.test.ts)', () => {
+  it('refuses a long version string without BigInt (found by grpc-codec.fuzz.test.ts)', () => {
+    // BigInt's decimal parse is superlinear: 3·10^6 digits took a second.
     expect(parseModelVersion(` +000${'0'.repeat(100)}9223372036854775807x`)).toBe(9223372036854775807);
-    const start = performance.now();
-    expect(() => parseModelVersion(`9${'0'.repeat(3_000_000)}`)).toThrow(/details: stol/);
-    expect(performance.now() - start).toBeLessThan(500);
+    expect(() => withBigIntLimit(() => parseModelVersion(`9${'0'.repeat(1_000_000)}`))).toThrow(/details: stol/);
   });
 
   it('reports bad version strings with Triton wording', () => {

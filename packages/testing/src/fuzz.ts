@@ -78,6 +78,31 @@ export function fuzz<T>(arbitrary: fc.Arbitrary<T>, property: (input: T) => void
   );
 }
 
+/** Longest string `BigInt` may parse under `withBigIntLimit` by default: every 64-bit integer fits with room. */
+export const DEFAULT_BIGINT_TEXT_LIMIT = 40;
+
+/**
+ * Run `f` with the global `BigInt` refusing strings longer than `maxLength` (it throws a plain
+ * Error, which `parsesOrRefuses` reports). BigInt's decimal parse takes time superlinear in the
+ * length, so a parser that hands it client text unbounded can be stalled by one request (a 4 MB
+ * literal took seconds); this finds such a path deterministically, without timing anything.
+ */
+export function withBigIntLimit<T>(f: () => T, maxLength = DEFAULT_BIGINT_TEXT_LIMIT): T {
+  const original = globalThis.BigInt;
+  globalThis.BigInt = new Proxy(original, {
+    apply(target, thisArg, args: unknown[]) {
+      const v = args[0];
+      if (typeof v === 'string' && v.length > maxLength) throw new Error(`BigInt asked to parse a ${v.length}-character string`);
+      return Reflect.apply(target, thisArg, args) as bigint;
+    },
+  });
+  try {
+    return f();
+  } finally {
+    globalThis.BigInt = original;
+  }
+}
+
 export type Outcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: SwitchyardError };
 
 /**
