@@ -5,12 +5,14 @@
  *
  * Runs are deterministic by default: `DEFAULT_FUZZ_RUNS` runs per property from a fixed seed, so
  * `npm test` is repeatable. `FUZZ_RUNS=<n>` (the long run, `npm run fuzz`) runs n per property
- * from a random seed printed on failure; `FUZZ_SEED=<seed>` replays one. A failure message always
- * carries the seed, the shrunk counterexample and the `path` fast-check needs to replay it.
+ * from a random seed printed once per test file; `FUZZ_SEED=<seed>` replays one. A failure message
+ * always carries the seed, the shrunk counterexample and the `path` fast-check needs to replay it.
  *
  * Parsers are synchronous, so a slow input cannot be interrupted: the bound is checked after each
  * input returns (an input that takes longer than `timeLimitMs` fails the property). A true
- * infinite loop surfaces as vitest's test timeout instead.
+ * infinite loop surfaces as vitest's test timeout instead (none in the long run: interrupt it).
+ * Slowness that grows with input size is better caught without a clock where the cause is known
+ * (`withBigIntLimit`).
  */
 import fc from 'fast-check';
 import { SwitchyardError, type ErrorCode } from '@switchyard/common';
