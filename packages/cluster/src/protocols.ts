@@ -82,7 +82,7 @@ export interface WireTensor {
   readonly data: string;
 }
 
-/** KServe parameters; a bigint value travels as `{ "$bigint": "<decimal>" }`. */
+/** KServe parameters; a bigint value (int64 / uint64) travels as `{ "$bigint": "<decimal>" }`, at most 20 digits. */
 export type WireParameters = { readonly [k: string]: boolean | number | string | { readonly $bigint: string } };
 
 export interface WireInferRequest {

@@ -58,6 +58,22 @@ describe('infer codecs', () => {
     expect(back.inputs[0]!.data.constructor).toBe(Uint8Array);
   });
 
+  it('keeps a parameter named __proto__ as a parameter (found by wire-codec.fuzz.test.ts)', () => {
+    // http-json keeps `"__proto__"` as an own key; the wire used to set it as the prototype and drop it
+    const parameters = JSON.parse('{"__proto__": 5, "n": 1}') as InferRequest['parameters'];
+    const back = inferRequestFromWire(decodeWireInferRequest(viaJson(inferRequestToWire({ ...request, parameters }))));
+    expect(Object.entries(back.parameters)).toEqual([['__proto__', 5], ['n', 1]]);
+    const wire = JSON.parse('{"v":1,"id":"","modelName":"m","modelVersion":null,"parameters":{"__proto__":{"$bigint":"1"}},"inputs":[],"outputs":[]}');
+    expect(Object.entries(inferRequestFromWire(decodeWireInferRequest(wire)).parameters)).toEqual([['__proto__', 1n]]);
+  });
+
+  it('refuses a $bigint parameter longer than 20 digits before parsing it (found by wire-codec.fuzz.test.ts)', () => {
+    const wire = (digits: string) => ({ v: 1, id: '', modelName: 'm', modelVersion: null, parameters: { p: { $bigint: digits } }, inputs: [], outputs: [] });
+    expect(inferRequestFromWire(decodeWireInferRequest(wire('18446744073709551615'))).parameters['p']).toBe(18446744073709551615n);
+    expectInvalid(() => decodeWireInferRequest(wire('184467440737095516150')), /parameter 'p' must be/);
+    expectInvalid(() => decodeWireInferRequest(wire(`1${'0'.repeat(1_000_000)}`)), /parameter 'p' must be/);
+  });
+
   it('maps an absent version to null and back', () => {
     const wire = inferRequestToWire({ ...request, modelVersion: undefined });
     expect(wire.modelVersion).toBeNull();
@@ -189,5 +205,17 @@ describe('snapshot, events and metadata', () => {
     expect(decodeWireStats(viaJson({ models: [one] }))).toEqual({ models: [one] });
     expectInvalid(() => decodeWireStats({ models: [{ ...one, inference_stats: { success: { count: -1, ns: 0 } } }] }), /inference_stats.success/);
     expectInvalid(() => decodeWireStats({ models: [{ ...one, batch_stats: [{ batch_size: 1 }] }] }), /batch_stats\[0\]/);
+  });
+
+  it('keeps __proto__ as a key in statistics and labels (found by wire-codec.fuzz.test.ts)', () => {
+    const d = { count: 1, ns: 5 };
+    const stats = JSON.parse(
+      '{"models":[{"name":"m","version":"1","last_inference":0,"inference_count":0,"execution_count":0,"inference_stats":{"__proto__":{"count":1,"ns":5}},"response_stats":{"__proto__":{"__proto__":{"count":1,"ns":5}}},"batch_stats":[],"memory_usage":[]}]}',
+    );
+    const m = decodeWireStats(stats).models[0]!;
+    expect(Object.entries(m.inference_stats)).toEqual([['__proto__', d]]);
+    expect(Object.entries(m.response_stats).map(([k, v]) => [k, Object.entries(v)])).toEqual([['__proto__', [['__proto__', d]]]]);
+    const card = decodeTensorCardMetadata(JSON.parse('{"modelMetadata":{},"modelConfig":{},"versions":[],"decoupled":false,"labels":{"__proto__":{"__proto__":["a"]}}}'));
+    expect(Object.entries(card.labels!).map(([k, v]) => [k, Object.entries(v)])).toEqual([['__proto__', [['__proto__', ['a']]]]]);
   });
 });

@@ -93,8 +93,17 @@ function strArray(o: Obj, field: string, what: string): string[] {
   });
 }
 
+/**
+ * Store `value` under a key a peer or client chose, as an own entry: `obj['__proto__'] = v` would
+ * set the object's prototype instead and the entry would vanish.
+ */
+function setEntry<T>(obj: { [k: string]: T }, key: string, value: T): void {
+  Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
 const HASH_RE = /^[0-9a-f]{16}$/;
-const BIGINT_RE = /^-?[0-9]+$/;
+/** A 64-bit integer in decimal: at most 20 digits (longer ones are refused before BigInt's superlinear parse). */
+const BIGINT_RE = /^-?[0-9]{1,20}$/;
 const BASE64_RE = /^[A-Za-z0-9+/]*={0,2}$/;
 const DATATYPE_SET: ReadonlySet<string> = new Set(DATATYPES);
 const ERROR_CODE_SET: ReadonlySet<string> = new Set(ERROR_CODES);
@@ -103,13 +112,13 @@ const ERROR_CODE_SET: ReadonlySet<string> = new Set(ERROR_CODES);
 
 export function parametersToWire(parameters: Parameters): WireParameters {
   const out: { [k: string]: WireParameters[string] } = {};
-  for (const [k, v] of Object.entries(parameters)) out[k] = typeof v === 'bigint' ? { $bigint: v.toString() } : v;
+  for (const [k, v] of Object.entries(parameters)) setEntry(out, k, typeof v === 'bigint' ? { $bigint: v.toString() } : v);
   return out;
 }
 
 export function parametersFromWire(parameters: WireParameters): Parameters {
   const out: Parameters = {};
-  for (const [k, v] of Object.entries(parameters)) out[k] = typeof v === 'object' ? BigInt(v.$bigint) : v;
+  for (const [k, v] of Object.entries(parameters)) setEntry(out, k, typeof v === 'object' ? BigInt(v.$bigint) : v);
   return out;
 }
 
@@ -117,13 +126,13 @@ function decodeParameters(value: unknown, what: string): WireParameters {
   const o = obj(value, `${what} parameters`);
   const out: { [k: string]: WireParameters[string] } = {};
   for (const [k, v] of Object.entries(o)) {
-    if (typeof v === 'boolean' || typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v))) out[k] = v;
+    if (typeof v === 'boolean' || typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v))) setEntry(out, k, v);
     else if (typeof v === 'object' && v !== null && !Array.isArray(v)) {
       const b = (v as Obj)['$bigint'];
       if (Object.keys(v).length !== 1 || typeof b !== 'string' || !BIGINT_RE.test(b)) {
         throw invalidArgument(`${what}: parameter '${k}' must be a boolean, number, string or {"$bigint": "<decimal>"}`);
       }
-      out[k] = { $bigint: b };
+      setEntry(out, k, { $bigint: b });
     } else throw invalidArgument(`${what}: parameter '${k}' must be a boolean, number, string or {"$bigint": "<decimal>"}`);
   }
   return out;
@@ -350,7 +359,7 @@ function duration(value: unknown, what: string): WireDuration {
 
 function durations(value: unknown, what: string): { [kind: string]: WireDuration } {
   const out: { [kind: string]: WireDuration } = {};
-  for (const [k, v] of Object.entries(obj(value, what))) out[k] = duration(v, `${what}.${k}`);
+  for (const [k, v] of Object.entries(obj(value, what))) setEntry(out, k, duration(v, `${what}.${k}`));
   return out;
 }
 
@@ -361,7 +370,7 @@ export function decodeWireStats(value: unknown): WireStats {
     const w = `${what} models[${i}]`;
     const s = obj(m, w);
     const responses: { [key: string]: { [kind: string]: WireDuration } } = {};
-    for (const [k, v] of Object.entries(obj(s['response_stats'], `${w} response_stats`))) responses[k] = durations(v, `${w} response_stats.${k}`);
+    for (const [k, v] of Object.entries(obj(s['response_stats'], `${w} response_stats`))) setEntry(responses, k, durations(v, `${w} response_stats.${k}`));
     return {
       name: str(s, 'name', w),
       version: str(s, 'version', w),
@@ -470,8 +479,9 @@ function decodeCardLabels(value: unknown, what: string): TensorCardMetadata['lab
   const out: { [version: string]: { [output: string]: string[] } } = {};
   for (const [version, outputs] of Object.entries(obj(value, what))) {
     const o = obj(outputs, `${what}['${version}']`);
-    out[version] = {};
-    for (const name of Object.keys(o)) out[version][name] = strArray(o, name, `${what}['${version}']`);
+    const byOutput: { [output: string]: string[] } = {};
+    for (const name of Object.keys(o)) setEntry(byOutput, name, strArray(o, name, `${what}['${version}']`));
+    setEntry(out, version, byOutput);
   }
   return out;
 }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { withBigIntLimit } from '@switchyard/testing/fuzz';
 import { SwitchyardError } from '@switchyard/common';
 import {
   classificationCounts,
@@ -67,6 +68,11 @@ describe('decodeModelInferRequest: raw_input_contents', () => {
     expect(Object.getPrototypeOf(ia?.data)).toBe(Uint8Array.prototype);
     expect(vals('INT32', ia?.data ?? new Uint8Array())).toEqual([7, -3]);
     expect(Array.from(ib?.data ?? [])).toEqual([1, 0]);
+  });
+
+  it('keeps a custom parameter named __proto__ (found by grpc-codec.fuzz.test.ts: it vanished)', () => {
+    const parameters = JSON.parse('{"__proto__":{"parameter_choice":"int64_param","int64_param":"7"}}') as Record<string, GrpcInferParameter>;
+    expect(Object.entries(decodeModelInferRequest({ model_name: 'm', parameters }).request.parameters)).toEqual([['__proto__', 7]]);
   });
 
   it('defaults id to empty and version to undefined', () => {
@@ -328,6 +334,12 @@ describe('parseModelVersion', () => {
     expect(parseModelVersion('12abc')).toBe(12);
     expect(parseModelVersion('0')).toBe(0);
   });
+  it('refuses a long version string without BigInt (found by grpc-codec.fuzz.test.ts)', () => {
+    // BigInt's decimal parse is superlinear: 3·10^6 digits took a second.
+    expect(parseModelVersion(` +000${'0'.repeat(100)}9223372036854775807x`)).toBe(9223372036854775807);
+    expect(() => withBigIntLimit(() => parseModelVersion(`9${'0'.repeat(1_000_000)}`))).toThrow(/details: stol/);
+  });
+
   it('reports bad version strings with Triton wording', () => {
     expectError(
       () => parseModelVersion('abc'),

@@ -5,6 +5,7 @@
  */
 import { invalidArgument } from '@switchyard/common';
 import type { GrpcInferParameter, GrpcInt64, GrpcParameterChoice } from './grpc-messages.js';
+import { setOwn } from './http-json.js';
 import type { ParameterValue, Parameters } from './protocols.js';
 
 const CHOICES: readonly GrpcParameterChoice[] = ['bool_param', 'int64_param', 'string_param', 'double_param', 'uint64_param'];
@@ -123,7 +124,7 @@ export function decodeRequestParameters(params: Record<string, GrpcInferParamete
           throw invalidArgument(`invalid value type for '${key}' parameter, expected int64_param, bool_param, or string_param.`);
         }
     }
-    out[key] = value as ParameterValue;
+    setOwn(out, key, value as ParameterValue);
   }
   return { parameters: out, enableEmptyFinalResponse };
 }
@@ -138,7 +139,10 @@ const INT64_MIN = -(1n << 63n);
 export function parseModelVersion(version: string | undefined): number | undefined {
   if (version === undefined || version === '') return undefined;
   const m = /^[ \t\n\v\f\r]*([+-]?[0-9]+)/.exec(version);
-  const parsed = m?.[1] === undefined ? undefined : BigInt(m[1]);
+  // More than 19 significant digits cannot be an int64: refused without BigInt, whose decimal parse
+  // time grows faster than linearly (a megabyte version string would stall the door).
+  const significant = m?.[1]?.replace(/^[+-]?0*/, '') ?? '';
+  const parsed = m?.[1] === undefined || significant.length > 19 ? undefined : BigInt(m[1]);
   if (parsed === undefined || parsed > INT64_MAX || parsed < INT64_MIN) {
     throw invalidArgument(
       `failed to get model version from specified version string '${version}' (details: stol), version should be an integral value > 0`,

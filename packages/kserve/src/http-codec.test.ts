@@ -71,6 +71,12 @@ describe('decodeHttpInferRequest', () => {
     expect(d.defaultOutputKind).toBe('json');
   });
 
+  it('keeps a custom parameter named __proto__ (found by http-codec.fuzz.test.ts: it vanished)', () => {
+    expect(Object.entries(decodeJson('{"parameters":{"__proto__":1},"inputs":[]}').request.parameters)).toEqual([['__proto__', 1]]);
+    const g = decodeHttpGenerateRequest({ modelName: 'm', modelVersion: undefined, body: enc.encode('{"__proto__":"x","parameters":{"__proto__":true}}') }, []);
+    expect(Object.entries(g.parameters)).toEqual([['__proto__', true]]);
+  });
+
   it('keeps a uint64 sequence_id exact', () => {
     const d = decodeJson('{"parameters":{"sequence_id":18446744073709551615,"binary_data_output":true},"inputs":[]}');
     expect(d.request.parameters.sequence_id).toBe(18446744073709551615n);

@@ -11,7 +11,7 @@
  */
 import { internal, invalidArgument } from '@switchyard/common';
 import { classifyTensor } from './http-classification.js';
-import { type JsonObject, type JsonValue, isDoubleLiteralMember, isJsonObject, parseJson, hasDoubleLiteral } from './http-json.js';
+import { type JsonObject, type JsonValue, isDoubleLiteralMember, isJsonObject, parseJson, hasDoubleLiteral, setOwn } from './http-json.js';
 import { buildHttpInferResponse } from './http-response.js';
 import { jsonToTensorData } from './json-data.js';
 import type { DataType, InferRequest, InferResponse, InferTensor, Parameters, RequestedOutput } from './protocols.js';
@@ -275,7 +275,7 @@ function decodeRequestParameters(obj: JsonObject, out: Parameters): 'json' | 'bi
         if (key.startsWith('triton_')) {
           throw invalidArgument("parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.");
         }
-        if (typeof v === 'string' || typeof v === 'boolean' || typeof v === 'number' || typeof v === 'bigint') out[key] = v;
+        if (typeof v === 'string' || typeof v === 'boolean' || typeof v === 'number' || typeof v === 'bigint') setOwn(out, key, v);
         else throw invalidArgument(`parameter '${key}' has invalid type. It should be either 'int', 'bool', or 'string'.`);
     }
   }

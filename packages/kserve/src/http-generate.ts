@@ -8,7 +8,7 @@
  * count, the innermost variable dimension takes the rest, other variable dimensions become 1.
  */
 import { invalidArgument } from '@switchyard/common';
-import { type JsonValue, isJsonObject, parseJson, stringifyJson } from './http-json.js';
+import { type JsonValue, isJsonObject, parseJson, setOwn, stringifyJson } from './http-json.js';
 import { tensorDataToJson, jsonToTensorData } from './json-data.js';
 import type { InferRequest, InferResponse, InferTensor } from './protocols.js';
 import { isDataType } from './tensor.js';
@@ -42,10 +42,10 @@ export function decodeHttpGenerateRequest(
     if (meta === undefined) {
       // The documented form nests request parameters: `"parameters": {"stream": true, "temperature": 0}`.
       if (key === 'parameters' && isJsonObject(value)) {
-        for (const name of Object.keys(value)) request.parameters[name] = generateParameter(name, value[name] as JsonValue);
+        for (const name of Object.keys(value)) setOwn(request.parameters, name, generateParameter(name, value[name] as JsonValue));
         continue;
       }
-      request.parameters[key] = generateParameter(key, value);
+      setOwn(request.parameters, key, generateParameter(key, value));
       continue;
     }
     request.inputs.push(generateInput(key, meta, value));

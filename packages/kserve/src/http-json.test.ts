@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SwitchyardError } from '@switchyard/common';
+import { withBigIntLimit } from '@switchyard/testing/fuzz';
 import { formatDouble, hasDoubleLiteral, isDoubleLiteralMember, JsonDoubles, parseJson, stringifyJson, type JsonObject } from './http-json.js';
 
 function err(fn: () => unknown): SwitchyardError {
@@ -66,6 +67,13 @@ describe('parseJson', () => {
     const depth = 200000;
     const v = parseJson('['.repeat(depth) + '1' + ']'.repeat(depth));
     expect(Array.isArray(v)).toBe(true);
+  });
+  it('reads a long integer literal without BigInt (found by http-codec.fuzz.test.ts)', () => {
+    // BigInt's decimal parse is superlinear: 4·10^6 digits took seconds before the 20-digit cut-off.
+    const literal = `9${'0'.repeat(1_000_000)}`;
+    expect(withBigIntLimit(() => err(() => parseJson(literal))).message).toBe('failed to parse the request JSON buffer: Number too big to be stored in double. at 0');
+    expect(withBigIntLimit(() => parseJson('184467440737095516150'))).toBe(184467440737095516150);
+    expect(withBigIntLimit(() => parseJson('18446744073709551615'))).toBe(18446744073709551615n);
   });
 });
 

@@ -190,6 +190,14 @@ function readKey(s: string, i: number, stack: Frame[], obj: JsonObject): number 
 }
 
 function setMember(obj: JsonObject, key: string, value: JsonValue): void {
+  setOwn(obj, key, value);
+}
+
+/**
+ * `obj[key] = value` for a key a client chose: `__proto__` becomes an own entry instead of
+ * replacing the object's prototype (and vanishing).
+ */
+export function setOwn<T>(obj: { [key: string]: T }, key: string, value: T): void {
   if (key === '__proto__') {
     Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
   } else {
@@ -290,12 +298,17 @@ function readNumber(s: string, start: number): { value: number | bigint; doubleI
   }
   const literal = s.slice(start, i);
   if (!isDouble) {
+    const digits = i - intStart;
     // Up to 15 digits always fits a double exactly.
-    if (i - intStart <= 15) return { value: Number(literal) || 0, doubleIntegral: false, end: i };
-    const big = BigInt(literal);
-    if (big >= INT64_MIN && big <= UINT64_MAX) {
-      const asNumber = Number(big);
-      return { value: Number.isSafeInteger(asNumber) ? asNumber : big, doubleIntegral: false, end: i };
+    if (digits <= 15) return { value: Number(literal) || 0, doubleIntegral: false, end: i };
+    // Every 64-bit integer has at most 20 digits (no leading zeros in JSON). Longer literals skip
+    // BigInt, whose parse time grows faster than linearly (a megabyte literal would stall the door).
+    if (digits <= 20) {
+      const big = BigInt(literal);
+      if (big >= INT64_MIN && big <= UINT64_MAX) {
+        const asNumber = Number(big);
+        return { value: Number.isSafeInteger(asNumber) ? asNumber : big, doubleIntegral: false, end: i };
+      }
     }
     // Beyond 64 bits RapidJSON falls back to a double.
   }

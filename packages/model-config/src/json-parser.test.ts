@@ -1,5 +1,6 @@
 import { SwitchyardError } from '@switchyard/common';
 import { describe, expect, it } from 'vitest';
+import { withBigIntLimit } from '@switchyard/testing/fuzz';
 import { parseModelConfigJson } from './json-parser.js';
 import { parseModelConfigText } from './text-parser.js';
 
@@ -71,9 +72,31 @@ describe('parseModelConfigJson', () => {
     ['{"model_transaction_policy":{"decoupled":"true"}}', `invalid model configuration JSON at 'model_transaction_policy.decoupled': expected a boolean, got "true"`],
     ['{"dynamic_batching":{},"sequence_batching":{}}', "invalid model configuration JSON at 'sequence_batching': field 'sequence_batching' and field 'dynamic_batching' are both members of oneof 'scheduling_choice'"],
     ['{"dynamic_batching":{"priority_queue_policy":{"x":{}}}}', `invalid model configuration JSON at 'dynamic_batching.priority_queue_policy[x]': expected an integer, got "x"`],
+    // Found by config-parsers.fuzz.test.ts: Object.prototype members were taken for fields (a TypeError) and for enum names.
+    ['{"constructor":1}', "invalid model configuration JSON: message inference.ModelConfig has no field named 'constructor'"],
+    ['{"input":[{"toString":1}]}', "invalid model configuration JSON at 'input[0]': message inference.ModelInput has no field named 'toString'"],
+    ['{"input":[{"data_type":"1"}]}', "invalid model configuration JSON at 'input[0].data_type': invalid enum value '1' for enum type inference.DataType"],
+    // Found by config-parsers.fuzz.test.ts: a long integer string went through BigInt's superlinear parse.
+    ['{"max_batch_size":"-0000123456789012345678901"}', "invalid model configuration JSON at 'max_batch_size': integer -0000123456789012345678901 is out of range for int32"],
   ])('rejects %s', (json, message) => {
     const msg = errorOf(() => parseModelConfigJson(json));
     if (typeof message === 'string') expect(msg).toBe(message);
     else expect(msg).toMatch(message);
+  });
+});
+
+describe('parseModelConfigJson: map keys', () => {
+  it('keeps a __proto__ key as an entry, not as the prototype (found by config-parsers.fuzz.test.ts)', () => {
+    const c = parseModelConfigJson('{"parameters":{"__proto__":{"string_value":"x"}}}');
+    expect(Object.getPrototypeOf(c.parameters)).toBe(Object.prototype);
+    expect(Object.entries(c.parameters)).toEqual([['__proto__', { string_value: 'x' }]]);
+  });
+});
+
+describe('parseModelConfigJson: long integers', () => {
+  it('refuses a long integer string without BigInt (found by config-parsers.fuzz.test.ts)', () => {
+    // BigInt's decimal parse is superlinear: 3·10^6 digits took a second.
+    expect(withBigIntLimit(() => errorOf(() => parseModelConfigJson(`{"max_batch_size":"1${'0'.repeat(1_000_000)}"}`)))).toMatch(/out of range for int32$/);
+    expect(parseModelConfigJson('{"max_batch_size":"00000000000000000000000016"}').max_batch_size).toBe(16);
   });
 });

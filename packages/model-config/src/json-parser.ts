@@ -18,12 +18,15 @@ import {
   defaultMessage,
   defaultSlotValue,
   enumNameOf,
+  fieldNamed,
   integerValue,
+  isEnumName,
   isMapField,
   jsonNameOf,
   mapKeySlot,
   messageType,
   qualifiedName,
+  setMapEntry,
   valueSlot,
   type IntKind,
   type ValueSlot,
@@ -57,7 +60,7 @@ function parseMessage(type: protobuf.Type, json: unknown, path: string): Obj {
   const oneofSet = new Map<string, string>();
 
   for (const [key, value] of Object.entries(json)) {
-    const field = type.fields[key] ?? byJsonName.get(key);
+    const field = fieldNamed(type, key) ?? byJsonName.get(key);
     if (field === undefined) fail(path, `message ${qualifiedName(type)} has no field named '${key}'`);
     const fpath = path === '' ? field.name : `${path}.${field.name}`;
     if (seen.has(field.name)) fail(fpath, `field '${field.name}' is given more than once`);
@@ -79,7 +82,7 @@ function parseMessage(type: protobuf.Type, json: unknown, path: string): Obj {
       const keySlot = mapKeySlot(field);
       const map: Obj = {};
       for (const [k, v] of Object.entries(value)) {
-        map[parseMapKey(keySlot, k, fpath)] = v === null ? defaultSlotValue(slot) : parseValue(slot, v, `${fpath}[${k}]`);
+        setMapEntry(map, parseMapKey(keySlot, k, fpath), v === null ? defaultSlotValue(slot) : parseValue(slot, v, `${fpath}[${k}]`));
       }
       out[field.name] = map;
     } else if (field.repeated) {
@@ -123,7 +126,7 @@ function parseValue(slot: ValueSlot, v: unknown, path: string): unknown {
 
 function parseEnum(enumType: protobuf.Enum, v: unknown, path: string): string {
   if (typeof v === 'string') {
-    if (enumType.values[v] !== undefined) return v;
+    if (isEnumName(enumType, v)) return v;
     const upper = v.toUpperCase();
     const match = Object.keys(enumType.values).find((n) => n.toUpperCase() === upper);
     if (match !== undefined) return match;
@@ -139,7 +142,11 @@ function parseEnum(enumType: protobuf.Enum, v: unknown, path: string): string {
 function parseIntegerValue(kind: IntKind, v: unknown, path: string): number {
   let big: bigint | undefined;
   if (typeof v === 'number' && Number.isInteger(v)) big = BigInt(v);
-  else if (typeof v === 'string' && /^-?\d+$/.test(v.trim())) big = BigInt(v.trim());
+  else if (typeof v === 'string' && /^-?\d+$/.test(v.trim())) {
+    // Past 20 significant digits no 64-bit value fits: refused without BigInt (superlinear parse).
+    if (v.trim().replace(/^-?0*/, '').length > 20) fail(path, `integer ${v} is out of range for ${kind}`);
+    big = BigInt(v.trim());
+  }
   if (big === undefined) fail(path, `expected an integer, got ${JSON.stringify(v)}`);
   const n = integerValue(big, kind);
   if (n === undefined) fail(path, `integer ${String(v)} is out of range for ${kind}`);

@@ -107,6 +107,24 @@ export function isMapField(field: protobuf.Field | protobuf.MapField): field is 
   return field instanceof protobuf.MapField;
 }
 
+/**
+ * The field of `type` named exactly `name`. Own names only: protobufjs keeps fields in a plain
+ * object, so `type.fields['constructor']` would be Object's constructor.
+ */
+export function fieldNamed(type: protobuf.Type, name: string): protobuf.Field | undefined {
+  return Object.prototype.hasOwnProperty.call(type.fields, name) ? type.fields[name] : undefined;
+}
+
+/** True when `name` is a value name of `enumType` (own names only: protobufjs's `values` inherits the ids). */
+export function isEnumName(enumType: protobuf.Enum, name: string): boolean {
+  return Object.prototype.hasOwnProperty.call(enumType.values, name);
+}
+
+/** Store one map entry as data: a key such as `__proto__` becomes an own entry, never the map's prototype. */
+export function setMapEntry(map: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(map, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
 /** Name of an enum value by number, or undefined when the number is not declared. */
 export function enumNameOf(enumType: protobuf.Enum, value: number): string | undefined {
   return enumType.valuesById[value];

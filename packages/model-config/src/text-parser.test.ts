@@ -1,5 +1,6 @@
 import { SwitchyardError } from '@switchyard/common';
 import { describe, expect, it } from 'vitest';
+import { withBigIntLimit } from '@switchyard/testing/fuzz';
 import { parseModelConfigText } from './text-parser.js';
 import type { ModelSequenceBatching, ModelEnsembling } from './types.js';
 
@@ -99,6 +100,24 @@ describe('parseModelConfigText: grammar', () => {
     expect(sb.control_input[0]?.control[0]?.fp32_false_true).toEqual([-Infinity, 15, 2.5, NaN, 3]);
   });
 
+  it('refuses a long integer literal without BigInt and reads long ones in float fields (found by config-parsers.fuzz.test.ts)', () => {
+    // BigInt's decimal parse is superlinear: 3·10^6 digits took seconds.
+    expect(withBigIntLimit(() => errorOf(() => parse(`max_batch_size: 1${'0'.repeat(1_000_000)}`)))).toMatch(
+      /^config\.pbtxt:1:17: Integer out of range \(10+\) for field "max_batch_size" of type int32\.$/,
+    );
+    expect(errorOf(() => parse(`max_batch_size: 123456789012345678901`))).toMatch(/Integer out of range/);
+    const c = parse(`sequence_batching { direct { minimum_slot_utilization: 1${'0'.repeat(30)} } }`);
+    expect((c.sequence_batching as { direct: { minimum_slot_utilization: number } }).direct.minimum_slot_utilization).toBe(1e30);
+  });
+
+  it('reads a 3·10^6-character string literal within two seconds (found by config-parsers.fuzz.test.ts)', () => {
+    // One TextEncoder call and one array spread per character took over four seconds (now ~0.1 s).
+    const start = performance.now();
+    const c = parse(`name: "é\\x41${'0'.repeat(3_000_000)}"`);
+    expect(performance.now() - start).toBeLessThan(2_000);
+    expect(c.name).toBe(`éA${'0'.repeat(3_000_000)}`);
+  });
+
   it('converts int64/uint64 to numbers', () => {
     const c = parse('dynamic_batching { max_queue_delay_microseconds: 18446744073709551615 } version_policy { specific { versions: [ -9223372036854775808 ] } }');
     expect(c.dynamic_batching?.max_queue_delay_microseconds).toBe(18446744073709551615);
@@ -115,6 +134,12 @@ describe('parseModelConfigText: grammar', () => {
     expect(c.parameters).toEqual({ a: { string_value: '4' }, b: { string_value: '2' }, c: { string_value: '3' } });
     expect(c.metric_tags).toEqual({ k: 'v' });
     expect(c.cc_model_filenames).toEqual({ '': 'only-value' });
+  });
+
+  it('keeps a __proto__ map key as an entry, not as the prototype (found by config-parsers.fuzz.test.ts)', () => {
+    const c = parse('parameters { key: "__proto__" value { string_value: "x" } }');
+    expect(Object.getPrototypeOf(c.parameters)).toBe(Object.prototype);
+    expect(Object.entries(c.parameters)).toEqual([['__proto__', { string_value: 'x' }]]);
   });
 
   it('keys uint64 maps by the decimal key', () => {
@@ -140,6 +165,11 @@ describe('parseModelConfigText: errors name file, line and column', () => {
     expect(errorOf(() => parse('bogus: 1'))).toBe(
       'config.pbtxt:1:1: Message type "inference.ModelConfig" has no field named "bogus".',
     );
+  });
+
+  it('refuses Object.prototype member names as fields (found by config-parsers.fuzz.test.ts: a TypeError)', () => {
+    expect(errorOf(() => parse('constructor: 1'))).toBe('config.pbtxt:1:1: Message type "inference.ModelConfig" has no field named "constructor".');
+    expect(errorOf(() => parse('input { __proto__ { } }'))).toBe('config.pbtxt:1:9: Message type "inference.ModelInput" has no field named "__proto__".');
   });
 
   it('uses the given file name and points at the offending token', () => {

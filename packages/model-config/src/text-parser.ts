@@ -15,11 +15,14 @@ import {
   defaultMessage,
   defaultSlotValue,
   enumNameOf,
+  fieldNamed,
   integerValue,
+  isEnumName,
   isMapField,
   mapKeySlot,
   messageType,
   qualifiedName,
+  setMapEntry,
   valueSlot,
   type ValueSlot,
 } from './schema.js';
@@ -86,7 +89,7 @@ class TextParser {
       this.fail(t, 'Extension and Any field names ("[...]") are not supported in a model configuration.');
     }
     if (t.kind !== 'ident') this.fail(t, `Expected identifier, got: ${t.text || 'end of input'}`);
-    const field = type.fields[t.text];
+    const field = fieldNamed(type, t.text);
     if (field === undefined) this.fail(t, `Message type "${qualifiedName(type)}" has no field named "${t.text}".`);
 
     const isMap = isMapField(field);
@@ -130,7 +133,7 @@ class TextParser {
   private parseElement(type: protobuf.Type, field: protobuf.Field, slot: ValueSlot, obj: Obj): void {
     if (isMapField(field)) {
       const [key, value] = this.parseMapEntry(type, field, slot);
-      (obj[field.name] as Obj)[key] = value; // a later entry for the same key wins, as in protobuf
+      setMapEntry(obj[field.name] as Obj, key, value); // a later entry for the same key wins, as in protobuf
       return;
     }
     const value = this.parseValue(slot);
@@ -197,7 +200,7 @@ class TextParser {
     const t = this.peek();
     if (t.kind === 'ident') {
       this.pos++;
-      if (enumType.values[t.text] === undefined) {
+      if (!isEnumName(enumType, t.text)) {
         this.fail(t, `Unknown enumeration value of "${t.text}" for field "${fieldName}".`);
       }
       return t.text;
@@ -245,7 +248,7 @@ class TextParser {
     const t = this.next();
     if (t.kind !== 'int') this.fail(t, `Expected integer, got: ${t.text || 'end of input'}`);
     const big = parseIntegerToken(t.text);
-    const v = integerValue(negative ? -big : big, kind);
+    const v = big === undefined ? undefined : integerValue(negative ? -big : big, kind);
     if (v === undefined) {
       this.fail(t, `Integer out of range (${negative ? '-' : ''}${t.text}) for field "${fieldName}" of type ${kind}.`);
     }
@@ -257,7 +260,7 @@ class TextParser {
     const t = this.next();
     let v: number;
     if (t.kind === 'int') {
-      v = Number(parseIntegerToken(t.text));
+      v = Number(parseIntegerToken(t.text) ?? t.text);
     } else if (t.kind === 'float') {
       v = Number(t.text.replace(/[fF]$/, ''));
     } else if (t.kind === 'ident' && /^(inf|infinity)$/i.test(t.text)) {
@@ -321,11 +324,15 @@ class TextParser {
   }
 }
 
-/** Decimal, hex (`0x..`) or octal (`0..`) integer token text to a bigint. */
-function parseIntegerToken(text: string): bigint {
+/**
+ * Decimal, hex (`0x..`) or octal (`0..`) integer token text to a bigint; undefined for a decimal
+ * literal of more than 20 digits, which no 64-bit field holds (BigInt's decimal parse time grows
+ * faster than linearly, so a megabyte literal would take seconds).
+ */
+function parseIntegerToken(text: string): bigint | undefined {
   if (/^0[xX]/.test(text)) return BigInt(text);
   if (text.length > 1 && text.startsWith('0')) return BigInt(`0o${text.slice(1)}`);
-  return BigInt(text);
+  return text.length > 20 ? undefined : BigInt(text);
 }
 
 /** Map keys are strings in the plain-object form: integers in decimal, bools as `true`/`false`. */

@@ -153,42 +153,48 @@ const SIMPLE_ESCAPES: Record<string, number> = {
 
 const utf8 = new TextEncoder();
 
-/** Decode one quoted literal starting at `start`; returns its bytes and the index past the quote. */
+/**
+ * Decode one quoted literal starting at `start`; returns its bytes and the index past the quote.
+ * Runs of plain characters are encoded at once and escapes written as bytes into one growing
+ * buffer (one encoder call and array spread per character made a megabyte literal take seconds).
+ */
 function readString(src: string, start: number, line: number, col: number): { bytes: Uint8Array; end: number } {
   const quote = src[start];
-  const out: number[] = [];
+  const out = new ByteSink();
   let i = start + 1;
+  let run = i;
   const fail = (what: string): never => {
     throw new TextFormatSyntaxError(line, col, what);
   };
   for (;;) {
     const c = src[i];
     if (c === undefined || c === '\n') fail('String literals cannot cross line boundaries.');
-    if (c === quote) return { bytes: Uint8Array.from(out), end: i + 1 };
+    if (c === quote) {
+      out.text(src.slice(run, i));
+      return { bytes: out.bytes(), end: i + 1 };
+    }
     if (c !== '\\') {
-      const cp = src.codePointAt(i) ?? 0;
-      const ch = String.fromCodePoint(cp);
-      out.push(...utf8.encode(ch));
-      i += ch.length;
+      i += 1;
       continue;
     }
+    out.text(src.slice(run, i));
     const e = src[i + 1] ?? '';
     const simple = SIMPLE_ESCAPES[e];
     if (simple !== undefined) {
-      out.push(simple);
+      out.byte(simple);
       i += 2;
     } else if (isOctal(e)) {
       let j = i + 1;
       let v = 0;
       while (j < i + 4 && isOctal(src[j] ?? '')) v = v * 8 + Number(src[j++]);
-      out.push(v & 0xff);
+      out.byte(v & 0xff);
       i = j;
     } else if (e === 'x' || e === 'X') {
       let j = i + 2;
       let v = 0;
       while (j < i + 4 && isHex(src[j] ?? '')) v = v * 16 + parseInt(src[j++] ?? '0', 16);
       if (j === i + 2) fail('Expected hex digits for escape sequence.');
-      out.push(v);
+      out.byte(v);
       i = j;
     } else if (e === 'u' || e === 'U') {
       const n = e === 'u' ? 4 : 8;
@@ -196,10 +202,40 @@ function readString(src: string, start: number, line: number, col: number): { by
       if (hex.length !== n || ![...hex].every(isHex)) fail('Expected hex digits for escape sequence.');
       const cp = parseInt(hex, 16);
       if (cp > 0x10ffff) fail('Invalid unicode escape sequence.');
-      out.push(...utf8.encode(String.fromCodePoint(cp)));
+      out.text(String.fromCodePoint(cp));
       i += 2 + n;
     } else {
       fail('Invalid escape sequence in string literal.');
     }
+    run = i;
+  }
+}
+
+/** A growing byte buffer for string literals. */
+class ByteSink {
+  private buf = new Uint8Array(64);
+  private length = 0;
+
+  byte(v: number): void {
+    this.reserve(1);
+    this.buf[this.length++] = v;
+  }
+
+  /** UTF-8 of `s` (a lone surrogate becomes U+FFFD, as TextEncoder writes it). */
+  text(s: string): void {
+    if (s.length === 0) return;
+    this.reserve(3 * s.length);
+    this.length += utf8.encodeInto(s, this.buf.subarray(this.length)).written;
+  }
+
+  bytes(): Uint8Array {
+    return this.buf.slice(0, this.length);
+  }
+
+  private reserve(n: number): void {
+    if (this.length + n <= this.buf.length) return;
+    const grown = new Uint8Array(Math.max(2 * this.buf.length, this.length + n));
+    grown.set(this.buf.subarray(0, this.length));
+    this.buf = grown;
   }
 }

@@ -1,0 +1,192 @@
+/**
+ * Fuzz properties of the worker ↔ router codecs: every `decode*` takes any JSON (random, or a
+ * valid message with one field corrupted) to a value or an invalid_argument; in-process values
+ * survive `*ToWire` → JSON → `decode*` → `*FromWire` exactly (tensor bytes bit for bit, bigint
+ * parameters, any parameter name), and so do keys a peer chose (statistics kinds, label outputs).
+ */
+import { describe, expect, it } from 'vitest';
+import { DATATYPES, elementByteSize, type DataType, type InferRequest, type InferResponse, type ParameterValue } from '@switchyard/kserve';
+import { fc, fuzz, fuzzKey, jsonText, mutatedJson, objectWith, parsesOrRefuses, rawTensor, withBigIntLimit, type JsonValue } from '@switchyard/testing/fuzz';
+import {
+  decodeLlmCardMetadata,
+  decodeTensorCardMetadata,
+  decodeWireGenerateOutput,
+  decodeWireGenerateRequest,
+  decodeWireInferRequest,
+  decodeWireInferResponse,
+  decodeWireKvEvents,
+  decodeWireLoad,
+  decodeWireSnapshotChunk,
+  decodeWireSnapshotRequest,
+  decodeWireStats,
+  decodeWireStatsRequest,
+  generateOutputFromWire,
+  generateOutputToWire,
+  inferRequestFromWire,
+  inferRequestToWire,
+  inferResponseFromWire,
+  inferResponseToWire,
+} from './wire-codec.js';
+
+const ELEMENT_SIZES = Object.fromEntries(DATATYPES.map((d) => [d, elementByteSize(d)]));
+const viaJson = (v: unknown): unknown => JSON.parse(JSON.stringify(v));
+const H = '0123456789abcdef';
+const duration = { count: 2, ns: 1000 };
+
+const tensorCard: JsonValue = { modelMetadata: { name: 'm' }, modelConfig: { name: 'm' }, versions: ['1'], decoupled: false, labels: { '1': { OUT: ['a', 'b'] } } };
+const VALID: Array<[string, (v: unknown) => unknown, JsonValue]> = [
+  ['generate request', decodeWireGenerateRequest, { v: 1, model: 'm', requestId: 'r', promptTokenIds: [1, 2], sampling: { temperature: 0 }, prefillOnly: false }],
+  ['generate output', decodeWireGenerateOutput, { tokenIds: [5], finishReason: 'stop', stopReason: null, logprobs: [null, -0.5], usage: { promptTokens: 2, completionTokens: 1, cachedTokens: 0 } }],
+  ['stats request', decodeWireStatsRequest, { v: 1, model: 'm', version: 1 }],
+  [
+    'stats',
+    decodeWireStats,
+    {
+      models: [
+        {
+          name: 'm',
+          version: '1',
+          last_inference: 1,
+          inference_count: 1,
+          execution_count: 1,
+          inference_stats: { success: duration },
+          response_stats: { '0': { success: duration } },
+          batch_stats: [{ batch_size: 1, compute_input: duration, compute_infer: duration, compute_output: duration }],
+          memory_usage: [{ type: 'CPU', id: 0, byte_size: 8 }],
+        },
+      ],
+    },
+  ],
+  ['snapshot request', decodeWireSnapshotRequest, { v: 1, model: 'm' }],
+  ['snapshot chunk', decodeWireSnapshotChunk, { last_event_id: 3, blocks: [{ block_hash: H, tokens_hash: H, parent_hash: null }], partial_blocks: 0, done: true }],
+  [
+    'KV events',
+    decodeWireKvEvents,
+    {
+      v: 1,
+      instanceId: 'i',
+      model: 'm',
+      events: [
+        { event_id: 1, data: { type: 'stored', parent_hash: null, blocks: [{ block_hash: H, tokens_hash: H }] } },
+        { event_id: 2, data: { type: 'removed', block_hashes: [H] } },
+        { event_id: 3, data: { type: 'cleared' } },
+      ],
+    },
+  ],
+  [
+    'load',
+    decodeWireLoad,
+    { v: 1, instanceId: 'i', model: 'm', ts: 1.5, numRunning: 1, numWaiting: 0, kvActiveBlocks: 1, kvTotalBlocks: 8, kvUsage: 0.125, prefixCacheQueries: 3, prefixCacheHits: 1 },
+  ],
+  ['tensor card metadata', decodeTensorCardMetadata, tensorCard],
+  ['LLM card metadata', decodeLlmCardMetadata, { ...(tensorCard as object), engine: 'mocker', totalKvBlocks: 8, eosTokenIds: [2], created: 1, kvEvents: true }],
+];
+
+/** Parameters as the front doors deliver them: any name (`__proto__` an own key, as http-json keeps it), bigints past 2^53. */
+const parameters = fc
+  .uniqueArray(
+    fc.tuple(
+      fuzzKey(),
+      // JSON has no -0: a -0 parameter arrives as 0
+      fc.oneof(fc.boolean(), fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }).map((x) => x + 0), fc.string({ maxLength: 4 }), fc.bigInt({ min: -(2n ** 63n), max: 2n ** 64n - 1n })),
+    ),
+    { selector: ([k]) => k, maxLength: 4 },
+  )
+  .map((entries) => objectWith(entries as Array<[string, never]>) as Record<string, ParameterValue>);
+
+const tensors = fc
+  .array(fc.tuple(rawTensor(ELEMENT_SIZES), parameters), { maxLength: 3 })
+  .map((list) => list.map(([t, p], i) => ({ name: `T${i}`, datatype: t.datatype as DataType, shape: t.shape, data: t.data, parameters: p })));
+
+const inferRequest: fc.Arbitrary<InferRequest> = fc.record({
+  id: fc.string({ maxLength: 4 }),
+  modelName: fc.string({ minLength: 1, maxLength: 4 }),
+  modelVersion: fc.option(fc.integer({ min: 1, max: 9 }), { nil: undefined }),
+  parameters,
+  inputs: tensors,
+  outputs: fc.array(fc.record({ name: fc.string({ minLength: 1, maxLength: 3 }), parameters }), { maxLength: 2 }),
+});
+
+const inferResponse: fc.Arbitrary<InferResponse> = fc.record({
+  id: fc.string({ maxLength: 4 }),
+  modelName: fc.string({ minLength: 1, maxLength: 4 }),
+  modelVersion: fc.constantFrom('1', '2'),
+  parameters,
+  outputs: tensors,
+});
+
+/** Tensor bytes compared bit for bit, parameters as their own entries (names like `__proto__` included). */
+function comparable(v: InferRequest | InferResponse): unknown {
+  const params = (p: Record<string, ParameterValue>) => Object.entries(p).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const tensor = (t: InferRequest['inputs'][number]) => ({ ...t, data: Buffer.from(t.data).toString('hex'), parameters: params(t.parameters) });
+  return 'inputs' in v
+    ? { ...v, parameters: params(v.parameters), inputs: v.inputs.map(tensor), outputs: v.outputs.map((o) => ({ ...o, parameters: params(o.parameters) })) }
+    : { ...v, parameters: params(v.parameters), outputs: v.outputs.map(tensor) };
+}
+
+describe('cluster wire decoders (fuzz)', () => {
+  it.each(VALID)('%s: decodes the valid message, and decodes or refuses any JSON and any one-field corruption', (_what, decode, valid) => {
+    parsesOrRefuses(() => decode(viaJson(valid)), []);
+    // maxDepth 20: the deep-nesting class (a `v` nested ~10^4 deep overflows the stack in the
+    // JSON.stringify of "unsupported version ...") is being fixed apart; widen after that fix.
+    fuzz(fc.oneof(fc.jsonValue({ maxDepth: 3 }), mutatedJson(fc.constant(valid), { maxDepth: 20 })), (v) => {
+      parsesOrRefuses(() => decode(JSON.parse(jsonText(v as JsonValue) || 'null')));
+    }, { scale: 0.25 });
+  });
+
+  it('reads a {"$bigint"} parameter of any length without a superlinear BigInt parse', () => {
+    // BigInt's decimal parse is superlinear: a 3·10^6-digit value took a second on the event loop.
+    fuzz(fc.integer({ min: 1, max: 200_000 }), (digits) => {
+      const wire = { v: 1, id: '', modelName: 'm', modelVersion: null, parameters: { p: { $bigint: `9${'0'.repeat(digits - 1)}` } }, inputs: [], outputs: [] };
+      const r = withBigIntLimit(() => parsesOrRefuses(() => inferRequestFromWire(decodeWireInferRequest(wire))));
+      if (r.ok) expect(typeof r.value.parameters['p']).toBe('bigint');
+    }, { scale: 0.1 });
+  });
+
+  it('decodes or refuses infer requests and responses with one field corrupted', () => {
+    const corrupted = fc.oneof(
+      inferRequest.map((r) => ['request', viaJson(inferRequestToWire(r)) as JsonValue] as const),
+      inferResponse.map((r) => ['response', viaJson(inferResponseToWire(r)) as JsonValue] as const),
+    ).chain(([kind, wire]) => mutatedJson(fc.constant(wire), { maxDepth: 20 }).map((v) => [kind, v] as const));
+    fuzz(corrupted, ([kind, v]) => {
+      const value = JSON.parse(jsonText(v) || 'null') as unknown;
+      parsesOrRefuses(() => (kind === 'request' ? decodeWireInferRequest(value) : decodeWireInferResponse(value)));
+    });
+  });
+});
+
+describe('cluster wire round trips (fuzz)', () => {
+  it('infer requests and responses survive the wire exactly (tensor bytes bit for bit, any parameter name)', () => {
+    fuzz(fc.tuple(inferRequest, inferResponse), ([request, response]) => {
+      expect(comparable(inferRequestFromWire(decodeWireInferRequest(viaJson(inferRequestToWire(request)))))).toEqual(comparable(request));
+      expect(comparable(inferResponseFromWire(decodeWireInferResponse(viaJson(inferResponseToWire(response, true)))))).toEqual(comparable(response));
+    });
+  });
+
+  it('generate outputs survive the wire, -Infinity logprobs included', () => {
+    const output = fc.record({
+      tokenIds: fc.array(fc.nat(1000), { maxLength: 4 }),
+      finishReason: fc.constantFrom(null, 'stop' as const, 'length' as const, 'abort' as const),
+      stopReason: fc.option(fc.nat(1000), { nil: null }),
+      // JSON has no -0 (a logprob of -0 and 0 are the same probability)
+      logprobs: fc.array(fc.oneof(fc.double({ max: 0, noNaN: true }).map((x) => x + 0), fc.constant(-Infinity)), { maxLength: 4 }),
+    });
+    fuzz(output, (o) => {
+      expect(generateOutputFromWire(decodeWireGenerateOutput(viaJson(generateOutputToWire(o))))).toEqual(o);
+    });
+  });
+
+  it('keeps keys a peer chose as data: statistics kinds and card label outputs', () => {
+    fuzz(fc.tuple(fuzzKey(), fuzzKey()), ([kind, output]) => {
+      const stats = VALID.find(([w]) => w === 'stats')![2] as { models: Array<Record<string, JsonValue>> };
+      const model = { ...stats.models[0]!, inference_stats: objectWith([[kind, duration]]), response_stats: objectWith([[kind, objectWith([[kind, duration]])]]) };
+      const decoded = decodeWireStats(JSON.parse(JSON.stringify({ models: [model] }))).models[0]!;
+      expect(Object.keys(decoded.inference_stats)).toEqual([kind]);
+      expect(Object.keys(decoded.response_stats)).toEqual([kind]);
+      expect(Object.keys(decoded.response_stats[kind] ?? {})).toEqual([kind]);
+      const card = decodeTensorCardMetadata(JSON.parse(JSON.stringify({ ...(tensorCard as object), labels: objectWith([[kind, objectWith([[output, ['x']]])]]) })));
+      expect(Object.keys(card.labels ?? {})).toEqual([kind]);
+      expect(Object.entries(card.labels?.[kind] ?? {})).toEqual([[output, ['x']]]);
+    });
+  });
+});
