@@ -5,7 +5,8 @@
  * row-major order, BOOL is true/false, BYTES elements are strings (UTF-8), integers must be
  * integer literals (unsigned ones non-negative) and are truncated to the element width like a C
  * cast, FP16/BF16 are refused. Element counts are checked against the shape for fixed-size
- * types; for BYTES the engine checks the element count (as Triton's core does).
+ * types, and memory follows the values present, never the shape alone; for BYTES the engine
+ * checks the element count (as Triton's core does).
  *
  * Output (`tensorDataToJson`) follows `WriteDataToJson`: a flat list; INT64/UINT64 beyond the
  * double-safe range stay exact as `bigint`; FP32/FP64 are `JsonDoubles` so they print as
@@ -21,6 +22,9 @@ import { deserializeBytesElements, elementByteSize, elementCount, isDataType, ty
 
 /** Deepest `data` nesting accepted; Triton's HTTP_MAX_JSON_NESTING_DEPTH. */
 export const MAX_JSON_DATA_DEPTH = 100;
+
+/** Elements a fixed-size `data` buffer starts with; it doubles up to the shape's count as values arrive. */
+const INITIAL_CAPACITY = 1 << 16;
 
 const SHAPE_MISMATCH = "Shape does not match true shape of 'data' field";
 const NOT_BOOL = 'attempt to access JSON non-boolean as boolean';
@@ -53,8 +57,12 @@ export function jsonToTensorData(name: string, datatype: string, shape: readonly
     );
   }
   if (!isDataType(datatype)) throw invalidArgument(`invalid datatype for input ${name}`);
-  const out = new Uint8Array(count * elementByteSize(datatype));
-  const sink = makeSink(datatype, out);
+  // The buffer grows with the values actually present, never ahead of them: a shape claiming far
+  // more elements than `data` holds must not size an allocation (it ends as a shape mismatch).
+  const size = elementByteSize(datatype);
+  let capacity = Math.min(count, INITIAL_CAPACITY);
+  let out = new Uint8Array(capacity * size);
+  let sink = makeSink(datatype, out);
   let written = 0;
   const walk = (array: readonly JsonValue[], depth: number): void => {
     if (depth > MAX_JSON_DATA_DEPTH) throw invalidArgument(`Unable to parse 'data': ${DEPTH_EXCEEDED}`);
@@ -66,6 +74,13 @@ export function jsonToTensorData(name: string, datatype: string, shape: readonly
         continue;
       }
       if (written >= count) throw internal(`Unable to parse 'data': ${SHAPE_MISMATCH}`);
+      if (written === capacity) {
+        capacity = Math.min(count, capacity * 2);
+        const grown = new Uint8Array(capacity * size);
+        grown.set(out);
+        out = grown;
+        sink = makeSink(datatype, out);
+      }
       sink(written, v, marked);
       written += 1;
     }
