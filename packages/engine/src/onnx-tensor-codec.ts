@@ -3,15 +3,18 @@
  * onnxruntime-node tensors, plus the ORT ↔ Triton datatype tables.
  *
  * ORT string tensors are JavaScript strings: BYTES elements are decoded as UTF-8 on the way in
- * and encoded as UTF-8 on the way out, so non-UTF-8 byte strings do not survive a round trip
- * (a limitation of onnxruntime-node, which has no raw-bytes string API).
+ * and encoded as UTF-8 on the way out (onnxruntime-node has no raw-bytes string API). Bytes that
+ * are not UTF-8 would not survive that trip, so they are refused per request
+ * (`checkUtf8Strings`) instead of being silently replaced by U+FFFD.
  * BF16 is not supported: onnxruntime-node has no 'bfloat16' tensor type (and Triton's own ORT
  * backend does not map BF16 either).
  */
-import { internal } from '@switchyard/common';
+import { isUtf8 } from 'node:buffer';
+import { internal, invalidArgument, type SwitchyardError } from '@switchyard/common';
 import {
   bytesOf,
   deserializeBytesElements,
+  requestPrefix,
   elementByteSize,
   serializeBytesElements,
   typedView,
@@ -66,7 +69,8 @@ export function configTypeOfOrt(type: string): DataTypeName {
   return ORT_TO_CONFIG[type] ?? 'TYPE_INVALID';
 }
 
-const utf8Decoder = new TextDecoder('utf-8');
+/** Never replaces: `checkUtf8Strings` has refused what is not UTF-8, so a failure here is a bug. */
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
 const utf8Encoder = new TextEncoder();
 
 /**
@@ -84,6 +88,23 @@ export function toWireTensor(datatype: DataType, shape: readonly number[], data:
   // typedView may already have copied (misaligned input); copy only when it did not.
   const owned = view.buffer !== data.buffer ? view : view.slice();
   return { type, dims: [...shape], data: owned };
+}
+
+/**
+ * The refusal of a request whose BYTES input for an ORT string tensor holds an element that is not
+ * valid UTF-8, or undefined when every element is. `data` is the input's serialised BYTES.
+ */
+export function checkUtf8Strings(input: { name: string; data: Uint8Array }, model: string, requestId: string): SwitchyardError | undefined {
+  const elements = deserializeBytesElements(input.data, input.name);
+  for (let k = 0; k < elements.length; k++) {
+    if (!isUtf8(elements[k] as Uint8Array)) {
+      return invalidArgument(
+        `${requestPrefix(requestId)}element ${k} of input '${input.name}' for model '${model}' is not valid UTF-8: ` +
+          'the onnxruntime backend passes BYTES to ONNX Runtime as text, which cannot carry these bytes unchanged',
+      );
+    }
+  }
+  return undefined;
 }
 
 /** Raw bytes of a session output in Switchyard's layout. */

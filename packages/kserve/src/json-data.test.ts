@@ -118,4 +118,13 @@ describe('json-data errors use Triton wording', () => {
     );
     expect(err(() => tensorDataToJson('Y', 'BYTES', [2], serializeBytesElements([new Uint8Array(1)]))).code).toBe('internal');
   });
+
+  it('BYTES that are not UTF-8 are refused as JSON output, never altered', () => {
+    const bytes = serializeBytesElements([new TextEncoder().encode('fine'), Uint8Array.of(0xc3, 0x28)]);
+    const e = err(() => tensorDataToJson('Y', 'BYTES', [2], bytes));
+    expect([e.code, e.message]).toEqual([
+      'invalid_argument',
+      "sending BYTES data that is not valid UTF-8 via JSON is not supported (element 1 of output 'Y'). Please use the binary data format for output",
+    ]);
+  });
 });

@@ -10,11 +10,13 @@
  *
  * Output (`tensorDataToJson`) follows `WriteDataToJson`: a flat list; INT64/UINT64 beyond the
  * double-safe range stay exact as `bigint`; FP32/FP64 are `JsonDoubles` so they print as
- * doubles (`1.0`).
+ * doubles (`1.0`); BYTES elements are strings, and an element that is not UTF-8 is refused
+ * (`invalid_argument`, like FP16) rather than altered: the client can ask for binary data.
  *
  * Messages and codes are Triton's: type and shape problems are `internal` (HTTP 500) because
  * Triton's JSON layer reports them that way; FP16/BF16 are `invalid_argument`.
  */
+import { isUtf8 } from 'node:buffer';
 import { internal, invalidArgument } from '@switchyard/common';
 import { hasDoubleLiteral, JsonDoubles, type JsonValue } from './http-json.js';
 import type { DataType } from './protocols.js';
@@ -183,7 +185,16 @@ export function tensorDataToJson(name: string, datatype: DataType, shape: readon
     }
     if (elements.length < count) throw mismatch();
     const out: string[] = new Array<string>(count);
-    for (let k = 0; k < count; k++) out[k] = decoder.decode(elements[k]);
+    for (let k = 0; k < count; k++) {
+      const element = elements[k] as Uint8Array;
+      // JSON text can only carry these bytes altered (U+FFFD); Triton writes them raw, which is not JSON.
+      if (!isUtf8(element)) {
+        throw invalidArgument(
+          `sending BYTES data that is not valid UTF-8 via JSON is not supported (element ${k} of output '${name}'). Please use the binary data format for output`,
+        );
+      }
+      out[k] = decoder.decode(element);
+    }
     return out;
   }
   if (data.byteLength !== count * elementByteSize(datatype)) throw mismatch();
