@@ -278,6 +278,21 @@ describe('bad input keeps the server serving', () => {
     expect(r.json().error).toBe("Unable to parse 'data': Shape does not match true shape of 'data' field");
   });
 
+  it('a body that does not match its Content-Encoding → 400 saying so', async () => {
+    const body = gzipSync(Buffer.from(JSON.stringify(simpleRequest(range(16), range(16)))));
+    for (const [enc, bytes, reason] of [
+      ['gzip', Buffer.from('not gzip at all'), 'incorrect header check'],
+      ['gzip', body.subarray(0, body.length - 12), 'unexpected end of file'],
+      ['deflate', Buffer.from([0x78, 0x9c, 0xff, 0xff, 0xff]), 'invalid'],
+    ] as const) {
+      const res = await rawPost('/v2/models/simple/infer', bytes, { 'Content-Encoding': enc });
+      expect(res.status).toBe(400);
+      const error = JSON.parse(res.body.toString()).error as string;
+      expect(error).toContain(`failed to decompress the request body (Content-Encoding: ${enc}): `);
+      expect(error).toContain(reason);
+    }
+  });
+
   it('still serves after all of the above', async () => {
     const r = await post(url + '/v2/models/simple/infer', simpleRequest(range(16), range(16)));
     expect(r.status).toBe(200);
