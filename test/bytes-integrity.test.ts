@@ -74,6 +74,18 @@ describe('ONNX string tensors (text in onnxruntime-node)', () => {
   });
 });
 
+describe('JSON request bodies', () => {
+  it('a body that is not UTF-8 is a 400 naming the first bad byte, not data with U+FFFD in it', async () => {
+    for (const model of ['identity_bytes', 'bytes_identity']) {
+      const head = Buffer.from('{"inputs":[{"name":"INPUT0","shape":[1,1],"datatype":"BYTES","data":["');
+      const body = Buffer.concat([head, NOT_UTF8, Buffer.from('"]}]}')]);
+      const r = await post(`${worker.httpUrl}/v2/models/${model}/infer`, body, { 'Content-Type': 'application/json' });
+      expect(r.status).toBe(400);
+      expect(r.json().error).toBe(`failed to parse the request JSON buffer: Invalid encoding in string. at ${head.length + 1}`);
+    }
+  });
+});
+
 describe('paths that carry raw bytes keep them', () => {
   it('the JavaScript backend returns any bytes unchanged, over HTTP binary and gRPC', async () => {
     const r = await binaryInfer('bytes_identity', [NOT_UTF8, TEXT]);
