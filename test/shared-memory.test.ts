@@ -3,7 +3,7 @@
  * (files under /dev/shm), registers them, and sends inputs / receives outputs through them over
  * HTTP and gRPC.
  */
-import { closeSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, ftruncateSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
@@ -74,6 +74,28 @@ describe('system shared memory over HTTP', () => {
     expect((await get(`${worker.httpUrl}/v2/systemsharedmemory/region/in/status`)).status).toBe(404);
     expect((await post(`${worker.httpUrl}/v2/systemsharedmemory/unregister`, undefined)).status).toBe(200);
     expect((await get(`${worker.httpUrl}/v2/systemsharedmemory/status`)).json()).toEqual([]);
+  });
+
+  it('a shared_memory_byte_size past what one buffer holds is a 400 before anything is read', async () => {
+    // A sparse 4.5 GiB region (tmpfs allocates nothing until written).
+    const bigKey = `/${tag}_big`;
+    const size = 4.5 * 2 ** 30;
+    const fd = openSync(`/dev/shm${bigKey}`, 'w');
+    try {
+      ftruncateSync(fd, size);
+      expect((await post(`${worker.httpUrl}/v2/systemsharedmemory/region/big/register`, { key: bigKey, offset: 0, byte_size: size })).status).toBe(200);
+      const r = await post(`${worker.httpUrl}/v2/models/simple/infer`, {
+        inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape: [1, 16], datatype: 'INT32', parameters: { shared_memory_region: 'big', shared_memory_byte_size: size } })),
+      });
+      expect(r.status).toBe(400);
+      expect(r.json().error).toMatch(
+        new RegExp(`^\\[request id: <id_unknown>\\] byte size overflow for input 'INPUT0' for model 'simple': shared_memory_byte_size ${size}, more than the maximum of \\d+$`),
+      );
+    } finally {
+      closeSync(fd);
+      await post(`${worker.httpUrl}/v2/systemsharedmemory/region/big/unregister`, undefined);
+      rmSync(`/dev/shm${bigKey}`, { force: true });
+    }
   });
 
   it('CUDA shared memory answers as a server without GPUs', async () => {

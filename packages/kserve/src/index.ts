@@ -3,6 +3,7 @@ export type { DataType, InferRequest, InferResponse, InferTensor, ParameterValue
 export {
   MAX_TENSOR_BYTE_SIZE,
   bytesOf,
+  checkInputByteSize,
   checkInputShape,
   deserializeBytesElements,
   dimsToString,

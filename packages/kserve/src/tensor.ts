@@ -102,12 +102,22 @@ export function checkInputShape(input: { name: string; datatype: string; shape: 
   }
   const size = isDataType(input.datatype) ? ELEMENT_SIZE[input.datatype] : 1;
   const bytes = count * (size === 0 ? 4 : size);
+  checkInputByteSize(name, bytes, `shape ${dimsToString(shape)} of ${input.datatype} takes ${size === 0 ? 'at least ' : ''}${bytes} bytes`, context);
+  return count;
+}
+
+/**
+ * The byte bound of `checkInputShape` for a size the client states apart from the shape (a
+ * shared-memory input's `shared_memory_byte_size`): past MAX_TENSOR_BYTE_SIZE is Triton's "byte
+ * size overflow for input", invalid_argument, before anything of that size is allocated.
+ * `what` says where the size comes from.
+ */
+export function checkInputByteSize(name: string, bytes: number, what: string, context: InputShapeContext): void {
   if (bytes > MAX_TENSOR_BYTE_SIZE) {
     throw invalidArgument(
-      `${requestPrefix(context.requestId)}byte size overflow ${where}: shape ${dimsToString(shape)} of ${input.datatype} takes ${size === 0 ? 'at least ' : ''}${bytes} bytes, more than the maximum of ${MAX_TENSOR_BYTE_SIZE}`,
+      `${requestPrefix(context.requestId)}byte size overflow for input '${name}' for model '${context.model}': ${what}, more than the maximum of ${MAX_TENSOR_BYTE_SIZE}`,
     );
   }
-  return count;
 }
 
 /** Serialise BYTES elements: each a uint32 little-endian length followed by its bytes. */

@@ -12,7 +12,7 @@
  * Both front doors use these functions.
  */
 import { internal } from '@switchyard/common';
-import type { InferRequest, InferResponse, InferTensor, Parameters } from '@switchyard/kserve';
+import { checkInputByteSize, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
 import type { SharedMemoryManager } from './shared-memory.js';
 
 export interface SharedMemoryTarget {
@@ -50,6 +50,8 @@ export function readSharedMemoryInputs(shm: SharedMemoryManager, request: InferR
   const inputs = request.inputs.map((t): InferTensor => {
     const target = targetOf(t.parameters);
     if (target === undefined) return t;
+    // The size the client states is bounded like any tensor's before a buffer of that size is made.
+    checkInputByteSize(t.name, target.byteSize, `shared_memory_byte_size ${target.byteSize}`, { requestId: request.id, model: request.modelName });
     return { ...t, data: shm.read(target.region, target.offset, target.byteSize), parameters: withoutShmParameters(t.parameters) };
   });
   return { ...request, inputs };
