@@ -176,6 +176,13 @@ describe('OpenAI endpoints with the official SDK', () => {
     expect(ok.choices).toHaveLength(1);
   });
 
+  it('a body that is not UTF-8 is a 400, never a prompt with U+FFFD in it', async () => {
+    const body = Buffer.concat([Buffer.from('{"model":"mock_llm","max_tokens":2,"prompt":"a'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]);
+    const res = await post(`${worker.httpUrl}/v1/completions`, body, { 'content-type': 'application/json' });
+    expect(res.status).toBe(400);
+    expect(res.json().error).toMatchObject({ type: 'invalid_request_error', message: 'the request body is not valid JSON: it is not valid UTF-8' });
+  });
+
   it('a client that disconnects mid-stream cancels the sequence and frees its KV blocks', async () => {
     const stream = await openai.chat.completions.create({ model: 'mock_llm', messages: [{ role: 'user', content: 'count to a thousand' }], max_tokens: 400, stream: true });
     let seen = 0;

@@ -151,6 +151,12 @@ describe('decodeJsonBody', () => {
     expect(decodeJsonBody(`{"x":${'['.repeat(127)}${']'.repeat(127)}}`)).toBeTruthy();
   });
 
+  it('refuses bodies that are not UTF-8 instead of decoding them with U+FFFD', () => {
+    const body = Uint8Array.from([...new TextEncoder().encode('{"prompt":"'), 0x61, 0xff, ...new TextEncoder().encode('"}')]);
+    expect(() => decodeJsonBody(body)).toThrow('the request body is not valid JSON: it is not valid UTF-8');
+    expect(decodeJsonBody(new TextEncoder().encode('{"prompt":"é"}'))).toEqual({ prompt: 'é' });
+  });
+
   it('jsonNestingOverflow finds the first opener past the bound; brackets in strings do not count', () => {
     expect(jsonNestingOverflow('['.repeat(128) + ']'.repeat(128))).toBe(-1);
     expect(jsonNestingOverflow('['.repeat(129) + ']'.repeat(129))).toBe(128);

@@ -11,6 +11,7 @@
  *
  * Response bodies are built with `openai-response.ts`.
  */
+import { isUtf8 } from 'node:buffer';
 import { SwitchyardError, invalidArgument, isSwitchyardError } from '@switchyard/common';
 import type { ChatMessage } from './chat-template.js';
 import { compileSamplingParams, type CompiledSamplingParams, type SamplingParams } from './sampling-params.js';
@@ -293,11 +294,13 @@ export function jsonNestingOverflow(text: string, limit: number = MAX_JSON_BODY_
 }
 
 /**
- * Parse a request body's bytes as JSON; malformed JSON, or JSON nested deeper than
- * MAX_JSON_BODY_DEPTH, is `invalid_argument` (OpenAI answers 400).
+ * Parse a request body's bytes as JSON; bytes that are not UTF-8, malformed JSON, or JSON nested
+ * deeper than MAX_JSON_BODY_DEPTH are `invalid_argument` (OpenAI answers 400).
  */
 export function decodeJsonBody(body: string | Uint8Array): unknown {
-  const text = typeof body === 'string' ? body : new TextDecoder('utf-8', { fatal: false }).decode(body);
+  // JSON is UTF-8; decoding other bytes with U+FFFD would hand the model a prompt the client never sent.
+  if (typeof body !== 'string' && !isUtf8(body)) throw invalidArgument('the request body is not valid JSON: it is not valid UTF-8');
+  const text = typeof body === 'string' ? body : new TextDecoder('utf-8').decode(body);
   const tooDeep = jsonNestingOverflow(text);
   if (tooDeep !== -1) {
     throw invalidArgument(`the request body is nested deeper than ${MAX_JSON_BODY_DEPTH} arrays or objects (at position ${tooDeep})`);
