@@ -63,6 +63,19 @@ describe('ONNX string tensors (text in onnxruntime-node)', () => {
     expect(binaryOutput(r)).toEqual(serialize([TEXT, Buffer.from('ok')]));
   });
 
+  it('an element holding a NUL byte is refused too (ORT takes C strings: it would come back cut short)', async () => {
+    const r = await binaryInfer('identity_bytes', [Buffer.from('a\u0000b')], false, 'h2');
+    expect(r.status).toBe(400);
+    expect(r.json().error).toBe(
+      "[request id: h2] element 0 of input 'INPUT0' for model 'identity_bytes' holds a NUL byte: the onnxruntime backend passes BYTES to ONNX Runtime as C strings, which end at the first NUL",
+    );
+    const json = await post(`${worker.httpUrl}/v2/models/identity_bytes/infer`, { inputs: [{ name: 'INPUT0', shape: [1, 1], datatype: 'BYTES', data: ['a\u0000b'] }] });
+    expect(json.status).toBe(400);
+    // The JavaScript backend carries it whole.
+    const js = await binaryInfer('bytes_identity', [Buffer.from('a\u0000b')]);
+    expect(binaryOutput(js)).toEqual(serialize([Buffer.from('a\u0000b')]));
+  });
+
   it('gRPC: non-UTF-8 BYTES are INVALID_ARGUMENT, typed contents as raw', async () => {
     const input = { name: 'INPUT0', datatype: 'BYTES', shape: [1, 1] };
     let err = await unaryError(client, 'ModelInfer', { model_name: 'identity_bytes', id: 'g1', inputs: [input], raw_input_contents: [serialize([NOT_UTF8])] });

@@ -193,7 +193,7 @@ describe('onnxruntime backend', () => {
 });
 
 describe('onnxruntime backend batched execution', () => {
-  it('refuses BYTES that are not UTF-8 (ORT strings are text) per request; the rest of the batch runs', async () => {
+  it('refuses BYTES ORT cannot carry unchanged (not UTF-8, a NUL) per request; the rest of the batch runs', async () => {
     const repo = await createRepository({ bytes: { versions: { 1: { 'model.onnx': buildIdentityModel('STRING', ['batch', 2]) } } } });
     try {
       const backend = new OnnxRuntimeBackend();
@@ -226,6 +226,12 @@ describe('onnxruntime backend batched execution', () => {
       // Alone, it runs nothing and still answers.
       const alone = await instance.execute([bad]);
       expect('error' in alone.results[0]! && alone.results[0].error.code).toBe('invalid_argument');
+      // ORT takes strings as C strings: a NUL would cut the element short.
+      const nul = normalizeRequest(config, request('bytes', [tensor('INPUT0', 'BYTES', [1, 2], serializeBytesElements([Uint8Array.of(0x61, 0, 0x62), new Uint8Array(0)]))], { id: 'nul' }));
+      const cut = (await instance.execute([nul])).results[0]!;
+      expect('error' in cut && cut.error.message).toBe(
+        "[request id: nul] element 0 of input 'INPUT0' for model 'bytes' holds a NUL byte: the onnxruntime backend passes BYTES to ONNX Runtime as C strings, which end at the first NUL",
+      );
       await instance.release();
       await model.release();
     } finally {

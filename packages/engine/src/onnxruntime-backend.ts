@@ -25,7 +25,7 @@ import type {
   InstanceSpec,
 } from './backend.js';
 import { autoCompleteOnnxConfig, checkOnnxIo, type OnnxIo, type OnnxIoInfo } from './onnx-io-config.js';
-import { checkUtf8Strings, concatBatch, configTypeOfOrt, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
+import { checkOrtStrings, concatBatch, configTypeOfOrt, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
 import { SessionLoadError, SessionThread, type WireTensor, type WireValueMetadata } from './session-thread.js';
 import type { NormalizedRequest } from './request-normalizer.js';
 
@@ -126,11 +126,11 @@ class OnnxRuntimeInstance implements BackendInstance {
   }
 
   /**
-   * Requests whose string inputs are not UTF-8 (see `checkUtf8Strings`) get their refusal; the
+   * Requests whose string inputs ORT cannot carry unchanged (see `checkOrtStrings`) get their refusal; the
    * others of the batch run without them.
    */
   async execute(requests: readonly NormalizedRequest[]): Promise<ExecutionOutcome> {
-    const refusals = requests.map((r) => this.utf8Refusal(r));
+    const refusals = requests.map((r) => this.stringRefusal(r));
     if (refusals.every((e) => e === undefined)) return this.run(requests);
     const runnable = requests.filter((_, i) => refusals[i] === undefined);
     const startNs = now();
@@ -141,10 +141,10 @@ class OnnxRuntimeInstance implements BackendInstance {
     return { results, timing: ran?.timing ?? { computeStartNs: startNs, computeInputEndNs: startNs, computeOutputStartNs: endNs, computeEndNs: endNs } };
   }
 
-  private utf8Refusal(request: NormalizedRequest): SwitchyardError | undefined {
+  private stringRefusal(request: NormalizedRequest): SwitchyardError | undefined {
     for (const input of request.inputs) {
       if (input.datatype !== 'BYTES') continue;
-      const refusal = checkUtf8Strings(input, this.config.name, request.request.id);
+      const refusal = checkOrtStrings(input, this.config.name, request.request.id);
       if (refusal !== undefined) return refusal;
     }
     return undefined;
