@@ -63,9 +63,14 @@ export function requestPrefix(id: string): string {
   return `[request id: ${id === '' ? '<id_unknown>' : id}] `;
 }
 
-/** Triton's DimsListToString: `[1,2,3]`; integers past 2^53 print all their digits, as int64 would. */
+/** An integer as C++ prints an int64: all its digits, also past 2^53 (`String` would round them to zeros). */
+function integerText(n: number): string {
+  return Number.isSafeInteger(n) || !Number.isInteger(n) ? String(n) : BigInt(n).toString();
+}
+
+/** Triton's DimsListToString: `[1,2,3]`. */
 export function dimsToString(dims: readonly number[]): string {
-  return `[${dims.map((d) => (Number.isSafeInteger(d) || !Number.isInteger(d) ? String(d) : BigInt(d).toString())).join(',')}]`;
+  return `[${dims.map(integerText).join(',')}]`;
 }
 
 /** What a size check needs to name the input in its message. */
@@ -102,7 +107,7 @@ export function checkInputShape(input: { name: string; datatype: string; shape: 
   }
   const size = isDataType(input.datatype) ? ELEMENT_SIZE[input.datatype] : 1;
   const bytes = count * (size === 0 ? 4 : size);
-  checkInputByteSize(name, bytes, `shape ${dimsToString(shape)} of ${input.datatype} takes ${size === 0 ? 'at least ' : ''}${bytes} bytes`, context);
+  checkInputByteSize(name, bytes, `shape ${dimsToString(shape)} of ${input.datatype} takes ${size === 0 ? 'at least ' : ''}${integerText(bytes)} bytes`, context);
   return count;
 }
 
