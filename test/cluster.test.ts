@@ -16,7 +16,7 @@ import { repoRoot } from '@switchyard/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './support/cluster.js';
 import { get, post, serializeStrings, deserializeStrings } from './lib/tensors.js';
-import { isFinalResponse, loadGrpcClients, streamInfer, unary } from './lib/grpc-client.js';
+import { grpc, isFinalResponse, loadGrpcClients, streamInfer, unary, unaryError } from './lib/grpc-client.js';
 import { waitFor } from './lib/wait-for.js';
 
 let cluster: Cluster;
@@ -238,6 +238,30 @@ describe('tensors larger than one NATS message (max_payload 1 MiB) through the r
     expect(r.status, r.body.subarray(0, 200).toString()).toBe(200);
     const jsonLength = Number(r.headers.get('inference-header-content-length'));
     expect(Buffer.compare(r.body.subarray(jsonLength), raw)).toBe(0);
+  });
+});
+
+describe('bad shapes through the router', () => {
+  it('negative and oversized dimensions are refused at the router with the worker\'s words (gRPC and HTTP)', async () => {
+    await waitFor(async () => (await get(`${cluster.router.httpUrl}/v2/models/identity_fp32/ready`)).status === 200, {
+      timeoutMs: 20_000,
+      message: 'router did not see identity_fp32',
+    });
+    const { inference } = loadGrpcClients(cluster.router.grpcAddress);
+    try {
+      const err = await unaryError(inference, 'ModelInfer', {
+        model_name: 'identity_fp32',
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [-2, -2] }],
+        raw_input_contents: [Buffer.alloc(16)],
+      });
+      expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(err.details).toBe("[request id: <id_unknown>] All input dimensions should be specified for input 'INPUT0' for model 'identity_fp32', got [-2,-2]");
+    } finally {
+      inference.close();
+    }
+    const r = await post(`${cluster.router.httpUrl}/v2/models/identity_fp32/infer`, { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2_000_000_000], data: [1] }] });
+    expect(r.status).toBe(400);
+    expect(r.json().error).toContain("byte size overflow for input 'INPUT0' for model 'identity_fp32': shape [1,2000000000] of FP32 takes 8000000000 bytes");
   });
 });
 

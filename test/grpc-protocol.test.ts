@@ -126,6 +126,24 @@ describe('ModelInfer', () => {
     err = await unaryError(client, 'ModelInfer', { model_name: 'nosuchmodel', inputs: [] });
     expect(err.details).toMatch(/Request for unknown model/);
   });
+
+  it('negative and oversized dimensions are INVALID_ARGUMENT before any backend sees them', async () => {
+    // [-2,-2] holds "4 elements" by a naive product: the data below would pass a count check and reach ONNX Runtime.
+    let err = await unaryError(client, 'ModelInfer', { model_name: 'identity_bytes', inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [-2, -2] }], raw_input_contents: [serializeStrings(['a', 'b', 'c', 'd'])] });
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toBe("[request id: <id_unknown>] All input dimensions should be specified for input 'INPUT0' for model 'identity_bytes', got [-2,-2]");
+    err = await unaryError(client, 'ModelInfer', { model_name: 'identity_fp32', id: 'n', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [-2, -2] }], raw_input_contents: [fp32Bytes(range(4))] });
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toBe("[request id: n] All input dimensions should be specified for input 'INPUT0' for model 'identity_fp32', got [-2,-2]");
+    err = await unaryError(client, 'ModelInfer', { model_name: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2_000_000_000], contents: { fp32_contents: [1] } }] });
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toContain("byte size overflow for input 'INPUT0' for model 'identity_fp32'");
+    err = await unaryError(client, 'ModelInfer', { model_name: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: ['16', '1152921504606846978'] }], raw_input_contents: [fp32Bytes([1])] });
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toContain('causes total element count to exceed maximum size of 9223372036854775807');
+    const ok = await unary(client, 'ModelInfer', { model_name: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2] }], raw_input_contents: [fp32Bytes([1, 2])] });
+    expect(readFp32(ok.raw_output_contents[0])).toEqual([1, 2]);
+  });
 });
 
 describe('ModelStreamInfer', () => {

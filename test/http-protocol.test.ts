@@ -254,6 +254,45 @@ describe('bad input keeps the server serving', () => {
     expect(JSON.parse(r.body.toString()).error).toContain('exceeds the maximum allowed value of 1048576 bytes. Use --http-max-input-size to increase the limit.');
   });
 
+  it('shapes no tensor can have → 400 with Triton wording, JSON and binary, without sizing anything from them', async () => {
+    const infer = (shape: number[], extra: object, body?: Buffer) => {
+      const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', shape, datatype: 'FP32', ...extra }] }));
+      return body === undefined
+        ? post(url + '/v2/models/identity_fp32/infer', header)
+        : post(url + '/v2/models/identity_fp32/infer', Buffer.concat([header, body]), { 'Inference-Header-Content-Length': String(header.length) });
+    };
+    for (const r of [await infer([1, 2_000_000_000], { data: [1] }), await infer([1, 2_000_000_000], { parameters: { binary_data_size: 4 } }, Buffer.alloc(4))]) {
+      expect(r.status).toBe(400);
+      expect(r.json().error).toContain("byte size overflow for input 'INPUT0' for model 'identity_fp32': shape [1,2000000000] of FP32 takes 8000000000 bytes");
+    }
+    // Triton's qa (L0_http test_buffer_size_overflow): an element count past INT64_MAX, then a byte size past it.
+    let r = await infer([16, 2 ** 60 + 2], { data: [1] });
+    expect(r.status).toBe(400);
+    expect(r.json().error).toContain('causes total element count to exceed maximum size of');
+    r = await infer([4, 2 ** 60 + 2], { data: [1] });
+    expect(r.status).toBe(400);
+    expect(r.json().error).toContain('byte size overflow for input');
+    // A large shape the body cannot fill is a shape mismatch (memory follows the values sent).
+    r = await infer([1, 400_000_000], { data: [1, 2] });
+    expect(r.status).toBe(500);
+    expect(r.json().error).toBe("Unable to parse 'data': Shape does not match true shape of 'data' field");
+  });
+
+  it('a body that does not match its Content-Encoding → 400 saying so', async () => {
+    const body = gzipSync(Buffer.from(JSON.stringify(simpleRequest(range(16), range(16)))));
+    for (const [enc, bytes, reason] of [
+      ['gzip', Buffer.from('not gzip at all'), 'incorrect header check'],
+      ['gzip', body.subarray(0, body.length - 12), 'unexpected end of file'],
+      ['deflate', Buffer.from([0x78, 0x9c, 0xff, 0xff, 0xff]), 'invalid'],
+    ] as const) {
+      const res = await rawPost('/v2/models/simple/infer', bytes, { 'Content-Encoding': enc });
+      expect(res.status).toBe(400);
+      const error = JSON.parse(res.body.toString()).error as string;
+      expect(error).toContain(`failed to decompress the request body (Content-Encoding: ${enc}): `);
+      expect(error).toContain(reason);
+    }
+  });
+
   it('still serves after all of the above', async () => {
     const r = await post(url + '/v2/models/simple/infer', simpleRequest(range(16), range(16)));
     expect(r.status).toBe(200);

@@ -166,6 +166,23 @@ describe('OpenAI endpoints with the official SDK', () => {
     expect(malformed.json().error.message).toBeTruthy();
   });
 
+  it('a body nested past the JSON bound is a 400 saying so, not a stack overflow in the chat template', async () => {
+    const deep = '{"a":'.repeat(20_000) + '1' + '}'.repeat(20_000);
+    const body = `{"model":"mock_llm","messages":[{"role":"user","content":"hi"}],"max_tokens":2,"chat_template_kwargs":${deep}}`;
+    const res = await post(`${worker.httpUrl}/v1/chat/completions`, body, { 'content-type': 'application/json' });
+    expect(res.status).toBe(400);
+    expect(res.json().error).toMatchObject({ type: 'invalid_request_error', message: 'the request body is nested deeper than 128 arrays or objects (at position 737)' });
+    const ok = await openai.chat.completions.create({ model: 'mock_llm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, chat_template_kwargs: { a: { b: 1 } } } as never);
+    expect(ok.choices).toHaveLength(1);
+  });
+
+  it('a body that is not UTF-8 is a 400, never a prompt with U+FFFD in it', async () => {
+    const body = Buffer.concat([Buffer.from('{"model":"mock_llm","max_tokens":2,"prompt":"a'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]);
+    const res = await post(`${worker.httpUrl}/v1/completions`, body, { 'content-type': 'application/json' });
+    expect(res.status).toBe(400);
+    expect(res.json().error).toMatchObject({ type: 'invalid_request_error', message: 'the request body is not valid JSON: it is not valid UTF-8' });
+  });
+
   it('a client that disconnects mid-stream cancels the sequence and frees its KV blocks', async () => {
     const stream = await openai.chat.completions.create({ model: 'mock_llm', messages: [{ role: 'user', content: 'count to a thousand' }], max_tokens: 400, stream: true });
     let seen = 0;

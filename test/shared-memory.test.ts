@@ -78,6 +78,28 @@ describe('system shared memory over HTTP', () => {
     expect((await get(`${worker.httpUrl}/v2/systemsharedmemory/status`)).json()).toEqual([]);
   });
 
+  it('a shared_memory_byte_size past what one buffer holds is a 400 before anything is read', async () => {
+    // A sparse 4.5 GiB region (tmpfs allocates nothing until written).
+    const bigKey = `/${tag}_big`;
+    const size = 4.5 * 2 ** 30;
+    const fd = openSync(`/dev/shm${bigKey}`, 'w');
+    try {
+      ftruncateSync(fd, size);
+      expect((await post(`${worker.httpUrl}/v2/systemsharedmemory/region/big/register`, { key: bigKey, offset: 0, byte_size: size })).status).toBe(200);
+      const r = await post(`${worker.httpUrl}/v2/models/simple/infer`, {
+        inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape: [1, 16], datatype: 'INT32', parameters: { shared_memory_region: 'big', shared_memory_byte_size: size } })),
+      });
+      expect(r.status).toBe(400);
+      expect(r.json().error).toMatch(
+        new RegExp(`^\\[request id: <id_unknown>\\] byte size overflow for input 'INPUT0' for model 'simple': shared_memory_byte_size ${size}, more than the maximum of \\d+$`),
+      );
+    } finally {
+      closeSync(fd);
+      await post(`${worker.httpUrl}/v2/systemsharedmemory/region/big/unregister`, undefined);
+      rmSync(`/dev/shm${bigKey}`, { force: true });
+    }
+  });
+
   it('CUDA shared memory answers as a server without GPUs', async () => {
     expect((await get(`${worker.httpUrl}/v2/cudasharedmemory/status`)).json()).toEqual([]);
     expect((await post(`${worker.httpUrl}/v2/cudasharedmemory/unregister`, undefined)).status).toBe(200);

@@ -112,7 +112,7 @@ describe('infer codecs', () => {
     const input = (wire['inputs'] as Record<string, unknown>[])[0]!;
     expectInvalid(() => decodeWireInferRequest({ ...wire, inputs: [{ ...input, data: 'not base64!' }] }), /base64/);
     expectInvalid(() => decodeWireInferRequest({ ...wire, inputs: [{ ...input, datatype: 'INT3' }] }), /datatype/);
-    expectInvalid(() => decodeWireInferRequest({ ...wire, inputs: [{ ...input, shape: [-1] }] }), /shape/);
+    expectInvalid(() => decodeWireInferRequest({ ...wire, inputs: [{ ...input, shape: [-1] }] }), /All input dimensions should be specified for input 'INPUT0'/);
     expectInvalid(() => decodeWireInferRequest({ ...wire, modelName: '' }), /modelName/);
   });
 });

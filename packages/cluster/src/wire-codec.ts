@@ -12,7 +12,7 @@
  * plain JSON already; `toJson` only widens their static type for RequestPlane / EventPlane.
  */
 import { ERROR_CODES, type ErrorCode, SwitchyardError, invalidArgument } from '@switchyard/common';
-import { DATATYPES, type DataType, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
+import { DATATYPES, checkInputShape, type DataType, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
 import { decodeKvCacheEvent, type GenerateOutput, type SnapshotBlock } from '@switchyard/llm';
 import type { JsonValue } from '@switchyard/runtime';
 import type {
@@ -160,12 +160,13 @@ export function tensorFromWire(tensor: WireTensor): InferTensor {
   };
 }
 
-function decodeTensor(value: unknown, what: string): WireTensor {
+/** `minDim`: inputs take any integer (their sizes are `checkInputShape`'s), outputs none below 0. */
+function decodeTensor(value: unknown, what: string, minDim = 0): WireTensor {
   const o = obj(value, what);
   const name = str(o, 'name', what);
   const datatype = str(o, 'datatype', what);
   if (!DATATYPE_SET.has(datatype)) throw invalidArgument(`${what}: unknown datatype '${datatype}'`);
-  const shape = intArray(o, 'shape', what, 0);
+  const shape = intArray(o, 'shape', what, minDim);
   const data = str(o, 'data', what, true);
   if (data.length % 4 !== 0 || !BASE64_RE.test(data)) throw invalidArgument(`${what}: 'data' must be base64`);
   return { name, datatype, shape, parameters: decodeParameters(o['parameters'] ?? {}, what), data };
@@ -204,13 +205,18 @@ export function decodeWireInferRequest(value: unknown): WireInferRequest {
   if (mv !== null && (typeof mv !== 'number' || !Number.isSafeInteger(mv) || mv < 1)) {
     throw invalidArgument(`${what}: 'modelVersion' must be an integer >= 1 or null`);
   }
+  const id = str(o, 'id', what, true);
+  const modelName = str(o, 'modelName', what);
+  const inputs = arr(o, 'inputs', what).map((t, i) => decodeTensor(t, `${what} inputs[${i}]`, Number.MIN_SAFE_INTEGER));
+  // The front doors' shape check, so a request that reached the wire some other way is refused alike.
+  for (const input of inputs) checkInputShape(input, { requestId: id, model: modelName });
   return {
     v: 1,
-    id: str(o, 'id', what, true),
-    modelName: str(o, 'modelName', what),
+    id,
+    modelName,
     modelVersion: mv,
     parameters: decodeParameters(o['parameters'] ?? {}, what),
-    inputs: arr(o, 'inputs', what).map((t, i) => decodeTensor(t, `${what} inputs[${i}]`)),
+    inputs,
     outputs: arr(o, 'outputs', what).map((r, i) => {
       const ro = obj(r, `${what} outputs[${i}]`);
       return { name: str(ro, 'name', `${what} outputs[${i}]`), parameters: decodeParameters(ro['parameters'] ?? {}, `${what} outputs[${i}]`) };

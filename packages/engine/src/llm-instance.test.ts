@@ -75,6 +75,12 @@ describe('LlmInstance usage parameters', () => {
     expect(Number(last.response!.parameters['completion_tokens'])).toBeGreaterThan(0);
   });
 
+  it('refuses a text_input that is not UTF-8 instead of generating from an altered prompt', async () => {
+    const bad: InferRequest = { ...request({}), inputs: [{ name: 'text_input', datatype: 'BYTES', shape: [1], data: serializeBytesElements([Uint8Array.of(0x68, 0x69, 0xff)]), parameters: {} }] };
+    const result = await new Promise<InferResult>((resolve) => engine.submit(bad, (r) => r.final && resolve(r)));
+    expect([result.error?.code, result.error?.message]).toEqual(['invalid_argument', "input 'text_input' is not valid UTF-8"]);
+  });
+
   it('reports the prompt tokens when max_tokens ends the generation', async () => {
     const results = await run({ stream: true, max_tokens: 3 });
     expect(results.at(-1)!.error).toBeUndefined();

@@ -24,7 +24,7 @@ import type { BackendInstance, ExecutionOutcome, ResponseSender } from './backen
 import type { NormalizedInput, NormalizedRequest } from './request-normalizer.js';
 
 const now = (): bigint => process.hrtime.bigint();
-const utf8 = new TextDecoder('utf-8', { fatal: false });
+const utf8 = new TextDecoder('utf-8', { fatal: true });
 const enc = new TextEncoder();
 
 /** The request parameters that are not sampling fields. */
@@ -153,7 +153,13 @@ function bytesInput(request: NormalizedRequest, name: string): string | undefine
   if (t.datatype !== 'BYTES') throw invalidArgument(`input '${name}' must be BYTES, got ${t.datatype}`);
   const elements = deserializeBytesElements(t.data, name);
   if (elements.length !== 1) throw invalidArgument(`input '${name}' must hold exactly one element, got ${elements.length}`);
-  return utf8.decode(elements[0]);
+  // Text the model reads: bytes that are not UTF-8 are refused (as Python's strict decode does in
+  // Triton's vLLM backend), never replaced by U+FFFD.
+  try {
+    return utf8.decode(elements[0]);
+  } catch {
+    throw invalidArgument(`input '${name}' is not valid UTF-8`);
+  }
 }
 
 function boolInput(request: NormalizedRequest, name: string): boolean | undefined {

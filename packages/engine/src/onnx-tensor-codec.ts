@@ -3,15 +3,19 @@
  * onnxruntime-node tensors, plus the ORT ↔ Triton datatype tables.
  *
  * ORT string tensors are JavaScript strings: BYTES elements are decoded as UTF-8 on the way in
- * and encoded as UTF-8 on the way out, so non-UTF-8 byte strings do not survive a round trip
- * (a limitation of onnxruntime-node, which has no raw-bytes string API).
+ * and encoded as UTF-8 on the way out (onnxruntime-node has no raw-bytes string API), and reach
+ * ONNX Runtime as C strings. Bytes that are not UTF-8, and elements holding a NUL byte, would not
+ * survive that trip (U+FFFD in place of the bytes; the string cut at the NUL), so they are refused
+ * per request (`checkOrtStrings`) instead of being silently altered.
  * BF16 is not supported: onnxruntime-node has no 'bfloat16' tensor type (and Triton's own ORT
  * backend does not map BF16 either).
  */
-import { internal } from '@switchyard/common';
+import { isUtf8 } from 'node:buffer';
+import { internal, invalidArgument, type SwitchyardError } from '@switchyard/common';
 import {
   bytesOf,
   deserializeBytesElements,
+  requestPrefix,
   elementByteSize,
   serializeBytesElements,
   typedView,
@@ -66,7 +70,8 @@ export function configTypeOfOrt(type: string): DataTypeName {
   return ORT_TO_CONFIG[type] ?? 'TYPE_INVALID';
 }
 
-const utf8Decoder = new TextDecoder('utf-8');
+/** Never replaces: `checkOrtStrings` has refused what is not UTF-8, so a failure here is a bug. */
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
 const utf8Encoder = new TextEncoder();
 
 /**
@@ -84,6 +89,26 @@ export function toWireTensor(datatype: DataType, shape: readonly number[], data:
   // typedView may already have copied (misaligned input); copy only when it did not.
   const owned = view.buffer !== data.buffer ? view : view.slice();
   return { type, dims: [...shape], data: owned };
+}
+
+/**
+ * The refusal of a request whose BYTES input for an ORT string tensor holds an element ORT cannot
+ * carry unchanged (not valid UTF-8, or holding a NUL byte), or undefined when every element is
+ * fine. `data` is the input's serialised BYTES.
+ */
+export function checkOrtStrings(input: { name: string; data: Uint8Array }, model: string, requestId: string): SwitchyardError | undefined {
+  const elements = deserializeBytesElements(input.data, input.name);
+  for (let k = 0; k < elements.length; k++) {
+    const element = elements[k] as Uint8Array;
+    const where = `${requestPrefix(requestId)}element ${k} of input '${input.name}' for model '${model}'`;
+    if (!isUtf8(element)) {
+      return invalidArgument(`${where} is not valid UTF-8: the onnxruntime backend passes BYTES to ONNX Runtime as text, which cannot carry these bytes unchanged`);
+    }
+    if (element.includes(0)) {
+      return invalidArgument(`${where} holds a NUL byte: the onnxruntime backend passes BYTES to ONNX Runtime as C strings, which end at the first NUL`);
+    }
+  }
+  return undefined;
 }
 
 /** Raw bytes of a session output in Switchyard's layout. */

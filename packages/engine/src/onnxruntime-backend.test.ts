@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deserializeBytesElements, type DataType } from '@switchyard/kserve';
+import { deserializeBytesElements, serializeBytesElements, type DataType } from '@switchyard/kserve';
 import type { Backend, BackendInstance, BackendModel } from './backend.js';
 import { createEngine, type Engine } from './engine.js';
 import { silentLogger } from '@switchyard/common';
@@ -193,6 +193,52 @@ describe('onnxruntime backend', () => {
 });
 
 describe('onnxruntime backend batched execution', () => {
+  it('refuses BYTES ORT cannot carry unchanged (not UTF-8, a NUL) per request; the rest of the batch runs', async () => {
+    const repo = await createRepository({ bytes: { versions: { 1: { 'model.onnx': buildIdentityModel('STRING', ['batch', 2]) } } } });
+    try {
+      const backend = new OnnxRuntimeBackend();
+      const config = normalizeModelConfig(
+        parseModelConfigText(
+          'name: "bytes" backend: "onnxruntime" max_batch_size: 8 input { name: "INPUT0" data_type: TYPE_STRING dims: [ 2 ] } output { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 2 ] }',
+        ),
+        { modelName: 'bytes' },
+      );
+      const context = { modelName: 'bytes', version: 1, modelPath: `${repo.root}/bytes`, versionPath: `${repo.root}/bytes/1`, config, logger: silentLogger };
+      const model = await backend.loadModel(context);
+      const instance = await model.createInstance({ name: 'bytes_0', kind: 'KIND_CPU', index: 0 });
+      const raw = serializeBytesElements([new TextEncoder().encode('ok'), Uint8Array.of(0x61, 0xff, 0xfe)]);
+      const r1 = normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [1, 2], ['a', 'b'])], { id: '1' }));
+      const bad = normalizeRequest(config, request('bytes', [tensor('INPUT0', 'BYTES', [1, 2], raw)], { id: 'bad' }));
+      const r3 = normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [1, 2], ['c', 'é'])], { id: '3' }));
+      const outcome = await instance.execute([r1, bad, r3]);
+      const values = (i: number) => {
+        const result = outcome.results[i]!;
+        if ('error' in result) throw result.error;
+        return deserializeBytesElements(result.outputs[0]!.data).map((b) => new TextDecoder().decode(b));
+      };
+      expect(values(0)).toEqual(['a', 'b']);
+      expect(values(2)).toEqual(['c', 'é']);
+      const refused = outcome.results[1]!;
+      expect('error' in refused && [refused.error.code, refused.error.message]).toEqual([
+        'invalid_argument',
+        "[request id: bad] element 1 of input 'INPUT0' for model 'bytes' is not valid UTF-8: the onnxruntime backend passes BYTES to ONNX Runtime as text, which cannot carry these bytes unchanged",
+      ]);
+      // Alone, it runs nothing and still answers.
+      const alone = await instance.execute([bad]);
+      expect('error' in alone.results[0]! && alone.results[0].error.code).toBe('invalid_argument');
+      // ORT takes strings as C strings: a NUL would cut the element short.
+      const nul = normalizeRequest(config, request('bytes', [tensor('INPUT0', 'BYTES', [1, 2], serializeBytesElements([Uint8Array.of(0x61, 0, 0x62), new Uint8Array(0)]))], { id: 'nul' }));
+      const cut = (await instance.execute([nul])).results[0]!;
+      expect('error' in cut && cut.error.message).toBe(
+        "[request id: nul] element 0 of input 'INPUT0' for model 'bytes' holds a NUL byte: the onnxruntime backend passes BYTES to ONNX Runtime as C strings, which end at the first NUL",
+      );
+      await instance.release();
+      await model.release();
+    } finally {
+      await repo.cleanup();
+    }
+  });
+
   it('concatenates several requests along the batch dimension and splits the outputs back', async () => {
     const repo = await createRepository({ bytes: { versions: { 1: { 'model.onnx': buildIdentityModel('STRING', ['batch', 2]) } } } });
     try {

@@ -11,7 +11,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { internal, invalidArgument, resolveConfinedPath, unavailable } from '@switchyard/common';
+import { internal, invalidArgument, resolveConfinedPath, unavailable, type SwitchyardError } from '@switchyard/common';
 import { elementCount, type DataType, type InferTensor } from '@switchyard/kserve';
 import { configDataTypeToWire, type ModelConfig, type ModelOutput } from '@switchyard/model-config';
 import type * as ort from 'onnxruntime-node';
@@ -25,7 +25,7 @@ import type {
   InstanceSpec,
 } from './backend.js';
 import { autoCompleteOnnxConfig, checkOnnxIo, type OnnxIo, type OnnxIoInfo } from './onnx-io-config.js';
-import { concatBatch, configTypeOfOrt, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
+import { checkOrtStrings, concatBatch, configTypeOfOrt, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
 import { SessionLoadError, SessionThread, type WireTensor, type WireValueMetadata } from './session-thread.js';
 import type { NormalizedRequest } from './request-normalizer.js';
 
@@ -133,7 +133,32 @@ class OnnxRuntimeInstance implements BackendInstance {
     this.outputs = new Map(config.output.map((o) => [o.name, o]));
   }
 
+  /**
+   * Requests whose string inputs ORT cannot carry unchanged (see `checkOrtStrings`) get their refusal; the
+   * others of the batch run without them.
+   */
   async execute(requests: readonly NormalizedRequest[]): Promise<ExecutionOutcome> {
+    const refusals = requests.map((r) => this.stringRefusal(r));
+    if (refusals.every((e) => e === undefined)) return this.run(requests);
+    const runnable = requests.filter((_, i) => refusals[i] === undefined);
+    const startNs = now();
+    const ran = runnable.length > 0 ? await this.run(runnable) : undefined;
+    const endNs = now();
+    let next = 0;
+    const results: BackendResult[] = refusals.map((error) => (error !== undefined ? { error } : (ran?.results[next++] as BackendResult)));
+    return { results, timing: ran?.timing ?? { computeStartNs: startNs, computeInputEndNs: startNs, computeOutputStartNs: endNs, computeEndNs: endNs } };
+  }
+
+  private stringRefusal(request: NormalizedRequest): SwitchyardError | undefined {
+    for (const input of request.inputs) {
+      if (input.datatype !== 'BYTES') continue;
+      const refusal = checkOrtStrings(input, this.config.name, request.request.id);
+      if (refusal !== undefined) return refusal;
+    }
+    return undefined;
+  }
+
+  private async run(requests: readonly NormalizedRequest[]): Promise<ExecutionOutcome> {
     const computeStartNs = now();
     const batched = this.config.max_batch_size > 0;
     if (requests.length > 1 && !batched) throw internal(`batch of ${requests.length} requests for '${this.config.name}', which does not support batching`);

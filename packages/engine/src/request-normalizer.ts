@@ -8,7 +8,7 @@
  * shape, reshape, and finally byte sizes.
  */
 import { invalidArgument, type SwitchyardError } from '@switchyard/common';
-import { elementByteSize, elementCount, type DataType, type InferRequest } from '@switchyard/kserve';
+import { dimsToString, elementByteSize, elementCount, requestPrefix, type DataType, type InferRequest } from '@switchyard/kserve';
 import type { ModelConfig, ModelInput } from '@switchyard/model-config';
 import { configDataTypeToWire } from '@switchyard/model-config';
 import { checkSequenceParameters } from './sequence-controls.js';
@@ -33,15 +33,8 @@ export interface NormalizedRequest {
   requestedOutputs: string[];
 }
 
-/** `[request id: <id>] `, or `<id_unknown>` when the request has no id (Triton's LogRequest). */
-export function requestPrefix(id: string): string {
-  return `[request id: ${id === '' ? '<id_unknown>' : id}] `;
-}
-
-/** Triton's DimsListToString: `[1,2,3]`. */
-export function dimsToString(dims: readonly number[]): string {
-  return `[${dims.join(',')}]`;
-}
+// Triton's request prefix and dims rendering live beside the shape check in @switchyard/kserve.
+export { dimsToString, requestPrefix };
 
 const IMPLICIT_BATCH_NOTE =
   'NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. ' +

@@ -466,3 +466,19 @@ describe('stream responses', () => {
     });
   });
 });
+
+describe('decodeModelInferRequest: shapes pass the one size check', () => {
+  it('refuses negative dimensions and sizes no tensor can have, as INVALID_ARGUMENT', () => {
+    const raw = (datatype: string, shape: (string | number)[]): GrpcModelInferRequest => ({
+      model_name: 'm',
+      id: 'q',
+      inputs: [{ name: 'X', datatype, shape }],
+      raw_input_contents: [new Uint8Array(16)],
+    });
+    expectError(() => decodeModelInferRequest(raw('BYTES', [-2, -2])), 'invalid_argument', "[request id: q] All input dimensions should be specified for input 'X' for model 'm', got [-2,-2]");
+    expectError(() => decodeModelInferRequest(raw('FP32', ['-1', '4'])), 'invalid_argument', "[request id: q] All input dimensions should be specified for input 'X' for model 'm', got [-1,4]");
+    expect(() => decodeModelInferRequest(raw('FP32', ['16', '1152921504606846978']))).toThrow(/causes total element count to exceed maximum size of 9223372036854775807/);
+    expect(() => decodeModelInferRequest(withContents('FP32', { fp32_contents: [1] }, ['1', '2000000000']))).toThrow(/byte size overflow for input 'X' for model 'm'/);
+    expect(decodeModelInferRequest(raw('FP32', [2, 2])).request.inputs[0]?.shape).toEqual([2, 2]);
+  });
+});

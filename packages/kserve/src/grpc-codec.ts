@@ -10,6 +10,8 @@
  * - `contents` together with any `raw_input_contents` is an error;
  * - shared-memory inputs come out with their shm parameters and empty `data`: the front door
  *   resolves them (see `InferTensor`).
+ * - every input shape passes `checkInputShape` (no negative dimension, no element count or byte
+ *   size past what a tensor can be here) before anything is sized from it.
  * Model lookups, shapes and byte sizes against the model config are the engine's business.
  */
 import { invalidArgument } from '@switchyard/common';
@@ -24,7 +26,7 @@ import type {
 } from './grpc-messages.js';
 import { FINAL_RESPONSE_PARAMETER, decodeRequestParameters, encodeParameters, parameterChoice, parameterValue, parseModelVersion } from './grpc-parameters.js';
 import type { InferRequest, InferResponse, InferTensor, Parameters, RequestedOutput } from './protocols.js';
-import { isDataType } from './tensor.js';
+import { checkInputShape, isDataType } from './tensor.js';
 
 export interface DecodedGrpcInferRequest {
   request: InferRequest;
@@ -135,6 +137,7 @@ export function decodeModelInferRequest(msg: GrpcModelInferRequest): DecodedGrpc
       throw invalidArgument(`unexpected datatype '${io.datatype}' for input tensor '${io.name}' for model '${model}'`);
     }
     const shape = toShape(io.shape);
+    checkInputShape({ name: io.name, datatype: io.datatype, shape }, { requestId: msg.id ?? '', model });
     const hasContents = io.contents !== undefined && io.contents !== null;
     const shm = sharedMemoryParams(io.name, io.parameters);
     if (shm !== undefined) {

@@ -102,6 +102,20 @@ describe('decodeHttpInferRequest', () => {
     ];
     for (const [doc, code, msg] of cases) expect(err(() => decodeJson(doc)), msg).toEqual([code, msg]);
   });
+
+  it('refuses shapes no tensor can have before sizing anything from them (JSON, binary and shm inputs)', () => {
+    const huge = { datatype: 'FP32', shape: [1, 2_000_000_000] };
+    const overflow = "[request id: r] byte size overflow for input 'X' for model 'm': shape [1,2000000000] of FP32 takes 8000000000 bytes";
+    for (const extra of [{ data: [1] }, { parameters: { binary_data_size: 4 } }, { parameters: { shared_memory_region: 'r', shared_memory_byte_size: 4 } }]) {
+      const blobs = 'binary_data_size' in (extra.parameters ?? {}) ? [new Uint8Array(4)] : [];
+      const [code, msg] = err(() => decodeJson({ id: 'r', inputs: [input({ ...huge, ...extra })] }, blobs));
+      expect(code).toBe('invalid_argument');
+      expect(msg).toContain(overflow);
+    }
+    const [code, msg] = err(() => decodeJson({ inputs: [input({ shape: [16, 2 ** 60 + 2], data: [1] })] }));
+    expect(code).toBe('invalid_argument');
+    expect(msg).toContain('causes total element count to exceed maximum size of 9223372036854775807');
+  });
 });
 
 describe('decodeHttpRawInferRequest', () => {

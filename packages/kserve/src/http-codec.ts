@@ -15,7 +15,7 @@ import { type JsonObject, type JsonValue, isDoubleLiteralMember, isJsonObject, p
 import { buildHttpInferResponse } from './http-response.js';
 import { jsonToTensorData } from './json-data.js';
 import type { DataType, InferRequest, InferResponse, InferTensor, Parameters, RequestedOutput } from './protocols.js';
-import { elementByteSize, isDataType } from './tensor.js';
+import { checkInputShape, elementByteSize, isDataType } from './tensor.js';
 
 export type HttpOutputKind = 'json' | 'binary' | 'shm';
 
@@ -100,6 +100,7 @@ export function decodeHttpInferRequest(src: HttpInferBody, headerLength: number)
     if (seen.has(name)) throw invalidArgument(`input '${name}' already exists in request`);
     seen.add(name);
     if (!isDataType(datatype)) throw invalidArgument(`invalid datatype for input ${name}`);
+    checkInputShape({ name, datatype, shape }, { requestId: request.id, model });
     const params = isJsonObject(input.parameters) ? input.parameters : {};
     const tensor: InferTensor = { name, datatype, shape, data: new Uint8Array(0), parameters: {} };
     if ('binary_data_size' in params) {

@@ -32,6 +32,16 @@ describe('parseJson', () => {
     expect(parseJson('123456789012345678901234')).toBe(1.2345678901234568e23);
   });
 
+  it('refuses bytes that are not UTF-8 instead of replacing them, naming the first bad byte', () => {
+    const doc = (bytes: number[]) => Uint8Array.from([...new TextEncoder().encode('{"data":["'), ...bytes, ...new TextEncoder().encode('"]}')]);
+    expect(parseJson(doc([0xc3, 0xa9, 0xf0, 0x9f, 0x98, 0x80]))).toEqual({ data: ['é😀'] });
+    for (const bad of [[0xff], [0x61, 0xc3], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xf4, 0x90, 0x80, 0x80], [0xe2, 0x82]]) {
+      const e = err(() => parseJson(doc(bad)));
+      const at = 10 + (bad[0] === 0x61 ? 1 : 0);
+      expect([e.code, e.message], JSON.stringify(bad)).toEqual(['invalid_argument', `failed to parse the request JSON buffer: Invalid encoding in string. at ${at}`]);
+    }
+  });
+
   it('keeps the first of duplicate keys and treats __proto__ as data', () => {
     const v = parseJson('{"a":1,"a":2,"__proto__":{"x":1}}') as JsonObject;
     expect(v.a).toBe(1);

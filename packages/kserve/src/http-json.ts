@@ -9,12 +9,16 @@
  * - 64-bit integers: integer literals outside the double-safe range become `bigint`.
  * - Error text: parse failures read `failed to parse the request JSON buffer: <RapidJSON
  *   message> at <byte offset>` and are `internal` (HTTP 500), as in Triton.
+ * - Encoding: a body that is not UTF-8 is refused (`invalid_argument`, RapidJSON's "Invalid
+ *   encoding in string."), never decoded with replacement characters. Triton's reader does not
+ *   validate and passes the raw bytes on; decoding to text here cannot, so it says so instead.
  *
  * The parser is iterative, so hostile nesting cannot overflow the stack; consumers that recurse
  * into values (tensor `data`) bound their own depth. Objects keep the first of duplicate keys,
  * as RapidJSON's `FindMember` does.
  */
-import { internal } from '@switchyard/common';
+import { isUtf8 } from 'node:buffer';
+import { internal, invalidArgument } from '@switchyard/common';
 
 export type JsonValue = null | boolean | number | bigint | string | JsonValue[] | JsonObject;
 export interface JsonObject {
@@ -59,6 +63,11 @@ class ParseError extends Error {
  * An empty input is "The document is empty.".
  */
 export function parseJson(input: string | Uint8Array): JsonValue {
+  if (typeof input !== 'string' && !isUtf8(input)) {
+    // Decoding would put U+FFFD in place of the bytes (a BYTES element would reach the model
+    // altered); RapidJSON's validating reader names this error.
+    throw invalidArgument(`failed to parse the request JSON buffer: Invalid encoding in string. at ${firstInvalidUtf8(input)}`);
+  }
   const text = typeof input === 'string' ? input : decoder.decode(input);
   try {
     return parseText(text);
@@ -70,6 +79,37 @@ export function parseJson(input: string | Uint8Array): JsonValue {
     }
     throw e;
   }
+}
+
+/** Byte offset of the first byte that does not belong to a well-formed UTF-8 sequence (RFC 3629). */
+export function firstInvalidUtf8(bytes: Uint8Array): number {
+  let i = 0;
+  while (i < bytes.length) {
+    const b = bytes[i] as number;
+    if (b < 0x80) {
+      i += 1;
+      continue;
+    }
+    let n: number;
+    let min = 0x80;
+    let max = 0xbf;
+    if (b >= 0xc2 && b <= 0xdf) n = 1;
+    else if (b >= 0xe0 && b <= 0xef) {
+      n = 2;
+      if (b === 0xe0) min = 0xa0; // no overlong forms
+      if (b === 0xed) max = 0x9f; // no surrogates
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      n = 3;
+      if (b === 0xf0) min = 0x90;
+      if (b === 0xf4) max = 0x8f; // nothing past U+10FFFF
+    } else return i;
+    for (let k = 1; k <= n; k++) {
+      const c = bytes[i + k];
+      if (c === undefined || c < (k === 1 ? min : 0x80) || c > (k === 1 ? max : 0xbf)) return i;
+    }
+    i += n + 1;
+  }
+  return bytes.length;
 }
 
 type Frame = { kind: 'array'; value: JsonValue[] } | { kind: 'object'; value: JsonObject; key: string };

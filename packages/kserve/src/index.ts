@@ -1,16 +1,21 @@
 export { DATATYPES } from './protocols.js';
 export type { DataType, InferRequest, InferResponse, InferTensor, ParameterValue, Parameters, RequestedOutput } from './protocols.js';
 export {
+  MAX_TENSOR_BYTE_SIZE,
   bytesOf,
+  checkInputByteSize,
+  checkInputShape,
   deserializeBytesElements,
+  dimsToString,
   elementByteSize,
   elementCount,
   fixedByteSize,
   isDataType,
+  requestPrefix,
   serializeBytesElements,
   typedView,
 } from './tensor.js';
-export type { TypedArray } from './tensor.js';
+export type { InputShapeContext, TypedArray } from './tensor.js';
 export {
   classificationCounts,
   decodeModelInferRequest,

@@ -88,6 +88,18 @@ describe('json-data errors use Triton wording', () => {
     });
   }
 
+  it('a shape far larger than its data is a shape mismatch, not an allocation of the shape', () => {
+    // 6e8 FP64 elements would be 4.8 GB: the buffer follows the values present instead.
+    const e = err(() => jsonToTensorData('X', 'FP64', [1, 600_000_000], data('[1,2,3]')));
+    expect([e.code, e.message]).toEqual(['internal', "Unable to parse 'data': Shape does not match true shape of 'data' field"]);
+    // Past the initial capacity the buffer grows and still ends exactly at the shape's size.
+    const n = (1 << 16) * 3 + 5;
+    const values = Array.from({ length: n }, (_, i) => i % 1000);
+    const bytes = jsonToTensorData('X', 'INT32', [n], data(JSON.stringify(values)));
+    expect(bytes.byteLength).toBe(n * 4);
+    expect([...(typedView('INT32', bytes) as Int32Array)]).toEqual(values);
+  });
+
   it('nesting deeper than 100 is refused', () => {
     const ok = '['.repeat(100) + '1' + ']'.repeat(100);
     expect(jsonToTensorData('X', 'INT32', [1], data(ok)).byteLength).toBe(4);
@@ -105,5 +117,14 @@ describe('json-data errors use Triton wording', () => {
       "output tensor shape does not match size of output for 'Y'",
     );
     expect(err(() => tensorDataToJson('Y', 'BYTES', [2], serializeBytesElements([new Uint8Array(1)]))).code).toBe('internal');
+  });
+
+  it('BYTES that are not UTF-8 are refused as JSON output, never altered', () => {
+    const bytes = serializeBytesElements([new TextEncoder().encode('fine'), Uint8Array.of(0xc3, 0x28)]);
+    const e = err(() => tensorDataToJson('Y', 'BYTES', [2], bytes));
+    expect([e.code, e.message]).toEqual([
+      'invalid_argument',
+      "sending BYTES data that is not valid UTF-8 via JSON is not supported (element 1 of output 'Y'). Please use the binary data format for output",
+    ]);
   });
 });

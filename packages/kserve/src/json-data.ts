@@ -5,15 +5,18 @@
  * row-major order, BOOL is true/false, BYTES elements are strings (UTF-8), integers must be
  * integer literals (unsigned ones non-negative) and are truncated to the element width like a C
  * cast, FP16/BF16 are refused. Element counts are checked against the shape for fixed-size
- * types; for BYTES the engine checks the element count (as Triton's core does).
+ * types, and memory follows the values present, never the shape alone; for BYTES the engine
+ * checks the element count (as Triton's core does).
  *
  * Output (`tensorDataToJson`) follows `WriteDataToJson`: a flat list; INT64/UINT64 beyond the
  * double-safe range stay exact as `bigint`; FP32/FP64 are `JsonDoubles` so they print as
- * doubles (`1.0`).
+ * doubles (`1.0`); BYTES elements are strings, and an element that is not UTF-8 is refused
+ * (`invalid_argument`, like FP16) rather than altered: the client can ask for binary data.
  *
  * Messages and codes are Triton's: type and shape problems are `internal` (HTTP 500) because
  * Triton's JSON layer reports them that way; FP16/BF16 are `invalid_argument`.
  */
+import { isUtf8 } from 'node:buffer';
 import { internal, invalidArgument } from '@switchyard/common';
 import { hasDoubleLiteral, JsonDoubles, type JsonValue } from './http-json.js';
 import type { DataType } from './protocols.js';
@@ -21,6 +24,9 @@ import { deserializeBytesElements, elementByteSize, elementCount, isDataType, ty
 
 /** Deepest `data` nesting accepted; Triton's HTTP_MAX_JSON_NESTING_DEPTH. */
 export const MAX_JSON_DATA_DEPTH = 100;
+
+/** Elements a fixed-size `data` buffer starts with; it doubles up to the shape's count as values arrive. */
+const INITIAL_CAPACITY = 1 << 16;
 
 const SHAPE_MISMATCH = "Shape does not match true shape of 'data' field";
 const NOT_BOOL = 'attempt to access JSON non-boolean as boolean';
@@ -53,8 +59,12 @@ export function jsonToTensorData(name: string, datatype: string, shape: readonly
     );
   }
   if (!isDataType(datatype)) throw invalidArgument(`invalid datatype for input ${name}`);
-  const out = new Uint8Array(count * elementByteSize(datatype));
-  const sink = makeSink(datatype, out);
+  // The buffer grows with the values actually present, never ahead of them: a shape claiming far
+  // more elements than `data` holds must not size an allocation (it ends as a shape mismatch).
+  const size = elementByteSize(datatype);
+  let capacity = Math.min(count, INITIAL_CAPACITY);
+  let out = new Uint8Array(capacity * size);
+  let sink = makeSink(datatype, out);
   let written = 0;
   const walk = (array: readonly JsonValue[], depth: number): void => {
     if (depth > MAX_JSON_DATA_DEPTH) throw invalidArgument(`Unable to parse 'data': ${DEPTH_EXCEEDED}`);
@@ -66,6 +76,13 @@ export function jsonToTensorData(name: string, datatype: string, shape: readonly
         continue;
       }
       if (written >= count) throw internal(`Unable to parse 'data': ${SHAPE_MISMATCH}`);
+      if (written === capacity) {
+        capacity = Math.min(count, capacity * 2);
+        const grown = new Uint8Array(capacity * size);
+        grown.set(out);
+        out = grown;
+        sink = makeSink(datatype, out);
+      }
       sink(written, v, marked);
       written += 1;
     }
@@ -168,7 +185,16 @@ export function tensorDataToJson(name: string, datatype: DataType, shape: readon
     }
     if (elements.length < count) throw mismatch();
     const out: string[] = new Array<string>(count);
-    for (let k = 0; k < count; k++) out[k] = decoder.decode(elements[k]);
+    for (let k = 0; k < count; k++) {
+      const element = elements[k] as Uint8Array;
+      // JSON text can only carry these bytes altered (U+FFFD); Triton writes them raw, which is not JSON.
+      if (!isUtf8(element)) {
+        throw invalidArgument(
+          `sending BYTES data that is not valid UTF-8 via JSON is not supported (element ${k} of output '${name}'). Please use the binary data format for output`,
+        );
+      }
+      out[k] = decoder.decode(element);
+    }
     return out;
   }
   if (data.byteLength !== count * elementByteSize(datatype)) throw mismatch();

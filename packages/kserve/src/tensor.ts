@@ -1,7 +1,9 @@
 /**
  * Tensor byte-level helpers shared by every codec and backend: element sizes, element counts,
- * Triton's BYTES serialisation, and aligned typed-array views.
+ * the one size check every input shape passes, Triton's BYTES serialisation, and aligned
+ * typed-array views.
  */
+import { constants as bufferConstants } from 'node:buffer';
 import { invalidArgument } from '@switchyard/common';
 import { DATATYPES, type DataType } from './protocols.js';
 
@@ -42,6 +44,85 @@ export function elementCount(shape: readonly number[]): number {
 export function fixedByteSize(datatype: DataType, shape: readonly number[]): number | undefined {
   const size = ELEMENT_SIZE[datatype];
   return size === 0 ? undefined : size * elementCount(shape);
+}
+
+/**
+ * The largest tensor this server can hold, in bytes: one buffer's maximum length on this runtime
+ * (`buffer.constants.MAX_LENGTH`; 4 GiB on Node 20), never more than 2^53 - 1 so that sizes stay
+ * exact. Triton's bound is INT64_MAX bytes; a larger tensor could never be allocated here, so
+ * refusing it up front turns an allocation failure into a client error.
+ */
+export const MAX_TENSOR_BYTE_SIZE = Math.min(bufferConstants.MAX_LENGTH, Number.MAX_SAFE_INTEGER);
+
+/** Triton's element count bound (INT64_MAX), as it prints it. */
+const MAX_ELEMENT_COUNT_TEXT = '9223372036854775807';
+const MAX_ELEMENT_COUNT = 2 ** 63 - 1;
+
+/** The request id prefix of Triton's request-scoped messages: `[request id: <id>] ` (`<id_unknown>` when empty). */
+export function requestPrefix(id: string): string {
+  return `[request id: ${id === '' ? '<id_unknown>' : id}] `;
+}
+
+/** An integer as C++ prints an int64: all its digits, also past 2^53 (`String` would round them to zeros). */
+function integerText(n: number): string {
+  return Number.isSafeInteger(n) || !Number.isInteger(n) ? String(n) : BigInt(n).toString();
+}
+
+/** Triton's DimsListToString: `[1,2,3]`. */
+export function dimsToString(dims: readonly number[]): string {
+  return `[${dims.map(integerText).join(',')}]`;
+}
+
+/** What a size check needs to name the input in its message. */
+export interface InputShapeContext {
+  requestId: string;
+  model: string;
+}
+
+/**
+ * The one size check of every input shape a client sends, before anything is sized from it: the
+ * HTTP and gRPC decoders and the cluster wire decoder call it, so the router and the worker refuse
+ * alike. Throws invalid_argument:
+ * - a negative dimension: Triton's "All input dimensions should be specified" (a shape over gRPC
+ *   is int64, and -1 is the wildcard of configs, never a size);
+ * - more elements than INT64_MAX: Triton's "causes total element count to exceed maximum size of";
+ * - more bytes than MAX_TENSOR_BYTE_SIZE (fixed-size types: count × element size; BYTES: at least
+ *   4 bytes per element): Triton's "byte size overflow for input".
+ * Returns the element count.
+ */
+export function checkInputShape(input: { name: string; datatype: string; shape: readonly number[] }, context: InputShapeContext): number {
+  const { name, shape } = input;
+  const where = `for input '${name}' for model '${context.model}'`;
+  for (const d of shape) {
+    if (!Number.isInteger(d) || d < 0) {
+      throw invalidArgument(`${requestPrefix(context.requestId)}All input dimensions should be specified ${where}, got ${dimsToString(shape)}`);
+    }
+  }
+  // A zero dimension makes an empty tensor whatever the others are (and must not meet Infinity).
+  const count = shape.includes(0) ? 0 : elementCount(shape);
+  if (count > MAX_ELEMENT_COUNT) {
+    throw invalidArgument(
+      `${requestPrefix(context.requestId)}input '${name}' for model '${context.model}' with shape ${dimsToString(shape)} causes total element count to exceed maximum size of ${MAX_ELEMENT_COUNT_TEXT}`,
+    );
+  }
+  const size = isDataType(input.datatype) ? ELEMENT_SIZE[input.datatype] : 1;
+  const bytes = count * (size === 0 ? 4 : size);
+  checkInputByteSize(name, bytes, `shape ${dimsToString(shape)} of ${input.datatype} takes ${size === 0 ? 'at least ' : ''}${integerText(bytes)} bytes`, context);
+  return count;
+}
+
+/**
+ * The byte bound of `checkInputShape` for a size the client states apart from the shape (a
+ * shared-memory input's `shared_memory_byte_size`): past MAX_TENSOR_BYTE_SIZE is Triton's "byte
+ * size overflow for input", invalid_argument, before anything of that size is allocated.
+ * `what` says where the size comes from.
+ */
+export function checkInputByteSize(name: string, bytes: number, what: string, context: InputShapeContext): void {
+  if (bytes > MAX_TENSOR_BYTE_SIZE) {
+    throw invalidArgument(
+      `${requestPrefix(context.requestId)}byte size overflow for input '${name}' for model '${context.model}': ${what}, more than the maximum of ${MAX_TENSOR_BYTE_SIZE}`,
+    );
+  }
 }
 
 /** Serialise BYTES elements: each a uint32 little-endian length followed by its bytes. */

@@ -4,6 +4,7 @@ import {
   DEFAULT_COMPLETION_MAX_TOKENS,
   InvalidParamError,
   decodeJsonBody,
+  jsonNestingOverflow,
   errorParam,
   parseChatCompletionRequest,
   parseCompletionRequest,
@@ -136,5 +137,33 @@ describe('decodeJsonBody', () => {
     expect(decodeJsonBody(new TextEncoder().encode('{"a":1}'))).toEqual({ a: 1 });
     expect(() => decodeJsonBody('{')).toThrow(/not valid JSON/);
     expect(errorParam(new InvalidParamError('x', 'm'))).toBe('x');
+  });
+
+  it('refuses bodies nested past the bound of client JSON before parsing them', () => {
+    const deep = '{"a":'.repeat(200) + '1' + '}'.repeat(200);
+    let error: unknown;
+    try {
+      decodeJsonBody(`{"chat_template_kwargs":${deep}}`);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toMatchObject({ code: 'invalid_argument', message: 'the request body is nested deeper than 128 arrays or objects (at position 659)' });
+    expect(decodeJsonBody(`{"x":${'['.repeat(127)}${']'.repeat(127)}}`)).toBeTruthy();
+  });
+
+  it('refuses bodies that are not UTF-8 instead of decoding them with U+FFFD', () => {
+    const body = Uint8Array.from([...new TextEncoder().encode('{"prompt":"'), 0x61, 0xff, ...new TextEncoder().encode('"}')]);
+    expect(() => decodeJsonBody(body)).toThrow('the request body is not valid JSON: it is not valid UTF-8');
+    expect(decodeJsonBody(new TextEncoder().encode('{"prompt":"é"}'))).toEqual({ prompt: 'é' });
+  });
+
+  it('jsonNestingOverflow finds the first opener past the bound; brackets in strings do not count', () => {
+    expect(jsonNestingOverflow('['.repeat(128) + ']'.repeat(128))).toBe(-1);
+    expect(jsonNestingOverflow('['.repeat(129) + ']'.repeat(129))).toBe(128);
+    expect(jsonNestingOverflow('{"a":{"b":[1]}}', 2)).toBe(10);
+    expect(jsonNestingOverflow('[[],[],[[]]]', 2)).toBe(8);
+    expect(jsonNestingOverflow(`["${'['.repeat(300)}"]`)).toBe(-1);
+    expect(jsonNestingOverflow(`["\\"${'{'.repeat(300)}", "\\\\"]`)).toBe(-1);
+    expect(jsonNestingOverflow(`["\\\\", [[1]]]`, 2)).toBe(8);
   });
 });

@@ -11,6 +11,7 @@
  *
  * Response bodies are built with `openai-response.ts`.
  */
+import { isUtf8 } from 'node:buffer';
 import { SwitchyardError, invalidArgument, isSwitchyardError } from '@switchyard/common';
 import type { ChatMessage } from './chat-template.js';
 import { compileSamplingParams, type CompiledSamplingParams, type SamplingParams } from './sampling-params.js';
@@ -260,9 +261,50 @@ export interface ParsedCompletionRequest extends ParsedOpenAiRequest {
 /** OpenAI's (and vLLM's) default `max_tokens` for `/v1/completions`. */
 export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
 
-/** Parse a request body's bytes as JSON; malformed JSON is `invalid_argument` (OpenAI answers 400). */
+/**
+ * Deepest nesting of arrays and objects an OpenAI request body may have. The body's values reach
+ * code that recurses into them (the chat template gets `chat_template_kwargs`, tools and message
+ * parts; `JSON.stringify`), which would otherwise end in "Maximum call stack size exceeded". Real
+ * requests (JSON schemas of tools and response formats included) stay far below.
+ */
+export const MAX_JSON_BODY_DEPTH = 128;
+
+/**
+ * Where `text` (JSON, not yet parsed) first opens an array or object deeper than `limit`, as a
+ * UTF-16 index; -1 when it never does. Brackets inside strings do not count; malformed text is
+ * scanned all the same (`JSON.parse` reports its own errors).
+ */
+export function jsonNestingOverflow(text: string, limit: number = MAX_JSON_BODY_DEPTH): number {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c /* \ */) i++;
+        else if (d === 0x22) break;
+      }
+    } else if (c === 0x5b /* [ */ || c === 0x7b /* { */) {
+      if (++depth > limit) return i;
+    } else if (c === 0x5d /* ] */ || c === 0x7d /* } */) {
+      depth--;
+    }
+  }
+  return -1;
+}
+
+/**
+ * Parse a request body's bytes as JSON; bytes that are not UTF-8, malformed JSON, or JSON nested
+ * deeper than MAX_JSON_BODY_DEPTH are `invalid_argument` (OpenAI answers 400).
+ */
 export function decodeJsonBody(body: string | Uint8Array): unknown {
-  const text = typeof body === 'string' ? body : new TextDecoder('utf-8', { fatal: false }).decode(body);
+  // JSON is UTF-8; decoding other bytes with U+FFFD would hand the model a prompt the client never sent.
+  if (typeof body !== 'string' && !isUtf8(body)) throw invalidArgument('the request body is not valid JSON: it is not valid UTF-8');
+  const text = typeof body === 'string' ? body : new TextDecoder('utf-8').decode(body);
+  const tooDeep = jsonNestingOverflow(text);
+  if (tooDeep !== -1) {
+    throw invalidArgument(`the request body is nested deeper than ${MAX_JSON_BODY_DEPTH} arrays or objects (at position ${tooDeep})`);
+  }
   try {
     return JSON.parse(text) as unknown;
   } catch (e) {

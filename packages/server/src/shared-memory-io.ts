@@ -12,7 +12,7 @@
  * Both front doors use these functions.
  */
 import { internal, invalidArgument } from '@switchyard/common';
-import { type InferRequest, type InferResponse, type InferTensor, type Parameters, fixedByteSize } from '@switchyard/kserve';
+import { checkInputByteSize, fixedByteSize, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
 import type { SharedMemoryManager } from './shared-memory.js';
 
 export interface SharedMemoryTarget {
@@ -52,6 +52,8 @@ export function readSharedMemoryInputs(shm: SharedMemoryManager, request: InferR
   const inputs = request.inputs.map((t): InferTensor => {
     const target = targetOf(t.parameters);
     if (target === undefined) return t;
+    // The size the client states is bounded like any tensor's before a buffer of that size is made.
+    checkInputByteSize(t.name, target.byteSize, `shared_memory_byte_size ${target.byteSize}`, { requestId: request.id, model: request.modelName });
     shm.checkRange(target.region, target.offset, target.byteSize);
     const expected = t.shape.every((d) => Number.isSafeInteger(d) && d >= 0) ? fixedByteSize(t.datatype, t.shape) : undefined;
     if (expected !== undefined && target.byteSize !== expected) {

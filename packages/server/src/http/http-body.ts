@@ -6,14 +6,15 @@
  *   of the body is read and discarded so the client (which sends the whole body before reading)
  *   receives the 400 instead of a reset connection.
  * - `decompressBody` handles `Content-Encoding: gzip|deflate` (zlib or gzip framing, detected),
- *   bounding the decompressed size by the same limit; other codings are 501.
+ *   bounding the decompressed size by the same limit; a body that does not decompress is the
+ *   client's error (400); other codings are 501.
  * - `responseEncoding` / `compressBody` pick and apply the response coding from
  *   `Accept-Encoding` q-values exactly as Triton's `CompressionTypeUsed` does.
  */
 import type { IncomingMessage } from 'node:http';
 import { promisify } from 'node:util';
 import * as zlib from 'node:zlib';
-import { SwitchyardError, cancelled, internal, invalidArgument, unsupported } from '@switchyard/common';
+import { SwitchyardError, cancelled, invalidArgument, unsupported } from '@switchyard/common';
 
 /** Triton's default `--http-max-input-size`: 64 MiB. */
 export const DEFAULT_MAX_INPUT_SIZE = 64 * 1024 * 1024;
@@ -114,7 +115,8 @@ export async function decompressBody(body: Buffer, encoding: RequestEncoding, li
   } catch (e) {
     if (e instanceof SwitchyardError) throw e;
     if ((e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw inputTooLarge(limit + 1, limit);
-    throw internal(`failed to decompress the request body: ${(e as Error).message}`, e);
+    // The client's body does not match its Content-Encoding: its error, not the server's.
+    throw invalidArgument(`failed to decompress the request body (Content-Encoding: ${encoding}): ${(e as Error).message}`, e);
   }
 }
 
