@@ -38,7 +38,7 @@ describe('parseJson', () => {
     for (const bad of [[0xff], [0x61, 0xc3], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xf4, 0x90, 0x80, 0x80], [0xe2, 0x82]]) {
       const e = err(() => parseJson(doc(bad)));
       const at = 10 + (bad[0] === 0x61 ? 1 : 0);
-      expect([e.code, e.message], JSON.stringify(bad)).toEqual(['invalid_argument', `failed to parse the request JSON buffer: Invalid encoding in string. at ${at}`]);
+      expect([e.code, e.message], JSON.stringify(bad)).toEqual(['internal', `failed to parse the request JSON buffer: Invalid encoding in string. at ${at}`]);
     }
   });
 

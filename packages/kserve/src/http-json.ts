@@ -18,7 +18,7 @@
  * as RapidJSON's `FindMember` does.
  */
 import { isUtf8 } from 'node:buffer';
-import { internal, invalidArgument } from '@switchyard/common';
+import { internal } from '@switchyard/common';
 
 export type JsonValue = null | boolean | number | bigint | string | JsonValue[] | JsonObject;
 export interface JsonObject {
@@ -65,8 +65,9 @@ class ParseError extends Error {
 export function parseJson(input: string | Uint8Array): JsonValue {
   if (typeof input !== 'string' && !isUtf8(input)) {
     // Decoding would put U+FFFD in place of the bytes (a BYTES element would reach the model
-    // altered); RapidJSON's validating reader names this error.
-    throw invalidArgument(`failed to parse the request JSON buffer: Invalid encoding in string. at ${firstInvalidUtf8(input)}`);
+    // altered); RapidJSON's validating reader names this error, and like every JSON parse error of
+    // Triton's HTTP door it is INTERNAL (500).
+    throw internal(`failed to parse the request JSON buffer: Invalid encoding in string. at ${firstInvalidUtf8(input)}`);
   }
   const text = typeof input === 'string' ? input : decoder.decode(input);
   try {
