@@ -7,17 +7,23 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { SwitchyardError } from '@switchyard/common';
 import { MemoryRoutingTable } from '@switchyard/kv-router';
-import type { InferRequest, InferResponse } from '@switchyard/kserve';
-import { type InstanceId, type ModelCard, endpointAddress, instanceAddress, modelKey, modelName, namespace } from '@switchyard/runtime';
+import { type InferRequest, type InferResponse, deserializeBytesElements, serializeBytesElements } from '@switchyard/kserve';
+import { SimulatedExecutor } from '@switchyard/llm';
+import { type InstanceId, type ModelCard, type RequestPlane, endpointAddress, instanceAddress, modelKey, modelName, namespace } from '@switchyard/runtime';
+import { type HttpFrontDoor, ServerSettings, SharedMemoryManager, createHttpServer } from '@switchyard/server';
+import type { WireGenerateRequest } from '../protocols.js';
 import { type RouterCore, startRouterCore } from './router-core.js';
 import { rendezvousInstance, sequencePinKey } from './sequence-pins.js';
-import { MockCluster, type MockWorker, NS, SEQUENCE, TENSOR, waitFor } from './test-support/mock-cluster.js';
+import { LLM, MockCluster, type MockWorker, NS, SEQUENCE, TENSOR, waitFor } from './test-support/mock-cluster.js';
 
 let cluster: MockCluster | undefined;
 let router: RouterCore | undefined;
+let door: HttpFrontDoor | undefined;
 afterEach(async () => {
+  await door?.close();
   await router?.close();
   await cluster?.close();
+  door = undefined;
   router = undefined;
   cluster = undefined;
 });
@@ -154,7 +160,7 @@ describe('ClusterEngine: a sequence whose worker dies', () => {
 
     // a START that lands on the dead instance (still in discovery) is re-sent to the survivor and pinned there
     expect(await sum(router.engine.infer(seqStep(restarted, 5, { start: true })))).toBe(5);
-    expect(await sum(router.engine.infer(seqStep(restarted, 6)))).toBe(11);
+    expect(await sum(router.engine.infer(seqStep(restarted, 6, { end: true })))).toBe(11); // END frees the survivor's one sequence slot
     expect(router.stats().migrations.new_request).toBe(1);
 
     // once the dead instance left discovery: the worker's answer for a sequence it does not know
@@ -166,5 +172,103 @@ describe('ClusterEngine: a sequence whose worker dies', () => {
     // restarting the lost sequence works, on the survivor
     expect(await sum(router.engine.infer(seqStep(lost, 8, { start: true })))).toBe(8);
     expect(await sum(router.engine.infer(seqStep(lost, 9, { end: true })))).toBe(17);
+  });
+});
+
+/** The `generate` requests a router plane sends (target instance, wire request), recorded in order. */
+function recordGenerates(plane: RequestPlane): { instance: string; wire: WireGenerateRequest }[] {
+  const sent: { instance: string; wire: WireGenerateRequest }[] = [];
+  const request = plane.request.bind(plane);
+  plane.request = (target, payload, options) => {
+    if ('instanceId' in target && target.endpoint === 'generate') sent.push({ instance: target.instanceId, wire: payload as unknown as WireGenerateRequest });
+    return request(target, payload, options);
+  };
+  return sent;
+}
+
+describe('ClusterEngine: KServe requests to an LLM whose worker dies', () => {
+  async function start(): Promise<{ workers: MockWorker[]; sent: { instance: string; wire: WireGenerateRequest }[]; base: string }> {
+    cluster = new MockCluster();
+    // slow mocker: a 60-token generation lasts long enough to be cut
+    const workers = [await cluster.addWorker({ speedup: 2 }), await cluster.addWorker({ speedup: 2 })];
+    const roles = cluster.routerRoles();
+    const sent = recordGenerates(roles.requestPlane);
+    router = await startRouterCore({ ...roles, routingTable: new MemoryRoutingTable(), namespace: NS, routerId: 'l1' });
+    await waitFor(() => router!.registry.model(LLM)?.instances.size === 2, 5000, 'two LLM instances');
+    door = createHttpServer({ engine: router.engine, shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1' });
+    return { workers, sent, base: `http://127.0.0.1:${await door.listen()}` };
+  }
+  /** What the mocker generates for the router request `id` (worker engine id `<id>#<id>`) from position `from` on. */
+  const mockerText = (id: string, from: number, n: number): string => {
+    const tokenizer = router!.registry.model(LLM)!.text!.tokenizer;
+    const sim = new SimulatedExecutor({ vocabSize: tokenizer.vocabSize });
+    return tokenizer.decode(Array.from({ length: n }, (_, i) => sim.tokenAt(`${id}#${id}`, from + i)), { skipSpecialTokens: true });
+  };
+  /** The worker generating (one request at a time in these tests). */
+  const busy = (workers: MockWorker[]): MockWorker => workers.find((w) => w.engine.llmEndpoint(LLM)!.metrics().numRunning > 0)!;
+  const generated = (workers: MockWorker[]): number => workers.reduce((n, w) => n + w.engine.llmEndpoint(LLM)!.metrics().generationTokens, 0);
+  const PROMPT = 'The router resends a request whose worker died, with the tokens generated so far. '.repeat(2);
+
+  it('generate_stream migrates: one uninterrupted stream of max_tokens, every token once, as an undisturbed run', async () => {
+    const { workers, sent, base } = await start();
+    const res = await fetch(`${base}/v2/models/${LLM}/generate_stream`, { method: 'POST', body: JSON.stringify({ text_input: PROMPT, parameters: { stream: true, max_tokens: 60, temperature: 0, ignore_eos: true } }) });
+    expect(res.status).toBe(200);
+    const events: Record<string, unknown>[] = [];
+    const decoder = new TextDecoder();
+    let buffered = '';
+    let crashed: MockWorker | undefined;
+    for await (const chunk of res.body!) {
+      buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+      for (let i = buffered.indexOf('\n\n'); i >= 0; i = buffered.indexOf('\n\n')) {
+        const line = buffered.slice(0, i);
+        buffered = buffered.slice(i + 2);
+        if (line.startsWith('data: ')) events.push(JSON.parse(line.slice(6)) as Record<string, unknown>);
+      }
+      if (crashed === undefined && events.length >= 5) {
+        crashed = busy(workers);
+        crashed.crash();
+      }
+    }
+    expect(crashed).toBeDefined();
+    expect(events.every((e) => e['error'] === undefined)).toBe(true);
+    const last = events.at(-1)!;
+    const promptTokens = sent[0]!.wire.promptTokenIds.length;
+    expect(last).toMatchObject({ finish_reason: 'length', completion_tokens: 60, prompt_tokens: promptTokens });
+    // resent to the other worker, under the same request id, with the tokens so far
+    expect(sent).toHaveLength(2);
+    expect(sent[1]!.instance).not.toBe(sent[0]!.instance);
+    expect(sent[1]!.wire.requestId).toBe(sent[0]!.wire.requestId);
+    const done = sent[1]!.wire.promptTokenIds.length - promptTokens;
+    expect(done).toBeGreaterThanOrEqual(5);
+    expect(sent[1]!.wire.sampling['max_tokens']).toBe(60 - done);
+    const text = events.map((e) => e['text_output']).join('');
+    expect(text).toBe(mockerText(sent[0]!.wire.requestId, promptTokens, 60));
+    expect(router!.stats().migrations.ongoing_request).toBe(1);
+  });
+
+  it('generate (one final response) and infer with stream=false migrate too: the whole text, prompt first', async () => {
+    const { workers, sent, base } = await start();
+    const pending = fetch(`${base}/v2/models/${LLM}/generate`, { method: 'POST', body: JSON.stringify({ text_input: PROMPT, parameters: { max_tokens: 60, ignore_eos: true } }) });
+    await waitFor(() => generated(workers) >= 5, 5000, 'some tokens generated');
+    busy(workers).crash();
+    const res = await pending;
+    const body = (await res.json()) as Record<string, unknown>;
+    expect(res.status, JSON.stringify(body)).toBe(200);
+    const promptTokens = sent[0]!.wire.promptTokenIds.length;
+    expect(body).toMatchObject({ model_name: LLM, model_version: '1', finish_reason: 'length', completion_tokens: 60, prompt_tokens: promptTokens });
+    expect(sent).toHaveLength(2);
+    expect(body['text_output']).toBe(PROMPT + mockerText(sent[0]!.wire.requestId, promptTokens, 60));
+
+    // the gRPC doors' path (engine.infer), on the surviving worker: the request id comes back
+    const response = await router!.engine.infer({
+      id: 'grpc-like',
+      modelName: LLM,
+      modelVersion: undefined,
+      parameters: { max_tokens: 3, exclude_input_in_output: true, ignore_eos: true },
+      inputs: [{ name: 'text_input', datatype: 'BYTES', shape: [1], data: serializeBytesElements([new TextEncoder().encode(PROMPT)]), parameters: {} }],
+      outputs: [],
+    });
+    expect(response).toMatchObject({ id: 'grpc-like', modelName: LLM, modelVersion: '1' });
+    expect(new TextDecoder().decode(deserializeBytesElements(response.outputs[0]!.data, 'text_output')[0])).toBe(mockerText(sent[2]!.wire.requestId, promptTokens, 3));
   });
 });

@@ -167,18 +167,22 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
     return this.entry().text!.chatTemplate;
   }
 
-  generate(request: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerateOutput> {
-    return { [Symbol.asyncIterator]: () => this.run(request, signal) };
+  /**
+   * `counted`: false when the caller counts the request and its errors in the router stats itself
+   * (ClusterEngine's KServe `infer` path, counted as `infer`); default true (`generate`).
+   */
+  generate(request: GenerateRequest, signal?: AbortSignal, counted = true): AsyncIterable<GenerateOutput> {
+    return { [Symbol.asyncIterator]: () => this.run(request, signal, counted) };
   }
 
-  private async *run(request: GenerateRequest, signal: AbortSignal | undefined): AsyncGenerator<GenerateOutput> {
+  private async *run(request: GenerateRequest, signal: AbortSignal | undefined, counted: boolean): AsyncGenerator<GenerateOutput> {
     const { deps } = this;
     const stats = deps.stats;
     const model = this.card.name;
-    stats.request(model, 'generate');
+    if (counted) stats.request(model, 'generate');
     const prompt = request.promptTokenIds;
     if (prompt.length === 0) {
-      stats.error(model, 'generate', 'invalid_argument');
+      if (counted) stats.error(model, 'generate', 'invalid_argument');
       throw invalidArgument('the prompt is empty: at least one token is required');
     }
     const started = this.now();
@@ -272,7 +276,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
         }
       }
     } catch (err) {
-      stats.error(model, 'generate', toSwitchyardError(err).code);
+      if (counted) stats.error(model, 'generate', toSwitchyardError(err).code);
       throw err;
     }
   }
