@@ -2,7 +2,7 @@
  * KServe through the router when a worker dies (kill -9), on a whole local cluster
  * (test/support/cluster.ts: private etcd, NATS with JetStream, Redis; one router and two worker
  * processes), driven over KServe HTTP and gRPC (a grpc-js client built from Triton's protos). One
- * cluster for the file; each test kills a worker and starts a new one, so two serve again after it.
+ * cluster for the file; every step kills a worker and starts with a new one in its place.
  *
  * 1. a tensor request in flight on the killed worker (HTTP infer, gRPC ModelInfer) succeeds through
  *    the other worker, in seconds (stall probe), not after the ~9.5 s lease expiry;
@@ -99,16 +99,15 @@ function total(text: string, name: string, ...labels: string[]): number {
 }
 const routerMetrics = (): Promise<string> => metricsOf(cluster.router.metricsUrl);
 
-/** Kill -9 `victim`, start a new worker in its place (two serve again once the router sees it). */
-async function replace(victim: WorkerProcess): Promise<void> {
-  cluster.workers.splice(cluster.workers.indexOf(victim), 1);
-  await cluster.addWorker(WORKER_ARGS);
-}
+/** Kill -9 `victim` (twoWorkers() replaces it); resolves with the time of death. */
 async function kill(victim: WorkerProcess): Promise<number> {
+  cluster.workers.splice(cluster.workers.indexOf(victim), 1);
   await victim.stop('SIGKILL');
   return Date.now();
 }
+/** Start workers until two run, and wait until the router routes every model to both. */
 async function twoWorkers(): Promise<void> {
+  while (cluster.workers.length < 2) await cluster.addWorker(WORKER_ARGS);
   await waitFor(
     async () => {
       const text = await routerMetrics();
@@ -219,7 +218,6 @@ describe('KServe through the router survives a worker killed mid-request', () =>
       const recovered = Date.now() - killedAt;
       console.log(`${via} infer: answered ${recovered} ms after the kill (${Date.now() - t0} ms in all)`);
       expect(recovered).toBeLessThan(BOUND_MS);
-      await replace(victim);
     }
     expect(total(await routerMetrics(), 'switchyard_router_stall_probe_aborts_total')).toBeGreaterThanOrEqual(2);
   }, 120_000);
@@ -269,7 +267,6 @@ describe('KServe through the router survives a worker killed mid-request', () =>
       else expect(last['text_output']).toBe(PROMPT + expected);
       console.log(`${stream ? 'generate_stream' : 'generate'}: finished ${recovered} ms after the kill`);
       expect(recovered).toBeLessThan(BOUND_MS + 15_000); // the rest of the generation runs after the migration
-      await replace(victim!);
     }
   }, 150_000);
 
@@ -311,7 +308,6 @@ describe('KServe through the router survives a worker killed mid-request', () =>
     expect(last.parameters.finish_reason.string_param).toBe('length');
     const text = responses.map((r) => deserializeStrings(r.infer_response.raw_output_contents[0])[0]).join('');
     expect(text).toBe(mockerText(migratedRequestId('grpc-stream-'), Number(last.parameters.prompt_tokens.int64_param), MAX_TOKENS));
-    await replace(victim!);
   }, 120_000);
 
   it('a request in the middle of a sequence whose worker was killed fails 503 / UNAVAILABLE quickly, as does the next one', async () => {
@@ -354,6 +350,5 @@ describe('KServe through the router survives a worker killed mid-request', () =>
     expect(again.status, again.body.toString()).toBe(200);
     expect(again.json().outputs[0].data).toEqual([5]);
     expect((await step('lost', 6, { sequence_end: true })).json().outputs[0].data).toEqual([11]);
-    await replace(victim);
   }, 120_000);
 });
