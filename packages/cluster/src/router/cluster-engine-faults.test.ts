@@ -6,15 +6,17 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { SwitchyardError } from '@switchyard/common';
+import type { InferResult } from '@switchyard/engine';
 import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { type InferRequest, type InferResponse, deserializeBytesElements, serializeBytesElements } from '@switchyard/kserve';
 import { SimulatedExecutor } from '@switchyard/llm';
 import { type InstanceId, type ModelCard, type RequestPlane, endpointAddress, instanceAddress, modelKey, modelName, namespace } from '@switchyard/runtime';
 import { type HttpFrontDoor, ServerSettings, SharedMemoryManager, createHttpServer } from '@switchyard/server';
 import type { WireGenerateRequest } from '../protocols.js';
+import { inferResponseToWire, toJson } from '../wire-codec.js';
 import { type RouterCore, startRouterCore } from './router-core.js';
 import { rendezvousInstance, sequencePinKey } from './sequence-pins.js';
-import { LLM, MockCluster, type MockWorker, NS, SEQUENCE, TENSOR, waitFor } from './test-support/mock-cluster.js';
+import { DECOUPLED_ERROR, LLM, MockCluster, type MockWorker, NS, SEQUENCE, TENSOR, waitFor } from './test-support/mock-cluster.js';
 
 let cluster: MockCluster | undefined;
 let router: RouterCore | undefined;
@@ -126,6 +128,44 @@ describe('ClusterEngine: a tensor request whose worker dies', () => {
     expect(errors).toHaveLength(1);
     expect(errors[0]!.code).toBe('unavailable');
     expect(errors[0]!.message).toMatch(/^the worker serving the request \(instance .+\) failed during the request$/);
+  });
+});
+
+describe('ClusterEngine: a decoupled request whose worker dies', () => {
+  it('after some of its responses were delivered: unavailable (re-sending would repeat them), within the stall probe', async () => {
+    cluster = new MockCluster();
+    const real = await cluster.addWorker({ llm: false, extras: true });
+    // a worker that sent one response and died (no health endpoint, lease alive)
+    const dead = cluster.store.connect();
+    await cluster.routerRoles().requestPlane.serve(instanceAddress(endpointAddress(NS, 'backend', 'infer'), dead.instanceId), async function* () {
+      const out = { name: 'OUT', datatype: 'INT32' as const, shape: [1], data: new Uint8Array(Int32Array.of(1).buffer), parameters: {} };
+      yield toJson(inferResponseToWire({ id: 'd', modelName: DECOUPLED_ERROR, modelVersion: '1', parameters: {}, outputs: [out] }));
+      await new Promise(() => {});
+    });
+    const card = cluster.store.snapshot().get(modelKey(namespace(NS), modelName(DECOUPLED_ERROR), real.node.instanceId as never)) as ModelCard;
+    await dead.registerModel({ ...card, instanceId: dead.instanceId });
+    await real.node.drain(); // only the dead one serves the model
+    router = await startRouterCore({ ...cluster.routerRoles(), routingTable: new MemoryRoutingTable(), namespace: NS, routerId: 'd1', stallProbeMs: 100 });
+    await waitFor(() => [...(router!.registry.model(DECOUPLED_ERROR)?.instances.keys() ?? [])].join() === dead.instanceId, 5000, 'the dead instance only');
+    const results: InferResult[] = [];
+    const t0 = Date.now();
+    await new Promise<void>((resolve) =>
+      router!.engine.submit(
+        { id: 'd', modelName: DECOUPLED_ERROR, modelVersion: undefined, parameters: {}, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: new Uint8Array(Int32Array.of(3).buffer), parameters: {} }], outputs: [] },
+        (r) => {
+          results.push(r);
+          if (r.final) resolve();
+        },
+      ),
+    );
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(results).toHaveLength(2);
+    expect(results[0]).toMatchObject({ final: false, response: { id: 'd' } });
+    expect(results[1]!.final).toBe(true);
+    expect(results[1]!.error?.code).toBe('unavailable');
+    expect(results[1]!.error?.message).toBe(
+      `the worker serving the request (instance ${dead.instanceId}) failed during the request after 1 of its responses were delivered; it cannot be re-sent without repeating them`,
+    );
   });
 });
 
