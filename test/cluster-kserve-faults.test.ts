@@ -344,7 +344,9 @@ describe('KServe through the router survives a worker killed mid-request', () =>
     );
     expect(Date.now() - t1).toBeLessThan(BOUND_MS);
     expect(err.code).toBe(grpc.status.UNAVAILABLE);
-    expect(err.details).toMatch(/^inference request for sequence lost to model 'slow_seq' failed: the worker holding the sequence \(instance \w+\) is unreachable; the sequence's state is lost, start it again with the START flag$/);
+    expect(err.details).toMatch(
+      /^inference request for sequence lost to model 'slow_seq' failed: the worker holding the sequence \(instance \w+\) is unreachable; its state cannot move to another worker: retry later, or start the sequence again with the START flag$/,
+    );
     // restarting the sequence works (on the surviving worker)
     const again = await step('lost', 5, { sequence_start: true });
     expect(again.status, again.body.toString()).toBe(200);

@@ -105,6 +105,25 @@ describe('ClusterEngine: a tensor request whose worker dies', () => {
     expect(received).toBe(1);
   });
 
+  it('stall probe off: the dead instance leaving discovery (lease expired) aborts the request, which is re-sent', async () => {
+    cluster = new MockCluster();
+    const real = await cluster.addWorker({ llm: false, tensor: true });
+    const dead = cluster.store.connect();
+    await cluster.routerRoles().requestPlane.serve(instanceAddress(endpointAddress(NS, 'backend', 'infer'), dead.instanceId), async function* () {
+      await new Promise(() => {});
+    });
+    const card = cluster.store.snapshot().get(modelKey(namespace(NS), modelName(TENSOR), real.node.instanceId as never)) as ModelCard;
+    await dead.registerModel({ ...card, instanceId: dead.instanceId });
+    router = await startRouterCore({ ...cluster.routerRoles(), routingTable: new MemoryRoutingTable(), namespace: NS, routerId: 't4', stallProbeMs: 0 });
+    await waitFor(() => router!.registry.model(TENSOR)?.instances.size === 2, 5000, 'two instances');
+    const pending = [router.engine.infer(addSub('a')), router.engine.infer(addSub('b'))];
+    await new Promise((r) => setTimeout(r, 100));
+    dead.expireLease();
+    for (const r of await Promise.all(pending)) expect(int32s(r, 'OUTPUT0')).toEqual([11, 22, 33, 44]);
+    expect(router.stats().instanceRemovalAborts).toBe(1);
+    expect(router.stats().migrations.ongoing_request).toBe(1);
+  });
+
   it('a worker that crashes with the request in flight: re-sent, answered by the other worker', async () => {
     cluster = new MockCluster();
     const workers = [await cluster.addWorker({ llm: false, tensor: true }), await cluster.addWorker({ llm: false, tensor: true })];
@@ -189,13 +208,16 @@ describe('ClusterEngine: a sequence whose worker dies', () => {
     const t0 = Date.now();
     const error = await failure(inFlight);
     expect(error.code).toBe('unavailable');
-    expect(error.message).toBe(
-      `inference request for sequence ${lost} to model '${SEQUENCE}' failed: the worker holding the sequence (instance ${ids[0]}) ${error.message.includes('is unreachable') ? 'is unreachable' : 'failed during the request'}; the sequence's state is lost, start it again with the START flag`,
-    );
+    expect([
+      `inference request for sequence ${lost} to model '${SEQUENCE}' failed: the worker holding the sequence (instance ${ids[0]}) failed during the request; the sequence's state is lost, start it again with the START flag`,
+      `inference request for sequence ${lost} to model '${SEQUENCE}' failed: the worker holding the sequence (instance ${ids[0]}) is unreachable; its state cannot move to another worker: retry later, or start the sequence again with the START flag`,
+    ]).toContain(error.message);
     // the next request of the sequence: the worker is still in discovery (lease alive), no responders → the same, at once
     const next = await failure(router.engine.infer(seqStep(lost, 4)));
     expect(next.code).toBe('unavailable');
-    expect(next.message).toContain(`inference request for sequence ${lost} to model '${SEQUENCE}' failed: the worker holding the sequence (instance ${ids[0]}) is unreachable`);
+    expect(next.message).toBe(
+      `inference request for sequence ${lost} to model '${SEQUENCE}' failed: the worker holding the sequence (instance ${ids[0]}) is unreachable; its state cannot move to another worker: retry later, or start the sequence again with the START flag`,
+    );
     expect(Date.now() - t0).toBeLessThan(2000);
 
     // a START that lands on the dead instance (still in discovery) is re-sent to the survivor and pinned there

@@ -37,10 +37,11 @@
  *   the sequence afresh, and the pin moves there. (Another router replica follows the hash, which may
  *   still name the dead instance until it leaves discovery: its requests then fail as below.)
  * - a later request of a sequence is never re-sent (its state died with the instance): it fails
- *   `unavailable` (HTTP 503, gRPC UNAVAILABLE) "…the worker holding the sequence … is unreachable /
- *   failed during the request; the sequence's state is lost, start it again with the START flag". The
- *   pin stays, so the sequence's next requests fail the same way at once (no responders) until the
- *   instance leaves discovery; from then on they get the worker's answer for an unknown sequence.
+ *   `unavailable` (HTTP 503, gRPC UNAVAILABLE) "…the worker holding the sequence … failed during the
+ *   request; the sequence's state is lost, start it again with the START flag" (or "… is unreachable;
+ *   its state cannot move to another worker: retry later, or start the sequence again …"). The pin
+ *   stays, so the sequence's next requests fail at once (no responders) until the instance leaves
+ *   discovery; from then on they get the worker's answer for an unknown sequence.
  * - a decoupled request whose responses were partly delivered cannot be re-sent without repeating
  *   them: `unavailable`. So is any request past the migration limit or without another instance.
  * Other failures (the worker's own error frames) pass through unchanged.
@@ -414,11 +415,10 @@ export class ClusterEngine implements InferenceEngine {
         if (sequence !== undefined && !sequence.start) {
           // Its state was on that instance: nothing to re-send it to. The pin stays: later requests of
           // the sequence fail the same way (no responders) until the instance leaves discovery, then
-          // as a sequence without START (pickSequenceInstance).
-          throw unavailable(
-            `inference request for sequence ${sequence.text} to model '${entry.name}' failed: the worker holding the sequence (instance ${instance}) ${what}; the sequence's state is lost, start it again with the START flag`,
-            e,
-          );
+          // as a sequence without START (pickSequenceInstance). Unreachable is not known dead (a
+          // worker's NATS reconnect): its message leaves a retry open.
+          const state = failure === 'unreachable' ? 'its state cannot move to another worker: retry later, or start the sequence again with the START flag' : "the sequence's state is lost, start it again with the START flag";
+          throw unavailable(`inference request for sequence ${sequence.text} to model '${entry.name}' failed: the worker holding the sequence (instance ${instance}) ${what}; ${state}`, e);
         }
         if (delivered > 0) {
           throw unavailable(`the worker serving the request (instance ${instance}) ${what} after ${delivered} of its responses were delivered; it cannot be re-sent without repeating them`, e);
