@@ -5,7 +5,7 @@
  * the next ones until the dead instance leaves discovery; a sequence START is re-sent.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { SwitchyardError } from '@switchyard/common';
+import { SwitchyardError, cancelled } from '@switchyard/common';
 import type { InferResult } from '@switchyard/engine';
 import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { type InferRequest, type InferResponse, deserializeBytesElements, serializeBytesElements } from '@switchyard/kserve';
@@ -306,6 +306,32 @@ describe('ClusterEngine: KServe requests to an LLM whose worker dies', () => {
     const text = events.map((e) => e['text_output']).join('');
     expect(text).toBe(mockerText(sent[0]!.wire.requestId, promptTokens, 60));
     expect(router!.stats().migrations.ongoing_request).toBe(1);
+  });
+
+  it('with migration off, a generation whose worker stops its endpoint without drain fails 503, not 400 cancelled', async () => {
+    cluster = new MockCluster();
+    const real = await cluster.addWorker();
+    // a worker that stops its endpoint mid-stream without drain (lease lost, forced shutdown): a
+    // `cancelled` error frame; its health endpoint still answers, so it is not taken for dead
+    const stopping = cluster.store.connect();
+    const plane = cluster.routerRoles().requestPlane;
+    await plane.serve(instanceAddress(endpointAddress(NS, 'backend', 'generate'), stopping.instanceId), async function* () {
+      yield { tokenIds: [1, 2, 3], finishReason: null, stopReason: null };
+      throw cancelled('endpoint stopped');
+    });
+    await plane.serve(instanceAddress(endpointAddress(NS, 'backend', 'health'), stopping.instanceId), async function* () {
+      yield { state: 'serving' };
+    });
+    const card = cluster.store.snapshot().get(modelKey(namespace(NS), modelName(LLM), real.node.instanceId as never)) as ModelCard;
+    await stopping.registerModel({ ...card, instanceId: stopping.instanceId });
+    await real.node.drain();
+    router = await startRouterCore({ ...cluster.routerRoles(), routingTable: new MemoryRoutingTable(), namespace: NS, routerId: 'l2', migrationLimit: 0 });
+    await waitFor(() => [...(router!.registry.model(LLM)?.instances.keys() ?? [])].join() === stopping.instanceId, 5000, 'the stopping instance only');
+    door = createHttpServer({ engine: router.engine, shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1' });
+    const res = await fetch(`http://127.0.0.1:${await door.listen()}/v2/models/${LLM}/generate`, { method: 'POST', body: JSON.stringify({ text_input: PROMPT, parameters: { max_tokens: 10 } }) });
+    const body = (await res.json()) as { error: string };
+    expect(res.status, body.error).toBe(503);
+    expect(body.error).toBe(`instance ${stopping.instanceId} stopped serving during the request (migration limit 0 reached)`);
   });
 
   it('generate (one final response) and infer with stream=false migrate too: the whole text, prompt first', async () => {

@@ -262,7 +262,10 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
           // a stream cut by this router's own NATS outage says nothing against the instance
           if (!gone && !(err instanceof StreamIncompleteError && err.local)) deps.tracker.inhibit(instance);
           if (attempt >= deps.options.migrationLimit) {
-            throw gone ? unavailable(`instance ${instance} left the cluster during the request (migration limit ${deps.options.migrationLimit} reached)`, err) : err;
+            // what cannot be moved is unavailable (503 / UNAVAILABLE), never the worker's `cancelled`
+            if (gone) throw unavailable(`instance ${instance} left the cluster during the request (migration limit ${deps.options.migrationLimit} reached)`, err);
+            if (workerStopped) throw unavailable(`instance ${instance} stopped serving during the request (migration limit ${deps.options.migrationLimit} reached)`, err);
+            throw err;
           }
           attempt++;
           const kind = err instanceof NoRespondersError ? 'new_request' : 'ongoing_request';
