@@ -58,7 +58,8 @@
  * as a WireInferResponse with `error` and is delivered the same way; the stream goes on.
  *
  * KServe requests to an LLM (`generate`, `generate_stream`, ModelInfer / ModelStreamInfer carrying a
- * one-element `text_input` BYTES input) are answered HERE, as Dynamo's KServe frontend does: the
+ * one-element `text_input` BYTES input) are answered HERE (kserve-llm.ts), as Dynamo's KServe
+ * frontend does (it turns `text_input` into a completion request for its own pipeline): the
  * request is normalized against the card's config (the engine's own `normalizeRequest`) and handed
  * to the engine's own `LlmInstance` (the code a worker runs for it: parameters, `sampling_parameters`,
  * `stream`, `exclude_input_in_output`, stop strings, text deltas, usage parameters), whose LlmEndpoint
@@ -74,17 +75,18 @@
  * (routed by its prompt when it has one), so its error is the worker's own.
  */
 import { type Logger, SwitchyardError, cancelled, invalidArgument, notFound, toSwitchyardError, unavailable, unsupported } from '@switchyard/common';
-import { DEFAULT_EXTENSIONS, DEFAULT_SERVER_NAME, DEFAULT_SERVER_VERSION, type InferenceEngine, inferViaSubmit, type InferResult, type ModelIndexEntry, type ModelMetadata, type ModelMetricsSnapshot, type ModelStatistics, type NormalizedRequest, type OutputLabels, type ResponseSender, type ServerMetadata, type SubmitOptions } from '@switchyard/engine';
+import { DEFAULT_EXTENSIONS, DEFAULT_SERVER_NAME, DEFAULT_SERVER_VERSION, type InferenceEngine, inferViaSubmit, type InferResult, type ModelIndexEntry, type ModelMetadata, type ModelMetricsSnapshot, type ModelStatistics, type OutputLabels, type ServerMetadata, type SubmitOptions } from '@switchyard/engine';
 import { randomUUID } from 'node:crypto';
 import { type InferRequest, type InferResponse, deserializeBytesElements } from '@switchyard/kserve';
 import type { LlmEndpoint } from '@switchyard/llm';
-import { LlmInstance, compileLlmOptions, correlationText, inSequence, normalizeRequest, parseLlmRequest, requestPrefix, sequenceOf } from '@switchyard/engine/internal';
+import { correlationText, inSequence, sequenceOf } from '@switchyard/engine/internal';
 import { DEFAULT_MAX_SEQUENCE_IDLE_MICROSECONDS, type ModelConfig, type ModelSequenceBatching, parseModelConfigJson } from '@switchyard/model-config';
 import { type InstanceId, type ModelCard, type RequestPlane, NoRespondersError, StreamIncompleteError, endpointAddress, instanceAddress } from '@switchyard/runtime';
 import { INFER_ENDPOINT, STATS_ENDPOINT, type WireModelStatistics, type WireStatsRequest } from '../protocols.js';
 import { decodeWireInferResponse, decodeWireStats, inferErrorFromWire, inferRequestToWire, inferResponseFromWire, toJson } from '../wire-codec.js';
 import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
 import type { ModelEntry, ModelRegistry } from './model-registry.js';
+import { KServeLlm, type PreparedLlmRequest } from './kserve-llm.js';
 import { instanceOf } from './llm-worker-chooser.js';
 import { RoutedLlmEndpoint, type RoutedLlmEndpointDeps } from './routed-llm-endpoint.js';
 import { SequencePins, rendezvousInstance, sequencePinKey } from './sequence-pins.js';
@@ -132,13 +134,13 @@ export class ClusterEngine implements InferenceEngine {
   private readonly random: () => number;
   private readonly pins: SequencePins;
   private readonly stallDeps: StallWatchDeps;
-  /** The KServe face of each routed LLM, rebuilt when its config (card) changes. */
-  private readonly llmInstances = new WeakMap<RoutedLlmEndpoint, { config: ModelConfig; instance: LlmInstance }>();
+  private readonly kserveLlm: KServeLlm;
 
   constructor(private readonly options: ClusterEngineOptions) {
     this.random = options.random ?? Math.random;
     const { prober, options: routing, tracker, stats, logger } = options.llm;
     this.stallDeps = { prober, stallProbeMs: routing.stallProbeMs, tracker, stats, logger };
+    this.kserveLlm = new KServeLlm({ stats, logger });
     this.pins = new SequencePins(options.now);
     void options.registry.ready().then(() => (this.synced = true));
   }
@@ -318,7 +320,7 @@ export class ClusterEngine implements InferenceEngine {
     const entry = this.resolve(request.modelName, request.modelVersion);
     if (signal?.aborted === true) throw cancelled('Request was cancelled');
     const here = this.llmHere(entry, request);
-    if (here !== undefined) return this.serveLlmHere(here, request, deliver, signal);
+    if (here !== undefined) return this.kserveLlm.serve(here, request, deliver, signal);
     const decoupled = entry.metadata.decoupled;
     const payload = toJson(inferRequestToWire(request));
     const tried = new Set<InstanceId>();
@@ -457,109 +459,19 @@ export class ClusterEngine implements InferenceEngine {
     return undefined;
   }
 
-  /**
-   * A KServe request to an LLM the router answers itself (see the file comment): the model's
-   * LlmInstance over its RoutedLlmEndpoint and the request normalized as the worker's engine would.
-   * Undefined (the request is forwarded as it is, the worker answers) when the model is not a routable
-   * LLM, the prompt is not one inline BYTES element, or the request does not parse here: its error is
-   * then the worker's own.
-   */
-  private llmHere(entry: ModelEntry, request: InferRequest): { instance: LlmInstance; normalized: NormalizedRequest; version: string } | undefined {
+  /** A KServe request to an LLM the router answers itself (kserve-llm.ts), or undefined: forward it. */
+  private llmHere(entry: ModelEntry, request: InferRequest): PreparedLlmRequest | undefined {
     if (entry.kind !== 'llm' || entry.text === undefined || entry.llm === undefined) return undefined;
-    const input = request.inputs.find((i) => i.name === 'text_input');
-    if (input === undefined || input.parameters['shared_memory_region'] !== undefined) return undefined;
-    if (request.inputs.some((i) => i.parameters['shared_memory_region'] !== undefined)) return undefined;
     const endpoint = this.llmEndpoint(entry.name) as RoutedLlmEndpoint | undefined;
-    if (endpoint === undefined) return undefined;
+    const version = request.modelVersion !== undefined ? String(request.modelVersion) : versionsOf(entry).at(-1);
+    if (endpoint === undefined || version === undefined) return undefined;
+    let config: ModelConfig;
     try {
-      const config = this.modelConfig(entry.name, request.modelVersion);
-      let cached = this.llmInstances.get(endpoint);
-      if (cached?.config !== config) {
-        const defaultMaxTokens = compileLlmOptions(config, entry.llm.engine).defaultMaxTokens;
-        // The endpoint as the instance sees it: generations counted by this engine (as `infer`), not as `generate`.
-        const view: LlmEndpoint = {
-          get card() {
-            return endpoint.card;
-          },
-          get tokenizer() {
-            return endpoint.tokenizer;
-          },
-          get chatTemplate() {
-            return endpoint.chatTemplate;
-          },
-          generate: (r, signal) => endpoint.generate(r, signal, false),
-          metrics: () => endpoint.metrics(),
-        };
-        cached = { config, instance: new LlmInstance({ name: `${entry.name}_router`, endpoint: view, defaultMaxTokens, logger: this.options.logger }) };
-        this.llmInstances.set(endpoint, cached);
-      }
-      const normalized = normalizeRequest(config, request);
-      const parsed = parseLlmRequest(normalized, 1);
-      if (parsed.prompt.trim() === '') return undefined;
-      const version = request.modelVersion !== undefined ? String(request.modelVersion) : versionsOf(entry).at(-1);
-      return version === undefined ? undefined : { instance: cached.instance, normalized, version };
+      config = this.modelConfig(entry.name, request.modelVersion);
     } catch {
       return undefined;
     }
-  }
-
-  /**
-   * Answer a KServe LLM request here: the LlmInstance renders the worker's responses (text deltas or
-   * one final text, usage parameters) from the RoutedLlmEndpoint's generation, which routes it and
-   * migrates it when its worker dies. Resolves once the final result was delivered. A caller's cancel
-   * ends it at once with the engine's cancelled error, as a worker's job does.
-   */
-  private serveLlmHere(
-    here: { instance: LlmInstance; normalized: NormalizedRequest; version: string },
-    request: InferRequest,
-    deliver: (r: InferResult) => void,
-    signal: AbortSignal | undefined,
-  ): Promise<void> {
-    const model = request.modelName;
-    return new Promise<void>((resolve) => {
-      let open = true;
-      let cancelListener: (() => void) | undefined;
-      const close = (): void => {
-        open = false;
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      };
-      const fail = (error: SwitchyardError, final: boolean): void => {
-        if (final) this.options.stats.error(model, 'infer', error.code);
-        deliver({ final, error });
-      };
-      const onAbort = (): void => {
-        if (!open) return;
-        close();
-        const listener = cancelListener;
-        cancelListener = undefined;
-        try {
-          listener?.();
-        } catch {
-          // the instance's cancel hook must not break delivery
-        }
-        fail(cancelled(`${requestPrefix(request.id)}Request was cancelled`), true);
-      };
-      const sender: ResponseSender = {
-        send: (response, final) => {
-          if (!open) return false;
-          if (response === undefined && !final) return true;
-          if (final) close();
-          if (response === undefined) deliver({ final: true });
-          else if ('error' in response) fail(response.error, final);
-          else deliver({ final, response: { id: request.id, modelName: model, modelVersion: here.version, parameters: response.parameters ?? {}, outputs: response.outputs } });
-          return true;
-        },
-        get cancelled() {
-          return signal?.aborted === true;
-        },
-        onCancel: (listener) => {
-          cancelListener = listener;
-        },
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      here.instance.execute([here.normalized], [sender]).catch((e: unknown) => sender.send({ error: toSwitchyardError(e) }, true));
-    });
+    return this.kserveLlm.prepare({ endpoint, engine: entry.llm.engine, config, version }, request);
   }
 
   /**
