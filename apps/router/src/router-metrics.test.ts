@@ -53,14 +53,14 @@ switchyard_router_time_to_first_token_seconds_bucket{le="0.1"} 3
 switchyard_router_time_to_first_token_seconds_bucket{le="+Inf"} 4
 switchyard_router_time_to_first_token_seconds_sum 0.125
 switchyard_router_time_to_first_token_seconds_count 4
-# HELP switchyard_router_migrations_total Requests moved to another worker: new_request (no worker took it), ongoing_request (its stream broke midway).
+# HELP switchyard_router_migrations_total Requests moved to another worker: new_request (no worker took it), ongoing_request (its worker failed midway).
 # TYPE switchyard_router_migrations_total counter
 switchyard_router_migrations_total{type="new_request"} 0
 switchyard_router_migrations_total{type="ongoing_request"} 1
-# HELP switchyard_router_instance_removal_aborts_total In-flight streams aborted because their worker left discovery and its health probe failed.
+# HELP switchyard_router_instance_removal_aborts_total In-flight requests aborted because their worker left discovery and its health probe failed.
 # TYPE switchyard_router_instance_removal_aborts_total counter
 switchyard_router_instance_removal_aborts_total 0
-# HELP switchyard_router_stall_probe_aborts_total In-flight streams aborted because they went silent and their worker failed its health probe.
+# HELP switchyard_router_stall_probe_aborts_total In-flight requests aborted because they went silent and their worker failed its health probe.
 # TYPE switchyard_router_stall_probe_aborts_total counter
 switchyard_router_stall_probe_aborts_total 0
 # HELP switchyard_router_routing_table_fallbacks_total LLM routing decisions taken round-robin because the routing table (Redis) was unavailable.

@@ -39,3 +39,7 @@ export { runWarmup } from './warmup.js';
 export { threadDecoderSession, createOnnxLlmExecutor } from './llm-session.js';
 export { sequenceOf, inSequence, correlationText } from './sequence-controls.js';
 export type { CorrelationId, RequestSequence } from './sequence-controls.js';
+// The KServe face of an LLM, for routers that answer it over their own LlmEndpoint (cluster router).
+export { LlmInstance, parseLlmRequest } from './llm-instance.js';
+export type { LlmInstanceOptions } from './llm-instance.js';
+export { compileLlmOptions } from './llm-options.js';

@@ -8,7 +8,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serializeBytesElements, type InferRequest, type Parameters } from '@switchyard/kserve';
 import { llmFixtureRepositoryFiles } from '@switchyard/onnx-builder';
+import { silentLogger } from '@switchyard/common';
+import type { LlmEndpoint } from '@switchyard/llm';
+import type { ResponseSender } from './backend.js';
 import { type Engine, createEngine } from './engine.js';
+import { LlmInstance } from './llm-instance.js';
+import { normalizeRequest } from './request-normalizer.js';
 import type { InferResult } from './types.js';
 
 /** The simulated LLM (as test/fixtures/llm_repository/mock_llm); onnx-builder generates its tokenizer files. */
@@ -85,5 +90,44 @@ describe('LlmInstance usage parameters', () => {
     const results = await run({ stream: true, max_tokens: 3 });
     expect(results.at(-1)!.error).toBeUndefined();
     expect(results.at(-1)!.response!.parameters).toMatchObject({ finish_reason: 'length', prompt_tokens: promptTokens(), completion_tokens: 3 });
+  });
+});
+
+describe('LlmInstance end of sequence', () => {
+  it("stops on the EOS ids of its endpoint's card, not on the tokenizer's (the mocker generates to max_tokens)", async () => {
+    const real = engine.llmEndpoint('mock_llm')!;
+    const eos = [...real.tokenizer.eosTokenIds][0]!;
+    expect(eos).toBeDefined();
+    expect(real.card.eosTokenIds).toEqual([]);
+    // an endpoint that samples the tokenizer's EOS id second, as a mocker may
+    const tokens = [real.tokenizer.encode('sea', { addSpecialTokens: false })[0]!, eos, real.tokenizer.encode('wind', { addSpecialTokens: false })[0]!];
+    const endpoint: LlmEndpoint = {
+      card: real.card,
+      tokenizer: real.tokenizer,
+      chatTemplate: undefined,
+      metrics: () => real.metrics(),
+      async *generate(r) {
+        for (const t of tokens) yield { tokenIds: [t], finishReason: null, stopReason: null };
+        yield { tokenIds: [], finishReason: 'length', stopReason: null, usage: { promptTokens: r.promptTokenIds.length, completionTokens: 3, cachedTokens: 0 } };
+      },
+    };
+    const instance = new LlmInstance({ name: 'eos', endpoint, defaultMaxTokens: 3, logger: silentLogger });
+    const req = request({ max_tokens: 3, exclude_input_in_output: true });
+    const results: Array<{ response?: unknown; final: boolean }> = [];
+    const done = new Promise<void>((resolve) => {
+      const sender: ResponseSender = {
+        send: (response, final) => {
+          results.push({ response, final });
+          if (final) resolve();
+          return true;
+        },
+        cancelled: false,
+        onCancel: () => {},
+      };
+      void instance.execute([normalizeRequest(engine.modelConfig('mock_llm'), req)], [sender]);
+    });
+    await done;
+    expect(results).toHaveLength(1);
+    expect((results[0]!.response as { parameters: Parameters }).parameters).toMatchObject({ finish_reason: 'length', completion_tokens: 3 });
   });
 });

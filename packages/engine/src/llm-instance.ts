@@ -78,7 +78,8 @@ export class LlmInstance implements BackendInstance {
     sender.onCancel(() => abort.abort());
     if (sender.cancelled) return;
     const promptTokenIds = endpoint.tokenizer.encode(parsed.prompt, { addSpecialTokens: true });
-    const processor = new OutputProcessor({ tokenizer: endpoint.tokenizer, sampling: parsed.sampling, promptTokenIds });
+    // the EOS ids the engine applies (the card's: none for the mocker), as the OpenAI door does
+    const processor = new OutputProcessor({ tokenizer: endpoint.tokenizer, sampling: parsed.sampling, promptTokenIds, eosTokenIds: endpoint.card.eosTokenIds });
     const requestId = `${normalized.request.id === '' ? 'kserve' : normalized.request.id}-${randomUUID()}`;
     let text = '';
     try {

@@ -8,11 +8,12 @@ import { serializeBytesElements } from '@switchyard/kserve';
 import { type HttpFrontDoor, ServerSettings, SharedMemoryManager, createHttpServer } from '@switchyard/server';
 import { type RouterCore, startRouterCore } from './router-core.js';
 import type { RouterMode } from './router-stats.js';
-import { LLM, MockCluster, NS, waitFor } from './test-support/mock-cluster.js';
+import { LLM, MockCluster, type MockWorker, NS, waitFor } from './test-support/mock-cluster.js';
 
 let cluster: MockCluster | undefined;
 let router: RouterCore | undefined;
 let door: HttpFrontDoor | undefined;
+let workers: MockWorker[] = [];
 afterEach(async () => {
   await door?.close();
   await router?.close();
@@ -22,10 +23,9 @@ afterEach(async () => {
   cluster = undefined;
 });
 
-async function start(mode: RouterMode, options: { kvEvents?: boolean } = {}): Promise<{ router: RouterCore; table: MemoryRoutingTable; base: string }> {
+async function start(mode: RouterMode, options: { kvEvents?: boolean; speedup?: number } = {}): Promise<{ router: RouterCore; table: MemoryRoutingTable; base: string }> {
   cluster = new MockCluster();
-  await cluster.addWorker(options);
-  await cluster.addWorker(options);
+  workers = [await cluster.addWorker(options), await cluster.addWorker(options)];
   const table = new MemoryRoutingTable();
   router = await startRouterCore({ ...cluster.routerRoles(), routingTable: table, namespace: NS, mode, routerId: 'k1' });
   await waitFor(() => router!.registry.model(LLM)?.instances.size === 2, 5000, 'two LLM instances');
@@ -133,6 +133,31 @@ describe('ClusterEngine: KServe LLM requests use the KV-aware router', () => {
     });
     expect(r.status).toBeGreaterThanOrEqual(400);
     expect(router.stats().decisionsByMode.kv).toBe(1);
+    await expectReleased(table);
+  });
+
+  it('a client that closes its generate_stream stops the generation on the worker and releases the reservation', async () => {
+    const { table, base } = await start('kv', { speedup: 2 });
+    const running = (): number => workers.reduce((n, w) => n + w.engine.llmEndpoint(LLM)!.metrics().numRunning, 0);
+    const generated = (): number => workers.reduce((n, w) => n + w.engine.llmEndpoint(LLM)!.metrics().generationTokens, 0);
+    const ctrl = new AbortController();
+    const r = await fetch(`${base}/v2/models/${LLM}/generate_stream`, {
+      method: 'POST',
+      body: JSON.stringify({ text_input: 'cancel me, please', parameters: { stream: true, max_tokens: 250, ignore_eos: true } }),
+      signal: ctrl.signal,
+    });
+    let events = 0;
+    try {
+      for await (const chunk of r.body!) {
+        events += new TextDecoder().decode(chunk as Uint8Array).split('data: ').length - 1;
+        if (events >= 3) ctrl.abort();
+      }
+    } catch {
+      // the aborted body throws
+    }
+    expect(events).toBeGreaterThanOrEqual(3);
+    await waitFor(() => running() === 0, 3000, 'the generation stopped on the worker');
+    expect(generated()).toBeLessThan(250);
     await expectReleased(table);
   });
 });

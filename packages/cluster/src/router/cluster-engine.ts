@@ -21,8 +21,30 @@
  * clients and Triton's own tests check the name.
  *
  * Tensor requests pick, among the instances serving the model (and the requested version), the one
- * with the fewest requests this router has in flight to it (ties: random). A request that reaches
- * nobody (NoRespondersError) is retried once on another instance; other failures are final.
+ * with the fewest requests this router has in flight to it (ties: random).
+ *
+ * WORKER DEATH. An attempt fails because of its instance when the request reached nobody
+ * (NoRespondersError), its stream stopped without the final marker (StreamIncompleteError), the
+ * worker stopped its endpoint without drain (a `cancelled` error frame the caller did not ask for), or
+ * the router aborted it: the instance left discovery and its health probe says dead, or the request
+ * was silent for `stallProbeMs` and the probe says dead (stall-watch.ts; a kill -9'ed worker is found
+ * within ~stallProbeMs + one probe, far below the lease TTL). The instance is inhibited, then:
+ * - a stateless request (no sequence, or a sequence START) with nothing delivered yet is re-sent to
+ *   another instance, at most `migrationLimit` times (a request that reached nobody at least once,
+ *   migration off or not: nothing ran). Tensor models are functions of their inputs, so running one
+ *   twice (the dead worker may have executed it) is harmless; the caller sees one answer.
+ * - a START is re-sent too: it carries all the state its sequence has, so the other instance starts
+ *   the sequence afresh, and the pin moves there. (Another router replica follows the hash, which may
+ *   still name the dead instance until it leaves discovery: its requests then fail as below.)
+ * - a later request of a sequence is never re-sent (its state died with the instance): it fails
+ *   `unavailable` (HTTP 503, gRPC UNAVAILABLE) "…the worker holding the sequence … failed during the
+ *   request; the sequence's state is lost, start it again with the START flag" (or "… is unreachable;
+ *   its state cannot move to another worker: retry later, or start the sequence again …"). The pin
+ *   stays, so the sequence's next requests fail at once (no responders) until the instance leaves
+ *   discovery; from then on they get the worker's answer for an unknown sequence.
+ * - a decoupled request whose responses were partly delivered cannot be re-sent without repeating
+ *   them: `unavailable`. So is any request past the migration limit or without another instance.
+ * Other failures (the worker's own error frames) pass through unchanged.
  *
  * Sequences (a model with `sequence_batching`, a request with a non-zero / non-empty `sequence_id`,
  * integer or string): every request of a sequence goes to one instance (sequence-pins.ts): the
@@ -30,23 +52,27 @@
  * router until END or the model's idle time plus a margin; a request without START and without pin
  * (another replica saw the START, or the pin expired) takes the rendezvous choice too. A pinned
  * instance that left discovery fails the request with the worker's error for an unknown sequence
- * (`pickSequenceInstance` says why). A later request that reaches nobody is not retried elsewhere
- * (its state is on that instance); a START is, like any tensor request.
+ * (`pickSequenceInstance` says why).
  *
  * Decoupled streams: an error response in the middle (`{ error, final: false }` on the worker) comes
  * as a WireInferResponse with `error` and is delivered the same way; the stream goes on.
  *
  * KServe requests to an LLM (`generate`, `generate_stream`, ModelInfer / ModelStreamInfer carrying a
- * one-element `text_input` BYTES input) are routed like the OpenAI path instead: the prompt is
- * tokenized as the worker's LlmInstance does (the model's tokenizer from the registry, UTF-8 decoded
- * with replacement, `addSpecialTokens: true`, no chat template), its block hashes go through the
- * model's RoutedLlmEndpoint chooser (same modes, inhibition, approximate mode, table fallback, same
- * round-robin cursor, counted in the decisions), and the original request is forwarded to the chosen
- * instance's `infer` endpoint. Prefill is marked done at the first response frame and the reservation
- * released when the attempt ends, however it ends. No migration (a KServe stream cannot be resumed
- * at token level); the no-responders retry applies as for tensors. A request whose prompt cannot be
- * read here (missing, not BYTES, not one element, in shared memory, empty after tokenizing) goes the
- * tensor way: the worker gives the error or answers as it would.
+ * one-element `text_input` BYTES input) are answered HERE (kserve-llm.ts), as Dynamo's KServe
+ * frontend does (it turns `text_input` into a completion request for its own pipeline): the
+ * request is normalized against the card's config (the engine's own `normalizeRequest`) and handed
+ * to the engine's own `LlmInstance` (the code a worker runs for it: parameters, `sampling_parameters`,
+ * `stream`, `exclude_input_in_output`, stop strings, text deltas, usage parameters), whose LlmEndpoint
+ * is the model's RoutedLlmEndpoint: routed KV-aware like the OpenAI path (same chooser, decisions,
+ * reservations) and sent to the worker's `generate` endpoint as token ids, so a generation whose
+ * worker dies MIGRATES with the tokens so far — the client sees one uninterrupted stream (or one
+ * final text) of the requested length, every token once. Past the migration limit, or with no other
+ * worker, it fails `unavailable` (503 / UNAVAILABLE). The request is counted here as `infer`, not as
+ * `generate`. Departure: such requests run on the workers' `generate` endpoint, not through their
+ * engine's scheduler, so they do not appear in the workers' Triton statistics (`/stats`), as OpenAI
+ * requests do not. A request that does not parse here (prompt missing, not one inline BYTES element,
+ * in shared memory, blank; a bad input or parameter) is forwarded unchanged to a worker's `infer`
+ * (routed by its prompt when it has one), so its error is the worker's own.
  */
 import { type Logger, SwitchyardError, cancelled, invalidArgument, notFound, toSwitchyardError, unavailable, unsupported } from '@switchyard/common';
 import { DEFAULT_EXTENSIONS, DEFAULT_SERVER_NAME, DEFAULT_SERVER_VERSION, type InferenceEngine, inferViaSubmit, type InferResult, type ModelIndexEntry, type ModelMetadata, type ModelMetricsSnapshot, type ModelStatistics, type OutputLabels, type ServerMetadata, type SubmitOptions } from '@switchyard/engine';
@@ -55,15 +81,17 @@ import { type InferRequest, type InferResponse, deserializeBytesElements } from 
 import type { LlmEndpoint } from '@switchyard/llm';
 import { correlationText, inSequence, sequenceOf } from '@switchyard/engine/internal';
 import { DEFAULT_MAX_SEQUENCE_IDLE_MICROSECONDS, type ModelConfig, type ModelSequenceBatching, parseModelConfigJson } from '@switchyard/model-config';
-import { type InstanceId, type ModelCard, type RequestPlane, NoRespondersError, endpointAddress, instanceAddress } from '@switchyard/runtime';
+import { type InstanceId, type ModelCard, type RequestPlane, NoRespondersError, StreamIncompleteError, endpointAddress, instanceAddress } from '@switchyard/runtime';
 import { INFER_ENDPOINT, STATS_ENDPOINT, type WireModelStatistics, type WireStatsRequest } from '../protocols.js';
 import { decodeWireInferResponse, decodeWireStats, inferErrorFromWire, inferRequestToWire, inferResponseFromWire, toJson } from '../wire-codec.js';
-import type { InstanceTracker } from './instance-tracker.js';
+import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
 import type { ModelEntry, ModelRegistry } from './model-registry.js';
+import { KServeLlm, type PreparedLlmRequest } from './kserve-llm.js';
 import { instanceOf } from './llm-worker-chooser.js';
 import { RoutedLlmEndpoint, type RoutedLlmEndpointDeps } from './routed-llm-endpoint.js';
 import { SequencePins, rendezvousInstance, sequencePinKey } from './sequence-pins.js';
 import type { RouterStatsRecorder } from './router-stats.js';
+import { type StallWatchDeps, watchStall } from './stall-watch.js';
 import { sumStatistics } from './statistics-sum.js';
 
 /** A worker's (Triton's) name and version: clients and Triton's own tests check `name == "triton"`. */
@@ -105,9 +133,14 @@ export class ClusterEngine implements InferenceEngine {
   private readonly labels = new WeakMap<object, OutputLabels>();
   private readonly random: () => number;
   private readonly pins: SequencePins;
+  private readonly stallDeps: StallWatchDeps;
+  private readonly kserveLlm: KServeLlm;
 
   constructor(private readonly options: ClusterEngineOptions) {
     this.random = options.random ?? Math.random;
+    const { prober, options: routing, tracker, stats, logger } = options.llm;
+    this.stallDeps = { prober, stallProbeMs: routing.stallProbeMs, tracker, stats, logger };
+    this.kserveLlm = new KServeLlm({ stats, logger });
     this.pins = new SequencePins(options.now);
     void options.registry.ready().then(() => (this.synced = true));
   }
@@ -277,16 +310,24 @@ export class ClusterEngine implements InferenceEngine {
     this.stopping = true;
   }
 
-  /** Send to one instance; on NoResponders once more to another. Throws what ends the request. */
+  /**
+   * Send to one instance; when that instance fails (see the file comment: reached nobody, died or
+   * stalled dead mid-request, stopped its endpoint without drain), re-send to another one when that is
+   * safe, else fail `unavailable`. Throws what ends the request.
+   */
   private async forward(request: InferRequest, deliver: (r: InferResult) => void, signal: AbortSignal | undefined): Promise<void> {
     if (this.stopping) throw unavailable('Server is stopping');
     const entry = this.resolve(request.modelName, request.modelVersion);
     if (signal?.aborted === true) throw cancelled('Request was cancelled');
+    const here = this.llmHere(entry, request);
+    if (here !== undefined) return this.kserveLlm.serve(here, request, deliver, signal);
     const decoupled = entry.metadata.decoupled;
     const payload = toJson(inferRequestToWire(request));
     const tried = new Set<InstanceId>();
     const llm = this.llmRoute(entry, request);
     const sequence = llm === undefined ? this.sequenceRoute(entry, request) : undefined;
+    const { migrationLimit } = this.options.llm.options;
+    let resends = 0;
     for (let attempt = 0; ; attempt++) {
       let instance: InstanceId | undefined;
       let reservationId: string | undefined;
@@ -305,7 +346,10 @@ export class ClusterEngine implements InferenceEngine {
         else this.pins.pin(sequence.key, instance, sequence.idleMs);
       } else {
         instance = this.pickInstance(entry, request.modelVersion, tried);
-        if (instance === undefined) throw unavailable(`no worker available for model '${entry.name}'`);
+        if (instance === undefined) {
+          if (resends > 0) throw unavailable(`no other worker available for model '${entry.name}' to re-send the request to (every instance that serves it failed)`);
+          throw unavailable(`no worker available for model '${entry.name}'`);
+        }
       }
       tried.add(instance);
       const card = entry.instances.get(instance);
@@ -322,11 +366,14 @@ export class ClusterEngine implements InferenceEngine {
       const onAbort = (): void => abort.abort(signal?.reason);
       signal?.addEventListener('abort', onAbort, { once: true });
       const untrack = this.options.tracker.track(instance, entry.name, abort);
+      const stall = watchStall(this.stallDeps, instance, abort, request.id);
       let held: InferResponse | undefined;
       let received = 0;
+      let delivered = 0;
       try {
         let finalDelivered = false;
         for await (const frame of this.options.requestPlane.request(target, payload, { signal: abort.signal })) {
+          stall.frame();
           if (received === 0 && reservationId !== undefined) {
             void this.options.llm.table.markPrefillDone(reservationId).catch((err: unknown) => this.options.logger.warn({ err }, 'router: markPrefillDone failed'));
           }
@@ -337,6 +384,7 @@ export class ClusterEngine implements InferenceEngine {
             // A decoupled stream's error response: delivered as the worker's engine delivered it, the
             // stream goes on. Only decoupled models send one; any other model cannot, so it ends the request.
             if (!decoupled) throw error;
+            delivered++;
             deliver({ error, final: false });
             continue;
           }
@@ -345,6 +393,7 @@ export class ClusterEngine implements InferenceEngine {
             // The worker marks the response the engine sent as final; otherwise the final flag
             // comes alone when the stream ends (as the worker's engine delivered it).
             finalDelivered = wire.final === true;
+            delivered++;
             deliver({ response, final: finalDelivered });
           } else {
             if (held !== undefined) deliver({ response: held, final: false });
@@ -357,15 +406,35 @@ export class ClusterEngine implements InferenceEngine {
         return;
       } catch (e) {
         if (aborted(signal)) throw cancelled('Request was cancelled', e);
-        // A sequence's later request reached nobody: its state was on that instance, nothing to retry.
-        if (e instanceof NoRespondersError && received === 0 && attempt === 0 && (sequence === undefined || sequence.start)) {
-          this.options.tracker.inhibit(instance);
-          this.options.logger.warn({ model: entry.name, instance }, 'router: no responders, retrying the request on another instance');
-          continue;
+        const failure = this.instanceFailure(e, abort.signal);
+        if (failure === undefined) {
+          if (e instanceof SwitchyardError) throw e;
+          throw unavailable(`request to instance ${instance} failed: ${(e as Error).message}`, e);
         }
-        if (e instanceof SwitchyardError) throw e;
-        throw unavailable(`request to instance ${instance} failed: ${(e as Error).message}`, e);
+        // a stream cut by this router's own NATS outage says nothing against the instance
+        if (failure !== 'gone' && !(e instanceof StreamIncompleteError && e.local)) this.options.tracker.inhibit(instance);
+        const what = failure === 'unreachable' ? 'is unreachable' : 'failed during the request';
+        if (sequence !== undefined && !sequence.start) {
+          // Its state was on that instance: nothing to re-send it to. The pin stays: later requests of
+          // the sequence fail the same way (no responders) until the instance leaves discovery, then
+          // as a sequence without START (pickSequenceInstance). Unreachable is not known dead (a
+          // worker's NATS reconnect): its message leaves a retry open.
+          const state = failure === 'unreachable' ? 'its state cannot move to another worker: retry later, or start the sequence again with the START flag' : "the sequence's state is lost, start it again with the START flag";
+          throw unavailable(`inference request for sequence ${sequence.text} to model '${entry.name}' failed: the worker holding the sequence (instance ${instance}) ${what}; ${state}`, e);
+        }
+        if (delivered > 0) {
+          throw unavailable(`the worker serving the request (instance ${instance}) ${what} after ${delivered} of its responses were delivered; it cannot be re-sent without repeating them`, e);
+        }
+        // Reached nobody: nothing ran, so once more even with migration off (as ever).
+        const limit = failure === 'unreachable' ? Math.max(1, migrationLimit) : migrationLimit;
+        if (resends >= limit) {
+          throw unavailable(`the worker serving the request (instance ${instance}) ${what}${limit > 0 ? ` and the request was re-sent ${resends} times already (migration limit ${migrationLimit})` : ''}`, e);
+        }
+        resends++;
+        this.options.stats.migrations[failure === 'unreachable' ? 'new_request' : 'ongoing_request']++;
+        this.options.logger.warn({ model: entry.name, instance, resends, err: e }, `router: instance ${what}; re-sending the request to another instance`);
       } finally {
+        stall.stop();
         signal?.removeEventListener('abort', onAbort);
         untrack();
         if (reservationId !== undefined) {
@@ -373,6 +442,36 @@ export class ClusterEngine implements InferenceEngine {
         }
       }
     }
+  }
+
+  /**
+   * Why an attempt failed, when the instance is to blame (the caller did not cancel): `unreachable`
+   * (no responders: nothing ran), `gone` (the router aborted it: the instance left discovery dead, or
+   * its stall probe found it dead), `died` (the stream stopped without its final marker, or the
+   * worker stopped its endpoint without drain: a `cancelled` error frame the caller did not ask for).
+   * Undefined: the request's own failure (an error frame), passed through.
+   */
+  private instanceFailure(e: unknown, attempt: AbortSignal): 'unreachable' | 'gone' | 'died' | undefined {
+    if (attempt.aborted && attempt.reason instanceof InstanceGoneReason) return 'gone';
+    if (e instanceof NoRespondersError) return 'unreachable';
+    if (e instanceof StreamIncompleteError) return 'died';
+    if (e instanceof SwitchyardError && e.code === 'cancelled') return 'died';
+    return undefined;
+  }
+
+  /** A KServe request to an LLM the router answers itself (kserve-llm.ts), or undefined: forward it. */
+  private llmHere(entry: ModelEntry, request: InferRequest): PreparedLlmRequest | undefined {
+    if (entry.kind !== 'llm' || entry.text === undefined || entry.llm === undefined) return undefined;
+    const endpoint = this.llmEndpoint(entry.name) as RoutedLlmEndpoint | undefined;
+    const version = request.modelVersion !== undefined ? String(request.modelVersion) : versionsOf(entry).at(-1);
+    if (endpoint === undefined || version === undefined) return undefined;
+    let config: ModelConfig;
+    try {
+      config = this.modelConfig(entry.name, request.modelVersion);
+    } catch {
+      return undefined;
+    }
+    return this.kserveLlm.prepare({ endpoint, engine: entry.llm.engine, config, version }, request);
   }
 
   /**

@@ -63,6 +63,7 @@ import {
 import { GENERATE_ENDPOINT, type WireGenerateRequest, type WireLoad } from '../protocols.js';
 import { decodeWireGenerateOutput, toJson } from '../wire-codec.js';
 import type { HealthProber } from './health-prober.js';
+import { watchStall } from './stall-watch.js';
 import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
 import { LlmWorkerChooser, instanceOf, workerId } from './llm-worker-chooser.js';
 import type { ModelEntry, ModelRegistry } from './model-registry.js';
@@ -166,18 +167,22 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
     return this.entry().text!.chatTemplate;
   }
 
-  generate(request: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerateOutput> {
-    return { [Symbol.asyncIterator]: () => this.run(request, signal) };
+  /**
+   * `counted`: false when the caller counts the request and its errors in the router stats itself
+   * (ClusterEngine's KServe `infer` path, counted as `infer`); default true (`generate`).
+   */
+  generate(request: GenerateRequest, signal?: AbortSignal, counted = true): AsyncIterable<GenerateOutput> {
+    return { [Symbol.asyncIterator]: () => this.run(request, signal, counted) };
   }
 
-  private async *run(request: GenerateRequest, signal: AbortSignal | undefined): AsyncGenerator<GenerateOutput> {
+  private async *run(request: GenerateRequest, signal: AbortSignal | undefined, counted: boolean): AsyncGenerator<GenerateOutput> {
     const { deps } = this;
     const stats = deps.stats;
     const model = this.card.name;
-    stats.request(model, 'generate');
+    if (counted) stats.request(model, 'generate');
     const prompt = request.promptTokenIds;
     if (prompt.length === 0) {
-      stats.error(model, 'generate', 'invalid_argument');
+      if (counted) stats.error(model, 'generate', 'invalid_argument');
       throw invalidArgument('the prompt is empty: at least one token is required');
     }
     const started = this.now();
@@ -215,7 +220,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
           ...(request.prefillOnly === true ? { prefillOnly: true } : {}),
         };
         const target = instanceAddress(endpointAddress(e.card.namespace, e.card.component, GENERATE_ENDPOINT), instance);
-        const stall = this.stallWatch(instance, attemptAbort, request.requestId);
+        const stall = watchStall({ prober: deps.prober, stallProbeMs: deps.options.stallProbeMs, tracker: deps.tracker, stats, logger: deps.logger }, instance, attemptAbort, request.requestId);
         try {
           for await (const payload of deps.requestPlane.request(target, toJson(wire), { signal: attemptAbort.signal, requestId: request.requestId })) {
             stall.frame();
@@ -257,7 +262,10 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
           // a stream cut by this router's own NATS outage says nothing against the instance
           if (!gone && !(err instanceof StreamIncompleteError && err.local)) deps.tracker.inhibit(instance);
           if (attempt >= deps.options.migrationLimit) {
-            throw gone ? unavailable(`instance ${instance} left the cluster during the request (migration limit ${deps.options.migrationLimit} reached)`, err) : err;
+            // what cannot be moved is unavailable (503 / UNAVAILABLE), never the worker's `cancelled`
+            if (gone) throw unavailable(`instance ${instance} left the cluster during the request (migration limit ${deps.options.migrationLimit} reached)`, err);
+            if (workerStopped) throw unavailable(`instance ${instance} stopped serving during the request (migration limit ${deps.options.migrationLimit} reached)`, err);
+            throw err;
           }
           attempt++;
           const kind = err instanceof NoRespondersError ? 'new_request' : 'ongoing_request';
@@ -271,56 +279,9 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
         }
       }
     } catch (err) {
-      stats.error(model, 'generate', toSwitchyardError(err).code);
+      if (counted) stats.error(model, 'generate', toSwitchyardError(err).code);
       throw err;
     }
-  }
-
-  /**
-   * Stall probe of one attempt: when no frame came for `stallProbeMs` (the first one included: a
-   * worker killed during prefill), probe the instance; dead → abort the attempt with an
-   * InstanceGoneReason (it migrates), alive → watch again. A kill -9'ed worker's streams thus migrate
-   * within stallProbeMs + one probe instead of waiting for the lease TTL or the idle timeout.
-   */
-  private stallWatch(instance: InstanceId, attempt: AbortController, requestId: string): { frame(): void; stop(): void } {
-    const { deps } = this;
-    const ms = deps.options.stallProbeMs ?? 0;
-    const prober = deps.prober;
-    if (ms <= 0 || prober === undefined) return { frame: () => {}, stop: () => {} };
-    let lastFrame = Date.now();
-    let stopped = false;
-    let timer: NodeJS.Timeout | undefined;
-    const arm = (delay: number): void => {
-      timer = setTimeout(check, delay);
-      timer.unref();
-    };
-    const check = (): void => {
-      if (stopped) return;
-      const silent = Date.now() - lastFrame;
-      if (silent < ms) return arm(ms - silent);
-      void prober.probe(instance).then((health) => {
-        if (stopped) return;
-        if (health === 'dead') {
-          deps.stats.stallProbeAborts++;
-          deps.tracker.inhibit(instance); // still in discovery until its lease expires: route elsewhere
-          deps.logger.warn({ requestId, instance, silentMs: Date.now() - lastFrame }, 'router: stream silent and its instance is dead; migrating it');
-          attempt.abort(new InstanceGoneReason(instance));
-          return;
-        }
-        lastFrame = Date.now();
-        arm(ms);
-      });
-    };
-    arm(ms);
-    return {
-      frame: () => {
-        lastFrame = Date.now();
-      },
-      stop: () => {
-        stopped = true;
-        clearTimeout(timer);
-      },
-    };
   }
 
   /** The final output of a generation, with its usage; records the end-of-request metrics. */

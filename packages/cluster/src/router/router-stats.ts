@@ -62,9 +62,9 @@ export interface RouterStats {
   readonly decisionsByMode: Readonly<Record<RouterMode, number>>;
   readonly workers: readonly WorkerStats[];
   readonly migrations: Readonly<Record<MigrationKind, number>>;
-  /** In-flight streams aborted because their instance left discovery. */
+  /** In-flight requests aborted because their instance left discovery. */
   readonly instanceRemovalAborts: number;
-  /** In-flight streams aborted because they went silent and the health probe found their instance dead. */
+  /** In-flight requests aborted because they went silent and the health probe found their instance dead. */
   readonly stallProbeAborts: number;
   /** LLM routing decisions taken without the routing table because it was unavailable (round-robin). */
   readonly tableFallbacks: number;
