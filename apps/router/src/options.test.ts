@@ -90,3 +90,12 @@ describe('parseRouterArgs', () => {
     }
   });
 });
+
+describe('front-door limits', () => {
+  it('the router bounds gRPC messages like the worker: --grpc-max-message-size, default 64 MiB', () => {
+    expect(parseRouterArgs(INFRA).grpcMaxMessageSize).toBe(64 * 1024 * 1024);
+    expect(parseRouterArgs([...INFRA, '--grpc-max-message-size=1048576']).grpcMaxMessageSize).toBe(1048576);
+    expect(usage([...INFRA, '--grpc-max-message-size=-1'])).toMatch(/--grpc-max-message-size/);
+    expect(helpText()).toContain('--grpc-max-message-size');
+  });
+});

@@ -101,3 +101,11 @@ describe('cluster flags', () => {
     expect(help).toMatch(/does not use Redis yet/);
   });
 });
+
+describe('front-door limits', () => {
+  it('--grpc-max-message-size is finite by default (64 MiB) and never unlimited', () => {
+    expect(parseWorkerArgs(['--model-repository=/m']).grpcMaxMessageSize).toBe(64 * 1024 * 1024);
+    expect(parseWorkerArgs(['--model-repository=/m', '--grpc-max-message-size=1048576']).grpcMaxMessageSize).toBe(1048576);
+    expect(() => parseWorkerArgs(['--model-repository=/m', '--grpc-max-message-size=-1'])).toThrow(/--grpc-max-message-size/);
+  });
+});

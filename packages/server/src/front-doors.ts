@@ -21,7 +21,7 @@ export interface FrontDoorsOptions {
   readonly logger: Logger;
   /** Each door: undefined = off. */
   readonly http?: { readonly port: number; readonly host: string; readonly maxInputSize: number };
-  readonly grpc?: { readonly port: number; readonly host: string; readonly maxMessageBytes?: number };
+  readonly grpc?: { readonly port: number; readonly host: string; readonly maxReceiveMessageBytes?: number };
   readonly metrics?: { readonly port: number; readonly host: string; readonly extraMetrics?: () => string };
 }
 
@@ -43,11 +43,7 @@ export function createFrontDoors(o: FrontDoorsOptions): FrontDoors {
     doors.push({ name: 'http', door: createHttpServer({ engine: o.engine, shm: o.shm, settings: o.settings, port, host, maxInputSize, logger: o.logger.child({ component: 'http' }) }) });
   }
   if (o.grpc !== undefined) {
-    const { port, host, maxMessageBytes } = o.grpc;
-    doors.push({
-      name: 'grpc',
-      door: createGrpcServer({ engine: o.engine, shm: o.shm, settings: o.settings, port, host, ...(maxMessageBytes === undefined ? {} : { maxMessageBytes }), logger: o.logger.child({ component: 'grpc' }) }),
-    });
+    doors.push({ name: 'grpc', door: createGrpcServer({ ...o.grpc, engine: o.engine, shm: o.shm, settings: o.settings, logger: o.logger.child({ component: 'grpc' }) }) });
   }
   if (o.metrics !== undefined) {
     const { port, host, extraMetrics } = o.metrics;

@@ -18,6 +18,14 @@ export const DEFAULT_GRPC_PORT = 8001;
 export const DEFAULT_GRPC_HOST = '0.0.0.0';
 /** Like Triton's `--exit-timeout-secs` default: how long close() waits for in-flight calls. */
 export const DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS = 30_000;
+/**
+ * The largest message received, after decompression: 64 MiB, as `--http-max-input-size`, so a
+ * request that fits one door fits the other. Far above grpc's 4 MiB default (Triton clients send
+ * large tensors), far below what a compressed message could inflate to.
+ */
+export const DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES = 64 * 1024 * 1024;
+/** grpc-js cannot hold a message of 2 GiB or more; Triton's own limit is INT32_MAX. */
+export const MAX_GRPC_MESSAGE_BYTES = 2 ** 31 - 1;
 
 export interface GrpcServerOptions {
   engine: InferenceEngine;
@@ -30,10 +38,12 @@ export interface GrpcServerOptions {
   /** Default '0.0.0.0' (Triton's `--grpc-address` default). */
   host?: string;
   /**
-   * Largest message received or sent, in bytes; -1 (the default) means unlimited. Triton allows
-   * INT32_MAX and its clients send tensors far above grpc's 4 MiB default.
+   * Largest message received, in bytes, after decompression (1 to MAX_GRPC_MESSAGE_BYTES; default
+   * DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES). A larger one ends its call with RESOURCE_EXHAUSTED
+   * (grpc-js checks the length prefix, and the inflated size while decompressing). Sent messages
+   * are not limited: they are what the models produce.
    */
-  maxMessageBytes?: number;
+  maxReceiveMessageBytes?: number;
   /** How long close() lets in-flight calls finish before cancelling them. */
   shutdownTimeoutMs?: number;
   logger?: Logger;
@@ -52,15 +62,19 @@ function address(host: string, port: number): string {
 
 export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const host = options.host ?? DEFAULT_GRPC_HOST;
-  const maxBytes = options.maxMessageBytes ?? -1;
+  const maxReceiveBytes = options.maxReceiveMessageBytes ?? DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES;
+  // -1 would let one compressed message inflate until the process dies
+  if (!Number.isSafeInteger(maxReceiveBytes) || maxReceiveBytes < 1 || maxReceiveBytes > MAX_GRPC_MESSAGE_BYTES) {
+    throw new RangeError(`maxReceiveMessageBytes must be an integer from 1 to ${MAX_GRPC_MESSAGE_BYTES}, got ${maxReceiveBytes}`);
+  }
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS;
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
   const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, logger };
   const protos = loadGrpcProtos();
 
   const server = new Server({
-    'grpc.max_receive_message_length': maxBytes,
-    'grpc.max_send_message_length': maxBytes,
+    'grpc.max_receive_message_length': maxReceiveBytes,
+    'grpc.max_send_message_length': -1,
   });
   server.addService(protos.inferenceService, {
     ...modelHandlers(ctx),

@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, doorLimits, type DoorLimitOptions } from './door-flags.js';
+import { UsageError, flagHelpLines, parseFlags } from './flags.js';
+
+const parse = (argv: string[]): DoorLimitOptions & { help: boolean } => parseFlags(argv, DOOR_LIMIT_FLAGS, { ...DOOR_LIMIT_DEFAULTS, help: false });
+
+describe('front-door limit flags', () => {
+  it('defaults are finite: a 64 MiB gRPC message after decompression', () => {
+    expect(parse([])).toEqual({ ...DOOR_LIMIT_DEFAULTS, help: false });
+    expect(DOOR_LIMIT_DEFAULTS.grpcMaxMessageSize).toBe(64 * 1024 * 1024);
+    expect(doorLimits(DOOR_LIMIT_DEFAULTS).grpc.maxReceiveMessageBytes).toBe(64 * 1024 * 1024);
+  });
+
+  it('--grpc-max-message-size takes 1 to INT32_MAX; unlimited (-1) is refused', () => {
+    expect(parse(['--grpc-max-message-size=2147483647']).grpcMaxMessageSize).toBe(2 ** 31 - 1);
+    expect(doorLimits(parse(['--grpc-max-message-size', '1000'])).grpc.maxReceiveMessageBytes).toBe(1000);
+    for (const bad of ['-1', '0', '2147483648', '1.5']) {
+      expect(() => parse([`--grpc-max-message-size=${bad}`])).toThrow(UsageError);
+    }
+  });
+
+  it('every flag has help with its default', () => {
+    const help = flagHelpLines(DOOR_LIMIT_FLAGS).join('\n');
+    for (const flag of Object.keys(DOOR_LIMIT_FLAGS)) expect(help).toContain(`--${flag}`);
+    expect(help).toContain('(default 67108864');
+  });
+});

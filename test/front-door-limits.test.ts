@@ -1,0 +1,123 @@
+/**
+ * Front-door limits against real worker and router processes with their default flags: compressed
+ * messages and bodies are bounded after decompression, refused the way Triton refuses an oversized
+ * message or body, with the process's memory bounded and the next request served.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  startEtcd,
+  startNats,
+  startRedis,
+  startRouterProcess,
+  startWorkerProcess,
+  type AppProcess,
+  type EtcdServer,
+  type NatsServer,
+  type RedisServer,
+} from '@switchyard/testing';
+import { deflateBomb, gzipBomb, peakRssBytes, rawGrpcCall } from './lib/bombs.js';
+import { grpc, loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
+import { post } from './lib/tensors.js';
+
+const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
+/** The documented default of --grpc-max-message-size and --http-max-input-size. */
+const DEFAULT_LIMIT = 64 * MiB;
+/** How much a refused bomb may raise a process's peak memory: a few times the limit, far below the bomb. */
+const RSS_BUDGET = 512 * MiB;
+
+let worker: AppProcess;
+let router: AppProcess;
+let infra: { etcd?: EtcdServer; nats?: NatsServer; redis?: RedisServer } = {};
+
+beforeAll(async () => {
+  const [w, etcd, nats, redis] = await Promise.all([
+    startWorkerProcess({ modelRepositories: ['test/fixtures/model_repository'], args: ['--model-control-mode=explicit', '--load-model=simple', '--load-model=identity_fp32'] }),
+    startEtcd(),
+    startNats({ jetstream: true }),
+    startRedis(),
+  ]);
+  worker = w;
+  infra = { etcd, nats, redis };
+  router = await startRouterProcess({ etcd: etcd.url, nats: nats.url, redis: redis.url, namespace: `limits-${process.pid}` });
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.allSettled([worker?.stop(), router?.stop()]);
+  await Promise.allSettled([infra.etcd?.stop(), infra.nats?.stop(), infra.redis?.stop()]);
+});
+
+const processes = (): Array<[string, AppProcess]> => [
+  ['worker', worker],
+  ['router', router],
+];
+
+describe('gRPC: the decompressed message is bounded by --grpc-max-message-size', () => {
+  for (const name of ['worker', 'router']) {
+    it(`${name}: gzip bombs are RESOURCE_EXHAUSTED, memory stays bounded, the next call works`, async () => {
+      const app = Object.fromEntries(processes())[name]!;
+      const before = peakRssBytes(app.pid);
+      const bomb = gzipBomb(GiB);
+      // two at once, on the cheapest RPC: nothing of the call runs before the message is read
+      const statuses = await Promise.all([1, 2].map(() => rawGrpcCall(app.grpcAddress, '/inference.GRPCInferenceService/ServerLive', bomb, 'gzip')));
+      for (const s of statuses) {
+        expect(s.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+        expect(s.details).toContain(`larger than ${DEFAULT_LIMIT}`);
+      }
+      expect(peakRssBytes(app.pid) - before).toBeLessThan(RSS_BUDGET);
+      const { inference } = loadGrpcClients(app.grpcAddress);
+      try {
+        expect(await unary(inference, 'ServerLive', {})).toEqual({ live: true });
+      } finally {
+        inference.close();
+      }
+    });
+  }
+
+  it('a grpc-js client compressing a message that inflates past the limit is refused; large uncompressed tensors pass', async () => {
+    const { inference: gzipClient } = loadGrpcClients(worker.grpcAddress, { 'grpc.default_compression_algorithm': 2 });
+    const { inference: plainClient } = loadGrpcClients(worker.grpcAddress);
+    try {
+      const n = (DEFAULT_LIMIT + MiB) / 4;
+      const tooBig = { model_name: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, n] }], raw_input_contents: [Buffer.alloc(n * 4)] };
+      const err = await unaryError(gzipClient, 'ModelInfer', tooBig);
+      expect(err.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      // Triton clients send tensors far above grpc's 4 MiB default: 32 MiB passes, compressed or not
+      const m = (32 * MiB) / 4;
+      const values = new Float32Array(m).map((_, i) => i % 251);
+      const ok = { model_name: 'identity_fp32', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, m] }], raw_input_contents: [Buffer.from(values.buffer)] };
+      for (const client of [plainClient, gzipClient]) {
+        const res = await unary(client, 'ModelInfer', ok);
+        expect(res.raw_output_contents[0].length).toBe(m * 4);
+        expect(new Float32Array(Uint8Array.from(res.raw_output_contents[0]).buffer)[250]).toBe(250);
+      }
+    } finally {
+      gzipClient.close();
+      plainClient.close();
+    }
+  });
+});
+
+describe('HTTP: the decompressed body is bounded by --http-max-input-size', () => {
+  const simple = JSON.stringify({
+    inputs: [
+      { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', data: Array.from({ length: 16 }, (_, i) => i) },
+      { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', data: Array.from({ length: 16 }, () => 1) },
+    ],
+  });
+
+  it('gzip and deflate bombs are 400 with Triton message while inflating, memory stays bounded, the next request works', async () => {
+    const before = peakRssBytes(worker.pid);
+    for (const [encoding, body] of [
+      ['gzip', gzipBomb(GiB)],
+      ['deflate', deflateBomb(256 * MiB)],
+    ] as const) {
+      const r = await post(`${worker.httpUrl}/v2/models/simple/infer`, body, { 'Content-Encoding': encoding });
+      expect(r.status).toBe(400);
+      expect(r.json().error).toContain(`exceeds the maximum allowed value of ${DEFAULT_LIMIT} bytes. Use --http-max-input-size to increase the limit.`);
+    }
+    expect(peakRssBytes(worker.pid) - before).toBeLessThan(RSS_BUDGET);
+    const ok = await post(`${worker.httpUrl}/v2/models/simple/infer`, simple, { 'Content-Type': 'application/json' });
+    expect(ok.status).toBe(200);
+  });
+});
