@@ -19,6 +19,12 @@ describe('front-door limit flags', () => {
     }
   });
 
+  it('--grpc-max-inflight-per-stream: 128 by default, at least 1', () => {
+    expect(doorLimits(DOOR_LIMIT_DEFAULTS).grpc.maxStreamInflight).toBe(128);
+    expect(doorLimits(parse(['--grpc-max-inflight-per-stream=8'])).grpc.maxStreamInflight).toBe(8);
+    expect(() => parse(['--grpc-max-inflight-per-stream=0'])).toThrow(UsageError);
+  });
+
   it('every flag has help with its default', () => {
     const help = flagHelpLines(DOOR_LIMIT_FLAGS).join('\n');
     for (const flag of Object.keys(DOOR_LIMIT_FLAGS)) expect(help).toContain(`--${flag}`);

@@ -12,10 +12,13 @@ const INT32_MAX = 2 ** 31 - 1;
 export interface DoorLimitOptions {
   /** Largest gRPC message received, in bytes, after decompression. */
   grpcMaxMessageSize: number;
+  /** Most requests of one ModelStreamInfer stream in flight; further ones wait unread. */
+  grpcMaxInflightPerStream: number;
 }
 
 export const DOOR_LIMIT_DEFAULTS: Readonly<DoorLimitOptions> = {
   grpcMaxMessageSize: 64 * 1024 * 1024,
+  grpcMaxInflightPerStream: 128,
 };
 
 export const DOOR_LIMIT_FLAGS: FlagTable<DoorLimitOptions> = {
@@ -26,17 +29,23 @@ export const DOOR_LIMIT_FLAGS: FlagTable<DoorLimitOptions> = {
     max: INT32_MAX,
     help: `Largest gRPC message received, in bytes after decompression; larger ones are RESOURCE_EXHAUSTED (default ${DOOR_LIMIT_DEFAULTS.grpcMaxMessageSize}, at most ${INT32_MAX}).`,
   },
+  'grpc-max-inflight-per-stream': {
+    kind: 'int',
+    key: 'grpcMaxInflightPerStream',
+    min: 1,
+    help: `Most requests of one ModelStreamInfer stream in flight at once; further ones wait, unread, in HTTP/2 flow control (default ${DOOR_LIMIT_DEFAULTS.grpcMaxInflightPerStream}).`,
+  },
 };
 
 /** The limits in the doors' terms (`createFrontDoors`' `http` / `grpc` options). */
 export interface DoorLimits {
   readonly http: Record<string, never>;
-  readonly grpc: { readonly maxReceiveMessageBytes: number };
+  readonly grpc: { readonly maxReceiveMessageBytes: number; readonly maxStreamInflight: number };
 }
 
 export function doorLimits(o: DoorLimitOptions): DoorLimits {
   return {
     http: {},
-    grpc: { maxReceiveMessageBytes: o.grpcMaxMessageSize },
+    grpc: { maxReceiveMessageBytes: o.grpcMaxMessageSize, maxStreamInflight: o.grpcMaxInflightPerStream },
   };
 }

@@ -21,7 +21,7 @@ export interface FrontDoorsOptions {
   readonly logger: Logger;
   /** Each door: undefined = off. */
   readonly http?: { readonly port: number; readonly host: string; readonly maxInputSize: number };
-  readonly grpc?: { readonly port: number; readonly host: string; readonly maxReceiveMessageBytes?: number };
+  readonly grpc?: { readonly port: number; readonly host: string; readonly maxReceiveMessageBytes?: number; readonly maxStreamInflight?: number };
   readonly metrics?: { readonly port: number; readonly host: string; readonly extraMetrics?: () => string };
 }
 

@@ -24,6 +24,11 @@ export const DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS = 30_000;
  * large tensors), far below what a compressed message could inflate to.
  */
 export const DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES = 64 * 1024 * 1024;
+/**
+ * Most requests of one ModelStreamInfer stream in flight at once; further ones wait unread (HTTP/2
+ * flow control holds them at the client). Enough to keep dynamic batching fed from one stream.
+ */
+export const DEFAULT_GRPC_MAX_STREAM_INFLIGHT = 128;
 /** grpc-js cannot hold a message of 2 GiB or more; Triton's own limit is INT32_MAX. */
 export const MAX_GRPC_MESSAGE_BYTES = 2 ** 31 - 1;
 
@@ -44,6 +49,8 @@ export interface GrpcServerOptions {
    * are not limited: they are what the models produce.
    */
   maxReceiveMessageBytes?: number;
+  /** Most requests of one ModelStreamInfer stream in flight (default DEFAULT_GRPC_MAX_STREAM_INFLIGHT); more wait unread. */
+  maxStreamInflight?: number;
   /** How long close() lets in-flight calls finish before cancelling them. */
   shutdownTimeoutMs?: number;
   logger?: Logger;
@@ -69,7 +76,9 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   }
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS;
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
-  const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, logger };
+  const maxStreamInflight = options.maxStreamInflight ?? DEFAULT_GRPC_MAX_STREAM_INFLIGHT;
+  if (!Number.isSafeInteger(maxStreamInflight) || maxStreamInflight < 1) throw new RangeError(`maxStreamInflight must be a positive integer, got ${maxStreamInflight}`);
+  const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, limits: { maxStreamInflight }, logger };
   const protos = loadGrpcProtos();
 
   const server = new Server({
