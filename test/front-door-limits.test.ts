@@ -1,7 +1,8 @@
 /**
- * Front-door limits against real worker and router processes with their default flags: compressed
- * messages and bodies are bounded after decompression, refused the way Triton refuses an oversized
- * message or body, with the process's memory bounded and the next request served.
+ * Front-door limits against real worker and router processes: compressed messages and bodies are
+ * bounded after decompression (default limits), refused the way Triton refuses an oversized message
+ * or body, with the process's memory bounded and the next request served; slow clients are cut
+ * after the timeouts; connections beyond the limits are refused while the others are served.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -15,9 +16,10 @@ import {
   type NatsServer,
   type RedisServer,
 } from '@switchyard/testing';
-import { deflateBomb, gzipBomb, peakRssBytes, rawGrpcCall } from './lib/bombs.js';
+import { deflateBomb, gzipBomb, heldHttpConnection, http2Connection, oneHttpRequest, peakRssBytes, rawGrpcCall, slowClient } from './lib/hostile-clients.js';
+import { waitFor } from './lib/wait-for.js';
 import { grpc, loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
-import { post } from './lib/tensors.js';
+import { get, post } from './lib/tensors.js';
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
@@ -26,24 +28,37 @@ const DEFAULT_LIMIT = 64 * MiB;
 /** How much a refused bomb may raise a process's peak memory: a few times the limit, far below the bomb. */
 const RSS_BUDGET = 512 * MiB;
 
+/** Short request timeouts, per process: the size limits stay at their defaults. */
+const TIMEOUTS = { worker: { header: 2, request: 3 }, router: { header: 1, request: 2 } };
+const timeoutArgs = (t: { header: number; request: number }): string[] => [`--http-header-timeout-secs=${t.header}`, `--http-request-timeout-secs=${t.request}`];
+/** Connection limits of the `capped` worker. */
+const MAX_CONNECTIONS = 4;
+const MAX_STREAMS = 2;
+
 let worker: AppProcess;
 let router: AppProcess;
+let capped: AppProcess;
 let infra: { etcd?: EtcdServer; nats?: NatsServer; redis?: RedisServer } = {};
 
 beforeAll(async () => {
-  const [w, etcd, nats, redis] = await Promise.all([
-    startWorkerProcess({ modelRepositories: ['test/fixtures/model_repository'], args: ['--model-control-mode=explicit', '--load-model=simple', '--load-model=identity_fp32'] }),
+  const repo = ['test/fixtures/model_repository'];
+  const [w, c, etcd, nats, redis] = await Promise.all([
+    startWorkerProcess({ modelRepositories: repo, args: ['--model-control-mode=explicit', '--load-model=simple', '--load-model=identity_fp32', ...timeoutArgs(TIMEOUTS.worker)] }),
+    startWorkerProcess({
+      modelRepositories: repo,
+      args: ['--model-control-mode=explicit', `--http-max-connections=${MAX_CONNECTIONS}`, `--grpc-max-connections=${MAX_CONNECTIONS}`, `--grpc-max-concurrent-streams=${MAX_STREAMS}`],
+    }),
     startEtcd(),
     startNats({ jetstream: true }),
     startRedis(),
   ]);
-  worker = w;
+  [worker, capped] = [w, c];
   infra = { etcd, nats, redis };
-  router = await startRouterProcess({ etcd: etcd.url, nats: nats.url, redis: redis.url, namespace: `limits-${process.pid}` });
+  router = await startRouterProcess({ etcd: etcd.url, nats: nats.url, redis: redis.url, namespace: `limits-${process.pid}`, args: timeoutArgs(TIMEOUTS.router) });
 }, 120_000);
 
 afterAll(async () => {
-  await Promise.allSettled([worker?.stop(), router?.stop()]);
+  await Promise.allSettled([worker?.stop(), router?.stop(), capped?.stop()]);
   await Promise.allSettled([infra.etcd?.stop(), infra.nats?.stop(), infra.redis?.stop()]);
 });
 
@@ -119,5 +134,73 @@ describe('HTTP: the decompressed body is bounded by --http-max-input-size', () =
     expect(peakRssBytes(worker.pid) - before).toBeLessThan(RSS_BUDGET);
     const ok = await post(`${worker.httpUrl}/v2/models/simple/infer`, simple, { 'Content-Type': 'application/json' });
     expect(ok.status).toBe(200);
+  });
+});
+
+describe('HTTP: slow clients are cut after the timeouts, while the others are served', () => {
+  for (const name of ['worker', 'router'] as const) {
+    const t = TIMEOUTS[name];
+    it(`${name}: a slowloris body is answered 408 and closed after --http-request-timeout-secs=${t.request}`, async () => {
+      const app = Object.fromEntries(processes())[name]!;
+      const slow = slowClient(app.httpUrl, '/v2/logging', 'body', { giveUpMs: 25_000 });
+      // the server keeps serving everyone else meanwhile
+      expect((await get(`${app.httpUrl}/v2/health/live`)).status).toBe(200);
+      const r = await slow;
+      expect(r.gaveUp).toBe(false);
+      expect(r.received).toMatch(/^HTTP\/1\.1 408 /);
+      // never before the timeout; after it within generous bounds (node checks on a period)
+      expect(r.elapsedMs).toBeGreaterThanOrEqual(t.request * 1000 - 100);
+      expect(r.elapsedMs).toBeLessThan(t.request * 1000 + 20_000);
+      expect((await get(`${app.httpUrl}/v2/health/live`)).status).toBe(200);
+    }, 40_000);
+
+    it(`${name}: headers sent slowly are answered 408 and closed after --http-header-timeout-secs=${t.header}`, async () => {
+      const app = Object.fromEntries(processes())[name]!;
+      const r = await slowClient(app.httpUrl, '/v2/logging', 'headers', { giveUpMs: 25_000 });
+      expect(r.gaveUp).toBe(false);
+      expect(r.received).toMatch(/^HTTP\/1\.1 408 /);
+      expect(r.elapsedMs).toBeGreaterThanOrEqual(t.header * 1000 - 100);
+      expect(r.elapsedMs).toBeLessThan(t.header * 1000 + 20_000);
+    }, 40_000);
+  }
+});
+
+describe('connection limits: one connection too many is refused, the others are served', () => {
+  it(`HTTP: --http-max-connections=${MAX_CONNECTIONS}`, async () => {
+    const held = await Promise.all(Array.from({ length: MAX_CONNECTIONS }, () => heldHttpConnection(capped.httpUrl)));
+    try {
+      expect(await oneHttpRequest(capped.httpUrl)).toBe('');
+      // the held connections are still served
+      expect(await held[0]!.finish()).toMatch(/^HTTP\/1\.1 200/);
+      // a slot frees when a connection goes
+      held[1]!.destroy();
+      await waitFor(async () => (await oneHttpRequest(capped.httpUrl)).startsWith('HTTP/1.1 200'), { timeoutMs: 10_000, message: 'a freed HTTP connection slot was not reused' });
+    } finally {
+      for (const h of held) h.destroy();
+    }
+  });
+
+  it(`gRPC: --grpc-max-connections=${MAX_CONNECTIONS}, --grpc-max-concurrent-streams=${MAX_STREAMS}`, async () => {
+    const open = await Promise.all(Array.from({ length: MAX_CONNECTIONS }, () => http2Connection(capped.grpcAddress)));
+    const sessions = open.map((o) => {
+      if (!('session' in o)) throw new Error(`connection within the limit refused: ${o.refused}`);
+      expect(o.settings.maxConcurrentStreams).toBe(MAX_STREAMS);
+      return o.session;
+    });
+    try {
+      expect(await http2Connection(capped.grpcAddress)).toEqual({ refused: 'closed before SETTINGS' });
+      // the connections within the limit are served
+      for (const session of sessions) {
+        expect((await rawGrpcCall(session, '/inference.GRPCInferenceService/ServerLive', Buffer.alloc(0), 'identity')).code).toBe(grpc.status.OK);
+      }
+    } finally {
+      for (const s of sessions) s.close();
+    }
+    const { inference } = loadGrpcClients(capped.grpcAddress);
+    try {
+      expect(await unary(inference, 'ServerLive', {})).toEqual({ live: true });
+    } finally {
+      inference.close();
+    }
   });
 });

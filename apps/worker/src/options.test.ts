@@ -108,4 +108,9 @@ describe('front-door limits', () => {
     expect(parseWorkerArgs(['--model-repository=/m', '--grpc-max-message-size=1048576']).grpcMaxMessageSize).toBe(1048576);
     expect(() => parseWorkerArgs(['--model-repository=/m', '--grpc-max-message-size=-1'])).toThrow(/--grpc-max-message-size/);
   });
+
+  it('takes the timeout and connection flags', () => {
+    const o = parseWorkerArgs(['--model-repository=/m', '--http-request-timeout-secs=5', '--http-max-connections=0', '--grpc-max-concurrent-streams=10']);
+    expect(o).toMatchObject({ httpRequestTimeoutSecs: 5, httpHeaderTimeoutSecs: 30, httpMaxConnections: 0, grpcMaxConcurrentStreams: 10 });
+  });
 });

@@ -3,6 +3,8 @@
  * doors): how large, how slow and how many, so one client cannot exhaust a process. Each app
  * spreads `DOOR_LIMIT_FLAGS` into its flag table and `DOOR_LIMIT_DEFAULTS` into its defaults, and
  * hands `doorLimits(options)` to the doors.
+ *
+ * The defaults are the doors' own (`DEFAULT_*` in @switchyard/server), in the flags' units.
  */
 import type { FlagTable } from './flags.js';
 
@@ -10,42 +12,97 @@ import type { FlagTable } from './flags.js';
 const INT32_MAX = 2 ** 31 - 1;
 
 export interface DoorLimitOptions {
+  /** Seconds a client may take to send a request's headers; 0 = no limit. */
+  httpHeaderTimeoutSecs: number;
+  /** Seconds a client may take to send a whole request, body included; 0 = no limit. */
+  httpRequestTimeoutSecs: number;
+  /** Most open HTTP connections; 0 = no limit. */
+  httpMaxConnections: number;
   /** Largest gRPC message received, in bytes, after decompression. */
   grpcMaxMessageSize: number;
   /** Most requests of one ModelStreamInfer stream in flight; further ones wait unread. */
   grpcMaxInflightPerStream: number;
+  /** Most open gRPC connections; 0 = no limit. */
+  grpcMaxConnections: number;
+  /** Most concurrent calls on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); 0 = no limit. */
+  grpcMaxConcurrentStreams: number;
 }
 
 export const DOOR_LIMIT_DEFAULTS: Readonly<DoorLimitOptions> = {
+  httpHeaderTimeoutSecs: 30,
+  httpRequestTimeoutSecs: 120,
+  httpMaxConnections: 4096,
   grpcMaxMessageSize: 64 * 1024 * 1024,
   grpcMaxInflightPerStream: 128,
+  grpcMaxConnections: 1024,
+  grpcMaxConcurrentStreams: 1000,
 };
 
+const D = DOOR_LIMIT_DEFAULTS;
+
 export const DOOR_LIMIT_FLAGS: FlagTable<DoorLimitOptions> = {
+  'http-header-timeout-secs': {
+    kind: 'int',
+    key: 'httpHeaderTimeoutSecs',
+    min: 0,
+    help: `Seconds a client may take to send a request's headers, at most --http-request-timeout-secs; then 408 and the connection closes (default ${D.httpHeaderTimeoutSecs}; 0 = no limit).`,
+  },
+  'http-request-timeout-secs': {
+    kind: 'int',
+    key: 'httpRequestTimeoutSecs',
+    min: 0,
+    help: `Seconds a client may take to send a whole request, body included; then 408 and the connection closes (default ${D.httpRequestTimeoutSecs}; 0 = no limit).`,
+  },
+  'http-max-connections': {
+    kind: 'int',
+    key: 'httpMaxConnections',
+    min: 0,
+    help: `Most open HTTP connections; further ones are closed at once (default ${D.httpMaxConnections}; 0 = no limit).`,
+  },
   'grpc-max-message-size': {
     kind: 'int',
     key: 'grpcMaxMessageSize',
     min: 1,
     max: INT32_MAX,
-    help: `Largest gRPC message received, in bytes after decompression; larger ones are RESOURCE_EXHAUSTED (default ${DOOR_LIMIT_DEFAULTS.grpcMaxMessageSize}, at most ${INT32_MAX}).`,
+    help: `Largest gRPC message received, in bytes after decompression; larger ones are RESOURCE_EXHAUSTED (default ${D.grpcMaxMessageSize}, at most ${INT32_MAX}).`,
   },
   'grpc-max-inflight-per-stream': {
     kind: 'int',
     key: 'grpcMaxInflightPerStream',
     min: 1,
-    help: `Most requests of one ModelStreamInfer stream in flight at once; further ones wait, unread, in HTTP/2 flow control (default ${DOOR_LIMIT_DEFAULTS.grpcMaxInflightPerStream}).`,
+    help: `Most requests of one ModelStreamInfer stream in flight at once; further ones wait, unread, in HTTP/2 flow control (default ${D.grpcMaxInflightPerStream}).`,
+  },
+  'grpc-max-connections': {
+    kind: 'int',
+    key: 'grpcMaxConnections',
+    min: 0,
+    help: `Most open gRPC connections; further ones are closed at once (default ${D.grpcMaxConnections}; 0 = no limit).`,
+  },
+  'grpc-max-concurrent-streams': {
+    kind: 'int',
+    key: 'grpcMaxConcurrentStreams',
+    min: 0,
+    max: 2 ** 32 - 1,
+    help: `Most concurrent calls on one gRPC connection; clients queue the rest (default ${D.grpcMaxConcurrentStreams}; 0 = no limit).`,
   },
 };
 
 /** The limits in the doors' terms (`createFrontDoors`' `http` / `grpc` options). */
 export interface DoorLimits {
-  readonly http: Record<string, never>;
-  readonly grpc: { readonly maxReceiveMessageBytes: number; readonly maxStreamInflight: number };
+  readonly http: { readonly headerTimeoutMs: number; readonly requestTimeoutMs: number; readonly maxConnections: number };
+  readonly grpc: { readonly maxReceiveMessageBytes: number; readonly maxStreamInflight: number; readonly maxConnections: number; readonly maxConcurrentStreams: number };
 }
 
 export function doorLimits(o: DoorLimitOptions): DoorLimits {
+  // The headers are part of the request: lowering only --http-request-timeout-secs lowers both.
+  const header = o.httpRequestTimeoutSecs > 0 && (o.httpHeaderTimeoutSecs === 0 || o.httpHeaderTimeoutSecs > o.httpRequestTimeoutSecs) ? o.httpRequestTimeoutSecs : o.httpHeaderTimeoutSecs;
   return {
-    http: {},
-    grpc: { maxReceiveMessageBytes: o.grpcMaxMessageSize, maxStreamInflight: o.grpcMaxInflightPerStream },
+    http: { headerTimeoutMs: header * 1000, requestTimeoutMs: o.httpRequestTimeoutSecs * 1000, maxConnections: o.httpMaxConnections },
+    grpc: {
+      maxReceiveMessageBytes: o.grpcMaxMessageSize,
+      maxStreamInflight: o.grpcMaxInflightPerStream,
+      maxConnections: o.grpcMaxConnections,
+      maxConcurrentStreams: o.grpcMaxConcurrentStreams,
+    },
   };
 }

@@ -19,9 +19,23 @@ export interface FrontDoorsOptions {
   readonly shm: SharedMemoryManager;
   readonly settings: ServerSettings;
   readonly logger: Logger;
-  /** Each door: undefined = off. */
-  readonly http?: { readonly port: number; readonly host: string; readonly maxInputSize: number };
-  readonly grpc?: { readonly port: number; readonly host: string; readonly maxReceiveMessageBytes?: number; readonly maxStreamInflight?: number };
+  /** Each door: undefined = off. Limits left out take the door's DEFAULT_* values. */
+  readonly http?: {
+    readonly port: number;
+    readonly host: string;
+    readonly maxInputSize: number;
+    readonly headerTimeoutMs?: number;
+    readonly requestTimeoutMs?: number;
+    readonly maxConnections?: number;
+  };
+  readonly grpc?: {
+    readonly port: number;
+    readonly host: string;
+    readonly maxReceiveMessageBytes?: number;
+    readonly maxStreamInflight?: number;
+    readonly maxConnections?: number;
+    readonly maxConcurrentStreams?: number;
+  };
   readonly metrics?: { readonly port: number; readonly host: string; readonly extraMetrics?: () => string };
 }
 
@@ -39,8 +53,7 @@ export interface FrontDoors {
 export function createFrontDoors(o: FrontDoorsOptions): FrontDoors {
   const doors: Array<{ name: keyof FrontDoorPorts; door: { listen(): Promise<number>; close(): Promise<void> } }> = [];
   if (o.http !== undefined) {
-    const { port, host, maxInputSize } = o.http;
-    doors.push({ name: 'http', door: createHttpServer({ engine: o.engine, shm: o.shm, settings: o.settings, port, host, maxInputSize, logger: o.logger.child({ component: 'http' }) }) });
+    doors.push({ name: 'http', door: createHttpServer({ ...o.http, engine: o.engine, shm: o.shm, settings: o.settings, logger: o.logger.child({ component: 'http' }) }) });
   }
   if (o.grpc !== undefined) {
     doors.push({ name: 'grpc', door: createGrpcServer({ ...o.grpc, engine: o.engine, shm: o.shm, settings: o.settings, logger: o.logger.child({ component: 'grpc' }) }) });

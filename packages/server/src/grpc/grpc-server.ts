@@ -2,6 +2,7 @@
  * The gRPC front door: `inference.GRPCInferenceService` and `grpc.health.v1.Health` on one
  * grpc-js server, wire-compatible with Triton's (default port 8001).
  */
+import * as net from 'node:net';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { silentLogger, type Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
@@ -29,6 +30,16 @@ export const DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES = 64 * 1024 * 1024;
  * flow control holds them at the client). Enough to keep dynamic batching fed from one stream.
  */
 export const DEFAULT_GRPC_MAX_STREAM_INFLIGHT = 128;
+/**
+ * Most connections at once; one more is closed as soon as it is accepted, while the others are
+ * served. gRPC multiplexes calls over a connection, so few clients need more than one.
+ */
+export const DEFAULT_GRPC_MAX_CONNECTIONS = 1024;
+/**
+ * Most calls at once on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); clients queue
+ * further calls until one ends.
+ */
+export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 1000;
 /** grpc-js cannot hold a message of 2 GiB or more; Triton's own limit is INT32_MAX. */
 export const MAX_GRPC_MESSAGE_BYTES = 2 ** 31 - 1;
 
@@ -51,6 +62,10 @@ export interface GrpcServerOptions {
   maxReceiveMessageBytes?: number;
   /** Most requests of one ModelStreamInfer stream in flight (default DEFAULT_GRPC_MAX_STREAM_INFLIGHT); more wait unread. */
   maxStreamInflight?: number;
+  /** Most open connections (default DEFAULT_GRPC_MAX_CONNECTIONS); 0 = no limit. */
+  maxConnections?: number;
+  /** Most concurrent calls per connection (default DEFAULT_GRPC_MAX_CONCURRENT_STREAMS); 0 = no limit. */
+  maxConcurrentStreams?: number;
   /** How long close() lets in-flight calls finish before cancelling them. */
   shutdownTimeoutMs?: number;
   logger?: Logger;
@@ -63,27 +78,28 @@ export interface GrpcFrontDoor {
   close(): Promise<void>;
 }
 
-function address(host: string, port: number): string {
-  return host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
+/** An option that must be an integer in [min, max]; a bad value is the caller's bug. */
+function integerOption(name: string, value: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`${name} must be an integer from ${min} to ${max}, got ${value}`);
+  return value;
 }
 
 export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const host = options.host ?? DEFAULT_GRPC_HOST;
-  const maxReceiveBytes = options.maxReceiveMessageBytes ?? DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES;
-  // -1 would let one compressed message inflate until the process dies
-  if (!Number.isSafeInteger(maxReceiveBytes) || maxReceiveBytes < 1 || maxReceiveBytes > MAX_GRPC_MESSAGE_BYTES) {
-    throw new RangeError(`maxReceiveMessageBytes must be an integer from 1 to ${MAX_GRPC_MESSAGE_BYTES}, got ${maxReceiveBytes}`);
-  }
+  // never -1 (unlimited): one compressed message could inflate until the process dies
+  const maxReceiveBytes = integerOption('maxReceiveMessageBytes', options.maxReceiveMessageBytes ?? DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES, 1, MAX_GRPC_MESSAGE_BYTES);
+  const maxStreamInflight = integerOption('maxStreamInflight', options.maxStreamInflight ?? DEFAULT_GRPC_MAX_STREAM_INFLIGHT, 1);
+  const maxConnections = integerOption('maxConnections', options.maxConnections ?? DEFAULT_GRPC_MAX_CONNECTIONS, 0);
+  const maxConcurrentStreams = integerOption('maxConcurrentStreams', options.maxConcurrentStreams ?? DEFAULT_GRPC_MAX_CONCURRENT_STREAMS, 0, 2 ** 32 - 1);
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS;
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
-  const maxStreamInflight = options.maxStreamInflight ?? DEFAULT_GRPC_MAX_STREAM_INFLIGHT;
-  if (!Number.isSafeInteger(maxStreamInflight) || maxStreamInflight < 1) throw new RangeError(`maxStreamInflight must be a positive integer, got ${maxStreamInflight}`);
   const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, limits: { maxStreamInflight }, logger };
   const protos = loadGrpcProtos();
 
   const server = new Server({
     'grpc.max_receive_message_length': maxReceiveBytes,
     'grpc.max_send_message_length': -1,
+    ...(maxConcurrentStreams > 0 ? { 'grpc.max_concurrent_streams': maxConcurrentStreams } : {}),
   });
   server.addService(protos.inferenceService, {
     ...modelHandlers(ctx),
@@ -93,21 +109,29 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   });
   server.addService(protos.healthService, healthHandlers(ctx));
 
+  // grpc-js has no connection limit: we own the listening socket (net.Server.maxConnections closes
+  // a connection beyond the limit at accept) and hand every accepted one to grpc-js.
+  const listener = net.createServer({ noDelay: true });
+  if (maxConnections > 0) listener.maxConnections = maxConnections;
+  listener.on('drop', (d?: { remoteAddress?: string }) => logger.debug({ remoteAddress: d?.remoteAddress, maxConnections }, 'gRPC connection refused: connection limit reached'));
+
   let closing: Promise<void> | undefined;
   return {
     listen: () =>
       new Promise<number>((resolve, reject) => {
-        server.bindAsync(address(host, options.port), ServerCredentials.createInsecure(), (err, port) => {
-          if (err !== null) {
-            reject(err);
-            return;
-          }
+        const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
+        listener.on('connection', (socket: net.Socket) => injector.injectConnection(socket));
+        listener.once('error', reject);
+        listener.listen(options.port, host, () => {
+          listener.off('error', reject);
+          const port = (listener.address() as net.AddressInfo).port;
           logger.info({ port }, 'gRPC server listening');
           resolve(port);
         });
       }),
     close: () => {
       closing ??= new Promise<void>((resolve) => {
+        listener.close();
         const timer = setTimeout(() => {
           logger.warn({ timeoutMs: shutdownTimeoutMs }, 'gRPC calls still running at shutdown timeout; cancelling them');
           server.forceShutdown();

@@ -8,6 +8,11 @@
  *
  * Lifecycle: `listen()` binds (port 0 = ephemeral) and resolves with the bound port. `close()`
  * stops accepting, lets in-flight requests finish, then closes idle keep-alive connections.
+ *
+ * Limits (node:http's own): a request whose headers, or whole request with its body, take longer
+ * than `headerTimeoutMs` / `requestTimeoutMs` to arrive is answered 408 and its connection closed
+ * (a slow client cannot hold a connection and a handler); a connection beyond `maxConnections` is
+ * closed as soon as it is accepted, while the others are served.
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -44,7 +49,28 @@ export interface HttpServerOptions {
   host?: string;
   /** `--http-max-input-size` in bytes (default 64 MiB): the largest request body, before and after decompression. */
   maxInputSize?: number;
+  /** Longest wait for a request's headers (default DEFAULT_HTTP_HEADER_TIMEOUT_MS); 0 = none. At most requestTimeoutMs. */
+  headerTimeoutMs?: number;
+  /** Longest wait for a whole request, headers and body (default DEFAULT_HTTP_REQUEST_TIMEOUT_MS); 0 = none. */
+  requestTimeoutMs?: number;
+  /** Most open connections (default DEFAULT_HTTP_MAX_CONNECTIONS); 0 = no limit. */
+  maxConnections?: number;
   logger?: Logger;
+}
+
+/** How long a client may take to send a request's headers. */
+export const DEFAULT_HTTP_HEADER_TIMEOUT_MS = 30_000;
+/**
+ * How long a client may take to send a whole request, body included: a 64 MiB body needs about
+ * 4.5 Mbit/s. Responses (streams too) are not limited.
+ */
+export const DEFAULT_HTTP_REQUEST_TIMEOUT_MS = 120_000;
+/** Most connections at once; HTTP/1.1 clients open one per concurrent request. */
+export const DEFAULT_HTTP_MAX_CONNECTIONS = 4096;
+
+function integerOption(name: string, value: number, min: number): number {
+  if (!Number.isSafeInteger(value) || value < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${value}`);
+  return value;
 }
 
 export interface HttpFrontDoor {
@@ -65,8 +91,21 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
   let inFlight = 0;
   let closing = false;
   let drained: (() => void) | undefined;
+  const headersTimeout = integerOption('headerTimeoutMs', options.headerTimeoutMs ?? DEFAULT_HTTP_HEADER_TIMEOUT_MS, 0);
+  const requestTimeout = integerOption('requestTimeoutMs', options.requestTimeoutMs ?? DEFAULT_HTTP_REQUEST_TIMEOUT_MS, 0);
+  const maxConnections = integerOption('maxConnections', options.maxConnections ?? DEFAULT_HTTP_MAX_CONNECTIONS, 0);
+  if (headersTimeout > 0 && requestTimeout > 0 && headersTimeout > requestTimeout) {
+    throw new RangeError(`headerTimeoutMs (${headersTimeout}) must not exceed requestTimeoutMs (${requestTimeout})`);
+  }
+  const timeouts = [headersTimeout, requestTimeout].filter((t) => t > 0);
+  const serverOptions: http.ServerOptions = {
+    headersTimeout,
+    requestTimeout,
+    // node checks both timeouts on this period (30 s by default): a quarter of the shortest one
+    ...(timeouts.length > 0 ? { connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(Math.min(...timeouts) / 4))) } : {}),
+  };
 
-  const server = http.createServer((req, res) => {
+  const server = http.createServer(serverOptions, (req, res) => {
     inFlight += 1;
     if (closing) res.setHeader('Connection', 'close');
     res.on('close', () => {
@@ -79,6 +118,8 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
       else res.destroy();
     });
   });
+  if (maxConnections > 0) server.maxConnections = maxConnections;
+  server.on('drop', (d?: { remoteAddress?: string }) => ctx.logger.debug({ remoteAddress: d?.remoteAddress, maxConnections }, 'HTTP connection refused: connection limit reached'));
   // Refuse an oversized body before the client sends it (curl sends `Expect: 100-continue`).
   server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const declared = declaredLength(req);
