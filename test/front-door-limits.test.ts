@@ -4,6 +4,7 @@
  * or body, with the process's memory bounded and the next request served; slow clients are cut
  * after the timeouts; connections beyond the limits are refused while the others are served.
  */
+import * as http2 from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   startEtcd,
@@ -87,6 +88,24 @@ describe('gRPC: the decompressed message is bounded by --grpc-max-message-size',
         inference.close();
       }
     });
+  }
+
+  for (const name of ['worker', 'router']) {
+    it(`${name}: many bombs at once on one connection inflate a few at a time: memory stays bounded`, async () => {
+      const app = Object.fromEntries(processes())[name]!;
+      const before = peakRssBytes(app.pid);
+      const bomb = gzipBomb(128 * MiB);
+      const session = http2.connect(`http://${app.grpcAddress}`);
+      session.on('error', () => {});
+      try {
+        // grpc-js alone would inflate all 24 at once, 64 MiB each: 1.5 GiB
+        const statuses = await Promise.all(Array.from({ length: 24 }, () => rawGrpcCall(session, '/inference.GRPCInferenceService/ServerLive', bomb, 'gzip')));
+        expect(new Set(statuses.map((s) => s.code))).toEqual(new Set([grpc.status.RESOURCE_EXHAUSTED]));
+      } finally {
+        session.close();
+      }
+      expect(peakRssBytes(app.pid) - before).toBeLessThan(RSS_BUDGET);
+    }, 120_000);
   }
 
   it('a grpc-js client compressing a message that inflates past the limit is refused; large uncompressed tensors pass', async () => {

@@ -9,6 +9,7 @@ import type { InferenceEngine } from '@switchyard/engine';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import { adminHandlers } from './admin-handlers.js';
+import { installBoundedDecompression } from './bounded-decompression.js';
 import type { GrpcContext } from './grpc-context.js';
 import { healthHandlers, modelHandlers } from './model-handlers.js';
 import { modelInferHandler } from './model-infer.js';
@@ -95,6 +96,8 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
   const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, limits: { maxStreamInflight }, logger };
   const protos = loadGrpcProtos();
+  // grpc-js would inflate every compressed message at once, each up to the limit
+  installBoundedDecompression();
 
   const server = new Server({
     'grpc.max_receive_message_length': maxReceiveBytes,
