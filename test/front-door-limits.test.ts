@@ -154,6 +154,15 @@ describe('HTTP: the decompressed body is bounded by --http-max-input-size', () =
     const ok = await post(`${worker.httpUrl}/v2/models/simple/infer`, simple, { 'Content-Type': 'application/json' });
     expect(ok.status).toBe(200);
   });
+
+  it('many bombs at once inflate a few at a time: memory stays bounded', async () => {
+    const before = peakRssBytes(worker.pid);
+    const bomb = gzipBomb(128 * MiB);
+    // each alone may inflate to the 64 MiB limit; all 24 at once would hold 1.5 GiB
+    const statuses = await Promise.all(Array.from({ length: 24 }, () => post(`${worker.httpUrl}/v2/models/simple/infer`, bomb, { 'Content-Encoding': 'gzip' }).then((r) => r.status)));
+    expect(new Set(statuses)).toEqual(new Set([400]));
+    expect(peakRssBytes(worker.pid) - before).toBeLessThan(RSS_BUDGET);
+  }, 120_000);
 });
 
 describe('HTTP: slow clients are cut after the timeouts, while the others are served', () => {
@@ -213,13 +222,21 @@ describe('connection limits: one connection too many is refused, the others are 
         expect((await rawGrpcCall(session, '/inference.GRPCInferenceService/ServerLive', Buffer.alloc(0), 'identity')).code).toBe(grpc.status.OK);
       }
     } finally {
-      for (const s of sessions) s.close();
+      for (const s of sessions) s.destroy();
     }
-    const { inference } = loadGrpcClients(capped.grpcAddress);
-    try {
-      expect(await unary(inference, 'ServerLive', {})).toEqual({ live: true });
-    } finally {
-      inference.close();
-    }
+    // the slots free once the server sees the connections gone
+    await waitFor(
+      async () => {
+        const { inference } = loadGrpcClients(capped.grpcAddress);
+        try {
+          return (await unary(inference, 'ServerLive', {})).live === true;
+        } catch {
+          return false;
+        } finally {
+          inference.close();
+        }
+      },
+      { timeoutMs: 10_000, message: 'freed gRPC connection slots were not reused' },
+    );
   });
 });

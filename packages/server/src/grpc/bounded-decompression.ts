@@ -6,10 +6,8 @@
  * carrying a 64 KiB gzip bomb hold 60 × 64 MiB before any is refused (measured: 4 GB of RSS from
  * one connection). It offers no option to bound that, so this module replaces the one method that
  * does it, `BaseServerInterceptingCall.prototype.decompressMessage`, with the same contract (same
- * statuses and messages) plus a semaphore: at most `MAX_CONCURRENT_INFLATIONS` messages inflate
- * at once in the process (node's zlib runs on the 4 threads of libuv's pool anyway); the others
- * wait their turn, holding only their compressed bytes. A bomb holds its slot only while it
- * inflates to the limit.
+ * statuses and messages) inflating through the process-wide `inflationSlots` the HTTP door uses
+ * too. A bomb holds its slot only while it inflates to the limit.
  *
  * Installed once, by `createGrpcServer`; a grpc-js without that method fails loudly at start-up.
  */
@@ -18,38 +16,10 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import * as zlib from 'node:zlib';
 import { status } from '@grpc/grpc-js';
-
-/** How many compressed messages may inflate at once, process-wide. */
-export const MAX_CONCURRENT_INFLATIONS = 4;
+import { inflationSlots } from '../inflation-slots.js';
 
 const inflate = promisify(zlib.inflate);
 const gunzip = promisify(zlib.gunzip);
-
-/** A counting semaphore: `acquire()` resolves when a slot is free, FIFO. */
-class Slots {
-  #free: number;
-  readonly #waiting: Array<() => void> = [];
-
-  constructor(count: number) {
-    this.#free = count;
-  }
-
-  async acquire(): Promise<void> {
-    if (this.#free > 0) {
-      this.#free -= 1;
-      return;
-    }
-    await new Promise<void>((resolve) => this.#waiting.push(resolve));
-  }
-
-  release(): void {
-    const next = this.#waiting.shift();
-    if (next !== undefined) next();
-    else this.#free += 1;
-  }
-}
-
-const slots = new Slots(MAX_CONCURRENT_INFLATIONS);
 
 /** What grpc-js's `sendStatus` takes. */
 interface CallStatus {
@@ -67,10 +37,9 @@ export async function decompressGrpcMessage(message: Buffer, encoding: string, m
   if (encoding !== 'deflate' && encoding !== 'gzip') {
     throw { code: status.UNIMPLEMENTED, details: `Received message compressed with unsupported encoding "${encoding}"` } satisfies CallStatus;
   }
-  await slots.acquire();
   try {
     const options = maxBytes === -1 ? {} : { maxOutputLength: maxBytes + 1 };
-    const out = encoding === 'deflate' ? await inflate(contents, options) : await gunzip(contents, options);
+    const out = await inflationSlots.run(() => (encoding === 'deflate' ? inflate(contents, options) : gunzip(contents, options)));
     if (maxBytes !== -1 && out.byteLength > maxBytes) throw new RangeError('too large');
     return out;
   } catch (e) {
@@ -78,8 +47,6 @@ export async function decompressGrpcMessage(message: Buffer, encoding: string, m
       throw { code: status.RESOURCE_EXHAUSTED, details: `Received message that decompresses to a size larger than ${maxBytes}` } satisfies CallStatus;
     }
     throw { code: status.INTERNAL, details: 'Failed to decompress message' } satisfies CallStatus;
-  } finally {
-    slots.release();
   }
 }
 
