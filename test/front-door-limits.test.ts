@@ -17,7 +17,7 @@ import {
   type NatsServer,
   type RedisServer,
 } from '@switchyard/testing';
-import { deflateBomb, gzipBomb, heldHttpConnection, http2Connection, oneHttpRequest, peakRssBytes, rawGrpcCall, slowClient } from './lib/hostile-clients.js';
+import { deflateBomb, gzipBomb, heldHttpConnection, http2Connection, oneHttpRequest, peakRssBytes, rawGrpcCall, silentConnection, slowClient } from './lib/hostile-clients.js';
 import { waitFor } from './lib/wait-for.js';
 import { grpc, loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
 import { get, post } from './lib/tensors.js';
@@ -29,7 +29,7 @@ const DEFAULT_LIMIT = 64 * MiB;
 /** How much a refused bomb may raise a process's peak memory: a few times the limit, far below the bomb. */
 const RSS_BUDGET = 512 * MiB;
 
-/** Short request timeouts, per process: the size limits stay at their defaults. */
+/** Short request timeouts, per process: the size limits stay at their defaults. The router also closes idle gRPC connections after 1 s. */
 const TIMEOUTS = { worker: { header: 2, request: 3 }, router: { header: 1, request: 2 } };
 const timeoutArgs = (t: { header: number; request: number }): string[] => [`--http-header-timeout-secs=${t.header}`, `--http-request-timeout-secs=${t.request}`];
 /** Connection limits of the `capped` worker. */
@@ -55,7 +55,7 @@ beforeAll(async () => {
   ]);
   [worker, capped] = [w, c];
   infra = { etcd, nats, redis };
-  router = await startRouterProcess({ etcd: etcd.url, nats: nats.url, redis: redis.url, namespace: `limits-${process.pid}`, args: timeoutArgs(TIMEOUTS.router) });
+  router = await startRouterProcess({ etcd: etcd.url, nats: nats.url, redis: redis.url, namespace: `limits-${process.pid}`, args: [...timeoutArgs(TIMEOUTS.router), '--grpc-max-connection-idle-secs=1'] });
 }, 120_000);
 
 afterAll(async () => {
@@ -191,6 +191,34 @@ describe('HTTP: slow clients are cut after the timeouts, while the others are se
       expect(r.elapsedMs).toBeLessThan(t.header * 1000 + 20_000);
     }, 40_000);
   }
+});
+
+describe('gRPC: idle connections are closed after --grpc-max-connection-idle-secs', () => {
+  it('router: a connection that never speaks HTTP/2 does not hold its slot forever', async () => {
+    const r = await silentConnection(router.grpcAddress, 25_000);
+    expect(r.gaveUp).toBe(false);
+    expect(r.elapsedMs).toBeGreaterThanOrEqual(900);
+    expect(r.elapsedMs).toBeLessThan(21_000);
+  }, 40_000);
+
+  it('router: an HTTP/2 connection without calls gets GOAWAY; clients reconnect on their next call', async () => {
+    const { inference } = loadGrpcClients(router.grpcAddress);
+    try {
+      expect(await unary(inference, 'ServerLive', {})).toEqual({ live: true });
+      const o = await http2Connection(router.grpcAddress);
+      if (!('session' in o)) throw new Error(o.refused);
+      const goaway = await new Promise<boolean>((resolve) => {
+        o.session.once('goaway', () => resolve(true));
+        setTimeout(() => resolve(false), 20_000);
+      });
+      o.session.destroy();
+      expect(goaway).toBe(true);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(await unary(inference, 'ServerLive', {})).toEqual({ live: true });
+    } finally {
+      inference.close();
+    }
+  }, 40_000);
 });
 
 describe('connection limits: one connection too many is refused, the others are served', () => {

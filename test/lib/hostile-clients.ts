@@ -193,3 +193,22 @@ export function http2Connection(address: string): Promise<{ session: http2.Clien
     session.once('close', () => resolve({ refused: 'closed before SETTINGS' }));
   });
 }
+
+/** A TCP connection that sends nothing: resolves with how long until the server closed it, or gives up. */
+export function silentConnection(address: string, giveUpMs = 30_000): Promise<{ elapsedMs: number; gaveUp: boolean }> {
+  const colon = address.lastIndexOf(':');
+  return new Promise((resolve) => {
+    const start = Date.now();
+    const socket = net.connect(Number(address.slice(colon + 1)), address.slice(0, colon));
+    socket.on('error', () => {});
+    socket.on('data', () => {});
+    const giveUp = setTimeout(() => {
+      socket.destroy();
+      resolve({ elapsedMs: Date.now() - start, gaveUp: true });
+    }, giveUpMs);
+    socket.on('close', () => {
+      clearTimeout(giveUp);
+      resolve({ elapsedMs: Date.now() - start, gaveUp: false });
+    });
+  });
+}

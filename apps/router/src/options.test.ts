@@ -3,6 +3,7 @@ import { doorLimits } from '@switchyard/cli';
 import {
   DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
   DEFAULT_GRPC_MAX_CONNECTIONS,
+  DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS,
   DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES,
   DEFAULT_GRPC_MAX_STREAM_INFLIGHT,
   DEFAULT_HTTP_HEADER_TIMEOUT_MS,
@@ -119,6 +120,7 @@ describe('front-door limits', () => {
       maxStreamInflight: DEFAULT_GRPC_MAX_STREAM_INFLIGHT,
       maxConnections: DEFAULT_GRPC_MAX_CONNECTIONS,
       maxConcurrentStreams: DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
+      maxConnectionIdleMs: DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS,
     });
   });
 });

@@ -26,6 +26,8 @@ export interface DoorLimitOptions {
   grpcMaxConnections: number;
   /** Most concurrent calls on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); 0 = no limit. */
   grpcMaxConcurrentStreams: number;
+  /** Seconds a gRPC connection may stay without calls (or without ever starting HTTP/2) before it is closed; 0 = forever. */
+  grpcMaxConnectionIdleSecs: number;
 }
 
 export const DOOR_LIMIT_DEFAULTS: Readonly<DoorLimitOptions> = {
@@ -36,6 +38,7 @@ export const DOOR_LIMIT_DEFAULTS: Readonly<DoorLimitOptions> = {
   grpcMaxInflightPerStream: 128,
   grpcMaxConnections: 1024,
   grpcMaxConcurrentStreams: 1000,
+  grpcMaxConnectionIdleSecs: 300,
 };
 
 const D = DOOR_LIMIT_DEFAULTS;
@@ -85,12 +88,24 @@ export const DOOR_LIMIT_FLAGS: FlagTable<DoorLimitOptions> = {
     max: 2 ** 32 - 1,
     help: `Most concurrent calls on one gRPC connection; clients queue the rest (default ${D.grpcMaxConcurrentStreams}; 0 = no limit).`,
   },
+  'grpc-max-connection-idle-secs': {
+    kind: 'int',
+    key: 'grpcMaxConnectionIdleSecs',
+    min: 0,
+    help: `Seconds a gRPC connection may stay without calls before the server closes it (GOAWAY; clients reconnect on their next call); 0 = forever (default ${D.grpcMaxConnectionIdleSecs}).`,
+  },
 };
 
 /** The limits in the doors' terms (`createFrontDoors`' `http` / `grpc` options). */
 export interface DoorLimits {
   readonly http: { readonly headerTimeoutMs: number; readonly requestTimeoutMs: number; readonly maxConnections: number };
-  readonly grpc: { readonly maxReceiveMessageBytes: number; readonly maxStreamInflight: number; readonly maxConnections: number; readonly maxConcurrentStreams: number };
+  readonly grpc: {
+    readonly maxReceiveMessageBytes: number;
+    readonly maxStreamInflight: number;
+    readonly maxConnections: number;
+    readonly maxConcurrentStreams: number;
+    readonly maxConnectionIdleMs: number;
+  };
 }
 
 export function doorLimits(o: DoorLimitOptions): DoorLimits {
@@ -103,6 +118,7 @@ export function doorLimits(o: DoorLimitOptions): DoorLimits {
       maxStreamInflight: o.grpcMaxInflightPerStream,
       maxConnections: o.grpcMaxConnections,
       maxConcurrentStreams: o.grpcMaxConcurrentStreams,
+      maxConnectionIdleMs: o.grpcMaxConnectionIdleSecs * 1000,
     },
   };
 }

@@ -35,6 +35,7 @@ export interface FrontDoorsOptions {
     readonly maxStreamInflight?: number;
     readonly maxConnections?: number;
     readonly maxConcurrentStreams?: number;
+    readonly maxConnectionIdleMs?: number;
   };
   readonly metrics?: { readonly port: number; readonly host: string; readonly extraMetrics?: () => string };
 }

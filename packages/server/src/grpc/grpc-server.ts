@@ -41,6 +41,12 @@ export const DEFAULT_GRPC_MAX_CONNECTIONS = 1024;
  * further calls until one ends.
  */
 export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 1000;
+/**
+ * How long a connection may stay without calls before the server closes it (GOAWAY; clients
+ * reconnect on their next call). Also what a connection that never starts HTTP/2 may hold a
+ * connection slot for.
+ */
+export const DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS = 300_000;
 /** grpc-js cannot hold a message of 2 GiB or more; Triton's own limit is INT32_MAX. */
 export const MAX_GRPC_MESSAGE_BYTES = 2 ** 31 - 1;
 
@@ -67,6 +73,8 @@ export interface GrpcServerOptions {
   maxConnections?: number;
   /** Most concurrent calls per connection (default DEFAULT_GRPC_MAX_CONCURRENT_STREAMS); 0 = no limit. */
   maxConcurrentStreams?: number;
+  /** Close a connection without calls for this long (default DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS); 0 = never. */
+  maxConnectionIdleMs?: number;
   /** How long close() lets in-flight calls finish before cancelling them. */
   shutdownTimeoutMs?: number;
   logger?: Logger;
@@ -92,6 +100,8 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const maxStreamInflight = integerOption('maxStreamInflight', options.maxStreamInflight ?? DEFAULT_GRPC_MAX_STREAM_INFLIGHT, 1);
   const maxConnections = integerOption('maxConnections', options.maxConnections ?? DEFAULT_GRPC_MAX_CONNECTIONS, 0);
   const maxConcurrentStreams = integerOption('maxConcurrentStreams', options.maxConcurrentStreams ?? DEFAULT_GRPC_MAX_CONCURRENT_STREAMS, 0, 2 ** 32 - 1);
+  // grpc-js takes at most INT32_MAX ms, and that value itself means "never"
+  const maxConnectionIdleMs = integerOption('maxConnectionIdleMs', options.maxConnectionIdleMs ?? DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS, 0, 2 ** 31 - 2);
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS;
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
   const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, limits: { maxStreamInflight }, logger };
@@ -103,6 +113,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
     'grpc.max_receive_message_length': maxReceiveBytes,
     'grpc.max_send_message_length': -1,
     ...(maxConcurrentStreams > 0 ? { 'grpc.max_concurrent_streams': maxConcurrentStreams } : {}),
+    ...(maxConnectionIdleMs > 0 ? { 'grpc.max_connection_idle_ms': maxConnectionIdleMs } : {}),
   });
   server.addService(protos.inferenceService, {
     ...modelHandlers(ctx),
