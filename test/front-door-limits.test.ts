@@ -17,7 +17,7 @@ import {
   type NatsServer,
   type RedisServer,
 } from '@switchyard/testing';
-import { deflateBomb, gzipBomb, heldHttpConnection, http2Connection, oneHttpRequest, peakRssBytes, rawGrpcCall, silentConnection, slowClient } from './lib/hostile-clients.js';
+import { deadPeer, deflateBomb, gzipBomb, heldHttpConnection, http2Connection, oneHttpRequest, peakRssBytes, rawGrpcCall, silentConnection, slowClient } from './lib/hostile-clients.js';
 import { waitFor } from './lib/wait-for.js';
 import { grpc, loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
 import { get, post } from './lib/tensors.js';
@@ -32,7 +32,7 @@ const RSS_BUDGET = 512 * MiB;
 /** Short request timeouts, per process: the size limits stay at their defaults. The router also closes idle gRPC connections after 1 s. */
 const TIMEOUTS = { worker: { header: 2, request: 3 }, router: { header: 1, request: 2 } };
 const timeoutArgs = (t: { header: number; request: number }): string[] => [`--http-header-timeout-secs=${t.header}`, `--http-request-timeout-secs=${t.request}`];
-/** Connection limits of the `capped` worker. */
+/** Connection limits of the `capped` worker; it also pings every connection every 0.5 s and gives 1 s for the answer. */
 const MAX_CONNECTIONS = 4;
 const MAX_STREAMS = 2;
 
@@ -47,7 +47,14 @@ beforeAll(async () => {
     startWorkerProcess({ modelRepositories: repo, args: ['--model-control-mode=explicit', '--load-model=simple', '--load-model=identity_fp32', ...timeoutArgs(TIMEOUTS.worker)] }),
     startWorkerProcess({
       modelRepositories: repo,
-      args: ['--model-control-mode=explicit', `--http-max-connections=${MAX_CONNECTIONS}`, `--grpc-max-connections=${MAX_CONNECTIONS}`, `--grpc-max-concurrent-streams=${MAX_STREAMS}`],
+      args: [
+        '--model-control-mode=explicit',
+        `--http-max-connections=${MAX_CONNECTIONS}`,
+        `--grpc-max-connections=${MAX_CONNECTIONS}`,
+        `--grpc-max-concurrent-streams=${MAX_STREAMS}`,
+        '--grpc-keepalive-time=500',
+        '--grpc-keepalive-timeout=1000',
+      ],
     }),
     startEtcd(),
     startNats({ jetstream: true }),
@@ -218,6 +225,15 @@ describe('gRPC: idle connections are closed after --grpc-max-connection-idle-sec
     } finally {
       inference.close();
     }
+  }, 40_000);
+});
+
+describe('gRPC keepalive: a dead peer is found out', () => {
+  it('capped worker: a peer that stops answering pings is closed after --grpc-keepalive-time + --grpc-keepalive-timeout', async () => {
+    const r = await deadPeer(capped.grpcAddress, 25_000);
+    expect(r.gaveUp).toBe(false);
+    expect(r.elapsedMs).toBeGreaterThanOrEqual(1400);
+    expect(r.elapsedMs).toBeLessThan(21_500);
   }, 40_000);
 });
 

@@ -212,3 +212,31 @@ export function silentConnection(address: string, giveUpMs = 30_000): Promise<{ 
     });
   });
 }
+
+/**
+ * A peer that completes the HTTP/2 handshake on a gRPC port and then goes silent, answering nothing
+ * (not even PING): a client whose machine vanished. Resolves with how long until the server closed
+ * the connection, or gives up.
+ */
+export function deadPeer(address: string, giveUpMs = 30_000): Promise<{ elapsedMs: number; gaveUp: boolean }> {
+  const colon = address.lastIndexOf(':');
+  return new Promise((resolve) => {
+    const start = Date.now();
+    const socket = net.connect(Number(address.slice(colon + 1)), address.slice(0, colon));
+    socket.on('error', () => {});
+    socket.on('data', () => {});
+    socket.on('connect', () => {
+      const settings = Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]);
+      const settingsAck = Buffer.from([0, 0, 0, 4, 1, 0, 0, 0, 0]);
+      socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'), settings, settingsAck]));
+    });
+    const giveUp = setTimeout(() => {
+      socket.destroy();
+      resolve({ elapsedMs: Date.now() - start, gaveUp: true });
+    }, giveUpMs);
+    socket.on('close', () => {
+      clearTimeout(giveUp);
+      resolve({ elapsedMs: Date.now() - start, gaveUp: false });
+    });
+  });
+}

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { doorLimits } from '@switchyard/cli';
 import {
+  DEFAULT_GRPC_KEEPALIVE_TIME_MS,
+  DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS,
   DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
   DEFAULT_GRPC_MAX_CONNECTIONS,
   DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS,
@@ -121,6 +123,8 @@ describe('front-door limits', () => {
       maxConnections: DEFAULT_GRPC_MAX_CONNECTIONS,
       maxConcurrentStreams: DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
       maxConnectionIdleMs: DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS,
+      keepaliveTimeMs: DEFAULT_GRPC_KEEPALIVE_TIME_MS,
+      keepaliveTimeoutMs: DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS,
     });
   });
 });

@@ -28,7 +28,7 @@ describe('front-door limit flags', () => {
   it('timeouts and connection caps: finite defaults a public endpoint can live with, 0 = no limit, in the doors\' units', () => {
     expect(doorLimits(DOOR_LIMIT_DEFAULTS)).toEqual({
       http: { headerTimeoutMs: 30_000, requestTimeoutMs: 120_000, maxConnections: 4096 },
-      grpc: { maxReceiveMessageBytes: 64 * 1024 * 1024, maxStreamInflight: 128, maxConnections: 1024, maxConcurrentStreams: 1000, maxConnectionIdleMs: 300_000 },
+      grpc: { maxReceiveMessageBytes: 64 * 1024 * 1024, maxStreamInflight: 128, maxConnections: 1024, maxConcurrentStreams: 1000, maxConnectionIdleMs: 300_000, keepaliveTimeMs: 7_200_000, keepaliveTimeoutMs: 20_000 },
     });
     const o = parse(['--http-header-timeout-secs=0', '--http-request-timeout-secs', '5', '--http-max-connections=0', '--grpc-max-connections=3', '--grpc-max-concurrent-streams=0']);
     expect(doorLimits(o)).toMatchObject({ http: { headerTimeoutMs: 5000, requestTimeoutMs: 5000, maxConnections: 0 }, grpc: { maxConnections: 3, maxConcurrentStreams: 0 } });

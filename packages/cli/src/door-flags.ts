@@ -28,6 +28,10 @@ export interface DoorLimitOptions {
   grpcMaxConcurrentStreams: number;
   /** Seconds a gRPC connection may stay without calls (or without ever starting HTTP/2) before it is closed; 0 = forever. */
   grpcMaxConnectionIdleSecs: number;
+  /** tritonserver's: milliseconds between the server's keepalive pings on a gRPC connection. */
+  grpcKeepaliveTime: number;
+  /** tritonserver's: milliseconds a keepalive ping may go unanswered before the connection is closed. */
+  grpcKeepaliveTimeout: number;
 }
 
 export const DOOR_LIMIT_DEFAULTS: Readonly<DoorLimitOptions> = {
@@ -39,6 +43,8 @@ export const DOOR_LIMIT_DEFAULTS: Readonly<DoorLimitOptions> = {
   grpcMaxConnections: 1024,
   grpcMaxConcurrentStreams: 1000,
   grpcMaxConnectionIdleSecs: 300,
+  grpcKeepaliveTime: 7_200_000,
+  grpcKeepaliveTimeout: 20_000,
 };
 
 const D = DOOR_LIMIT_DEFAULTS;
@@ -94,6 +100,20 @@ export const DOOR_LIMIT_FLAGS: FlagTable<DoorLimitOptions> = {
     min: 0,
     help: `Seconds a gRPC connection may stay without calls before the server closes it (GOAWAY; clients reconnect on their next call); 0 = forever (default ${D.grpcMaxConnectionIdleSecs}).`,
   },
+  'grpc-keepalive-time': {
+    kind: 'int',
+    key: 'grpcKeepaliveTime',
+    min: 1,
+    max: INT32_MAX - 1,
+    help: `Milliseconds between keepalive pings the server sends on each gRPC connection (default ${D.grpcKeepaliveTime}, 2 hours, as tritonserver).`,
+  },
+  'grpc-keepalive-timeout': {
+    kind: 'int',
+    key: 'grpcKeepaliveTimeout',
+    min: 1,
+    max: INT32_MAX - 1,
+    help: `Milliseconds a keepalive ping may go unanswered before the connection is closed (default ${D.grpcKeepaliveTimeout}, as tritonserver).`,
+  },
 };
 
 /** The limits in the doors' terms (`createFrontDoors`' `http` / `grpc` options). */
@@ -105,6 +125,8 @@ export interface DoorLimits {
     readonly maxConnections: number;
     readonly maxConcurrentStreams: number;
     readonly maxConnectionIdleMs: number;
+    readonly keepaliveTimeMs: number;
+    readonly keepaliveTimeoutMs: number;
   };
 }
 
@@ -119,6 +141,8 @@ export function doorLimits(o: DoorLimitOptions): DoorLimits {
       maxConnections: o.grpcMaxConnections,
       maxConcurrentStreams: o.grpcMaxConcurrentStreams,
       maxConnectionIdleMs: o.grpcMaxConnectionIdleSecs * 1000,
+      keepaliveTimeMs: o.grpcKeepaliveTime,
+      keepaliveTimeoutMs: o.grpcKeepaliveTimeout,
     },
   };
 }

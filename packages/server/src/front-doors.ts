@@ -36,6 +36,8 @@ export interface FrontDoorsOptions {
     readonly maxConnections?: number;
     readonly maxConcurrentStreams?: number;
     readonly maxConnectionIdleMs?: number;
+    readonly keepaliveTimeMs?: number;
+    readonly keepaliveTimeoutMs?: number;
   };
   readonly metrics?: { readonly port: number; readonly host: string; readonly extraMetrics?: () => string };
 }

@@ -4,6 +4,8 @@ export type { HttpFrontDoor, HttpServerOptions } from './http/http-server.js';
 export { DEFAULT_MAX_INPUT_SIZE } from './http/http-body.js';
 export {
   DEFAULT_GRPC_HOST,
+  DEFAULT_GRPC_KEEPALIVE_TIME_MS,
+  DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS,
   DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
   DEFAULT_GRPC_MAX_CONNECTIONS,
   DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS,

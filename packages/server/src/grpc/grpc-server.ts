@@ -47,6 +47,10 @@ export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 1000;
  * connection slot for.
  */
 export const DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS = 300_000;
+/** tritonserver's `--grpc-keepalive-time` default: the server pings every connection every 2 hours. */
+export const DEFAULT_GRPC_KEEPALIVE_TIME_MS = 7_200_000;
+/** tritonserver's `--grpc-keepalive-timeout` default: an unanswered ping closes the connection after 20 s. */
+export const DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS = 20_000;
 /** grpc-js cannot hold a message of 2 GiB or more; Triton's own limit is INT32_MAX. */
 export const MAX_GRPC_MESSAGE_BYTES = 2 ** 31 - 1;
 
@@ -75,6 +79,10 @@ export interface GrpcServerOptions {
   maxConcurrentStreams?: number;
   /** Close a connection without calls for this long (default DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS); 0 = never. */
   maxConnectionIdleMs?: number;
+  /** Ping every connection this often (default DEFAULT_GRPC_KEEPALIVE_TIME_MS) ... */
+  keepaliveTimeMs?: number;
+  /** ... and close it when a ping is not answered within this (default DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS): dead peers free their calls and slot. */
+  keepaliveTimeoutMs?: number;
   /** How long close() lets in-flight calls finish before cancelling them. */
   shutdownTimeoutMs?: number;
   logger?: Logger;
@@ -102,6 +110,8 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const maxConcurrentStreams = integerOption('maxConcurrentStreams', options.maxConcurrentStreams ?? DEFAULT_GRPC_MAX_CONCURRENT_STREAMS, 0, 2 ** 32 - 1);
   // grpc-js takes at most INT32_MAX ms, and that value itself means "never"
   const maxConnectionIdleMs = integerOption('maxConnectionIdleMs', options.maxConnectionIdleMs ?? DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS, 0, 2 ** 31 - 2);
+  const keepaliveTimeMs = integerOption('keepaliveTimeMs', options.keepaliveTimeMs ?? DEFAULT_GRPC_KEEPALIVE_TIME_MS, 1, 2 ** 31 - 2);
+  const keepaliveTimeoutMs = integerOption('keepaliveTimeoutMs', options.keepaliveTimeoutMs ?? DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS, 1, 2 ** 31 - 2);
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS;
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
   const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, limits: { maxStreamInflight }, logger };
@@ -114,6 +124,8 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
     'grpc.max_send_message_length': -1,
     ...(maxConcurrentStreams > 0 ? { 'grpc.max_concurrent_streams': maxConcurrentStreams } : {}),
     ...(maxConnectionIdleMs > 0 ? { 'grpc.max_connection_idle_ms': maxConnectionIdleMs } : {}),
+    'grpc.keepalive_time_ms': keepaliveTimeMs,
+    'grpc.keepalive_timeout_ms': keepaliveTimeoutMs,
   });
   server.addService(protos.inferenceService, {
     ...modelHandlers(ctx),
