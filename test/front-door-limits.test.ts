@@ -17,7 +17,19 @@ import {
   type NatsServer,
   type RedisServer,
 } from '@switchyard/testing';
-import { deadPeer, deflateBomb, gzipBomb, heldHttpConnection, http2Connection, oneHttpRequest, peakRssBytes, rawGrpcCall, silentConnection, slowClient } from './lib/hostile-clients.js';
+import {
+  deadPeer,
+  deflateBomb,
+  gzipBomb,
+  heldHttpConnection,
+  http2Connection,
+  oneHttpRequest,
+  peakRssBytes,
+  rawGrpcCall,
+  resetPeakRss,
+  silentConnection,
+  slowClient,
+} from './lib/hostile-clients.js';
 import { waitFor } from './lib/wait-for.js';
 import { grpc, loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
 import { get, post } from './lib/tensors.js';
@@ -79,7 +91,7 @@ describe('gRPC: the decompressed message is bounded by --grpc-max-message-size',
   for (const name of ['worker', 'router']) {
     it(`${name}: gzip bombs are RESOURCE_EXHAUSTED, memory stays bounded, the next call works`, async () => {
       const app = Object.fromEntries(processes())[name]!;
-      const before = peakRssBytes(app.pid);
+      const before = resetPeakRss(app.pid);
       const bomb = gzipBomb(GiB);
       // two at once, on the cheapest RPC: nothing of the call runs before the message is read
       const statuses = await Promise.all([1, 2].map(() => rawGrpcCall(app.grpcAddress, '/inference.GRPCInferenceService/ServerLive', bomb, 'gzip')));
@@ -100,7 +112,7 @@ describe('gRPC: the decompressed message is bounded by --grpc-max-message-size',
   for (const name of ['worker', 'router']) {
     it(`${name}: many bombs at once on one connection inflate a few at a time: memory stays bounded`, async () => {
       const app = Object.fromEntries(processes())[name]!;
-      const before = peakRssBytes(app.pid);
+      const before = resetPeakRss(app.pid);
       const bomb = gzipBomb(128 * MiB);
       const session = http2.connect(`http://${app.grpcAddress}`);
       session.on('error', () => {});
@@ -148,7 +160,7 @@ describe('HTTP: the decompressed body is bounded by --http-max-input-size', () =
   });
 
   it('gzip and deflate bombs are 400 with Triton message while inflating, memory stays bounded, the next request works', async () => {
-    const before = peakRssBytes(worker.pid);
+    const before = resetPeakRss(worker.pid);
     for (const [encoding, body] of [
       ['gzip', gzipBomb(GiB)],
       ['deflate', deflateBomb(256 * MiB)],
@@ -163,7 +175,7 @@ describe('HTTP: the decompressed body is bounded by --http-max-input-size', () =
   });
 
   it('many bombs at once inflate a few at a time: memory stays bounded', async () => {
-    const before = peakRssBytes(worker.pid);
+    const before = resetPeakRss(worker.pid);
     const bomb = gzipBomb(128 * MiB);
     // each alone may inflate to the 64 MiB limit; all 24 at once would hold 1.5 GiB
     const statuses = await Promise.all(Array.from({ length: 24 }, () => post(`${worker.httpUrl}/v2/models/simple/infer`, bomb, { 'Content-Encoding': 'gzip' }).then((r) => r.status)));

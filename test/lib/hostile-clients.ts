@@ -4,7 +4,7 @@
  */
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { deflateSync, gzipSync } from 'node:zlib';
 
 const MEMBER_BYTES = 64 * 1024 * 1024;
@@ -24,11 +24,21 @@ export function deflateBomb(inflatedBytes: number): Buffer {
   return deflateSync(Buffer.alloc(inflatedBytes, 0x20), { level: 9 });
 }
 
-/** The peak resident set (VmHWM) of a process so far, in bytes. */
-export function peakRssBytes(pid: number): number {
-  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (m === null) throw new Error(`no VmHWM for pid ${pid}`);
+const statusKb = (pid: number, field: 'VmHWM' | 'VmRSS'): number => {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (m === null) throw new Error(`no ${field} for pid ${pid}`);
   return Number(m[1]) * 1024;
+};
+
+/** The peak resident set (VmHWM) of a process since it started or since `resetPeakRss`, in bytes. */
+export function peakRssBytes(pid: number): number {
+  return statusKb(pid, 'VmHWM');
+}
+
+/** Restart a process's peak from its current resident set (Linux `clear_refs` 5); returns that, in bytes. */
+export function resetPeakRss(pid: number): number {
+  writeFileSync(`/proc/${pid}/clear_refs`, '5');
+  return statusKb(pid, 'VmRSS');
 }
 
 export interface RawGrpcStatus {
