@@ -209,6 +209,15 @@ describe('HTTP: slow clients are cut after the timeouts, while the others are se
       expect(r.elapsedMs).toBeGreaterThanOrEqual(t.header * 1000 - 100);
       expect(r.elapsedMs).toBeLessThan(t.header * 1000 + 20_000);
     }, 40_000);
+
+    it(`${name}: the metrics port takes the same limits`, async () => {
+      const app = Object.fromEntries(processes())[name]!;
+      const r = await slowClient(app.metricsUrl, '/metrics', 'headers', { giveUpMs: 25_000 });
+      expect(r.gaveUp).toBe(false);
+      expect(r.received).toMatch(/^HTTP\/1\.1 408 /);
+      expect(r.elapsedMs).toBeGreaterThanOrEqual(t.header * 1000 - 100);
+      expect((await get(`${app.metricsUrl}/metrics`)).status).toBe(200);
+    }, 40_000);
   }
 });
 

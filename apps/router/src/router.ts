@@ -82,6 +82,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
           metrics: {
             port: options.metricsPort,
             host: options.metricsAddress,
+            ...limits.http,
             extraMetrics: () => renderRouterMetrics(core.stats(), core.registry.list().map((m) => ({ name: m.name, workers: m.instances.size }))),
           },
         }

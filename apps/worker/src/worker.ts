@@ -99,7 +99,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     logger,
     ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http } } : {}),
     ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, ...limits.grpc } } : {}),
-    ...(options.allowMetrics ? { metrics: { port: options.metricsPort, host: options.metricsAddress } } : {}),
+    ...(options.allowMetrics ? { metrics: { port: options.metricsPort, host: options.metricsAddress, ...limits.http } } : {}),
   });
 
   let ports: FrontDoorPorts;

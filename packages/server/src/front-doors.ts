@@ -39,7 +39,14 @@ export interface FrontDoorsOptions {
     readonly keepaliveTimeMs?: number;
     readonly keepaliveTimeoutMs?: number;
   };
-  readonly metrics?: { readonly port: number; readonly host: string; readonly extraMetrics?: () => string };
+  readonly metrics?: {
+    readonly port: number;
+    readonly host: string;
+    readonly extraMetrics?: () => string;
+    readonly headerTimeoutMs?: number;
+    readonly requestTimeoutMs?: number;
+    readonly maxConnections?: number;
+  };
 }
 
 export interface FrontDoorPorts {
@@ -62,8 +69,7 @@ export function createFrontDoors(o: FrontDoorsOptions): FrontDoors {
     doors.push({ name: 'grpc', door: createGrpcServer({ ...o.grpc, engine: o.engine, shm: o.shm, settings: o.settings, logger: o.logger.child({ component: 'grpc' }) }) });
   }
   if (o.metrics !== undefined) {
-    const { port, host, extraMetrics } = o.metrics;
-    doors.push({ name: 'metrics', door: createMetricsServer({ engine: o.engine, port, host, ...(extraMetrics === undefined ? {} : { extraMetrics }), logger: o.logger.child({ component: 'metrics' }) }) });
+    doors.push({ name: 'metrics', door: createMetricsServer({ ...o.metrics, engine: o.engine, logger: o.logger.child({ component: 'metrics' }) }) });
   }
   const close = async (): Promise<void> => {
     await Promise.allSettled(doors.map(({ door }) => door.close()));

@@ -1,5 +1,7 @@
 // @switchyard/server: the worker's front doors over an InferenceEngine.
-export { DEFAULT_HTTP_HEADER_TIMEOUT_MS, DEFAULT_HTTP_MAX_CONNECTIONS, DEFAULT_HTTP_REQUEST_TIMEOUT_MS, createHttpServer } from './http/http-server.js';
+export { createHttpServer } from './http/http-server.js';
+export { DEFAULT_HTTP_HEADER_TIMEOUT_MS, DEFAULT_HTTP_MAX_CONNECTIONS, DEFAULT_HTTP_REQUEST_TIMEOUT_MS } from './http/http-limits.js';
+export type { HttpLimits } from './http/http-limits.js';
 export type { HttpFrontDoor, HttpServerOptions } from './http/http-server.js';
 export { DEFAULT_MAX_INPUT_SIZE } from './http/http-body.js';
 export {

@@ -9,9 +9,8 @@
  * Lifecycle: `listen()` binds (port 0 = ephemeral) and resolves with the bound port. `close()`
  * stops accepting, lets in-flight requests finish, then closes idle keep-alive connections.
  *
- * Limits (node:http's own): a request whose headers, or whole request with its body, take longer
- * than `headerTimeoutMs` / `requestTimeoutMs` to arrive is answered 408 and its connection closed
- * (a slow client cannot hold a connection and a handler); a connection beyond `maxConnections` is
+ * Limits (`http-limits.ts`): a request too slow to arrive is answered 408 and its connection
+ * closed (a slow client cannot hold a connection and a handler); a connection beyond the cap is
  * closed as soon as it is accepted, while the others are served.
  */
 import * as http from 'node:http';
@@ -21,6 +20,7 @@ import type { InferenceEngine } from '@switchyard/engine';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import { DEFAULT_MAX_INPUT_SIZE, declaredLength, inputTooLarge } from './http-body.js';
+import { createLimitedHttpServer, type HttpLimits } from './http-limits.js';
 import type { HttpContext } from './http-context.js';
 import {
   handleHealth,
@@ -39,7 +39,8 @@ import { type Route, allowedMethods, isOpenAiPath, matchRoute } from './http-rou
 import { handleOpenAi } from '../openai/openai-routes.js';
 import { sendOpenAiError, sendOpenAiStatus } from '../openai/openai-errors.js';
 
-export interface HttpServerOptions {
+/** The limits (`http-limits.ts`): header / request timeouts and the connection cap. */
+export interface HttpServerOptions extends HttpLimits {
   engine: InferenceEngine;
   shm: SharedMemoryManager;
   settings: ServerSettings;
@@ -49,28 +50,7 @@ export interface HttpServerOptions {
   host?: string;
   /** `--http-max-input-size` in bytes (default 64 MiB): the largest request body, before and after decompression. */
   maxInputSize?: number;
-  /** Longest wait for a request's headers (default DEFAULT_HTTP_HEADER_TIMEOUT_MS); 0 = none. At most requestTimeoutMs. */
-  headerTimeoutMs?: number;
-  /** Longest wait for a whole request, headers and body (default DEFAULT_HTTP_REQUEST_TIMEOUT_MS); 0 = none. */
-  requestTimeoutMs?: number;
-  /** Most open connections (default DEFAULT_HTTP_MAX_CONNECTIONS); 0 = no limit. */
-  maxConnections?: number;
   logger?: Logger;
-}
-
-/** How long a client may take to send a request's headers. */
-export const DEFAULT_HTTP_HEADER_TIMEOUT_MS = 30_000;
-/**
- * How long a client may take to send a whole request, body included: a 64 MiB body needs about
- * 4.5 Mbit/s. Responses (streams too) are not limited.
- */
-export const DEFAULT_HTTP_REQUEST_TIMEOUT_MS = 120_000;
-/** Most connections at once; HTTP/1.1 clients open one per concurrent request. */
-export const DEFAULT_HTTP_MAX_CONNECTIONS = 4096;
-
-function integerOption(name: string, value: number, min: number): number {
-  if (!Number.isSafeInteger(value) || value < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${value}`);
-  return value;
 }
 
 export interface HttpFrontDoor {
@@ -91,21 +71,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
   let inFlight = 0;
   let closing = false;
   let drained: (() => void) | undefined;
-  const headersTimeout = integerOption('headerTimeoutMs', options.headerTimeoutMs ?? DEFAULT_HTTP_HEADER_TIMEOUT_MS, 0);
-  const requestTimeout = integerOption('requestTimeoutMs', options.requestTimeoutMs ?? DEFAULT_HTTP_REQUEST_TIMEOUT_MS, 0);
-  const maxConnections = integerOption('maxConnections', options.maxConnections ?? DEFAULT_HTTP_MAX_CONNECTIONS, 0);
-  if (headersTimeout > 0 && requestTimeout > 0 && headersTimeout > requestTimeout) {
-    throw new RangeError(`headerTimeoutMs (${headersTimeout}) must not exceed requestTimeoutMs (${requestTimeout})`);
-  }
-  const timeouts = [headersTimeout, requestTimeout].filter((t) => t > 0);
-  const serverOptions: http.ServerOptions = {
-    headersTimeout,
-    requestTimeout,
-    // node checks both timeouts on this period (30 s by default): a quarter of the shortest one
-    ...(timeouts.length > 0 ? { connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(Math.min(...timeouts) / 4))) } : {}),
-  };
-
-  const server = http.createServer(serverOptions, (req, res) => {
+  const server = createLimitedHttpServer(options, (req, res) => {
     inFlight += 1;
     if (closing) res.setHeader('Connection', 'close');
     res.on('close', () => {
@@ -117,9 +83,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
       if (!res.headersSent) sendError(res, e);
       else res.destroy();
     });
-  });
-  if (maxConnections > 0) server.maxConnections = maxConnections;
-  server.on('drop', (d?: { remoteAddress?: string }) => ctx.logger.debug({ remoteAddress: d?.remoteAddress, maxConnections }, 'HTTP connection refused: connection limit reached'));
+  }, ctx.logger);
   // Refuse an oversized body before the client sends it (curl sends `Expect: 100-continue`).
   server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const declared = declaredLength(req);
