@@ -7,7 +7,8 @@ import { repoRoot } from '@switchyard/testing';
 type Callback = (err: grpc.ServiceError | null, res: any) => void;
 export type GrpcClient = grpc.Client & Record<string, any>;
 
-export function loadGrpcClients(address: string): { inference: GrpcClient; health: GrpcClient } {
+/** `options` are added to the channel options (e.g. `grpc.default_compression_algorithm`). */
+export function loadGrpcClients(address: string, options: grpc.ChannelOptions = {}): { inference: GrpcClient; health: GrpcClient } {
   const def = protoLoader.loadSync(['grpc_service.proto', 'health.proto'], {
     includeDirs: [join(repoRoot(), 'proto')],
     keepCase: true,
@@ -17,7 +18,7 @@ export function loadGrpcClients(address: string): { inference: GrpcClient; healt
     oneofs: true,
   });
   const pkg = grpc.loadPackageDefinition(def) as any;
-  const opts = { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 };
+  const opts = { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1, ...options };
   return {
     inference: new pkg.inference.GRPCInferenceService(address, grpc.credentials.createInsecure(), opts),
     health: new pkg.grpc.health.v1.Health(address, grpc.credentials.createInsecure(), opts),

@@ -1,4 +1,17 @@
 import { describe, expect, it } from 'vitest';
+import { doorLimits } from '@switchyard/cli';
+import {
+  DEFAULT_GRPC_KEEPALIVE_TIME_MS,
+  DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS,
+  DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
+  DEFAULT_GRPC_MAX_CONNECTIONS,
+  DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS,
+  DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES,
+  DEFAULT_GRPC_MAX_STREAM_INFLIGHT,
+  DEFAULT_HTTP_HEADER_TIMEOUT_MS,
+  DEFAULT_HTTP_MAX_CONNECTIONS,
+  DEFAULT_HTTP_REQUEST_TIMEOUT_MS,
+} from '@switchyard/server';
 import { DEFAULTS, UsageError, accessPolicy, helpText, parseRouterArgs } from './options.js';
 
 const ETCD = '--etcd=http://127.0.0.1:2379';
@@ -108,5 +121,30 @@ describe('parseRouterArgs', () => {
     );
     expect(usage([...INFRA, '--openai-api-key='])).toContain('--openai-api-key must be');
     expect(accessPolicy(parseRouterArgs(INFRA))).toEqual({ http: new Map(), grpc: new Map() });
+  });
+});
+
+describe('front-door limits', () => {
+  it('the router bounds gRPC messages like the worker: --grpc-max-message-size, default 64 MiB', () => {
+    expect(parseRouterArgs(INFRA).grpcMaxMessageSize).toBe(64 * 1024 * 1024);
+    expect(parseRouterArgs([...INFRA, '--grpc-max-message-size=1048576']).grpcMaxMessageSize).toBe(1048576);
+    expect(usage([...INFRA, '--grpc-max-message-size=-1'])).toMatch(/--grpc-max-message-size/);
+    expect(helpText()).toContain('--grpc-max-message-size');
+  });
+
+  it('takes the timeout and connection flags, whose defaults are the doors\' own', () => {
+    const o = parseRouterArgs([...INFRA, '--http-request-timeout-secs=5', '--http-header-timeout-secs=2', '--grpc-max-connections=8']);
+    expect(o).toMatchObject({ httpRequestTimeoutSecs: 5, httpHeaderTimeoutSecs: 2, grpcMaxConnections: 8 });
+    const limits = doorLimits(DEFAULTS);
+    expect(limits.http).toEqual({ headerTimeoutMs: DEFAULT_HTTP_HEADER_TIMEOUT_MS, requestTimeoutMs: DEFAULT_HTTP_REQUEST_TIMEOUT_MS, maxConnections: DEFAULT_HTTP_MAX_CONNECTIONS });
+    expect(limits.grpc).toEqual({
+      maxReceiveMessageBytes: DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES,
+      maxStreamInflight: DEFAULT_GRPC_MAX_STREAM_INFLIGHT,
+      maxConnections: DEFAULT_GRPC_MAX_CONNECTIONS,
+      maxConcurrentStreams: DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
+      maxConnectionIdleMs: DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS,
+      keepaliveTimeMs: DEFAULT_GRPC_KEEPALIVE_TIME_MS,
+      keepaliveTimeoutMs: DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS,
+    });
   });
 });

@@ -6,7 +6,7 @@
  * User-facing defaults live in `DEFAULTS`; `parseRouterArgs` is the one place that turns argv into
  * `RouterOptions` and rejects anything malformed with a `UsageError` (exit code 2).
  */
-import { UsageError, flagHelpLines, parseFlags, type FlagTable, type LogFormat } from '@switchyard/cli';
+import { DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, flagHelpLines, parseFlags, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
 import { DEFAULT_PROBE_TIMEOUT_MS, DEFAULT_STALL_PROBE_MS, type RouterMode } from '@switchyard/cluster';
 import { NAME_PATTERN } from '@switchyard/runtime';
 import { API_GROUPS, type AccessPolicy, accessPolicy as compileAccessPolicy } from '@switchyard/server';
@@ -20,7 +20,8 @@ export const ROUTER_MODES: readonly RouterMode[] = ['kv', 'round-robin', 'random
 /** The namespace workers and routers share when `--namespace` is not given. */
 export const DEFAULT_NAMESPACE = 'default';
 
-export interface RouterOptions {
+/** Front-door limits (`--grpc-max-message-size`, ...): the worker's flags, from @switchyard/cli. */
+export interface RouterOptions extends DoorLimitOptions {
   httpPort: number;
   grpcPort: number;
   metricsPort: number;
@@ -81,6 +82,7 @@ export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | 
   stallProbeMs: DEFAULT_STALL_PROBE_MS,
   healthProbeTimeoutMs: DEFAULT_PROBE_TIMEOUT_MS,
   httpMaxInputSize: 64 * 1024 * 1024,
+  ...DOOR_LIMIT_DEFAULTS,
   logVerbose: 0,
   logFormat: 'default',
   exitTimeoutSecs: 30,
@@ -107,6 +109,7 @@ const FLAGS: FlagTable<RouterOptions> = {
   'stall-probe-ms': { kind: 'int', key: 'stallProbeMs', min: 0, help: `A request silent this long makes the router probe its worker; a dead worker's requests move to another worker or fail 503 (default ${DEFAULT_STALL_PROBE_MS}; 0 = never).` },
   'health-probe-timeout-ms': { kind: 'int', key: 'healthProbeTimeoutMs', min: 1, help: `How long a worker health probe waits before the worker counts as dead (default ${DEFAULT_PROBE_TIMEOUT_MS}).` },
   'http-max-input-size': { kind: 'int', key: 'httpMaxInputSize', min: 1, help: 'Largest HTTP request body in bytes, after decompression (default 67108864).' },
+  ...DOOR_LIMIT_FLAGS,
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
   'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },

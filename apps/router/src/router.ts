@@ -10,7 +10,7 @@
  *          `--exit-timeout-secs`) → core.close() (stops routing, ends what is left) → runtime close.
  */
 import { randomBytes } from 'node:crypto';
-import { levelFor } from '@switchyard/cli';
+import { doorLimits, levelFor } from '@switchyard/cli';
 import { startRouterCore, type RouterStats } from '@switchyard/cluster';
 import type { Logger } from '@switchyard/common';
 import { connectRuntime } from '@switchyard/runtime';
@@ -69,19 +69,21 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
   // Client shared memory cannot reach a worker on another host: the router never enables it.
   const shm = new SharedMemoryManager({ enabled: false });
 
+  const limits = doorLimits(options);
   const doors = createFrontDoors({
     engine,
     shm,
     settings,
     logger,
     access: accessPolicy(options),
-    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize } } : {}),
-    ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress } } : {}),
+    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http } } : {}),
+    ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, ...limits.grpc } } : {}),
     ...(options.allowMetrics
       ? {
           metrics: {
             port: options.metricsPort,
             host: options.metricsAddress,
+            ...limits.http,
             extraMetrics: () => renderRouterMetrics(core.stats(), core.registry.list().map((m) => ({ name: m.name, workers: m.instances.size }))),
           },
         }

@@ -153,3 +153,16 @@ describe('cluster flags', () => {
     expect(doors('--model-control-mode=explicit', '--http-restricted-api=model-repository:k=v', '--grpc-restricted-protocol=model-repository:k=v')).toEqual([]);
   });
 });
+
+describe('front-door limits', () => {
+  it('--grpc-max-message-size is finite by default (64 MiB) and never unlimited', () => {
+    expect(parseWorkerArgs(['--model-repository=/m']).grpcMaxMessageSize).toBe(64 * 1024 * 1024);
+    expect(parseWorkerArgs(['--model-repository=/m', '--grpc-max-message-size=1048576']).grpcMaxMessageSize).toBe(1048576);
+    expect(() => parseWorkerArgs(['--model-repository=/m', '--grpc-max-message-size=-1'])).toThrow(/--grpc-max-message-size/);
+  });
+
+  it('takes the timeout and connection flags', () => {
+    const o = parseWorkerArgs(['--model-repository=/m', '--http-request-timeout-secs=5', '--http-max-connections=0', '--grpc-max-concurrent-streams=10']);
+    expect(o).toMatchObject({ httpRequestTimeoutSecs: 5, httpHeaderTimeoutSecs: 30, httpMaxConnections: 0, grpcMaxConcurrentStreams: 10 });
+  });
+});

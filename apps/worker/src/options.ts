@@ -4,7 +4,7 @@
  * User-facing defaults live in `DEFAULTS`; `parseWorkerArgs` is the one place that turns argv into
  * `WorkerOptions` and rejects anything malformed with a `UsageError` (exit code 2).
  */
-import { UsageError, flagHelpLines, parseFlags, type FlagTable, type LogFormat } from '@switchyard/cli';
+import { DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, flagHelpLines, parseFlags, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
 import { NAME_PATTERN } from '@switchyard/runtime';
 import { API_GROUPS, type AccessPolicy, accessPolicy as compileAccessPolicy } from '@switchyard/server';
 
@@ -12,7 +12,8 @@ export { UsageError };
 export type { LogFormat };
 export type ControlMode = 'none' | 'explicit' | 'poll';
 
-export interface WorkerOptions {
+/** Front-door limits (`--grpc-max-message-size`, ...): the flags the router shares, from @switchyard/cli. */
+export interface WorkerOptions extends DoorLimitOptions {
   modelRepositories: string[];
   httpPort: number;
   grpcPort: number;
@@ -30,8 +31,6 @@ export interface WorkerOptions {
   allowClientShm: boolean;
   /** Largest accepted HTTP request body (after decompression), bytes. */
   httpMaxInputSize: number;
-  /** gRPC max send/receive message size in bytes; -1 = unlimited (Triton lifts the limits). */
-  grpcMaxMessageSize: number;
   logVerbose: number;
   logFormat: LogFormat;
   /** Seconds to wait for in-flight requests on SIGTERM/SIGINT before exiting anyway. */
@@ -79,7 +78,7 @@ export const DEFAULTS: Omit<WorkerOptions, 'modelRepositories' | 'startupModels'
   repositoryPollSecs: 15,
   allowClientShm: false,
   httpMaxInputSize: 64 * 1024 * 1024,
-  grpcMaxMessageSize: -1,
+  ...DOOR_LIMIT_DEFAULTS,
   logVerbose: 0,
   logFormat: 'default',
   exitTimeoutSecs: 30,
@@ -103,7 +102,7 @@ const FLAGS: FlagTable<WorkerOptions> = {
   'repository-poll-secs': { kind: 'int', key: 'repositoryPollSecs', min: 1, help: `Seconds between repository scans in poll mode (default ${DEFAULTS.repositoryPollSecs}).` },
   'allow-client-shm': { kind: 'bool', key: 'allowClientShm', help: 'Allow clients to register system shared memory regions (default false).' },
   'http-max-input-size': { kind: 'int', key: 'httpMaxInputSize', min: 1, help: 'Largest HTTP request body in bytes, after decompression (default 67108864).' },
-  'grpc-max-message-size': { kind: 'int', key: 'grpcMaxMessageSize', min: -1, help: 'Largest gRPC message in bytes; -1 = unlimited (default -1).' },
+  ...DOOR_LIMIT_FLAGS,
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
   'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },

@@ -4,6 +4,7 @@
  * and a worker node (@switchyard/cluster) that joins the cluster. Owns the order of start-up and drain.
  */
 import { startWorkerNode, type WorkerNode } from '@switchyard/cluster';
+import { doorLimits } from '@switchyard/cli';
 import { SwitchyardError, type Logger } from '@switchyard/common';
 import { createDiscovery, createEventPlane, createRequestPlane, type Discovery, type EventPlane, type RequestPlane, type RuntimeConfig } from '@switchyard/runtime';
 import { createEngine, type Engine } from '@switchyard/engine';
@@ -116,15 +117,16 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   });
   const shm = new SharedMemoryManager({ enabled: options.allowClientShm });
 
+  const limits = doorLimits(options);
   const doors = createFrontDoors({
     engine,
     shm,
     settings,
     logger,
     access: accessPolicy(options),
-    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize } } : {}),
-    ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, maxMessageBytes: options.grpcMaxMessageSize } } : {}),
-    ...(options.allowMetrics ? { metrics: { port: options.metricsPort, host: options.metricsAddress } } : {}),
+    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http } } : {}),
+    ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, ...limits.grpc } } : {}),
+    ...(options.allowMetrics ? { metrics: { port: options.metricsPort, host: options.metricsAddress, ...limits.http } } : {}),
   });
 
   let ports: FrontDoorPorts;

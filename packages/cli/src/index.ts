@@ -6,3 +6,5 @@ export type { LogFormat, LogLevelSettings } from './json-logger.js';
 export { stopOnSignals } from './signals.js';
 export type { SignalLogger } from './signals.js';
 export { parseCommandLine } from './command-line.js';
+export { DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, doorLimits } from './door-flags.js';
+export type { DoorLimitOptions, DoorLimits } from './door-flags.js';

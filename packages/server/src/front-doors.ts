@@ -22,10 +22,34 @@ export interface FrontDoorsOptions {
   readonly logger: Logger;
   /** Restricted API groups per door and the OpenAI API key; default everything open. */
   readonly access?: AccessPolicy;
-  /** Each door: undefined = off. */
-  readonly http?: { readonly port: number; readonly host: string; readonly maxInputSize: number };
-  readonly grpc?: { readonly port: number; readonly host: string; readonly maxMessageBytes?: number };
-  readonly metrics?: { readonly port: number; readonly host: string; readonly extraMetrics?: () => string };
+  /** Each door: undefined = off. Limits left out take the door's DEFAULT_* values. */
+  readonly http?: {
+    readonly port: number;
+    readonly host: string;
+    readonly maxInputSize: number;
+    readonly headerTimeoutMs?: number;
+    readonly requestTimeoutMs?: number;
+    readonly maxConnections?: number;
+  };
+  readonly grpc?: {
+    readonly port: number;
+    readonly host: string;
+    readonly maxReceiveMessageBytes?: number;
+    readonly maxStreamInflight?: number;
+    readonly maxConnections?: number;
+    readonly maxConcurrentStreams?: number;
+    readonly maxConnectionIdleMs?: number;
+    readonly keepaliveTimeMs?: number;
+    readonly keepaliveTimeoutMs?: number;
+  };
+  readonly metrics?: {
+    readonly port: number;
+    readonly host: string;
+    readonly extraMetrics?: () => string;
+    readonly headerTimeoutMs?: number;
+    readonly requestTimeoutMs?: number;
+    readonly maxConnections?: number;
+  };
 }
 
 export interface FrontDoorPorts {
@@ -43,19 +67,13 @@ export function createFrontDoors(o: FrontDoorsOptions): FrontDoors {
   const doors: Array<{ name: keyof FrontDoorPorts; door: { listen(): Promise<number>; close(): Promise<void> } }> = [];
   const access = o.access ?? OPEN_ACCESS;
   if (o.http !== undefined) {
-    const { port, host, maxInputSize } = o.http;
-    doors.push({ name: 'http', door: createHttpServer({ engine: o.engine, shm: o.shm, settings: o.settings, port, host, maxInputSize, access, logger: o.logger.child({ component: 'http' }) }) });
+    doors.push({ name: 'http', door: createHttpServer({ ...o.http, engine: o.engine, shm: o.shm, settings: o.settings, access, logger: o.logger.child({ component: 'http' }) }) });
   }
   if (o.grpc !== undefined) {
-    const { port, host, maxMessageBytes } = o.grpc;
-    doors.push({
-      name: 'grpc',
-      door: createGrpcServer({ engine: o.engine, shm: o.shm, settings: o.settings, port, host, ...(maxMessageBytes === undefined ? {} : { maxMessageBytes }), restrictions: access.grpc, logger: o.logger.child({ component: 'grpc' }) }),
-    });
+    doors.push({ name: 'grpc', door: createGrpcServer({ ...o.grpc, engine: o.engine, shm: o.shm, settings: o.settings, restrictions: access.grpc, logger: o.logger.child({ component: 'grpc' }) }) });
   }
   if (o.metrics !== undefined) {
-    const { port, host, extraMetrics } = o.metrics;
-    doors.push({ name: 'metrics', door: createMetricsServer({ engine: o.engine, port, host, ...(extraMetrics === undefined ? {} : { extraMetrics }), logger: o.logger.child({ component: 'metrics' }) }) });
+    doors.push({ name: 'metrics', door: createMetricsServer({ ...o.metrics, engine: o.engine, logger: o.logger.child({ component: 'metrics' }) }) });
   }
   const close = async (): Promise<void> => {
     await Promise.allSettled(doors.map(({ door }) => door.close()));

@@ -1,8 +1,23 @@
 // @switchyard/server: the worker's front doors over an InferenceEngine.
 export { createHttpServer } from './http/http-server.js';
+export { DEFAULT_HTTP_HEADER_TIMEOUT_MS, DEFAULT_HTTP_MAX_CONNECTIONS, DEFAULT_HTTP_REQUEST_TIMEOUT_MS } from './http/http-limits.js';
+export type { HttpLimits } from './http/http-limits.js';
 export type { HttpFrontDoor, HttpServerOptions } from './http/http-server.js';
 export { DEFAULT_MAX_INPUT_SIZE } from './http/http-body.js';
-export { DEFAULT_GRPC_HOST, DEFAULT_GRPC_PORT, DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS, createGrpcServer } from './grpc/grpc-server.js';
+export {
+  DEFAULT_GRPC_HOST,
+  DEFAULT_GRPC_KEEPALIVE_TIME_MS,
+  DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS,
+  DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
+  DEFAULT_GRPC_MAX_CONNECTIONS,
+  DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS,
+  DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES,
+  DEFAULT_GRPC_MAX_STREAM_INFLIGHT,
+  DEFAULT_GRPC_PORT,
+  DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS,
+  MAX_GRPC_MESSAGE_BYTES,
+  createGrpcServer,
+} from './grpc/grpc-server.js';
 export type { GrpcFrontDoor, GrpcServerOptions } from './grpc/grpc-server.js';
 export { DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT, createMetricsServer } from './metrics/metrics-server.js';
 export type { MetricsFrontDoor, MetricsServerOptions } from './metrics/metrics-server.js';

@@ -15,7 +15,14 @@ export interface GrpcContext {
   engine: InferenceEngine;
   shm: SharedMemoryManager;
   settings: ServerSettings;
+  limits: GrpcHandlerLimits;
   logger: Logger;
+}
+
+/** Limits the handlers apply (the server applies the transport ones itself). */
+export interface GrpcHandlerLimits {
+  /** Most requests of one ModelStreamInfer stream in flight at once; more wait unread. */
+  readonly maxStreamInflight: number;
 }
 
 /** A unary RPC from a function of the request; a throw or rejection becomes the call's status. */

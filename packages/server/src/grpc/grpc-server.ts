@@ -2,6 +2,7 @@
  * The gRPC front door: `inference.GRPCInferenceService` and `grpc.health.v1.Health` on one
  * grpc-js server, wire-compatible with Triton's (default port 8001).
  */
+import * as net from 'node:net';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { silentLogger, type Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
@@ -10,6 +11,7 @@ import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import { adminHandlers } from './admin-handlers.js';
 import { restrictedProtocolInterceptor } from './grpc-access.js';
+import { installBoundedDecompression } from './bounded-decompression.js';
 import type { GrpcContext } from './grpc-context.js';
 import { healthHandlers, modelHandlers } from './model-handlers.js';
 import { modelInferHandler } from './model-infer.js';
@@ -20,6 +22,39 @@ export const DEFAULT_GRPC_PORT = 8001;
 export const DEFAULT_GRPC_HOST = '0.0.0.0';
 /** Like Triton's `--exit-timeout-secs` default: how long close() waits for in-flight calls. */
 export const DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS = 30_000;
+/**
+ * The largest message received, after decompression: 64 MiB, as `--http-max-input-size`, so a
+ * request that fits one door fits the other. Far above grpc's 4 MiB default (Triton clients send
+ * large tensors), far below what a compressed message could inflate to.
+ */
+export const DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES = 64 * 1024 * 1024;
+/**
+ * Most requests of one ModelStreamInfer stream in flight at once; further ones wait unread (HTTP/2
+ * flow control holds them at the client). Enough to keep dynamic batching fed from one stream.
+ */
+export const DEFAULT_GRPC_MAX_STREAM_INFLIGHT = 128;
+/**
+ * Most connections at once; one more is closed as soon as it is accepted, while the others are
+ * served. gRPC multiplexes calls over a connection, so few clients need more than one.
+ */
+export const DEFAULT_GRPC_MAX_CONNECTIONS = 1024;
+/**
+ * Most calls at once on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); clients queue
+ * further calls until one ends.
+ */
+export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 1000;
+/**
+ * How long a connection may stay without calls before the server closes it (GOAWAY; clients
+ * reconnect on their next call). Also what a connection that never starts HTTP/2 may hold a
+ * connection slot for.
+ */
+export const DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS = 300_000;
+/** tritonserver's `--grpc-keepalive-time` default: the server pings every connection every 2 hours. */
+export const DEFAULT_GRPC_KEEPALIVE_TIME_MS = 7_200_000;
+/** tritonserver's `--grpc-keepalive-timeout` default: an unanswered ping closes the connection after 20 s. */
+export const DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS = 20_000;
+/** grpc-js cannot hold a message of 2 GiB or more; Triton's own limit is INT32_MAX. */
+export const MAX_GRPC_MESSAGE_BYTES = 2 ** 31 - 1;
 
 export interface GrpcServerOptions {
   engine: InferenceEngine;
@@ -32,10 +67,24 @@ export interface GrpcServerOptions {
   /** Default '0.0.0.0' (Triton's `--grpc-address` default). */
   host?: string;
   /**
-   * Largest message received or sent, in bytes; -1 (the default) means unlimited. Triton allows
-   * INT32_MAX and its clients send tensors far above grpc's 4 MiB default.
+   * Largest message received, in bytes, after decompression (1 to MAX_GRPC_MESSAGE_BYTES; default
+   * DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES). A larger one ends its call with RESOURCE_EXHAUSTED
+   * (grpc-js checks the length prefix, and the inflated size while decompressing). Sent messages
+   * are not limited: they are what the models produce.
    */
-  maxMessageBytes?: number;
+  maxReceiveMessageBytes?: number;
+  /** Most requests of one ModelStreamInfer stream in flight (default DEFAULT_GRPC_MAX_STREAM_INFLIGHT); more wait unread. */
+  maxStreamInflight?: number;
+  /** Most open connections (default DEFAULT_GRPC_MAX_CONNECTIONS); 0 = no limit. */
+  maxConnections?: number;
+  /** Most concurrent calls per connection (default DEFAULT_GRPC_MAX_CONCURRENT_STREAMS); 0 = no limit. */
+  maxConcurrentStreams?: number;
+  /** Close a connection without calls for this long (default DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS); 0 = never. */
+  maxConnectionIdleMs?: number;
+  /** Ping every connection this often (default DEFAULT_GRPC_KEEPALIVE_TIME_MS) ... */
+  keepaliveTimeMs?: number;
+  /** ... and close it when a ping is not answered within this (default DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS): dead peers free their calls and slot. */
+  keepaliveTimeoutMs?: number;
   /** How long close() lets in-flight calls finish before cancelling them. */
   shutdownTimeoutMs?: number;
   /** `--grpc-restricted-protocol` groups (metadata keys prefixed `triton-grpc-protocol-`); default none. */
@@ -50,21 +99,37 @@ export interface GrpcFrontDoor {
   close(): Promise<void>;
 }
 
-function address(host: string, port: number): string {
-  return host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
+/** An option that must be an integer in [min, max]; a bad value is the caller's bug. */
+function integerOption(name: string, value: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`${name} must be an integer from ${min} to ${max}, got ${value}`);
+  return value;
 }
 
 export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const host = options.host ?? DEFAULT_GRPC_HOST;
-  const maxBytes = options.maxMessageBytes ?? -1;
+  // never -1 (unlimited): one compressed message could inflate until the process dies
+  const maxReceiveBytes = integerOption('maxReceiveMessageBytes', options.maxReceiveMessageBytes ?? DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES, 1, MAX_GRPC_MESSAGE_BYTES);
+  const maxStreamInflight = integerOption('maxStreamInflight', options.maxStreamInflight ?? DEFAULT_GRPC_MAX_STREAM_INFLIGHT, 1);
+  const maxConnections = integerOption('maxConnections', options.maxConnections ?? DEFAULT_GRPC_MAX_CONNECTIONS, 0);
+  const maxConcurrentStreams = integerOption('maxConcurrentStreams', options.maxConcurrentStreams ?? DEFAULT_GRPC_MAX_CONCURRENT_STREAMS, 0, 2 ** 32 - 1);
+  // grpc-js takes at most INT32_MAX ms, and that value itself means "never"
+  const maxConnectionIdleMs = integerOption('maxConnectionIdleMs', options.maxConnectionIdleMs ?? DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS, 0, 2 ** 31 - 2);
+  const keepaliveTimeMs = integerOption('keepaliveTimeMs', options.keepaliveTimeMs ?? DEFAULT_GRPC_KEEPALIVE_TIME_MS, 1, 2 ** 31 - 2);
+  const keepaliveTimeoutMs = integerOption('keepaliveTimeoutMs', options.keepaliveTimeoutMs ?? DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS, 1, 2 ** 31 - 2);
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS;
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
-  const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, logger };
+  const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, limits: { maxStreamInflight }, logger };
   const protos = loadGrpcProtos();
+  // grpc-js would inflate every compressed message at once, each up to the limit
+  installBoundedDecompression();
 
   const server = new Server({
-    'grpc.max_receive_message_length': maxBytes,
-    'grpc.max_send_message_length': maxBytes,
+    'grpc.max_receive_message_length': maxReceiveBytes,
+    'grpc.max_send_message_length': -1,
+    ...(maxConcurrentStreams > 0 ? { 'grpc.max_concurrent_streams': maxConcurrentStreams } : {}),
+    ...(maxConnectionIdleMs > 0 ? { 'grpc.max_connection_idle_ms': maxConnectionIdleMs } : {}),
+    'grpc.keepalive_time_ms': keepaliveTimeMs,
+    'grpc.keepalive_timeout_ms': keepaliveTimeoutMs,
     interceptors: options.restrictions !== undefined && options.restrictions.size > 0 ? [restrictedProtocolInterceptor(options.restrictions)] : [],
   });
   server.addService(protos.inferenceService, {
@@ -75,21 +140,29 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   });
   server.addService(protos.healthService, healthHandlers(ctx));
 
+  // grpc-js has no connection limit: we own the listening socket (net.Server.maxConnections closes
+  // a connection beyond the limit at accept) and hand every accepted one to grpc-js.
+  const listener = net.createServer({ noDelay: true });
+  if (maxConnections > 0) listener.maxConnections = maxConnections;
+  listener.on('drop', (d?: { remoteAddress?: string }) => logger.debug({ remoteAddress: d?.remoteAddress, maxConnections }, 'gRPC connection refused: connection limit reached'));
+
   let closing: Promise<void> | undefined;
   return {
     listen: () =>
       new Promise<number>((resolve, reject) => {
-        server.bindAsync(address(host, options.port), ServerCredentials.createInsecure(), (err, port) => {
-          if (err !== null) {
-            reject(err);
-            return;
-          }
+        const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
+        listener.on('connection', (socket: net.Socket) => injector.injectConnection(socket));
+        listener.once('error', reject);
+        listener.listen(options.port, host, () => {
+          listener.off('error', reject);
+          const port = (listener.address() as net.AddressInfo).port;
           logger.info({ port }, 'gRPC server listening');
           resolve(port);
         });
       }),
     close: () => {
       closing ??= new Promise<void>((resolve) => {
+        listener.close();
         const timer = setTimeout(() => {
           logger.warn({ timeoutMs: shutdownTimeoutMs }, 'gRPC calls still running at shutdown timeout; cancelling them');
           server.forceShutdown();

@@ -1,10 +1,12 @@
 import { status, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
+import * as http2 from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerSettings } from '../settings.js';
 import { SharedMemoryManager } from '../shared-memory.js';
 import { FakeEngine } from '../test-support/fake-engine.js';
 import { createGrpcServer, type GrpcFrontDoor } from './grpc-server.js';
 import { createTestClient, type TestClient } from './grpc-test-client.js';
+import { loadGrpcProtos } from './protos.js';
 
 type StreamResponse = Record<string, unknown> & {
   error_message: string;
@@ -160,6 +162,123 @@ describe('ModelStreamInfer', () => {
     await waitFor(() => signal?.aborted === true);
   });
 });
+
+describe('ModelStreamInfer backpressure', () => {
+  const engine = new FakeEngine();
+  const CAP = 4;
+  let door: GrpcFrontDoor;
+  let capped: GrpcFrontDoor;
+  let port: number;
+  let cappedClient: TestClient;
+
+  beforeAll(async () => {
+    const common = { engine, shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1' };
+    door = createGrpcServer(common);
+    capped = createGrpcServer({ ...common, maxStreamInflight: CAP });
+    port = await door.listen();
+    cappedClient = createTestClient(await capped.listen());
+  });
+  afterAll(async () => {
+    cappedClient.close();
+    await Promise.all([door.close(), capped.close()]);
+  });
+
+  const submitted = (prefix: string): number =>
+    engine.calls.filter((c) => c.method === 'submit' && (c.args[0] as { id: string }).id.startsWith(prefix)).length;
+
+  /** Resolves with the count once it has not changed for `quietMs` (generous: CI is noisy). */
+  async function settled(count: () => number, quietMs = 500, timeoutMs = 15_000): Promise<number> {
+    const start = Date.now();
+    let last = count();
+    let since = Date.now();
+    while (Date.now() - start < timeoutMs) {
+      await new Promise((r) => setTimeout(r, 25));
+      const now = count();
+      if (now !== last) [last, since] = [now, Date.now()];
+      else if (Date.now() - since >= quietMs) return now;
+    }
+    return count();
+  }
+
+  it('a client that stops reading stops the intake; every answer arrives, in order, once it reads again', async () => {
+    const n = 300;
+    const floats = 64 * 1024; // 256 KiB answers: far more than HTTP/2 flow control lets through unread
+    const stream = rawStream(port);
+    const writing = (async () => {
+      for (let i = 0; i < n; i++) {
+        await stream.write({ model_name: 'identity', id: `unread-${i}`, inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [floats] }], raw_input_contents: [Buffer.alloc(floats * 4, i % 256)] });
+      }
+      stream.end();
+    })();
+    // Without backpressure all 300 reach the engine and 75 MiB of answers queue in the server.
+    const held = await settled(() => submitted('unread-'));
+    expect(held).toBeGreaterThan(0);
+    expect(held).toBeLessThan(100);
+    const { responses, grpcStatus } = await stream.readAll();
+    await writing;
+    expect(grpcStatus).toBe('0');
+    expect(responses.map((r) => r.infer_response?.id)).toEqual(Array.from({ length: n }, (_, i) => `unread-${i}`));
+    expect(responses[299]?.infer_response?.raw_output_contents[0]?.[0]).toBe(299 % 256);
+  });
+
+  it('holds at most maxStreamInflight requests of a stream in the engine; the rest wait, unrefused', async () => {
+    const stream = cappedClient.stream();
+    const done = collect(stream);
+    for (let i = 0; i < CAP + 6; i++) stream.write({ model_name: 'slow', id: `held-${i}` });
+    expect(await settled(() => submitted('held-'))).toBe(CAP);
+    stream.cancel();
+    expect((await done).error?.code).toBe(status.CANCELLED);
+
+    const ordered = cappedClient.stream();
+    const all = collect(ordered);
+    for (let i = 0; i < 3 * CAP; i++) ordered.write(simple(`wait-${i}`, i, 10));
+    ordered.end();
+    const { responses, error } = await all;
+    expect(error).toBeUndefined();
+    expect(responses.map((r) => [r.infer_response?.id, r.error_message])).toEqual(Array.from({ length: 3 * CAP }, (_, i) => [`wait-${i}`, '']));
+  });
+});
+
+/**
+ * A ModelStreamInfer call over a bare HTTP/2 stream that reads nothing until `readAll()`: a client
+ * that stops reading, seen by the server exactly as HTTP/2 flow control presents it.
+ */
+function rawStream(port: number): { write(request: object): Promise<void>; end(): void; readAll(): Promise<{ responses: StreamResponse[]; grpcStatus: string | undefined }> } {
+  const method = loadGrpcProtos().inferenceService['ModelStreamInfer']!;
+  const session = http2.connect(`http://127.0.0.1:${port}`);
+  const req = session.request({ ':method': 'POST', ':path': method.path, 'content-type': 'application/grpc', te: 'trailers' });
+  req.pause();
+  let grpcStatus: string | undefined;
+  req.on('trailers', (t) => (grpcStatus = String(t['grpc-status'])));
+  return {
+    write: (request) => {
+      const body = method.requestSerialize(request);
+      const prefix = Buffer.alloc(5);
+      prefix.writeUInt32BE(body.byteLength, 1);
+      // as a client does: wait while the server is not taking more
+      return req.write(Buffer.concat([prefix, body])) ? Promise.resolve() : new Promise((r) => req.once('drain', () => r()));
+    },
+    end: () => req.end(),
+    readAll: () =>
+      new Promise((resolve, reject) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('error', reject);
+        req.on('close', () => {
+          session.close();
+          const all = Buffer.concat(chunks);
+          const responses: StreamResponse[] = [];
+          for (let at = 0; at + 5 <= all.byteLength; ) {
+            const length = all.readUInt32BE(at + 1);
+            responses.push(method.responseDeserialize(all.subarray(at + 5, at + 5 + length)) as StreamResponse);
+            at += 5 + length;
+          }
+          resolve({ responses, grpcStatus });
+        });
+        req.resume();
+      }),
+  };
+}
 
 async function waitFor(cond: () => boolean, timeoutMs = 2000): Promise<void> {
   const start = Date.now();

@@ -12,6 +12,13 @@
  *   only its id; an engine failure also echoes model name/version and the final flag.
  * - The stream ends with OK once the client has half-closed and every request is answered. A
  *   client cancel aborts every request still in the engine and nothing more is written.
+ *
+ * Backpressure (HTTP/2 flow control end to end): the stream reads a request only while fewer than
+ * `maxStreamInflight` of its requests are unanswered and grpc-js's write buffer is not full.
+ * Otherwise it stops reading; the client's further requests wait in its own send buffer and in
+ * flow control (they are not refused: Triton queues every request of a stream), and reading
+ * resumes once an answer is delivered or the buffer drains. So a client that never reads holds at
+ * most the answers of the requests it had in flight when the buffer filled.
  */
 import type { handleBidiStreamingCall, ServerDuplexStream } from '@grpc/grpc-js';
 import { toSwitchyardError } from '@switchyard/common';
@@ -48,6 +55,10 @@ class StreamSession {
   readonly #controllers = new Set<AbortController>();
   #readsDone = false;
   #closed = false;
+  /** grpc-js's write buffer is full: wait for 'drain' before reading more requests. */
+  #congested = false;
+  /** Reading is paused (in-flight cap reached or congested). */
+  #paused = false;
 
   constructor(ctx: GrpcContext, call: Call) {
     this.#ctx = ctx;
@@ -55,7 +66,10 @@ class StreamSession {
   }
 
   start(): void {
-    this.#call.on('data', (msg: GrpcModelInferRequest) => this.#onRequest(msg));
+    this.#call.on('data', (msg: GrpcModelInferRequest) => {
+      this.#onRequest(msg);
+      this.#regulate();
+    });
     this.#call.on('end', () => {
       this.#readsDone = true;
       this.#maybeEnd();
@@ -137,7 +151,21 @@ class StreamSession {
     }
     if (final) {
       this.#open -= 1;
+      this.#regulate();
       this.#maybeEnd();
+    }
+  }
+
+  /** Read requests only while under the in-flight cap and the write buffer has room. */
+  #regulate(): void {
+    if (this.#closed) return;
+    const hold = this.#congested || this.#open >= this.#ctx.limits.maxStreamInflight;
+    if (hold && !this.#paused) {
+      this.#paused = true;
+      this.#call.pause();
+    } else if (!hold && this.#paused) {
+      this.#paused = false;
+      this.#call.resume();
     }
   }
 
@@ -152,8 +180,16 @@ class StreamSession {
 
   #write(message: GrpcModelStreamInferResponse): void {
     if (this.#closed || this.#call.cancelled) return;
-    // grpc-js buffers writes; the engine's own queues bound how much can pile up per stream.
-    this.#call.write(message);
+    // false: the buffer is full (the client reads slower than we answer); stop taking requests
+    // until it drains. What is already in flight still writes.
+    if (!this.#call.write(message) && !this.#congested) {
+      this.#congested = true;
+      this.#call.once('drain', () => {
+        this.#congested = false;
+        this.#regulate();
+      });
+      this.#regulate();
+    }
   }
 
   #maybeEnd(): void {

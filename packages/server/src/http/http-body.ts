@@ -6,8 +6,9 @@
  *   of the body is read and discarded so the client (which sends the whole body before reading)
  *   receives the 400 instead of a reset connection.
  * - `decompressBody` handles `Content-Encoding: gzip|deflate` (zlib or gzip framing, detected),
- *   bounding the decompressed size by the same limit; a body that does not decompress is the
- *   client's error (400); other codings are 501.
+ *   bounding the decompressed size by the same limit, a few bodies at a time process-wide
+ *   (`inflation-slots.ts`); a body that does not decompress is the client's error (400); other
+ *   codings are 501.
  * - `responseEncoding` / `compressBody` pick and apply the response coding from
  *   `Accept-Encoding` q-values exactly as Triton's `CompressionTypeUsed` does.
  */
@@ -15,6 +16,7 @@ import type { IncomingMessage } from 'node:http';
 import { promisify } from 'node:util';
 import * as zlib from 'node:zlib';
 import { SwitchyardError, cancelled, invalidArgument, unsupported } from '@switchyard/common';
+import { inflationSlots } from '../inflation-slots.js';
 
 /** Triton's default `--http-max-input-size`: 64 MiB. */
 export const DEFAULT_MAX_INPUT_SIZE = 64 * 1024 * 1024;
@@ -109,7 +111,7 @@ export async function decompressBody(body: Buffer, encoding: RequestEncoding, li
   if (encoding === 'unknown') throw unsupported(UNSUPPORTED_ENCODING_MESSAGE);
   try {
     // maxOutputLength one past the limit distinguishes "exactly the limit" from "more".
-    const out = await unzip(body, { maxOutputLength: limit + 1 });
+    const out = await inflationSlots.run(() => unzip(body, { maxOutputLength: limit + 1 }));
     if (out.byteLength > limit) throw inputTooLarge(out.byteLength, limit);
     return out;
   } catch (e) {

@@ -8,6 +8,10 @@
  *
  * Lifecycle: `listen()` binds (port 0 = ephemeral) and resolves with the bound port. `close()`
  * stops accepting, lets in-flight requests finish, then closes idle keep-alive connections.
+ *
+ * Limits (`http-limits.ts`): a request too slow to arrive is answered 408 and its connection
+ * closed (a slow client cannot hold a connection and a handler); a connection beyond the cap is
+ * closed as soon as it is accepted, while the others are served.
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,6 +21,7 @@ import { type AccessPolicy, OPEN_ACCESS, authorizeHttp } from '../access-control
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import { DEFAULT_MAX_INPUT_SIZE, declaredLength, inputTooLarge } from './http-body.js';
+import { createLimitedHttpServer, type HttpLimits } from './http-limits.js';
 import type { HttpContext } from './http-context.js';
 import {
   handleHealth,
@@ -35,7 +40,8 @@ import { type Route, allowedMethods, isOpenAiPath, matchRoute } from './http-rou
 import { handleOpenAi } from '../openai/openai-routes.js';
 import { sendOpenAiError, sendOpenAiStatus } from '../openai/openai-errors.js';
 
-export interface HttpServerOptions {
+/** The limits (`http-limits.ts`): header / request timeouts and the connection cap. */
+export interface HttpServerOptions extends HttpLimits {
   engine: InferenceEngine;
   shm: SharedMemoryManager;
   settings: ServerSettings;
@@ -69,8 +75,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
   let inFlight = 0;
   let closing = false;
   let drained: (() => void) | undefined;
-
-  const server = http.createServer((req, res) => {
+  const server = createLimitedHttpServer(options, (req, res) => {
     inFlight += 1;
     if (closing) res.setHeader('Connection', 'close');
     res.on('close', () => {
@@ -82,7 +87,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
       if (!res.headersSent) sendError(res, e);
       else res.destroy();
     });
-  });
+  }, ctx.logger);
   // Refuse an oversized body before the client sends it (curl sends `Expect: 100-continue`).
   server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const path = pathOf(req.url);

@@ -4,17 +4,19 @@
  * text/plain; charset=utf-8`. Any other method is 405 and any other path 404, with Triton's JSON
  * error bodies. The query string is ignored.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { silentLogger, type Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
+import { createLimitedHttpServer, type HttpLimits } from '../http/http-limits.js';
 import { ProcCpuSampler, type CpuMetricsSource } from './cpu-stats.js';
 import { TritonMetrics } from './triton-metrics.js';
 
 export const DEFAULT_METRICS_PORT = 8002;
 export const DEFAULT_METRICS_HOST = '0.0.0.0';
 
-export interface MetricsServerOptions {
+/** The limits (`http-limits.ts`) of the HTTP door apply here too: a scraper is an HTTP client. */
+export interface MetricsServerOptions extends HttpLimits {
   engine: InferenceEngine;
   /** 0 picks a free port (listen() returns it). */
   port: number;
@@ -79,7 +81,7 @@ export function createMetricsServer(options: MetricsServerOptions): MetricsFront
     );
   };
 
-  const server: Server = createServer(handle);
+  const server: Server = createLimitedHttpServer(options, handle, logger);
   return {
     listen: () =>
       new Promise<number>((resolve, reject) => {
