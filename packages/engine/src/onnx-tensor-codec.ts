@@ -10,10 +10,11 @@
  */
 import { internal } from '@switchyard/common';
 import {
+  bytesElementsEnd,
   bytesOf,
-  deserializeBytesElements,
+  deserializeStringElements,
   elementByteSize,
-  serializeBytesElements,
+  serializeStringElements,
   typedView,
   type DataType,
   type TypedArray,
@@ -66,9 +67,6 @@ export function configTypeOfOrt(type: string): DataTypeName {
   return ORT_TO_CONFIG[type] ?? 'TYPE_INVALID';
 }
 
-const utf8Decoder = new TextDecoder('utf-8');
-const utf8Encoder = new TextEncoder();
-
 /**
  * A tensor for a session thread, built from request bytes. Fixed-size data is copied into a
  * buffer of its own, because `SessionThread.run` transfers it (a request's bytes are often a
@@ -78,7 +76,7 @@ export function toWireTensor(datatype: DataType, shape: readonly number[], data:
   const type = ortTypeOf(datatype);
   if (type === undefined) throw internal(`datatype ${datatype} is not supported by the onnxruntime backend`);
   if (type === 'string') {
-    return { type, dims: [...shape], data: deserializeBytesElements(data).map((e) => utf8Decoder.decode(e)) };
+    return { type, dims: [...shape], data: deserializeStringElements(data) };
   }
   const view = typedView(datatype, data);
   // typedView may already have copied (misaligned input); copy only when it did not.
@@ -89,7 +87,7 @@ export function toWireTensor(datatype: DataType, shape: readonly number[], data:
 /** Raw bytes of a session output in Switchyard's layout. */
 export function fromWireTensor(tensor: WireTensor): Uint8Array {
   if (tensor.type === 'string') {
-    return serializeBytesElements((tensor.data as string[]).map((s) => utf8Encoder.encode(s)));
+    return serializeStringElements(tensor.data as string[]);
   }
   return bytesOf(tensor.data as TypedArray);
 }
@@ -120,13 +118,16 @@ export function concatBatch(parts: readonly Uint8Array[]): Uint8Array {
 export function splitBatch(datatype: DataType, data: Uint8Array, batchSizes: readonly number[], rowElements: number): Uint8Array[] {
   if (batchSizes.length === 1) return [data];
   if (datatype === 'BYTES') {
-    const elements = deserializeBytesElements(data);
+    // Cut the serialised bytes at row boundaries (views, like fixed-size slices): no per-element work.
     const out: Uint8Array[] = [];
-    let start = 0;
+    let offset = 0;
     for (const b of batchSizes) {
-      const n = b * rowElements;
-      out.push(serializeBytesElements(elements.slice(start, start + n)));
-      start += n;
+      const rest = data.subarray(offset);
+      // A short output (never from a well-formed model) leaves the last requests what remains.
+      const end = bytesElementsEnd(rest, b * rowElements);
+      const take = end < 0 ? rest.byteLength : end;
+      out.push(rest.subarray(0, take));
+      offset += take;
     }
     return out;
   }

@@ -329,7 +329,11 @@ export function stringifyJson(value: unknown): string {
     for (let k = 0; k < parts.length; k++) parts[k] = formatDouble(value.values[k] as number);
     return `[${parts.join(',')}]`;
   }
-  if (Array.isArray(value)) return `[${value.map(stringifyJson).join(',')}]`;
+  if (Array.isArray(value)) {
+    // BYTES outputs are long lists of strings: one native call instead of one per element.
+    if (value.every((v) => typeof v === 'string')) return JSON.stringify(value);
+    return `[${value.map(stringifyJson).join(',')}]`;
+  }
   const parts: string[] = [];
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
     if (v === undefined) continue;

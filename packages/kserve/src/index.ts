@@ -11,6 +11,7 @@ export {
   typedView,
 } from './tensor.js';
 export type { TypedArray } from './tensor.js';
+export { bytesElementCount, bytesElementsEnd, deserializeStringElements, serializeStringElements, utf8ByteLength } from './bytes-strings.js';
 export {
   classificationCounts,
   decodeModelInferRequest,
