@@ -254,9 +254,15 @@ function readString(s: string, start: number): { value: string; end: number } {
       continue;
     }
     if (c < 0x20) throw new ParseError('Invalid encoding in string.', i);
-    i += 1;
+    // Skip the run of plain characters in one native scan (megabyte strings are prompts and BYTES data).
+    PLAIN_RUN.lastIndex = i + 1;
+    PLAIN_RUN.test(s);
+    i = PLAIN_RUN.lastIndex;
   }
 }
+
+/** Characters a string may hold unescaped; matches the empty run too, so `test` always succeeds. */
+const PLAIN_RUN = /[^"\\\u0000-\u001f]*/y;
 
 function readNumber(s: string, start: number): { value: number | bigint; doubleIntegral: boolean; end: number } {
   let i = start;

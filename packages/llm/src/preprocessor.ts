@@ -3,11 +3,14 @@
  * messages or prompt → the prompt token ids the engine takes. Pure; the endpoint's tokenizer and
  * chat template do the work.
  *
- * Length against the context is not checked here: the engine refuses a prompt that does not fit
- * (`invalid_argument`), so the rule lives in one place.
+ * Length against the context is decided by the engine, which refuses a prompt that does not fit
+ * (`invalid_argument`). Here only a text whose byte length already proves it cannot fit is refused,
+ * before it is tokenized (`refuseOverlongPromptText`): tokenizing megabytes holds the event loop
+ * for seconds.
  */
 import { invalidArgument } from '@switchyard/common';
 import type { ChatMessage } from './chat-template.js';
+import { refuseOverlongPromptText } from './context-length.js';
 import type { LlmEndpoint } from './llm-endpoint.js';
 import { InvalidParamError, type CompletionPrompt } from './openai-protocol.js';
 
@@ -38,7 +41,7 @@ export function chatPrompt(endpoint: PreprocessorEndpoint, messages: readonly Ch
     throw invalidArgument(`model '${endpoint.card.name}' has no chat template, so it cannot serve chat completions; use /v1/completions`);
   }
   const promptText = template.render(messages, { add_generation_prompt: true, extra: options.templateKwargs ?? {} });
-  const promptTokenIds = endpoint.tokenizer.encode(promptText, { addSpecialTokens: options.addSpecialTokens ?? false });
+  const promptTokenIds = textPromptTokens(endpoint, promptText, options.addSpecialTokens ?? false);
   if (promptTokenIds.length === 0) throw new InvalidParamError('messages', 'the rendered chat prompt is empty');
   return { promptTokenIds, promptText };
 }
@@ -50,7 +53,7 @@ export function chatPrompt(endpoint: PreprocessorEndpoint, messages: readonly Ch
 export function completionPrompt(endpoint: PreprocessorEndpoint, prompt: CompletionPrompt, addSpecialTokens = true): PreprocessedPrompt {
   const { tokenizer } = endpoint;
   if ('text' in prompt) {
-    const promptTokenIds = tokenizer.encode(prompt.text, { addSpecialTokens });
+    const promptTokenIds = textPromptTokens(endpoint, prompt.text, addSpecialTokens);
     if (promptTokenIds.length === 0) throw new InvalidParamError('prompt', 'prompt must not be empty');
     return { promptTokenIds, promptText: prompt.text };
   }
@@ -60,4 +63,15 @@ export function completionPrompt(endpoint: PreprocessorEndpoint, prompt: Complet
     throw new InvalidParamError('prompt', `token id ${bad} is out of the vocabulary (0..${tokenizer.vocabSize - 1})`);
   }
   return { promptTokenIds: ids, promptText: tokenizer.decode(ids) };
+}
+
+/**
+ * A prompt text → token ids, refusing first, without tokenizing, a text whose byte length proves it
+ * cannot fit the model's context (vLLM's message, "at least N input tokens"). Every path that
+ * tokenizes a client's prompt goes through here: OpenAI chat and completions, KServe generate on
+ * the worker, KV routing on the router.
+ */
+export function textPromptTokens(endpoint: PreprocessorEndpoint, text: string, addSpecialTokens: boolean): number[] {
+  refuseOverlongPromptText(text, endpoint.card.contextLength, endpoint.tokenizer.maxTokenBytes);
+  return endpoint.tokenizer.encode(text, { addSpecialTokens });
 }

@@ -11,6 +11,7 @@
  */
 import * as tokenizers from '@huggingface/tokenizers';
 import { invalidArgument } from '@switchyard/common';
+import { tokenByteBound } from './context-length.js';
 import {
   readModelFolder,
   specialTokenContent,
@@ -49,6 +50,12 @@ export class Tokenizer {
   readonly padTokenId: number | undefined;
   /** One more than the largest id in the vocabulary or added tokens: the logits width a model must have. */
   readonly vocabSize: number;
+  /**
+   * The most input bytes one token can cover, when the tokenizer guarantees such a bound (see
+   * `tokenByteBound`): a text of B UTF-8 bytes then has at least ⌈B / maxTokenBytes⌉ tokens.
+   * undefined when it gives none.
+   */
+  readonly maxTokenBytes: number | undefined;
 
   private constructor(
     private readonly hf: HfTokenizer,
@@ -80,6 +87,7 @@ export class Tokenizer {
     }
     for (const t of added) if (t.id > maxId) maxId = t.id;
     this.vocabSize = maxId + 1;
+    this.maxTokenBytes = tokenByteBound(tokenizerJson, tokenizerConfig);
   }
 
   /** From parsed JSON documents; throws `invalid_argument` when the library rejects them. */

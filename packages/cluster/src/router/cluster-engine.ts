@@ -46,13 +46,14 @@
  * released when the attempt ends, however it ends. No migration (a KServe stream cannot be resumed
  * at token level); the no-responders retry applies as for tensors. A request whose prompt cannot be
  * read here (missing, not BYTES, not one element, in shared memory, empty after tokenizing) goes the
- * tensor way: the worker gives the error or answers as it would.
+ * tensor way: the worker gives the error or answers as it would. A prompt whose byte length proves
+ * it cannot fit the context is refused here, before tokenizing, with the worker's message.
  */
 import { type Logger, SwitchyardError, cancelled, invalidArgument, notFound, toSwitchyardError, unavailable, unsupported } from '@switchyard/common';
 import { DEFAULT_EXTENSIONS, DEFAULT_SERVER_NAME, DEFAULT_SERVER_VERSION, type InferenceEngine, inferViaSubmit, type InferResult, type ModelIndexEntry, type ModelMetadata, type ModelMetricsSnapshot, type ModelStatistics, type OutputLabels, type ServerMetadata, type SubmitOptions } from '@switchyard/engine';
 import { randomUUID } from 'node:crypto';
 import { type InferRequest, type InferResponse, deserializeBytesElements } from '@switchyard/kserve';
-import type { LlmEndpoint } from '@switchyard/llm';
+import { type LlmEndpoint, textPromptTokens } from '@switchyard/llm';
 import { correlationText, inSequence, sequenceOf } from '@switchyard/engine/internal';
 import { DEFAULT_MAX_SEQUENCE_IDLE_MICROSECONDS, type ModelConfig, type ModelSequenceBatching, parseModelConfigJson } from '@switchyard/model-config';
 import { type InstanceId, type ModelCard, type RequestPlane, NoRespondersError, endpointAddress, instanceAddress } from '@switchyard/runtime';
@@ -283,9 +284,9 @@ export class ClusterEngine implements InferenceEngine {
     const entry = this.resolve(request.modelName, request.modelVersion);
     if (signal?.aborted === true) throw cancelled('Request was cancelled');
     const decoupled = entry.metadata.decoupled;
+    const llm = this.llmRoute(entry, request);
     const payload = toJson(inferRequestToWire(request));
     const tried = new Set<InstanceId>();
-    const llm = this.llmRoute(entry, request);
     const sequence = llm === undefined ? this.sequenceRoute(entry, request) : undefined;
     for (let attempt = 0; ; attempt++) {
       let instance: InstanceId | undefined;
@@ -393,7 +394,8 @@ export class ClusterEngine implements InferenceEngine {
     if (elements.length !== 1) return undefined;
     const endpoint = this.llmEndpoint(entry.name) as RoutedLlmEndpoint | undefined;
     if (endpoint === undefined) return undefined;
-    const tokens = entry.text.tokenizer.encode(utf8.decode(elements[0]), { addSpecialTokens: true });
+    // A prompt that provably cannot fit is refused here with the worker's message, never forwarded.
+    const tokens = textPromptTokens(endpoint, utf8.decode(elements[0]), true);
     return tokens.length > 0 ? { endpoint, tokens } : undefined;
   }
 

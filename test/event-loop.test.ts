@@ -1,0 +1,96 @@
+/**
+ * No request stalls the event loop: a real worker process keeps answering `/v2/health/live` while it
+ * decodes and encodes floods of small BYTES strings, and refuses prompts far over the context at once
+ * instead of tokenizing them first. Bounds are generous (CI machines are shared): the bugs these
+ * tests catch held the loop for 3–14 s.
+ */
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { llmFixtureRepositoryFiles } from '@switchyard/onnx-builder';
+import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
+import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
+import { post } from './lib/tensors.js';
+
+let repo: FixtureRepository;
+let worker: WorkerProcess;
+let openai: OpenAI;
+
+beforeAll(async () => {
+  repo = fixtureRepository('llm_repository', { files: Object.fromEntries(llmFixtureRepositoryFiles().map((f) => [f.path, f.build()])) });
+  worker = await startWorkerProcess({
+    modelRepositories: [repo.path, 'test/fixtures/model_repository'],
+    args: ['--model-control-mode=explicit', '--load-model=tiny_llm', '--load-model=identity_bytes'],
+  });
+  openai = new OpenAI({ baseURL: `${worker.httpUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+});
+afterAll(async () => {
+  await worker?.stop();
+  repo?.remove();
+});
+
+/**
+ * Runs `work` while polling `/v2/health/live` every 50 ms; resolves with work's result and the
+ * slowest health answer (ms) of the polls sent while it ran.
+ */
+async function withHealthPolls<T>(work: () => Promise<T>): Promise<{ result: T; worstHealthMs: number }> {
+  let done = false;
+  let worst = 0;
+  const poller = (async () => {
+    while (!done) {
+      const start = performance.now();
+      const res = await fetch(`${worker.httpUrl}/v2/health/live`);
+      await res.arrayBuffer();
+      expect(res.status).toBe(200);
+      worst = Math.max(worst, performance.now() - start);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  try {
+    const result = await work();
+    return { result, worstHealthMs: worst };
+  } finally {
+    done = true;
+    await poller;
+  }
+}
+
+const HUGE_PROMPT = 'hello world '.repeat((20 * 1024 * 1024) / 12);
+const CONTEXT_MESSAGE = /^This model's maximum context length is 512 tokens\. However, your request has at least \d+ input tokens\. Please reduce the length of the input messages\.$/;
+
+describe('a 20 MB prompt is refused before it is tokenized', () => {
+  it('OpenAI completions and chat: 400 invalid_request_error at once, health answering meanwhile', async () => {
+    for (const call of [
+      () => openai.completions.create({ model: 'tiny_llm', prompt: HUGE_PROMPT, max_tokens: 4 }),
+      () => openai.chat.completions.create({ model: 'tiny_llm', messages: [{ role: 'user', content: HUGE_PROMPT }], max_tokens: 4 }),
+    ]) {
+      const start = performance.now();
+      const { result: error, worstHealthMs } = await withHealthPolls(() => call().then(() => undefined, (e: unknown) => e));
+      const elapsed = performance.now() - start;
+      expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+      const e = error as InstanceType<typeof OpenAI.BadRequestError>;
+      expect(e.status).toBe(400);
+      expect(e.message).toMatch(/maximum context length is 512 tokens/);
+      expect((e.error as { message: string; type: string }).message).toMatch(CONTEXT_MESSAGE);
+      expect((e.error as { type: string }).type).toBe('invalid_request_error');
+      expect(elapsed).toBeLessThan(5000); // tokenizing first took 10-14 s
+      expect(worstHealthMs).toBeLessThan(2000);
+    }
+  });
+
+  it('KServe generate: 400 with the same message at once, health answering meanwhile', async () => {
+    const start = performance.now();
+    const { result: res, worstHealthMs } = await withHealthPolls(() =>
+      post(`${worker.httpUrl}/v2/models/tiny_llm/generate`, { text_input: HUGE_PROMPT, parameters: { max_tokens: 4 } }),
+    );
+    const elapsed = performance.now() - start;
+    expect(res.status).toBe(400);
+    expect(res.json().error).toMatch(CONTEXT_MESSAGE);
+    expect(elapsed).toBeLessThan(5000);
+    expect(worstHealthMs).toBeLessThan(2000);
+  });
+
+  it('a prompt that fits still generates', async () => {
+    const r = await openai.completions.create({ model: 'tiny_llm', prompt: 'hello world', max_tokens: 2, temperature: 0 });
+    expect(r.choices[0]?.finish_reason).toBe('length');
+  });
+});
