@@ -54,6 +54,35 @@ async function withHealthPolls<T>(work: () => Promise<T>): Promise<{ result: T; 
   }
 }
 
+/** A KServe JSON request of `n` one-byte strings to identity_bytes (~4 bytes per string of JSON). */
+function manyStringsRequest(n: number, binaryOutput: boolean): string {
+  return JSON.stringify({
+    inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, n], data: new Array<string>(n).fill('a') }],
+    outputs: [{ name: 'OUTPUT0', parameters: { binary_data: binaryOutput } }],
+  });
+}
+
+describe('floods of small BYTES strings', () => {
+  it('health answers within 2 s while four 3 MB JSON requests of 800k strings are decoded, run and encoded', async () => {
+    const N = 800_000;
+    for (const binaryOutput of [false, true]) {
+      const body = manyStringsRequest(N, binaryOutput);
+      const { result, worstHealthMs } = await withHealthPolls(() =>
+        Promise.all(Array.from({ length: 4 }, () => post(`${worker.httpUrl}/v2/models/identity_bytes/infer`, body, { 'content-type': 'application/json' }))),
+      );
+      for (const res of result) {
+        expect(res.status).toBe(200);
+        const headerLength = Number(res.headers.get('inference-header-content-length') ?? res.body.byteLength);
+        const header = JSON.parse(res.body.subarray(0, headerLength).toString('utf8'));
+        expect(header.outputs[0].shape).toEqual([1, N]);
+        if (binaryOutput) expect(res.body.byteLength - headerLength).toBe(5 * N);
+        else expect(header.outputs[0].data).toHaveLength(N);
+      }
+      expect(worstHealthMs).toBeLessThan(2000); // 3-14 s before
+    }
+  }, 120_000);
+});
+
 const HUGE_PROMPT = 'hello world '.repeat((20 * 1024 * 1024) / 12);
 const CONTEXT_MESSAGE = /^This model's maximum context length is 512 tokens\. However, your request has at least \d+ input tokens\. Please reduce the length of the input messages\.$/;
 

@@ -4,7 +4,8 @@
  *
  * ORT string tensors are JavaScript strings: BYTES elements are decoded as UTF-8 on the way in
  * and encoded as UTF-8 on the way out, so non-UTF-8 byte strings do not survive a round trip
- * (a limitation of onnxruntime-node, which has no raw-bytes string API).
+ * (a limitation of onnxruntime-node, which has no raw-bytes string API). That conversion happens
+ * on the session thread (`worker/onnxruntime-session.mjs`): here string tensors stay BYTES bytes.
  * BF16 is not supported: onnxruntime-node has no 'bfloat16' tensor type (and Triton's own ORT
  * backend does not map BF16 either).
  */
@@ -12,9 +13,7 @@ import { internal } from '@switchyard/common';
 import {
   bytesElementsEnd,
   bytesOf,
-  deserializeStringElements,
   elementByteSize,
-  serializeStringElements,
   typedView,
   type DataType,
   type TypedArray,
@@ -75,9 +74,8 @@ export function configTypeOfOrt(type: string): DataTypeName {
 export function toWireTensor(datatype: DataType, shape: readonly number[], data: Uint8Array): WireTensor {
   const type = ortTypeOf(datatype);
   if (type === undefined) throw internal(`datatype ${datatype} is not supported by the onnxruntime backend`);
-  if (type === 'string') {
-    return { type, dims: [...shape], data: deserializeStringElements(data) };
-  }
+  // Strings cross to the session thread as BYTES bytes in a buffer of their own (see WireTensor).
+  if (type === 'string') return { type, dims: [...shape], data: new Uint8Array(data) };
   const view = typedView(datatype, data);
   // typedView may already have copied (misaligned input); copy only when it did not.
   const owned = view.buffer !== data.buffer ? view : view.slice();
@@ -86,10 +84,7 @@ export function toWireTensor(datatype: DataType, shape: readonly number[], data:
 
 /** Raw bytes of a session output in Switchyard's layout. */
 export function fromWireTensor(tensor: WireTensor): Uint8Array {
-  if (tensor.type === 'string') {
-    return serializeStringElements(tensor.data as string[]);
-  }
-  return bytesOf(tensor.data as TypedArray);
+  return bytesOf(tensor.data);
 }
 
 /**

@@ -26,7 +26,8 @@ export function utf8ByteLength(s: string): number {
 export function serializeStringElements(strings: readonly string[]): Uint8Array {
   let total = 0;
   for (const s of strings) total += 4 + utf8ByteLength(s);
-  const out = Buffer.allocUnsafe(total);
+  // Never from Node's shared pool: the tensor owns its buffer, so it can be transferred to a thread.
+  const out = Buffer.allocUnsafeSlow(total);
   let off = 0;
   for (const s of strings) {
     const start = off + 4;

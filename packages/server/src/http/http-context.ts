@@ -3,6 +3,7 @@ import type { Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
+import type { HttpCodecThread } from './http-codec-thread.js';
 
 export interface HttpContext {
   engine: InferenceEngine;
@@ -11,4 +12,6 @@ export interface HttpContext {
   /** `--http-max-input-size` in bytes, applied to every body (and to decompressed bodies). */
   maxInputSize: number;
   logger: Logger;
+  /** Decodes large inference requests off the event loop; owned (and closed) by the HTTP door. */
+  codecThread: HttpCodecThread;
 }

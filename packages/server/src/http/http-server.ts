@@ -17,6 +17,7 @@ import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import { DEFAULT_MAX_INPUT_SIZE, declaredLength, inputTooLarge } from './http-body.js';
 import type { HttpContext } from './http-context.js';
+import { HttpCodecThread } from './http-codec-thread.js';
 import {
   handleHealth,
   handleModelConfig,
@@ -61,6 +62,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
     settings: options.settings,
     maxInputSize: options.maxInputSize !== undefined && options.maxInputSize > 0 ? options.maxInputSize : DEFAULT_MAX_INPUT_SIZE,
     logger: options.logger ?? silentLogger,
+    codecThread: new HttpCodecThread(),
   };
   let inFlight = 0;
   let closing = false;
@@ -108,6 +110,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
       if (inFlight > 0) await new Promise<void>((resolve) => (drained = resolve));
       server.closeAllConnections();
       await closed;
+      await ctx.codecThread.close();
     },
   };
 }
