@@ -79,7 +79,7 @@ export class LlmInstance implements BackendInstance {
     if (sender.cancelled) return;
     let promptTokenIds: number[];
     try {
-      promptTokenIds = textPromptTokens(endpoint, parsed.prompt, true);
+      promptTokenIds = await textPromptTokens(endpoint, parsed.prompt, true);
     } catch (e) {
       sender.send({ error: toSwitchyardError(e) }, true);
       return;

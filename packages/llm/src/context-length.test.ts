@@ -4,7 +4,7 @@ import { isSwitchyardError } from '@switchyard/common';
 import { ChatTemplate } from './chat-template.js';
 import { refuseOverlongPromptText, tokenByteBound } from './context-length.js';
 import { chatPrompt, completionPrompt, textPromptTokens } from './preprocessor.js';
-import { Tokenizer } from './tokenizer.js';
+import { OFF_LOOP_TOKENIZE_CHARS, Tokenizer } from './tokenizer.js';
 import type { TokenizerJson } from './tokenizer-files.js';
 
 const files = buildTinyTokenizerFiles();
@@ -54,7 +54,7 @@ describe('tokenByteBound', () => {
 });
 
 describe('refusing prompts that cannot fit, before tokenizing', () => {
-  it("refuses with vLLM's message and 'at least', as invalid_argument, on every prompt path", () => {
+  it("refuses with vLLM's message and 'at least', as invalid_argument, on every prompt path", async () => {
     const bound = tokenizer.maxTokenBytes!;
     const text = 'x'.repeat(512 * bound);
     const expected = `This model's maximum context length is 512 tokens. However, your request has at least 512 input tokens. Please reduce the length of the input messages.`;
@@ -63,11 +63,11 @@ describe('refusing prompts that cannot fit, before tokenizing', () => {
       () => chatPrompt(endpoint, [{ role: 'user', content: text }]),
       () => textPromptTokens(endpoint, text, true),
     ]) {
-      const e = thrown(fn);
+      const e = (await fn().catch((err: unknown) => err)) as Error;
       expect(isSwitchyardError(e) && e.code).toBe('invalid_argument');
       expect(e.message).toMatch(/^This model's maximum context length is 512 tokens\. However, your request has at least \d+ input tokens\./);
     }
-    expect(thrown(() => completionPrompt(endpoint, { text })).message).toBe(expected);
+    expect(((await completionPrompt(endpoint, { text }).catch((err: unknown) => err)) as Error).message).toBe(expected);
   });
 
   it('lets through every text one byte short of the proof (the engine then counts exactly)', () => {
@@ -78,10 +78,46 @@ describe('refusing prompts that cannot fit, before tokenizing', () => {
     expect(() => refuseOverlongPromptText('x'.repeat(10 ** 7), 512, undefined)).not.toThrow();
   });
 
-  it('refuses a 20 MB prompt at once (it took seconds to tokenize)', () => {
+  it('refuses a 20 MB prompt at once (it took seconds to tokenize)', async () => {
     const text = 'hello world '.repeat(20 * 1024 * 1024 / 12);
     const start = performance.now();
-    expect(() => completionPrompt(endpoint, { text })).toThrow(/maximum context length is 512 tokens/);
+    await expect(completionPrompt(endpoint, { text })).rejects.toThrow(/maximum context length is 512 tokens/);
     expect(performance.now() - start).toBeLessThan(1000);
   });
+});
+
+describe('long prompts are tokenized off the event loop', () => {
+  it('encodeOffLoop gives the ids encode gives, short and long, with and without special tokens, many at once', async () => {
+    const long = Array.from({ length: 9000 }, (_, i) => ['alpha ', 'é ', '<|im_start|>', '日本 ', '\n'][i % 5]).join('');
+    expect(long.length).toBeGreaterThanOrEqual(OFF_LOOP_TOKENIZE_CHARS);
+    for (const text of ['hello', long]) {
+      for (const addSpecialTokens of [false, true]) {
+        expect(await tokenizer.encodeOffLoop(text, { addSpecialTokens })).toEqual(tokenizer.encode(text, { addSpecialTokens }));
+      }
+    }
+    const other = Tokenizer.fromJson(tokenizerJson, config);
+    const all = await Promise.all([tokenizer.encodeOffLoop(long), other.encodeOffLoop(long + 'x'), tokenizer.encodeOffLoop(long + 'y')]);
+    expect(all).toEqual([tokenizer.encode(long), tokenizer.encode(long + 'x'), tokenizer.encode(long + 'y')]);
+  });
+
+  it('keeps timers firing while a 2 MB prompt is tokenized', async () => {
+    const text = 'hello world '.repeat((2 * 1024 * 1024) / 12);
+    let ticks = 0;
+    let worstGap = 0;
+    let last = performance.now();
+    const timer = setInterval(() => {
+      const now = performance.now();
+      worstGap = Math.max(worstGap, now - last);
+      last = now;
+      ticks += 1;
+    }, 10);
+    try {
+      const ids = await tokenizer.encodeOffLoop(text);
+      expect(ids.length).toBeGreaterThan(100_000);
+    } finally {
+      clearInterval(timer);
+    }
+    expect(ticks).toBeGreaterThan(0);
+    expect(worstGap).toBeLessThan(500); // tokenizing on the loop held it for seconds
+  }, 60_000);
 });

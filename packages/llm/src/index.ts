@@ -1,5 +1,5 @@
 export {};
-export { Tokenizer, type EncodeOptions, type DecodeOptions } from './tokenizer.js';
+export { OFF_LOOP_TOKENIZE_CHARS, Tokenizer, type EncodeOptions, type DecodeOptions } from './tokenizer.js';
 export { ChatTemplate, type ChatMessage, type RenderOptions, type TemplateSpecialTokens } from './chat-template.js';
 export {
   readModelFolder,

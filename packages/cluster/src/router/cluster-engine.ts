@@ -284,7 +284,7 @@ export class ClusterEngine implements InferenceEngine {
     const entry = this.resolve(request.modelName, request.modelVersion);
     if (signal?.aborted === true) throw cancelled('Request was cancelled');
     const decoupled = entry.metadata.decoupled;
-    const llm = this.llmRoute(entry, request);
+    const llm = await this.llmRoute(entry, request);
     const payload = toJson(inferRequestToWire(request));
     const tried = new Set<InstanceId>();
     const sequence = llm === undefined ? this.sequenceRoute(entry, request) : undefined;
@@ -381,7 +381,7 @@ export class ClusterEngine implements InferenceEngine {
    * LlmInstance will (`text_input`, one BYTES element, UTF-8 with replacement, special tokens added).
    * Undefined when the model is not a routable LLM or the prompt cannot be read here.
    */
-  private llmRoute(entry: ModelEntry, request: InferRequest): { endpoint: RoutedLlmEndpoint; tokens: readonly number[] } | undefined {
+  private async llmRoute(entry: ModelEntry, request: InferRequest): Promise<{ endpoint: RoutedLlmEndpoint; tokens: readonly number[] } | undefined> {
     if (entry.kind !== 'llm' || entry.text === undefined || entry.llm === undefined) return undefined;
     const input = request.inputs.find((i) => i.name === 'text_input');
     if (input === undefined || input.datatype !== 'BYTES' || input.parameters['shared_memory_region'] !== undefined) return undefined;
@@ -395,7 +395,7 @@ export class ClusterEngine implements InferenceEngine {
     const endpoint = this.llmEndpoint(entry.name) as RoutedLlmEndpoint | undefined;
     if (endpoint === undefined) return undefined;
     // A prompt that provably cannot fit is refused here with the worker's message, never forwarded.
-    const tokens = textPromptTokens(endpoint, utf8.decode(elements[0]), true);
+    const tokens = await textPromptTokens(endpoint, utf8.decode(elements[0]), true);
     return tokens.length > 0 ? { endpoint, tokens } : undefined;
   }
 
