@@ -10,6 +10,7 @@ import { llmFixtureRepositoryFiles } from '@switchyard/onnx-builder';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
 import { post } from './lib/tensors.js';
+import { startCluster, type Cluster } from './support/cluster.js';
 
 let repo: FixtureRepository;
 let worker: WorkerProcess;
@@ -29,19 +30,23 @@ afterAll(async () => {
 });
 
 /**
- * Runs `work` while polling `/v2/health/live` every 50 ms; resolves with work's result and the
- * slowest health answer (ms) of the polls sent while it ran.
+ * Runs `work` while polling `/v2/health/live` (of the worker, or of `baseUrl`) every 50 ms; resolves
+ * with work's result and the slowest health answer (ms) of the polls sent while it ran (Infinity when
+ * one failed).
  */
-async function withHealthPolls<T>(work: () => Promise<T>): Promise<{ result: T; worstHealthMs: number }> {
+async function withHealthPolls<T>(work: () => Promise<T>, baseUrl?: string): Promise<{ result: T; worstHealthMs: number }> {
   let done = false;
   let worst = 0;
   const poller = (async () => {
     while (!done) {
       const start = performance.now();
-      const res = await fetch(`${worker.httpUrl}/v2/health/live`);
-      await res.arrayBuffer();
-      expect(res.status).toBe(200);
-      worst = Math.max(worst, performance.now() - start);
+      try {
+        const res = await fetch(`${baseUrl ?? worker.httpUrl}/v2/health/live`);
+        await res.arrayBuffer();
+        worst = Math.max(worst, res.status === 200 ? performance.now() - start : Infinity);
+      } catch {
+        worst = Infinity; // a connection reset by a stalled server counts as no answer
+      }
       await new Promise((r) => setTimeout(r, 50));
     }
   })();
@@ -121,5 +126,40 @@ describe('a 20 MB prompt is refused before it is tokenized', () => {
   it('a prompt that fits still generates', async () => {
     const r = await openai.completions.create({ model: 'tiny_llm', prompt: 'hello world', max_tokens: 2, temperature: 0 });
     expect(r.choices[0]?.finish_reason).toBe('length');
+  });
+});
+
+describe('through the router: a 20 MB prompt is refused before it is tokenized', () => {
+  let cluster: Cluster;
+  beforeAll(async () => {
+    cluster = await startCluster({ workers: [['--model-control-mode=explicit', '--load-model=tiny_llm']], waitForModels: ['tiny_llm'] });
+  }, 90_000);
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it('OpenAI completions and KServe generate: 400 with the worker\'s message at once, router health answering meanwhile', async () => {
+    const router = cluster.router.httpUrl;
+    const client = new OpenAI({ baseURL: `${router}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const calls: Array<() => Promise<{ status: number; message: string }>> = [
+      () =>
+        client.completions.create({ model: 'tiny_llm', prompt: HUGE_PROMPT, max_tokens: 4 }).then(
+          () => ({ status: 200, message: '' }),
+          (e: InstanceType<typeof OpenAI.APIError>) => ({ status: e.status ?? 0, message: (e.error as { message: string }).message }),
+        ),
+      () =>
+        post(`${router}/v2/models/tiny_llm/generate`, { text_input: HUGE_PROMPT, parameters: { max_tokens: 4 } }).then((r) => ({
+          status: r.status,
+          message: r.json().error as string,
+        })),
+    ];
+    for (const call of calls) {
+      const start = performance.now();
+      const { result, worstHealthMs } = await withHealthPolls(call, router);
+      expect(result.status).toBe(400);
+      expect(result.message).toMatch(CONTEXT_MESSAGE);
+      expect(performance.now() - start).toBeLessThan(5000); // the router tokenized it first: 13+ s
+      expect(worstHealthMs).toBeLessThan(2000);
+    }
   });
 });
