@@ -53,16 +53,20 @@ function writeUtf8(out: Buffer, s: string, start: number): number {
   return start + out.write(s, start, 'utf8');
 }
 
+/** The uint32 little-endian length prefix at `off`, read byte by byte (unaligned DataView reads cost ~5x more). */
+function lengthAt(d: Uint8Array, off: number): number {
+  return ((d[off] as number) | ((d[off + 1] as number) << 8) | ((d[off + 2] as number) << 16) | ((d[off + 3] as number) << 24)) >>> 0;
+}
+
 /**
  * The byte offset just past the first `count` elements of BYTES `data`, or -1 when `data` holds
  * fewer complete elements. Never reads past `data`.
  */
 export function bytesElementsEnd(data: Uint8Array, count: number): number {
-  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
   let off = 0;
   for (let k = 0; k < count; k++) {
     if (off + 4 > data.byteLength) return -1;
-    const len = view.getUint32(off, true);
+    const len = lengthAt(data, off);
     if (len > data.byteLength - off - 4) return -1;
     off += 4 + len;
   }
@@ -74,14 +78,13 @@ export function bytesElementsEnd(data: Uint8Array, count: number): number {
  * `deserializeBytesElements`) when the data is truncated.
  */
 export function bytesElementCount(data: Uint8Array, tensorName = ''): number {
-  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
   let off = 0;
   let count = 0;
   while (off < data.byteLength) {
     if (off + 4 > data.byteLength) {
       throw invalidArgument(`incomplete string length indicator for inference input '${tensorName}', expecting 4 bytes but only ${data.byteLength - off} bytes available`);
     }
-    const len = view.getUint32(off, true);
+    const len = lengthAt(data, off);
     off += 4;
     if (off + len > data.byteLength) {
       throw invalidArgument(`incomplete string data for inference input '${tensorName}', expecting string of length ${len} but only ${data.byteLength - off} bytes available`);
@@ -110,7 +113,7 @@ export function deserializeStringElements(data: Uint8Array, tensorName = '', cou
     if (off + 4 > bytes.byteLength) {
       throw invalidArgument(`incomplete string length indicator for inference input '${tensorName}', expecting 4 bytes but only ${bytes.byteLength - off} bytes available`);
     }
-    const len = bytes.readUInt32LE(off);
+    const len = lengthAt(bytes, off);
     off += 4;
     if (len > bytes.byteLength - off) {
       throw invalidArgument(`incomplete string data for inference input '${tensorName}', expecting string of length ${len} but only ${bytes.byteLength - off} bytes available`);
