@@ -15,7 +15,7 @@ function decode(msg) {
   const decoded = decodeHttpInferRequest({ modelName: msg.modelName, modelVersion: msg.modelVersion, body: msg.body }, msg.headerLength);
   const transfer = new Set([msg.body.buffer]);
   for (const input of decoded.request.inputs) transfer.add(input.data.buffer);
-  const reply = { id: msg.id, decoded: { request: decoded.request, defaultOutputKind: decoded.defaultOutputKind, outputs: [...decoded.outputs] } };
+  const reply = { id: msg.id, decoded: { ...decoded, outputs: [...decoded.outputs] } };
   return [reply, transfer];
 }
 

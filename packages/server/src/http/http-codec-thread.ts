@@ -22,7 +22,6 @@ import type {
   HttpInferBody,
   HttpRequestedOutput,
   HttpResponseOptions,
-  InferRequest,
   InferResponse,
 } from '@switchyard/kserve';
 
@@ -32,7 +31,7 @@ const THREAD_URL = new URL('../../worker/http-codec.mjs', import.meta.url);
 export const OFF_LOOP_JSON_BYTES = 256 * 1024;
 
 type Reply =
-  | { id: number; decoded: { request: InferRequest; defaultOutputKind: 'json' | 'binary'; outputs: Array<[string, HttpRequestedOutput]> } }
+  | { id: number; decoded: Omit<DecodedHttpInferRequest, 'outputs'> & { outputs: Array<[string, HttpRequestedOutput]> } }
   | { id: number; encoded: EncodedHttpInferResponse }
   | { id: number; error: { code: string; message: string } };
 
