@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { llmFixtureRepositoryFiles } from '@switchyard/onnx-builder';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
+import { loadGrpcClients, unary } from './lib/grpc-client.js';
 import { post } from './lib/tensors.js';
 import { startCluster, type Cluster } from './support/cluster.js';
 
@@ -84,6 +85,30 @@ describe('floods of small BYTES strings', () => {
         else expect(header.outputs[0].data).toHaveLength(N);
       }
       expect(worstHealthMs).toBeLessThan(2000); // 3-14 s before
+    }
+  }, 120_000);
+});
+
+describe('floods of small BYTES strings over gRPC', () => {
+  it('health answers within 2 s while four ModelInfer requests of 800k strings (raw_input_contents) run', async () => {
+    const N = 800_000;
+    const blob = Buffer.alloc(5 * N);
+    for (let i = 0; i < N; i++) {
+      blob.writeUInt32LE(1, 5 * i);
+      blob[5 * i + 4] = 0x61;
+    }
+    const { inference, health } = loadGrpcClients(worker.grpcAddress);
+    try {
+      const request = { model_name: 'identity_bytes', inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, N] }], raw_input_contents: [blob] };
+      const { result, worstHealthMs } = await withHealthPolls(() => Promise.all(Array.from({ length: 4 }, () => unary(inference, 'ModelInfer', request))));
+      for (const res of result) {
+        expect(res.outputs[0].shape.map(Number)).toEqual([1, N]);
+        expect(Buffer.compare(res.raw_output_contents[0], blob)).toBe(0);
+      }
+      expect(worstHealthMs).toBeLessThan(2000); // ~6 s before
+    } finally {
+      inference.close();
+      health.close();
     }
   }, 120_000);
 });
