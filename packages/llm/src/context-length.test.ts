@@ -86,6 +86,18 @@ describe('refusing prompts that cannot fit, before tokenizing', () => {
   });
 });
 
+describe('prompts given as token ids', () => {
+  it("are refused with vLLM's exact count before they are checked or decoded", async () => {
+    const ids = new Array<number>(2_000_000).fill(1);
+    const start = performance.now();
+    await expect(completionPrompt(endpoint, { tokenIds: ids })).rejects.toThrow(
+      "This model's maximum context length is 512 tokens. However, your request has 2000000 input tokens. Please reduce the length of the input messages.",
+    );
+    expect(performance.now() - start).toBeLessThan(1000);
+    expect((await completionPrompt(endpoint, { tokenIds: [1, 2, 3] })).promptTokenIds).toEqual([1, 2, 3]);
+  });
+});
+
 describe('long prompts are tokenized off the event loop', () => {
   it('encodeOffLoop gives the ids encode gives, short and long, with and without special tokens, many at once', async () => {
     const long = Array.from({ length: 9000 }, (_, i) => ['alpha ', 'é ', '<|im_start|>', '日本 ', '\n'][i % 5]).join('');

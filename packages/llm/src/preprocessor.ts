@@ -10,7 +10,7 @@
  */
 import { invalidArgument } from '@switchyard/common';
 import type { ChatMessage } from './chat-template.js';
-import { refuseOverlongPromptText } from './context-length.js';
+import { promptTooLongError, refuseOverlongPromptText } from './context-length.js';
 import type { LlmEndpoint } from './llm-endpoint.js';
 import { InvalidParamError, type CompletionPrompt } from './openai-protocol.js';
 
@@ -58,6 +58,8 @@ export async function completionPrompt(endpoint: PreprocessorEndpoint, prompt: C
     return { promptTokenIds, promptText: prompt.text };
   }
   const ids = prompt.tokenIds;
+  // Counted already: refuse before checking and decoding millions of ids on the event loop.
+  if (ids.length >= endpoint.card.contextLength) throw promptTooLongError(endpoint.card.contextLength, ids.length);
   const bad = ids.find((id) => id < 0 || id >= tokenizer.vocabSize);
   if (bad !== undefined) {
     throw new InvalidParamError('prompt', `token id ${bad} is out of the vocabulary (0..${tokenizer.vocabSize - 1})`);
