@@ -19,7 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import { internal, invalidArgument, toSwitchyardError, type Logger } from '@switchyard/common';
 import { deserializeBytesElements, serializeBytesElements, type InferTensor, type ParameterValue } from '@switchyard/kserve';
-import { compileSamplingParams, OutputProcessor, type LlmEndpoint, type SamplingParams } from '@switchyard/llm';
+import { compileSamplingParams, OutputProcessor, textPromptTokens, type LlmEndpoint, type SamplingParams } from '@switchyard/llm';
 import type { BackendInstance, ExecutionOutcome, ResponseSender } from './backend.js';
 import type { NormalizedInput, NormalizedRequest } from './request-normalizer.js';
 
@@ -77,7 +77,13 @@ export class LlmInstance implements BackendInstance {
     const abort = new AbortController();
     sender.onCancel(() => abort.abort());
     if (sender.cancelled) return;
-    const promptTokenIds = endpoint.tokenizer.encode(parsed.prompt, { addSpecialTokens: true });
+    let promptTokenIds: number[];
+    try {
+      promptTokenIds = await textPromptTokens(endpoint, parsed.prompt, true);
+    } catch (e) {
+      sender.send({ error: toSwitchyardError(e) }, true);
+      return;
+    }
     // the EOS ids the engine applies (the card's: none for the mocker), as the OpenAI door does
     const processor = new OutputProcessor({ tokenizer: endpoint.tokenizer, sampling: parsed.sampling, promptTokenIds, eosTokenIds: endpoint.card.eosTokenIds });
     const requestId = `${normalized.request.id === '' ? 'kserve' : normalized.request.id}-${randomUUID()}`;

@@ -6,18 +6,19 @@
  * and encoded as UTF-8 on the way out (onnxruntime-node has no raw-bytes string API), and reach
  * ONNX Runtime as C strings. Bytes that are not UTF-8, and elements holding a NUL byte, would not
  * survive that trip (U+FFFD in place of the bytes; the string cut at the NUL), so they are refused
- * per request (`checkOrtStrings`) instead of being silently altered.
+ * per request (`checkOrtStrings`) instead of being silently altered. The conversion itself happens
+ * on the session thread (`worker/onnxruntime-session.mjs`): here string tensors stay BYTES bytes.
  * BF16 is not supported: onnxruntime-node has no 'bfloat16' tensor type (and Triton's own ORT
  * backend does not map BF16 either).
  */
-import { isUtf8 } from 'node:buffer';
 import { internal, invalidArgument, type SwitchyardError } from '@switchyard/common';
 import {
+  bytesElementsEnd,
   bytesOf,
-  deserializeBytesElements,
+  bytesElementCount,
+  firstUnfitStringElement,
   requestPrefix,
   elementByteSize,
-  serializeBytesElements,
   typedView,
   type DataType,
   type TypedArray,
@@ -70,10 +71,6 @@ export function configTypeOfOrt(type: string): DataTypeName {
   return ORT_TO_CONFIG[type] ?? 'TYPE_INVALID';
 }
 
-/** Never replaces: `checkOrtStrings` has refused what is not UTF-8, so a failure here is a bug. */
-const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
-const utf8Encoder = new TextEncoder();
-
 /**
  * A tensor for a session thread, built from request bytes. Fixed-size data is copied into a
  * buffer of its own, because `SessionThread.run` transfers it (a request's bytes are often a
@@ -82,9 +79,8 @@ const utf8Encoder = new TextEncoder();
 export function toWireTensor(datatype: DataType, shape: readonly number[], data: Uint8Array): WireTensor {
   const type = ortTypeOf(datatype);
   if (type === undefined) throw internal(`datatype ${datatype} is not supported by the onnxruntime backend`);
-  if (type === 'string') {
-    return { type, dims: [...shape], data: deserializeBytesElements(data).map((e) => utf8Decoder.decode(e)) };
-  }
+  // Strings cross to the session thread as BYTES bytes in a buffer of their own (see WireTensor).
+  if (type === 'string') return { type, dims: [...shape], data: new Uint8Array(data) };
   const view = typedView(datatype, data);
   // typedView may already have copied (misaligned input); copy only when it did not.
   const owned = view.buffer !== data.buffer ? view : view.slice();
@@ -97,26 +93,17 @@ export function toWireTensor(datatype: DataType, shape: readonly number[], data:
  * fine. `data` is the input's serialised BYTES.
  */
 export function checkOrtStrings(input: { name: string; data: Uint8Array }, model: string, requestId: string): SwitchyardError | undefined {
-  const elements = deserializeBytesElements(input.data, input.name);
-  for (let k = 0; k < elements.length; k++) {
-    const element = elements[k] as Uint8Array;
-    const where = `${requestPrefix(requestId)}element ${k} of input '${input.name}' for model '${model}'`;
-    if (!isUtf8(element)) {
-      return invalidArgument(`${where} is not valid UTF-8: the onnxruntime backend passes BYTES to ONNX Runtime as text, which cannot carry these bytes unchanged`);
-    }
-    if (element.includes(0)) {
-      return invalidArgument(`${where} holds a NUL byte: the onnxruntime backend passes BYTES to ONNX Runtime as C strings, which end at the first NUL`);
-    }
-  }
-  return undefined;
+  const unfit = firstUnfitStringElement(input.data, bytesElementCount(input.data, input.name), true);
+  if (unfit === undefined) return undefined;
+  const where = `${requestPrefix(requestId)}element ${unfit.index} of input '${input.name}' for model '${model}'`;
+  return unfit.reason === 'utf8'
+    ? invalidArgument(`${where} is not valid UTF-8: the onnxruntime backend passes BYTES to ONNX Runtime as text, which cannot carry these bytes unchanged`)
+    : invalidArgument(`${where} holds a NUL byte: the onnxruntime backend passes BYTES to ONNX Runtime as C strings, which end at the first NUL`);
 }
 
 /** Raw bytes of a session output in Switchyard's layout. */
 export function fromWireTensor(tensor: WireTensor): Uint8Array {
-  if (tensor.type === 'string') {
-    return serializeBytesElements((tensor.data as string[]).map((s) => utf8Encoder.encode(s)));
-  }
-  return bytesOf(tensor.data as TypedArray);
+  return bytesOf(tensor.data);
 }
 
 /**
@@ -145,13 +132,16 @@ export function concatBatch(parts: readonly Uint8Array[]): Uint8Array {
 export function splitBatch(datatype: DataType, data: Uint8Array, batchSizes: readonly number[], rowElements: number): Uint8Array[] {
   if (batchSizes.length === 1) return [data];
   if (datatype === 'BYTES') {
-    const elements = deserializeBytesElements(data);
+    // Cut the serialised bytes at row boundaries (views, like fixed-size slices): no per-element work.
     const out: Uint8Array[] = [];
-    let start = 0;
+    let offset = 0;
     for (const b of batchSizes) {
-      const n = b * rowElements;
-      out.push(serializeBytesElements(elements.slice(start, start + n)));
-      start += n;
+      const rest = data.subarray(offset);
+      // A short output (never from a well-formed model) leaves the last requests what remains.
+      const end = bytesElementsEnd(rest, b * rowElements);
+      const take = end < 0 ? rest.byteLength : end;
+      out.push(rest.subarray(0, take));
+      offset += take;
     }
     return out;
   }

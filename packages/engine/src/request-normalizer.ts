@@ -215,7 +215,6 @@ function checkByteSize(input: NormalizedInput, model: string, prefix: string): v
   }
   // BYTES: walk the 4-byte length prefixes and count elements against the shape.
   const data = input.data;
-  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
   let offset = 0;
   let elements = 0;
   while (offset < data.byteLength) {
@@ -224,7 +223,8 @@ function checkByteSize(input: NormalizedInput, model: string, prefix: string): v
         `${prefix}incomplete string length indicator for inference input '${input.name}' for model '${model}', expecting 4 bytes but only ${data.byteLength - offset} bytes available. Please make sure the string length indicator is in one buffer.`,
       );
     }
-    const length = view.getUint32(offset, true);
+    // Byte by byte: unaligned DataView reads cost ~5x more, and 800k-element tensors are common.
+    const length = ((data[offset] as number) | ((data[offset + 1] as number) << 8) | ((data[offset + 2] as number) << 16) | ((data[offset + 3] as number) << 24)) >>> 0;
     offset += 4;
     if (offset + length > data.byteLength) {
       throw invalidArgument(`${prefix}element byte size indicator exceeds the end of the buffer for inference input '${input.name}' for model '${model}'`);

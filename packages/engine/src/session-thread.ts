@@ -8,7 +8,9 @@
  * and lets instances compute in parallel, which is what `instance_group { count: N }` means.
  *
  * Ownership: tensors sent to `run` are transferred (their ArrayBuffers are detached), so
- * callers pass buffers made for this call (`toWireTensor` copies). Outputs arrive owned.
+ * callers pass buffers made for this call (`toWireTensor` copies). Outputs arrive owned. Strings
+ * travel as BYTES bytes and are decoded / encoded on the thread (a 4 MB tensor of 800k strings
+ * costs the event loop one buffer transfer, not 800k strings to build and clone).
  * One thread serves one instance; the scheduler gives it one execution at a time, but `run`
  * tolerates overlap (replies are matched by id).
  */
@@ -19,11 +21,15 @@ import type { OrtType } from './onnx-tensor-codec.js';
 
 const WORKER_URL = new URL('../worker/onnxruntime-session.mjs', import.meta.url);
 
-/** A tensor as it crosses the thread boundary: structured-clone friendly. */
+/**
+ * A tensor as it crosses the thread boundary: structured-clone friendly, its buffer transferred.
+ * String tensors (`type: 'string'`) carry Triton's BYTES layout (a Uint8Array of uint32 length +
+ * UTF-8 bytes per element); the session thread converts them to and from ORT's JavaScript strings.
+ */
 export interface WireTensor {
   type: OrtType;
   dims: number[];
-  data: TypedArray | string[];
+  data: TypedArray;
 }
 
 /** Input/output metadata as onnxruntime reports it (`session.inputMetadata`). */
@@ -100,9 +106,7 @@ export class SessionThread {
     if (this.released !== undefined) return Promise.reject(new Error('session released'));
     const id = this.nextId++;
     const transfer: ArrayBuffer[] = [];
-    for (const t of Object.values(feeds)) {
-      if (!Array.isArray(t.data)) transfer.push((t.data as TypedArray).buffer as ArrayBuffer);
-    }
+    for (const t of Object.values(feeds)) transfer.push(t.data.buffer as ArrayBuffer);
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       this.worker.postMessage({ type: 'run', id, feeds, fetches }, transfer);

@@ -9,8 +9,44 @@
 //           (worker → parent): {type:'ready', inputs, outputs} | {type:'load-error', message}
 //                             {type:'result', id, outputs} | {type:'run-error', id, message}
 //                             {type:'released'}
+//
+// String tensors cross as BYTES bytes (Triton's length-prefixed layout, transferred) and are turned
+// into / from JavaScript strings here, so the per-element work of large BYTES tensors happens on
+// this thread, not on the server's event loop.
+// (The two conversions are written out here, not imported from @switchyard/kserve, because this
+// file is loaded as-is by Node, also under the test runner, where workspace imports resolve to
+// TypeScript sources.) Truncated data never gets here: the engine checked every BYTES input.
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
+
+const utf8 = new TextDecoder('utf-8');
+
+/** BYTES bytes → strings (UTF-8, invalid sequences replaced). */
+function deserializeStringElements(data) {
+  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  const out = [];
+  let off = 0;
+  while (off + 4 <= bytes.byteLength) {
+    const end = Math.min(off + 4 + bytes.readUInt32LE(off), bytes.byteLength);
+    out.push(utf8.decode(bytes.subarray(off + 4, end)));
+    off = end;
+  }
+  return out;
+}
+
+/** Strings → BYTES bytes (UTF-8, lone surrogates as U+FFFD), one buffer of its own. */
+function serializeStringElements(strings) {
+  let total = 0;
+  for (const s of strings) total += 4 + Buffer.byteLength(s, 'utf8');
+  const out = Buffer.alloc(total);
+  let off = 0;
+  for (const s of strings) {
+    const n = out.write(s, off + 4, 'utf8');
+    out.writeUInt32LE(n, off);
+    off += 4 + n;
+  }
+  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+}
 
 const metadata = (list) =>
   list.map((m) => ({ name: m.name, isTensor: m.isTensor, type: m.isTensor ? m.type : undefined, shape: m.isTensor ? [...m.shape] : [] }));
@@ -35,19 +71,19 @@ parentPort.on('message', async (msg) => {
   try {
     if (session === undefined) throw new Error('session released');
     const feeds = {};
-    for (const [name, t] of Object.entries(msg.feeds)) feeds[name] = new ort.Tensor(t.type, t.data, t.dims);
+    for (const [name, t] of Object.entries(msg.feeds)) {
+      feeds[name] = new ort.Tensor(t.type, t.type === 'string' ? deserializeStringElements(t.data) : t.data, t.dims);
+    }
     const produced = await session.run(feeds, msg.fetches);
     const outputs = {};
     const transfer = [];
     for (const name of msg.fetches) {
       const tensor = produced[name];
       if (tensor === undefined) continue;
-      let data = tensor.data;
-      if (tensor.type !== 'string') {
-        // Hand the bytes over without a copy when the array owns its whole buffer.
-        if (data.byteOffset !== 0 || data.byteLength !== data.buffer.byteLength) data = data.slice();
-        transfer.push(data.buffer);
-      }
+      let data = tensor.type === 'string' ? serializeStringElements(tensor.data) : tensor.data;
+      // Hand the bytes over without a copy when the array owns its whole buffer.
+      if (data.byteOffset !== 0 || data.byteLength !== data.buffer.byteLength) data = data.slice();
+      transfer.push(data.buffer);
       outputs[name] = { type: tensor.type, dims: [...tensor.dims], data };
     }
     parentPort.postMessage({ type: 'result', id: msg.id, outputs }, transfer);

@@ -303,9 +303,15 @@ function readString(s: string, start: number): { value: string; end: number } {
       continue;
     }
     if (c < 0x20) throw new ParseError('Invalid encoding in string.', i);
-    i += 1;
+    // Skip the run of plain characters in one native scan (megabyte strings are prompts and BYTES data).
+    PLAIN_RUN.lastIndex = i + 1;
+    PLAIN_RUN.test(s);
+    i = PLAIN_RUN.lastIndex;
   }
 }
+
+/** Characters a string may hold unescaped; matches the empty run too, so `test` always succeeds. */
+const PLAIN_RUN = /[^"\\\u0000-\u001f]*/y;
 
 function readNumber(s: string, start: number): { value: number | bigint; doubleIntegral: boolean; end: number } {
   let i = start;
@@ -383,7 +389,11 @@ export function stringifyJson(value: unknown): string {
     for (let k = 0; k < parts.length; k++) parts[k] = formatDouble(value.values[k] as number);
     return `[${parts.join(',')}]`;
   }
-  if (Array.isArray(value)) return `[${value.map(stringifyJson).join(',')}]`;
+  if (Array.isArray(value)) {
+    // BYTES outputs are long lists of strings: one native call instead of one per element.
+    if (value.every((v) => typeof v === 'string')) return JSON.stringify(value);
+    return `[${value.map(stringifyJson).join(',')}]`;
+  }
   const parts: string[] = [];
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
     if (v === undefined) continue;

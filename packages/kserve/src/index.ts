@@ -16,6 +16,7 @@ export {
   typedView,
 } from './tensor.js';
 export type { InputShapeContext, TypedArray } from './tensor.js';
+export { bytesElementCount, bytesElementsEnd, deserializeStringElements, firstUnfitStringElement, serializeStringElements, utf8ByteLength } from './bytes-strings.js';
 export {
   classificationCounts,
   decodeModelInferRequest,

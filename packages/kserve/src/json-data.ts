@@ -16,11 +16,11 @@
  * Messages and codes are Triton's: type and shape problems are `internal` (HTTP 500) because
  * Triton's JSON layer reports them that way; FP16/BF16 are `invalid_argument`.
  */
-import { isUtf8 } from 'node:buffer';
 import { internal, invalidArgument } from '@switchyard/common';
 import { hasDoubleLiteral, JsonDoubles, type JsonValue } from './http-json.js';
 import type { DataType } from './protocols.js';
-import { deserializeBytesElements, elementByteSize, elementCount, isDataType, typedView } from './tensor.js';
+import { bytesElementCount, deserializeStringElements, firstUnfitStringElement, serializeStringElements } from './bytes-strings.js';
+import { elementByteSize, elementCount, isDataType, typedView } from './tensor.js';
 
 /** Deepest `data` nesting accepted; Triton's HTTP_MAX_JSON_NESTING_DEPTH. */
 export const MAX_JSON_DATA_DEPTH = 100;
@@ -41,8 +41,6 @@ const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 const UINT64_MAX = 2n ** 64n - 1n;
 
-const encoder = new TextEncoder();
-const decoder = new TextDecoder('utf-8');
 
 /**
  * Convert the JSON `data` of input `name` into tensor bytes. `datatype` may be any string:
@@ -138,8 +136,7 @@ function integerLiteral(v: JsonValue, containerHasDoubleLiteral: boolean, signed
 
 /** BYTES: every leaf a string; serialised as uint32 length + UTF-8 bytes, in row-major order. */
 function bytesFromJson(data: readonly JsonValue[]): Uint8Array {
-  const parts: Uint8Array[] = [];
-  let total = 0;
+  const strings: string[] = [];
   const walk = (array: readonly JsonValue[], depth: number): void => {
     if (depth > MAX_JSON_DATA_DEPTH) throw invalidArgument(`Unable to parse 'data': ${DEPTH_EXCEEDED}`);
     for (const v of array) {
@@ -148,21 +145,11 @@ function bytesFromJson(data: readonly JsonValue[]): Uint8Array {
         continue;
       }
       if (typeof v !== 'string') throw internal(`Unable to parse JSON bytes array: ${NOT_STRING}`);
-      const bytes = encoder.encode(v);
-      parts.push(bytes);
-      total += 4 + bytes.byteLength;
+      strings.push(v);
     }
   };
   walk(data, 1);
-  const out = new Uint8Array(total);
-  const dv = new DataView(out.buffer);
-  let off = 0;
-  for (const p of parts) {
-    dv.setUint32(off, p.byteLength, true);
-    out.set(p, off + 4);
-    off += 4 + p.byteLength;
-  }
-  return out;
+  return serializeStringElements(strings);
 }
 
 /**
@@ -176,26 +163,22 @@ export function tensorDataToJson(name: string, datatype: DataType, shape: readon
     throw invalidArgument(`sending ${datatype} data via JSON is not supported. Please use the binary data format for output`);
   }
   if (datatype === 'BYTES') {
-    let elements: Uint8Array[];
+    let available: number;
     try {
-      elements = deserializeBytesElements(data, name);
+      available = bytesElementCount(data, name);
     } catch {
-      elements = [];
+      available = 0;
       if (count > 0) throw mismatch();
     }
-    if (elements.length < count) throw mismatch();
-    const out: string[] = new Array<string>(count);
-    for (let k = 0; k < count; k++) {
-      const element = elements[k] as Uint8Array;
-      // JSON text can only carry these bytes altered (U+FFFD); Triton writes them raw, which is not JSON.
-      if (!isUtf8(element)) {
-        throw invalidArgument(
-          `sending BYTES data that is not valid UTF-8 via JSON is not supported (element ${k} of output '${name}'). Please use the binary data format for output`,
-        );
-      }
-      out[k] = decoder.decode(element);
+    if (available < count) throw mismatch();
+    // JSON text can only carry these bytes altered (U+FFFD); Triton writes them raw, which is not JSON.
+    const unfit = firstUnfitStringElement(data, count);
+    if (unfit !== undefined) {
+      throw invalidArgument(
+        `sending BYTES data that is not valid UTF-8 via JSON is not supported (element ${unfit.index} of output '${name}'). Please use the binary data format for output`,
+      );
     }
-    return out;
+    return deserializeStringElements(data, name, count);
   }
   if (data.byteLength !== count * elementByteSize(datatype)) throw mismatch();
   if (count === 0) return datatype === 'FP32' || datatype === 'FP64' ? new JsonDoubles([]) : [];

@@ -1,5 +1,5 @@
 export {};
-export { Tokenizer, type EncodeOptions, type DecodeOptions } from './tokenizer.js';
+export { OFF_LOOP_TOKENIZE_CHARS, Tokenizer, type EncodeOptions, type DecodeOptions } from './tokenizer.js';
 export { ChatTemplate, type ChatMessage, type RenderOptions, type TemplateSpecialTokens } from './chat-template.js';
 export {
   readModelFolder,
@@ -120,7 +120,7 @@ export {
   type TokenText,
 } from './openai-response.js';
 export { OutputProcessor, type OutputProcessorOptions, type ProcessedOutput, type ProcessedToken } from './output-processor.js';
-export { chatPrompt, completionPrompt, type ChatPromptOptions, type PreprocessedPrompt, type PreprocessorEndpoint } from './preprocessor.js';
+export { chatPrompt, completionPrompt, textPromptTokens, type ChatPromptOptions, type PreprocessedPrompt, type PreprocessorEndpoint } from './preprocessor.js';
 export { LlmEngine, type LlmEngineOptions } from './llm-engine.js';
 export { E2E_BUCKETS_S, Histogram, ITL_BUCKETS_S, TTFT_BUCKETS_S } from './histogram.js';
 export {
@@ -132,3 +132,4 @@ export {
 } from './decoder-session.js';
 export { PagedKvCache, type GatherRow, type KvDtype, type PagedKvCacheOptions, type ScatterRow } from './paged-kv-cache.js';
 export { OnnxExecutor, type OnnxExecutorOptions } from './onnx-executor.js';
+export { promptTooLongError, refuseOverlongPromptText, requestTooLongError, tokenByteBound } from './context-length.js';

@@ -12,6 +12,7 @@
 // the loop goes on with the others; a scheduler invariant error is a bug and fails every request.
 
 import { cancelled, internal, invalidArgument, toSwitchyardError, type SwitchyardError } from '@switchyard/common';
+import { promptTooLongError, requestTooLongError } from './context-length.js';
 import { EngineCore } from './engine-core.js';
 import type { Executor } from './executor.js';
 import { E2E_BUCKETS_S, Histogram, ITL_BUCKETS_S, TTFT_BUCKETS_S } from './histogram.js';
@@ -168,15 +169,11 @@ export class LlmEngine {
     }
     const limit = this.maxModelLen;
     if (n >= limit) {
-      throw invalidArgument(
-        `This model's maximum context length is ${limit} tokens. However, your request has ${n} input tokens. Please reduce the length of the input messages.`,
-      );
+      throw promptTooLongError(limit, n);
     }
     const maxTokens = sampling.max_tokens ?? limit - n;
     if (n + maxTokens > limit) {
-      throw invalidArgument(
-        `This model's maximum context length is ${limit} tokens. However, you requested ${n + maxTokens} tokens (${n} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
-      );
+      throw requestTooLongError(limit, n, maxTokens);
     }
     const stopTokenIds = new Set(sampling.stop_token_ids);
     const eosTokenIds = [...new Set([...(sampling.ignore_eos ? [] : this.eos), ...stopTokenIds])];

@@ -1,13 +1,16 @@
 /**
  * The frontend's first step (vLLM's input processor, Dynamo's preprocessor): an OpenAI request's
- * messages or prompt → the prompt token ids the engine takes. Pure; the endpoint's tokenizer and
- * chat template do the work.
+ * messages or prompt → the prompt token ids the engine takes. The endpoint's tokenizer and chat
+ * template do the work (long texts on the shared tokenizer thread).
  *
- * Length against the context is not checked here: the engine refuses a prompt that does not fit
- * (`invalid_argument`), so the rule lives in one place.
+ * Length against the context is decided by the engine, which refuses a prompt that does not fit
+ * (`invalid_argument`). Here only a text whose byte length already proves it cannot fit is refused,
+ * before it is tokenized (`refuseOverlongPromptText`), and long texts are tokenized on the shared
+ * tokenizer thread: tokenizing megabytes held the event loop for seconds.
  */
 import { invalidArgument } from '@switchyard/common';
 import type { ChatMessage } from './chat-template.js';
+import { promptTooLongError, refuseOverlongPromptText } from './context-length.js';
 import type { LlmEndpoint } from './llm-endpoint.js';
 import { InvalidParamError, type CompletionPrompt } from './openai-protocol.js';
 
@@ -32,13 +35,13 @@ export interface ChatPromptOptions {
  * (add_generation_prompt), and tokenize. A model without a chat template, or a template that
  * raises (roles must alternate, ...), is `invalid_argument`.
  */
-export function chatPrompt(endpoint: PreprocessorEndpoint, messages: readonly ChatMessage[], options: ChatPromptOptions = {}): PreprocessedPrompt {
+export async function chatPrompt(endpoint: PreprocessorEndpoint, messages: readonly ChatMessage[], options: ChatPromptOptions = {}): Promise<PreprocessedPrompt> {
   const template = endpoint.chatTemplate;
   if (template === undefined) {
     throw invalidArgument(`model '${endpoint.card.name}' has no chat template, so it cannot serve chat completions; use /v1/completions`);
   }
   const promptText = template.render(messages, { add_generation_prompt: true, extra: options.templateKwargs ?? {} });
-  const promptTokenIds = endpoint.tokenizer.encode(promptText, { addSpecialTokens: options.addSpecialTokens ?? false });
+  const promptTokenIds = await textPromptTokens(endpoint, promptText, options.addSpecialTokens ?? false);
   if (promptTokenIds.length === 0) throw new InvalidParamError('messages', 'the rendered chat prompt is empty');
   return { promptTokenIds, promptText };
 }
@@ -47,17 +50,31 @@ export function chatPrompt(endpoint: PreprocessorEndpoint, messages: readonly Ch
  * A completions prompt → token ids. Text is tokenized (`addSpecialTokens` default true, as vLLM);
  * token ids are checked against the vocabulary and passed through.
  */
-export function completionPrompt(endpoint: PreprocessorEndpoint, prompt: CompletionPrompt, addSpecialTokens = true): PreprocessedPrompt {
+export async function completionPrompt(endpoint: PreprocessorEndpoint, prompt: CompletionPrompt, addSpecialTokens = true): Promise<PreprocessedPrompt> {
   const { tokenizer } = endpoint;
   if ('text' in prompt) {
-    const promptTokenIds = tokenizer.encode(prompt.text, { addSpecialTokens });
+    const promptTokenIds = await textPromptTokens(endpoint, prompt.text, addSpecialTokens);
     if (promptTokenIds.length === 0) throw new InvalidParamError('prompt', 'prompt must not be empty');
     return { promptTokenIds, promptText: prompt.text };
   }
   const ids = prompt.tokenIds;
+  // Counted already: refuse before checking and decoding millions of ids on the event loop.
+  if (ids.length >= endpoint.card.contextLength) throw promptTooLongError(endpoint.card.contextLength, ids.length);
   const bad = ids.find((id) => id < 0 || id >= tokenizer.vocabSize);
   if (bad !== undefined) {
     throw new InvalidParamError('prompt', `token id ${bad} is out of the vocabulary (0..${tokenizer.vocabSize - 1})`);
   }
   return { promptTokenIds: ids, promptText: tokenizer.decode(ids) };
+}
+
+/**
+ * A prompt text → token ids, refusing first, without tokenizing, a text whose byte length proves it
+ * cannot fit the model's context (vLLM's message, "at least N input tokens"); long texts are
+ * tokenized off the event loop (`Tokenizer.encodeOffLoop`). Every path that tokenizes a client's
+ * prompt goes through here: OpenAI chat and completions, KServe generate on the worker, KV routing
+ * on the router. A refusal rejects the promise (never a synchronous throw).
+ */
+export async function textPromptTokens(endpoint: PreprocessorEndpoint, text: string, addSpecialTokens: boolean): Promise<number[]> {
+  refuseOverlongPromptText(text, endpoint.card.contextLength, endpoint.tokenizer.maxTokenBytes);
+  return endpoint.tokenizer.encodeOffLoop(text, { addSpecialTokens });
 }

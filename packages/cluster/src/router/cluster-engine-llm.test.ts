@@ -160,4 +160,28 @@ describe('ClusterEngine: KServe LLM requests use the KV-aware router', () => {
     expect(generated()).toBeLessThan(250);
     await expectReleased(table);
   });
+
+  it('a prompt whose byte length proves it cannot fit is refused by the router before tokenizing, never forwarded', async () => {
+    const { router } = await start('kv');
+    const endpoint = router.engine.llmEndpoint!(LLM)!;
+    const bound = endpoint.tokenizer.maxTokenBytes!;
+    const contextLength = endpoint.card.contextLength;
+    expect(bound).toBeGreaterThan(0);
+    const prompt = 'x'.repeat(contextLength * bound * 4);
+    const began = performance.now();
+    const res = await router.engine.infer({
+      id: 'long',
+      modelName: LLM,
+      modelVersion: undefined,
+      parameters: {},
+      inputs: [{ name: 'text_input', datatype: 'BYTES', shape: [1], data: serializeBytesElements([new TextEncoder().encode(prompt)]), parameters: {} }],
+      outputs: [],
+    }).then(() => undefined, (e: unknown) => e as Error & { code?: string });
+    expect(res?.code).toBe('invalid_argument');
+    expect(res?.message).toBe(
+      `This model's maximum context length is ${contextLength} tokens. However, your request has at least ${contextLength * 4} input tokens. Please reduce the length of the input messages.`,
+    );
+    expect(performance.now() - began).toBeLessThan(2000);
+    expect(router.stats().decisionsByMode.kv ?? 0).toBe(0);
+  });
 });

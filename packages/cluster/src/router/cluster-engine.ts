@@ -73,12 +73,14 @@
  * requests do not. A request that does not parse here (prompt missing, not one inline BYTES element,
  * in shared memory, blank; a bad input or parameter) is forwarded unchanged to a worker's `infer`
  * (routed by its prompt when it has one), so its error is the worker's own.
+ * A prompt whose byte length proves it cannot fit the context is refused on the router, before
+ * tokenizing, with the worker's message (`textPromptTokens`).
  */
 import { type Logger, SwitchyardError, cancelled, invalidArgument, notFound, toSwitchyardError, unavailable, unsupported } from '@switchyard/common';
 import { DEFAULT_EXTENSIONS, DEFAULT_SERVER_NAME, DEFAULT_SERVER_VERSION, type InferenceEngine, inferViaSubmit, type InferResult, type ModelIndexEntry, type ModelMetadata, type ModelMetricsSnapshot, type ModelStatistics, type OutputLabels, type ServerMetadata, type SubmitOptions } from '@switchyard/engine';
 import { randomUUID } from 'node:crypto';
 import { type InferRequest, type InferResponse, deserializeBytesElements } from '@switchyard/kserve';
-import type { LlmEndpoint } from '@switchyard/llm';
+import { type LlmEndpoint, textPromptTokens } from '@switchyard/llm';
 import { correlationText, inSequence, sequenceOf } from '@switchyard/engine/internal';
 import { DEFAULT_MAX_SEQUENCE_IDLE_MICROSECONDS, type ModelConfig, type ModelSequenceBatching, parseModelConfigJson } from '@switchyard/model-config';
 import { type InstanceId, type ModelCard, type RequestPlane, NoRespondersError, StreamIncompleteError, endpointAddress, instanceAddress } from '@switchyard/runtime';
@@ -322,9 +324,9 @@ export class ClusterEngine implements InferenceEngine {
     const here = this.llmHere(entry, request);
     if (here !== undefined) return this.kserveLlm.serve(here, request, deliver, signal);
     const decoupled = entry.metadata.decoupled;
+    const llm = await this.llmRoute(entry, request);
     const payload = toJson(inferRequestToWire(request));
     const tried = new Set<InstanceId>();
-    const llm = this.llmRoute(entry, request);
     const sequence = llm === undefined ? this.sequenceRoute(entry, request) : undefined;
     const { migrationLimit } = this.options.llm.options;
     let resends = 0;
@@ -479,7 +481,7 @@ export class ClusterEngine implements InferenceEngine {
    * LlmInstance will (`text_input`, one BYTES element, UTF-8 with replacement, special tokens added).
    * Undefined when the model is not a routable LLM or the prompt cannot be read here.
    */
-  private llmRoute(entry: ModelEntry, request: InferRequest): { endpoint: RoutedLlmEndpoint; tokens: readonly number[] } | undefined {
+  private async llmRoute(entry: ModelEntry, request: InferRequest): Promise<{ endpoint: RoutedLlmEndpoint; tokens: readonly number[] } | undefined> {
     if (entry.kind !== 'llm' || entry.text === undefined || entry.llm === undefined) return undefined;
     const input = request.inputs.find((i) => i.name === 'text_input');
     if (input === undefined || input.datatype !== 'BYTES' || input.parameters['shared_memory_region'] !== undefined) return undefined;
@@ -492,7 +494,8 @@ export class ClusterEngine implements InferenceEngine {
     if (elements.length !== 1) return undefined;
     const endpoint = this.llmEndpoint(entry.name) as RoutedLlmEndpoint | undefined;
     if (endpoint === undefined) return undefined;
-    const tokens = entry.text.tokenizer.encode(utf8.decode(elements[0]), { addSpecialTokens: true });
+    // A prompt that provably cannot fit is refused here with the worker's message, never forwarded.
+    const tokens = await textPromptTokens(endpoint, utf8.decode(elements[0]), true);
     return tokens.length > 0 ? { endpoint, tokens } : undefined;
   }
 

@@ -4,6 +4,7 @@ import type { AccessPolicy } from '../access-control.js';
 import type { InferenceEngine } from '@switchyard/engine';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
+import type { HttpCodecThread } from './http-codec-thread.js';
 
 export interface HttpContext {
   engine: InferenceEngine;
@@ -14,4 +15,6 @@ export interface HttpContext {
   logger: Logger;
   /** Restricted API groups and the OpenAI API key, checked before any route is served. */
   access: AccessPolicy;
+  /** Decodes large inference requests off the event loop; owned (and closed) by the HTTP door. */
+  codecThread: HttpCodecThread;
 }

@@ -5,6 +5,8 @@
  * decompression, `Inference-Header-Content-Length`, decode (JSON + binary, or raw binary with
  * the input deduced from the model config), shared-memory inputs read and output regions
  * checked, `engine.infer`, shared-memory outputs written, encode, compress by Accept-Encoding.
+ * JSON headers and JSON-rendered outputs from `OFF_LOOP_JSON_BYTES` are decoded / encoded on the
+ * door's codec thread, off the event loop.
  * A client that disconnects aborts the request through the submit signal.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -18,6 +20,7 @@ import {
   encodeHttpGenerateResponse,
   encodeHttpInferResponse,
   parseInferenceHeaderLength,
+  type HttpResponseOptions,
   type RawInputModel,
 } from '@switchyard/kserve';
 import { type ModelConfig, configDataTypeToWire } from '@switchyard/model-config';
@@ -26,6 +29,7 @@ import { readSharedMemoryInputs, sharedMemoryOutputTargets, writeSharedMemoryOut
 import { UNSUPPORTED_ENCODING_MESSAGE, compressBody, decompressBody, readBody, requestEncoding, responseEncoding } from './http-body.js';
 import { type Headers, errorBody, send, sendError } from './http-reply.js';
 import type { HttpContext } from './http-context.js';
+import { OFF_LOOP_JSON_BYTES } from './http-codec-thread.js';
 
 const DECOUPLED_MESSAGE = "HTTP end point doesn't support models with decoupled transaction policy";
 
@@ -43,7 +47,12 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
   const headerValue = req.headers['inference-header-content-length'];
   const headerLength = parseInferenceHeaderLength(Array.isArray(headerValue) ? headerValue[0] : headerValue, body.byteLength);
   const src = { modelName: model, modelVersion: version, body };
-  const decoded = headerLength === 0 ? decodeHttpRawInferRequest(src, rawInputModel(config)) : decodeHttpInferRequest(src, headerLength);
+  const decoded =
+    headerLength === 0
+      ? decodeHttpRawInferRequest(src, rawInputModel(config))
+      : headerLength >= OFF_LOOP_JSON_BYTES
+        ? await ctx.codecThread.decode(src, headerLength)
+        : decodeHttpInferRequest(src, headerLength);
   // Inputs are read from their regions and output regions checked before the model runs, as Triton does.
   const request = readSharedMemoryInputs(ctx.shm, decoded.request);
   const shmTargets = sharedMemoryOutputTargets(ctx.shm, request);
@@ -62,12 +71,14 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
   if (abort.signal.aborted) return;
   writeSharedMemoryOutputs(ctx.shm, shmTargets, response);
 
-  const encoded = encodeHttpInferResponse(response, {
+  const options = {
     defaultOutputKind: decoded.defaultOutputKind,
     outputs: decoded.outputs,
     batching: config.max_batch_size > 0,
     labels: classifies(decoded.outputs) ? ctx.engine.classificationLabels?.(response.modelName, Number(response.modelVersion)) : undefined,
-  });
+  };
+  const encoded =
+    jsonOutputBytes(response, options) >= OFF_LOOP_JSON_BYTES ? await ctx.codecThread.encode(response, options) : encodeHttpInferResponse(response, options);
   const headers: Headers = { 'Content-Type': encoded.binary ? 'application/octet-stream' : 'application/json' };
   if (encoded.binary) headers['Inference-Header-Content-Length'] = encoded.headerLength;
   const accept = req.headers['accept-encoding'];
@@ -78,6 +89,15 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
   }
   headers['Content-Encoding'] = coding;
   send(res, 200, await compressBody(Buffer.concat(encoded.chunks), coding), headers);
+}
+
+/** Bytes of the outputs that will be written as JSON `data` (binary and shared-memory ones cost nothing to encode). */
+function jsonOutputBytes(response: InferResponse, options: HttpResponseOptions): number {
+  let total = 0;
+  for (const t of response.outputs) {
+    if ((options.outputs.get(t.name)?.kind ?? options.defaultOutputKind) === 'json') total += t.data.byteLength;
+  }
+  return total;
 }
 
 /** Some output asked for the classification extension (its labels are then looked up). */

@@ -23,6 +23,7 @@ import type { SharedMemoryManager } from '../shared-memory.js';
 import { DEFAULT_MAX_INPUT_SIZE, declaredLength, inputTooLarge } from './http-body.js';
 import { createLimitedHttpServer, type HttpLimits } from './http-limits.js';
 import type { HttpContext } from './http-context.js';
+import { HttpCodecThread } from './http-codec-thread.js';
 import {
   handleHealth,
   handleModelConfig,
@@ -71,6 +72,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
     maxInputSize: options.maxInputSize !== undefined && options.maxInputSize > 0 ? options.maxInputSize : DEFAULT_MAX_INPUT_SIZE,
     logger: options.logger ?? silentLogger,
     access: options.access ?? OPEN_ACCESS,
+    codecThread: new HttpCodecThread(),
   };
   let inFlight = 0;
   let closing = false;
@@ -125,6 +127,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
       if (inFlight > 0) await new Promise<void>((resolve) => (drained = resolve));
       server.closeAllConnections();
       await closed;
+      await ctx.codecThread.close();
     },
   };
 }

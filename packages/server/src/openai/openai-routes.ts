@@ -67,7 +67,7 @@ function retrieveModel(engine: InferenceEngine, res: ServerResponse, model: stri
 async function chatCompletions(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const request = parseChatCompletionRequest(await readJson(ctx, req));
   const endpoint = endpointFor(ctx.engine, request.model);
-  const prompt = chatPrompt(endpoint, request.messages, { templateKwargs: request.chatTemplateKwargs, addSpecialTokens: request.addSpecialTokens });
+  const prompt = await chatPrompt(endpoint, request.messages, { templateKwargs: request.chatTemplateKwargs, addSpecialTokens: request.addSpecialTokens });
   const id = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
   const assembler = new ChatAssembler(assemblerOptions(id, endpoint, request, request.logprobs));
   await runGeneration(res, { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler }, ctx.logger);
@@ -76,7 +76,7 @@ async function chatCompletions(ctx: HttpContext, req: IncomingMessage, res: Serv
 async function completions(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const request = parseCompletionRequest(await readJson(ctx, req));
   const endpoint = endpointFor(ctx.engine, request.model);
-  const prompt = completionPrompt(endpoint, request.prompt, request.addSpecialTokens);
+  const prompt = await completionPrompt(endpoint, request.prompt, request.addSpecialTokens);
   const id = `cmpl-${randomUUID().replaceAll('-', '')}`;
   const assembler = new CompletionAssembler(assemblerOptions(id, endpoint, request, request.logprobs !== null), request.echo ? prompt.promptText : '');
   await runGeneration(res, { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler }, ctx.logger);

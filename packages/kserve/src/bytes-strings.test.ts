@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import { SwitchyardError } from '@switchyard/common';
+import { bytesElementCount, bytesElementsEnd, deserializeStringElements, serializeStringElements, utf8ByteLength } from './bytes-strings.js';
+import { deserializeBytesElements, serializeBytesElements } from './tensor.js';
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+/** The per-element reference shapes these functions replace. */
+const reference = (strings: string[]) => serializeBytesElements(strings.map((s) => enc.encode(s)));
+
+const SAMPLES = ['', 'a', 'hello', 'é', 'naïve café', '日本語', '😀 emoji', 'x'.repeat(64), 'y'.repeat(65) + 'é', 'z'.repeat(10_000), '\u0000\u007f\u0080', 'lone \ud800 surrogate', '\udc00'];
+
+describe('serializeStringElements', () => {
+  it('writes exactly what TextEncoder per element writes, lone surrogates as U+FFFD', () => {
+    expect(Buffer.from(serializeStringElements(SAMPLES))).toEqual(Buffer.from(reference(SAMPLES)));
+    for (const s of SAMPLES) expect(utf8ByteLength(s)).toBe(enc.encode(s).byteLength);
+  });
+
+  it('handles no elements and many', () => {
+    expect(serializeStringElements([]).byteLength).toBe(0);
+    const many = Array.from({ length: 10_000 }, (_, i) => (i % 3 === 0 ? 'é' : String(i)));
+    expect(Buffer.from(serializeStringElements(many))).toEqual(Buffer.from(reference(many)));
+  });
+});
+
+describe('deserializeStringElements', () => {
+  it('reads what TextDecoder per element reads, invalid UTF-8 replaced', () => {
+    const invalid = new Uint8Array([0xff, 0x61, 0xc3]);
+    const data = serializeBytesElements([...SAMPLES.map((s) => enc.encode(s)), invalid]);
+    const expected = deserializeBytesElements(data).map((e) => dec.decode(e));
+    expect(deserializeStringElements(data)).toEqual(expected);
+  });
+
+  it('reads only the first `count` elements when asked, from a view at an odd offset', () => {
+    const body = serializeStringElements(['ab', 'cd', 'é']);
+    const padded = new Uint8Array(body.byteLength + 3);
+    padded.set(body, 3);
+    expect(deserializeStringElements(padded.subarray(3), 'T', 2)).toEqual(['ab', 'cd']);
+    expect(deserializeStringElements(padded.subarray(3), 'T')).toEqual(['ab', 'cd', 'é']);
+  });
+
+  it('passes non-ASCII elements to the given decoder (a fatal one refuses invalid UTF-8)', () => {
+    const data = serializeBytesElements([enc.encode('ok'), new Uint8Array([0xff])]);
+    expect(() => deserializeStringElements(data, 'T', undefined, new TextDecoder('utf-8', { fatal: true }))).toThrow(TypeError);
+  });
+
+  it("refuses truncated data with Triton's wording, as deserializeBytesElements", () => {
+    const cases = [new Uint8Array([1, 0]), new Uint8Array([5, 0, 0, 0, 0x61])];
+    for (const data of cases) {
+      const message = (() => {
+        try {
+          deserializeBytesElements(data, 'T');
+        } catch (e) {
+          return (e as Error).message;
+        }
+        return '';
+      })();
+      expect(message).not.toBe('');
+      for (const fn of [() => deserializeStringElements(data, 'T'), () => bytesElementCount(data, 'T'), () => deserializeStringElements(data, 'T', 1)]) {
+        let caught: unknown;
+        try {
+          fn();
+        } catch (e) {
+          caught = e;
+        }
+        expect(caught).toBeInstanceOf(SwitchyardError);
+        expect((caught as SwitchyardError).code).toBe('invalid_argument');
+        expect((caught as SwitchyardError).message).toBe(message);
+      }
+    }
+  });
+});
+
+describe('bytesElementsEnd / bytesElementCount', () => {
+  it('finds element boundaries without reading past the data', () => {
+    const data = serializeStringElements(['a', 'bcd', '']);
+    expect(bytesElementCount(data)).toBe(3);
+    expect(bytesElementsEnd(data, 0)).toBe(0);
+    expect(bytesElementsEnd(data, 1)).toBe(5);
+    expect(bytesElementsEnd(data, 2)).toBe(12);
+    expect(bytesElementsEnd(data, 3)).toBe(16);
+    expect(bytesElementsEnd(data, 4)).toBe(-1);
+    expect(bytesElementsEnd(data.subarray(0, 10), 2)).toBe(-1);
+    const huge = new Uint8Array([0xff, 0xff, 0xff, 0xff]);
+    expect(bytesElementsEnd(huge, 1)).toBe(-1);
+  });
+});

@@ -1,0 +1,165 @@
+/**
+ * BYTES tensors (uint32 little-endian length + bytes per element) ↔ JavaScript strings, and walks
+ * over their elements, without one allocation per element.
+ *
+ * Why this file: a 4 MB tensor of 800k one-byte strings is common in fuzzing and abuse, and the
+ * naive shapes (`TextEncoder.encode` per string, `subarray` + `TextDecoder.decode` per element)
+ * allocate one typed array per element; on one event loop four such requests kept the garbage
+ * collector and the loop busy for seconds. Here strings are measured with `utf8ByteLength` and
+ * written into one buffer, and elements are read as substrings of one latin1 image of the data
+ * (a latin1 string has one character per byte, so byte offsets are string offsets): ASCII elements
+ * cost a substring, others one `TextDecoder` call.
+ */
+import { isUtf8 } from 'node:buffer';
+import { invalidArgument } from '@switchyard/common';
+
+const utf8 = new TextDecoder('utf-8');
+
+/** UTF-8 byte length of `s` (lone surrogates count as U+FFFD, 3 bytes, as TextEncoder writes them). */
+export function utf8ByteLength(s: string): number {
+  return Buffer.byteLength(s, 'utf8');
+}
+
+/**
+ * Serialise strings as BYTES elements, UTF-8 encoded (lone surrogates become U+FFFD, as
+ * `TextEncoder` does). One output buffer, no per-element arrays.
+ */
+export function serializeStringElements(strings: readonly string[]): Uint8Array {
+  let total = 0;
+  for (const s of strings) total += 4 + utf8ByteLength(s);
+  // Never from Node's shared pool: the tensor owns its buffer, so it can be transferred to a thread.
+  const out = Buffer.allocUnsafeSlow(total);
+  let off = 0;
+  for (const s of strings) {
+    const start = off + 4;
+    const end = writeUtf8(out, s, start);
+    out.writeUInt32LE(end - start, off);
+    off = end;
+  }
+  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+}
+
+/** Writes `s` at `start`, returns the end offset. ASCII is copied by hand: cheaper than a native call per short string. */
+function writeUtf8(out: Buffer, s: string, start: number): number {
+  const n = s.length;
+  if (n <= 64) {
+    let k = 0;
+    for (; k < n; k++) {
+      const c = s.charCodeAt(k);
+      if (c >= 0x80) break;
+      out[start + k] = c;
+    }
+    if (k === n) return start + n;
+  }
+  return start + out.write(s, start, 'utf8');
+}
+
+/** The uint32 little-endian length prefix at `off`, read byte by byte (unaligned DataView reads cost ~5x more). */
+function lengthAt(d: Uint8Array, off: number): number {
+  return ((d[off] as number) | ((d[off + 1] as number) << 8) | ((d[off + 2] as number) << 16) | ((d[off + 3] as number) << 24)) >>> 0;
+}
+
+/**
+ * The byte offset just past the first `count` elements of BYTES `data`, or -1 when `data` holds
+ * fewer complete elements. Never reads past `data`.
+ */
+export function bytesElementsEnd(data: Uint8Array, count: number): number {
+  let off = 0;
+  for (let k = 0; k < count; k++) {
+    if (off + 4 > data.byteLength) return -1;
+    const len = lengthAt(data, off);
+    if (len > data.byteLength - off - 4) return -1;
+    off += 4 + len;
+  }
+  return off;
+}
+
+/**
+ * Number of elements of BYTES `data`. Throws invalid_argument with Triton's wording (as
+ * `deserializeBytesElements`) when the data is truncated.
+ */
+export function bytesElementCount(data: Uint8Array, tensorName = ''): number {
+  let off = 0;
+  let count = 0;
+  while (off < data.byteLength) {
+    if (off + 4 > data.byteLength) {
+      throw invalidArgument(`incomplete string length indicator for inference input '${tensorName}', expecting 4 bytes but only ${data.byteLength - off} bytes available`);
+    }
+    const len = lengthAt(data, off);
+    off += 4;
+    if (off + len > data.byteLength) {
+      throw invalidArgument(`incomplete string data for inference input '${tensorName}', expecting string of length ${len} but only ${data.byteLength - off} bytes available`);
+    }
+    off += len;
+    count += 1;
+  }
+  return count;
+}
+
+/**
+ * The first `count` elements of BYTES `data` as strings (all of them when `count` is undefined).
+ * Non-ASCII elements go through `decoder` (default: UTF-8 with replacement; pass a fatal one to
+ * refuse invalid UTF-8). Throws invalid_argument with Triton's wording when the data is truncated
+ * before `count` elements (or, for all elements, anywhere).
+ */
+export function deserializeStringElements(data: Uint8Array, tensorName = '', count?: number, decoder: { decode(bytes: Uint8Array): string } = utf8): string[] {
+  const n = count ?? bytesElementCount(data, tensorName);
+  const out = new Array<string>(n);
+  if (n === 0) return out;
+  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  // One character per byte; elements are substrings of it.
+  const image = bytes.toString('latin1');
+  let off = 0;
+  for (let k = 0; k < n; k++) {
+    if (off + 4 > bytes.byteLength) {
+      throw invalidArgument(`incomplete string length indicator for inference input '${tensorName}', expecting 4 bytes but only ${bytes.byteLength - off} bytes available`);
+    }
+    const len = lengthAt(bytes, off);
+    off += 4;
+    if (len > bytes.byteLength - off) {
+      throw invalidArgument(`incomplete string data for inference input '${tensorName}', expecting string of length ${len} but only ${bytes.byteLength - off} bytes available`);
+    }
+    const end = off + len;
+    let ascii = true;
+    for (let i = off; i < end; i++) {
+      if ((bytes[i] as number) >= 0x80) {
+        ascii = false;
+        break;
+      }
+    }
+    out[k] = ascii ? image.slice(off, end) : decoder.decode(data.subarray(off, end));
+    off = end;
+  }
+  return out;
+}
+
+/**
+ * Where the first `count` elements of BYTES `data` stop being text: the index of the first element
+ * that is not valid UTF-8 (`reason: 'utf8'`) or, with `refuseNul`, that holds a NUL byte
+ * (`'nul'`); undefined when all are fine. ASCII elements are checked byte by byte, others with one
+ * `isUtf8` call, so no array is made per element. `data` must hold `count` complete elements.
+ */
+export function firstUnfitStringElement(data: Uint8Array, count: number, refuseNul = false): { index: number; reason: 'utf8' | 'nul' } | undefined {
+  let off = 0;
+  for (let k = 0; k < count; k++) {
+    const len = lengthAt(data, off);
+    const start = off + 4;
+    const end = start + len;
+    let ascii = true;
+    for (let i = start; i < end; i++) {
+      const b = data[i] as number;
+      if (b === 0 && refuseNul) return { index: k, reason: 'nul' };
+      if (b >= 0x80) {
+        ascii = false;
+        break;
+      }
+    }
+    if (!ascii) {
+      const element = data.subarray(start, end);
+      if (!isUtf8(element)) return { index: k, reason: 'utf8' };
+      if (refuseNul && element.includes(0)) return { index: k, reason: 'nul' };
+    }
+    off = end;
+  }
+  return undefined;
+}
