@@ -324,7 +324,9 @@ export class ClusterEngine implements InferenceEngine {
     const here = this.llmHere(entry, request);
     if (here !== undefined) return this.kserveLlm.serve(here, request, deliver, signal);
     const decoupled = entry.metadata.decoupled;
-    const llm = await this.llmRoute(entry, request);
+    // Only an LLM's request waits for its prompt (tokenizing may go to a thread): a tensor request is
+    // sent in the same turn it arrived, as before.
+    const llm = entry.kind === 'llm' ? await this.llmRoute(entry, request) : undefined;
     const payload = toJson(inferRequestToWire(request));
     const tried = new Set<InstanceId>();
     const sequence = llm === undefined ? this.sequenceRoute(entry, request) : undefined;
