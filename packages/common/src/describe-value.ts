@@ -1,8 +1,8 @@
 /**
  * The one way a value someone sent is quoted in an error message (`expected a string, got [1,2]`):
- * JSON text as `JSON.stringify` writes it, bounded in nesting and in length. Every decode edge
- * (HTTP and gRPC bodies, the model-config override, the cluster's messages) quotes values through
- * it, because the value is the sender's: `JSON.stringify` and `String` recurse once per level, so
+ * JSON text as `JSON.stringify` writes it, bounded in nesting and in length. Every decode edge that
+ * quotes a value (OpenAI and KServe LLM request fields, the model-config JSON override, the
+ * cluster's messages) goes through it, because the value is the sender's: `JSON.stringify` and `String` recurse once per level, so
  * an array nested 10^5 deep (a few hundred bytes of `[`, which `JSON.parse` reads without
  * recursing) would end the refusal in "Maximum call stack size exceeded", and a 64 MB string
  * would be copied into the message whole.
@@ -18,9 +18,10 @@ const ELLIPSIS = '…';
 /**
  * `value` as JSON text for a message: the same text as `JSON.stringify` for a small JSON value;
  * `undefined`, `NaN`, infinities and bigints (digits only) as JavaScript prints them; typed arrays
- * as their type and byte length; arrays and objects past
- * `DESCRIBE_MAX_DEPTH` as `[…]` / `{…}`; cut to `maxLength` (ending in `…`). Time and memory are
- * bounded by `maxLength`, not by the size or depth of `value`.
+ * as their type and byte length; arrays and objects past `DESCRIBE_MAX_DEPTH` as `[…]` / `{…}`;
+ * cut to `maxLength` (ending in `…`). The recursion is at most `DESCRIBE_MAX_DEPTH` deep and the
+ * work is bounded by `maxLength`, whatever the size or depth of `value` (an object's keys are
+ * enumerated once by `for…in`).
  */
 export function describeValue(value: unknown, maxLength: number = DEFAULT_DESCRIBE_MAX_LENGTH): string {
   const out = new BoundedText(Math.max(1, maxLength));
