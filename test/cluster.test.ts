@@ -242,7 +242,7 @@ describe('tensors larger than one NATS message (max_payload 1 MiB) through the r
 });
 
 describe('bad shapes through the router', () => {
-  it('negative and oversized dimensions are refused at the router with the worker\'s words (gRPC and HTTP)', async () => {
+  it('negative and oversized dimensions and unread raw_input_contents are refused at the router with the worker\'s words (gRPC and HTTP)', async () => {
     await waitFor(async () => (await get(`${cluster.router.httpUrl}/v2/models/identity_fp32/ready`)).status === 200, {
       timeoutMs: 20_000,
       message: 'router did not see identity_fp32',
@@ -256,6 +256,13 @@ describe('bad shapes through the router', () => {
       });
       expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
       expect(err.details).toBe("[request id: <id_unknown>] All input dimensions should be specified for input 'INPUT0' for model 'identity_fp32', got [-2,-2]");
+      const extra = await unaryError(inference, 'ModelInfer', {
+        model_name: 'identity_fp32',
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4] }],
+        raw_input_contents: [Buffer.alloc(16), Buffer.alloc(16)],
+      });
+      expect(extra.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(extra.details).toBe("expected 1 raw_input_contents for model 'identity_fp32' (one per input without 'contents' or shared memory), got 2");
     } finally {
       inference.close();
     }

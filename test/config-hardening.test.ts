@@ -181,6 +181,30 @@ describe('the config parameter of the load API must be a string', () => {
   });
 });
 
+describe('a config override nested 10^5 deep', () => {
+  // 200 kB of brackets: JSON.parse reads it without recursing; quoting it back in the refusal with
+  // JSON.stringify overflowed the stack (a 500 from the load, not a 400 saying what is wrong).
+  const deep = `${'['.repeat(100_000)}0${']'.repeat(100_000)}`;
+  const overrides = [`{"name":${deep}}`, `{"max_batch_size":${deep}}`, `{"input":[{"name":"IN","dims":${deep}}]}`, `{"parameters":{"k":{"string_value":${deep}}}}`];
+
+  it('is a 400 over HTTP and INVALID_ARGUMENT over gRPC, quoting the value bounded, and the worker keeps serving', async () => {
+    for (const config of overrides) {
+      const r = await load('js_model', { config });
+      expect(r.status, config.slice(0, 40)).toBe(400);
+      const error = r.json().error as string;
+      expect(error).toContain('invalid model configuration JSON at');
+      expect(error).toContain('[[[[[[[[[…]]]]]]]]]');
+      expect(error.length).toBeLessThan(400);
+      const e = await unaryError(client, 'RepositoryModelLoad', { model_name: 'js_model', parameters: { config: { string_param: config } } });
+      expect(e.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(e.details).toBe(error);
+    }
+    const ok = await inferJs();
+    expect(ok.status).toBe(200);
+    expect(ok.json().outputs[0].data).toEqual([42]);
+  });
+});
+
 describe('config values that size allocations are refused before anything is allocated', () => {
   const refused = async (override: Record<string, unknown>, expected: string) => {
     const r = await loadJs(override);

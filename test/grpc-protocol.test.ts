@@ -127,6 +127,21 @@ describe('ModelInfer', () => {
     expect(err.details).toMatch(/Request for unknown model/);
   });
 
+  it('raw_input_contents must hold one entry per input that reads one: more or fewer is INVALID_ARGUMENT, unary and streamed', async () => {
+    const extra = { ...simpleRaw(range(16), range(16), 'x'), raw_input_contents: [int32Bytes(range(16)), int32Bytes(range(16)), int32Bytes(range(16))] };
+    const message = "expected 2 raw_input_contents for model 'simple' (one per input without 'contents' or shared memory), got 3";
+    let err = await unaryError(client, 'ModelInfer', extra);
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toBe(message);
+    err = await unaryError(client, 'ModelInfer', { ...simpleRaw(range(16), range(16)), raw_input_contents: [int32Bytes(range(16))] });
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toBe("unable to find data for input tensor 'INPUT1' for model 'simple' in request.");
+    const [streamed] = await streamInfer(client, [extra]);
+    expect(streamed.error_message).toBe(message);
+    const ok = await unary(client, 'ModelInfer', simpleRaw(range(16), range(16)));
+    expect(readInt32(ok.raw_output_contents[0])).toEqual(range(16).map((v) => 2 * v));
+  });
+
   it('negative and oversized dimensions are INVALID_ARGUMENT before any backend sees them', async () => {
     // [-2,-2] holds "4 elements" by a naive product: the data below would pass a count check and reach ONNX Runtime.
     let err = await unaryError(client, 'ModelInfer', { model_name: 'identity_bytes', inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [-2, -2] }], raw_input_contents: [serializeStrings(['a', 'b', 'c', 'd'])] });

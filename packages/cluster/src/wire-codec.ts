@@ -11,7 +11,7 @@
  * `{ "$bigint": "<decimal>" }` (JSON numbers cannot hold int64 exactly). The other wire types are
  * plain JSON already; `toJson` only widens their static type for RequestPlane / EventPlane.
  */
-import { ERROR_CODES, type ErrorCode, SwitchyardError, invalidArgument } from '@switchyard/common';
+import { describeValue, ERROR_CODES, type ErrorCode, SwitchyardError, invalidArgument } from '@switchyard/common';
 import { DATATYPES, checkInputShape, type DataType, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
 import { decodeKvCacheEvent, type GenerateOutput, type SnapshotBlock } from '@switchyard/llm';
 import type { JsonValue } from '@switchyard/runtime';
@@ -48,7 +48,7 @@ function obj(value: unknown, what: string): Obj {
   return value as Obj;
 }
 function version(o: Obj, what: string): void {
-  if (o['v'] !== 1) throw invalidArgument(`${what}: unsupported version ${JSON.stringify(o['v'])}`);
+  if (o['v'] !== 1) throw invalidArgument(`${what}: unsupported version ${describeValue(o['v'])}`);
 }
 function str(o: Obj, field: string, what: string, allowEmpty = false): string {
   const v = o[field];

@@ -17,7 +17,7 @@
  * A cancelled request (client gone) aborts its generation, which frees its KV blocks.
  */
 import { randomUUID } from 'node:crypto';
-import { internal, invalidArgument, toSwitchyardError, type Logger } from '@switchyard/common';
+import { describeValue, internal, invalidArgument, toSwitchyardError, type Logger } from '@switchyard/common';
 import { deserializeBytesElements, serializeBytesElements, type InferTensor, type ParameterValue } from '@switchyard/kserve';
 import { compileSamplingParams, OutputProcessor, textPromptTokens, type LlmEndpoint, type SamplingParams } from '@switchyard/llm';
 import type { BackendInstance, ExecutionOutcome, ResponseSender } from './backend.js';
@@ -178,7 +178,7 @@ function boolInput(request: NormalizedRequest, name: string): boolean | undefine
 
 function boolParameter(value: ParameterValue | undefined, name: string): boolean | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'boolean') throw invalidArgument(`parameter '${name}' must be a boolean, got ${JSON.stringify(String(value))}`);
+  if (typeof value !== 'boolean') throw invalidArgument(`parameter '${name}' must be a boolean, got ${describeValue(String(value))}`);
   return value;
 }
 

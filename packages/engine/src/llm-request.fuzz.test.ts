@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DATATYPES, serializeBytesElements, type DataType, type Parameters } from '@switchyard/kserve';
-import { fc, fuzz, fuzzKey, jsonText, mutatedJson, parsesOrRefuses, type JsonValue } from '@switchyard/testing/fuzz';
+import { DEEP_NESTING, eachNodeReplaced, fc, fuzz, fuzzKey, jsonText, mutatedJson, nestedText, parsesOrRefuses, type JsonValue } from '@switchyard/testing/fuzz';
 import { parseLlmRequest } from './llm-instance.js';
 import type { NormalizedInput, NormalizedRequest } from './request-normalizer.js';
 
@@ -30,7 +30,7 @@ const input = (name: string, datatype: DataType, data: Uint8Array): NormalizedIn
 const inputs = fc
   .tuple(
     fc.oneof(fc.string({ maxLength: 8 }).map((s) => bytesOf(enc.encode(s))), fc.uint8Array({ maxLength: 12 }), fc.constant(bytesOf(new Uint8Array([0xff, 0xfe])))),
-    fc.option(fc.oneof(validSampling.map(jsonText), mutatedJson(validSampling, { maxDepth: 20 }).map(jsonText), fc.string({ maxLength: 8 })), { nil: undefined }),
+    fc.option(fc.oneof(validSampling.map(jsonText), mutatedJson(validSampling).map(jsonText), fc.string({ maxLength: 8 })), { nil: undefined }),
     fc.option(fc.uint8Array({ maxLength: 2 }), { nil: undefined }),
     fc.constantFrom(...DATATYPES),
   )
@@ -47,17 +47,27 @@ const parameters: fc.Arbitrary<Parameters> = fc.dictionary(
   { maxKeys: 4 },
 );
 
+const requestOf = (list: NormalizedInput[], params: Parameters = {}): NormalizedRequest => ({
+  request: { id: '', modelName: 'llm', modelVersion: undefined, parameters: params, inputs: [], outputs: [] },
+  batchSize: 0,
+  inputs: list,
+  requestedOutputs: ['text_output'],
+});
+
 describe('parseLlmRequest (fuzz)', () => {
   it('parses or refuses any inputs and parameters as invalid_argument', () => {
     fuzz(fc.tuple(inputs, parameters), ([list, params]) => {
-      const request: NormalizedRequest = {
-        request: { id: '', modelName: 'llm', modelVersion: undefined, parameters: params, inputs: [], outputs: [] },
-        batchSize: 0,
-        inputs: list,
-        requestedOutputs: ['text_output'],
-      };
-      const r = parsesOrRefuses(() => parseLlmRequest(request, 16));
+      const r = parsesOrRefuses(() => parseLlmRequest(requestOf(list, params), 16));
       if (r.ok) expect(r.value.sampling.max_tokens === null || r.value.sampling.max_tokens >= 1).toBe(true);
     });
+  });
+
+  it('refuses sampling_parameters with any one field nested 10^5 deep as invalid_argument', () => {
+    const valid: JsonValue = { max_tokens: 4, temperature: 0.5, top_k: 2, top_p: 0.9, seed: 1, stop: ['a'], stop_token_ids: [1], ignore_eos: false, logprobs: false };
+    for (const { path, text } of eachNodeReplaced(valid, nestedText(DEEP_NESTING))) {
+      const list = [input('text_input', 'BYTES', bytesOf(enc.encode('hi'))), input('sampling_parameters', 'BYTES', bytesOf(enc.encode(text)))];
+      const r = parsesOrRefuses(() => parseLlmRequest(requestOf(list), 16));
+      expect(r.ok, path).toBe(false);
+    }
   });
 });

@@ -96,6 +96,25 @@ describe('decodeModelInferRequest: raw_input_contents', () => {
     );
   });
 
+  it('refuses raw_input_contents entries that no input reads', () => {
+    const input = (name: string, parameters = {}) => ({ name, datatype: 'FP32', shape: [1], parameters });
+    const shm = { shared_memory_region: { string_param: 'r' }, shared_memory_byte_size: { int64_param: 4 } };
+    for (const [inputs, rawCount, expected] of [
+      [[input('A')], 2, 1],
+      [[], 1, 0],
+      [[input('A'), input('S', shm)], 2, 1],
+    ] as const) {
+      expectError(
+        () => decodeModelInferRequest({ model_name: 'm', inputs: [...inputs], raw_input_contents: Array.from({ length: rawCount }, () => new Uint8Array(4)) }),
+        'invalid_argument',
+        `expected ${expected} raw_input_contents for model 'm' (one per input without 'contents' or shared memory), got ${rawCount}`,
+      );
+    }
+    // One entry per input that reads one (a shared-memory input reads none) is fine.
+    const ok = decodeModelInferRequest({ model_name: 'm', inputs: [input('A'), input('S', shm)], raw_input_contents: [new Uint8Array(4)] });
+    expect(ok.request.inputs.map((t) => t.data.byteLength)).toEqual([4, 0]);
+  });
+
   it('refuses contents mixed with raw_input_contents', () => {
     expectError(
       () =>

@@ -8,6 +8,9 @@
  *   `_offset`), from typed `contents`, or from the next `raw_input_contents` entry, in that order
  *   of precedence; raw entries are consumed in input order only by inputs that use them;
  * - `contents` together with any `raw_input_contents` is an error;
+ * - so is a `raw_input_contents` entry no input reads. Triton's reader stops at the last entry an
+ *   input used and leaves the rest unread; here a count that does not match the inputs is refused
+ *   (INVALID_ARGUMENT), since it means the client paired entries with inputs other than it thinks;
  * - shared-memory inputs come out with their shm parameters and empty `data`: the front door
  *   resolves them (see `InferTensor`).
  * - every input shape passes `checkInputShape` (no negative dimension, no element count or byte
@@ -158,6 +161,11 @@ export function decodeModelInferRequest(msg: GrpcModelInferRequest): DecodedGrpc
       throw invalidArgument(`unable to find data for input tensor '${io.name}' for model '${model}' in request.`);
     }
     inputs.push({ name: io.name, datatype: io.datatype, shape, data, parameters: {} });
+  }
+  if (rawIndex < raw.length) {
+    throw invalidArgument(
+      `expected ${rawIndex} raw_input_contents for model '${model}' (one per input without 'contents' or shared memory), got ${raw.length}`,
+    );
   }
   const request: InferRequest = {
     id: msg.id ?? '',

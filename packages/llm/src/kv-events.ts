@@ -12,7 +12,7 @@
 // `removed` when a block stops being resident (eviction, or freeing with prefix caching off);
 // `cleared` when the whole cache is dropped.
 
-import { invalidArgument } from '@switchyard/common';
+import { describeValue, invalidArgument } from '@switchyard/common';
 import type { LocalBlockHash, SequenceHash } from './block-hash.js';
 
 /** One newly stored full block: its chained id and the hash of its own tokens. */
@@ -126,6 +126,6 @@ export function decodeKvCacheEvent(json: unknown): KvCacheEvent {
     case 'cleared':
       return { event_id, data: { type: 'cleared' } };
     default:
-      throw invalidArgument(`KV event: unknown type ${JSON.stringify(d['type'])}`);
+      throw invalidArgument(`KV event: unknown type ${describeValue(d['type'])}`);
   }
 }

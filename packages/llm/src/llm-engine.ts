@@ -11,7 +11,7 @@
 // Failure: an executor error fails the requests of that step with the error (their blocks are freed) and
 // the loop goes on with the others; a scheduler invariant error is a bug and fails every request.
 
-import { cancelled, internal, invalidArgument, toSwitchyardError, type SwitchyardError } from '@switchyard/common';
+import { cancelled, describeValue, internal, invalidArgument, toSwitchyardError, type SwitchyardError } from '@switchyard/common';
 import { promptTooLongError, requestTooLongError } from './context-length.js';
 import { EngineCore } from './engine-core.js';
 import type { Executor } from './executor.js';
@@ -165,7 +165,7 @@ export class LlmEngine {
     const n = promptTokenIds.length;
     if (n === 0) throw invalidArgument('the prompt is empty: at least one token is required');
     for (const t of promptTokenIds) {
-      if (!Number.isSafeInteger(t) || t < 0) throw invalidArgument(`prompt token ids must be non-negative integers, got ${t}`);
+      if (!Number.isSafeInteger(t) || t < 0) throw invalidArgument(`prompt token ids must be non-negative integers, got ${describeValue(t)}`);
     }
     const limit = this.maxModelLen;
     if (n >= limit) {

@@ -4,7 +4,7 @@
  * or an invalid_argument (naming the field when it is one), within the time bound.
  */
 import { describe, expect, it } from 'vitest';
-import { fc, fuzz, hostileNumber, jsonText, mutatedJson, parsesOrRefuses, type JsonValue } from '@switchyard/testing/fuzz';
+import { DEEP_NESTING, eachNodeReplaced, fc, fuzz, hostileNumber, jsonText, mutatedJson, nestedText, parsesOrRefuses, type JsonValue } from '@switchyard/testing/fuzz';
 import { decodeJsonBody, errorParam, parseChatCompletionRequest, parseCompletionRequest } from './openai-protocol.js';
 import { compileSamplingParams } from './sampling-params.js';
 
@@ -73,12 +73,22 @@ describe('OpenAI request decoding (fuzz)', () => {
   });
 
   it('parses or refuses chat and completion requests with one field corrupted, naming the field', () => {
-    // maxDepth 20: the deep-nesting class (a field nested ~10^4 deep overflows the stack in the
-    // JSON.stringify of the refusal message) is being fixed apart; widen after that fix.
-    fuzz(fc.tuple(mutatedJson(chatBody, { maxDepth: 20 }), mutatedJson(completionBody, { maxDepth: 20 })), ([chat, completion]) => {
+    fuzz(fc.tuple(mutatedJson(chatBody), mutatedJson(completionBody)), ([chat, completion]) => {
       check(() => parseChatCompletionRequest(decodeJsonBody(jsonText(chat))));
       check(() => parseCompletionRequest(decodeJsonBody(jsonText(completion))));
     });
+  });
+
+  it('refuses chat and completion requests with any one field nested 10^5 deep, as a body or as a value', () => {
+    const chat: JsonValue = { model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], temperature: 0.5, stop: ['a'], stream: true, stream_options: { include_usage: true }, n: 1, chat_template_kwargs: { k: 1 } };
+    const completion: JsonValue = { model: 'm', prompt: [1, 2], max_tokens: 4, top_p: 0.9, seed: 1, stop_token_ids: [1], logprobs: 0, echo: false };
+    for (const [valid, parse] of [[chat, parseChatCompletionRequest], [completion, parseCompletionRequest]] as const) {
+      for (const { path, text } of eachNodeReplaced(valid, nestedText(DEEP_NESTING))) {
+        expect(parsesOrRefuses(() => parse(decodeJsonBody(text))).ok, path).toBe(false);
+        // The value-level parsers are total too, whoever parsed the JSON.
+        parsesOrRefuses(() => parse(JSON.parse(text)));
+      }
+    }
   });
 
   it('names the refused sampling field', () => {

@@ -12,7 +12,7 @@
  * Response bodies are built with `openai-response.ts`.
  */
 import { isUtf8 } from 'node:buffer';
-import { SwitchyardError, invalidArgument, isSwitchyardError } from '@switchyard/common';
+import { describeValue, SwitchyardError, invalidArgument, isSwitchyardError } from '@switchyard/common';
 import type { ChatMessage } from './chat-template.js';
 import { compileSamplingParams, type CompiledSamplingParams, type SamplingParams } from './sampling-params.js';
 
@@ -372,7 +372,7 @@ function isPlainObject(v: unknown): v is Json {
 function optional<T>(o: Json, key: string, ok: (v: unknown) => v is T, what: string): T | undefined {
   const v = o[key];
   if (!present(v)) return undefined;
-  if (!ok(v)) throw new InvalidParamError(key, `${key} must be ${what}, got ${JSON.stringify(v)}`);
+  if (!ok(v)) throw new InvalidParamError(key, `${key} must be ${what}, got ${describeValue(v)}`);
   return v;
 }
 
@@ -456,7 +456,7 @@ function messageContent(content: unknown, at: string): string {
       const pat = `${at}[${j}]`;
       if (!isPlainObject(part)) throw new InvalidParamError(pat, `${pat} must be an object`);
       if (part.type !== TEXT_PART) {
-        throw new InvalidParamError(`${pat}.type`, `${pat}.type ${JSON.stringify(part.type)} is not supported: only text parts are`);
+        throw new InvalidParamError(`${pat}.type`, `${pat}.type ${describeValue(part.type)} is not supported: only text parts are`);
       }
       if (!isString(part.text)) throw new InvalidParamError(`${pat}.text`, `${pat}.text must be a string`);
       return part.text;

@@ -6,7 +6,7 @@
  * door passes request fields straight through and every `invalid_argument` message names the field
  * the client actually sent.
  */
-import { invalidArgument } from '@switchyard/common';
+import { describeValue, invalidArgument } from '@switchyard/common';
 
 /** What a request may ask for. Omitted (or `null`) fields take the `DEFAULT_*` below. */
 export interface SamplingParams {
@@ -81,7 +81,7 @@ function num(
 ): number {
   if (v === undefined || v === null) return dflt;
   if (typeof v !== 'number' || !Number.isFinite(v) || !ok(v)) {
-    throw invalidArgument(`${name} must be ${range}, got ${JSON.stringify(v) ?? String(v)}`);
+    throw invalidArgument(`${name} must be ${range}, got ${describeValue(v)}`);
   }
   return v;
 }
@@ -89,14 +89,14 @@ function num(
 function int(name: string, v: unknown, ok: (x: number) => boolean, range: string): number | null {
   if (v === undefined || v === null) return null;
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || !ok(v)) {
-    throw invalidArgument(`${name} must be ${range}, got ${JSON.stringify(v) ?? String(v)}`);
+    throw invalidArgument(`${name} must be ${range}, got ${describeValue(v)}`);
   }
   return v;
 }
 
 function bool(name: string, v: unknown): boolean {
   if (v === undefined || v === null) return false;
-  if (typeof v !== 'boolean') throw invalidArgument(`${name} must be a boolean, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'boolean') throw invalidArgument(`${name} must be a boolean, got ${describeValue(v)}`);
   return v;
 }
 

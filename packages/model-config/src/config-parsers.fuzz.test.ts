@@ -7,7 +7,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import protobuf from 'protobufjs';
-import { HOSTILE_KEYS, anyText, fc, fuzz, fuzzKey, jsonText, mutatedJson, parsesOrRefuses, withBigIntLimit, type JsonValue } from '@switchyard/testing/fuzz';
+import { DEEP_NESTING, HOSTILE_KEYS, anyText, eachNodeReplaced, fc, fuzz, fuzzKey, jsonText, mutatedJson, nestedText, parsesOrRefuses, withBigIntLimit, type JsonValue } from '@switchyard/testing/fuzz';
 import { parseModelConfigJson } from './json-parser.js';
 import { modelConfigProtoRoot } from './schema.js';
 import { parseModelConfigText } from './text-parser.js';
@@ -153,11 +153,19 @@ describe('parseModelConfigJson (fuzz)', () => {
   });
 
   it('parses or refuses valid overrides with one field corrupted or a hostile key added', () => {
-    // maxDepth 20: the deep-nesting class (a value nested ~10^4 deep overflows the stack in the
-    // JSON.stringify of "expected a string, got ...") is being fixed apart; widen after that fix.
-    fuzz(mutatedJson(exampleJson.map((t) => JSON.parse(t) as JsonValue), { maxDepth: 20 }), (doc) => {
+    fuzz(mutatedJson(exampleJson.map((t) => JSON.parse(t) as JsonValue)), (doc) => {
       parsesOrRefuses(() => parseModelConfigJson(jsonText(doc)));
     });
+  });
+
+  it('refuses an override with any one value nested 10^5 deep as invalid_argument', () => {
+    const valid = JSON.parse(
+      '{"name":"m","max_batch_size":8,"input":[{"name":"IN","data_type":"TYPE_FP32","dims":[4]}],"instance_group":[{"count":2,"kind":"KIND_CPU"}],"dynamic_batching":{"preferred_batch_size":[4]},"parameters":{"k":{"string_value":"v"}},"model_transaction_policy":{"decoupled":false}}',
+    ) as JsonValue;
+    for (const { path, text } of eachNodeReplaced(valid, nestedText(DEEP_NESTING))) {
+      const r = parsesOrRefuses(() => parseModelConfigJson(text));
+      expect(r.ok, path).toBe(false);
+    }
   });
 
   it('keeps every map key as data, whatever its name', () => {

@@ -11,7 +11,7 @@
  * Failures are `invalid_argument`; callers add their own context (the engine prefixes
  * "failed to load").
  */
-import { invalidArgument } from '@switchyard/common';
+import { describeValue, invalidArgument } from '@switchyard/common';
 import type protobuf from 'protobufjs';
 import {
   FLOAT32_MAX,
@@ -107,10 +107,10 @@ function parseValue(slot: ValueSlot, v: unknown, path: string): unknown {
     case 'scalar':
       switch (slot.scalar) {
         case 'bool':
-          if (typeof v !== 'boolean') fail(path, `expected a boolean, got ${JSON.stringify(v)}`);
+          if (typeof v !== 'boolean') fail(path, `expected a boolean, got ${describeValue(v)}`);
           return v;
         case 'string':
-          if (typeof v !== 'string') fail(path, `expected a string, got ${JSON.stringify(v)}`);
+          if (typeof v !== 'string') fail(path, `expected a string, got ${describeValue(v)}`);
           return v;
         case 'bytes':
           if (typeof v !== 'string' || !/^[A-Za-z0-9+/_-]*={0,2}$/.test(v)) fail(path, 'expected a base64 string');
@@ -136,7 +136,7 @@ function parseEnum(enumType: protobuf.Enum, v: unknown, path: string): string {
     const name = enumNameOf(enumType, v);
     if (name !== undefined) return name;
   }
-  return fail(path, `invalid enum value ${JSON.stringify(v)} for enum type ${qualifiedName(enumType)}`);
+  return fail(path, `invalid enum value ${describeValue(v)} for enum type ${qualifiedName(enumType)}`);
 }
 
 function parseIntegerValue(kind: IntKind, v: unknown, path: string): number {
@@ -147,7 +147,7 @@ function parseIntegerValue(kind: IntKind, v: unknown, path: string): number {
     if (v.trim().replace(/^-?0*/, '').length > 20) fail(path, `integer ${v} is out of range for ${kind}`);
     big = BigInt(v.trim());
   }
-  if (big === undefined) fail(path, `expected an integer, got ${JSON.stringify(v)}`);
+  if (big === undefined) fail(path, `expected an integer, got ${describeValue(v)}`);
   const n = integerValue(big, kind);
   if (n === undefined) fail(path, `integer ${String(v)} is out of range for ${kind}`);
   return n;
@@ -160,7 +160,7 @@ function parseFloatValue(kind: 'float' | 'double', v: unknown, path: string): nu
   else if (v === 'Infinity') n = Infinity;
   else if (v === '-Infinity') n = -Infinity;
   else if (typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v))) n = Number(v);
-  if (n === undefined) fail(path, `expected a number, got ${JSON.stringify(v)}`);
+  if (n === undefined) fail(path, `expected a number, got ${describeValue(v)}`);
   if (kind === 'float' && Number.isFinite(n) && Math.abs(n) > FLOAT32_MAX) fail(path, `float ${n} is out of range`);
   return n;
 }

@@ -4,7 +4,7 @@
  * `v: 1` so a later format can be told apart. Values are validated only here, at the decode edge:
  * `decode*` takes parsed JSON (`unknown`) and returns a typed value or throws invalid_argument.
  */
-import { ERROR_CODES, type ErrorCode, invalidArgument } from '@switchyard/common';
+import { describeValue, ERROR_CODES, type ErrorCode, invalidArgument } from '@switchyard/common';
 import {
   type InstanceAddress,
   type InstanceId,
@@ -135,7 +135,7 @@ function obj(value: unknown, what: string): Obj {
   return value as Obj;
 }
 function version(o: Obj, what: string): void {
-  if (o['v'] !== PROTOCOL_VERSION) throw invalidArgument(`${what}: unsupported version ${JSON.stringify(o['v'])}`);
+  if (o['v'] !== PROTOCOL_VERSION) throw invalidArgument(`${what}: unsupported version ${describeValue(o['v'])}`);
 }
 function str(o: Obj, field: string, what: string): string {
   const v = o[field];

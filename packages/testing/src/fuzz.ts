@@ -171,14 +171,21 @@ export function nested(depth: number, leaf: JsonValue = 0): JsonValue {
   return v;
 }
 
+/**
+ * Nesting that overflows the stack of anything recursing once per level (`JSON.stringify`,
+ * `String`, a recursive walk) while `JSON.parse` reads it without recursing: 10^5 levels is
+ * 200 kB of brackets, far past Node's ~10^4 frames.
+ */
+export const DEEP_NESTING = 100_000;
+
 export interface MutationOptions {
-  /** Deepest nesting a replacement may add (parsers that recurse bound their own depth). Default 40. */
+  /** Deepest nesting a replacement may add. Default `DEEP_NESTING`; smaller depths are drawn more often. */
   readonly maxDepth?: number;
 }
 
 /** A value of the wrong type, size or depth, to put where a valid request has something else. */
 export function hostileJsonValue(options: MutationOptions = {}): fc.Arbitrary<JsonValue> {
-  const maxDepth = options.maxDepth ?? 40;
+  const maxDepth = options.maxDepth ?? DEEP_NESTING;
   return fc.oneof(
     fc.constantFrom<JsonValue>(null, true, false, '', 0, [], {}),
     hostileNumber(),
@@ -246,9 +253,58 @@ export function mutatedJson(valid: fc.Arbitrary<JsonValue>, options: MutationOpt
   });
 }
 
-/** JSON text for a value from `mutatedJson` (a removed root is the empty document). */
+/** JSON text of arrays nested `depth` deep around `0`, as `jsonText(nested(depth))` but in linear time. */
+export function nestedText(depth: number): string {
+  return `${'['.repeat(depth)}0${']'.repeat(depth)}`;
+}
+
+/**
+ * JSON text of `valid` with each of its nodes (the root included) replaced in turn by the JSON text
+ * `replacement`, with the node's path: e.g. every field of a request set to `nestedText(DEEP_NESTING)`.
+ */
+export function eachNodeReplaced(valid: JsonValue, replacement: string): Array<{ readonly path: string; readonly text: string }> {
+  const all: Path[] = [];
+  paths(valid, [], all);
+  const marker = '\u0000replaced\u0000';
+  return all.map((p) => ({ path: p.join('.'), text: JSON.stringify(replaceAt(valid, p, marker)).split(JSON.stringify(marker)).join(replacement) }));
+}
+
+/**
+ * JSON text for a value from `mutatedJson` (a removed root is the empty document): `JSON.stringify`'s
+ * text, written without recursion so that a value nested `DEEP_NESTING` deep can be sent.
+ */
 export function jsonText(v: JsonValue | undefined): string {
-  return v === undefined ? '' : JSON.stringify(v);
+  if (v === undefined) return '';
+  const out: string[] = [];
+  // Work left to do, last first: a value to write, or literal text (brackets, commas, keys).
+  const work: Array<{ readonly value: JsonValue } | string> = [{ value: v }];
+  for (let item = work.pop(); item !== undefined; item = work.pop()) {
+    if (typeof item === 'string') {
+      out.push(item);
+      continue;
+    }
+    const x = item.value;
+    if (Array.isArray(x)) {
+      work.push(']');
+      for (let i = x.length - 1; i >= 0; i--) {
+        work.push({ value: x[i] as JsonValue });
+        if (i > 0) work.push(',');
+      }
+      out.push('[');
+    } else if (x !== null && typeof x === 'object') {
+      const keys = Object.keys(x);
+      work.push('}');
+      for (let i = keys.length - 1; i >= 0; i--) {
+        const k = keys[i] as string;
+        work.push({ value: x[k] as JsonValue });
+        work.push(`${i > 0 ? ',' : ''}${JSON.stringify(k)}:`);
+      }
+      out.push('{');
+    } else {
+      out.push(JSON.stringify(x));
+    }
+  }
+  return out.join('');
 }
 
 // ---- tensors --------------------------------------------------------------------------------------
