@@ -6,12 +6,11 @@
  * User-facing defaults live in `DEFAULTS`; `parseRouterArgs` is the one place that turns argv into
  * `RouterOptions` and rejects anything malformed with a `UsageError` (exit code 2).
  */
-import { DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, flagHelpLines, parseFlags, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
+import { ACCESS_FLAGS, DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, accessFlagDefaults, accessPolicy, flagHelpLines, parseFlags, type AccessFlagOptions, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
 import { DEFAULT_PROBE_TIMEOUT_MS, DEFAULT_STALL_PROBE_MS, type RouterMode } from '@switchyard/cluster';
 import { NAME_PATTERN } from '@switchyard/runtime';
-import { API_GROUPS, type AccessPolicy, accessPolicy as compileAccessPolicy } from '@switchyard/server';
 
-export { UsageError };
+export { UsageError, accessPolicy };
 export type { RouterMode };
 
 /** `--router-mode` values (the router core's `RouterMode`). */
@@ -20,8 +19,11 @@ export const ROUTER_MODES: readonly RouterMode[] = ['kv', 'round-robin', 'random
 /** The namespace workers and routers share when `--namespace` is not given. */
 export const DEFAULT_NAMESPACE = 'default';
 
-/** Front-door limits (`--grpc-max-message-size`, ...): the worker's flags, from @switchyard/cli. */
-export interface RouterOptions extends DoorLimitOptions {
+/**
+ * Front-door limits (`--grpc-max-message-size`, ...) and access control (`--http-restricted-api`,
+ * ...): the worker's flags, from @switchyard/cli.
+ */
+export interface RouterOptions extends DoorLimitOptions, AccessFlagOptions {
   httpPort: number;
   grpcPort: number;
   metricsPort: number;
@@ -56,15 +58,9 @@ export interface RouterOptions extends DoorLimitOptions {
   /** Seconds to wait for in-flight requests on SIGTERM/SIGINT before exiting anyway. */
   exitTimeoutSecs: number;
   help: boolean;
-  /** `--http-restricted-api` values as given (Triton's `<api>[,<api>...]:<header>=<value>`), repeatable; see `accessPolicy()`. */
-  httpRestrictedApi: string[];
-  /** `--grpc-restricted-protocol` values as given (metadata key `triton-grpc-protocol-<key>`), repeatable. */
-  grpcRestrictedProtocol: string[];
-  /** `--openai-api-key`: the bearer token every OpenAI `/v1` request must send; undefined = open. */
-  openaiApiKey?: string;
 }
 
-export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | 'httpRestrictedApi' | 'grpcRestrictedProtocol' | 'openaiApiKey'> = {
+export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | keyof AccessFlagOptions> = {
   httpPort: 8080,
   grpcPort: 8081,
   metricsPort: 8082,
@@ -113,21 +109,11 @@ const FLAGS: FlagTable<RouterOptions> = {
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
   'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
-  'http-restricted-api': {
-    kind: 'strings',
-    key: 'httpRestrictedApi',
-    help: `Require a header for API groups over HTTP: '<api>[,<api>...]:<header>=<value>' (repeatable; default none). APIs: ${API_GROUPS.join(', ')}.`,
-  },
-  'grpc-restricted-protocol': {
-    kind: 'strings',
-    key: 'grpcRestrictedProtocol',
-    help: "Require metadata 'triton-grpc-protocol-<key>: <value>' for API groups over gRPC: '<api>[,<api>...]:<key>=<value>' (repeatable; default none).",
-  },
-  'openai-api-key': { kind: 'string', key: 'openaiApiKey', help: "Require 'Authorization: Bearer <key>' on every OpenAI /v1 request (default none)." },
+  ...ACCESS_FLAGS,
 };
 
 export function parseRouterArgs(argv: readonly string[]): RouterOptions {
-  const out = parseFlags(argv, FLAGS, { ...DEFAULTS, etcd: '', nats: '', redis: '', help: false, httpRestrictedApi: [], grpcRestrictedProtocol: [] });
+  const out = parseFlags(argv, FLAGS, { ...DEFAULTS, etcd: '', nats: '', redis: '', help: false, ...accessFlagDefaults() });
   return validate(out);
 }
 
@@ -148,15 +134,6 @@ function validate(o: RouterOptions): RouterOptions {
   }
   accessPolicy(o);
   return o;
-}
-
-/** What the access flags ask the front doors to enforce; a malformed flag is a UsageError (Triton's wording). */
-export function accessPolicy(o: Pick<RouterOptions, 'httpRestrictedApi' | 'grpcRestrictedProtocol' | 'openaiApiKey'>): AccessPolicy {
-  try {
-    return compileAccessPolicy(o);
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
 }
 
 /** One URL, or for etcd and NATS several separated by commas (a client tries each). */

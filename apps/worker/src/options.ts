@@ -4,16 +4,18 @@
  * User-facing defaults live in `DEFAULTS`; `parseWorkerArgs` is the one place that turns argv into
  * `WorkerOptions` and rejects anything malformed with a `UsageError` (exit code 2).
  */
-import { DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, flagHelpLines, parseFlags, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
+import { ACCESS_FLAGS, DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, accessFlagDefaults, accessPolicy, flagHelpLines, parseFlags, type AccessFlagOptions, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
 import { NAME_PATTERN } from '@switchyard/runtime';
-import { API_GROUPS, type AccessPolicy, accessPolicy as compileAccessPolicy } from '@switchyard/server';
 
-export { UsageError };
+export { UsageError, accessPolicy };
 export type { LogFormat };
 export type ControlMode = 'none' | 'explicit' | 'poll';
 
-/** Front-door limits (`--grpc-max-message-size`, ...): the flags the router shares, from @switchyard/cli. */
-export interface WorkerOptions extends DoorLimitOptions {
+/**
+ * Front-door limits (`--grpc-max-message-size`, ...) and access control (`--http-restricted-api`,
+ * ...): the flags the router shares, from @switchyard/cli.
+ */
+export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions {
   modelRepositories: string[];
   httpPort: number;
   grpcPort: number;
@@ -36,12 +38,6 @@ export interface WorkerOptions extends DoorLimitOptions {
   /** Seconds to wait for in-flight requests on SIGTERM/SIGINT before exiting anyway. */
   exitTimeoutSecs: number;
   help: boolean;
-  /** `--http-restricted-api` values as given (Triton's `<api>[,<api>...]:<header>=<value>`), repeatable; see `accessPolicy()`. */
-  httpRestrictedApi: string[];
-  /** `--grpc-restricted-protocol` values as given (metadata key `triton-grpc-protocol-<key>`), repeatable. */
-  grpcRestrictedProtocol: string[];
-  /** `--openai-api-key`: the bearer token every OpenAI `/v1` request must send; undefined = open. */
-  openaiApiKey?: string;
   /** `--cache-config <cache>,<setting>=<value>` as given, repeatable; see `responseCacheByteSize()`. */
   cacheConfig: string[];
   /** The deprecated `--response-cache-byte-size N`; undefined when not given. */
@@ -63,7 +59,7 @@ export interface WorkerOptions extends DoorLimitOptions {
 /** The cluster namespace when --namespace is not given. */
 export const DEFAULT_CLUSTER_NAMESPACE = 'default';
 
-export const DEFAULTS: Omit<WorkerOptions, 'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize' | 'etcd' | 'nats' | 'redis' | 'namespace' | 'kvEvents' | 'leaseTtlSecs' | 'httpRestrictedApi' | 'grpcRestrictedProtocol' | 'openaiApiKey'> = {
+export const DEFAULTS: Omit<WorkerOptions, 'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize' | 'etcd' | 'nats' | 'redis' | 'namespace' | 'kvEvents' | 'leaseTtlSecs' | keyof AccessFlagOptions> = {
   httpPort: 8000,
   grpcPort: 8001,
   metricsPort: 8002,
@@ -106,17 +102,7 @@ const FLAGS: FlagTable<WorkerOptions> = {
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
   'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
-  'http-restricted-api': {
-    kind: 'strings',
-    key: 'httpRestrictedApi',
-    help: `Require a header for API groups over HTTP: '<api>[,<api>...]:<header>=<value>' (repeatable; default none). APIs: ${API_GROUPS.join(', ')}.`,
-  },
-  'grpc-restricted-protocol': {
-    kind: 'strings',
-    key: 'grpcRestrictedProtocol',
-    help: "Require metadata 'triton-grpc-protocol-<key>: <value>' for API groups over gRPC: '<api>[,<api>...]:<key>=<value>' (repeatable; default none).",
-  },
-  'openai-api-key': { kind: 'string', key: 'openaiApiKey', help: "Require 'Authorization: Bearer <key>' on every OpenAI /v1 request (default none)." },
+  ...ACCESS_FLAGS,
   'cache-config': { kind: 'strings', key: 'cacheConfig', help: "Response cache settings, '<cache>,<setting>=<value>': 'local,size=<bytes>' (repeatable; default no cache)." },
   'response-cache-byte-size': { kind: 'int', key: 'responseCacheByteSize', min: 0, help: 'Deprecated spelling of --cache-config local,size=N (0 = no cache).' },
   etcd: { kind: 'string', key: 'etcd', help: 'Cluster mode (with --nats): etcd URL(s), comma separated, e.g. http://127.0.0.1:2379.' },
@@ -128,7 +114,7 @@ const FLAGS: FlagTable<WorkerOptions> = {
 };
 
 export function parseWorkerArgs(argv: readonly string[]): WorkerOptions {
-  return validate(parseFlags(argv, FLAGS, { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false, cacheConfig: [], httpRestrictedApi: [], grpcRestrictedProtocol: [] }));
+  return validate(parseFlags(argv, FLAGS, { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false, cacheConfig: [], ...accessFlagDefaults() }));
 }
 
 function validate(o: WorkerOptions): WorkerOptions {
@@ -147,15 +133,6 @@ function validate(o: WorkerOptions): WorkerOptions {
   accessPolicy(o);
   validateCluster(o);
   return o;
-}
-
-/** What the access flags ask the front doors to enforce; a malformed flag is a UsageError (Triton's wording). */
-export function accessPolicy(o: Pick<WorkerOptions, 'httpRestrictedApi' | 'grpcRestrictedProtocol' | 'openaiApiKey'>): AccessPolicy {
-  try {
-    return compileAccessPolicy(o);
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
 }
 
 /**

@@ -8,3 +8,5 @@ export type { SignalLogger } from './signals.js';
 export { parseCommandLine } from './command-line.js';
 export { DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, doorLimits } from './door-flags.js';
 export type { DoorLimitOptions, DoorLimits } from './door-flags.js';
+export { ACCESS_FLAGS, accessFlagDefaults, accessPolicy } from './access-flags.js';
+export type { AccessFlagOptions } from './access-flags.js';
