@@ -24,6 +24,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './support/cluster.js';
+import { metricsText, routingDecisions, total } from './lib/metrics.js';
 import { get, post } from './lib/tensors.js';
 import { sleep, waitFor } from './lib/wait-for.js';
 
@@ -35,20 +36,9 @@ const PROMPT = 'An etcd outage must not take the cluster down with it. ';
 let cluster: Cluster;
 let openai: OpenAI;
 
-const metrics = async (): Promise<string> => (await get(`${cluster.router.metricsUrl}/metrics`)).body.toString('utf8');
-/** Sum of every sample of `name` whose labels contain each of `labels` (`k="v"`). */
-function total(text: string, name: string, ...labels: string[]): number {
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    const m = /^([a-zA-Z_:]+)(\{[^}]*\})? (\S+)$/.exec(line);
-    if (m?.[1] !== name || !labels.every((l) => (m[2] ?? '').includes(l))) continue;
-    sum += Number(m[3]);
-  }
-  return sum;
-}
+const metrics = (): Promise<string> => metricsText(cluster.router.metricsUrl);
 /** Each worker process answers its own liveness probe (it did not exit). */
 const workersLive = async (): Promise<boolean[]> => Promise.all(cluster.workers.map(async (w) => (await get(`${w.httpUrl}/v2/health/live`).catch(() => ({ status: 0 }))).status === 200));
-const decisionsOf = (text: string, instance: string): number => total(text, 'switchyard_router_routing_decisions_total', `worker="${instance}"`);
 
 /** etcd's JSON gateway: the keys under `prefix` with their leases (decimal), and a lease's remaining TTL. */
 const b64 = (s: string): string => Buffer.from(s).toString('base64');
@@ -157,7 +147,7 @@ async function throughOutage(outageMs: number, options: { wipe?: boolean } = {})
       return (
         registered &&
         total(now, 'switchyard_router_workers', 'model="mock_llm"') === 2 &&
-        ids.every((id) => decisionsOf(now, id) > decisionsOf(before, id)) &&
+        ids.every((id) => routingDecisions(now, id) > routingDecisions(before, id)) &&
         (await routerLists('probe'))
       );
     },
@@ -216,7 +206,7 @@ describe('cluster through an etcd outage', () => {
     await waitFor(
       async () => {
         await openai.chat.completions.create({ model: 'mock_llm', messages: [{ role: 'user', content: `late ${Math.random()}` }], max_tokens: 4 });
-        return decisionsOf(await metrics(), id) > decisionsOf(before, id);
+        return routingDecisions(await metrics(), id) > routingDecisions(before, id);
       },
       { timeoutMs: 10_000, message: 'the late worker got no traffic' },
     );
@@ -238,7 +228,7 @@ describe('cluster through an etcd outage', () => {
     await waitFor(
       async () => {
         const now = (await etcdKeys(`switchyard/${cluster.namespace}/models/mock_llm/`)).find((k) => k.key === victim.key);
-        return now !== undefined && now.lease !== victim.lease && decisionsOf(await metrics(), ids[0]!) > decisionsOf(before, ids[0]!);
+        return now !== undefined && now.lease !== victim.lease && routingDecisions(await metrics(), ids[0]!) > routingDecisions(before, ids[0]!);
       },
       { timeoutMs: 10_000, intervalMs: 200, message: 'the worker did not register again and get traffic within 10 s' },
     );

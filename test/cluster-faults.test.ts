@@ -24,7 +24,7 @@ import { SimulatedExecutor, Tokenizer } from '@switchyard/llm';
 import { repoRoot } from '@switchyard/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './support/cluster.js';
-import { get } from './lib/tensors.js';
+import { metricsText, routingDecisions, total } from './lib/metrics.js';
 import { waitFor } from './lib/wait-for.js';
 
 let cluster: Cluster;
@@ -38,18 +38,7 @@ const SLOW_MOCK = readFileSync(join(repoRoot(), 'test/fixtures/llm_repository/mo
 const WORKER_ARGS = ['--model-control-mode=explicit', '--load-model=mock_llm'];
 const PROMPT = 'Switchyard routes each request to the worker whose KV cache already holds the longest prefix of its prompt. '.repeat(3);
 
-const metrics = async (): Promise<string> => (await get(`${cluster.router.metricsUrl}/metrics`)).body.toString('utf8');
-/** Sum of every sample of `name` whose labels contain each of `labels` (`k="v"`). */
-function total(text: string, name: string, ...labels: string[]): number {
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    const m = /^([a-zA-Z_:]+)(\{[^}]*\})? (\S+)$/.exec(line);
-    if (m?.[1] !== name || !labels.every((l) => (m[2] ?? '').includes(l))) continue;
-    sum += Number(m[3]);
-  }
-  return sum;
-}
-const decisionsOf = (text: string, instance: string): number => total(text, 'switchyard_router_routing_decisions_total', `worker="${instance}"`);
+const metrics = (): Promise<string> => metricsText(cluster.router.metricsUrl);
 
 interface Streamed {
   id: string;
@@ -110,7 +99,7 @@ afterAll(async () => {
 
 describe('cluster faults', () => {
   it('a client that closes its stream at the router stops the generation on the worker', async () => {
-    const workerMetrics = async (): Promise<string[]> => Promise.all(cluster.workers.map(async (w) => (await get(`${w.metricsUrl}/metrics`)).body.toString('utf8')));
+    const workerMetrics = async (): Promise<string[]> => Promise.all(cluster.workers.map((w) => metricsText(w.metricsUrl)));
     const generated = (texts: string[]): number => texts.reduce((n, t) => n + total(t, 'vllm:generation_tokens_total'), 0);
     const before = generated(await workerMetrics());
     const ctrl = new AbortController();
@@ -151,7 +140,7 @@ describe('cluster faults', () => {
     const migrated = await chat(`${PROMPT} again`, 200, async (n) => {
       if (victim !== undefined || n < 20) return;
       const now = await metrics();
-      victim = ids.findIndex((id) => decisionsOf(now, id) > decisionsOf(before, id));
+      victim = ids.findIndex((id) => routingDecisions(now, id) > routingDecisions(before, id));
       expect(victim).toBeGreaterThanOrEqual(0);
       await cluster.workers[victim]!.stop('SIGKILL');
       killedAt = Date.now();
@@ -169,9 +158,9 @@ describe('cluster faults', () => {
 
     // the dead worker gets nothing more; every request succeeds
     const dead = ids[victim!]!;
-    const deadDecisions = decisionsOf(after, dead);
+    const deadDecisions = routingDecisions(after, dead);
     expect(await burst(6, 'after-kill')).toBe(0);
-    expect(decisionsOf(await metrics(), dead)).toBe(deadDecisions);
+    expect(routingDecisions(await metrics(), dead)).toBe(deadDecisions);
     cluster.workers.splice(victim!, 1);
   }, 60_000);
 
@@ -191,17 +180,17 @@ describe('cluster faults', () => {
     const leavingId = await cluster.instanceIdOf(leaving);
     const joined = await cluster.addWorker(WORKER_ARGS);
     const joinedId = await cluster.instanceIdOf(joined);
-    await waitFor(async () => decisionsOf(await metrics(), joinedId) > 0, { timeoutMs: 20_000, message: 'the new worker got no traffic' });
+    await waitFor(async () => routingDecisions(await metrics(), joinedId) > 0, { timeoutMs: 20_000, message: 'the new worker got no traffic' });
     // long streams in flight, at least one of them on the worker that is about to drain
     const m0 = await metrics();
     const long: Promise<Streamed>[] = [];
-    for (let i = 0; i < 8 && decisionsOf(await metrics(), leavingId) === decisionsOf(m0, leavingId); i++) {
+    for (let i = 0; i < 8 && routingDecisions(await metrics(), leavingId) === routingDecisions(m0, leavingId); i++) {
       let first!: () => void;
       const started = new Promise<void>((r) => (first = r));
       long.push(chat(`long ${i} ${PROMPT}`, 200, async () => first()));
       await started;
     }
-    expect(decisionsOf(await metrics(), leavingId)).toBeGreaterThan(decisionsOf(m0, leavingId));
+    expect(routingDecisions(await metrics(), leavingId)).toBeGreaterThan(routingDecisions(m0, leavingId));
     const exit = await leaving.stop('SIGTERM');
     expect(exit.code).toBe(0);
     // a draining worker is not dead: its streams finished there, nothing was aborted or migrated

@@ -26,7 +26,8 @@ import { repoRoot, type WorkerProcess } from '@switchyard/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './support/cluster.js';
 import { type GrpcClient, grpc, isFinalResponse, loadGrpcClients, unary } from './lib/grpc-client.js';
-import { deserializeStrings, get, post, serializeStrings } from './lib/tensors.js';
+import { metricsText, total } from './lib/metrics.js';
+import { deserializeStrings, post, serializeStrings } from './lib/tensors.js';
 import { waitFor } from './lib/wait-for.js';
 
 /** How long each tensor request runs on a worker. */
@@ -86,18 +87,7 @@ let cluster: Cluster;
 let tokenizer: Tokenizer;
 let inference: GrpcClient;
 
-const metricsOf = async (url: string): Promise<string> => (await get(`${url}/metrics`)).body.toString('utf8');
-/** Sum of every sample of `name` whose labels contain each of `labels` (`k="v"`). */
-function total(text: string, name: string, ...labels: string[]): number {
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    const m = /^([a-zA-Z_:]+)(\{[^}]*\})? (\S+)$/.exec(line);
-    if (m?.[1] !== name || !labels.every((l) => (m[2] ?? '').includes(l))) continue;
-    sum += Number(m[3]);
-  }
-  return sum;
-}
-const routerMetrics = (): Promise<string> => metricsOf(cluster.router.metricsUrl);
+const routerMetrics = (): Promise<string> => metricsText(cluster.router.metricsUrl);
 
 /** Kill -9 `victim` (twoWorkers() replaces it); resolves with the time of death. */
 async function kill(victim: WorkerProcess): Promise<number> {
@@ -138,7 +128,7 @@ async function generatingWorker(): Promise<WorkerProcess> {
   let worker: WorkerProcess | undefined;
   await waitFor(
     async () => {
-      for (const w of cluster.workers) if (total(await metricsOf(w.metricsUrl), 'vllm:num_requests_running') > 0) worker = w;
+      for (const w of cluster.workers) if (total(await metricsText(w.metricsUrl), 'vllm:num_requests_running') > 0) worker = w;
       return worker !== undefined;
     },
     { timeoutMs: 20_000, intervalMs: 20, message: 'no worker is generating' },

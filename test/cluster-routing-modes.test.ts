@@ -11,6 +11,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './support/cluster.js';
+import { metricsText } from './lib/metrics.js';
 import { get } from './lib/tensors.js';
 import { waitFor } from './lib/wait-for.js';
 
@@ -27,17 +28,16 @@ function samples(text: string, name: string, ...labels: string[]): Map<string, n
   }
   return out;
 }
-const metricsOf = async (url: string): Promise<string> => (await get(`${url}/metrics`)).body.toString('utf8');
 const client = (httpUrl: string) => new OpenAI({ baseURL: `${httpUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
 const ask = (c: OpenAI) => c.chat.completions.create({ model: 'mock_llm', messages: [{ role: 'user', content: PROMPT }], max_tokens: 4, temperature: 0 });
 /** Routing decisions of `mode` per worker instance. */
 async function decisions(metricsUrl: string, mode: string): Promise<number[]> {
-  return [...samples(await metricsOf(metricsUrl), 'switchyard_router_routing_decisions_total', `mode="${mode}"`, 'model="mock_llm"').values()];
+  return [...samples(await metricsText(metricsUrl), 'switchyard_router_routing_decisions_total', `mode="${mode}"`, 'model="mock_llm"').values()];
 }
 
 beforeAll(async () => {
   cluster = await startCluster({ workers: [NO_EVENTS, NO_EVENTS], waitForModels: ['mock_llm'] });
-  await waitFor(async () => samples(await metricsOf(cluster.router.metricsUrl), 'switchyard_router_workers', 'model="mock_llm"').get('{model="mock_llm"}') === 2, {
+  await waitFor(async () => samples(await metricsText(cluster.router.metricsUrl), 'switchyard_router_workers', 'model="mock_llm"').get('{model="mock_llm"}') === 2, {
     timeoutMs: 20_000,
     message: 'router did not see both workers',
   });
@@ -54,7 +54,7 @@ describe('routing modes', () => {
     expect(first.usage?.prompt_tokens_details?.cached_tokens ?? 0).toBe(0);
     const again = [await ask(openai), await ask(openai), await ask(openai)];
     for (const r of again) expect(r.usage?.prompt_tokens_details?.cached_tokens).toBeGreaterThan(0);
-    const text = await metricsOf(cluster.router.metricsUrl);
+    const text = await metricsText(cluster.router.metricsUrl);
     expect(samples(text, 'switchyard_router_approximate_mode', 'model="mock_llm"').get('{model="mock_llm"}')).toBe(1);
     // all four went to one worker
     expect((await decisions(cluster.router.metricsUrl, 'kv')).sort()).toEqual([4]);
@@ -65,7 +65,7 @@ describe('routing modes', () => {
   it('a round-robin replica alternates a prompt between the workers', async () => {
     const rr = await cluster.addRouter(['--router-mode=round-robin']);
     await cluster.waitForModels(['mock_llm'], rr);
-    await waitFor(async () => samples(await metricsOf(rr.metricsUrl), 'switchyard_router_workers', 'model="mock_llm"').get('{model="mock_llm"}') === 2, {
+    await waitFor(async () => samples(await metricsText(rr.metricsUrl), 'switchyard_router_workers', 'model="mock_llm"').get('{model="mock_llm"}') === 2, {
       timeoutMs: 20_000,
       message: 'the round-robin router did not see both workers',
     });

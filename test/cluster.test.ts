@@ -15,6 +15,7 @@ import OpenAI from 'openai';
 import { repoRoot } from '@switchyard/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './support/cluster.js';
+import { metricsText } from './lib/metrics.js';
 import { get, post, serializeStrings, deserializeStrings } from './lib/tensors.js';
 import { grpc, isFinalResponse, loadGrpcClients, streamInfer, unary, unaryError } from './lib/grpc-client.js';
 import { waitFor } from './lib/wait-for.js';
@@ -27,7 +28,7 @@ function sample(text: string, series: string): number | undefined {
   const line = text.split('\n').find((l) => l.startsWith(`${series} `));
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
-const metrics = async (): Promise<string> => (await get(`${cluster.router.metricsUrl}/metrics`)).body.toString('utf8');
+const metrics = (): Promise<string> => metricsText(cluster.router.metricsUrl);
 
 /** A stateful JavaScript model: OUTPUT = running sum of INPUT since the sequence's START (one slot per instance). */
 const SEQ_SUM_CONFIG = `name: "seq_sum"
