@@ -17,24 +17,19 @@
  * request, so two requests never share a text: test 1 computes the text the request must have from
  * the mocker's own token function (checked first on an undisturbed request) and the tokenizer.
  */
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { SimulatedExecutor, Tokenizer } from '@switchyard/llm';
-import { repoRoot } from '@switchyard/testing';
+import { Tokenizer } from '@switchyard/llm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './support/cluster.js';
 import { metricsText, routingDecisions, total } from './lib/metrics.js';
+import { SLOW_MOCK_CONFIG, mockerText } from './lib/mock-llm.js';
 import { waitFor } from './lib/wait-for.js';
 
 let cluster: Cluster;
 let openai: OpenAI;
 let tokenizer: Tokenizer;
 
-const SLOW_MOCK = readFileSync(join(repoRoot(), 'test/fixtures/llm_repository/mock_llm/config.pbtxt'), 'utf8').replace(
-  /\{ key: "speedup_ratio" value: \{ string_value: "50" \} \}/,
-  '{ key: "speedup_ratio" value: { string_value: "2" } }',
-);
 const WORKER_ARGS = ['--model-control-mode=explicit', '--load-model=mock_llm'];
 const PROMPT = 'Switchyard routes each request to the worker whose KV cache already holds the longest prefix of its prompt. '.repeat(3);
 
@@ -71,13 +66,6 @@ async function chat(content: string, maxTokens: number, onChunk?: (n: number) =>
   return r;
 }
 
-/** The text mock_llm generates for the router request `id`: worker-side id `<id>#<id>`, positions from the prompt length on. */
-function mockerText(id: string, promptTokens: number, completionTokens: number): string {
-  const sim = new SimulatedExecutor({ vocabSize: tokenizer.vocabSize });
-  const ids = Array.from({ length: completionTokens }, (_, i) => sim.tokenAt(`${id}#${id}`, promptTokens + i));
-  return tokenizer.decode(ids, { skipSpecialTokens: true });
-}
-
 /** `n` concurrent short completions; resolves with how many failed. */
 async function burst(n: number, tag: string): Promise<number> {
   const results = await Promise.allSettled(
@@ -87,7 +75,7 @@ async function burst(n: number, tag: string): Promise<number> {
 }
 
 beforeAll(async () => {
-  cluster = await startCluster({ workers: [WORKER_ARGS, WORKER_ARGS], files: { 'mock_llm/config.pbtxt': SLOW_MOCK }, waitForModels: ['mock_llm'] });
+  cluster = await startCluster({ workers: [WORKER_ARGS, WORKER_ARGS], files: { 'mock_llm/config.pbtxt': SLOW_MOCK_CONFIG }, waitForModels: ['mock_llm'] });
   openai = new OpenAI({ baseURL: `${cluster.router.httpUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
   tokenizer = await Tokenizer.fromModelFolder(join(cluster.repo.path, 'mock_llm', '1'));
   await waitFor(async () => total(await metrics(), 'switchyard_router_workers', 'model="mock_llm"') === 2, { timeoutMs: 20_000, message: 'router did not see both workers' });
@@ -129,7 +117,7 @@ describe('cluster faults', () => {
     // the reference: an undisturbed request's text is what the mocker's token function says
     const baseline = await chat(PROMPT, 200);
     expect(baseline.usage).toMatchObject({ completion_tokens: 200 });
-    expect(baseline.text).toBe(mockerText(baseline.id, baseline.usage!.prompt_tokens, 200));
+    expect(baseline.text).toBe(mockerText(tokenizer, baseline.id, baseline.usage!.prompt_tokens, 200));
 
     const ids = await Promise.all(cluster.workers.map((w) => cluster.instanceIdOf(w)));
     const before = await metrics();
@@ -150,7 +138,7 @@ describe('cluster faults', () => {
     expect(migrated.finish).toBe('length');
     expect(migrated.usage).toMatchObject({ completion_tokens: 200 });
     // no token lost or repeated across the migration
-    expect(migrated.text).toBe(mockerText(migrated.id, migrated.usage!.prompt_tokens, 200));
+    expect(migrated.text).toBe(mockerText(tokenizer, migrated.id, migrated.usage!.prompt_tokens, 200));
     const after = await metrics();
     expect(total(after, 'switchyard_router_migrations_total')).toBeGreaterThan(migrationsBefore);
     expect(total(after, 'switchyard_router_stall_probe_aborts_total')).toBeGreaterThanOrEqual(1);
@@ -249,7 +237,7 @@ describe('cluster faults', () => {
     // frames lost in the outage end the attempt at once; the router migrates it with the tokens so far
     expect(across.finish).toBe('length');
     expect(across.usage).toMatchObject({ completion_tokens: 200 });
-    expect(across.text).toBe(mockerText(across.id, across.usage!.prompt_tokens, 200));
+    expect(across.text).toBe(mockerText(tokenizer, across.id, across.usage!.prompt_tokens, 200));
     const finishedAfter = Date.now() - restartedAt;
     console.log(`nats restart: the open stream finished ${finishedAfter} ms after the restart`);
     // (not after a 30 s idle timeout: the cancel of the cut attempt, held through the outage, must not

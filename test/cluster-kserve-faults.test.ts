@@ -19,14 +19,15 @@
  * test/cluster-faults.test.ts, and its tokens are a function of (request id, position): the router
  * logs the request id when it migrates, from which the test computes the undisturbed text.
  */
-import { readFileSync, readdirSync, rmSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { SimulatedExecutor, Tokenizer } from '@switchyard/llm';
-import { repoRoot, type WorkerProcess } from '@switchyard/testing';
+import { Tokenizer } from '@switchyard/llm';
+import { type WorkerProcess } from '@switchyard/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './support/cluster.js';
 import { type GrpcClient, grpc, isFinalResponse, loadGrpcClients, unary } from './lib/grpc-client.js';
 import { metricsText, total } from './lib/metrics.js';
+import { SLOW_MOCK_CONFIG, mockerText } from './lib/mock-llm.js';
 import { deserializeStrings, post, serializeStrings } from './lib/tensors.js';
 import { waitFor } from './lib/wait-for.js';
 
@@ -75,10 +76,6 @@ const SLOW_SEQ_JS = model(`      if (r.input('START').data[0] === 1) this.sum = 
       this.sum += r.input('INPUT').data[0];
       return { outputs: [{ name: 'OUTPUT', data: Int32Array.of(this.sum), shape: [1] }] };`);
 
-const SLOW_MOCK = readFileSync(join(repoRoot(), 'test/fixtures/llm_repository/mock_llm/config.pbtxt'), 'utf8').replace(
-  /\{ key: "speedup_ratio" value: \{ string_value: "50" \} \}/,
-  '{ key: "speedup_ratio" value: { string_value: "2" } }',
-);
 const WORKER_ARGS = ['--model-control-mode=explicit', '--load-model=mock_llm', '--load-model=slow_add', '--load-model=slow_seq'];
 const PROMPT = 'A worker dies in the middle of a KServe request; the router carries the request on elsewhere. '.repeat(2);
 const MAX_TOKENS = 120;
@@ -136,11 +133,6 @@ async function generatingWorker(): Promise<WorkerProcess> {
   return worker!;
 }
 
-/** The text mock_llm generates for the router request `id` (worker engine id `<id>#<id>`), from position `promptTokens`. */
-function mockerText(id: string, promptTokens: number, completionTokens: number): string {
-  const sim = new SimulatedExecutor({ vocabSize: tokenizer.vocabSize });
-  return tokenizer.decode(Array.from({ length: completionTokens }, (_, i) => sim.tokenAt(`${id}#${id}`, promptTokens + i)), { skipSpecialTokens: true });
-}
 /** The request id of the router's latest migration whose id starts with `prefix`. */
 function migratedRequestId(prefix: string): string {
   const logs = cluster.router.logs().filter((l) => l.msg === 'router: migrating request to another worker' && String(l.requestId).startsWith(prefix));
@@ -158,7 +150,7 @@ beforeAll(async () => {
   cluster = await startCluster({
     workers: [WORKER_ARGS, WORKER_ARGS],
     files: {
-      'mock_llm/config.pbtxt': SLOW_MOCK,
+      'mock_llm/config.pbtxt': SLOW_MOCK_CONFIG,
       'slow_add/config.pbtxt': SLOW_ADD_CONFIG,
       'slow_add/1/model.mjs': SLOW_ADD_JS,
       'slow_seq/config.pbtxt': SLOW_SEQ_CONFIG,
@@ -252,7 +244,7 @@ describe('KServe through the router survives a worker killed mid-request', () =>
       expect(events.filter((e) => e['error'] !== undefined)).toEqual([]);
       const last = events.at(-1)!;
       expect(last).toMatchObject({ model_name: 'mock_llm', finish_reason: 'length', completion_tokens: MAX_TOKENS });
-      const expected = mockerText(migratedRequestId('kserve-'), last['prompt_tokens'] as number, MAX_TOKENS);
+      const expected = mockerText(tokenizer, migratedRequestId('kserve-'), last['prompt_tokens'] as number, MAX_TOKENS);
       if (stream) expect(events.map((e) => e['text_output']).join('')).toBe(expected);
       else expect(last['text_output']).toBe(PROMPT + expected);
       console.log(`${stream ? 'generate_stream' : 'generate'}: finished ${recovered} ms after the kill`);
@@ -297,7 +289,7 @@ describe('KServe through the router survives a worker killed mid-request', () =>
     expect(Number(last.parameters.completion_tokens.int64_param)).toBe(MAX_TOKENS);
     expect(last.parameters.finish_reason.string_param).toBe('length');
     const text = responses.map((r) => deserializeStrings(r.infer_response.raw_output_contents[0])[0]).join('');
-    expect(text).toBe(mockerText(migratedRequestId('grpc-stream-'), Number(last.parameters.prompt_tokens.int64_param), MAX_TOKENS));
+    expect(text).toBe(mockerText(tokenizer, migratedRequestId('grpc-stream-'), Number(last.parameters.prompt_tokens.int64_param), MAX_TOKENS));
   }, 120_000);
 
   it('a request in the middle of a sequence whose worker was killed fails 503 / UNAVAILABLE quickly, as does the next one', async () => {
