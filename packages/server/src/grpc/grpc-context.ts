@@ -6,6 +6,7 @@
 import type { handleUnaryCall, ServerUnaryCall } from '@grpc/grpc-js';
 import type { Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
+import type { CodecThread } from '../codec-thread.js';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import { toGrpcError } from './grpc-status.js';
@@ -17,6 +18,8 @@ export interface GrpcContext {
   settings: ServerSettings;
   limits: GrpcHandlerLimits;
   logger: Logger;
+  /** Decodes large ModelInfer / ModelStreamInfer messages off the event loop; owned (and closed) by the gRPC door. */
+  codecThread: CodecThread;
 }
 
 /** Limits the handlers apply (the server applies the transport ones itself). */

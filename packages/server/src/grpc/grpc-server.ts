@@ -7,6 +7,7 @@ import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { silentLogger, type Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
 import type { Restrictions } from '../access-control.js';
+import { CodecThread } from '../codec-thread.js';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import { adminHandlers } from './admin-handlers.js';
@@ -14,6 +15,7 @@ import { restrictedProtocolInterceptor } from './grpc-access.js';
 import { installBoundedDecompression } from './bounded-decompression.js';
 import type { GrpcContext } from './grpc-context.js';
 import { healthHandlers, modelHandlers } from './model-handlers.js';
+import { withOffLoopInferDecoding } from './infer-message.js';
 import { modelInferHandler } from './model-infer.js';
 import { loadGrpcProtos } from './protos.js';
 import { modelStreamInferHandler } from './stream-infer.js';
@@ -118,7 +120,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const keepaliveTimeoutMs = integerOption('keepaliveTimeoutMs', options.keepaliveTimeoutMs ?? DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS, 1, 2 ** 31 - 2);
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS;
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
-  const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, limits: { maxStreamInflight }, logger };
+  const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, limits: { maxStreamInflight }, logger, codecThread: new CodecThread() };
   const protos = loadGrpcProtos();
   // grpc-js would inflate every compressed message at once, each up to the limit
   installBoundedDecompression();
@@ -132,7 +134,8 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
     'grpc.keepalive_timeout_ms': keepaliveTimeoutMs,
     interceptors: options.restrictions !== undefined && options.restrictions.size > 0 ? [restrictedProtocolInterceptor(options.restrictions)] : [],
   });
-  server.addService(protos.inferenceService, {
+  // large ModelInfer / ModelStreamInfer messages reach the handlers undecoded (infer-message.ts)
+  server.addService(withOffLoopInferDecoding(protos.inferenceService), {
     ...modelHandlers(ctx),
     ...adminHandlers(ctx),
     ModelInfer: modelInferHandler(ctx),
@@ -173,7 +176,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
           clearTimeout(timer);
           resolve();
         });
-      });
+      }).then(() => ctx.codecThread.close());
       return closing;
     },
   };

@@ -27,12 +27,24 @@ export function grpcStatusFor(code: ErrorCode): status {
   return STATUS_BY_CODE[code];
 }
 
+/** A status grpc-js itself would send for a transport-level failure, passed through `toGrpcError` as is. */
+export class GrpcStatusError extends Error {
+  constructor(
+    readonly code: status,
+    readonly details: string,
+  ) {
+    super(details);
+    this.name = 'GrpcStatusError';
+  }
+}
+
 /**
  * Anything thrown → the error object grpc-js sends as the call's status. Unclassified errors
  * (bugs, library failures) become INTERNAL and are logged; classified ones are the client's
  * business and are not.
  */
 export function toGrpcError(e: unknown, logger?: Logger): ServerErrorResponse & { code: status; details: string } {
+  if (e instanceof GrpcStatusError) return e;
   const err = toSwitchyardError(e);
   if (err.code === 'internal' && logger !== undefined) logger.error({ err: e }, 'gRPC request failed with an internal error');
   return Object.assign(new Error(err.message), { code: grpcStatusFor(err.code), details: err.message });

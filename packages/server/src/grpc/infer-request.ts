@@ -4,17 +4,19 @@
  * inputs and validate shared-memory outputs; after the engine answers, write shared-memory
  * outputs, apply classification and encode the response.
  */
-import type { GrpcModelInferRequest, GrpcModelInferResponse, InferRequest, InferResponse } from '@switchyard/kserve';
-import { classificationCounts, decodeModelInferRequest, encodeModelInferResponse, parseModelVersion } from '@switchyard/kserve';
+import type { GrpcModelInferResponse, InferRequest, InferResponse } from '@switchyard/kserve';
+import { classificationCounts, encodeModelInferResponse, parseModelVersion } from '@switchyard/kserve';
 import type { ModelConfig } from '@switchyard/model-config';
+import type { GrpcInferHeader } from '../codec-thread.js';
 import type { GrpcContext } from './grpc-context.js';
+import type { InferMessage } from './infer-message.js';
 import { readSharedMemoryInputs, sharedMemoryOutputTargets, writeSharedMemoryOutputs, type SharedMemoryTarget } from '../shared-memory-io.js';
 
 /**
  * The configuration of the requested model version. Throws invalid_argument for a malformed
  * version string and the engine's lookup errors (unknown model, version not ready, ...).
  */
-export function lookupModel(ctx: GrpcContext, msg: GrpcModelInferRequest): ModelConfig {
+export function lookupModel(ctx: GrpcContext, msg: GrpcInferHeader): ModelConfig {
   return ctx.engine.modelConfig(msg.model_name, parseModelVersion(msg.model_version));
 }
 
@@ -37,8 +39,9 @@ export interface PreparedInfer {
 }
 
 /** Decode and resolve a request for the model `config` describes; throws SwitchyardErrors with Triton's messages. */
-export function prepareInfer(ctx: GrpcContext, msg: GrpcModelInferRequest, config: ModelConfig): PreparedInfer {
-  const decoded = decodeModelInferRequest(msg);
+export function prepareInfer(ctx: GrpcContext, message: InferMessage, config: ModelConfig): PreparedInfer {
+  const msg = message.header;
+  const decoded = message.decode();
   const request = readSharedMemoryInputs(ctx.shm, decoded.request);
   return {
     request,

@@ -4,15 +4,18 @@
  */
 import type { handleUnaryCall } from '@grpc/grpc-js';
 import { unsupported } from '@switchyard/common';
-import type { GrpcModelInferRequest, GrpcModelInferResponse } from '@switchyard/kserve';
+import type { GrpcModelInferResponse } from '@switchyard/kserve';
 import { unary, type GrpcContext } from './grpc-context.js';
 import { encodeInferResponse, isDecoupled, lookupModel, prepareInfer } from './infer-request.js';
+import { readInferMessage, type ReceivedInferMessage } from './infer-message.js';
 
 export const DECOUPLED_MODEL_INFER_MESSAGE = "ModelInfer RPC doesn't support models with decoupled transaction policy";
 
-export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<GrpcModelInferRequest, GrpcModelInferResponse> {
-  return unary(ctx, async (msg: GrpcModelInferRequest, call) => {
-    const config = lookupModel(ctx, msg);
+export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<ReceivedInferMessage, GrpcModelInferResponse> {
+  return unary(ctx, async (received: ReceivedInferMessage, call) => {
+    // large messages are decoded on the codec thread (infer-message.ts)
+    const msg = await readInferMessage(ctx.codecThread, received);
+    const config = lookupModel(ctx, msg.header);
     if (isDecoupled(config)) throw unsupported(DECOUPLED_MODEL_INFER_MESSAGE);
     const prepared = prepareInfer(ctx, msg, config);
     const controller = new AbortController();

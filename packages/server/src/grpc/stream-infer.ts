@@ -19,6 +19,11 @@
  * flow control (they are not refused: Triton queues every request of a stream), and reading
  * resumes once an answer is delivered or the buffer drains. So a client that never reads holds at
  * most the answers of the requests it had in flight when the buffer filled.
+ *
+ * Large messages arrive undecoded and are decoded on the codec thread (infer-message.ts); reading
+ * pauses while one is decoding, so requests still start (lookup, place in the response order,
+ * submit) one by one in arrival order, and a decoding one counts against the in-flight cap. A
+ * message protobuf cannot parse ends the stream with grpc-js's own status, as an inline one does.
  */
 import type { handleBidiStreamingCall, ServerDuplexStream } from '@grpc/grpc-js';
 import { toSwitchyardError } from '@switchyard/common';
@@ -27,21 +32,22 @@ import {
   emptyFinalStreamResponse,
   streamInferError,
   streamInferResponse,
-  type GrpcModelInferRequest,
   type GrpcModelStreamInferResponse,
 } from '@switchyard/kserve';
 import type { ModelConfig } from '@switchyard/model-config';
 import type { GrpcContext } from './grpc-context.js';
+import { GrpcStatusError } from './grpc-status.js';
 import { encodeInferResponse, isDecoupled, lookupModel, prepareInfer, type PreparedInfer } from './infer-request.js';
+import { EncodedInferMessage, inlineInferMessage, readInferMessage, type InferMessage, type ReceivedInferMessage } from './infer-message.js';
 
-type Call = ServerDuplexStream<GrpcModelInferRequest, GrpcModelStreamInferResponse>;
+type Call = ServerDuplexStream<ReceivedInferMessage, GrpcModelStreamInferResponse>;
 
 /** The place of one non-decoupled request in the response order; filled when its answer is known. */
 interface Slot {
   response?: GrpcModelStreamInferResponse;
 }
 
-export function modelStreamInferHandler(ctx: GrpcContext): handleBidiStreamingCall<GrpcModelInferRequest, GrpcModelStreamInferResponse> {
+export function modelStreamInferHandler(ctx: GrpcContext): handleBidiStreamingCall<ReceivedInferMessage, GrpcModelStreamInferResponse> {
   return (call) => new StreamSession(ctx, call).start();
 }
 
@@ -59,6 +65,8 @@ class StreamSession {
   #congested = false;
   /** Reading is paused (in-flight cap reached or congested). */
   #paused = false;
+  /** The last request still waiting for its decoding or its turn; undefined when none waits. */
+  #tail: Promise<void> | undefined;
 
   constructor(ctx: GrpcContext, call: Call) {
     this.#ctx = ctx;
@@ -66,8 +74,11 @@ class StreamSession {
   }
 
   start(): void {
-    this.#call.on('data', (msg: GrpcModelInferRequest) => {
-      this.#onRequest(msg);
+    this.#call.on('data', (msg: ReceivedInferMessage) => {
+      if (this.#closed) return;
+      this.#open += 1;
+      if (this.#tail === undefined && !(msg instanceof EncodedInferMessage)) this.#onRequest(inlineInferMessage(msg));
+      else this.#later(msg);
       this.#regulate();
     });
     this.#call.on('end', () => {
@@ -81,9 +92,29 @@ class StreamSession {
     });
   }
 
-  #onRequest(msg: GrpcModelInferRequest): void {
+  /** Decode `received` (on the codec thread when large) now; start it once every earlier request has started. */
+  #later(received: ReceivedInferMessage): void {
+    const decoding = readInferMessage(this.#ctx.codecThread, received).then(
+      (msg) => ({ msg }),
+      (error: unknown) => ({ error }),
+    );
+    const tail: Promise<void> = (this.#tail ?? Promise.resolve()).then(async () => {
+      const got = await decoding;
+      if (this.#tail === tail) this.#tail = undefined;
+      if (this.#closed) return;
+      if ('msg' in got) this.#onRequest(got.msg);
+      else if (got.error instanceof GrpcStatusError) this.#call.emit('error', got.error);
+      // the thread failed: answered in order, like a request whose model cannot be looked up
+      else this.#deliver(this.#enqueue(), streamInferError(toSwitchyardError(got.error).message, { id: '' }), true);
+      this.#regulate();
+    });
+    this.#tail = tail;
+  }
+
+  /** Start one request; `#open` already counts it. */
+  #onRequest(message: InferMessage): void {
     if (this.#closed) return;
-    this.#open += 1;
+    const msg = message.header;
     const id = msg.id ?? '';
     // Triton decides the transaction policy first; a request whose model cannot be looked up
     // is answered in order like any non-decoupled one.
@@ -98,7 +129,7 @@ class StreamSession {
     const slot = decoupled ? undefined : this.#enqueue();
     let prepared: PreparedInfer;
     try {
-      prepared = prepareInfer(this.#ctx, msg, config);
+      prepared = prepareInfer(this.#ctx, message, config);
     } catch (e) {
       this.#deliver(slot, streamInferError(toSwitchyardError(e).message, { id }), true);
       return;
@@ -156,10 +187,14 @@ class StreamSession {
     }
   }
 
-  /** Read requests only while under the in-flight cap and the write buffer has room. */
+  /**
+   * Read requests only while under the in-flight cap, the write buffer has room and no request
+   * is being decoded (the door's one codec thread decodes one at a time anyway; reading on would
+   * only take in requests before congestion can show).
+   */
   #regulate(): void {
     if (this.#closed) return;
-    const hold = this.#congested || this.#open >= this.#ctx.limits.maxStreamInflight;
+    const hold = this.#congested || this.#tail !== undefined || this.#open >= this.#ctx.limits.maxStreamInflight;
     if (hold && !this.#paused) {
       this.#paused = true;
       this.#call.pause();

@@ -4,7 +4,7 @@ import type { AccessPolicy } from '../access-control.js';
 import type { InferenceEngine } from '@switchyard/engine';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
-import type { HttpCodecThread } from './http-codec-thread.js';
+import type { CodecThread } from '../codec-thread.js';
 
 export interface HttpContext {
   engine: InferenceEngine;
@@ -16,5 +16,5 @@ export interface HttpContext {
   /** Restricted API groups and the OpenAI API key, checked before any route is served. */
   access: AccessPolicy;
   /** Decodes large inference requests off the event loop; owned (and closed) by the HTTP door. */
-  codecThread: HttpCodecThread;
+  codecThread: CodecThread;
 }

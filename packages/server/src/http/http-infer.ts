@@ -29,7 +29,7 @@ import { readSharedMemoryInputs, sharedMemoryOutputTargets, writeSharedMemoryOut
 import { UNSUPPORTED_ENCODING_MESSAGE, compressBody, decompressBody, readBody, requestEncoding, responseEncoding } from './http-body.js';
 import { type Headers, errorBody, send, sendError } from './http-reply.js';
 import type { HttpContext } from './http-context.js';
-import { OFF_LOOP_JSON_BYTES } from './http-codec-thread.js';
+import { OFF_LOOP_JSON_BYTES } from '../codec-thread.js';
 
 const DECOUPLED_MESSAGE = "HTTP end point doesn't support models with decoupled transaction policy";
 
@@ -51,7 +51,7 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
     headerLength === 0
       ? decodeHttpRawInferRequest(src, rawInputModel(config))
       : headerLength >= OFF_LOOP_JSON_BYTES
-        ? await ctx.codecThread.decode(src, headerLength)
+        ? await ctx.codecThread.decodeHttp(src, headerLength)
         : decodeHttpInferRequest(src, headerLength);
   // Inputs are read from their regions and output regions checked before the model runs, as Triton does.
   const request = readSharedMemoryInputs(ctx.shm, decoded.request);
@@ -78,7 +78,7 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
     labels: classifies(decoded.outputs) ? ctx.engine.classificationLabels?.(response.modelName, Number(response.modelVersion)) : undefined,
   };
   const encoded =
-    jsonOutputBytes(response, options) >= OFF_LOOP_JSON_BYTES ? await ctx.codecThread.encode(response, options) : encodeHttpInferResponse(response, options);
+    jsonOutputBytes(response, options) >= OFF_LOOP_JSON_BYTES ? await ctx.codecThread.encodeHttp(response, options) : encodeHttpInferResponse(response, options);
   const headers: Headers = { 'Content-Type': encoded.binary ? 'application/octet-stream' : 'application/json' };
   if (encoded.binary) headers['Inference-Header-Content-Length'] = encoded.headerLength;
   const accept = req.headers['accept-encoding'];

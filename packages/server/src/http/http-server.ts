@@ -23,7 +23,7 @@ import type { SharedMemoryManager } from '../shared-memory.js';
 import { DEFAULT_MAX_INPUT_SIZE, declaredLength, inputTooLarge } from './http-body.js';
 import { createLimitedHttpServer, type HttpLimits } from './http-limits.js';
 import type { HttpContext } from './http-context.js';
-import { HttpCodecThread } from './http-codec-thread.js';
+import { CodecThread } from '../codec-thread.js';
 import {
   handleHealth,
   handleModelConfig,
@@ -72,7 +72,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
     maxInputSize: options.maxInputSize !== undefined && options.maxInputSize > 0 ? options.maxInputSize : DEFAULT_MAX_INPUT_SIZE,
     logger: options.logger ?? silentLogger,
     access: options.access ?? OPEN_ACCESS,
-    codecThread: new HttpCodecThread(),
+    codecThread: new CodecThread(),
   };
   let inFlight = 0;
   let closing = false;

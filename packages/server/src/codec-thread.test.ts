@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { SwitchyardError } from '@switchyard/common';
 import { decodeHttpInferRequest } from '@switchyard/kserve';
-import { HttpCodecThread } from './http-codec-thread.js';
+import { CodecThread } from './codec-thread.js';
 
-const thread = new HttpCodecThread();
+const thread = new CodecThread();
 afterAll(() => thread.close());
 
 const src = (body: Uint8Array) => ({ modelName: 'm', modelVersion: 2, body });
@@ -20,7 +20,7 @@ function failure(fn: () => unknown): unknown {
   throw new Error('expected a throw');
 }
 
-describe('HttpCodecThread', () => {
+describe('CodecThread', () => {
   it('decodes exactly as the event loop does: JSON BYTES and numbers, binary blobs, parameters, outputs', async () => {
     const strings = Array.from({ length: 50_000 }, (_, i) => (i % 5 === 0 ? `é${i}` : String(i)));
     const { body, headerLength } = header(
@@ -37,7 +37,7 @@ describe('HttpCodecThread', () => {
       new Uint8Array([1, 0, 0, 0, 2, 0, 0, 0]),
     );
     const inline = decodeHttpInferRequest(src(body), headerLength);
-    const offLoop = await thread.decode(src(new Uint8Array(body)), headerLength);
+    const offLoop = await thread.decodeHttp(src(new Uint8Array(body)), headerLength);
     expect(offLoop.request).toEqual(inline.request);
     expect(offLoop.defaultOutputKind).toBe(inline.defaultOutputKind);
     expect([...offLoop.outputs]).toEqual([...inline.outputs]);
@@ -51,7 +51,7 @@ describe('HttpCodecThread', () => {
     ];
     for (const body of bad) {
       const expected = failure(() => decodeHttpInferRequest(src(body), body.byteLength)) as SwitchyardError;
-      const got = await thread.decode(src(body), body.byteLength).then(
+      const got = await thread.decodeHttp(src(body), body.byteLength).then(
         () => undefined,
         (e: unknown) => e,
       );
@@ -66,13 +66,13 @@ describe('HttpCodecThread', () => {
     const outer = new Uint8Array(body.byteLength + 10);
     outer.set(body, 5);
     const view = outer.subarray(5, 5 + body.byteLength);
-    const results = await Promise.all(Array.from({ length: 20 }, () => thread.decode(src(view), headerLength)));
+    const results = await Promise.all(Array.from({ length: 20 }, () => thread.decodeHttp(src(view), headerLength)));
     for (const r of results) expect(r.request.inputs[0]?.data).toEqual(decodeHttpInferRequest(src(body), headerLength).request.inputs[0]?.data);
     expect(outer.byteLength).toBe(body.byteLength + 10); // not detached
   });
 });
 
-describe('HttpCodecThread.encode', () => {
+describe('CodecThread.encode', () => {
   it('encodes exactly as the event loop does (JSON BYTES, binary, classification with labels) and leaves the response usable', async () => {
     const { encodeHttpInferResponse, serializeStringElements } = await import('@switchyard/kserve');
     const strings = Array.from({ length: 20_000 }, (_, i) => (i % 3 === 0 ? `é${i}` : String(i)));
@@ -99,7 +99,7 @@ describe('HttpCodecThread.encode', () => {
       labels: new Map([['C', ['a', 'b', 'c', 'd']]]),
     };
     const inline = encodeHttpInferResponse(response, options);
-    const offLoop = await thread.encode(response, options);
+    const offLoop = await thread.encodeHttp(response, options);
     expect(offLoop.headerLength).toBe(inline.headerLength);
     expect(offLoop.binary).toBe(inline.binary);
     expect(Buffer.concat(offLoop.chunks.map((c) => Buffer.from(c)))).toEqual(Buffer.concat(inline.chunks.map((c) => Buffer.from(c))));

@@ -1,38 +1,63 @@
 /**
- * `HttpCodecThread`: decodes large KServe HTTP inference requests and encodes large JSON responses
- * on a worker thread (`worker/http-codec.mjs`) with the same kserve codec the event loop uses, so
- * the same bytes give the same request, response or error.
+ * `CodecThread`: decodes large KServe inference requests (HTTP bodies, gRPC ModelInfer messages)
+ * and encodes large HTTP JSON responses on a worker thread (`worker/codec.mjs`) with the same
+ * codecs the event loop uses (kserve's, and for gRPC the protos' own proto-loader deserializer),
+ * so the same bytes give the same request, response or error.
  *
  * Why: the JSON of a 4 MB request of 800k BYTES strings costs ~100–300 ms to parse and convert, and
  * as much to write back as JSON; a few of those in a row held `/v2/health/live` and every other
- * request for seconds. JSON headers and JSON-rendered outputs from `OFF_LOOP_JSON_BYTES` go to the
+ * request for seconds; a gRPC message carrying the same strings as typed `bytes_contents` costs
+ * grpc-js's protobuf decode ~500 ms (a Buffer per string). JSON headers and JSON-rendered outputs
+ * from `OFF_LOOP_JSON_BYTES`, and gRPC request messages from `OFF_LOOP_GRPC_BYTES`, go to the
  * thread; smaller ones stay inline, where a thread round trip would cost more than it saves.
  *
  * Ownership: the request body is transferred (copied first unless it owns its whole buffer); a
  * response's tensor bytes are copied, then transferred (they are often views into a batch's
- * buffer); results come back owning their buffers. One thread per HTTP door, started on first use,
+ * buffer); a gRPC message is copied, then transferred; results come back owning their buffers.
+ * One thread per door (HTTP, gRPC), started on first use,
  * unref'ed (it never keeps a process alive), restarted after a crash; calls are matched by id, so
  * any number may be in flight. `close()` ends it.
  */
 import { Worker } from 'node:worker_threads';
 import { ERROR_CODES, type ErrorCode, SwitchyardError, internal } from '@switchyard/common';
 import type {
+  DecodedGrpcInferRequest,
   DecodedHttpInferRequest,
   EncodedHttpInferResponse,
+  GrpcModelInferRequest,
   HttpInferBody,
   HttpRequestedOutput,
   HttpResponseOptions,
   InferResponse,
 } from '@switchyard/kserve';
 
-const THREAD_URL = new URL('../../worker/http-codec.mjs', import.meta.url);
+const THREAD_URL = new URL('../worker/codec.mjs', import.meta.url);
 
 /** JSON headers, and outputs rendered as JSON, from this many bytes are (de)coded on the thread. */
 export const OFF_LOOP_JSON_BYTES = 256 * 1024;
 
+/** gRPC ModelInfer / ModelStreamInfer request messages from this many bytes are decoded on the thread. */
+export const OFF_LOOP_GRPC_BYTES = 256 * 1024;
+
+/** The fields of a ModelInferRequest the handlers use before decoding, as proto-loader gives them. */
+export type GrpcInferHeader = Pick<GrpcModelInferRequest, 'id' | 'model_name' | 'model_version'>;
+
+/**
+ * A gRPC infer request decoded on the thread: the header fields the handlers need before (and
+ * beside) the decoded request, and kserve's `decodeModelInferRequest` result or its error.
+ * `malformed`: protobuf could not parse the message (grpc-js's deserializer threw this message).
+ */
+export type DecodedGrpcMessage =
+  | { malformed: string }
+  | {
+      header: GrpcInferHeader;
+      result: { decoded: DecodedGrpcInferRequest } | { error: SwitchyardError };
+    };
+
 type Reply =
   | { id: number; decoded: Omit<DecodedHttpInferRequest, 'outputs'> & { outputs: Array<[string, HttpRequestedOutput]> } }
   | { id: number; encoded: EncodedHttpInferResponse }
+  | { id: number; grpc: { malformed: string } | { header: GrpcInferHeader; decoded?: DecodedGrpcInferRequest; error?: { code: string; message: string } } }
   | { id: number; error: { code: string; message: string } };
 
 interface Waiter {
@@ -40,13 +65,13 @@ interface Waiter {
   reject: (e: Error) => void;
 }
 
-export class HttpCodecThread {
+export class CodecThread {
   private worker: Worker | undefined;
   private nextId = 1;
   private readonly pending = new Map<number, Waiter>();
 
   /** `decodeHttpInferRequest(src, headerLength)`, on the thread. */
-  async decode(src: HttpInferBody, headerLength: number): Promise<DecodedHttpInferRequest> {
+  async decodeHttp(src: HttpInferBody, headerLength: number): Promise<DecodedHttpInferRequest> {
     const b = src.body;
     const owned = b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer ? b : new Uint8Array(b);
     const body = new Uint8Array(owned.buffer, 0, owned.byteLength);
@@ -56,7 +81,7 @@ export class HttpCodecThread {
   }
 
   /** `encodeHttpInferResponse(response, options)`, on the thread. */
-  async encode(response: InferResponse, options: HttpResponseOptions): Promise<EncodedHttpInferResponse> {
+  async encodeHttp(response: InferResponse, options: HttpResponseOptions): Promise<EncodedHttpInferResponse> {
     const transfer: ArrayBuffer[] = [];
     const outputs = response.outputs.map((t) => {
       const data = new Uint8Array(t.data); // a copy of just this tensor's bytes
@@ -76,6 +101,22 @@ export class HttpCodecThread {
     const reply = await this.call(message, transfer);
     if (!('encoded' in reply)) throw internal('response encoding thread: unexpected reply');
     return reply.encoded;
+  }
+
+  /**
+   * The protos' ModelInfer request deserializer, then `decodeModelInferRequest`, on the thread.
+   * Decoding errors are returned (not thrown) beside the header: the handlers check the model
+   * first, as for an inline message. Rejects only when the thread itself fails.
+   */
+  async decodeGrpc(message: Uint8Array): Promise<DecodedGrpcMessage> {
+    const bytes = new Uint8Array(message); // an owned copy: grpc-js's buffers are often slices
+    const reply = await this.call({ op: 'grpc-decode', bytes }, [bytes.buffer]);
+    if (!('grpc' in reply)) throw internal('request decoding thread: unexpected reply');
+    const g = reply.grpc;
+    if ('malformed' in g) return g;
+    if (g.error !== undefined) return { header: g.header, result: { error: rebuildError(g.error) } };
+    if (g.decoded === undefined) throw internal('request decoding thread: unexpected reply');
+    return { header: g.header, result: { decoded: g.decoded } };
   }
 
   private call(message: object, transfer: ArrayBuffer[]): Promise<Reply> {
@@ -109,7 +150,7 @@ export class HttpCodecThread {
     const fail = (err: Error): void => {
       if (this.worker !== worker) return;
       this.worker = undefined;
-      this.failAll(internal(`HTTP codec thread failed: ${err.message}`, err));
+      this.failAll(internal(`codec thread failed: ${err.message}`, err));
     };
     worker.on('error', fail);
     worker.on('exit', (code) => fail(new Error(`exited with code ${code}`)));
