@@ -3,6 +3,8 @@
 // onnxruntime-node's `session.run` computes synchronously on the calling thread, so each model
 // instance runs here, off the server's event loop; instances of one model run in parallel.
 // Plain JavaScript on purpose: it is loaded as-is from `src/` (tests) and from `dist/`.
+// Tensors cross onnxruntime only through @switchyard/ort (float16 as Uint16Array bit patterns in
+// both directions, on every Node.js).
 //
 // Protocol (parent → worker): {type:'run', id, feeds:{name:{type,dims,data}}, fetches:[name]}
 //                             {type:'release'}
@@ -11,6 +13,7 @@
 //                             {type:'released'}
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
+import { runOrtSession } from '@switchyard/ort';
 
 const metadata = (list) =>
   list.map((m) => ({ name: m.name, isTensor: m.isTensor, type: m.isTensor ? m.type : undefined, shape: m.isTensor ? [...m.shape] : [] }));
@@ -34,9 +37,7 @@ parentPort.on('message', async (msg) => {
   if (msg.type !== 'run') return;
   try {
     if (session === undefined) throw new Error('session released');
-    const feeds = {};
-    for (const [name, t] of Object.entries(msg.feeds)) feeds[name] = new ort.Tensor(t.type, t.data, t.dims);
-    const produced = await session.run(feeds, msg.fetches);
+    const produced = await runOrtSession(session, msg.feeds, msg.fetches);
     const outputs = {};
     const transfer = [];
     for (const name of msg.fetches) {
