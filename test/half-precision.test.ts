@@ -99,6 +99,32 @@ describe('HTTP binary tensors', () => {
   });
 });
 
+describe('the JavaScript backend on Node.js 24+', () => {
+  it.runIf(typeof (globalThis as { Float16Array?: unknown }).Float16Array === 'function')(
+    'takes a Float16Array output as its bit patterns, and infers FP16 from it',
+    async () => {
+      const header = Buffer.from(
+        JSON.stringify({
+          inputs: [{ name: 'INPUT0', shape: [N], datatype: 'FP16', parameters: { binary_data_size: 2 * N } }],
+          outputs: ['OUTPUT0', 'OUTPUT1'].map((name) => ({ name, parameters: { binary_data: true } })),
+        }),
+      );
+      const r = await post(`${worker.httpUrl}/v2/models/fp16_js_float16array/infer`, Buffer.concat([header, bytesOf(FP16_BITS)]), {
+        'Inference-Header-Content-Length': String(header.length),
+      });
+      expect(r.status, r.body.toString()).toBe(200);
+      const hl = Number(r.headers.get('inference-header-content-length'));
+      const json = JSON.parse(r.body.subarray(0, hl).toString());
+      expect(json.outputs.map((o: { datatype: string; shape: number[] }) => [o.datatype, o.shape])).toEqual([
+        ['FP16', [N]],
+        ['FP16', [4]],
+      ]);
+      expect(bitsOf(r.body.subarray(hl, hl + 2 * N))).toEqual(FP16_BITS);
+      expect(bitsOf(r.body.subarray(hl + 2 * N))).toEqual([0x3e00, 0x8000, 0xfc00, 0x7bff]); // 1.5, -0, -inf, 65504
+    },
+  );
+});
+
 describe('gRPC raw contents', () => {
   it.each([
     ['fp16_onnx', 'FP16', FP16_BITS],
