@@ -18,6 +18,9 @@
 // straight to the worker and through the router, with router/direct ratios (what the hop costs).
 //
 //   node bench/run.mjs [--quick] [--only worker,batching,llm,routing,cluster]     (default: every section)
+//   node scripts/with-node.mjs 26 -- npm run bench -- --quick                     (on another Node.js line)
+// Every process it starts (workers, routers, bare servers) runs on the Node.js running this script;
+// the report and the results file name say which one.
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -47,6 +50,8 @@ const WIDTH = 256;
 
 const input = new Float32Array(WIDTH).map((_, i) => ((i * 37) % 101) / 101 - 0.5);
 const bodies = inferBodies('INPUT0', [1, WIDTH], input, 'OUTPUT0');
+const NODE_MAJOR = process.versions.node.split('.')[0];
+console.log(`switchyard bench on Node.js ${process.version} (${process.platform}-${process.arch}, ${cpus().length} cpus)${QUICK ? ', quick' : ''}`);
 const results = { date: new Date().toISOString(), machine: { cpus: cpus().length, model: cpus()[0]?.model, node: process.version }, sections: [...ONLY], durationMs: DURATION_MS, raw: {}, bare: {}, served: {} };
 
 /** `--only a,b` (or `--only=a,b`, repeatable): the sections to run; every section when absent. */
@@ -136,7 +141,7 @@ async function measureBare(worker) {
 
 function ratios() {
   const raw = results.raw.batch1;
-  console.log('\nratios');
+  console.log(`\nratios (Node.js ${process.version})`);
   const rows = [];
   for (const mode of ['http-json', 'http-binary', 'grpc']) {
     for (const c of CONCURRENCY) {
@@ -180,6 +185,6 @@ if (ONLY.has('routing')) results.routingDecision = await measureDecisions({ quic
 // The router hop, direct to one worker vs through the router (bench/cluster-hop.mjs).
 if (ONLY.has('cluster')) results.clusterHop = await measureClusterHop({ quick: QUICK });
 mkdirSync(`${ROOT}bench/results`, { recursive: true });
-const file = `${ROOT}bench/results/${results.date.replace(/[:.]/g, '-')}.json`;
+const file = `${ROOT}bench/results/${results.date.replace(/[:.]/g, '-')}-node${NODE_MAJOR}.json`;
 writeFileSync(file, JSON.stringify(results, null, 2) + '\n');
-console.log(`\nwritten to ${file.slice(ROOT.length)}`);
+console.log(`\nNode.js ${process.version}: written to ${file.slice(ROOT.length)}`);

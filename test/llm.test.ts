@@ -128,13 +128,13 @@ describe('OpenAI endpoints with the official SDK', () => {
     expect(c.usage).toMatchObject({ completion_tokens: 12 });
   });
 
-  it('a repeated chat prompt is served from the prefix cache (cached_tokens) with identical greedy output', async () => {
+  it.each(['tiny_llm', 'tiny_llm_fp16'])('%s: a repeated chat prompt is served from the prefix cache (cached_tokens) with identical greedy output', async (model) => {
     const messages = [
       { role: 'system' as const, content: 'You are a helpful assistant that answers in one short sentence every time.' },
       { role: 'user' as const, content: 'Tell me about foxes and dogs and their famous jump, please.' },
     ];
-    const first = await openai.chat.completions.create({ model: 'tiny_llm', messages, max_tokens: 8, temperature: 0 });
-    const second = await openai.chat.completions.create({ model: 'tiny_llm', messages, max_tokens: 8, temperature: 0 });
+    const first = await openai.chat.completions.create({ model, messages, max_tokens: 8, temperature: 0 });
+    const second = await openai.chat.completions.create({ model, messages, max_tokens: 8, temperature: 0 });
     expect(first.object).toBe('chat.completion');
     expect(second.choices[0]!.message.content).toBe(first.choices[0]!.message.content);
     expect(first.usage!.prompt_tokens).toBeGreaterThan(16);

@@ -177,7 +177,7 @@ describe('JavaScript backend', () => {
       no_file: { config: jsConfig('no_file', INT_IO, OUT_IO), versions: { 1: { 'readme.txt': 'nothing here' } } },
       identity: { config: jsConfig('identity', INT_IO, OUT_IO), versions: { 1: { 'model.mjs': IDENTITY() } } },
       hang: { config: jsConfig('hang', INT_IO, OUT_IO, param('execute_timeout_ms', '300')), versions: { 1: { 'model.mjs': HANG_MJS } } },
-      hang_forever: { config: jsConfig('hang_forever', INT_IO, OUT_IO, param('lifecycle_timeout_ms', '1500')), versions: { 1: { 'model.mjs': HANG_MJS } } },
+      hang_forever: { config: jsConfig('hang_forever', INT_IO, OUT_IO, param('lifecycle_timeout_ms', '4000')), versions: { 1: { 'model.mjs': HANG_MJS } } },
       crash: { config: jsConfig('crash', INT_IO, OUT_IO), versions: { 1: { 'model.mjs': CRASH_MJS } } },
       bls: { config: jsConfig('bls', [['MODEL', 'TYPE_STRING', [1]], ['IN', 'TYPE_INT32', [4]]], OUT_IO), versions: { 1: { 'model.mjs': BLS_MJS } } },
       sender: { config: jsConfig('sender', INT_IO, OUT_IO), versions: { 1: { 'model.mjs': SENDER_MJS } } },
@@ -324,12 +324,14 @@ describe('JavaScript backend', () => {
   });
 
   it('a hung model does not stall others, and unloading it terminates the thread', async () => {
+    // lifecycle_timeout_ms also bounds loading: 4 s leaves room for a loaded machine to start the thread.
+    expect(engine.isModelReady('hang_forever'), 'hang_forever loaded within its lifecycle_timeout_ms').toBe(true);
     const hung = errorOf(engine.infer(request('hang_forever', [inInt([1])])));
     await new Promise((r) => setTimeout(r, 50));
     expect(int32s((await engine.infer(request('identity', [inInt([8])]))).outputs[0]!.data)).toEqual([8]);
     const started = Date.now();
     await engine.unloadModel('hang_forever');
-    expect(Date.now() - started).toBeLessThan(5000);
+    expect(Date.now() - started).toBeLessThan(10_000);
     const err = await hung;
     expect(err.code).toBe('unavailable');
     expect(err.message).toContain("JavaScript model 'hang_forever' was unloaded before its request completed");

@@ -6,7 +6,8 @@
 // Tensors on the wire: { name, datatype, shape, data: Uint8Array } with Triton's byte layout
 // (little-endian elements; BYTES as 4-byte length + bytes per element). Tensors for the model:
 // `Tensor` with `data` as a typed array (BOOL → Uint8Array of 0/1, FP16/BF16 → Uint16Array of
-// raw bits, INT64/UINT64 → BigInt64Array/BigUint64Array) or, for BYTES, an array of Buffers.
+// raw bits, INT64/UINT64 → BigInt64Array/BigUint64Array) or, for BYTES, an array of Buffers. A model
+// may give FP16 data as a Float16Array (Node.js 24+); it is taken as its bit patterns.
 
 /** Error codes a model may give a `TritonError` (the server's taxonomy; Triton's names as keys). */
 export const ErrorCode = Object.freeze({
@@ -57,6 +58,10 @@ const INFERRED = new Map([
   [Float32Array, 'FP32'],
   [Float64Array, 'FP64'],
 ]);
+// Node.js 24 and newer have Float16Array: a model may hand one out for FP16. Its bytes are the bit
+// patterns, so it is viewed as Uint16Array (never converted value by value: NaN payloads and -0 stay).
+const Float16 = globalThis.Float16Array;
+if (Float16 !== undefined) INFERRED.set(Float16, 'FP16');
 const DATATYPES = new Set([...Object.keys(ARRAYS), 'BYTES']);
 
 const elementCount = (shape) => shape.reduce((n, d) => n * d, 1);
@@ -84,6 +89,7 @@ function normalizeData(name, datatype, data) {
   }
   const Ctor = ARRAYS[datatype];
   if (data instanceof Ctor) return data;
+  if (datatype === 'FP16' && Float16 !== undefined && data instanceof Float16) return new Uint16Array(data.buffer, data.byteOffset, data.length);
   const values = ArrayBuffer.isView(data) ? Array.from(data) : data;
   if (!Array.isArray(values)) throw new TritonError(`tensor '${name}': data must be a typed array or an array`, ErrorCode.INVALID_ARG);
   const wide = Ctor === BigInt64Array || Ctor === BigUint64Array;

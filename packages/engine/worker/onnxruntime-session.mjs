@@ -3,6 +3,8 @@
 // onnxruntime-node's `session.run` computes synchronously on the calling thread, so each model
 // instance runs here, off the server's event loop; instances of one model run in parallel.
 // Plain JavaScript on purpose: it is loaded as-is from `src/` (tests) and from `dist/`.
+// Tensors cross onnxruntime only through @switchyard/ort (float16 as Uint16Array bit patterns in
+// both directions, on every Node.js).
 //
 // Protocol (parent → worker): {type:'run', id, feeds:{name:{type,dims,data}}, fetches:[name]}
 //                             {type:'release'}
@@ -18,6 +20,7 @@
 // TypeScript sources.) Truncated data never gets here: the engine checked every BYTES input.
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
+import { runOrtSession } from '@switchyard/ort';
 
 const utf8 = new TextDecoder('utf-8');
 
@@ -72,9 +75,9 @@ parentPort.on('message', async (msg) => {
     if (session === undefined) throw new Error('session released');
     const feeds = {};
     for (const [name, t] of Object.entries(msg.feeds)) {
-      feeds[name] = new ort.Tensor(t.type, t.type === 'string' ? deserializeStringElements(t.data) : t.data, t.dims);
+      feeds[name] = t.type === 'string' ? { type: t.type, dims: t.dims, data: deserializeStringElements(t.data) } : t;
     }
-    const produced = await session.run(feeds, msg.fetches);
+    const produced = await runOrtSession(session, feeds, msg.fetches);
     const outputs = {};
     const transfer = [];
     for (const name of msg.fetches) {

@@ -3,6 +3,7 @@
 // SessionThread adapter). Tensor shapes are structurally those of the engine's thread protocol.
 
 import * as ort from 'onnxruntime-node';
+import { runOrtSession } from '@switchyard/ort';
 
 export type DecoderTensorType = 'int64' | 'float32' | 'float16';
 
@@ -40,26 +41,8 @@ export async function createOrtDecoderSession(model: string | Uint8Array, option
     inputMetadata: meta(session.inputMetadata),
     outputMetadata: meta(session.outputMetadata),
     async run(feeds) {
-      const input: Record<string, ort.Tensor> = {};
-      for (const [name, t] of Object.entries(feeds)) input[name] = new ort.Tensor(t.type as 'float32', t.data as Float32Array, [...t.dims]);
-      const out = await session.run(input);
-      const result: Record<string, DecoderTensor> = {};
-      for (const [name, t] of Object.entries(out)) result[name] = { type: t.type, dims: [...t.dims], data: tensorData(t) };
-      return result;
+      return (await runOrtSession(session, feeds)) as Record<string, DecoderTensor>;
     },
     release: () => session.release(),
   };
-}
-
-/**
- * An output's data in the DecoderTensor convention. float16 stays as Uint16Array bit patterns even where
- * onnxruntime hands out a Float16Array (runtimes that have one): the same bytes, viewed as Uint16Array.
- */
-function tensorData(t: ort.Tensor): DecoderTensor['data'] {
-  const d = t.data as DecoderTensor['data'] | ArrayBufferView;
-  if (t.type === 'float16' && !(d instanceof Uint16Array)) {
-    const view = d as ArrayBufferView;
-    return new Uint16Array(view.buffer, view.byteOffset, view.byteLength / 2);
-  }
-  return d as DecoderTensor['data'];
 }

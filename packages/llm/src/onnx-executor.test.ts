@@ -205,8 +205,8 @@ describe('OnnxExecutor through EngineCore', () => {
     });
   }
 
-  it('a prefix-cache hit gives the same output as a miss, and its tokens are not recomputed', async () => {
-    const h = harness();
+  it.each(['FLOAT', 'FLOAT16'] as const)('a prefix-cache hit gives the same output as a miss, and its tokens are not recomputed (%s KV)', async (kvType) => {
+    const h = harness({ kvType });
     const prompt = promptOf(14, 2);
     h.add('miss', prompt, 8, { logprobs: true });
     await h.drain();
@@ -216,14 +216,14 @@ describe('OnnxExecutor through EngineCore', () => {
     expect(h.seqs.get('miss')!.numCachedTokens).toBe(0);
     expect(h.seqs.get('hit')!.numCachedTokens).toBe(12);
     expect(h.computed() - missComputed).toBe(missComputed - 12);
-    const want = await oracle(prompt, 8);
+    const want = await oracle(prompt, 8, kvType);
     expect(got.get('miss')).toEqual(want.tokens);
     expect(got.get('hit')).toEqual(want.tokens);
     expectCloseAll(h.logprobs.get('hit'), want.logprobs, 4);
     // A prompt sharing only the first two blocks also matches its own recompute.
     const branch = [...prompt.slice(0, 8), 5, 6, 7];
     h.add('branch', branch, 6);
-    expect((await h.drain()).get('branch')).toEqual(await recompute(branch, 6));
+    expect((await h.drain()).get('branch')).toEqual(await recompute(branch, 6, kvType));
     expect(h.seqs.get('branch')!.numCachedTokens).toBe(8);
   });
 
@@ -248,12 +248,13 @@ describe('OnnxExecutor through EngineCore', () => {
     expect(h.storedHashes()).toHaveLength(stored);
   });
 
-  it('preemption with recompute (a cache too small for all sequences) gives identical output', async () => {
+  // Re-prefill after preemption is what a migrated stream does on its new worker: prompt + tokens so far.
+  it.each(['FLOAT', 'FLOAT16'] as const)('preemption with recompute (a cache too small for all sequences) gives identical output (%s KV)', async (kvType) => {
     const prompts = Array.from({ length: 6 }, (_, i) => promptOf(9 + i, 40 + i));
-    const big = harness();
+    const big = harness({ kvType });
     prompts.forEach((p, i) => big.add(`r${i}`, p, 16));
     const want = await big.drain();
-    const small = harness({ numBlocks: 16, maxNumSeqs: 6 });
+    const small = harness({ kvType, numBlocks: 16, maxNumSeqs: 6 });
     prompts.forEach((p, i) => small.add(`r${i}`, p, 16, { logprobs: true }));
     const got = await small.drain();
     expect(got).toEqual(want);
@@ -261,9 +262,10 @@ describe('OnnxExecutor through EngineCore', () => {
     expect([...big.seqs.values()].every((s) => s.numPreemptions === 0)).toBe(true);
     expect(small.kv.stats().active).toBe(0);
     for (const [i, p] of prompts.entries()) {
-      const want = await oracle(p, 16);
+      const want = await oracle(p, 16, kvType);
       expect(got.get(`r${i}`)).toEqual(want.tokens);
-      expectCloseAll(small.logprobs.get(`r${i}`), want.logprobs, 4);
+      // fp16 KV: a re-prefill rounds the generated tokens' keys in another order than their decodes did.
+      expectCloseAll(small.logprobs.get(`r${i}`), want.logprobs, kvType === 'FLOAT16' ? 3 : 4);
     }
   });
 

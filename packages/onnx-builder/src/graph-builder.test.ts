@@ -1,5 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import * as ort from 'onnxruntime-node';
+import { runOrtSession } from '@switchyard/ort';
 import { floatAttr, GraphBuilder, stringsAttr, tensorAttr } from './graph-builder.js';
 import { decodeModelProto } from './onnx-proto.js';
 
@@ -70,7 +71,7 @@ describe('GraphBuilder.buildModel', () => {
     g.output('T', 'INT32', []).node('Constant', [], ['T'], { value: tensorAttr({ elemType: 'INT32', dims: [], values: [7] }) });
     g.output('Z', 'FLOAT', [0]).initializer('CZ', 'FLOAT', [0], []).node('Identity', ['CZ'], ['Z']);
     const session = await ort.InferenceSession.create(g.buildModel());
-    const out = await session.run({ X: new ort.Tensor('int64', new BigInt64Array([0n]), [1]) });
+    const out = await runOrtSession(session, { X: { type: 'int64', data: new BigInt64Array([0n]), dims: [1] } });
     expect(Array.from(out['I64']!.data as BigInt64Array)).toEqual([-5n, 2n ** 40n]);
     expect(out['F16']!.type).toBe('float16');
     expect(Array.from(out['F16']!.data as Uint16Array)).toEqual([0x3c00, 0xb800]);

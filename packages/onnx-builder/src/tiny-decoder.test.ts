@@ -1,13 +1,13 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import * as ort from 'onnxruntime-node';
+import { runOrtSession, type OrtTensorValue } from '@switchyard/ort';
 import { buildTinyDecoderModel, pastKeyName, pastValueName, presentKeyName, presentValueName } from './tiny-decoder.js';
 import { TINY_DECODER_SHAPE as S } from './tiny-tokenizer-files.js';
 
 type KvType = 'FLOAT' | 'FLOAT16';
-type Feeds = Record<string, ort.Tensor>;
+type Feeds = Record<string, OrtTensorValue>;
 
-const int64 = (values: number[], dims: number[]): ort.Tensor =>
-  new ort.Tensor('int64', BigInt64Array.from(values.map(BigInt)), dims);
+const int64 = (values: number[], dims: number[]): OrtTensorValue => ({ type: 'int64', data: BigInt64Array.from(values.map(BigInt)), dims });
 
 function emptyPast(kv: KvType, batch: number): Feeds {
   const feeds: Feeds = {};
@@ -15,8 +15,8 @@ function emptyPast(kv: KvType, batch: number): Feeds {
     for (const name of [pastKeyName(n), pastValueName(n)]) {
       feeds[name] =
         kv === 'FLOAT'
-          ? new ort.Tensor('float32', new Float32Array(0), [batch, S.numKvHeads, 0, S.headDim])
-          : new ort.Tensor('float16', new Uint16Array(0), [batch, S.numKvHeads, 0, S.headDim]);
+          ? { type: 'float32', data: new Float32Array(0), dims: [batch, S.numKvHeads, 0, S.headDim] }
+          : { type: 'float16', data: new Uint16Array(0), dims: [batch, S.numKvHeads, 0, S.headDim] };
     }
   }
   return feeds;
@@ -36,7 +36,7 @@ async function greedy(session: ort.InferenceSession, kv: KvType, prompt: number[
   for (let step = 0; step < steps; step++) {
     const fresh = cached ? tokens.slice(done) : tokens;
     const start = cached ? done : 0;
-    const out = await session.run({
+    const out = await runOrtSession(session, {
       input_ids: int64(fresh, [1, fresh.length]),
       attention_mask: int64(new Array<number>(start + fresh.length).fill(1), [1, start + fresh.length]),
       position_ids: int64(fresh.map((_, i) => start + i), [1, fresh.length]),
@@ -89,13 +89,13 @@ describe.each<KvType>(['FLOAT', 'FLOAT16'])('buildTinyDecoderModel (KV %s)', (kv
   });
 
   it('present = past with the new keys appended', async () => {
-    const out = await session.run({
+    const out = await runOrtSession(session, {
       input_ids: int64([5, 6, 7], [1, 3]),
       attention_mask: int64([1, 1, 1], [1, 3]),
       position_ids: int64([0, 1, 2], [1, 3]),
       ...emptyPast(kv, 1),
     });
-    const next = await session.run({
+    const next = await runOrtSession(session, {
       input_ids: int64([8], [1, 1]),
       attention_mask: int64([1, 1, 1, 1], [1, 4]),
       position_ids: int64([3], [1, 1]),
@@ -129,7 +129,7 @@ describe.each<KvType>(['FLOAT', 'FLOAT16'])('buildTinyDecoderModel (KV %s)', (kv
     let seqLen = width;
     const produced: number[][] = [[], []];
     for (let step = 0; step < steps; step++) {
-      const out = await session.run({
+      const out = await runOrtSession(session, {
         input_ids: int64(ids, [2, seqLen]),
         attention_mask: int64(mask.flat(), [2, mask[0]!.length]),
         position_ids: int64(pos, [2, seqLen]),
@@ -171,7 +171,7 @@ describe.each<KvType>(['FLOAT', 'FLOAT16'])('buildTinyDecoderModel (KV %s)', (kv
       mask.push(...m);
       pos.push(...p);
     }
-    const batched = await session.run({
+    const batched = await runOrtSession(session, {
       input_ids: int64(ids, [2, width]),
       attention_mask: int64(mask, [2, width]),
       position_ids: int64(pos, [2, width]),
@@ -180,7 +180,7 @@ describe.each<KvType>(['FLOAT', 'FLOAT16'])('buildTinyDecoderModel (KV %s)', (kv
     const bl = batched['logits']!.data as Float32Array;
     for (let b = 0; b < 2; b++) {
       const s = seqs[b]!;
-      const alone = await session.run({
+      const alone = await runOrtSession(session, {
         input_ids: int64(s, [1, s.length]),
         attention_mask: int64(s.map(() => 1), [1, s.length]),
         position_ids: int64(s.map((_, i) => i), [1, s.length]),

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import OpenAI, { type APIError } from 'openai';
+import { VERSION as OPENAI_SDK_VERSION } from 'openai/version';
 import { internal } from '@switchyard/common';
 import { ServerSettings } from '../settings.js';
 import { SharedMemoryManager } from '../shared-memory.js';
@@ -40,6 +41,12 @@ describe('OpenAI door (/v1) driven by the openai SDK', () => {
   });
   afterAll(async () => {
     await door.close();
+  });
+
+  it(`drives the SDK line this Node.js supports: openai ${OPENAI_SDK_VERSION} on Node.js ${process.version}`, () => {
+    // vitest.config.ts resolves 'openai' to the openai7 alias (npm:openai@7.x) on Node.js 22 and newer.
+    const nodeMajor = Number(process.versions.node.split('.')[0]);
+    expect(OPENAI_SDK_VERSION.split('.')[0]).toBe(nodeMajor >= 22 ? '7' : '6');
   });
 
   it('models.list lists every ready LLM; models.retrieve takes ids with a slash; unknown ids are 404', async () => {

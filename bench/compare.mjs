@@ -1,0 +1,29 @@
+// Side by side: the worker section's ratios of two or more `npm run bench` results files, e.g. the
+// same machine on two Node.js lines. A program, not a test.
+//
+//   node bench/compare.mjs bench/results/<a>-node20.json bench/results/<b>-node26.json
+import { readFileSync } from 'node:fs';
+
+const files = process.argv.slice(2);
+if (files.length < 2) {
+  console.error('usage: node bench/compare.mjs <results.json> <results.json> [...]');
+  process.exit(2);
+}
+const runs = files.map((f) => JSON.parse(readFileSync(f, 'utf8')));
+for (const [i, r] of runs.entries()) {
+  if (r.ratios === undefined) {
+    console.error(`${files[i]}: no worker section (run the bench with --only worker, or without --only)`);
+    process.exit(1);
+  }
+}
+const label = (r) => `${r.machine.node}${r.durationMs < 2500 ? ' quick' : ''}`;
+const rows = runs[0].ratios.map((row, k) => {
+  const out = { mode: row.mode, c: row.concurrency };
+  for (const r of runs) {
+    out[`served/bare ${label(r)}`] = r.ratios[k]['served/bare throughput'];
+    out[`served/raw ${label(r)}`] = r.ratios[k]['served/raw throughput'];
+  }
+  return out;
+});
+console.log(runs.map((r) => `${label(r)}: ${r.date}, ${r.machine.cpus} cpus`).join('\n'));
+console.table(rows);
