@@ -78,7 +78,7 @@ describe('system shared memory over HTTP', () => {
     expect((await get(`${worker.httpUrl}/v2/systemsharedmemory/status`)).json()).toEqual([]);
   });
 
-  it('a shared_memory_byte_size past what one buffer holds is a 400 before anything is read', async () => {
+  it('a shared_memory_byte_size past the 4 GiB tensor bound is a 400 before anything is read', async () => {
     // A sparse 4.5 GiB region (tmpfs allocates nothing until written).
     const bigKey = `/${tag}_big`;
     const size = 4.5 * 2 ** 30;

@@ -47,12 +47,13 @@ export function fixedByteSize(datatype: DataType, shape: readonly number[]): num
 }
 
 /**
- * The largest tensor this server can hold, in bytes: one buffer's maximum length on this runtime
- * (`buffer.constants.MAX_LENGTH`; 4 GiB on Node 20), never more than 2^53 - 1 so that sizes stay
- * exact. Triton's bound is INT64_MAX bytes; a larger tensor could never be allocated here, so
- * refusing it up front turns an allocation failure into a client error.
+ * The largest tensor this server takes, in bytes: 4 GiB on every Node.js (one buffer's maximum on
+ * Node 20; newer lines allow larger buffers, and the bound must not depend on the runtime a worker
+ * happens to run on). Triton's bound is INT64_MAX bytes; a tensor past this one could not be
+ * allocated on Node 20 and is never sane to buffer, so refusing it up front turns an allocation
+ * failure into a client error.
  */
-export const MAX_TENSOR_BYTE_SIZE = Math.min(bufferConstants.MAX_LENGTH, Number.MAX_SAFE_INTEGER);
+export const MAX_TENSOR_BYTE_SIZE = Math.min(bufferConstants.MAX_LENGTH, 2 ** 32);
 
 /** Triton's element count bound (INT64_MAX), as it prints it. */
 const MAX_ELEMENT_COUNT_TEXT = '9223372036854775807';

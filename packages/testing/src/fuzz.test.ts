@@ -11,9 +11,8 @@ describe('fuzz helpers', () => {
     expect(jsonText(undefined)).toBe('');
   });
 
-  it('jsonText writes a value nested DEEP_NESTING deep, which JSON.stringify cannot', () => {
+  it('jsonText writes a value nested DEEP_NESTING deep, which JSON.stringify cannot before Node 24', () => {
     const deep = nested(DEEP_NESTING);
-    expect(() => JSON.stringify(deep)).toThrow(RangeError);
     expect(jsonText(deep)).toBe(nestedText(DEEP_NESTING));
   });
 
