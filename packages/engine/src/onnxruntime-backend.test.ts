@@ -3,7 +3,7 @@ import { deserializeBytesElements, serializeBytesElements, type DataType } from 
 import type { Backend, BackendInstance, BackendModel } from './backend.js';
 import { createEngine, type Engine } from './engine.js';
 import { silentLogger } from '@switchyard/common';
-import { normalizeModelConfig, parseModelConfigText } from '@switchyard/model-config';
+import { normalizeModelConfig, parseModelConfigText, type ModelConfig } from '@switchyard/model-config';
 import { OnnxRuntimeBackend } from './onnxruntime-backend.js';
 import { normalizeRequest } from './request-normalizer.js';
 import { buildIdentityModel, GraphBuilder, type ElemTypeName } from '@switchyard/onnx-builder';
@@ -194,18 +194,7 @@ describe('onnxruntime backend', () => {
 
 describe('onnxruntime backend batched execution', () => {
   it('refuses BYTES ORT cannot carry unchanged (not UTF-8, a NUL) per request; the rest of the batch runs', async () => {
-    const repo = await createRepository({ bytes: { versions: { 1: { 'model.onnx': buildIdentityModel('STRING', ['batch', 2]) } } } });
-    try {
-      const backend = new OnnxRuntimeBackend();
-      const config = normalizeModelConfig(
-        parseModelConfigText(
-          'name: "bytes" backend: "onnxruntime" max_batch_size: 8 input { name: "INPUT0" data_type: TYPE_STRING dims: [ 2 ] } output { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 2 ] }',
-        ),
-        { modelName: 'bytes' },
-      );
-      const context = { modelName: 'bytes', version: 1, modelPath: `${repo.root}/bytes`, versionPath: `${repo.root}/bytes/1`, config, logger: silentLogger };
-      const model = await backend.loadModel(context);
-      const instance = await model.createInstance({ name: 'bytes_0', kind: 'KIND_CPU', index: 0 });
+    await withBytesIdentity(async ({ config, instance }) => {
       const raw = serializeBytesElements([new TextEncoder().encode('ok'), Uint8Array.of(0x61, 0xff, 0xfe)]);
       const r1 = normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [1, 2], ['a', 'b'])], { id: '1' }));
       const bad = normalizeRequest(config, request('bytes', [tensor('INPUT0', 'BYTES', [1, 2], raw)], { id: 'bad' }));
@@ -232,26 +221,11 @@ describe('onnxruntime backend batched execution', () => {
       expect('error' in cut && cut.error.message).toBe(
         "[request id: nul] element 0 of input 'INPUT0' for model 'bytes' holds a NUL byte: the onnxruntime backend passes BYTES to ONNX Runtime as C strings, which end at the first NUL",
       );
-      await instance.release();
-      await model.release();
-    } finally {
-      await repo.cleanup();
-    }
+    });
   });
 
   it('concatenates several requests along the batch dimension and splits the outputs back', async () => {
-    const repo = await createRepository({ bytes: { versions: { 1: { 'model.onnx': buildIdentityModel('STRING', ['batch', 2]) } } } });
-    try {
-      const backend = new OnnxRuntimeBackend();
-      const config = normalizeModelConfig(
-        parseModelConfigText(
-          'name: "bytes" backend: "onnxruntime" max_batch_size: 8 input { name: "INPUT0" data_type: TYPE_STRING dims: [ 2 ] } output { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 2 ] }',
-        ),
-        { modelName: 'bytes' },
-      );
-      const context = { modelName: 'bytes', version: 1, modelPath: `${repo.root}/bytes`, versionPath: `${repo.root}/bytes/1`, config, logger: silentLogger };
-      const model = await backend.loadModel(context);
-      const instance = await model.createInstance({ name: 'bytes_0', kind: 'KIND_CPU', index: 0 });
+    await withBytesIdentity(async ({ config, instance }) => {
       const r1 = normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [1, 2], ['a', 'b'])], { id: '1' }));
       const r2 = normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [2, 2], ['c', 'd', 'e', 'f'])], { id: '2' }));
       const outcome = await instance.execute([r1, r2]);
@@ -263,10 +237,34 @@ describe('onnxruntime backend batched execution', () => {
       expect(decode(0)).toEqual({ shape: [1, 2], values: ['a', 'b'] });
       expect(decode(1)).toEqual({ shape: [2, 2], values: ['c', 'd', 'e', 'f'] });
       expect(outcome.timing.computeEndNs >= outcome.timing.computeStartNs).toBe(true);
-      await instance.release();
-      await model.release();
-    } finally {
-      await repo.cleanup();
-    }
+    });
   });
 });
+
+/**
+ * A BYTES identity ONNX model (`INPUT0` → `OUTPUT0`, dims [2], batching up to 8) loaded with one
+ * instance for `body`; released and removed afterwards.
+ */
+async function withBytesIdentity(body: (m: { config: ModelConfig; instance: BackendInstance }) => Promise<void>): Promise<void> {
+  const repo = await createRepository({ bytes: { versions: { 1: { 'model.onnx': buildIdentityModel('STRING', ['batch', 2]) } } } });
+  try {
+    const backend = new OnnxRuntimeBackend();
+    const config = normalizeModelConfig(
+      parseModelConfigText(
+        'name: "bytes" backend: "onnxruntime" max_batch_size: 8 input { name: "INPUT0" data_type: TYPE_STRING dims: [ 2 ] } output { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 2 ] }',
+      ),
+      { modelName: 'bytes' },
+    );
+    const context = { modelName: 'bytes', version: 1, modelPath: `${repo.root}/bytes`, versionPath: `${repo.root}/bytes/1`, config, logger: silentLogger };
+    const model = await backend.loadModel(context);
+    const instance = await model.createInstance({ name: 'bytes_0', kind: 'KIND_CPU', index: 0 });
+    try {
+      await body({ config, instance });
+    } finally {
+      await instance.release();
+      await model.release();
+    }
+  } finally {
+    await repo.cleanup();
+  }
+}
