@@ -206,21 +206,7 @@ export function http2Connection(address: string): Promise<{ session: http2.Clien
 
 /** A TCP connection that sends nothing: resolves with how long until the server closed it, or gives up. */
 export function silentConnection(address: string, giveUpMs = 30_000): Promise<{ elapsedMs: number; gaveUp: boolean }> {
-  const colon = address.lastIndexOf(':');
-  return new Promise((resolve) => {
-    const start = Date.now();
-    const socket = net.connect(Number(address.slice(colon + 1)), address.slice(0, colon));
-    socket.on('error', () => {});
-    socket.on('data', () => {});
-    const giveUp = setTimeout(() => {
-      socket.destroy();
-      resolve({ elapsedMs: Date.now() - start, gaveUp: true });
-    }, giveUpMs);
-    socket.on('close', () => {
-      clearTimeout(giveUp);
-      resolve({ elapsedMs: Date.now() - start, gaveUp: false });
-    });
-  });
+  return timeUntilClosed(address, giveUpMs, () => {});
 }
 
 /**
@@ -229,17 +215,22 @@ export function silentConnection(address: string, giveUpMs = 30_000): Promise<{ 
  * the connection, or gives up.
  */
 export function deadPeer(address: string, giveUpMs = 30_000): Promise<{ elapsedMs: number; gaveUp: boolean }> {
+  return timeUntilClosed(address, giveUpMs, (socket) => {
+    const settings = Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    const settingsAck = Buffer.from([0, 0, 0, 4, 1, 0, 0, 0, 0]);
+    socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'), settings, settingsAck]));
+  });
+}
+
+/** A raw connection to `host:port` that says `hello` once connected, then only listens: how long until the server closes it, or gives up. */
+function timeUntilClosed(address: string, giveUpMs: number, hello: (socket: net.Socket) => void): Promise<{ elapsedMs: number; gaveUp: boolean }> {
   const colon = address.lastIndexOf(':');
   return new Promise((resolve) => {
     const start = Date.now();
     const socket = net.connect(Number(address.slice(colon + 1)), address.slice(0, colon));
     socket.on('error', () => {});
     socket.on('data', () => {});
-    socket.on('connect', () => {
-      const settings = Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]);
-      const settingsAck = Buffer.from([0, 0, 0, 4, 1, 0, 0, 0, 0]);
-      socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'), settings, settingsAck]));
-    });
+    socket.on('connect', () => hello(socket));
     const giveUp = setTimeout(() => {
       socket.destroy();
       resolve({ elapsedMs: Date.now() - start, gaveUp: true });
