@@ -29,7 +29,7 @@
  * for `kind: 'llm'` also `LlmCardMetadata`.
  */
 import type { ErrorCode } from '@switchyard/common';
-import type { KvCacheEvent, SnapshotBlock } from '@switchyard/llm';
+import type { KvCacheEvent, KvLayout, SnapshotBlock } from '@switchyard/llm';
 
 /** The component every worker's endpoints live under (Dynamo's `backend`). */
 export const WORKER_COMPONENT = 'backend';
@@ -59,7 +59,49 @@ export interface WireGenerateRequest {
   readonly requestId: string;
   readonly promptTokenIds: readonly number[];
   readonly sampling: { readonly [k: string]: unknown };
+  /** Disaggregation, prefill side: the final output carries `kvTransfer` (see WireKvTransferHandle). */
   readonly prefillOnly?: boolean;
+  /** Tokens already generated for this request elsewhere (GenerateRequest.outputTokenIds); `sampling.max_tokens` includes them. */
+  readonly outputTokenIds?: readonly number[];
+  /** Disaggregation, decode side: pull the prompt's blocks from here before generating (else prefill locally). */
+  readonly kvTransfer?: WireKvTransferHandle;
+}
+
+/** Worker roles (`--role`): aggregated workers prefill and decode; prefill workers only ever run prefill-only requests. */
+export type WorkerRole = 'aggregated' | 'prefill' | 'decode';
+
+/**
+ * Where a prefill worker keeps a request's KV: its transfer address and the engine's lease
+ * (llm KvTransferLease), on the final output of a prefill-only request; the router hands it on, unchanged,
+ * in the decode request.
+ */
+export interface WireKvTransferHandle {
+  /** `host:port` of the prefill worker's KV transfer server. */
+  readonly address: string;
+  /** The prefill worker's instance id. */
+  readonly instanceId: string;
+  readonly leaseId: string;
+  /** Sequence hashes of the prompt's full blocks, in order. */
+  readonly blockHashes: readonly string[];
+  readonly layout: KvLayout;
+  /** The seed the first token was sampled with; the decode request samples on with it. */
+  readonly seed: number;
+}
+
+/**
+ * Decode worker → router, on the first output of a request that came with `kvTransfer`: what the
+ * import did. `fallback` set: the blocks could not be used (layout mismatch, lease gone, transfer
+ * failed or corrupt) and this worker prefilled locally; the reason is a sentence for the log.
+ */
+export interface WireKvImportReport {
+  /** Blocks pulled from the prefill worker. */
+  readonly pulledBlocks: number;
+  /** Leading prompt blocks this worker already held (not pulled). */
+  readonly cachedBlocks: number;
+  readonly bytes: number;
+  /** Wall time of the pull and import, ms. */
+  readonly ms: number;
+  readonly fallback?: string;
 }
 
 /** Worker → router: one GenerateOutput (llm-endpoint.ts), field for field. */
@@ -69,6 +111,10 @@ export interface WireGenerateOutput {
   readonly stopReason: number | null;
   readonly logprobs?: readonly number[];
   readonly usage?: { readonly promptTokens: number; readonly completionTokens: number; readonly cachedTokens: number };
+  /** Prefill-only requests: on the final output when it finished with 'length'. */
+  readonly kvTransfer?: WireKvTransferHandle;
+  /** Requests that came with `kvTransfer`: on the first output. */
+  readonly kvImport?: WireKvImportReport;
 }
 
 // ---- infer (KServe tensor models) -----------------------------------------------------------------
@@ -215,6 +261,10 @@ export interface LlmCardMetadata extends TensorCardMetadata {
   readonly created: number;
   /** false: this worker publishes no KV events; routers route it in approximate mode. */
   readonly kvEvents: boolean;
+  /** The worker's role; absent = 'aggregated' (workers from before disaggregation). */
+  readonly role?: WorkerRole;
+  /** Where this worker serves and takes KV blocks; absent when it has no transfer plane. */
+  readonly kvTransfer?: { readonly address: string; readonly layout: KvLayout };
 }
 
 /** `ModelCard.metadata` of a KServe tensor model (`kind: 'tensor'`): enough to answer metadata and config without a round trip. */

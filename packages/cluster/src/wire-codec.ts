@@ -310,8 +310,10 @@ export function generateOutputToWire(output: GenerateOutput): WireGenerateOutput
   };
 }
 
+/** The engine-level output; the disaggregation fields (`kvTransfer`, `kvImport`) are the router's, not the caller's. */
 export function generateOutputFromWire(output: WireGenerateOutput): GenerateOutput {
-  return output;
+  const { kvTransfer: _handle, kvImport: _report, ...rest } = output;
+  return rest;
 }
 
 export function decodeWireGenerateOutput(value: unknown): WireGenerateOutput {

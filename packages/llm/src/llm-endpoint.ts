@@ -10,6 +10,7 @@ import type { FinishReason } from './stop-checker.js';
 import type { ChatTemplate } from './chat-template.js';
 import type { Tokenizer } from './tokenizer.js';
 import type { KvEventSink, KvSnapshot } from './kv-events.js';
+import type { KvImport, KvTransferLease, LlmKvTransfer } from './kv-transfer.js';
 
 /** One generation, as an engine receives it. */
 export interface GenerateRequest {
@@ -22,8 +23,23 @@ export interface GenerateRequest {
    * the engine: the caller matches them on text and aborts the request (signal).
    */
   readonly sampling: CompiledSamplingParams;
-  /** Disaggregation: compute the prompt, return one token, keep the prompt blocks cached. */
+  /**
+   * Disaggregation, prefill side: compute the prompt, sample one token, finish. The final output of a
+   * request that finishes with 'length' carries `kvTransfer` (the prompt's full blocks pinned under a lease).
+   */
   readonly prefillOnly?: boolean;
+  /**
+   * Tokens already generated for this request elsewhere (the prefill worker's first token; tokens
+   * streamed before a migration). They count as output, not prompt: `max_tokens` includes them,
+   * penalties see them as output, and a seeded sampler continues after their draws (one per token when
+   * temperature > 0), so the continuation equals an uninterrupted run. Only new tokens are streamed.
+   */
+  readonly outputTokenIds?: readonly number[];
+  /**
+   * Disaggregation, decode side: blocks imported for this prompt (LlmKvTransfer.beginImport); they are
+   * prefix-cache hits at admission. The engine releases the import when the request finishes.
+   */
+  readonly kvImport?: KvImport;
 }
 
 /** Token usage, OpenAI's meaning. */
@@ -48,6 +64,8 @@ export interface GenerateOutput {
   /** Natural-log probabilities of `tokenIds` when sampling.logprobs, else absent. */
   readonly logprobs?: readonly number[];
   readonly usage?: GenerateUsage;
+  /** On the final output of a `prefillOnly` request that finished with 'length': where its KV waits. */
+  readonly kvTransfer?: KvTransferLease;
 }
 
 /** Describes a served LLM to frontends (Dynamo's model deployment card, the part a router needs). */
@@ -123,6 +141,8 @@ export interface LlmEndpoint {
    * when the engine does not expose its cache (test doubles); routers then route approximately.
    */
   readonly kv?: LlmKvSource;
+  /** Disaggregation: lease, export and import of KV blocks. Absent in engines that cannot (test doubles). */
+  readonly kvTransfer?: LlmKvTransfer;
 }
 
 /** KV events and snapshots of one engine (kv-events.ts has the event contract). */

@@ -67,6 +67,18 @@ export type { EventMessage, EventPlane, SubscribeOptions } from './event-plane.j
 export { MemoryDiscovery, MemoryDiscoveryStore } from './memory-discovery.js';
 export type { LeaseState } from './memory-discovery.js';
 export { MemoryRequestBroker, MemoryRequestPlane } from './memory-request-plane.js';
+export { DEFAULT_KV_PULL_TIMEOUT_MS } from './kv-transfer/kv-transfer-plane.js';
+export type {
+  KvBlockProvider,
+  KvPullOptions,
+  KvPullRequest,
+  KvReleaseRequest,
+  KvTransferBlock,
+  KvTransferCounters,
+  KvTransferPlane,
+  KvTransferServeOptions,
+  KvTransferServer,
+} from './kv-transfer/kv-transfer-plane.js';
 export { MemoryEventPlane, MemoryEventStore } from './memory-event-plane.js';
 export { EtcdDiscovery } from './etcd-discovery.js';
 export type { EtcdDiscoveryOptions } from './etcd-discovery.js';
