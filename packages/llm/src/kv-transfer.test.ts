@@ -211,6 +211,10 @@ describe('KV transfer on the mocker', () => {
     // A lease reads only its own blocks.
     expect(() => a.xfer.readBlocks(lease.leaseId, ['0123456789abcdef'])).toThrow(expect.objectContaining({ code: 'invalid_argument' }));
     expect(() => a.xfer.readBlocks('nope', [])).toThrow(expect.objectContaining({ code: 'not_found' }));
+    expect(() => a.xfer.readBlocks(lease.leaseId, Array(6).fill(lease.blockHashes[0]))).toThrow(/6 blocks asked of a lease of 5/);
+    expect(() => a.xfer.readBlocks(lease.leaseId, 'x' as never)).toThrow(expect.objectContaining({ code: 'invalid_argument' }));
+    expect(() => a.xfer.readBlocks(7 as never, [])).toThrow(expect.objectContaining({ code: 'not_found' }));
+    expect(a.xfer.releaseLease({} as never)).toBe(false);
     a.xfer.releaseLease(lease.leaseId);
   });
 
