@@ -4,9 +4,10 @@
  * deadlines, cancellation, limits) the other must do too.
  */
 import * as net from 'node:net';
-import { SwitchyardError, capacityExhausted, invalidArgument, notFound } from '@switchyard/common';
+import { SwitchyardError, capacityExhausted, notFound } from '@switchyard/common';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { KvTransferOptions } from './kv-transfer-limits.js';
+import { TestProvider, bytesOf, hashOf } from '../test-support/kv-block-provider.js';
 import type { KvBlockProvider, KvPullRequest, KvTransferBlock, KvTransferPlane, KvTransferServeOptions, KvTransferServer } from './kv-transfer-plane.js';
 import { MemoryKvTransferNetwork, MemoryKvTransferPlane } from './memory-kv-transfer-plane.js';
 import { TcpKvTransferPlane } from './tcp-kv-transfer-plane.js';
@@ -38,48 +39,6 @@ const harnesses: Array<() => Harness> = [
     return { name: 'memory', plane: (options) => new MemoryKvTransferPlane(network, options), serveOptions: {}, deadAddress: async () => 'memory:1' };
   },
 ];
-
-export const hashOf = (i: number): string => (0x1234_0000_0000 + i * 7919).toString(16).padStart(16, '0');
-
-/** Deterministic bytes of block `i`, `size` long. */
-export function bytesOf(i: number, size: number): Uint8Array {
-  const b = new Uint8Array(size);
-  for (let k = 0; k < size; k++) b[k] = (i * 31 + k * 7 + (k >> 8)) & 0xff;
-  return b;
-}
-
-/** A provider over leases of model 'm' with layout digest 'L'; records its calls. */
-export class TestProvider implements KvBlockProvider {
-  readonly leases = new Map<string, Map<string, Uint8Array>>();
-  readonly reads: KvPullRequest[] = [];
-  /** Replaces `read` when set. */
-  override: ((r: KvPullRequest) => Promise<readonly KvTransferBlock[]> | readonly KvTransferBlock[]) | null = null;
-
-  lease(id: string, sizes: readonly number[]): string[] {
-    const blocks = new Map<string, Uint8Array>();
-    sizes.forEach((size, i) => blocks.set(hashOf(i), bytesOf(i, size)));
-    this.leases.set(id, blocks);
-    return [...blocks.keys()];
-  }
-
-  read(r: KvPullRequest): Promise<readonly KvTransferBlock[]> | readonly KvTransferBlock[] {
-    this.reads.push(r);
-    if (this.override) return this.override(r);
-    if (r.model !== 'm') throw notFound(`model ${r.model} is not served`);
-    const lease = this.leases.get(r.leaseId);
-    if (lease === undefined) throw notFound(`lease ${r.leaseId} is unknown or expired`);
-    if (r.layoutDigest !== 'L') throw invalidArgument(`layout digest ${r.layoutDigest} differs`);
-    return r.hashes.map((hash) => {
-      const data = lease.get(hash);
-      if (data === undefined) throw invalidArgument(`lease ${r.leaseId} does not hold ${hash}`);
-      return { hash, data };
-    });
-  }
-
-  release(r: { model: string; leaseId: string }): boolean {
-    return this.leases.delete(r.leaseId);
-  }
-}
 
 async function collect(it: AsyncIterable<readonly KvTransferBlock[]>): Promise<KvTransferBlock[][]> {
   const chunks: KvTransferBlock[][] = [];
