@@ -257,6 +257,16 @@ describe.each(harnesses.map((make) => [make().name, make] as const))('KvTransfer
     await expect(it.next()).rejects.toMatchObject({ code: 'cancelled' });
     // the server is unharmed
     expect((await collect(puller.pull(server.address, pullOf(hashes)))).flat()).toHaveLength(8);
+    // the whole answer has arrived (small chunks), the consumer holds the first: still cancelled
+    const small = new TestProvider();
+    const smallHashes = small.lease('lease-1', [40, 40, 40, 40]);
+    const { server: smallServer } = await serve(small, { chunkBytes: 64 });
+    const ac3 = new AbortController();
+    const held = puller.pull(smallServer.address, pullOf(smallHashes), { signal: ac3.signal })[Symbol.asyncIterator]();
+    expect((await held.next()).value).toHaveLength(1);
+    await sleep(100);
+    ac3.abort();
+    await expect(held.next()).rejects.toMatchObject({ code: 'cancelled' });
   });
 
   it('a consumer that stops early ends the pull; closing the plane fails its open pulls unavailable', async () => {

@@ -343,7 +343,8 @@ export class TcpKvTransferPlane implements KvTransferPlane {
   private bytesIn = 0;
   private bytesOut = 0;
   private closed = false;
-  private readonly open = new Set<FramedSocket>();
+  /** Open connections → what undoes their deadline and abort listener. */
+  private readonly open = new Map<FramedSocket, () => void>();
 
   constructor(options: KvTransferOptions = {}) {
     this.limits = parseKvTransferOptions(options);
@@ -422,10 +423,13 @@ export class TcpKvTransferPlane implements KvTransferPlane {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const conn of this.open) conn.fail(unavailable('KV transfer plane is closed'));
+    for (const conn of this.open.keys()) conn.fail(unavailable('KV transfer plane is closed'));
   }
 
-  /** A connection for one operation, failed by its deadline and its signal. */
+  /**
+   * A connection for one operation, failed by its deadline and its signal until `disconnect` (also
+   * after the server closed it: what it sent may still be waiting for the consumer).
+   */
   private connect(target: { host: string; port: number }, what: string, options: KvPullOptions): FramedSocket {
     const socket = net.connect({ host: target.host, port: target.port, noDelay: true });
     const conn = new FramedSocket(socket, maxChunkFrameBytes(this.limits), `to ${formatTransferAddress(target.host, target.port)}`);
@@ -433,15 +437,15 @@ export class TcpKvTransferPlane implements KvTransferPlane {
     const timer = setTimeout(() => conn.fail(deadlineExceeded(`${what} timed out after ${timeoutMs} ms`)), timeoutMs);
     const onAbort = (): void => conn.fail(cancelled(`${what} cancelled`));
     options.signal?.addEventListener('abort', onAbort, { once: true });
-    socket.once('close', () => {
+    this.open.set(conn, () => {
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
     });
-    this.open.add(conn);
     return conn;
   }
 
   private disconnect(conn: FramedSocket): void {
+    this.open.get(conn)?.();
     this.open.delete(conn);
     conn.socket.destroy();
   }
