@@ -230,6 +230,9 @@ describe('TcpKvTransferPlane: hostile clients', () => {
     const closedAt = (await Promise.all(idle)).sort((a, b) => a - b);
     expect(closedAt.slice(0, 8).every((ms) => ms < 250)).toBe(true); // over the limit: closed on arrival
     expect(closedAt.slice(8).every((ms) => ms >= 250 && ms < 3_000)).toBe(true); // held until the handshake timeout
+    // a finished connection frees its slot at once: many pulls in a row through 4 slots
+    const p = puller();
+    for (let i = 0; i < 12; i++) expect((await pullAll(p, server.address, hashes)).blocks).toHaveLength(1);
     const drip = await rawClient(server, encodeHello(), { pieces: 8, gapMs: 100 });
     expect(drip.closedAfterMs).toBeGreaterThanOrEqual(250);
     expect(drip.closedAfterMs).toBeLessThan(1_500);

@@ -189,8 +189,10 @@ class FramedSocket {
     if (this.failure !== null) throw this.failure;
   }
 
-  /** Server side: the answer is complete. */
+  /** Server side: the answer is complete. Input is read (and dropped) from now on, so the peer's close is seen at once. */
   finish(): void {
+    this.discarding = true;
+    this.socket.resume();
     this.socket.end();
   }
 
