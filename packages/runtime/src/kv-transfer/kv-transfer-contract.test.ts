@@ -197,6 +197,18 @@ describe.each(harnesses.map((make) => [make().name, make] as const))('KvTransfer
     expect(provider.reads).toEqual([]);
   });
 
+  it('serves on the port asked (refusing one in use or out of range) or a free one', async () => {
+    const provider = new TestProvider();
+    const { server } = await serve(provider);
+    const port = Number(server.address.slice(server.address.lastIndexOf(':') + 1));
+    expect(port).toBeGreaterThan(0);
+    const p = plane();
+    await expect(p.serve(provider, { ...h.serveOptions, port })).rejects.toMatchObject({ code: 'unavailable' });
+    await expect(p.serve(provider, { ...h.serveOptions, port: 70_000 })).rejects.toMatchObject({ code: 'invalid_argument' });
+    const { server: other } = await serve(provider);
+    expect(other.address).not.toBe(server.address);
+  });
+
   it('fails unavailable when nobody serves the address, or the server closed', async () => {
     const provider = new TestProvider();
     const hashes = provider.lease('lease-1', [4]);

@@ -8,7 +8,7 @@
  * mid-pull is `unavailable`; `timeoutMs` is `deadline_exceeded`, `signal` is `cancelled`. Delivery
  * is asynchronous (a macrotask per chunk), like a network hop.
  */
-import { cancelled, deadlineExceeded, toSwitchyardError, unavailable } from '@switchyard/common';
+import { cancelled, deadlineExceeded, invalidArgument, toSwitchyardError, unavailable } from '@switchyard/common';
 import {
   type KvTransferLimits,
   type KvTransferOptions,
@@ -53,7 +53,7 @@ export class MemoryKvTransferNetwork {
   listen(served: Served, options: KvTransferServeOptions): string {
     const host = options.advertiseHost ?? 'memory';
     let port = options.port ?? 0;
-    if (!Number.isSafeInteger(port) || port < 0 || port > 65_535) throw unavailable(`cannot listen on port ${String(port)}`);
+    if (!Number.isSafeInteger(port) || port < 0 || port > 65_535) throw invalidArgument(`KV transfer: port ${String(port)} is not 0 to 65535`);
     if (port === 0) while (this.servers.has(`${host}:${(port = this.nextPort++)}`));
     const address = `${host}:${port}`;
     if (this.servers.has(address)) throw unavailable(`cannot listen on ${address}: address in use`);
