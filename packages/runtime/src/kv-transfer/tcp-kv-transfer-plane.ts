@@ -6,7 +6,8 @@
  *
  * One connection carries one request: the client connects, both sides send an 8-byte hello at once,
  * the client sends its request right behind its hello (no round trip is spent on the handshake), the
- * server answers and ends the connection. Integers are big-endian.
+ * server answers and ends the connection. Integers are big-endian. Block hashes are 16 lower-case hex
+ * digits (the engine's sequence hashes); a pull with none opens no connection.
  *
  * ```
  * hello      "SYKV" (4 bytes) | u16 version (1) | u16 flags (0)
@@ -36,9 +37,9 @@
  *
  * ## Flow control
  *
- * Both sides hold at most about one frame. The server writes a chunk (its header, then the blocks'
- * own bytes, uncopied, corked into one write) and waits for 'drain' before the next when the socket's
- * buffer is full. The puller stops reading the socket as soon as a whole frame is buffered and nobody
+ * Both sides hold at most about one frame. The server writes a chunk (its header and its data: a lone
+ * block's own bytes uncopied, or the chunk's blocks copied into one buffer, corked into one write) and
+ * waits for 'drain' before the next when the socket's buffer is full. The puller stops reading the socket as soon as a whole frame is buffered and nobody
  * is waiting for it, and resumes when its consumer asks for the next chunk: a slow consumer leaves the
  * TCP window closed and the server waiting, and memory stays at a chunk or two per pull whatever the
  * pull's size.
