@@ -190,6 +190,10 @@ describe.each(harnesses.map((make) => [make().name, make] as const))('KvTransfer
       expect((await failure(puller.pull(dead, bad))).error.code).toBe('invalid_argument');
     }
     expect((await failure(puller.pull(dead, pullOf(hashes.slice(0, 1)), { timeoutMs: 0 }))).error.code).toBe('invalid_argument');
+    for (const address of ['nowhere', 'host:0', '']) {
+      expect((await failure(puller.pull(address, pullOf(hashes.slice(0, 1))))).error.code).toBe('invalid_argument');
+      await expect(puller.release(address, { model: 'm', leaseId: 'x' })).rejects.toMatchObject({ code: 'invalid_argument' });
+    }
     // the server's own limit applies whatever the puller's
     const { server } = await serve(provider, { maxHashesPerPull: 2 });
     const refused = await failure(plane().pull(server.address, pullOf(hashes.slice(0, 3))));

@@ -76,6 +76,18 @@ export function parseKvTransferOptions(options: KvTransferOptions = {}): KvTrans
   return limits;
 }
 
+/** `host:port` or `[v6]:port` → its parts; invalid_argument otherwise. */
+export function parseTransferAddress(address: string): { host: string; port: number } {
+  const m = typeof address === 'string' ? /^(?:\[([0-9a-fA-F:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/.exec(address) : null;
+  const port = m === null ? NaN : Number(m[3]);
+  if (m === null || !(port >= 1 && port <= 65_535)) throw invalidArgument(`KV transfer: address ${JSON.stringify(String(address)).slice(0, 80)} is not host:port`);
+  return { host: m[1] ?? m[2]!, port };
+}
+
+export function formatTransferAddress(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
 /** True for a string that survives UTF-8 encoding unchanged (no lone surrogates). */
 function wellFormed(s: string): boolean {
   return Buffer.from(s, 'utf8').toString('utf8') === s;

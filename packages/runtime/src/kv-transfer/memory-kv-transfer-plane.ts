@@ -5,7 +5,8 @@
  * limits, a provider's refusal reaches the puller with its code, what a provider returned is checked,
  * blocks arrive in the same chunks, bytes are copied (a puller never shares memory with the provider),
  * counters count the same payload bytes. An unknown address, a closed server or a server closed
- * mid-pull is `unavailable`; `timeoutMs` is `deadline_exceeded`, `signal` is `cancelled`. Delivery
+ * mid-pull is `unavailable`; `timeoutMs` is `deadline_exceeded`, `signal` is `cancelled`. Addresses are
+ * `host:port` as on TCP (`advertiseHost`, default 'memory', and a port counted from 40000). Delivery
  * is asynchronous (a macrotask per chunk), like a network hop.
  */
 import { cancelled, deadlineExceeded, invalidArgument, toSwitchyardError, unavailable } from '@switchyard/common';
@@ -16,7 +17,9 @@ import {
   checkPullOptions,
   checkPullRequest,
   checkReleaseRequest,
+  formatTransferAddress,
   parseKvTransferOptions,
+  parseTransferAddress,
   planChunks,
 } from './kv-transfer-limits.js';
 import {
@@ -54,8 +57,8 @@ export class MemoryKvTransferNetwork {
     const host = options.advertiseHost ?? 'memory';
     let port = options.port ?? 0;
     if (!Number.isSafeInteger(port) || port < 0 || port > 65_535) throw invalidArgument(`KV transfer: port ${String(port)} is not 0 to 65535`);
-    if (port === 0) while (this.servers.has(`${host}:${(port = this.nextPort++)}`));
-    const address = `${host}:${port}`;
+    if (port === 0) while (this.servers.has(formatTransferAddress(host, (port = this.nextPort++))));
+    const address = formatTransferAddress(host, port);
     if (this.servers.has(address)) throw unavailable(`cannot listen on ${address}: address in use`);
     this.servers.set(address, served);
     return address;
@@ -166,6 +169,7 @@ export class MemoryKvTransferPlane implements KvTransferPlane {
       [Symbol.asyncIterator]: async function* () {
         checkPullRequest(request, plane.limits);
         checkPullOptions(options);
+        parseTransferAddress(address);
         if (plane.closed) throw unavailable('KV transfer plane is closed');
         const what = `KV pull of ${request.hashes.length} blocks from ${address}`;
         const guard = plane.guard(what, options);
@@ -190,7 +194,7 @@ export class MemoryKvTransferPlane implements KvTransferPlane {
           );
           let start = 0;
           for (const end of planChunks(blocks.map((b) => b.data.byteLength), served.limits.chunkBytes)) {
-            const chunk = blocks.slice(start, end).map((b, i) => ({ hash: request.hashes[start + i]!, data: new Uint8Array(b.data) }));
+            const chunk = blocks.slice(start, end).map((b, i) => ({ hash: asked.hashes[start + i]!, data: new Uint8Array(b.data) }));
             const bytes = chunk.reduce((n, b) => n + b.data.byteLength, 0);
             served.plane.sent(bytes);
             await guard.race(hop());
@@ -211,6 +215,7 @@ export class MemoryKvTransferPlane implements KvTransferPlane {
   async release(address: string, request: KvReleaseRequest, options: KvPullOptions = {}): Promise<boolean> {
     checkReleaseRequest(request);
     checkPullOptions(options);
+    parseTransferAddress(address);
     if (this.closed) throw unavailable('KV transfer plane is closed');
     const guard = this.guard(`KV release of lease ${request.leaseId} at ${address}`, options);
     try {

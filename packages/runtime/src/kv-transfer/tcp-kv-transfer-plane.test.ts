@@ -8,7 +8,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { TestProvider, bytesOf } from '../test-support/kv-block-provider.js';
 import type { KvPullRequest, KvTransferBlock, KvTransferServer } from './kv-transfer-plane.js';
 import { FrameType, KV_WIRE_MAGIC, WireReader, decodeMessage, encodeEnd, encodeHello, encodePull } from './kv-transfer-wire.js';
-import { TcpKvTransferPlane, defaultAdvertiseHost, formatTransferAddress, parseTransferAddress } from './tcp-kv-transfer-plane.js';
+import { formatTransferAddress, parseTransferAddress } from './kv-transfer-limits.js';
+import { TcpKvTransferPlane, defaultAdvertiseHost } from './tcp-kv-transfer-plane.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const pullOf = (hashes: readonly string[]): KvPullRequest => ({ model: 'm', leaseId: 'lease-1', hashes, layoutDigest: 'L' });

@@ -81,7 +81,9 @@ import {
   checkPullOptions,
   checkPullRequest,
   checkReleaseRequest,
+  formatTransferAddress,
   parseKvTransferOptions,
+  parseTransferAddress,
   planChunks,
 } from './kv-transfer-limits.js';
 import {
@@ -216,18 +218,6 @@ class FramedSocket {
     this.waiter = null;
     w?.();
   }
-}
-
-/** `host:port` or `[v6]:port` → its parts; invalid_argument otherwise. */
-export function parseTransferAddress(address: string): { host: string; port: number } {
-  const m = typeof address === 'string' ? /^(?:\[([0-9a-fA-F:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/.exec(address) : null;
-  const port = m === null ? NaN : Number(m[3]);
-  if (m === null || !(port >= 1 && port <= 65_535)) throw invalidArgument(`KV transfer: address ${JSON.stringify(String(address)).slice(0, 80)} is not host:port`);
-  return { host: m[1] ?? m[2]!, port };
-}
-
-export function formatTransferAddress(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
 const WILDCARD_HOSTS = new Set(['', '0.0.0.0', '::', '::0']);
