@@ -126,8 +126,31 @@ describe.each(harnesses.map((make) => [make().name, make] as const))('KvTransfer
     expect(await collect(puller.pull(server.address, pullOf([])))).toEqual([]);
     expect(provider.reads).toEqual([]);
     expect((await collect(it)).flat()).toHaveLength(2);
-    expect(provider.reads).toHaveLength(1);
-    expect(provider.reads[0]).toEqual(pullOf(hashes));
+    expect(provider.reads.flatMap((r) => r.hashes)).toEqual(hashes);
+    expect(provider.reads[0]).toEqual(pullOf(hashes.slice(0, 1)));
+  });
+
+  it('reads the provider a chunk at a time, and fails with its code when the lease goes mid-pull', async () => {
+    const provider = new TestProvider();
+    const hashes = provider.lease('lease-1', Array.from({ length: 600 }, () => 8192));
+    const { server } = await serve(provider);
+    const puller = plane();
+    expect((await collect(puller.pull(server.address, pullOf(hashes)))).flat().map((b) => b.hash)).toEqual(hashes);
+    // one block first, then as many as fit 1 MiB at 8 KiB each: never the whole pull at once
+    expect(provider.reads.map((r) => r.hashes.length)).toEqual([1, 127, 127, 127, 127, 91]);
+    provider.reads.length = 0;
+    const big = provider.lease('lease-2', Array.from({ length: 6 }, () => 1024 * 1024));
+    expect((await collect(puller.pull(server.address, pullOf(big, 'lease-2')))).flat()).toHaveLength(6);
+    expect(provider.reads.map((r) => r.hashes.length)).toEqual([1, 1, 1, 1, 1, 1]);
+    // the lease expires after the first read
+    provider.reads.length = 0;
+    provider.override = (r) => {
+      if (provider.reads.length === 2) provider.leases.delete('lease-1');
+      return provider.answer(r);
+    };
+    const gone = await failure(puller.pull(server.address, pullOf(hashes)));
+    expect(gone.error).toMatchObject({ code: 'not_found' });
+    expect(gone.blocks.map((b) => b.hash)).toEqual(hashes.slice(0, 1));
   });
 
   it("passes the provider's refusals with their code and message", async () => {
@@ -148,7 +171,7 @@ describe.each(harnesses.map((make) => [make().name, make] as const))('KvTransfer
     };
     expect((await failure(puller.pull(server.address, pullOf(hashes)))).error).toMatchObject({ code: 'internal', message: 'provider bug' });
     // a provider that answers with other blocks than asked is refused on the serving side
-    provider.override = (r) => r.hashes.map((hash, i) => ({ hash: i === 1 ? hashOf(50) : hash, data: new Uint8Array(4) }));
+    provider.override = (r) => r.hashes.map((hash, i) => ({ hash: i === 0 ? hashOf(50) : hash, data: new Uint8Array(4) }));
     const wrong = await failure(puller.pull(server.address, pullOf(hashes)));
     expect(wrong.error.code).toBe('internal');
     expect(wrong.blocks).toEqual([]);

@@ -2,12 +2,13 @@
  * What both KvTransferPlane implementations share, with no IO: the options (user type with documented
  * defaults → `KvTransferLimits`, validated in `parseKvTransferOptions`), the checks of a pull or release
  * request (the puller makes them before anything is sent, the server again on what arrives), the check
- * of what a provider returned, and how a pull's blocks are cut into chunks. The memory twin goes through
- * the same functions, so it refuses and chunks exactly as the TCP plane does.
+ * of what a provider returned, how a pull's blocks are read from the provider and cut into chunks
+ * (`readChunks`), and transfer addresses. The memory twin goes through the same functions, so it
+ * refuses, reads and chunks exactly as the TCP plane does.
  */
-import { enforceLimits, internal, invalidArgument } from '@switchyard/common';
+import { enforceLimits, internal, invalidArgument, toSwitchyardError } from '@switchyard/common';
 import { MAX_MODEL_NAME_LENGTH } from '../addressing.js';
-import type { KvPullOptions, KvPullRequest, KvReleaseRequest, KvTransferBlock } from './kv-transfer-plane.js';
+import type { KvBlockProvider, KvPullOptions, KvPullRequest, KvReleaseRequest, KvTransferBlock } from './kv-transfer-plane.js';
 
 /** Target payload of one chunk (block data plus 12 table bytes per block). A bigger block travels alone. */
 export const DEFAULT_KV_CHUNK_BYTES = 1024 * 1024;
@@ -168,5 +169,45 @@ export function checkPullOptions(options: KvPullOptions): void {
   const t = options.timeoutMs;
   if (t !== undefined && !(typeof t === 'number' && t > 0 && t <= MAX_TIMEOUT_MS)) {
     throw invalidArgument(`KV transfer: timeoutMs must be a positive number of ms up to ${MAX_TIMEOUT_MS}, got ${String(t)}`);
+  }
+}
+
+/** One chunk of a pull as the serving side produces it: its blocks and the pull index of the first. */
+export interface ServedChunk {
+  readonly first: number;
+  readonly blocks: readonly KvTransferBlock[];
+}
+
+/**
+ * The serving side of a pull, for both planes: reads the provider about a chunk's worth of blocks at a
+ * time (the first call asks for one block, each later call for as many as fit a chunk at the sizes
+ * seen so far), checks each answer (`checkProvided`) and yields the pull's chunks in order. So a pull
+ * of any length holds about one chunk of the provider's bytes at a time (an engine copies blocks out
+ * of its cache to answer), and a lease that expires mid-pull fails the rest with the provider's code.
+ * Errors are SwitchyardErrors (anything else a provider throws becomes internal).
+ */
+export async function* readChunks(provider: KvBlockProvider, request: KvPullRequest, limits: KvTransferLimits): AsyncGenerator<ServedChunk> {
+  let start = 0;
+  let batch = 1;
+  let seenBytes = 0;
+  let seenBlocks = 0;
+  while (start < request.hashes.length) {
+    const asked: KvPullRequest = { ...request, hashes: request.hashes.slice(start, start + batch) };
+    let blocks: readonly KvTransferBlock[];
+    try {
+      blocks = await provider.read(asked);
+      checkProvided(asked, blocks, limits);
+    } catch (e) {
+      throw toSwitchyardError(e);
+    }
+    let from = 0;
+    for (const end of planChunks(blocks.map((b) => b.data.byteLength), limits.chunkBytes)) {
+      yield { first: start + from, blocks: blocks.slice(from, end) };
+      from = end;
+    }
+    for (const b of blocks) seenBytes += b.data.byteLength;
+    seenBlocks += blocks.length;
+    start += blocks.length;
+    batch = Math.max(1, Math.floor(limits.chunkBytes / (CHUNK_ENTRY_BYTES + seenBytes / seenBlocks)));
   }
 }

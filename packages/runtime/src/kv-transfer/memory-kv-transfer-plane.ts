@@ -13,14 +13,13 @@ import { cancelled, deadlineExceeded, invalidArgument, toSwitchyardError, unavai
 import {
   type KvTransferLimits,
   type KvTransferOptions,
-  checkProvided,
   checkPullOptions,
   checkPullRequest,
   checkReleaseRequest,
   formatTransferAddress,
   parseKvTransferOptions,
   parseTransferAddress,
-  planChunks,
+  readChunks,
 } from './kv-transfer-limits.js';
 import {
   DEFAULT_KV_PULL_TIMEOUT_MS,
@@ -180,29 +179,23 @@ export class MemoryKvTransferPlane implements KvTransferPlane {
           const served = plane.network.lookup(address);
           // What the server receives is its own copy of the request, checked with its own limits.
           const asked: KvPullRequest = { model: request.model, leaseId: request.leaseId, layoutDigest: request.layoutDigest, hashes: [...request.hashes] };
-          const blocks = await guard.race(
-            (async () => {
-              try {
-                checkPullRequest(asked, served.limits);
-                const got = await served.provider.read(asked);
-                checkProvided(asked, got, served.limits);
-                return got;
-              } catch (e) {
-                throw toSwitchyardError(e);
-              }
-            })(),
-          );
-          let start = 0;
-          for (const end of planChunks(blocks.map((b) => b.data.byteLength), served.limits.chunkBytes)) {
-            const chunk = blocks.slice(start, end).map((b, i) => ({ hash: asked.hashes[start + i]!, data: new Uint8Array(b.data) }));
-            const bytes = chunk.reduce((n, b) => n + b.data.byteLength, 0);
-            served.plane.sent(bytes);
-            await guard.race(hop());
-            if (!served.open) throw unavailable(`${what} failed: the connection was lost after ${start} blocks`);
-            plane.bytesIn += bytes;
-            start = end;
-            yield chunk;
-            guard.check();
+          checkPullRequest(asked, served.limits);
+          const chunks = readChunks(served.provider, asked, served.limits);
+          try {
+            for (;;) {
+              const next = await guard.race(chunks.next());
+              if (next.done) break;
+              const chunk = next.value.blocks.map((b, i) => ({ hash: asked.hashes[next.value.first + i]!, data: new Uint8Array(b.data) }));
+              const bytes = chunk.reduce((n, b) => n + b.data.byteLength, 0);
+              served.plane.sent(bytes);
+              await guard.race(hop());
+              if (!served.open) throw unavailable(`${what} failed: the connection was lost after ${next.value.first} blocks`);
+              plane.bytesIn += bytes;
+              yield chunk;
+              guard.check();
+            }
+          } finally {
+            void chunks.return(undefined);
           }
         } finally {
           guard.dispose();

@@ -37,7 +37,8 @@
  *
  * ## Flow control
  *
- * Both sides hold at most about one frame. The server writes a chunk (its header and its data: a lone
+ * Both sides hold at most about one frame. The server asks its provider for about a chunk's worth of
+ * blocks at a time (`readChunks`), writes the chunk (its header and its data: a lone
  * block's own bytes uncopied, or the chunk's blocks copied into one buffer, corked into one write) and
  * waits for 'drain' before the next when the socket's buffer is full. The puller stops reading the socket as soon as a whole frame is buffered and nobody
  * is waiting for it, and resumes when its consumer asks for the next chunk: a slow consumer leaves the
@@ -77,14 +78,14 @@ import {
 import {
   type KvTransferLimits,
   type KvTransferOptions,
-  checkProvided,
+  type ServedChunk,
   checkPullOptions,
   checkPullRequest,
   checkReleaseRequest,
   formatTransferAddress,
   parseKvTransferOptions,
   parseTransferAddress,
-  planChunks,
+  readChunks,
 } from './kv-transfer-limits.js';
 import {
   DEFAULT_KV_PULL_TIMEOUT_MS,
@@ -304,21 +305,20 @@ class TcpKvTransferServer implements KvTransferServer {
       return conn.finish();
     }
     const request = message.request;
-    let blocks: readonly KvTransferBlock[];
-    try {
-      blocks = await this.provider.read(request);
-      checkProvided(request, blocks, this.limits);
-    } catch (e) {
-      return conn.refuse(toSwitchyardError(e));
+    const chunks = readChunks(this.provider, request, this.limits);
+    for (;;) {
+      let next: IteratorResult<ServedChunk>;
+      try {
+        next = await chunks.next();
+      } catch (e) {
+        return conn.refuse(toSwitchyardError(e));
+      }
+      if (next.done) break;
+      const { first, blocks } = next.value;
+      await conn.send(encodeChunk(first, blocks));
+      this.sent(blocks.reduce((n, b) => n + b.data.byteLength, 0));
     }
-    let start = 0;
-    for (const end of planChunks(blocks.map((b) => b.data.byteLength), this.limits.chunkBytes)) {
-      const chunk = blocks.slice(start, end);
-      await conn.send(encodeChunk(start, chunk));
-      this.sent(chunk.reduce((n, b) => n + b.data.byteLength, 0));
-      start = end;
-    }
-    await conn.send([encodeEnd(blocks.length)]);
+    await conn.send([encodeEnd(request.hashes.length)]);
     conn.finish();
   }
 

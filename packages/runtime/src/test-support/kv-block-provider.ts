@@ -30,7 +30,11 @@ export class TestProvider implements KvBlockProvider {
 
   read(r: KvPullRequest): Promise<readonly KvTransferBlock[]> | readonly KvTransferBlock[] {
     this.reads.push(r);
-    if (this.override) return this.override(r);
+    return this.override ? this.override(r) : this.answer(r);
+  }
+
+  /** What `read` answers without an override. */
+  answer(r: KvPullRequest): KvTransferBlock[] {
     if (r.model !== 'm') throw notFound(`model ${r.model} is not served`);
     const lease = this.leases.get(r.leaseId);
     if (lease === undefined) throw notFound(`lease ${r.leaseId} is unknown or expired`);
