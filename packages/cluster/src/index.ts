@@ -1,5 +1,11 @@
 export * from './protocols.js';
 export {
+  MAX_WIRE_ADDRESS_LENGTH,
+  MAX_WIRE_CONTEXT_TOKENS,
+  MAX_WIRE_ID_LENGTH,
+  MAX_WIRE_REASON_LENGTH,
+  decodeKvLayout,
+  decodeTransferAddress,
   decodeLlmCardMetadata,
   decodeTensorCardMetadata,
   decodeWireGenerateOutput,
@@ -12,18 +18,22 @@ export {
   decodeWireSnapshotRequest,
   generateOutputFromWire,
   generateOutputToWire,
+  generateRequestToWire,
   inferErrorFromWire,
   inferErrorToWire,
   inferRequestFromWire,
   inferRequestToWire,
   inferResponseFromWire,
   inferResponseToWire,
+  kvTransferHandle,
   parametersFromWire,
   parametersToWire,
+  roleOf,
   tensorFromWire,
   tensorToWire,
   toJson,
 } from './wire-codec.js';
+export type { GenerateOutputWireExtras, GenerateRequestFields } from './wire-codec.js';
 export { DEFAULT_NAMESPACE, KV_LEASE_DRAIN_MS, MODEL_POLL_MS, startWorkerNode } from './worker/worker-node.js';
 export { kvLayoutDigest, pinnedKvBlocks } from './worker/kv-provider.js';
 export type { WorkerNode, WorkerNodeOptions, WorkerNodeState } from './worker/worker-node.js';

@@ -11,9 +11,7 @@ import type { EndpointHandler, JsonValue, KvTransferPlane } from '@switchyard/ru
 import { AsyncChannel } from '@switchyard/runtime/internal';
 import {
   SNAPSHOT_CHUNK_BLOCKS,
-  type WireGenerateOutput,
   type WireKvImportReport,
-  type WireKvTransferHandle,
   type WireSnapshotChunk,
   type WireStats,
   type WorkerRole,
@@ -121,24 +119,12 @@ export function generateHandler(engine: InferenceEngine, options: GenerateHandle
     try {
       const outputs = llm.generate(kvImport !== undefined ? { ...base, kvImport } : base, context.signal);
       for await (const output of outputs) {
-        const wire: WireGenerateOutput = generateOutputToWire(output);
-        let frame: WireGenerateOutput = wire;
-        if (report !== undefined) {
-          frame = { ...frame, kvImport: report };
-          report = undefined;
-        }
-        if (output.kvTransfer !== undefined) {
-          lease = output.kvTransfer;
-          const handle: WireKvTransferHandle = {
-            address: address!,
-            instanceId: transfer!.instanceId,
-            leaseId: lease.leaseId,
-            blockHashes: [...lease.blockHashes],
-            layout: { ...lease.layout },
-            seed: lease.seed,
-          };
-          frame = { ...frame, kvTransfer: handle };
-        }
+        if (output.kvTransfer !== undefined) lease = output.kvTransfer;
+        const frame = generateOutputToWire(output, {
+          ...(lease !== undefined ? { transfer: { address: address!, instanceId: transfer!.instanceId } } : {}),
+          ...(report !== undefined ? { kvImport: report } : {}),
+        });
+        report = undefined;
         yield toJson(frame);
         if (lease !== undefined && !context.signal.aborted) delivered = true;
       }
