@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_TTL_SECS, UsageError, accessPolicy, helpText, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
+import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_TTL_SECS, UsageError, kvTransferAdvertise, accessPolicy, helpText, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
 
 describe('parseWorkerArgs', () => {
   it('applies tritonserver defaults', () => {
@@ -114,7 +114,12 @@ describe('cluster flags', () => {
     expect(() => parseWorkerArgs([...cluster, '--role=both'])).toThrow(/one of aggregated, prefill, decode/);
     expect(() => parseWorkerArgs([...cluster, '--kv-transfer-port=70000'])).toThrow(/--kv-transfer-port/);
     expect(() => parseWorkerArgs([...cluster, '--kv-transfer-port=-1'])).toThrow(/--kv-transfer-port/);
-    for (const bad of ['10.0.0.7:7400', 'http://h', 'a b', '', '-h', 'h_1']) {
+    expect(kvTransferAdvertise(o)).toEqual({ host: '10.0.0.7' });
+    expect(kvTransferAdvertise(parseWorkerArgs([...cluster, '--kv-transfer-address=10.0.0.7:17400']))).toEqual({ host: '10.0.0.7', port: 17400 });
+    expect(kvTransferAdvertise(parseWorkerArgs([...cluster, '--kv-transfer-address=[fd00::7]:17400']))).toEqual({ host: 'fd00::7', port: 17400 });
+    expect(kvTransferAdvertise(parseWorkerArgs([...cluster, '--kv-transfer-address=prefill-0:80']))).toEqual({ host: 'prefill-0', port: 80 });
+    expect(kvTransferAdvertise(d)).toEqual({});
+    for (const bad of ['10.0.0.7:0', '10.0.0.7:65536', 'h:', ':7400', '[h]:7400', 'fd00::7:x', 'http://h', 'h/x', 'a b', '', '-h', 'h_1']) {
       expect(() => parseWorkerArgs([...cluster, `--kv-transfer-address=${bad}`]), bad).toThrow(/--kv-transfer-address/);
     }
     expect(() => parseWorkerArgs([...cluster, '--kv-transfer-ttl-secs=0'])).toThrow(/--kv-transfer-ttl-secs/);

@@ -60,7 +60,11 @@ export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions {
   role?: WorkerRole;
   /** Cluster mode: port of the KV transfer server; 0 picks a free port; undefined = 0. */
   kvTransferPort?: number;
-  /** Cluster mode: host other workers reach the KV transfer server at; undefined = the plane's choice (a non-loopback address). */
+  /**
+   * Cluster mode: where other workers reach the KV transfer server: a host (name or IP; the port is
+   * the one it listens on) or `host:port` (`[v6]:port`) when a port forward or proxy stands in
+   * between; undefined = the plane's choice of host (a non-loopback address). See `kvTransferAdvertise`.
+   */
   kvTransferAddress?: string;
   /** Seconds a prefill worker keeps a finished prompt's KV pinned for the decode worker to pull. */
   kvTransferTtlSecs: number;
@@ -144,7 +148,11 @@ const FLAGS: FlagTable<WorkerOptions> = {
     help: `Cluster mode: aggregated prefills and decodes; prefill runs only the prefill of disaggregated requests and hands its KV to a decode worker; decode takes that KV (and still prefills when the router says so) (default ${DEFAULT_WORKER_ROLE}).`,
   },
   'kv-transfer-port': { kind: 'int', key: 'kvTransferPort', min: 0, max: 65535, help: 'Cluster mode: port of the KV transfer server other workers pull KV blocks from (default 0: a free port).' },
-  'kv-transfer-address': { kind: 'string', key: 'kvTransferAddress', help: 'Cluster mode: host name or IP other workers reach the KV transfer server at (default: a non-loopback address of this host).' },
+  'kv-transfer-address': {
+    kind: 'string',
+    key: 'kvTransferAddress',
+    help: 'Cluster mode: host name or IP other workers reach the KV transfer server at, or host:port when a port forward stands in between (default: a non-loopback address of this host, the listening port).',
+  },
   'kv-transfer-ttl-secs': {
     kind: 'int',
     key: 'kvTransferTtlSecs',
@@ -245,9 +253,25 @@ function validateCluster(o: WorkerOptions): void {
   if (o.namespace !== undefined && !NAME_PATTERN.test(o.namespace)) {
     throw new UsageError(`flag '--namespace' must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter or digit; got '${o.namespace}'`);
   }
-  if (o.kvTransferAddress !== undefined && !isAdvertisableHost(o.kvTransferAddress)) {
-    throw new UsageError(`flag '--kv-transfer-address' expects a host name or an IP address (no port), got '${o.kvTransferAddress}'`);
-  }
+  if (o.kvTransferAddress !== undefined) kvTransferAdvertise(o);
+}
+
+/**
+ * `--kv-transfer-address` split: `host` (advertised with the listening port), `host:port` or
+ * `[v6]:port` (advertised as given). Throws a UsageError for anything else (a scheme, a path, a bad
+ * host or port): the value is handed to every decode worker as the place to connect to.
+ */
+export function kvTransferAdvertise(o: Pick<WorkerOptions, 'kvTransferAddress'>): { host?: string; port?: number } {
+  const value = o.kvTransferAddress;
+  if (value === undefined) return {};
+  const bad = (): UsageError => new UsageError(`flag '--kv-transfer-address' expects a host name or IP address, optionally with :port (1-65535), got '${value}'`);
+  if (isAdvertisableHost(value)) return { host: value };
+  const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(value) ?? /^([^:]+):(\d{1,5})$/.exec(value);
+  if (m === null) throw bad();
+  const [, host, portText] = m as unknown as [string, string, string];
+  const port = Number(portText);
+  if (!isAdvertisableHost(host) || (value.startsWith('[') && isIP(host) !== 6) || port < 1 || port > 65535) throw bad();
+  return { host, port };
 }
 
 /** RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens. */

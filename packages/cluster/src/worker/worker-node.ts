@@ -88,6 +88,11 @@ export interface WorkerNodeOptions {
   readonly kvTransferPlane?: KvTransferPlane;
   /** Where the transfer server listens and what it advertises (port 0: a free port). */
   readonly kvTransferServe?: KvTransferServeOptions;
+  /**
+   * The `host:port` to advertise instead of the server's own, when other workers reach it through a
+   * port forward or proxy (`--kv-transfer-address host:port`). Default: the server's address.
+   */
+  readonly kvTransferAdvertisedAddress?: string;
   /** Called once the transfer server listens, with its advertised `host:port`. */
   readonly onKvTransferServing?: (address: string) => void;
 }
@@ -133,14 +138,16 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
   const plane = options.kvTransferPlane;
   const role = options.role ?? 'aggregated';
   let transferServer: KvTransferServer | undefined;
+  let advertised: string | undefined;
   let transferStarting: Promise<KvTransferServer> | undefined;
   const kvTransferAddress = async (): Promise<string | undefined> => {
     if (plane === undefined || state === 'closed') return undefined;
     transferStarting ??= plane.serve(engineKvBlockProvider(engine), options.kvTransferServe).then(
       (server) => {
         transferServer = server;
-        logger.info({ address: server.address, role }, 'KV transfer server listening');
-        options.onKvTransferServing?.(server.address);
+        advertised = options.kvTransferAdvertisedAddress ?? server.address;
+        logger.info({ address: advertised, listening: server.address, role }, 'KV transfer server listening');
+        options.onKvTransferServing?.(advertised);
         return server;
       },
       (err: unknown) => {
@@ -148,14 +155,15 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
         throw err;
       },
     );
-    return (await transferStarting).address;
+    await transferStarting;
+    return advertised;
   };
 
   // 1. serve, then register each instance (routers never see an instance that cannot answer yet)
   const generateOptions = {
     role,
     logger,
-    ...(plane !== undefined ? { kvTransfer: { plane, address: () => transferServer?.address, instanceId: id } } : {}),
+    ...(plane !== undefined ? { kvTransfer: { plane, address: () => advertised, instanceId: id } } : {}),
   };
   const handlers: Array<[string, EndpointHandler]> = [
     [GENERATE_ENDPOINT, generateHandler(engine, generateOptions)],
