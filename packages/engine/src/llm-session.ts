@@ -40,6 +40,8 @@ export async function createOnnxLlmExecutor(
   options: LlmModelOptions,
   vocabSize: number,
   checkKvCacheBytes?: (bytes: number) => void,
+  /** The KV layout's model identity (a digest of the file); absent: no KV transfer. */
+  modelId?: string,
 ): Promise<{ executor: Executor; release: () => Promise<void> }> {
   const session = await threadDecoderSession(modelFile);
   try {
@@ -50,6 +52,7 @@ export async function createOnnxLlmExecutor(
       vocabSize,
       ...(checkKvCacheBytes !== undefined ? { checkKvCacheBytes } : {}),
       ...(options.seedGiven ? { seed: options.seed } : {}),
+      ...(modelId !== undefined ? { modelId } : {}),
     });
     return { executor, release: () => session.release() };
   } catch (e) {
