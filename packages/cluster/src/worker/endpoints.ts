@@ -117,6 +117,7 @@ export function generateHandler(engine: InferenceEngine, options: GenerateHandle
     let lease: KvTransferLease | undefined;
     let delivered = false;
     try {
+      // generate admits synchronously: the engine owns the import from here (released when the request ends or is refused)
       const outputs = llm.generate(kvImport !== undefined ? { ...base, kvImport } : base, context.signal);
       for await (const output of outputs) {
         if (output.kvTransfer !== undefined) lease = output.kvTransfer;
@@ -129,8 +130,6 @@ export function generateHandler(engine: InferenceEngine, options: GenerateHandle
         if (lease !== undefined && !context.signal.aborted) delivered = true;
       }
     } finally {
-      // the engine releases an import its request took; one that never reached it is released here
-      kvImport?.release();
       // a handle that never reached the caller would pin its blocks until the TTL
       if (lease !== undefined && !delivered) llm.kvTransfer?.releaseLease(lease.leaseId);
     }
