@@ -99,6 +99,8 @@ export class KvExchange implements LlmKvTransfer {
   readBlocks(leaseId: string, hashes: readonly string[]): KvBlockData[] {
     const lease = this.lease(leaseId);
     if (!Array.isArray(hashes)) throw invalidArgument('the block hashes to read must be an array');
+    // Each read copies a block: more than the lease holds would only repeat some (and cost memory).
+    if (hashes.length > lease.refs.length) throw invalidArgument(`${hashes.length} blocks asked of a lease of ${lease.refs.length}`);
     const refs = hashes.map((h) => {
       const ref = typeof h === 'string' ? lease.byHash.get(h) : undefined;
       if (ref === undefined) throw invalidArgument(`KV transfer lease '${leaseId}' holds no block ${describeValue(h)}`);

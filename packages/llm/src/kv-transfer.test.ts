@@ -211,6 +211,10 @@ describe('KV transfer on the mocker', () => {
     // A lease reads only its own blocks.
     expect(() => a.xfer.readBlocks(lease.leaseId, ['0123456789abcdef'])).toThrow(expect.objectContaining({ code: 'invalid_argument' }));
     expect(() => a.xfer.readBlocks('nope', [])).toThrow(expect.objectContaining({ code: 'not_found' }));
+    expect(() => a.xfer.readBlocks(lease.leaseId, Array(6).fill(lease.blockHashes[0]))).toThrow(/6 blocks asked of a lease of 5/);
+    expect(() => a.xfer.readBlocks(lease.leaseId, 'x' as never)).toThrow(expect.objectContaining({ code: 'invalid_argument' }));
+    expect(() => a.xfer.readBlocks(7 as never, [])).toThrow(expect.objectContaining({ code: 'not_found' }));
+    expect(a.xfer.releaseLease({} as never)).toBe(false);
     a.xfer.releaseLease(lease.leaseId);
   });
 
@@ -241,6 +245,28 @@ describe('KV transfer on the mocker', () => {
     await running;
     expect(b.xfer.pinnedBlocks()).toBe(0);
     imp.release();
+  });
+
+  it('a decode request that is aborted releases its import', async () => {
+    const a = mocker();
+    const b = mocker({ clock: systemClock });
+    const p = prompt(30);
+    const first = await collect(a.engine.generate({ requestId: 'r', promptTokenIds: p, sampling: sampling(50), prefillOnly: true }));
+    const lease = first.at(-1)!.kvTransfer!;
+    const imp = b.xfer.beginImport(p, lease.layout);
+    imp.write(a.xfer.readBlocks(lease.leaseId, imp.missing));
+    a.xfer.releaseLease(lease.leaseId);
+    expect(b.xfer.pinnedBlocks()).toBe(7);
+    const ac = new AbortController();
+    const outs: GenerateOutput[] = [];
+    for await (const o of b.engine.generate({ requestId: 'r', promptTokenIds: p, outputTokenIds: tokensOf(first), sampling: sampling(50), kvImport: imp }, ac.signal)) {
+      outs.push(o);
+      if (outs.length === 2) ac.abort();
+    }
+    expect(outs.at(-1)!.finishReason).toBe('abort');
+    expect(b.xfer.pinnedBlocks()).toBe(0);
+    expect(b.engine.metrics().kvActiveBlocks).toBe(0);
+    expect(a.xfer.pinnedBlocks()).toBe(0);
   });
 
   it('shutdown releases every lease and import', async () => {

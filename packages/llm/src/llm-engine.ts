@@ -19,15 +19,14 @@ import { cancelled, describeValue, internal, invalidArgument, toSwitchyardError,
 import { promptTooLongError, requestTooLongError } from './context-length.js';
 import { EngineCore } from './engine-core.js';
 import type { Executor } from './executor.js';
-import { DEFAULT_KV_TRANSFER_TTL_MS, KvExchange, type BlockImport } from './kv-exchange.js';
 import { E2E_BUCKETS_S, Histogram, ITL_BUCKETS_S, TTFT_BUCKETS_S } from './histogram.js';
-import { KvBlockManager } from './kv-block-manager.js';
+import { KvBlockManager, type BlockRef } from './kv-block-manager.js';
 import type { KvEventSink, KvSnapshot } from './kv-events.js';
+import { DEFAULT_KV_TRANSFER_TTL_MS, KvExchange, type BlockImport } from './kv-exchange.js';
+import type { KvTransferLease, LlmKvTransfer } from './kv-transfer.js';
 import type { GenerateOutput, GenerateRequest, LlmEngineMetrics } from './llm-endpoint.js';
 import { LlmScheduler, type LlmSchedulerOptions } from './llm-scheduler.js';
 import type { LlmSequence } from './llm-sequence.js';
-import type { KvTransferLease, LlmKvTransfer } from './kv-transfer.js';
-import type { BlockRef } from './kv-block-manager.js';
 import type { FinishReason } from './stop-checker.js';
 import { systemClock, type Clock } from './timing-model.js';
 
