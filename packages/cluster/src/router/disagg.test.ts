@@ -218,7 +218,7 @@ describe('disaggregated prefill/decode through the router', () => {
     expect(router.stats().disagg).toEqual([]);
   });
 
-  it("the decode worker's import fell back (kvImport.fallback), or the prefill gave no handle: counted fallback, the stream is whole", async () => {
+  it("the decode worker's import fell back (kvImport.fallback), or the prefill gave no usable handle: counted fallback, the stream is whole", async () => {
     const logger = recordingLogger();
     const { workers, llm, router } = await setup(async (card) => [
       await FakeLlmWorker.start(cluster!, card, 'prefill', prefillOk()),
@@ -232,7 +232,15 @@ describe('disaggregated prefill/decode through the router', () => {
     // without a handle the decode worker still continues after the first token
     expect(decode.received[1]!.wire).toMatchObject({ outputTokenIds: [tokenAt(LONG)] });
     expect(decode.received[1]!.wire.kvTransfer).toBeUndefined();
-    expect(disaggOf(router)!.paths).toEqual({ remote: 0, local: 0, fallback: 2 });
+    // a handle that points decode workers anywhere but the prefill worker's own advertised address is not handed on
+    prefill.behaviour = prefillOk({ address: '169.254.169.254:80' });
+    expect((await run(llm, 'elsewhere', prompt(LONG, 3), 4)).tokens).toEqual(tokensFrom(LONG, 4));
+    prefill.behaviour = prefillOk({ instanceId: decode.instanceId });
+    expect((await run(llm, 'other-instance', prompt(LONG, 4), 4)).tokens).toEqual(tokensFrom(LONG, 4));
+    expect(decode.received.slice(2).map((r) => r.wire.kvTransfer)).toEqual([undefined, undefined]);
+    expect(logger.warnings.some((w) => w.includes('not the one on its card (w'))).toBe(true);
+    expect(logger.warnings.some((w) => w.includes(`names instance ${decode.instanceId}, not its own`))).toBe(true);
+    expect(disaggOf(router)!.paths).toEqual({ remote: 0, local: 0, fallback: 4 });
     expect(router.stats().kvTransferSeconds.count).toBe(0);
   });
 

@@ -78,31 +78,37 @@ export class FakeLlmWorker {
     });
     const metadata = { ...(card.metadata as Record<string, unknown>) };
     if (role !== undefined) metadata['role'] = role;
+    metadata['kvTransfer'] = { address: transferAddress(discovery.instanceId), layout: LAYOUT };
     await discovery.registerModel({ ...card, instanceId: discovery.instanceId, metadata } as ModelCard);
     return worker;
   }
 }
 
+const LAYOUT = { modelId: 'mock', engine: 'mocker', dtype: 'fp16', numLayers: 2, numKvHeads: 2, headDim: 8, blockSize: 16, bytesPerBlock: 1024 } as const;
+/** The KV transfer address a scripted worker advertises on its card. */
+export const transferAddress = (instanceId: string): string => `w${instanceId.slice(-4)}:7001`;
+
 /** The handle a scripted prefill worker hands out for `prompt` (block size 16: its full blocks). */
 export function handleFor(worker: FakeLlmWorker, prompt: readonly number[], seed: number): WireKvTransferHandle {
   const blocks = Math.floor(prompt.length / 16);
   return {
-    address: `w${worker.instanceId.slice(-4)}:7001`,
+    address: transferAddress(worker.instanceId),
     instanceId: worker.instanceId,
     leaseId: `lease-${worker.received.length}`,
     blockHashes: Array.from({ length: blocks }, (_, i) => i.toString(16).padStart(16, '0')),
-    layout: { modelId: 'mock', engine: 'mocker', dtype: 'fp16', numLayers: 2, numKvHeads: 2, headDim: 8, blockSize: 16, bytesPerBlock: 1024 },
+    layout: LAYOUT,
     seed,
   };
 }
 
 /** A prefill worker that works: the first token, finish 'length', a handle (seed `seed`), `cachedTokens` in its usage. */
-export function prefillOk(options: { seed?: number; cachedTokens?: number; handle?: boolean; finish?: 'length' | 'stop'; delayMs?: number } = {}): Behaviour {
+export function prefillOk(options: { seed?: number; cachedTokens?: number; handle?: boolean; finish?: 'length' | 'stop'; delayMs?: number; address?: string; instanceId?: string } = {}): Behaviour {
   return async function* (request, _context, worker) {
     if (options.delayMs !== undefined) await sleep(options.delayMs);
     const finish = options.finish ?? 'length';
     const usage = { promptTokens: request.promptTokenIds.length, completionTokens: 1, cachedTokens: options.cachedTokens ?? 0 };
-    const kvTransfer = finish === 'length' && options.handle !== false ? { kvTransfer: handleFor(worker, request.promptTokenIds, options.seed ?? 77) } : {};
+    const handle = { ...handleFor(worker, request.promptTokenIds, options.seed ?? 77), ...(options.address !== undefined ? { address: options.address } : {}), ...(options.instanceId !== undefined ? { instanceId: options.instanceId } : {}) };
+    const kvTransfer = finish === 'length' && options.handle !== false ? { kvTransfer: handle } : {};
     yield { tokenIds: [tokenAt(request.promptTokenIds.length)], finishReason: finish, stopReason: finish === 'stop' ? 2 : null, usage, ...kvTransfer };
   };
 }
