@@ -11,7 +11,9 @@
  *    prefill engine stops after one token) to a prefill worker chosen KV-aware among the non-saturated
  *    ones, under its own reservation (released when the prefill ends), sent under the caller's request
  *    id as envelope id (the decode attempt uses it too, so the worker-side engine ids agree). Its final
- *    output is the first token and the transfer handle. A failure — no responders, the stream dies or
+ *    output is the first token and the transfer handle, handed on only when it names that instance and
+ *    the transfer address on its card (`handleProblem`; else the decode worker prefills again, keeping
+ *    the token). A failure — no responders, the stream dies or
  *    stalls dead, an error frame, a final output that is not one token, `prefillTimeoutMs` passed — is
  *    logged and retried once on another prefill worker, then reported 'failed' (the caller prefills
  *    locally; the client sees no error). A caller abort aborts the prefill request ('aborted').
@@ -29,7 +31,7 @@ import { randomUUID } from 'node:crypto';
 import { type Logger, SwitchyardError } from '@switchyard/common';
 import type { RoutingTable, RouteDecision, WorkerId } from '@switchyard/kv-router';
 import { type InstanceId, type RequestPlane, NoRespondersError, StreamIncompleteError, endpointAddress, instanceAddress } from '@switchyard/runtime';
-import { GENERATE_ENDPOINT, type WireGenerateOutput, type WireKvTransferHandle } from '../protocols.js';
+import { GENERATE_ENDPOINT, type LlmCardMetadata, type WireGenerateOutput, type WireKvTransferHandle } from '../protocols.js';
 import { decodeWireGenerateOutput, generateRequestToWire, toJson } from '../wire-codec.js';
 import { DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS, DEFAULT_DISAGG_MIN_REMOTE_TOKENS, type DisaggDecision, type DisaggThresholds, decideDisagg } from './disagg-policy.js';
 import type { HealthProber } from './health-prober.js';
@@ -201,8 +203,9 @@ export class DisaggregatedPrefill {
         const cachedTokens = out.usage?.cachedTokens ?? 0;
         if (out.finishReason === 'stop' && tokens.length <= 1) return { kind: 'finished', output: whole, cachedTokens };
         if (out.finishReason === 'length' && tokens.length === 1) {
-          if (out.kvTransfer === undefined) deps.logger.warn({ model: deps.model, requestId: request.requestId, instance }, 'router: the prefill worker sent no KV transfer handle; the decode worker prefills again');
-          return { kind: 'first', output: whole, handle: out.kvTransfer, cachedTokens };
+          const problem = handleProblem(e, instance, out.kvTransfer);
+          if (problem !== undefined) deps.logger.warn({ model: deps.model, requestId: request.requestId, instance }, `router: ${problem}; the decode worker prefills again`);
+          return { kind: 'first', output: whole, handle: problem === undefined ? out.kvTransfer : undefined, cachedTokens };
         }
         throw new Error(`prefill worker ended the prefill-only request with ${tokens.length} tokens and finish reason '${out.finishReason}'`);
       }
@@ -226,4 +229,18 @@ export class DisaggregatedPrefill {
       void deps.table.release(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: release failed'));
     }
   }
+}
+
+/**
+ * Why a prefill worker's handle cannot be handed on, else undefined. A handle must name the instance
+ * that answered and the transfer address that instance advertises on its card: decode workers dial
+ * that address, so a worker may only ever point them at itself, never at another host.
+ */
+export function handleProblem(e: ModelEntry, instance: InstanceId, handle: WireKvTransferHandle | undefined): string | undefined {
+  if (handle === undefined) return 'the prefill worker sent no KV transfer handle';
+  if (handle.instanceId !== instance) return `the prefill worker's KV transfer handle names instance ${handle.instanceId}, not its own`;
+  const advertised = (e.decoded.get(instance) as LlmCardMetadata | undefined)?.kvTransfer?.address;
+  if (advertised === undefined) return 'the prefill worker sent a KV transfer handle but advertises no transfer address';
+  if (handle.address !== advertised) return `the prefill worker's KV transfer handle names address ${handle.address}, not the one on its card (${advertised})`;
+  return undefined;
 }

@@ -82,7 +82,7 @@ import { watchStall } from './stall-watch.js';
 import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
 import { LlmWorkerChooser, instanceOf, workerId } from './llm-worker-chooser.js';
 import type { ModelEntry, ModelRegistry } from './model-registry.js';
-import type { RouterMode, RouterStatsRecorder } from './router-stats.js';
+import type { DisaggLocalReason, DisaggPath, RouterMode, RouterStatsRecorder } from './router-stats.js';
 
 export const DEFAULT_MIGRATION_LIMIT = 3;
 /** A generate stream with no frame for this long probes its instance (HealthProber); dead → migrate. */
@@ -228,6 +228,8 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
     let lastTokenAt: number | undefined;
     /** Disaggregation decided (on the first attempt only). */
     let planned = false;
+    /** How a disaggregated model's request was prefilled, as known so far; recorded once, when the request ends. */
+    let path: { path: DisaggPath; reason?: DisaggLocalReason } | undefined;
     /** A transfer handle for the next decode attempt (used once). */
     let handle: WireKvTransferHandle | undefined;
     this.promptTokens += prompt.length;
@@ -268,30 +270,29 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
           if (!planned && request.prefillOnly !== true) {
             planned = true;
             const plan = await this.disagg.plan(e, prompt.length, decision, maxTokens);
-            if (plan?.path === 'local') stats.disaggPath(model, 'local', plan.reason);
+            if (plan?.path === 'local') path = { path: 'local', reason: plan.reason };
             else if (plan !== undefined) {
               // This decode worker will not prefill the prompt: its reserved prefill is another worker's work.
               prefillMarked = true;
               void deps.table.markPrefillDone(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: markPrefillDone failed'));
               const pre = await this.disagg.prefill(e, { requestId: request.requestId, promptTokenIds: prompt, sampling: wireSampling(sampling, maxTokens) }, plan.prefillWorkers, signal);
+              path = { path: 'remote' };
               if (pre.kind === 'aborted') {
-                stats.disaggPath(model, 'remote');
                 yield this.finish('abort', null, prompt.length, generated.length, cachedTokens ?? 0, started);
                 return;
               }
-              if (pre.kind === 'failed') stats.disaggPath(model, 'local', 'prefill_failed');
+              if (pre.kind === 'failed') path = { path: 'local', reason: 'prefill_failed' };
               else {
                 cachedTokens = Math.min(pre.cachedTokens, prompt.length);
                 cachedFixed = true;
                 tokensOut(pre.output.tokenIds);
                 const logprobs = pre.output.logprobs !== undefined ? { logprobs: pre.output.logprobs } : {};
                 if (pre.kind === 'finished') {
-                  stats.disaggPath(model, 'remote');
                   const fin = this.finish(pre.output.finishReason!, pre.output.stopReason, prompt.length, generated.length, cachedTokens, started);
                   yield { ...fin, tokenIds: pre.output.tokenIds, ...logprobs };
                   return;
                 }
-                if (pre.handle === undefined) stats.disaggPath(model, 'fallback');
+                if (pre.handle === undefined) path = { path: 'fallback' };
                 else {
                   handle = pre.handle;
                   sampling = { ...sampling, seed: pre.handle.seed };
@@ -319,7 +320,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
             const out = decodeWireGenerateOutput(payload);
             if (awaitingImport) {
               awaitingImport = false;
-              this.imported(model, request.requestId, instance, out.kvImport);
+              path = { path: this.imported(model, request.requestId, instance, out.kvImport) };
             }
             if (out.tokenIds.length > 0 && !prefillMarked) {
               prefillMarked = true;
@@ -338,13 +339,12 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
           throw internal(`worker ${instance} ended generation of '${request.requestId}' without a finish reason`);
         } catch (err) {
           if (signal?.aborted) {
-            if (awaitingImport) stats.disaggPath(model, 'remote');
             yield this.finish('abort', null, prompt.length, generated.length, cachedTokens ?? 0, started);
             return;
           }
           if (awaitingImport) {
             // the blocks never reached a decode worker: whoever continues prefills prompt + tokens itself
-            stats.disaggPath(model, 'fallback');
+            path = { path: 'fallback' };
             deps.logger.warn({ model, requestId: request.requestId, instance, err }, 'router: the decode attempt with the KV transfer handle failed before its first output');
           }
           const gone = attemptAbort.signal.aborted && attemptAbort.signal.reason instanceof InstanceGoneReason;
@@ -374,22 +374,24 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
     } catch (err) {
       if (counted) stats.error(model, 'generate', toSwitchyardError(err).code);
       throw err;
+    } finally {
+      // once per request, however it ended (a caller that stopped iterating included)
+      if (path !== undefined) stats.disaggPath(model, path.path, path.reason);
     }
   }
 
-  /** The decode worker's report on the first output of an attempt that carried a transfer handle. */
-  private imported(model: string, requestId: string, instance: InstanceId, report: WireKvImportReport | undefined): void {
+  /** The decode worker's report on the first output of an attempt that carried a transfer handle: the request's path. */
+  private imported(model: string, requestId: string, instance: InstanceId, report: WireKvImportReport | undefined): DisaggPath {
     const { stats, logger } = this.deps;
     if (report !== undefined && report.fallback === undefined) {
-      stats.disaggPath(model, 'remote');
       stats.kvTransfer.observe(report.ms / 1000);
-      return;
+      return 'remote';
     }
-    stats.disaggPath(model, 'fallback');
     logger.warn(
       { model, requestId, instance, reason: report?.fallback ?? 'no import report on the first output' },
       'router: the decode worker did not use the transferred KV blocks; it prefilled locally',
     );
+    return 'fallback';
   }
 
   /** The final output of a generation, with its usage; records the end-of-request metrics. */
