@@ -165,7 +165,9 @@ export class LlmBackend implements Backend {
       const file = found.path;
       // Its refusal is wrapped by `fail`, which names the model.
       const checkKv = (bytes: number): void => enforceLimits('', [kvCacheLimitCheck(bytes, this.limits)]);
-      const modelId = await fileDigest(file).catch((e: unknown) => fail(`unable to read '${file}': ${e instanceof Error ? e.message : String(e)}`, e));
+      // The digest is read while the session loads (large files take a while either way).
+      const modelId = fileDigest(file).catch((e: unknown) => fail(`unable to read '${file}': ${e instanceof Error ? e.message : String(e)}`, e));
+      modelId.catch(() => {}); // awaited by createOnnxLlmExecutor; not unhandled when the session fails first
       const created = await createOnnxLlmExecutor(file, options, tokenizer.vocabSize, checkKv, modelId).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
       executor = created.executor;
       releaseExecutor = created.release;
