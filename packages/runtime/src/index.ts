@@ -77,10 +77,12 @@ export {
   DEFAULT_KV_MAX_HASHES_PER_PULL,
   MAX_KV_LAYOUT_DIGEST_LENGTH,
   MAX_KV_LEASE_ID_LENGTH,
+  formatTransferAddress,
+  parseTransferAddress,
 } from './kv-transfer/kv-transfer-limits.js';
 export type { KvTransferOptions } from './kv-transfer/kv-transfer-limits.js';
 export { MemoryKvTransferNetwork, MemoryKvTransferPlane } from './kv-transfer/memory-kv-transfer-plane.js';
-export { TcpKvTransferPlane, parseTransferAddress } from './kv-transfer/tcp-kv-transfer-plane.js';
+export { TcpKvTransferPlane } from './kv-transfer/tcp-kv-transfer-plane.js';
 export type {
   KvBlockProvider,
   KvPullOptions,

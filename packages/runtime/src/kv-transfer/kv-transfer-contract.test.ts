@@ -4,9 +4,10 @@
  * deadlines, cancellation, limits) the other must do too.
  */
 import * as net from 'node:net';
-import { SwitchyardError, capacityExhausted, invalidArgument, notFound } from '@switchyard/common';
+import { SwitchyardError, capacityExhausted, notFound } from '@switchyard/common';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { KvTransferOptions } from './kv-transfer-limits.js';
+import { TestProvider, bytesOf, hashOf } from '../test-support/kv-block-provider.js';
 import type { KvBlockProvider, KvPullRequest, KvTransferBlock, KvTransferPlane, KvTransferServeOptions, KvTransferServer } from './kv-transfer-plane.js';
 import { MemoryKvTransferNetwork, MemoryKvTransferPlane } from './memory-kv-transfer-plane.js';
 import { TcpKvTransferPlane } from './tcp-kv-transfer-plane.js';
@@ -38,48 +39,6 @@ const harnesses: Array<() => Harness> = [
     return { name: 'memory', plane: (options) => new MemoryKvTransferPlane(network, options), serveOptions: {}, deadAddress: async () => 'memory:1' };
   },
 ];
-
-export const hashOf = (i: number): string => (0x1234_0000_0000 + i * 7919).toString(16).padStart(16, '0');
-
-/** Deterministic bytes of block `i`, `size` long. */
-export function bytesOf(i: number, size: number): Uint8Array {
-  const b = new Uint8Array(size);
-  for (let k = 0; k < size; k++) b[k] = (i * 31 + k * 7 + (k >> 8)) & 0xff;
-  return b;
-}
-
-/** A provider over leases of model 'm' with layout digest 'L'; records its calls. */
-export class TestProvider implements KvBlockProvider {
-  readonly leases = new Map<string, Map<string, Uint8Array>>();
-  readonly reads: KvPullRequest[] = [];
-  /** Replaces `read` when set. */
-  override: ((r: KvPullRequest) => Promise<readonly KvTransferBlock[]> | readonly KvTransferBlock[]) | null = null;
-
-  lease(id: string, sizes: readonly number[]): string[] {
-    const blocks = new Map<string, Uint8Array>();
-    sizes.forEach((size, i) => blocks.set(hashOf(i), bytesOf(i, size)));
-    this.leases.set(id, blocks);
-    return [...blocks.keys()];
-  }
-
-  read(r: KvPullRequest): Promise<readonly KvTransferBlock[]> | readonly KvTransferBlock[] {
-    this.reads.push(r);
-    if (this.override) return this.override(r);
-    if (r.model !== 'm') throw notFound(`model ${r.model} is not served`);
-    const lease = this.leases.get(r.leaseId);
-    if (lease === undefined) throw notFound(`lease ${r.leaseId} is unknown or expired`);
-    if (r.layoutDigest !== 'L') throw invalidArgument(`layout digest ${r.layoutDigest} differs`);
-    return r.hashes.map((hash) => {
-      const data = lease.get(hash);
-      if (data === undefined) throw invalidArgument(`lease ${r.leaseId} does not hold ${hash}`);
-      return { hash, data };
-    });
-  }
-
-  release(r: { model: string; leaseId: string }): boolean {
-    return this.leases.delete(r.leaseId);
-  }
-}
 
 async function collect(it: AsyncIterable<readonly KvTransferBlock[]>): Promise<KvTransferBlock[][]> {
   const chunks: KvTransferBlock[][] = [];
@@ -167,8 +126,31 @@ describe.each(harnesses.map((make) => [make().name, make] as const))('KvTransfer
     expect(await collect(puller.pull(server.address, pullOf([])))).toEqual([]);
     expect(provider.reads).toEqual([]);
     expect((await collect(it)).flat()).toHaveLength(2);
-    expect(provider.reads).toHaveLength(1);
-    expect(provider.reads[0]).toEqual(pullOf(hashes));
+    expect(provider.reads.flatMap((r) => r.hashes)).toEqual(hashes);
+    expect(provider.reads[0]).toEqual(pullOf(hashes.slice(0, 1)));
+  });
+
+  it('reads the provider a chunk at a time, and fails with its code when the lease goes mid-pull', async () => {
+    const provider = new TestProvider();
+    const hashes = provider.lease('lease-1', Array.from({ length: 600 }, () => 8192));
+    const { server } = await serve(provider);
+    const puller = plane();
+    expect((await collect(puller.pull(server.address, pullOf(hashes)))).flat().map((b) => b.hash)).toEqual(hashes);
+    // one block first, then as many as fit 1 MiB at 8 KiB each: never the whole pull at once
+    expect(provider.reads.map((r) => r.hashes.length)).toEqual([1, 127, 127, 127, 127, 91]);
+    provider.reads.length = 0;
+    const big = provider.lease('lease-2', Array.from({ length: 6 }, () => 1024 * 1024));
+    expect((await collect(puller.pull(server.address, pullOf(big, 'lease-2')))).flat()).toHaveLength(6);
+    expect(provider.reads.map((r) => r.hashes.length)).toEqual([1, 1, 1, 1, 1, 1]);
+    // the lease expires after the first read
+    provider.reads.length = 0;
+    provider.override = (r) => {
+      if (provider.reads.length === 2) provider.leases.delete('lease-1');
+      return provider.answer(r);
+    };
+    const gone = await failure(puller.pull(server.address, pullOf(hashes)));
+    expect(gone.error).toMatchObject({ code: 'not_found' });
+    expect(gone.blocks.map((b) => b.hash)).toEqual(hashes.slice(0, 1));
   });
 
   it("passes the provider's refusals with their code and message", async () => {
@@ -189,7 +171,7 @@ describe.each(harnesses.map((make) => [make().name, make] as const))('KvTransfer
     };
     expect((await failure(puller.pull(server.address, pullOf(hashes)))).error).toMatchObject({ code: 'internal', message: 'provider bug' });
     // a provider that answers with other blocks than asked is refused on the serving side
-    provider.override = (r) => r.hashes.map((hash, i) => ({ hash: i === 1 ? hashOf(50) : hash, data: new Uint8Array(4) }));
+    provider.override = (r) => r.hashes.map((hash, i) => ({ hash: i === 0 ? hashOf(50) : hash, data: new Uint8Array(4) }));
     const wrong = await failure(puller.pull(server.address, pullOf(hashes)));
     expect(wrong.error.code).toBe('internal');
     expect(wrong.blocks).toEqual([]);
@@ -231,11 +213,27 @@ describe.each(harnesses.map((make) => [make().name, make] as const))('KvTransfer
       expect((await failure(puller.pull(dead, bad))).error.code).toBe('invalid_argument');
     }
     expect((await failure(puller.pull(dead, pullOf(hashes.slice(0, 1)), { timeoutMs: 0 }))).error.code).toBe('invalid_argument');
+    for (const address of ['nowhere', 'host:0', '']) {
+      expect((await failure(puller.pull(address, pullOf(hashes.slice(0, 1))))).error.code).toBe('invalid_argument');
+      await expect(puller.release(address, { model: 'm', leaseId: 'x' })).rejects.toMatchObject({ code: 'invalid_argument' });
+    }
     // the server's own limit applies whatever the puller's
     const { server } = await serve(provider, { maxHashesPerPull: 2 });
     const refused = await failure(plane().pull(server.address, pullOf(hashes.slice(0, 3))));
     expect(refused.error).toMatchObject({ code: 'invalid_argument' });
     expect(provider.reads).toEqual([]);
+  });
+
+  it('serves on the port asked (refusing one in use or out of range) or a free one', async () => {
+    const provider = new TestProvider();
+    const { server } = await serve(provider);
+    const port = Number(server.address.slice(server.address.lastIndexOf(':') + 1));
+    expect(port).toBeGreaterThan(0);
+    const p = plane();
+    await expect(p.serve(provider, { ...h.serveOptions, port })).rejects.toMatchObject({ code: 'unavailable' });
+    await expect(p.serve(provider, { ...h.serveOptions, port: 70_000 })).rejects.toMatchObject({ code: 'invalid_argument' });
+    const { server: other } = await serve(provider);
+    expect(other.address).not.toBe(server.address);
   });
 
   it('fails unavailable when nobody serves the address, or the server closed', async () => {
@@ -298,6 +296,16 @@ describe.each(harnesses.map((make) => [make().name, make] as const))('KvTransfer
     await expect(it.next()).rejects.toMatchObject({ code: 'cancelled' });
     // the server is unharmed
     expect((await collect(puller.pull(server.address, pullOf(hashes)))).flat()).toHaveLength(8);
+    // the whole answer has arrived (small chunks), the consumer holds the first: still cancelled
+    const small = new TestProvider();
+    const smallHashes = small.lease('lease-1', [40, 40, 40, 40]);
+    const { server: smallServer } = await serve(small, { chunkBytes: 64 });
+    const ac3 = new AbortController();
+    const held = puller.pull(smallServer.address, pullOf(smallHashes), { signal: ac3.signal })[Symbol.asyncIterator]();
+    expect((await held.next()).value).toHaveLength(1);
+    await sleep(100);
+    ac3.abort();
+    await expect(held.next()).rejects.toMatchObject({ code: 'cancelled' });
   });
 
   it('a consumer that stops early ends the pull; closing the plane fails its open pulls unavailable', async () => {

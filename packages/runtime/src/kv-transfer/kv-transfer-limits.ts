@@ -2,12 +2,13 @@
  * What both KvTransferPlane implementations share, with no IO: the options (user type with documented
  * defaults → `KvTransferLimits`, validated in `parseKvTransferOptions`), the checks of a pull or release
  * request (the puller makes them before anything is sent, the server again on what arrives), the check
- * of what a provider returned, and how a pull's blocks are cut into chunks. The memory twin goes through
- * the same functions, so it refuses and chunks exactly as the TCP plane does.
+ * of what a provider returned, how a pull's blocks are read from the provider and cut into chunks
+ * (`readChunks`), and transfer addresses. The memory twin goes through the same functions, so it
+ * refuses, reads and chunks exactly as the TCP plane does.
  */
-import { enforceLimits, internal, invalidArgument } from '@switchyard/common';
+import { enforceLimits, internal, invalidArgument, toSwitchyardError } from '@switchyard/common';
 import { MAX_MODEL_NAME_LENGTH } from '../addressing.js';
-import type { KvPullOptions, KvPullRequest, KvReleaseRequest, KvTransferBlock } from './kv-transfer-plane.js';
+import type { KvBlockProvider, KvPullOptions, KvPullRequest, KvReleaseRequest, KvTransferBlock } from './kv-transfer-plane.js';
 
 /** Target payload of one chunk (block data plus 12 table bytes per block). A bigger block travels alone. */
 export const DEFAULT_KV_CHUNK_BYTES = 1024 * 1024;
@@ -74,6 +75,18 @@ export function parseKvTransferOptions(options: KvTransferOptions = {}): KvTrans
     { what: 'maxHashesPerPull', value: limits.maxHashesPerPull, max: 1 << 24, unit: 'hashes', why: 'a pull request is one frame the server buffers' },
   ]);
   return limits;
+}
+
+/** `host:port` or `[v6]:port` → its parts; invalid_argument otherwise. */
+export function parseTransferAddress(address: string): { host: string; port: number } {
+  const m = typeof address === 'string' ? /^(?:\[([0-9a-fA-F:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/.exec(address) : null;
+  const port = m === null ? NaN : Number(m[3]);
+  if (m === null || !(port >= 1 && port <= 65_535)) throw invalidArgument(`KV transfer: address ${JSON.stringify(String(address)).slice(0, 80)} is not host:port`);
+  return { host: m[1] ?? m[2]!, port };
+}
+
+export function formatTransferAddress(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
 /** True for a string that survives UTF-8 encoding unchanged (no lone surrogates). */
@@ -156,5 +169,45 @@ export function checkPullOptions(options: KvPullOptions): void {
   const t = options.timeoutMs;
   if (t !== undefined && !(typeof t === 'number' && t > 0 && t <= MAX_TIMEOUT_MS)) {
     throw invalidArgument(`KV transfer: timeoutMs must be a positive number of ms up to ${MAX_TIMEOUT_MS}, got ${String(t)}`);
+  }
+}
+
+/** One chunk of a pull as the serving side produces it: its blocks and the pull index of the first. */
+export interface ServedChunk {
+  readonly first: number;
+  readonly blocks: readonly KvTransferBlock[];
+}
+
+/**
+ * The serving side of a pull, for both planes: reads the provider about a chunk's worth of blocks at a
+ * time (the first call asks for one block, each later call for as many as fit a chunk at the sizes
+ * seen so far), checks each answer (`checkProvided`) and yields the pull's chunks in order. So a pull
+ * of any length holds about one chunk of the provider's bytes at a time (an engine copies blocks out
+ * of its cache to answer), and a lease that expires mid-pull fails the rest with the provider's code.
+ * Errors are SwitchyardErrors (anything else a provider throws becomes internal).
+ */
+export async function* readChunks(provider: KvBlockProvider, request: KvPullRequest, limits: KvTransferLimits): AsyncGenerator<ServedChunk> {
+  let start = 0;
+  let batch = 1;
+  let seenBytes = 0;
+  let seenBlocks = 0;
+  while (start < request.hashes.length) {
+    const asked: KvPullRequest = { ...request, hashes: request.hashes.slice(start, start + batch) };
+    let blocks: readonly KvTransferBlock[];
+    try {
+      blocks = await provider.read(asked);
+      checkProvided(asked, blocks, limits);
+    } catch (e) {
+      throw toSwitchyardError(e);
+    }
+    let from = 0;
+    for (const end of planChunks(blocks.map((b) => b.data.byteLength), limits.chunkBytes)) {
+      yield { first: start + from, blocks: blocks.slice(from, end) };
+      from = end;
+    }
+    for (const b of blocks) seenBytes += b.data.byteLength;
+    seenBlocks += blocks.length;
+    start += blocks.length;
+    batch = Math.max(1, Math.floor(limits.chunkBytes / (CHUNK_ENTRY_BYTES + seenBytes / seenBlocks)));
   }
 }

@@ -80,14 +80,15 @@ function u32(n: number): Buffer {
 
 /** A checked hash (KV_BLOCK_HASH_PATTERN) as its 8 bytes. */
 function hashBytes(hash: string, into: Buffer, at: number): void {
-  into.writeUInt32BE(Number.parseInt(hash.slice(0, 8), 16), at);
-  into.writeUInt32BE(Number.parseInt(hash.slice(8, 16), 16), at + 4);
+  into.write(hash, at, 8, 'hex');
 }
 
-function hashText(from: Uint8Array, at: number): string {
-  const v = new DataView(from.buffer, from.byteOffset + at, 8);
-  return v.getUint32(0).toString(16).padStart(8, '0') + v.getUint32(4).toString(16).padStart(8, '0');
+/** 8 bytes at `at` of `from` as 16 lower-case hex digits. */
+function hashText(from: Buffer, at: number): string {
+  return from.toString('hex', at, at + 8);
 }
+
+const asBuffer = (b: Uint8Array): Buffer => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
 
 /** PULL: str16 model, str16 leaseId, str16 layoutDigest, u32 n, n × 8-byte hash. The request was checked. */
 export function encodePull(request: KvPullRequest): Buffer {
@@ -103,8 +104,10 @@ export function encodeRelease(request: KvReleaseRequest): Buffer {
 
 /**
  * CHUNK: u32 crc32 of everything after it in the body, u32 index of the first block in the pull,
- * u32 n ≥ 1, n × (8-byte hash, u32 size), then the n blocks' bytes. Returns the frame's head (up to
- * the end of the table) and the blocks' own bytes, to be written in that order without copying them.
+ * u32 n ≥ 1, n × (8-byte hash, u32 size), then the n blocks' bytes. Returns the frame as two parts to
+ * be written in order: its head (up to the end of the table) and its data — a lone block's own bytes,
+ * uncopied (it may be large), or several blocks copied into one buffer of at most a chunk (one write
+ * instead of one per block: small blocks cost less copied than queued one by one).
  */
 export function encodeChunk(first: number, blocks: readonly KvTransferBlock[]): Uint8Array[] {
   const n = blocks.length;
@@ -121,10 +124,9 @@ export function encodeChunk(first: number, blocks: readonly KvTransferBlock[]): 
   head[4] = FrameType.CHUNK;
   head.writeUInt32BE(first, 9);
   head.writeUInt32BE(n, 13);
-  let crc = crc32(head.subarray(9));
-  for (const b of blocks) crc = crc32(b.data, crc);
-  head.writeUInt32BE(crc, 5);
-  return [head, ...blocks.map((b) => b.data)];
+  const body = n === 1 ? blocks[0]!.data : Buffer.concat(blocks.map((b) => b.data), data);
+  head.writeUInt32BE(crc32(body, crc32(head.subarray(9))), 5);
+  return [head, body];
 }
 
 /** END: u32 blocks sent in all (= the pull's hash count). */
@@ -356,7 +358,8 @@ export function decodeMessage(type: number, body: Uint8Array, limits: Pick<KvTra
       if (n > limits.maxHashesPerPull) throw invalidArgument(`KV transfer: a pull of ${n} hashes, above the limit of ${limits.maxHashesPerPull}`);
       const raw = c.bytes(8 * n);
       c.done();
-      const hashes = Array.from({ length: n }, (_, i) => hashText(raw, 8 * i));
+      const rawHex = asBuffer(raw);
+      const hashes = Array.from({ length: n }, (_, i) => hashText(rawHex, 8 * i));
       return { type: 'pull', request: { model, leaseId, layoutDigest, hashes } };
     }
     case FrameType.RELEASE: {
@@ -378,10 +381,10 @@ export function decodeMessage(type: number, body: Uint8Array, limits: Pick<KvTra
       const hashes: string[] = [];
       const sizes: number[] = [];
       let total = 0;
-      const view = new DataView(table.buffer, table.byteOffset, table.byteLength);
+      const t = asBuffer(table);
       for (let i = 0; i < n; i++) {
-        hashes.push(hashText(table, CHUNK_ENTRY_BYTES * i));
-        const size = view.getUint32(CHUNK_ENTRY_BYTES * i + 8);
+        hashes.push(hashText(t, CHUNK_ENTRY_BYTES * i));
+        const size = t.readUInt32BE(CHUNK_ENTRY_BYTES * i + 8);
         sizes.push(size);
         total += size;
       }

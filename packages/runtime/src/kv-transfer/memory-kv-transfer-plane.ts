@@ -5,19 +5,21 @@
  * limits, a provider's refusal reaches the puller with its code, what a provider returned is checked,
  * blocks arrive in the same chunks, bytes are copied (a puller never shares memory with the provider),
  * counters count the same payload bytes. An unknown address, a closed server or a server closed
- * mid-pull is `unavailable`; `timeoutMs` is `deadline_exceeded`, `signal` is `cancelled`. Delivery
+ * mid-pull is `unavailable`; `timeoutMs` is `deadline_exceeded`, `signal` is `cancelled`. Addresses are
+ * `host:port` as on TCP (`advertiseHost`, default 'memory', and a port counted from 40000). Delivery
  * is asynchronous (a macrotask per chunk), like a network hop.
  */
-import { cancelled, deadlineExceeded, toSwitchyardError, unavailable } from '@switchyard/common';
+import { cancelled, deadlineExceeded, invalidArgument, toSwitchyardError, unavailable } from '@switchyard/common';
 import {
   type KvTransferLimits,
   type KvTransferOptions,
-  checkProvided,
   checkPullOptions,
   checkPullRequest,
   checkReleaseRequest,
+  formatTransferAddress,
   parseKvTransferOptions,
-  planChunks,
+  parseTransferAddress,
+  readChunks,
 } from './kv-transfer-limits.js';
 import {
   DEFAULT_KV_PULL_TIMEOUT_MS,
@@ -53,9 +55,9 @@ export class MemoryKvTransferNetwork {
   listen(served: Served, options: KvTransferServeOptions): string {
     const host = options.advertiseHost ?? 'memory';
     let port = options.port ?? 0;
-    if (!Number.isSafeInteger(port) || port < 0 || port > 65_535) throw unavailable(`cannot listen on port ${String(port)}`);
-    if (port === 0) while (this.servers.has(`${host}:${(port = this.nextPort++)}`));
-    const address = `${host}:${port}`;
+    if (!Number.isSafeInteger(port) || port < 0 || port > 65_535) throw invalidArgument(`KV transfer: port ${String(port)} is not 0 to 65535`);
+    if (port === 0) while (this.servers.has(formatTransferAddress(host, (port = this.nextPort++))));
+    const address = formatTransferAddress(host, port);
     if (this.servers.has(address)) throw unavailable(`cannot listen on ${address}: address in use`);
     this.servers.set(address, served);
     return address;
@@ -166,6 +168,7 @@ export class MemoryKvTransferPlane implements KvTransferPlane {
       [Symbol.asyncIterator]: async function* () {
         checkPullRequest(request, plane.limits);
         checkPullOptions(options);
+        parseTransferAddress(address);
         if (plane.closed) throw unavailable('KV transfer plane is closed');
         const what = `KV pull of ${request.hashes.length} blocks from ${address}`;
         const guard = plane.guard(what, options);
@@ -176,29 +179,23 @@ export class MemoryKvTransferPlane implements KvTransferPlane {
           const served = plane.network.lookup(address);
           // What the server receives is its own copy of the request, checked with its own limits.
           const asked: KvPullRequest = { model: request.model, leaseId: request.leaseId, layoutDigest: request.layoutDigest, hashes: [...request.hashes] };
-          const blocks = await guard.race(
-            (async () => {
-              try {
-                checkPullRequest(asked, served.limits);
-                const got = await served.provider.read(asked);
-                checkProvided(asked, got, served.limits);
-                return got;
-              } catch (e) {
-                throw toSwitchyardError(e);
-              }
-            })(),
-          );
-          let start = 0;
-          for (const end of planChunks(blocks.map((b) => b.data.byteLength), served.limits.chunkBytes)) {
-            const chunk = blocks.slice(start, end).map((b, i) => ({ hash: request.hashes[start + i]!, data: new Uint8Array(b.data) }));
-            const bytes = chunk.reduce((n, b) => n + b.data.byteLength, 0);
-            served.plane.sent(bytes);
-            await guard.race(hop());
-            if (!served.open) throw unavailable(`${what} failed: the connection was lost after ${start} blocks`);
-            plane.bytesIn += bytes;
-            start = end;
-            yield chunk;
-            guard.check();
+          checkPullRequest(asked, served.limits);
+          const chunks = readChunks(served.provider, asked, served.limits);
+          try {
+            for (;;) {
+              const next = await guard.race(chunks.next());
+              if (next.done) break;
+              const chunk = next.value.blocks.map((b, i) => ({ hash: asked.hashes[next.value.first + i]!, data: new Uint8Array(b.data) }));
+              const bytes = chunk.reduce((n, b) => n + b.data.byteLength, 0);
+              served.plane.sent(bytes);
+              await guard.race(hop());
+              if (!served.open) throw unavailable(`${what} failed: the connection was lost after ${next.value.first} blocks`);
+              plane.bytesIn += bytes;
+              yield chunk;
+              guard.check();
+            }
+          } finally {
+            void chunks.return(undefined);
           }
         } finally {
           guard.dispose();
@@ -211,6 +208,7 @@ export class MemoryKvTransferPlane implements KvTransferPlane {
   async release(address: string, request: KvReleaseRequest, options: KvPullOptions = {}): Promise<boolean> {
     checkReleaseRequest(request);
     checkPullOptions(options);
+    parseTransferAddress(address);
     if (this.closed) throw unavailable('KV transfer plane is closed');
     const guard = this.guard(`KV release of lease ${request.leaseId} at ${address}`, options);
     try {

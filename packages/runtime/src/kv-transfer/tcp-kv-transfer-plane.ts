@@ -6,7 +6,8 @@
  *
  * One connection carries one request: the client connects, both sides send an 8-byte hello at once,
  * the client sends its request right behind its hello (no round trip is spent on the handshake), the
- * server answers and ends the connection. Integers are big-endian.
+ * server answers and ends the connection. Integers are big-endian. Block hashes are 16 lower-case hex
+ * digits (the engine's sequence hashes); a pull with none opens no connection.
  *
  * ```
  * hello      "SYKV" (4 bytes) | u16 version (1) | u16 flags (0)
@@ -36,12 +37,13 @@
  *
  * ## Flow control
  *
- * Both sides hold at most about one frame. The server writes a chunk (its header, then the blocks'
- * own bytes, uncopied, corked into one write) and waits for 'drain' before the next when the socket's
- * buffer is full. The puller stops reading the socket as soon as a whole frame is buffered and nobody
- * is waiting for it, and resumes when its consumer asks for the next chunk: a slow consumer leaves the
- * TCP window closed and the server waiting, and memory stays at a chunk or two per pull whatever the
- * pull's size.
+ * Both sides hold at most about one frame. The server asks its provider for about a chunk's worth of
+ * blocks at a time (`readChunks`), writes the chunk (its header and its data: a lone block's own bytes
+ * uncopied, or the chunk's blocks copied into one buffer, corked into one write) and waits for 'drain'
+ * before the next when the socket's buffer is full. The puller stops reading the socket as soon as a
+ * whole frame is buffered and nobody is waiting for it, and resumes when its consumer asks for the
+ * next chunk: a slow consumer leaves the TCP window closed and the server waiting, and memory stays at
+ * a chunk or two per pull whatever the pull's size.
  *
  * ## Limits (the server faces any client; the puller faces any server)
  *
@@ -76,12 +78,14 @@ import {
 import {
   type KvTransferLimits,
   type KvTransferOptions,
-  checkProvided,
+  type ServedChunk,
   checkPullOptions,
   checkPullRequest,
   checkReleaseRequest,
+  formatTransferAddress,
   parseKvTransferOptions,
-  planChunks,
+  parseTransferAddress,
+  readChunks,
 } from './kv-transfer-limits.js';
 import {
   DEFAULT_KV_PULL_TIMEOUT_MS,
@@ -189,8 +193,10 @@ class FramedSocket {
     if (this.failure !== null) throw this.failure;
   }
 
-  /** Server side: the answer is complete. */
+  /** Server side: the answer is complete. Input is read (and dropped) from now on, so the peer's close is seen at once. */
   finish(): void {
+    this.discarding = true;
+    this.socket.resume();
     this.socket.end();
   }
 
@@ -213,18 +219,6 @@ class FramedSocket {
     this.waiter = null;
     w?.();
   }
-}
-
-/** `host:port` or `[v6]:port` → its parts; invalid_argument otherwise. */
-export function parseTransferAddress(address: string): { host: string; port: number } {
-  const m = typeof address === 'string' ? /^(?:\[([0-9a-fA-F:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/.exec(address) : null;
-  const port = m === null ? NaN : Number(m[3]);
-  if (m === null || !(port >= 1 && port <= 65_535)) throw invalidArgument(`KV transfer: address ${JSON.stringify(String(address)).slice(0, 80)} is not host:port`);
-  return { host: m[1] ?? m[2]!, port };
-}
-
-export function formatTransferAddress(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
 const WILDCARD_HOSTS = new Set(['', '0.0.0.0', '::', '::0']);
@@ -311,21 +305,20 @@ class TcpKvTransferServer implements KvTransferServer {
       return conn.finish();
     }
     const request = message.request;
-    let blocks: readonly KvTransferBlock[];
-    try {
-      blocks = await this.provider.read(request);
-      checkProvided(request, blocks, this.limits);
-    } catch (e) {
-      return conn.refuse(toSwitchyardError(e));
+    const chunks = readChunks(this.provider, request, this.limits);
+    for (;;) {
+      let next: IteratorResult<ServedChunk>;
+      try {
+        next = await chunks.next();
+      } catch (e) {
+        return conn.refuse(toSwitchyardError(e));
+      }
+      if (next.done) break;
+      const { first, blocks } = next.value;
+      await conn.send(encodeChunk(first, blocks));
+      this.sent(blocks.reduce((n, b) => n + b.data.byteLength, 0));
     }
-    let start = 0;
-    for (const end of planChunks(blocks.map((b) => b.data.byteLength), this.limits.chunkBytes)) {
-      const chunk = blocks.slice(start, end);
-      await conn.send(encodeChunk(start, chunk));
-      this.sent(chunk.reduce((n, b) => n + b.data.byteLength, 0));
-      start = end;
-    }
-    await conn.send([encodeEnd(blocks.length)]);
+    await conn.send([encodeEnd(request.hashes.length)]);
     conn.finish();
   }
 
@@ -343,7 +336,8 @@ export class TcpKvTransferPlane implements KvTransferPlane {
   private bytesIn = 0;
   private bytesOut = 0;
   private closed = false;
-  private readonly open = new Set<FramedSocket>();
+  /** Open connections → what undoes their deadline and abort listener. */
+  private readonly open = new Map<FramedSocket, () => void>();
 
   constructor(options: KvTransferOptions = {}) {
     this.limits = parseKvTransferOptions(options);
@@ -422,10 +416,13 @@ export class TcpKvTransferPlane implements KvTransferPlane {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const conn of this.open) conn.fail(unavailable('KV transfer plane is closed'));
+    for (const conn of this.open.keys()) conn.fail(unavailable('KV transfer plane is closed'));
   }
 
-  /** A connection for one operation, failed by its deadline and its signal. */
+  /**
+   * A connection for one operation, failed by its deadline and its signal until `disconnect` (also
+   * after the server closed it: what it sent may still be waiting for the consumer).
+   */
   private connect(target: { host: string; port: number }, what: string, options: KvPullOptions): FramedSocket {
     const socket = net.connect({ host: target.host, port: target.port, noDelay: true });
     const conn = new FramedSocket(socket, maxChunkFrameBytes(this.limits), `to ${formatTransferAddress(target.host, target.port)}`);
@@ -433,15 +430,15 @@ export class TcpKvTransferPlane implements KvTransferPlane {
     const timer = setTimeout(() => conn.fail(deadlineExceeded(`${what} timed out after ${timeoutMs} ms`)), timeoutMs);
     const onAbort = (): void => conn.fail(cancelled(`${what} cancelled`));
     options.signal?.addEventListener('abort', onAbort, { once: true });
-    socket.once('close', () => {
+    this.open.set(conn, () => {
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
     });
-    this.open.add(conn);
     return conn;
   }
 
   private disconnect(conn: FramedSocket): void {
+    this.open.get(conn)?.();
     this.open.delete(conn);
     conn.socket.destroy();
   }
