@@ -16,7 +16,7 @@ import {
   type WireStats,
   type WorkerRole,
 } from '../protocols.js';
-import { importKvBlocks, type KvImportOptions } from './kv-import.js';
+import { importKvBlocks } from './kv-import.js';
 import {
   decodeWireGenerateRequest,
   decodeWireInferRequest,
@@ -39,7 +39,7 @@ function llmOf(engine: InferenceEngine, model: string): LlmEndpoint {
 export interface GenerateHandlerOptions {
   /** `prefill`: only prefill-only requests are served. Default 'aggregated'. */
   readonly role?: WorkerRole;
-  /** Absent: this worker neither hands out nor pulls KV (prefill-only requests are refused, handles ignored). */
+  /** Absent: this worker neither hands out nor pulls KV (prefill-only requests are refused; a request with a handle prefills locally, its report says why). */
   readonly kvTransfer?: {
     readonly plane: KvTransferPlane;
     /** The transfer server's advertised `host:port`, once it serves (undefined before). */
@@ -48,8 +48,6 @@ export interface GenerateHandlerOptions {
     readonly instanceId: string;
   };
   readonly logger?: Logger;
-  /** Import options for tests (the simulated engine's wait, the clock). */
-  readonly importOptions?: Pick<KvImportOptions, 'sleep' | 'now' | 'timeoutMs'>;
 }
 
 /**
@@ -103,7 +101,6 @@ export function generateHandler(engine: InferenceEngine, options: GenerateHandle
         report = { pulledBlocks: 0, cachedBlocks: 0, bytes: 0, ms: 0, fallback: 'this worker has no KV transfer plane' };
       } else {
         const outcome = await importKvBlocks(llm, request.promptTokenIds, request.kvTransfer, {
-          ...options.importOptions,
           plane: transfer.plane,
           model: request.model,
           signal: context.signal,

@@ -31,8 +31,6 @@ export interface KvImportOptions {
    * speedup ratio).
    */
   readonly sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
-  /** Wall clock for the report's `ms` (default performance.now). */
-  readonly now?: () => number;
 }
 
 /** What came of the import: `kvImport` (hand it to generate) when the blocks are in, else a report with `fallback`. */
@@ -68,7 +66,7 @@ class Fallback extends Error {}
  */
 export async function importKvBlocks(llm: LlmEndpoint, promptTokenIds: readonly number[], handle: WireKvTransferHandle, options: KvImportOptions): Promise<KvImportOutcome> {
   const { plane, model, signal, logger } = options;
-  const now = options.now ?? (() => performance.now());
+  const now = (): number => performance.now();
   const started = now();
   let imp: KvImport | undefined;
   let cachedBlocks = 0;
