@@ -14,6 +14,7 @@ import { llmFixtureRepositoryFiles } from '@switchyard/onnx-builder';
 import { MemoryKvTransferNetwork, MemoryKvTransferPlane, type KvTransferServer } from '@switchyard/runtime';
 import { repoRoot } from '@switchyard/testing';
 import type { WireKvTransferHandle } from '../protocols.js';
+import { generateHandler } from './endpoints.js';
 import { importKvBlocks, type KvImportOptions } from './kv-import.js';
 import { engineKvBlockProvider, kvLayoutDigest, pinnedKvBlocks } from './kv-provider.js';
 
@@ -221,5 +222,33 @@ describe('importKvBlocks', () => {
     const outcome = await importKvBlocks(bare as LlmEndpoint, tokens, handle, options(p));
     expect(outcome.report.fallback).toMatch(/cannot import KV blocks/);
     await until(() => pinnedKvBlocks(p.prefill) === 0);
+  });
+});
+
+describe('generate handler, prefill side', () => {
+  const payload = (requestId: string) => ({ v: 1, model: 'mock_llm', requestId, promptTokenIds: prompt(40), sampling: { max_tokens: 4 }, prefillOnly: true });
+  const context = (requestId: string) => ({ requestId, signal: new AbortController().signal, deadline: null });
+
+  it('a handle the caller took keeps its lease; one the caller never took is released at once', async () => {
+    const p = await pair();
+    const handler = generateHandler(p.prefill, { role: 'prefill', kvTransfer: { plane: p.plane, address: () => p.server.address, instanceId: 'prefill-1' } });
+
+    // consumed to the end: the lease waits for the decode worker
+    const frames: unknown[] = [];
+    for await (const f of handler(payload('kept'), context('kept'))) frames.push(f);
+    expect(frames.at(-1)).toMatchObject({ finishReason: 'length', kvTransfer: { address: p.server.address, instanceId: 'prefill-1' } });
+    expect(pinnedKvBlocks(p.prefill)).toBe(2);
+    p.prefillLlm.kvTransfer!.releaseLease((frames.at(-1) as { kvTransfer: { leaseId: string } }).kvTransfer.leaseId);
+
+    // the stream is closed right after the frame with the handle was produced (the caller went away)
+    const it = handler(payload('dropped'), context('dropped'))[Symbol.asyncIterator]();
+    for (;;) {
+      const next = await it.next();
+      expect(next.done).toBe(false);
+      if ((next.value as { kvTransfer?: unknown }).kvTransfer !== undefined) break;
+    }
+    expect(pinnedKvBlocks(p.prefill)).toBe(2);
+    await it.return!();
+    expect(pinnedKvBlocks(p.prefill)).toBe(0);
   });
 });
