@@ -188,28 +188,32 @@ export class DisaggregatedPrefill {
     const tokens: number[] = [];
     const logprobs: number[] = [];
     let marked = false;
+    let final: WireGenerateOutput | undefined;
     try {
+      // Read to the end of the stream, not just to the final output: leaving early would cancel the
+      // request on the worker, which may then drop the lease it just handed out.
       for await (const payload of deps.requestPlane.request(target, toJson(wire), { signal: abort.signal, requestId: request.requestId })) {
         stall.frame();
         const out = decodeWireGenerateOutput(payload);
+        if (final !== undefined) throw new Error('prefill worker sent an output after its final one');
         tokens.push(...out.tokenIds);
         if (out.logprobs !== undefined) logprobs.push(...out.logprobs);
         if (tokens.length > 0 && !marked) {
           marked = true;
           void deps.table.markPrefillDone(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: markPrefillDone failed'));
         }
-        if (out.finishReason === null) continue;
-        const whole: WireGenerateOutput = { ...out, tokenIds: tokens, ...(logprobs.length > 0 ? { logprobs } : {}) };
-        const cachedTokens = out.usage?.cachedTokens ?? 0;
-        if (out.finishReason === 'stop' && tokens.length <= 1) return { kind: 'finished', output: whole, cachedTokens };
-        if (out.finishReason === 'length' && tokens.length === 1) {
-          const problem = handleProblem(e, instance, out.kvTransfer);
-          if (problem !== undefined) deps.logger.warn({ model: deps.model, requestId: request.requestId, instance }, `router: ${problem}; the decode worker prefills again`);
-          return { kind: 'first', output: whole, handle: problem === undefined ? out.kvTransfer : undefined, cachedTokens };
-        }
-        throw new Error(`prefill worker ended the prefill-only request with ${tokens.length} tokens and finish reason '${out.finishReason}'`);
+        if (out.finishReason !== null) final = out;
       }
-      throw new Error('prefill stream ended without a final output');
+      if (final === undefined) throw new Error('prefill stream ended without a final output');
+      const whole: WireGenerateOutput = { ...final, tokenIds: tokens, ...(logprobs.length > 0 ? { logprobs } : {}) };
+      const cachedTokens = final.usage?.cachedTokens ?? 0;
+      if (final.finishReason === 'stop' && tokens.length <= 1) return { kind: 'finished', output: whole, cachedTokens };
+      if (final.finishReason === 'length' && tokens.length === 1) {
+        const problem = handleProblem(e, instance, final.kvTransfer);
+        if (problem !== undefined) deps.logger.warn({ model: deps.model, requestId: request.requestId, instance }, `router: ${problem}; the decode worker prefills again`);
+        return { kind: 'first', output: whole, handle: problem === undefined ? final.kvTransfer : undefined, cachedTokens };
+      }
+      throw new Error(`prefill worker ended the prefill-only request with ${tokens.length} tokens and finish reason '${final.finishReason}'`);
     } catch (err) {
       if (signal?.aborted === true) return { kind: 'aborted' };
       const reason: unknown = abort.signal.aborted ? abort.signal.reason : undefined;
