@@ -43,7 +43,7 @@ switchyard_router_requests_total{endpoint="generate",model="mock_llm"} 5
 # TYPE switchyard_router_request_errors_total counter
 switchyard_router_request_errors_total{code="invalid_argument",endpoint="generate",model="mock_llm"} 1
 switchyard_router_request_errors_total{code="unavailable",endpoint="generate",model="mock_llm"} 1
-# HELP switchyard_router_routing_decisions_total Routing decisions per worker (a migrated request decides again).
+# HELP switchyard_router_routing_decisions_total Routing decisions per worker (a migrated request decides again; a remote prefill is a decision for its prefill worker).
 # TYPE switchyard_router_routing_decisions_total counter
 switchyard_router_routing_decisions_total{mode="kv",model="mock_llm",worker="aaaa"} 3
 switchyard_router_routing_decisions_total{mode="kv",model="mock_llm",worker="bbbb"} 1

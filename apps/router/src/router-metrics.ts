@@ -87,7 +87,7 @@ export function renderRouterMetrics(stats: RouterStats, models: readonly ServedM
     ),
     family(
       `${P}routing_decisions_total`,
-      'Routing decisions per worker (a migrated request decides again).',
+      'Routing decisions per worker (a migrated request decides again; a remote prefill is a decision for its prefill worker).',
       'counter',
       workers.filter((w) => w.decisions > 0).map((w) => ({ labels: { model: w.model, mode: stats.mode, worker: w.instance }, value: w.decisions })),
     ),

@@ -160,7 +160,8 @@ describe('disaggregation fields', () => {
     expectInvalid(() => decodeWireGenerateRequest({ ...decodeReq, outputTokenIds: 'x' }), /outputTokenIds/);
     expectInvalid(() => decodeWireGenerateRequest({ ...decodeReq, outputTokenIds: [1, 2, 3, 4, 5, 6] }), /more than sampling.max_tokens \(5\)/);
     // the length bound is checked before a single element is read
-    const huge = new Array<number>(MAX_WIRE_CONTEXT_TOKENS); // sparse: reading an element would throw
+    const huge: number[] = [];
+    huge.length = MAX_WIRE_CONTEXT_TOKENS; // sparse, nothing allocated: reading its elements would fail the check
     expectInvalid(() => decodeWireGenerateRequest({ ...decodeReq, kvTransfer: undefined, sampling: {}, outputTokenIds: huge }), /above the limit of 16777216 tokens/);
   });
 

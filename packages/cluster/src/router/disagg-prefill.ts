@@ -1,6 +1,6 @@
 /**
  * DisaggregatedPrefill: the prefill half of a disaggregated generation (ARCHITECTURE.md flow 5), for
- * one LLM; RoutedLlmEndpoint runs the decode half. Two calls per request:
+ * one LLM; RoutedLlmEndpoint runs the decode half. Per request:
  *
  * 1. `plan` — after the decode worker was chosen (and reserved): undefined when the model is not
  *    served disaggregated (no instance has the role prefill or decode: plain aggregated serving, nothing
@@ -17,6 +17,8 @@
  *    stalls dead, an error frame, a final output that is not one token, `prefillTimeoutMs` passed — is
  *    logged and retried once on another prefill worker, then reported 'failed' (the caller prefills
  *    locally; the client sees no error). A caller abort aborts the prefill request ('aborted').
+ * 3. `imported` — the decode worker's import report (first output of the attempt with the handle) →
+ *    'remote' or 'fallback'.
  *
  * QUEUED PREFILL TOKENS. A prefill worker's queue is the routing table's pending prefill tokens for it
  * (`RoutingTable.loads`: the uncached prompt tokens of requests reserved on it and not yet past their
@@ -31,14 +33,14 @@ import { randomUUID } from 'node:crypto';
 import { type Logger, SwitchyardError } from '@switchyard/common';
 import type { RoutingTable, RouteDecision, WorkerId } from '@switchyard/kv-router';
 import { type InstanceId, type RequestPlane, NoRespondersError, StreamIncompleteError, endpointAddress, instanceAddress } from '@switchyard/runtime';
-import { GENERATE_ENDPOINT, type LlmCardMetadata, type WireGenerateOutput, type WireKvTransferHandle } from '../protocols.js';
+import { GENERATE_ENDPOINT, type LlmCardMetadata, type WireGenerateOutput, type WireKvImportReport, type WireKvTransferHandle } from '../protocols.js';
 import { decodeWireGenerateOutput, generateRequestToWire, toJson } from '../wire-codec.js';
 import { DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS, DEFAULT_DISAGG_MIN_REMOTE_TOKENS, type DisaggDecision, type DisaggThresholds, decideDisagg } from './disagg-policy.js';
 import type { HealthProber } from './health-prober.js';
 import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
 import { LlmWorkerChooser, instanceOf, workerId } from './llm-worker-chooser.js';
 import { type ModelEntry, instancesWithRole, isDisaggregated } from './model-registry.js';
-import type { RouterMode, RouterStatsRecorder } from './router-stats.js';
+import type { DisaggPath, RouterMode, RouterStatsRecorder } from './router-stats.js';
 import { watchStall } from './stall-watch.js';
 
 /** A prefill-only request not finished after this long is abandoned (retried elsewhere, then local). */
@@ -174,6 +176,24 @@ export class DisaggregatedPrefill {
     return { kind: 'failed' };
   }
 
+  /**
+   * The decode worker's report on the first output of an attempt that carried a transfer handle → the
+   * request's path: 'remote' (the import's time observed in the KV transfer histogram), or 'fallback'
+   * (logged with the worker's reason) when it prefilled locally or sent no report.
+   */
+  imported(requestId: string, instance: InstanceId, report: WireKvImportReport | undefined): DisaggPath {
+    const { stats, logger, model } = this.deps;
+    if (report !== undefined && report.fallback === undefined) {
+      stats.kvTransfer.observe(report.ms / 1000);
+      return 'remote';
+    }
+    logger.warn(
+      { model, requestId, instance, reason: report?.fallback ?? 'no import report on the first output' },
+      'router: the decode worker did not use the transferred KV blocks; it prefilled locally',
+    );
+    return 'fallback';
+  }
+
   /** One prefill-only request to `instance`; its reservation is released whatever happens. */
   private async attempt(e: ModelEntry, request: PrefillRequest, instance: InstanceId, reservationId: string, signal: AbortSignal | undefined): Promise<PrefillOutcome> {
     const { deps } = this;
@@ -188,28 +208,32 @@ export class DisaggregatedPrefill {
     const tokens: number[] = [];
     const logprobs: number[] = [];
     let marked = false;
+    let final: WireGenerateOutput | undefined;
     try {
+      // Read to the end of the stream, not just to the final output: leaving early would cancel the
+      // request on the worker, which may then drop the lease it just handed out.
       for await (const payload of deps.requestPlane.request(target, toJson(wire), { signal: abort.signal, requestId: request.requestId })) {
         stall.frame();
         const out = decodeWireGenerateOutput(payload);
+        if (final !== undefined) throw new Error('prefill worker sent an output after its final one');
         tokens.push(...out.tokenIds);
         if (out.logprobs !== undefined) logprobs.push(...out.logprobs);
         if (tokens.length > 0 && !marked) {
           marked = true;
           void deps.table.markPrefillDone(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: markPrefillDone failed'));
         }
-        if (out.finishReason === null) continue;
-        const whole: WireGenerateOutput = { ...out, tokenIds: tokens, ...(logprobs.length > 0 ? { logprobs } : {}) };
-        const cachedTokens = out.usage?.cachedTokens ?? 0;
-        if (out.finishReason === 'stop' && tokens.length <= 1) return { kind: 'finished', output: whole, cachedTokens };
-        if (out.finishReason === 'length' && tokens.length === 1) {
-          const problem = handleProblem(e, instance, out.kvTransfer);
-          if (problem !== undefined) deps.logger.warn({ model: deps.model, requestId: request.requestId, instance }, `router: ${problem}; the decode worker prefills again`);
-          return { kind: 'first', output: whole, handle: problem === undefined ? out.kvTransfer : undefined, cachedTokens };
-        }
-        throw new Error(`prefill worker ended the prefill-only request with ${tokens.length} tokens and finish reason '${out.finishReason}'`);
+        if (out.finishReason !== null) final = out;
       }
-      throw new Error('prefill stream ended without a final output');
+      if (final === undefined) throw new Error('prefill stream ended without a final output');
+      const whole: WireGenerateOutput = { ...final, tokenIds: tokens, ...(logprobs.length > 0 ? { logprobs } : {}) };
+      const cachedTokens = final.usage?.cachedTokens ?? 0;
+      if (final.finishReason === 'stop' && tokens.length <= 1) return { kind: 'finished', output: whole, cachedTokens };
+      if (final.finishReason === 'length' && tokens.length === 1) {
+        const problem = handleProblem(e, instance, final.kvTransfer);
+        if (problem !== undefined) deps.logger.warn({ model: deps.model, requestId: request.requestId, instance }, `router: ${problem}; the decode worker prefills again`);
+        return { kind: 'first', output: whole, handle: problem === undefined ? final.kvTransfer : undefined, cachedTokens };
+      }
+      throw new Error(`prefill worker ended the prefill-only request with ${tokens.length} tokens and finish reason '${final.finishReason}'`);
     } catch (err) {
       if (signal?.aborted === true) return { kind: 'aborted' };
       const reason: unknown = abort.signal.aborted ? abort.signal.reason : undefined;

@@ -160,6 +160,15 @@ describe('disaggregated prefill/decode through the router', () => {
     ['answers an error frame', () => fail(internal('prefill exploded')), {}],
     ['never answers (timeout)', () => hang(), {}],
     ['dies mid-request (stream cut)', () => crash(), {}],
+    ['ends its prefill with two tokens', () => async function* () { yield { tokenIds: [5, 6], finishReason: 'length', stopReason: null }; }, {}],
+    ['ends its prefill aborted', () => async function* () { yield { tokenIds: [], finishReason: 'abort', stopReason: null }; }, {}],
+    [
+      'sends a malformed handle',
+      () => async function* (request, context, worker) {
+        for await (const out of prefillOk()(request, context, worker)) yield { ...out, kvTransfer: { ...out.kvTransfer!, blockHashes: ['not-a-hash'] } };
+      },
+      {},
+    ],
   ];
   it.each(FAILURES)('a prefill worker that %s: retried once on another, then prefilled locally; the client sees no error', async (what, behaviour, options) => {
     const { workers, llm, router, table } = await setup(async (card) => [

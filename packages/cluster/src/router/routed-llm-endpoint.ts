@@ -74,7 +74,7 @@ import {
   instanceAddress,
   isRetriable,
 } from '@switchyard/runtime';
-import { GENERATE_ENDPOINT, type WireKvImportReport, type WireKvTransferHandle, type WireLoad } from '../protocols.js';
+import { GENERATE_ENDPOINT, type WireKvTransferHandle, type WireLoad } from '../protocols.js';
 import { decodeWireGenerateOutput, generateRequestToWire, toJson } from '../wire-codec.js';
 import { DEFAULT_DISAGG_OPTIONS, type DisaggOptions, DisaggregatedPrefill } from './disagg-prefill.js';
 import type { HealthProber } from './health-prober.js';
@@ -320,7 +320,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
             const out = decodeWireGenerateOutput(payload);
             if (awaitingImport) {
               awaitingImport = false;
-              path = { path: this.imported(model, request.requestId, instance, out.kvImport) };
+              path = { path: this.disagg.imported(request.requestId, instance, out.kvImport) };
             }
             if (out.tokenIds.length > 0 && !prefillMarked) {
               prefillMarked = true;
@@ -378,20 +378,6 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
       // once per request, however it ended (a caller that stopped iterating included)
       if (path !== undefined) stats.disaggPath(model, path.path, path.reason);
     }
-  }
-
-  /** The decode worker's report on the first output of an attempt that carried a transfer handle: the request's path. */
-  private imported(model: string, requestId: string, instance: InstanceId, report: WireKvImportReport | undefined): DisaggPath {
-    const { stats, logger } = this.deps;
-    if (report !== undefined && report.fallback === undefined) {
-      stats.kvTransfer.observe(report.ms / 1000);
-      return 'remote';
-    }
-    logger.warn(
-      { model, requestId, instance, reason: report?.fallback ?? 'no import report on the first output' },
-      'router: the decode worker did not use the transferred KV blocks; it prefilled locally',
-    );
-    return 'fallback';
   }
 
   /** The final output of a generation, with its usage; records the end-of-request metrics. */

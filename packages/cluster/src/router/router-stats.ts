@@ -83,7 +83,7 @@ export interface RouterStats {
   readonly errors: number;
   /** The same, per model and endpoint, errors by code; sorted by model then endpoint. */
   readonly byModel: readonly ModelRequestStats[];
-  /** LLM routing decisions per mode (a migrated request decides again). */
+  /** LLM routing decisions per mode (a migrated request decides again; a remote prefill is a decision for its prefill worker). */
   readonly decisionsByMode: Readonly<Record<RouterMode, number>>;
   readonly workers: readonly WorkerStats[];
   readonly migrations: Readonly<Record<MigrationKind, number>>;
