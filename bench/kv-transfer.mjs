@@ -6,8 +6,10 @@
 // `npm run models`: layers × 2 × KV heads × block size 16 × head dim × 4 bytes, fp32) and 1 MiB (a
 // 7B-class model's fp16 block is 2 MiB for 32 layers × 8 KV heads × 128 dims: 1 MiB is half of one).
 // Each pull asks for 256 blocks; the figures are per pull (connect, hello, request, chunks verified
-// and handed to the consumer) and its payload MB/s (1 MB = 10^6 bytes). The memory twin moving the
-// same pull is printed beside it as the floor of what the plane's own copies cost.
+// and handed to the consumer) and its payload MB/s (1 MB = 10^6 bytes), plus the CPU time both
+// processes spent per pull (MB per CPU-second: what the plane costs, less sensitive to a busy machine
+// than the wall-clock figures). The memory twin moving the same pull is printed beside it as the
+// floor of what the plane's own copies cost.
 //
 //   node bench/kv-transfer.mjs [--quick]      (after `npm run build` and `npm run models`)
 import { spawn } from 'node:child_process';
@@ -49,12 +51,15 @@ function syntheticProvider() {
   };
 }
 
-/** The server side, in a child process: prints its address, serves until stdin closes. */
+/** The server side, in a child process: prints its address, then its CPU time (µs) for each line read; serves until stdin closes. */
 async function serveChild() {
   const plane = new TcpKvTransferPlane();
   const server = await plane.serve(syntheticProvider(), { host: '127.0.0.1' });
   process.stdout.write(`${server.address}\n`);
-  process.stdin.resume();
+  process.stdin.on('data', () => {
+    const u = process.cpuUsage();
+    process.stdout.write(`${u.user + u.system}\n`);
+  });
   process.stdin.on('end', async () => {
     await server.close();
     process.exit(0);
@@ -63,21 +68,43 @@ async function serveChild() {
 
 async function startChild() {
   const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--serve'], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const address = await new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (b) => {
-      out += b;
-      if (out.includes('\n')) resolve(out.trim());
-    });
+  const lines = [];
+  let waiting = null;
+  let out = '';
+  child.stdout.on('data', (b) => {
+    out += b;
+    for (let i = out.indexOf('\n'); i >= 0; i = out.indexOf('\n')) {
+      lines.push(out.slice(0, i).trim());
+      out = out.slice(i + 1);
+    }
+    if (waiting && lines.length > 0) waiting(lines.shift());
+  });
+  const line = () => new Promise((resolve, reject) => {
+    if (lines.length > 0) return resolve(lines.shift());
+    waiting = (l) => ((waiting = null), resolve(l));
     child.once('exit', (code) => reject(new Error(`KV transfer bench server exited with ${code}`)));
   });
-  return { address, stop: () => new Promise((r) => (child.once('exit', r), child.stdin.end())) };
+  const address = await line();
+  return {
+    address,
+    /** The server process's CPU time so far, in ms. */
+    cpuMs: async () => (child.stdin.write('cpu\n'), Number(await line()) / 1000),
+    stop: () => new Promise((r) => (child.once('exit', r), child.stdin.end())),
+  };
 }
+
+const ownCpuMs = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
 
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 
-/** `rounds` pulls of 256 blocks of `bytes` from `address`; per-pull ms p50/p90 and MB/s over all. */
-async function measurePulls(plane, address, bytes, rounds) {
+/**
+ * `rounds` pulls of 256 blocks of `bytes` from `address`; per-pull ms p50/p90, MB/s over all, and the
+ * CPU ms per pull of this process plus `serverCpuMs` (both sides: what the plane costs whatever the load).
+ */
+async function measurePulls(plane, address, bytes, rounds, serverCpuMs = async () => 0) {
   const request = { model: 'bench', leaseId: String(bytes), layoutDigest: 'bench', hashes: Array.from({ length: BLOCKS_PER_PULL }, (_, i) => hashOf(i)) };
   const pull = async () => {
     let got = 0;
@@ -86,6 +113,7 @@ async function measurePulls(plane, address, bytes, rounds) {
   };
   for (let i = 0; i < Math.max(2, rounds / 10); i++) await pull();
   const ms = [];
+  const cpu0 = ownCpuMs() + (await serverCpuMs());
   const start = performance.now();
   for (let i = 0; i < rounds; i++) {
     const t = performance.now();
@@ -93,9 +121,20 @@ async function measurePulls(plane, address, bytes, rounds) {
     ms.push(performance.now() - t);
   }
   const seconds = (performance.now() - start) / 1000;
+  const cpuMs = (ownCpuMs() + (await serverCpuMs()) - cpu0) / rounds;
   ms.sort((a, b) => a - b);
   const payload = bytes * BLOCKS_PER_PULL;
-  return { bytesPerBlock: bytes, blocks: BLOCKS_PER_PULL, pulls: rounds, payloadMB: payload / 1e6, p50_ms: percentile(ms, 0.5), p90_ms: percentile(ms, 0.9), MBps: (payload * rounds) / 1e6 / seconds };
+  return {
+    bytesPerBlock: bytes,
+    blocks: BLOCKS_PER_PULL,
+    pulls: rounds,
+    payloadMB: payload / 1e6,
+    p50_ms: percentile(ms, 0.5),
+    p90_ms: percentile(ms, 0.9),
+    MBps: (payload * rounds) / 1e6 / seconds,
+    cpuMsPerPull: cpuMs,
+    MBperCpuSecond: payload / 1e6 / (cpuMs / 1000),
+  };
 }
 
 export async function measureKvTransfer({ quick = false } = {}) {
@@ -112,7 +151,7 @@ export async function measureKvTransfer({ quick = false } = {}) {
   const rows = [];
   try {
     for (const s of sizes) {
-      const t = await measurePulls(tcp, child.address, s.bytes, s.rounds);
+      const t = await measurePulls(tcp, child.address, s.bytes, s.rounds, child.cpuMs);
       const m = await measurePulls(memory, memoryServer.address, s.bytes, s.rounds);
       rows.push({ block: s.label, bytesPerBlock: s.bytes, tcp: t, memory: m });
     }
@@ -130,6 +169,8 @@ export async function measureKvTransfer({ quick = false } = {}) {
       'tcp ms/pull p50': Number(r.tcp.p50_ms.toFixed(2)),
       'tcp ms/pull p90': Number(r.tcp.p90_ms.toFixed(2)),
       'tcp MB/s': Math.round(r.tcp.MBps),
+      'tcp CPU ms/pull': Number(r.tcp.cpuMsPerPull.toFixed(2)),
+      'tcp MB/CPU-s': Math.round(r.tcp.MBperCpuSecond),
       'memory ms/pull p50': Number(r.memory.p50_ms.toFixed(2)),
       'memory MB/s': Math.round(r.memory.MBps),
       'tcp/memory ms': Number((r.tcp.p50_ms / r.memory.p50_ms).toFixed(2)),

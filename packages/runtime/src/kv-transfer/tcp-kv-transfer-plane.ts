@@ -38,12 +38,11 @@
  * ## Flow control
  *
  * Both sides hold at most about one frame. The server asks its provider for about a chunk's worth of
- * blocks at a time (`readChunks`), writes the chunk (its header and its data: a lone block's own bytes
- * uncopied, or the chunk's blocks copied into one buffer, corked into one write) and waits for 'drain'
- * before the next when the socket's buffer is full. The puller stops reading the socket as soon as a
- * whole frame is buffered and nobody is waiting for it, and resumes when its consumer asks for the
- * next chunk: a slow consumer leaves the TCP window closed and the server waiting, and memory stays at
- * a chunk or two per pull whatever the pull's size.
+ * blocks at a time (`readChunks`), writes the chunk (its header, then the blocks' own bytes, uncopied,
+ * corked into one write) and waits for 'drain' before the next when the socket's buffer is full. The
+ * puller stops reading the socket as soon as a whole frame is buffered and nobody is waiting for it,
+ * and resumes when its consumer asks for the next chunk: a slow consumer leaves the TCP window closed
+ * and the server waiting, and memory stays at a chunk or two per pull whatever the pull's size.
  *
  * ## Limits (the server faces any client; the puller faces any server)
  *
