@@ -33,7 +33,7 @@ import { fixtureRepository, type FixtureRepository } from './lib/fixture-reposit
 import { metricsText, routingDecisions, total } from './lib/metrics.js';
 import { SLOW_MOCK_CONFIG, mockerText } from './lib/mock-llm.js';
 import { freePort, startTcpProxy, type TcpProxy } from './lib/tcp-proxy.js';
-import { waitFor } from './lib/wait-for.js';
+import { sleep, waitFor } from './lib/wait-for.js';
 import { startCluster, type Cluster } from './support/cluster.js';
 
 const MIN_REMOTE = 32;
@@ -162,6 +162,10 @@ describe('disaggregated prefill and decode', () => {
     const prompt = story('thresholds', 5);
     const m0 = await routerMetrics();
     await openai.completions.create({ model, prompt, max_tokens: 4, temperature: 0 }); // uncached: remote
+    // the decode worker's imported blocks reach the router as KV events (JetStream) before the repeat
+    const applied = (text: string): number => total(text, 'switchyard_router_kv_events_applied_total');
+    await waitFor(async () => applied(await routerMetrics()) > applied(m0), { timeoutMs: 5_000, message: 'no KV events reached the router' });
+    await sleep(300);
     await openai.completions.create({ model, prompt, max_tokens: 4, temperature: 0 }); // cached on the decode worker now: local
     await openai.completions.create({ model, prompt: story('one token', 5), max_tokens: 1, temperature: 0 }); // a one-token request is a prefill
     const m1 = await routerMetrics();
