@@ -12,7 +12,7 @@
  * 1. greedy output identical token for token to the standalone worker (tiny_llm and tiny_llm_fp16; long,
  *    short and partly-cached prompts), remote / local counted, the KV transfer byte counters moved, the
  *    partly-cached prompt pulled only what the decode worker lacked;
- * 2. seeded sampling identical;
+ * 2. KServe generate through the router identical too; seeded sampling identical;
  * 3. remote vs local following the router's thresholds (short prompt, cached prompt, max_tokens 1, a
  *    second router whose prefill pool counts as saturated);
  * 4. a layout mismatch (a decode worker with the fp16 model under the same name) → local prefill,
@@ -32,6 +32,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
 import { metricsText, routingDecisions, total } from './lib/metrics.js';
 import { SLOW_MOCK_CONFIG, mockerText } from './lib/mock-llm.js';
+import { post } from './lib/tensors.js';
 import { freePort, startTcpProxy, type TcpProxy } from './lib/tcp-proxy.js';
 import { sleep, waitFor } from './lib/wait-for.js';
 import { startCluster, type Cluster } from './support/cluster.js';
@@ -144,6 +145,17 @@ describe('disaggregated prefill and decode', () => {
       await nothingPinned();
     }
   }, 120_000);
+
+  it('KServe generate through the router: the same text as the standalone worker, prefilled remotely', async () => {
+    const m0 = await routerMetrics();
+    const body = { text_input: story('kserve', 5), exclude_input_in_output: true, parameters: { temperature: 0, max_tokens: 16 } };
+    const viaRouter = await post(`${cluster.router.httpUrl}/v2/models/tiny_llm/generate`, body);
+    const viaWorker = await post(`${standalone.httpUrl}/v2/models/tiny_llm/generate`, body);
+    expect(viaRouter.status).toBe(200);
+    expect(viaRouter.json().text_output).toBe(viaWorker.json().text_output);
+    expect(viaRouter.json()).toMatchObject({ completion_tokens: 16 });
+    expect(disagg(await routerMetrics(), 'tiny_llm', 'remote') - disagg(m0, 'tiny_llm', 'remote')).toBe(1);
+  }, 30_000);
 
   it('seeded sampling equals the standalone worker too', async () => {
     for (const model of LLMS) {
