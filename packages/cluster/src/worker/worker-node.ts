@@ -130,8 +130,8 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
   const id = discovery.instanceId;
   let state: WorkerNodeState = 'serving';
 
-  // KV events are numbered per (worker, model) across engine reloads; kv_snapshot uses the same ids.
   const readyLlms = (): LlmEndpoint[] => engine.llmEndpoints?.() ?? [];
+  // KV events are numbered per (worker, model) across engine reloads; kv_snapshot uses the same ids.
   const kvPublisher = new KvEventPublisher(eventPlane, kvEventsSubject(ns, component), id, logger);
 
   // KV transfer: one server per process, started when the first LLM that can transfer KV is announced
