@@ -76,7 +76,11 @@ export interface KvTransferPlane {
    * (each chunk verified: checksum, hash, order); the iteration throws a SwitchyardError when the
    * transfer fails: `unavailable` (cannot connect, connection lost, truncated), `internal` (a corrupt
    * chunk: checksum mismatch), the provider's code for its refusals, `deadline_exceeded`, `cancelled`.
-   * A block is never yielded unless its bytes were verified.
+   * A block is never yielded unless its bytes were verified. A yielded block's bytes are the
+   * consumer's: the plane never writes to them again, so they stay valid for as long as they are held.
+   * They may be views of a larger received buffer (a block the TCP plane received in one socket read
+   * is not copied): a consumer that keeps blocks long after the pull should copy them, or it keeps
+   * that buffer alive with them.
    */
   pull(address: string, request: KvPullRequest, options?: KvPullOptions): AsyncIterable<readonly KvTransferBlock[]>;
   /** Tell the worker at `address` the lease is done (pins released). Resolves true/false as the provider answered. */

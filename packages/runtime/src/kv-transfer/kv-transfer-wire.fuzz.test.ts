@@ -57,7 +57,7 @@ function readAll(pieces: readonly Uint8Array[], maxFrame = MAX_FRAME): { message
       const r = parsesOrRefuses(() => {
         const item = reader.next();
         if (item === null || item.kind === 'hello') return item;
-        return decodeMessage(item.type, item.body, limits);
+        return decodeMessage(item.type, item.parts, limits);
       });
       if (!r.ok) return { messages, refused: true };
       if (r.value === null) {

@@ -29,6 +29,8 @@ export const FrameType = {
 
 /** type + crc + first index + block count. */
 const CHUNK_FIXED_BYTES = 1 + 4 + 4 + 4;
+/** The same without the type: where a chunk body's table starts. */
+const CHUNK_TABLE_AT = CHUNK_FIXED_BYTES - 1;
 /** UTF-8 byte bounds of the request strings (4 bytes per character at most). */
 const MAX_MODEL_BYTES = 4 * MAX_MODEL_NAME_LENGTH;
 const MAX_LEASE_BYTES = 4 * MAX_KV_LEASE_ID_LENGTH;
@@ -152,7 +154,13 @@ const COALESCE_BELOW_BYTES = 1024;
 const COALESCE_AFTER_PIECES = 8;
 const STAGING_BYTES = 4096;
 
-export type WireItem = { readonly kind: 'hello'; readonly version: number } | { readonly kind: 'frame'; readonly type: number; readonly body: Uint8Array };
+/**
+ * A frame's body arrives as `parts`: views of the pieces pushed, in order, never copied (a 1 MiB chunk
+ * spans a few dozen socket reads). The pieces are the reader's own (a socket hands each read out once,
+ * the staging buffer is never written twice at one offset), so the views stay valid for as long as
+ * anyone holds them.
+ */
+export type WireItem = { readonly kind: 'hello'; readonly version: number } | { readonly kind: 'frame'; readonly type: number; readonly parts: readonly Uint8Array[] };
 
 /**
  * Bytes in (any split), the peer's hello and then its frames out. Holds at most what was pushed; the
@@ -219,8 +227,8 @@ export class WireReader {
     if (length > this.maxFrameBytes) throw invalidArgument(`KV transfer: a frame of ${length} bytes, above the limit of ${this.maxFrameBytes} bytes`);
     if (this.total < FRAME_PREFIX_BYTES + length) return null;
     this.take(FRAME_PREFIX_BYTES);
-    const bytes = this.take(length);
-    return { kind: 'frame', type: bytes[0]!, body: bytes.subarray(1) };
+    const type = this.take(1)[0]!;
+    return { kind: 'frame', type, parts: this.takeParts(length - 1) };
   }
 
   private peekU32(): number {
@@ -231,6 +239,26 @@ export class WireReader {
       if (got === 4) break;
     }
     return v;
+  }
+
+  /** The next `n` buffered bytes as views of the pieces they lie in, in order (no copy). */
+  private takeParts(n: number): Uint8Array[] {
+    this.total -= n;
+    const parts: Uint8Array[] = [];
+    let left = n;
+    while (left > 0) {
+      const c = this.chunks[0]!;
+      if (c.byteLength <= left) {
+        parts.push(c);
+        this.chunks.shift();
+        left -= c.byteLength;
+      } else {
+        parts.push(c.subarray(0, left));
+        this.chunks[0] = c.subarray(left);
+        left = 0;
+      }
+    }
+    return parts;
   }
 
   /** The next `n` buffered bytes (a view when they lie in one pushed piece, else a copy). */
@@ -267,10 +295,12 @@ export type KvWireMessage =
       readonly first: number;
       readonly hashes: readonly string[];
       readonly sizes: readonly number[];
-      /** The bytes the checksum covers (everything after it). */
-      readonly covered: Uint8Array;
-      /** The blocks' bytes, back to back. */
-      readonly data: Uint8Array;
+      /** The body from after the checksum to the end of the table: the checksum covers it, then `data`. */
+      readonly head: Uint8Array;
+      /** The blocks' bytes, back to back, as the pieces they arrived in (views, uncopied). */
+      readonly data: readonly Uint8Array[];
+      /** Total bytes of `data` (= the sum of `sizes`). */
+      readonly dataBytes: number;
     }
   | { readonly type: 'end'; readonly blocks: number }
   | { readonly type: 'released'; readonly released: boolean }
@@ -343,11 +373,80 @@ class Cursor {
   }
 }
 
+const byteLength = (parts: readonly Uint8Array[]): number => parts.reduce((n, p) => n + p.byteLength, 0);
+
+/** Bytes [from, from + n) of `parts` taken back to back: a view when they lie in one part, else a copy. */
+function gather(parts: readonly Uint8Array[], from: number, n: number): Uint8Array {
+  let at = 0;
+  let i = 0;
+  while (i < parts.length && at + parts[i]!.byteLength <= from) at += parts[i++]!.byteLength;
+  const p = parts[i];
+  if (p === undefined || n === 0) return new Uint8Array(0);
+  if (from - at + n <= p.byteLength) return p.subarray(from - at, from - at + n);
+  const out = Buffer.allocUnsafe(n);
+  let filled = 0;
+  for (let off = from - at; filled < n; i++, off = 0) {
+    const piece = parts[i]!.subarray(off, off + (n - filled));
+    out.set(piece, filled);
+    filled += piece.byteLength;
+  }
+  return out;
+}
+
+/** Views of bytes [from, end) of `parts`. */
+function partsFrom(parts: readonly Uint8Array[], from: number): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let at = 0;
+  for (const p of parts) {
+    if (at + p.byteLength > from) out.push(at >= from ? p : p.subarray(from - at));
+    at += p.byteLength;
+  }
+  return out;
+}
+
 /**
- * A frame's body as a message, or invalid_argument. A pull's strings and hash count are bounded here
- * (`maxHashesPerPull`), before anything is allocated for them; `checkPullRequest` checks the rest.
+ * A CHUNK body, as the pieces it arrived in: the fixed fields and the table are gathered (a copy only
+ * when they straddle pieces, and they are small), the blocks' bytes stay where they are.
  */
-export function decodeMessage(type: number, body: Uint8Array, limits: Pick<KvTransferLimits, 'maxHashesPerPull'>): KvWireMessage {
+function decodeChunk(parts: readonly Uint8Array[]): KvWireMessage {
+  const total = byteLength(parts);
+  const c = new Cursor(gather(parts, 0, Math.min(CHUNK_TABLE_AT, total)), 'chunk');
+  const crc = c.u32();
+  const first = c.u32();
+  const n = c.u32();
+  const afterFixed = total - CHUNK_TABLE_AT;
+  if (n === 0) throw invalidArgument('KV transfer: a chunk without blocks');
+  if (n > afterFixed / CHUNK_ENTRY_BYTES) throw invalidArgument(`KV transfer: a chunk of ${n} blocks has no room for their table`);
+  const headEnd = CHUNK_TABLE_AT + CHUNK_ENTRY_BYTES * n;
+  const head = gather(parts, 4, headEnd - 4);
+  const t = asBuffer(head);
+  const hashes: string[] = [];
+  const sizes: number[] = [];
+  let sum = 0;
+  for (let i = 0, at = CHUNK_TABLE_AT - 4; i < n; i++, at += CHUNK_ENTRY_BYTES) {
+    hashes.push(hashText(t, at));
+    const size = t.readUInt32BE(at + 8);
+    sizes.push(size);
+    sum += size;
+  }
+  const dataBytes = total - headEnd;
+  if (sum !== dataBytes) throw invalidArgument(`KV transfer: a chunk's blocks add up to ${sum} bytes but it carries ${dataBytes}`);
+  return { type: 'chunk', crc, first, hashes, sizes, head, data: partsFrom(parts, headEnd), dataBytes };
+}
+
+/**
+ * A frame's body (one buffer, or the pieces `WireReader` returns) as a message, or invalid_argument.
+ * A chunk's block bytes are not copied; other frames are small and are read from one buffer. A pull's
+ * strings and hash count are bounded here (`maxHashesPerPull`), before anything is allocated for
+ * them; `checkPullRequest` checks the rest.
+ */
+export function decodeMessage(type: number, body: Uint8Array | readonly Uint8Array[], limits: Pick<KvTransferLimits, 'maxHashesPerPull'>): KvWireMessage {
+  const parts: readonly Uint8Array[] = body instanceof Uint8Array ? [body] : body;
+  if (type === FrameType.CHUNK) return decodeChunk(parts);
+  return decodeSmall(type, parts.length === 1 ? parts[0]! : gather(parts, 0, byteLength(parts)), limits);
+}
+
+function decodeSmall(type: number, body: Uint8Array, limits: Pick<KvTransferLimits, 'maxHashesPerPull'>): KvWireMessage {
   switch (type) {
     case FrameType.PULL: {
       const c = new Cursor(body, 'pull');
@@ -368,29 +467,6 @@ export function decodeMessage(type: number, body: Uint8Array, limits: Pick<KvTra
       const leaseId = c.text(c.u16(), MAX_LEASE_BYTES, 'leaseId');
       c.done();
       return { type: 'release', request: { model, leaseId } };
-    }
-    case FrameType.CHUNK: {
-      const c = new Cursor(body, 'chunk');
-      const crc = c.u32();
-      const covered = body.subarray(4);
-      const first = c.u32();
-      const n = c.u32();
-      if (n === 0) throw invalidArgument('KV transfer: a chunk without blocks');
-      if (n > c.remaining / CHUNK_ENTRY_BYTES) throw invalidArgument(`KV transfer: a chunk of ${n} blocks has no room for their table`);
-      const table = c.bytes(CHUNK_ENTRY_BYTES * n);
-      const hashes: string[] = [];
-      const sizes: number[] = [];
-      let total = 0;
-      const t = asBuffer(table);
-      for (let i = 0; i < n; i++) {
-        hashes.push(hashText(t, CHUNK_ENTRY_BYTES * i));
-        const size = t.readUInt32BE(CHUNK_ENTRY_BYTES * i + 8);
-        sizes.push(size);
-        total += size;
-      }
-      const data = c.rest();
-      if (total !== data.byteLength) throw invalidArgument(`KV transfer: a chunk's blocks add up to ${total} bytes but it carries ${data.byteLength}`);
-      return { type: 'chunk', crc, first, hashes, sizes, covered, data };
     }
     case FrameType.END: {
       const c = new Cursor(body, 'end');
@@ -420,21 +496,49 @@ export function decodeMessage(type: number, body: Uint8Array, limits: Pick<KvTra
 
 /**
  * The puller's check of one decoded chunk, before any of its blocks is used: the checksum over its
- * bytes, its position (`next`, the index of the next block expected) and each hash against the pull's
- * `expected` hashes. Returns the blocks (views into the frame), or throws internal.
+ * bytes (piece by piece), its position (`next`, the index of the next block expected) and each hash
+ * against the pull's `expected` hashes. Returns the blocks, or throws internal. A block that lies in
+ * one piece is a view of it; one that straddles pieces is copied into a buffer of its own. Either way
+ * nothing writes to those bytes again: they are the caller's for as long as it keeps them.
  */
 export function verifyChunk(chunk: Extract<KvWireMessage, { type: 'chunk' }>, expected: readonly string[], next: number): KvTransferBlock[] {
-  if (crc32(chunk.covered) !== chunk.crc) throw internal(`KV transfer: chunk at block ${next} failed its checksum (corrupt in transit)`);
+  let crc = crc32(chunk.head);
+  for (const p of chunk.data) crc = crc32(p, crc);
+  if (crc !== chunk.crc) throw internal(`KV transfer: chunk at block ${next} failed its checksum (corrupt in transit)`);
   if (chunk.first !== next) throw internal(`KV transfer: chunk starts at block ${chunk.first}, expected ${next}`);
   if (chunk.hashes.length > expected.length - next) throw internal(`KV transfer: chunk carries blocks past the ${expected.length} asked`);
   const blocks: KvTransferBlock[] = [];
-  let at = 0;
+  const pieces = chunk.data;
+  let piece = 0;
+  let at = 0; // offset in pieces[piece]
   for (let i = 0; i < chunk.hashes.length; i++) {
     const hash = expected[next + i]!;
     if (chunk.hashes[i] !== hash) throw internal(`KV transfer: block ${next + i} is ${chunk.hashes[i]}, expected ${hash}`);
     const size = chunk.sizes[i]!;
-    blocks.push({ hash, data: chunk.data.subarray(at, at + size) });
-    at += size;
+    while (piece < pieces.length && at === pieces[piece]!.byteLength && size > 0) {
+      piece++;
+      at = 0;
+    }
+    const p = pieces[piece];
+    if (size === 0 || (p !== undefined && at + size <= p.byteLength)) {
+      blocks.push({ hash, data: size === 0 ? new Uint8Array(0) : p!.subarray(at, at + size) });
+      at += size;
+      continue;
+    }
+    const data = Buffer.allocUnsafe(size);
+    let filled = 0;
+    while (filled < size) {
+      const src = pieces[piece]!;
+      const k = Math.min(src.byteLength - at, size - filled);
+      data.set(src.subarray(at, at + k), filled);
+      filled += k;
+      at += k;
+      if (at === src.byteLength && filled < size) {
+        piece++;
+        at = 0;
+      }
+    }
+    blocks.push({ hash, data });
   }
   return blocks;
 }

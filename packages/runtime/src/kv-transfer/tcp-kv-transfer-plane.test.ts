@@ -183,7 +183,7 @@ async function rawClient(server: KvTransferServer, bytes: Uint8Array, opts: { pi
   reader.push(all);
   const messages = [];
   try {
-    for (let item = reader.next(); item !== null; item = reader.next()) if (item.kind === 'frame') messages.push(decodeMessage(item.type, item.body, { maxHashesPerPull: 1 }));
+    for (let item = reader.next(); item !== null; item = reader.next()) if (item.kind === 'frame') messages.push(decodeMessage(item.type, item.parts, { maxHashesPerPull: 1 }));
   } catch {
     // whatever else came back is not a frame
   }

@@ -283,7 +283,7 @@ class TcpKvTransferServer implements KvTransferServer {
       if (hello.version !== KV_WIRE_VERSION) throw unsupported(`KV transfer protocol version ${hello.version} is not supported (this server speaks ${KV_WIRE_VERSION})`);
       const item = await conn.item();
       if (item.kind !== 'frame') throw internal('KV transfer: a second hello');
-      message = decodeMessage(item.type, item.body, this.limits);
+      message = decodeMessage(item.type, item.parts, this.limits);
       if (message.type === 'pull') checkPullRequest(message.request, this.limits);
       else if (message.type === 'release') checkReleaseRequest(message.request);
       else throw invalidArgument(`KV transfer: a client sent a ${message.type} frame`);
@@ -369,7 +369,7 @@ export class TcpKvTransferPlane implements KvTransferPlane {
             if (message.type === 'chunk') {
               const blocks = verifyChunk(message, hashes, next);
               next += blocks.length;
-              plane.bytesIn += message.data.byteLength;
+              plane.bytesIn += message.dataBytes;
               yield blocks;
             } else if (message.type === 'end') {
               if (next !== hashes.length || message.blocks !== hashes.length) {
@@ -461,7 +461,7 @@ export class TcpKvTransferPlane implements KvTransferPlane {
     try {
       const item = await conn.item();
       if (item.kind !== 'frame') throw invalidArgument('a second hello');
-      return decodeMessage(item.type, item.body, this.limits);
+      return decodeMessage(item.type, item.parts, this.limits);
     } catch (e) {
       if (conn.failed || (e as SwitchyardError).code !== 'invalid_argument') throw e;
       const error = internal(`KV transfer: the server at ${address} sent a malformed frame: ${(e as Error).message}`, e);
