@@ -18,6 +18,15 @@ export const DEFAULT_KV_MAX_BLOCK_BYTES = 64 * 1024 * 1024;
 export const DEFAULT_KV_MAX_HASHES_PER_PULL = 65_536;
 /** A connection must say hello and send its request within this many ms of connecting (server side). */
 export const DEFAULT_KV_HANDSHAKE_TIMEOUT_MS = 5_000;
+/**
+ * Puller side: a connection must be open and the server's hello (sent on accept) in within this many
+ * ms, else the pull or release fails `unavailable` at once instead of waiting out its whole deadline.
+ * A live server answers in one round trip; this bounds what a dead or frozen host (SYNs dropped, or a
+ * stopped process whose kernel still completes the handshake) costs a decode worker before it falls
+ * back to prefilling locally. A few seconds leave room for SYN retransmits on a lossy link (Linux
+ * resends the first after 1 s).
+ */
+export const DEFAULT_KV_CONNECT_TIMEOUT_MS = 3_000;
 /** A connection on which nothing was read or written for this long is closed (server side). */
 export const DEFAULT_KV_IDLE_TIMEOUT_MS = 30_000;
 /** Connections one server holds at a time; more are closed as they arrive. */
@@ -44,6 +53,8 @@ export interface KvTransferOptions {
   readonly idleTimeoutMs?: number;
   /** Server: connections held at once (`DEFAULT_KV_MAX_CONNECTIONS`). */
   readonly maxConnections?: number;
+  /** Puller (TCP): connected and the server's hello received within this (`DEFAULT_KV_CONNECT_TIMEOUT_MS`). */
+  readonly connectTimeoutMs?: number;
 }
 
 export interface KvTransferLimits {
@@ -53,6 +64,7 @@ export interface KvTransferLimits {
   readonly handshakeTimeoutMs: number;
   readonly idleTimeoutMs: number;
   readonly maxConnections: number;
+  readonly connectTimeoutMs: number;
 }
 
 /** Defaults applied and every field checked (a positive safe integer), once. */
@@ -64,6 +76,7 @@ export function parseKvTransferOptions(options: KvTransferOptions = {}): KvTrans
     handshakeTimeoutMs: options.handshakeTimeoutMs ?? DEFAULT_KV_HANDSHAKE_TIMEOUT_MS,
     idleTimeoutMs: options.idleTimeoutMs ?? DEFAULT_KV_IDLE_TIMEOUT_MS,
     maxConnections: options.maxConnections ?? DEFAULT_KV_MAX_CONNECTIONS,
+    connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_KV_CONNECT_TIMEOUT_MS,
   };
   for (const [k, v] of Object.entries(limits)) {
     if (!Number.isSafeInteger(v) || (v as number) < 1) throw invalidArgument(`KV transfer option ${k} must be a positive integer, got ${String(v)}`);
@@ -73,6 +86,7 @@ export function parseKvTransferOptions(options: KvTransferOptions = {}): KvTrans
     { what: 'chunkBytes', value: limits.chunkBytes, max: 1024 * 1024 * 1024, unit: 'bytes', why: 'a chunk is one frame with a 32-bit length' },
     { what: 'maxBlockBytes', value: limits.maxBlockBytes, max: 1024 * 1024 * 1024, unit: 'bytes', why: 'a block is at most one frame with a 32-bit length' },
     { what: 'maxHashesPerPull', value: limits.maxHashesPerPull, max: 1 << 24, unit: 'hashes', why: 'a pull request is one frame the server buffers' },
+    { what: 'connectTimeoutMs', value: limits.connectTimeoutMs, max: MAX_TIMEOUT_MS, unit: 'ms', why: 'a timer holds at most that' },
   ]);
   return limits;
 }

@@ -3,12 +3,14 @@
  * control, addresses, and hostile peers on either side of the connection. The shared behaviour is in
  * kv-transfer-contract.test.ts.
  */
+import { spawn } from 'node:child_process';
 import * as net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TestProvider, bytesOf } from '../test-support/kv-block-provider.js';
 import type { KvPullRequest, KvTransferBlock, KvTransferServer } from './kv-transfer-plane.js';
 import { FrameType, KV_WIRE_MAGIC, WireReader, decodeMessage, encodeEnd, encodeHello, encodePull } from './kv-transfer-wire.js';
 import { formatTransferAddress, parseTransferAddress } from './kv-transfer-limits.js';
+import { DEFAULT_KV_CONNECT_TIMEOUT_MS, parseKvTransferOptions } from './kv-transfer-limits.js';
 import { TcpKvTransferPlane, defaultAdvertiseHost } from './tcp-kv-transfer-plane.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -303,5 +305,91 @@ describe('TcpKvTransferPlane: hostile servers', () => {
     const magic = Buffer.alloc(4);
     magic.writeUInt32BE(KV_WIRE_MAGIC, 0);
     expect(magic.toString('ascii')).toBe('SYKV');
+  });
+});
+
+/**
+ * A host that never answers, without leaving this machine: a process listening with a backlog of 1
+ * whose event loop is then blocked, so it accepts nothing. The kernel completes the handshake of the
+ * first connections (they sit in its accept queue: connected, but no hello ever comes), then drops
+ * the SYNs of the rest once the queue is full (the connect itself never completes).
+ */
+async function frozenHost(): Promise<string> {
+  const child = spawn(process.execPath, ['-e', `
+    const s = require('node:net').createServer();
+    s.listen({ host: '127.0.0.1', port: 0, backlog: 1 }, () => {
+      process.stdout.write(s.address().port + '\\n', () => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 60000));
+    });`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  cleanup.push(() => void child.kill('SIGKILL'));
+  const port = await new Promise<string>((resolve, reject) => {
+    child.stdout.once('data', (b: Buffer) => resolve(String(b).trim()));
+    child.once('exit', (code) => reject(new Error(`frozen host exited with ${code}`)));
+  });
+  await sleep(100); // let it block
+  return `127.0.0.1:${port}`;
+}
+
+/** Connections that fill `address`'s accept queue; returns how many connected within `ms` each (the rest hang). */
+async function fillAcceptQueue(address: string, count: number, ms: number): Promise<number> {
+  const { host, port } = parseTransferAddress(address);
+  let connected = 0;
+  for (let i = 0; i < count; i++) {
+    const s = net.connect({ host, port });
+    s.on('error', () => {});
+    cleanup.push(() => void s.destroy());
+    if (await Promise.race([new Promise<boolean>((r) => s.once('connect', () => r(true))), sleep(ms).then(() => false)])) connected++;
+  }
+  return connected;
+}
+
+describe('TcpKvTransferPlane: dead hosts', () => {
+  it('bounds a pull or release to a host that accepts nothing by connectTimeoutMs (unavailable), not by the pull deadline', async () => {
+    const address = await frozenHost();
+    const plane = new TcpKvTransferPlane({ connectTimeoutMs: 300 });
+    cleanup.push(() => plane.close());
+    const attempt = async (op: () => Promise<unknown>) => {
+      const t0 = Date.now();
+      const error = await op().then(
+        () => null,
+        (e: unknown) => e,
+      );
+      return { error, ms: Date.now() - t0 };
+    };
+    const pull = () => attempt(async () => {
+      for await (const _ of plane.pull(address, pullOf(['0000000000000001']), { timeoutMs: 20_000 }));
+    });
+    const release = () => attempt(() => plane.release(address, { model: 'm', leaseId: 'lease-1' }, { timeoutMs: 20_000 }));
+    const bounded = { code: 'unavailable', message: expect.stringMatching(/no connection and server hello within 300 ms/) };
+
+    // The kernel accepts it (the accept queue has room), the process never says hello.
+    const accepted = await pull();
+    expect(accepted.error).toMatchObject(bounded);
+    expect(accepted.ms).toBeGreaterThanOrEqual(290);
+    expect(accepted.ms).toBeLessThan(3_000);
+
+    // Queue full: the SYNs are dropped, the connect never completes.
+    expect(await fillAcceptQueue(address, 4, 300)).toBeLessThan(4);
+    for (const r of [await pull(), await release()]) {
+      expect(r.error).toMatchObject(bounded);
+      expect(r.ms).toBeGreaterThanOrEqual(290);
+      expect(r.ms).toBeLessThan(3_000);
+    }
+  });
+
+  it('leaves the whole-pull deadline to a live server once its hello is in, and refuses a bad connectTimeoutMs', async () => {
+    const { hashes, server } = await serveLease([100, 200]);
+    const plane = new TcpKvTransferPlane({ connectTimeoutMs: 200 });
+    cleanup.push(() => plane.close());
+    // The pull (two chunks, 150 ms each at the consumer) outlasts the bound: the bound must not cut it.
+    const got: KvTransferBlock[] = [];
+    for await (const chunk of plane.pull(server.address, pullOf(hashes), { timeoutMs: 5_000 })) {
+      await sleep(150);
+      got.push(...chunk);
+    }
+    expect(got.map((b) => b.data.byteLength)).toEqual([100, 200]);
+    expect(parseKvTransferOptions({}).connectTimeoutMs).toBe(DEFAULT_KV_CONNECT_TIMEOUT_MS);
+    for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 31]) {
+      expect(() => new TcpKvTransferPlane({ connectTimeoutMs: bad }), String(bad)).toThrow(expect.objectContaining({ code: 'invalid_argument' }));
+    }
   });
 });

@@ -52,7 +52,9 @@
  * the frame's length prefix is refused before its body is awaited. A protocol violation is answered
  * with an ERROR frame where the socket still allows it, then the connection is ended: it never
  * throws out of the server. Puller: frames up to one chunk or one `maxBlockBytes` block; the whole
- * operation is bounded by `timeoutMs` (deadline_exceeded) and `signal` (cancelled).
+ * operation is bounded by `timeoutMs` (deadline_exceeded) and `signal` (cancelled), and its start by
+ * `connectTimeoutMs` (default 3 s): no connection or no server hello by then is `unavailable`, so a dead
+ * prefill host costs a decode worker that much before it prefills locally, not the pull's deadline.
  *
  * ## Connections
  *
@@ -337,6 +339,8 @@ export class TcpKvTransferPlane implements KvTransferPlane {
   private closed = false;
   /** Open connections → what undoes their deadline and abort listener. */
   private readonly open = new Map<FramedSocket, () => void>();
+  /** Open connections whose server hello is not in yet → their connect timer (`connectTimeoutMs`). */
+  private readonly connecting = new Map<FramedSocket, ReturnType<typeof setTimeout>>();
 
   constructor(options: KvTransferOptions = {}) {
     this.limits = parseKvTransferOptions(options);
@@ -427,10 +431,16 @@ export class TcpKvTransferPlane implements KvTransferPlane {
     const conn = new FramedSocket(socket, maxChunkFrameBytes(this.limits), `to ${formatTransferAddress(target.host, target.port)}`);
     const timeoutMs = options.timeoutMs ?? DEFAULT_KV_PULL_TIMEOUT_MS;
     const timer = setTimeout(() => conn.fail(deadlineExceeded(`${what} timed out after ${timeoutMs} ms`)), timeoutMs);
+    // Cleared by `expectHello` once the server's hello is in (so the whole pull's deadline is left).
+    const connectMs = this.limits.connectTimeoutMs;
+    const connectTimer = setTimeout(() => conn.fail(unavailable(`${what}: no connection and server hello within ${connectMs} ms (host down or not answering)`)), connectMs);
     const onAbort = (): void => conn.fail(cancelled(`${what} cancelled`));
     options.signal?.addEventListener('abort', onAbort, { once: true });
+    this.connecting.set(conn, connectTimer);
     this.open.set(conn, () => {
       clearTimeout(timer);
+      clearTimeout(connectTimer);
+      this.connecting.delete(conn);
       options.signal?.removeEventListener('abort', onAbort);
     });
     return conn;
@@ -451,6 +461,8 @@ export class TcpKvTransferPlane implements KvTransferPlane {
       conn.fail(unavailable(`KV transfer: the peer at ${address} is not a KV transfer server`));
       throw unavailable(`KV transfer: the peer at ${address} is not a KV transfer server`, e);
     }
+    clearTimeout(this.connecting.get(conn));
+    this.connecting.delete(conn);
     if (hello.kind === 'hello' && hello.version !== KV_WIRE_VERSION) {
       throw unsupported(`KV transfer: the server at ${address} speaks protocol version ${hello.version}, this client ${KV_WIRE_VERSION}`);
     }
