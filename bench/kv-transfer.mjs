@@ -11,14 +11,32 @@
 // than the wall-clock figures). The memory twin moving the same pull is printed beside it as the
 // floor of what the plane's own copies cost.
 //
+// Second section, the real ONNX figures (`measureOnnxDisagg`): the tiny LLM served by two in-process
+// engines (the `llm` backend, as a worker runs it). Aggregated: one engine, time to the first and the
+// second token. Disaggregated, as a prefill and a decode worker do it: the prefill engine runs the
+// prompt `prefillOnly` (its time is the TTFT), the decode side pulls the lease's blocks over a
+// loopback TcpKvTransferPlane, writes them into its own KV cache (import), releases the lease, and
+// generates with outputTokenIds = [first]: the transfer (pull + import) is the latency it adds before
+// the second token. Prompts of 64, 256 and 500 tokens (the model's context is 512 tokens, so a
+// 1000-token prompt does not fit it); each fresh (no prefix-cache hits), medians over the rounds. The
+// decode engine's first step also recomputes the prompt's tail (< 16 tokens: only full blocks move)
+// and the first token's KV, so it is a little longer than an aggregated decode step.
+//
 //   node bench/kv-transfer.mjs [--quick]      (after `npm run build` and `npm run models`)
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { kvLayoutDigest } from '@switchyard/cluster';
+import { createEngine } from '@switchyard/engine';
+import { compileSamplingParams } from '@switchyard/llm';
 import { MemoryKvTransferNetwork, MemoryKvTransferPlane, TcpKvTransferPlane } from '@switchyard/runtime';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const CONFIG = `${ROOT}examples/model_repository/tiny_llm/1/config.json`;
+const TINY_LLM = `${ROOT}examples/model_repository/tiny_llm`;
+const CONFIG = `${TINY_LLM}/1/config.json`;
 const BLOCK_SIZE = 16;
 const BLOCKS_PER_PULL = 256;
 
@@ -179,8 +197,154 @@ export async function measureKvTransfer({ quick = false } = {}) {
   return { blocksPerPull: BLOCKS_PER_PULL, tinyLlm: tiny, rows };
 }
 
+// ---- real ONNX: aggregated vs disaggregated ---------------------------------------------------------
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
+
+/** A fresh prompt of `n` token ids (a different one per `round`, so no engine holds its blocks). */
+const promptOf = (n, round) => Array.from({ length: n }, (_, i) => (i * 131 + round * 7919 + ((i * i) % 17)) % 380);
+
+/** Runs `outputs`, returning the ms at which each output that carries tokens arrived (from `t0`) and the outputs. */
+async function timed(outputs, t0) {
+  const at = [];
+  const all = [];
+  for await (const o of outputs) {
+    all.push(o);
+    for (let i = 0; i < o.tokenIds.length; i++) at.push(performance.now() - t0);
+  }
+  return { at, outputs: all, tokens: all.flatMap((o) => o.tokenIds) };
+}
+
+/** The prefill worker's provider over one LLM endpoint (what the worker's engineKvBlockProvider does for its models). */
+function endpointProvider(endpoint) {
+  const t = endpoint.kvTransfer;
+  return {
+    read: (r) => {
+      if (r.layoutDigest !== kvLayoutDigest(t.layout)) throw new Error('layout digest differs');
+      return t.readBlocks(r.leaseId, r.hashes);
+    },
+    release: (r) => t.releaseLease(r.leaseId),
+  };
+}
+
+/**
+ * Aggregated vs disaggregated on the tiny ONNX LLM for prompts of `lengths` tokens (its context is
+ * 512: prompt + 2 tokens must fit). Three engines: the aggregated one, the prefill one and the decode
+ * one, each with its own KV cache; the transfer goes over a real loopback TCP connection.
+ */
+export async function measureOnnxDisagg({ quick = false, lengths = [64, 256, 500] } = {}) {
+  tinyLlmBytesPerBlock(); // the generated model is there
+  const repo = await mkdtemp(join(tmpdir(), 'switchyard-bench-kv-'));
+  await cp(TINY_LLM, join(repo, 'tiny_llm'), { recursive: true });
+  const engines = [];
+  const serverPlane = new TcpKvTransferPlane();
+  const pullPlane = new TcpKvTransferPlane();
+  const rounds = quick ? 3 : 7;
+  const rows = [];
+  try {
+    for (let i = 0; i < 3; i++) engines.push(await createEngine({ modelRepositories: [repo], kvTransferTtlMs: 60_000 }));
+    const [agg, pre, dec] = engines.map((e) => e.llmEndpoint('tiny_llm'));
+    const server = await serverPlane.serve(endpointProvider(pre), { host: '127.0.0.1' });
+    const sampling = compileSamplingParams({ temperature: 0, max_tokens: 2, ignore_eos: true });
+    let id = 0;
+    for (const n of lengths) {
+      const r = { aggTtft: [], aggSecond: [], preTtft: [], pull: [], imp: [], decodeFirst: [], disSecond: [], mbps: [] };
+      let blocks = 0;
+      let bytes = 0;
+      let identical = true;
+      for (let round = -1; round < rounds; round++) {
+        // round -1 warms the sessions up at this length and is not counted
+        const promptTokenIds = promptOf(n, round + 100 * n);
+        const t0 = performance.now();
+        const a = await timed(agg.generate({ requestId: `agg-${++id}`, promptTokenIds, sampling }), t0);
+
+        const t1 = performance.now();
+        const p = await timed(pre.generate({ requestId: `pre-${++id}`, promptTokenIds, sampling, prefillOnly: true }), t1);
+        const lease = p.outputs.at(-1).kvTransfer;
+        if (lease === undefined) throw new Error('the prefill engine returned no lease');
+        const tPull = performance.now();
+        const imp = dec.kvTransfer.beginImport(promptTokenIds, lease.layout);
+        const request = { model: 'tiny_llm', leaseId: lease.leaseId, hashes: imp.missing, layoutDigest: kvLayoutDigest(dec.kvTransfer.layout) };
+        let pulled = 0;
+        let pullMs = 0;
+        let importMs = 0;
+        let waitFrom = performance.now();
+        for await (const chunk of pullPlane.pull(server.address, request)) {
+          const got = performance.now();
+          pullMs += got - waitFrom;
+          imp.write(chunk);
+          waitFrom = performance.now();
+          importMs += waitFrom - got;
+          for (const b of chunk) pulled += b.data.byteLength;
+        }
+        pullMs += performance.now() - waitFrom;
+        const transferMs = performance.now() - tPull;
+        // the worker releases the lease without waiting for the answer: not part of the latency
+        const released = pullPlane.release(server.address, { model: 'tiny_llm', leaseId: lease.leaseId });
+        const tDec = performance.now();
+        const d = await timed(dec.generate({ requestId: `dec-${++id}`, promptTokenIds, outputTokenIds: p.tokens, sampling: { ...sampling, seed: lease.seed }, kvImport: imp }), tDec);
+        if (!(await released)) throw new Error('the lease was gone before its release');
+        identical &&= a.tokens.join() === [...p.tokens, ...d.tokens].join();
+        if (round < 0) continue;
+        blocks = imp.missing.length;
+        bytes = pulled;
+        r.aggTtft.push(a.at[0]);
+        r.aggSecond.push(a.at[1] - a.at[0]);
+        r.preTtft.push(p.at[0]);
+        r.pull.push(pullMs);
+        r.imp.push(importMs);
+        r.decodeFirst.push(d.at[0]);
+        r.disSecond.push(transferMs + d.at[0]);
+        r.mbps.push(pulled / 1e6 / (transferMs / 1000));
+      }
+      rows.push({
+        promptTokens: n,
+        blocks,
+        bytes,
+        aggTtftMs: median(r.aggTtft),
+        aggSecondMs: median(r.aggSecond),
+        disaggTtftMs: median(r.preTtft),
+        pullMs: median(r.pull),
+        importMs: median(r.imp),
+        decodeStepMs: median(r.decodeFirst),
+        disaggSecondMs: median(r.disSecond),
+        transferMBps: median(r.mbps),
+        identical,
+      });
+    }
+    await server.close();
+  } finally {
+    await pullPlane.close();
+    await serverPlane.close();
+    await Promise.all(engines.map((e) => e.shutdown()));
+    await rm(repo, { recursive: true, force: true });
+  }
+  const f = (x) => Number(x.toFixed(2));
+  console.log(`\nReal ONNX (tiny_llm, fp32 KV, ${tinyLlmBytesPerBlock().bytes} B/block): aggregated vs disaggregated (prefillOnly → TCP pull over loopback → import → decode), medians of ${rounds} fresh prompts`);
+  console.table(
+    rows.map((r) => ({
+      'prompt tokens': r.promptTokens,
+      'agg TTFT ms': f(r.aggTtftMs),
+      'agg 1st→2nd ms': f(r.aggSecondMs),
+      'disagg TTFT ms (prefill)': f(r.disaggTtftMs),
+      'pull ms': f(r.pullMs),
+      'import ms': f(r.importMs),
+      'decode step ms': f(r.decodeStepMs),
+      'disagg 1st→2nd ms': f(r.disaggSecondMs),
+      'added by transfer ms': f(r.disaggSecondMs - r.decodeStepMs),
+      blocks: r.blocks,
+      'KB moved': f(r.bytes / 1000),
+      'transfer MB/s': f(r.transferMBps),
+      'tokens identical': r.identical,
+    })),
+  );
+  return { rounds, rows };
+}
+
 if (process.argv.includes('--serve')) {
   await serveChild();
 } else if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  await measureKvTransfer({ quick: process.argv.includes('--quick') });
+  const quick = process.argv.includes('--quick');
+  if (!process.argv.includes('--onnx-only')) await measureKvTransfer({ quick });
+  await measureOnnxDisagg({ quick });
 }

@@ -37,7 +37,7 @@ import { measureOnnxLlm } from './llm-onnx.mjs';
 import { measureRouting } from './llm-routing.mjs';
 import { measureDecisions } from './routing-decision.mjs';
 import { measureClusterHop } from './cluster-hop.mjs';
-import { measureKvTransfer } from './kv-transfer.mjs';
+import { measureKvTransfer, measureOnnxDisagg } from './kv-transfer.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const QUICK = process.argv.includes('--quick');
@@ -187,6 +187,8 @@ if (ONLY.has('routing')) results.routingDecision = await measureDecisions({ quic
 if (ONLY.has('cluster')) results.clusterHop = await measureClusterHop({ quick: QUICK });
 // Issue 11: the KV transfer plane's pull throughput over loopback TCP (bench/kv-transfer.mjs).
 if (ONLY.has('kv-transfer')) results.kvTransfer = await measureKvTransfer({ quick: QUICK });
+// ... and on the tiny ONNX LLM: aggregated vs prefill → pull → import → decode (same file).
+if (ONLY.has('kv-transfer')) results.kvTransferOnnx = await measureOnnxDisagg({ quick: QUICK });
 mkdirSync(`${ROOT}bench/results`, { recursive: true });
 const file = `${ROOT}bench/results/${results.date.replace(/[:.]/g, '-')}-node${NODE_MAJOR}.json`;
 writeFileSync(file, JSON.stringify(results, null, 2) + '\n');
