@@ -15,7 +15,14 @@
  * gather/scatter and sampling stay on the event loop between steps. Models must be decoupled.
  *
  * The version's `BackendModel.llm` is its `LlmEndpoint`: the OpenAI door generates through it directly.
+ *
+ * KV transfer (disaggregated prefill/decode): the endpoint's `kvTransfer` leases and imports blocks.
+ * Its layout's model identity is, for `llm`, a SHA-256 digest of the ONNX file's bytes (two workers
+ * loading the same export agree); for `mocker`, a digest of config.json's architecture fields. Lease
+ * TTL and the mocker's simulated bandwidth are engine options (`LlmTransferSettings`).
  */
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import { enforceLimits, resolveConfinedPath, unavailable, type Logger } from '@switchyard/common';
 import {
   ChatTemplate,
@@ -31,6 +38,7 @@ import {
 import type { ModelConfig } from '@switchyard/model-config';
 import type { Backend, BackendInstance, BackendModel, BackendModelContext, InstanceSpec } from './backend.js';
 import { LlmInstance } from './llm-instance.js';
+import { DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS } from './options.js';
 import { DEFAULT_MAX_MODEL_LEN, compileLlmOptions, unknownLlmParameters, type LlmKind, type LlmModelOptions } from './llm-options.js';
 import { createOnnxLlmExecutor } from './llm-session.js';
 import { DEFAULT_LOAD_LIMITS, kvCacheLimitCheck, llmLimitChecks, type LoadLimits } from './load-limits.js';
@@ -84,10 +92,26 @@ class LlmModel implements BackendModel {
   }
 }
 
+/** Engine-wide KV transfer settings of the LLM backends (EngineOptions.kvTransferTtlMs / kvTransferGbps). */
+export interface LlmTransferSettings {
+  readonly ttlMs: number;
+  readonly gbps: number;
+}
+
+const DEFAULT_TRANSFER: LlmTransferSettings = { ttlMs: DEFAULT_KV_TRANSFER_TTL_MS, gbps: DEFAULT_KV_TRANSFER_GBPS };
+
+/** SHA-256 of a file's bytes, hex, streamed (model files may be large). */
+export async function fileDigest(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
 export class LlmBackend implements Backend {
   constructor(
     readonly name: LlmKind,
     private readonly limits: LoadLimits = DEFAULT_LOAD_LIMITS,
+    private readonly transfer: LlmTransferSettings = DEFAULT_TRANSFER,
   ) {}
 
   async autoCompleteConfig(context: BackendModelContext): Promise<ModelConfig> {
@@ -128,7 +152,12 @@ export class LlmBackend implements Backend {
     let executor: Executor;
     let releaseExecutor = async (): Promise<void> => {};
     if (this.name === 'mocker') {
-      executor = new SimulatedExecutor({ speedupRatio: options.speedupRatio, seed: options.seed, vocabSize: tokenizer.vocabSize });
+      executor = new SimulatedExecutor({
+        speedupRatio: options.speedupRatio,
+        seed: options.seed,
+        vocabSize: tokenizer.vocabSize,
+        kvTransfer: { blockSize: options.blockSize, modelConfig: files.modelConfig, gbps: this.transfer.gbps },
+      });
     } else {
       const name = config.default_model_filename !== '' ? config.default_model_filename : 'model.onnx';
       const found = resolveConfinedPath(versionPath, name, `default_model_filename '${name}' of model '${modelName}'`, 'its version folder');
@@ -136,7 +165,10 @@ export class LlmBackend implements Backend {
       const file = found.path;
       // Its refusal is wrapped by `fail`, which names the model.
       const checkKv = (bytes: number): void => enforceLimits('', [kvCacheLimitCheck(bytes, this.limits)]);
-      const created = await createOnnxLlmExecutor(file, options, tokenizer.vocabSize, checkKv).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
+      // The digest is read while the session loads (large files take a while either way).
+      const modelId = fileDigest(file).catch((e: unknown) => fail(`unable to read '${file}': ${e instanceof Error ? e.message : String(e)}`, e));
+      modelId.catch(() => {}); // awaited by createOnnxLlmExecutor; not unhandled when the session fails first
+      const created = await createOnnxLlmExecutor(file, options, tokenizer.vocabSize, checkKv, modelId).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
       executor = created.executor;
       releaseExecutor = created.release;
     }
@@ -170,6 +202,7 @@ export class LlmBackend implements Backend {
       eosTokenIds,
       executor,
       onKvEvent,
+      kvTransferTtlMs: this.transfer.ttlMs,
     });
     const endpoint: LlmEndpoint = {
       card: {
@@ -195,6 +228,7 @@ export class LlmBackend implements Backend {
         },
         snapshot: () => engine.snapshot(),
       },
+      ...(engine.kvTransfer === undefined ? {} : { kvTransfer: engine.kvTransfer }),
     };
     logger.info({ model: modelName, kind: this.name, blockSize: options.blockSize, numBlocks: options.numBlocks, maxModelLen }, 'LLM engine ready');
     return new LlmModel(endpoint, engine, options, logger, releaseExecutor);

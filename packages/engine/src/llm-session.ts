@@ -40,9 +40,15 @@ export async function createOnnxLlmExecutor(
   options: LlmModelOptions,
   vocabSize: number,
   checkKvCacheBytes?: (bytes: number) => void,
+  /**
+   * The KV layout's model identity (a digest of the file; a promise lets it be computed while the
+   * session loads); absent: no KV transfer.
+   */
+  modelId?: string | Promise<string>,
 ): Promise<{ executor: Executor; release: () => Promise<void> }> {
   const session = await threadDecoderSession(modelFile);
   try {
+    const id = await modelId;
     const executor = OnnxExecutor.create(session, {
       numBlocks: options.numBlocks,
       blockSize: options.blockSize,
@@ -50,6 +56,7 @@ export async function createOnnxLlmExecutor(
       vocabSize,
       ...(checkKvCacheBytes !== undefined ? { checkKvCacheBytes } : {}),
       ...(options.seedGiven ? { seed: options.seed } : {}),
+      ...(id !== undefined ? { modelId: id } : {}),
     });
     return { executor, release: () => session.release() };
   } catch (e) {

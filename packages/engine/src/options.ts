@@ -4,6 +4,7 @@
  * reads only the compiled form.
  */
 import { invalidArgument, silentLogger, type Logger } from '@switchyard/common';
+import { DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS } from '@switchyard/llm';
 import type { Backend } from './backend.js';
 import { DEFAULT_LOAD_LIMITS, type LoadLimits } from './load-limits.js';
 
@@ -13,6 +14,8 @@ export type ControlMode = 'none' | 'explicit' | 'poll';
 export const DEFAULT_SERVER_NAME = 'triton';
 export const DEFAULT_SERVER_VERSION = '2.73.0';
 export const DEFAULT_POLL_INTERVAL_SECS = 15;
+/** LLM engines: KV transfer lease TTL (30 000 ms) and the mocker's simulated bandwidth (25 Gbit/s). */
+export { DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS };
 
 /** The extensions Triton advertises at HEAD (`GET /v2`). */
 export const DEFAULT_EXTENSIONS: readonly string[] = [
@@ -74,6 +77,13 @@ export interface EngineOptions {
    * `DEFAULT_LOAD_LIMITS`; each given field replaces its default and must be a positive number.
    */
   loadLimits?: Partial<LoadLimits>;
+  /**
+   * LLM backends (disaggregated prefill/decode): how long a prefill-only request's KV blocks stay
+   * pinned under their lease, in ms (default 30 000); a positive integer.
+   */
+  kvTransferTtlMs?: number;
+  /** `mocker` backend: the simulated KV transfer bandwidth in Gbit/s (default 25); a number > 0. */
+  kvTransferGbps?: number;
 }
 
 export interface CompiledEngineOptions {
@@ -93,6 +103,8 @@ export interface CompiledEngineOptions {
   /** 0 = no response cache. */
   responseCacheByteSize: number;
   loadLimits: LoadLimits;
+  kvTransferTtlMs: number;
+  kvTransferGbps: number;
 }
 
 /** Fill defaults and validate. Throws invalid_argument with Triton's wording where it has one. */
@@ -126,6 +138,14 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     limits[key] = value;
   }
   const loadLimits = limits as unknown as LoadLimits;
+  const ttlMs = options.kvTransferTtlMs ?? DEFAULT_KV_TRANSFER_TTL_MS;
+  if (typeof ttlMs !== 'number' || !Number.isSafeInteger(ttlMs) || ttlMs <= 0) {
+    throw invalidArgument(`invalid KV transfer TTL ${String(ttlMs)}, expected a positive integer number of ms`);
+  }
+  const gbps = options.kvTransferGbps ?? DEFAULT_KV_TRANSFER_GBPS;
+  if (typeof gbps !== 'number' || !Number.isFinite(gbps) || gbps <= 0) {
+    throw invalidArgument(`invalid KV transfer bandwidth ${String(gbps)}, expected a number of Gbit/s > 0`);
+  }
   if (startup.length > 0 && controlMode !== 'explicit') {
     logger.warn({ startupModels: startup }, 'startup models are only used in explicit model control mode; ignoring them');
   }
@@ -144,5 +164,7 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     backends: { ...(options.backends ?? {}) },
     responseCacheByteSize: cacheBytes,
     loadLimits,
+    kvTransferTtlMs: ttlMs,
+    kvTransferGbps: gbps,
   };
 }

@@ -24,6 +24,14 @@ const reqs = (n: number): LlmRequest[] =>
   }));
 
 describe('EngineCore + SimulatedExecutor replay (virtual clock)', () => {
+  it('returns the prompt blocks a prefill-only request pinned (nobody pulls them in a replay)', async () => {
+    const { clock, core, kv } = engine();
+    const metrics = await replay(core, clock, reqs(3).map((r) => ({ ...r, prefillOnly: true })));
+    for (const m of metrics) expect(m.numOutputTokens).toBe(1);
+    expect(kv.stats().active).toBe(0);
+    kv.assertInvariants();
+  });
+
   it('completes every request with plausible TTFT and ITL', async () => {
     const { clock, core, kv } = engine();
     const t0 = performance.now();

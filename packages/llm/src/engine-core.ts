@@ -30,6 +30,8 @@ export interface StepResult {
   readonly outputs: readonly SequenceOutput[];
   /** The executor's logprobs of this step's sampled tokens, by request id (only those that asked). */
   readonly logprobs?: ReadonlyMap<string, number>;
+  /** The executor's `seeds` of this step (samplers created in it). */
+  readonly seeds?: ReadonlyMap<string, number>;
   readonly numScheduled: number;
   readonly elapsedMs: number;
 }
@@ -117,7 +119,7 @@ export class EngineCore {
         m.numOutputTokens += o.newTokenIds.length;
         if (o.finishReason !== null) m.finishTime = now;
       }
-      return { outputs, numScheduled: out.scheduled.length, elapsedMs: res.elapsedMs, logprobs: res.logprobs };
+      return { outputs, numScheduled: out.scheduled.length, elapsedMs: res.elapsedMs, logprobs: res.logprobs, seeds: res.seeds };
     } finally {
       this.stepping = false;
     }
@@ -145,6 +147,8 @@ export async function replay(engine: EngineCore, clock: VirtualClock, requests: 
       continue;
     }
     const r = await engine.step();
+    // Nobody pulls KV in a replay: a prefill-only request's pinned prompt blocks go straight back.
+    for (const o of r.outputs) if (o.pinnedBlocks !== undefined) engine.scheduler.freePinned(o.pinnedBlocks);
     if (r.numScheduled === 0) {
       if (next >= queue.length) throw internal('replay: engine stalled with unfinished requests');
       clock.advanceTo(queue[next]!.arrivalTime ?? 0);

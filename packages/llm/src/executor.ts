@@ -8,6 +8,7 @@
 // blocks hold valid KV, are immutable and may be shared) and reads the past from both. The scheduler
 // promotes the filled partial blocks after `execute` resolves, so a failed step leaves no KV behind.
 
+import type { KvLayout } from './kv-transfer.js';
 import type { SchedulerOutput } from './llm-scheduler.js';
 
 /** Result of one step. A value. */
@@ -21,6 +22,11 @@ export interface ExecutorOutput {
   readonly logprobs?: ReadonlyMap<string, number>;
   /** How long the step took (simulated or measured), in ms. */
   readonly elapsedMs: number;
+  /**
+   * The seed of every request whose sampler was created in this step (its first sample): the
+   * request's own, or the one the executor drew for it. A prefill-only request's lease carries it.
+   */
+  readonly seeds?: ReadonlyMap<string, number>;
 }
 
 export interface Executor {
@@ -36,4 +42,19 @@ export interface Executor {
    * is only preempted is NOT released (its state must survive the recompute). Optional.
    */
   release?(requestId: string): void;
+
+  // KV transfer (kv-transfer.ts). An executor that can move blocks implements all of `kvLayout`,
+  // `checkBlock`, `readBlock` and `writeBlock`; the engine calls them between or during steps, always
+  // on slots it holds a reference on (pinned or freshly allocated), never on a slot a step writes.
+
+  /** Layout of this executor's blocks; undefined (or absent): it cannot transfer KV. */
+  kvLayout?(): KvLayout | undefined;
+  /** Why `data` cannot be the payload of block `hash` here (size, content), else undefined. Pure. */
+  checkBlock?(hash: string, data: Uint8Array): string | undefined;
+  /** The payload of the block with sequence hash `hash` kept in `slot` (a fresh copy). */
+  readBlock?(slot: number, hash: string): Uint8Array;
+  /** Make `slot` hold block `hash` from a payload `checkBlock` accepted. */
+  writeBlock?(slot: number, hash: string, data: Uint8Array): void;
+  /** Simulated executors: ms on the engine's clock that moving `blocks` blocks would take; absent: 0. */
+  simulatedTransferMs?(blocks: number): number;
 }

@@ -68,7 +68,16 @@ export {
   type SequenceOutput,
 } from './llm-scheduler.js';
 export type { Executor, ExecutorOutput } from './executor.js';
-export { DEFAULT_SIM_VOCAB_SIZE, SimulatedExecutor, type SimulatedExecutorOptions } from './simulated-executor.js';
+export {
+  DEFAULT_KV_TRANSFER_GBPS,
+  DEFAULT_SIM_VOCAB_SIZE,
+  SIM_KV_DEFAULTS,
+  SimulatedExecutor,
+  simulatedKvLayout,
+  type SimulatedExecutorOptions,
+  type SimulatedKvTransferOptions,
+} from './simulated-executor.js';
+export { DEFAULT_KV_TRANSFER_TTL_MS } from './kv-exchange.js';
 export { VirtualClock, polynomialTimingModel, stepMs, systemClock, type Clock, type TimingModel } from './timing-model.js';
 export { EngineCore, replay, type RequestMetrics, type StepResult } from './engine-core.js';
 export type {

@@ -20,9 +20,10 @@
 // whose KV exists (prefix-cache hits, imported blocks); LlmScheduler allocates not-yet-computed blocks
 // as partial and `promote`s each one after the forward pass that filled it.
 //
-// Seam for disaggregation (ARCHITECTURE.md flow 5), not built yet:
+// Seam for disaggregation (ARCHITECTURE.md flow 5), used by KvExchange (kv-exchange.ts):
 //   - pin:    `pin(hashes)` takes an extra reference on resident full blocks so they cannot be evicted
-//             while another worker pulls them; `free(refs)` unpins.
+//             while another worker pulls them; `free(refs)` unpins. LlmScheduler pins a prefill-only
+//             request's prompt blocks before it frees the request's own, in one synchronous call.
 //   - export: the engine reads the KV of the pinned refs' `slot`s.
 //   - import: `allocate({ parent, full })` with the remote block hashes gives fresh slots (and `stored`
 //             events); the engine writes the received bytes into those slots in the same synchronous

@@ -53,7 +53,11 @@ export interface KvTransferLease {
    * the decode side continues the same random stream.
    */
   readonly seed: number;
-  /** Epoch ms on the engine's clock after which the lease is gone. */
+  /**
+   * Ms on the engine's clock after which the lease is gone (`clock.now()` + TTL at grant: a
+   * performance.now() reading for a real engine, simulated time on a VirtualClock), comparable only
+   * with that engine's clock.
+   */
   readonly expiresAt: number;
 }
 

@@ -32,7 +32,10 @@ export interface GenerateRequest {
    * Tokens already generated for this request elsewhere (the prefill worker's first token; tokens
    * streamed before a migration). They count as output, not prompt: `max_tokens` includes them,
    * penalties see them as output, and a seeded sampler continues after their draws (one per token when
-   * temperature > 0), so the continuation equals an uninterrupted run. Only new tokens are streamed.
+   * temperature > 0), so the continuation equals an uninterrupted run. Only new tokens are streamed;
+   * `usage.completionTokens` counts every output token, these prior ones included (the request's
+   * whole completion, as one engine would have reported it). Each must be a non-negative integer and
+   * there must be fewer than `max_tokens` (else invalid_argument).
    */
   readonly outputTokenIds?: readonly number[];
   /**

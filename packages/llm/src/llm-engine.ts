@@ -10,14 +10,20 @@
 //
 // Failure: an executor error fails the requests of that step with the error (their blocks are freed) and
 // the loop goes on with the others; a scheduler invariant error is a bug and fails every request.
+//
+// KV transfer (kv-transfer.ts, kv-exchange.ts): when the executor supports it, `kvTransfer` leases a
+// prefill-only request's prompt blocks on its final output and imports another engine's blocks for a
+// request that continues there (`outputTokenIds` + `kvImport`, released when that request ends).
 
 import { cancelled, describeValue, internal, invalidArgument, toSwitchyardError, type SwitchyardError } from '@switchyard/common';
 import { promptTooLongError, requestTooLongError } from './context-length.js';
 import { EngineCore } from './engine-core.js';
 import type { Executor } from './executor.js';
 import { E2E_BUCKETS_S, Histogram, ITL_BUCKETS_S, TTFT_BUCKETS_S } from './histogram.js';
-import { KvBlockManager } from './kv-block-manager.js';
+import { KvBlockManager, type BlockRef } from './kv-block-manager.js';
 import type { KvEventSink, KvSnapshot } from './kv-events.js';
+import { DEFAULT_KV_TRANSFER_TTL_MS, KvExchange, type BlockImport } from './kv-exchange.js';
+import type { KvTransferLease, LlmKvTransfer } from './kv-transfer.js';
 import type { GenerateOutput, GenerateRequest, LlmEngineMetrics } from './llm-endpoint.js';
 import { LlmScheduler, type LlmSchedulerOptions } from './llm-scheduler.js';
 import type { LlmSequence } from './llm-sequence.js';
@@ -42,6 +48,8 @@ export interface LlmEngineOptions {
   readonly clock?: Clock;
   /** Every KV event of the block manager, in id order (the worker publishes them to the cluster). */
   readonly onKvEvent?: KvEventSink;
+  /** How long a prefill-only request's lease keeps its blocks pinned, ms on `clock`; default 30 000. */
+  readonly kvTransferTtlMs?: number;
 }
 
 /** Per-request state between `generate` and the final output. */
@@ -60,6 +68,8 @@ interface Stream {
   completionTokens: number;
   abortRequested: boolean;
   detach: (() => void) | undefined;
+  /** The request's own import (released when the stream ends). */
+  kvImport: { release(): void } | undefined;
 }
 
 export class LlmEngine {
@@ -67,6 +77,9 @@ export class LlmEngine {
   readonly scheduler: LlmScheduler;
   readonly core: EngineCore;
   readonly maxModelLen: number;
+  /** KV transfer; undefined when the executor cannot move blocks. */
+  readonly kvTransfer: LlmKvTransfer | undefined;
+  private readonly exchange: KvExchange | undefined;
   private readonly eos: readonly number[];
   private readonly clock: Clock;
   private readonly streams = new Map<string, Stream>();
@@ -98,6 +111,19 @@ export class LlmEngine {
     this.core = new EngineCore(this.scheduler, options.executor, this.clock);
     this.maxModelLen = options.maxModelLen;
     this.eos = [...(options.eosTokenIds ?? [])];
+    const layout = options.executor.kvLayout?.();
+    this.exchange =
+      layout === undefined
+        ? undefined
+        : new KvExchange({
+            kv: this.kv,
+            executor: options.executor,
+            layout,
+            clock: this.clock,
+            ttlMs: options.kvTransferTtlMs ?? DEFAULT_KV_TRANSFER_TTL_MS,
+            maxPromptTokens: this.maxModelLen,
+          });
+    this.kvTransfer = this.exchange;
   }
 
   /** See LlmEndpoint.generate. */
@@ -151,14 +177,27 @@ export class LlmEngine {
     return this.streams.size;
   }
 
-  /** Refuse new requests, abort every open one, wait for the loop to stop. */
+  /** Refuse new requests, abort every open one, wait for the loop to stop, release every lease and import. */
   async shutdown(): Promise<void> {
     this.stopped = true;
     for (const s of this.streams.values()) this.abort(s);
     await this.loop;
+    this.exchange?.close();
   }
 
   private admit(request: GenerateRequest): Stream {
+    const imp = request.kvImport;
+    const own = imp !== undefined && this.exchange?.owns(imp) === true && !imp.inUse ? imp : undefined;
+    try {
+      return this.admitChecked(request, own);
+    } catch (e) {
+      // A refused request ends here: the import it brought is released, as when it finishes.
+      own?.release();
+      throw e;
+    }
+  }
+
+  private admitChecked(request: GenerateRequest, imp: BlockImport | undefined): Stream {
     if (this.stopped) throw cancelled('the LLM engine is shutting down');
     const { requestId, promptTokenIds, sampling } = request;
     if (this.streams.has(requestId)) throw invalidArgument(`duplicate request id '${requestId}'`);
@@ -175,11 +214,25 @@ export class LlmEngine {
     if (n + maxTokens > limit) {
       throw requestTooLongError(limit, n, maxTokens);
     }
+    const prior = request.outputTokenIds ?? [];
+    if (!Array.isArray(prior)) throw invalidArgument('outputTokenIds must be an array of token ids');
+    for (const t of prior) {
+      if (!Number.isSafeInteger(t) || t < 0) throw invalidArgument(`output token ids must be non-negative integers, got ${describeValue(t)}`);
+    }
+    if (prior.length >= maxTokens) {
+      throw invalidArgument(`max_tokens ${maxTokens} includes the ${prior.length} output tokens already generated: nothing is left to generate`);
+    }
+    if (request.prefillOnly === true && (prior.length > 0 || request.kvImport !== undefined)) {
+      throw invalidArgument('a prefill-only request takes neither outputTokenIds nor kvImport');
+    }
+    if (request.kvImport !== undefined && imp === undefined) {
+      throw invalidArgument('kvImport is not a live import of this engine, or is already handed to another request');
+    }
     const stopTokenIds = new Set(sampling.stop_token_ids);
     const eosTokenIds = [...new Set([...(sampling.ignore_eos ? [] : this.eos), ...stopTokenIds])];
     const now = this.clock.now();
     const sequence = this.scheduler.addRequest(
-      { requestId, promptTokenIds, maxTokens, eosTokenIds, prefillOnly: request.prefillOnly, sampling, arrivalTime: now },
+      { requestId, promptTokenIds, outputTokenIds: prior, maxTokens, eosTokenIds, prefillOnly: request.prefillOnly, sampling, arrivalTime: now },
       now,
     );
     const stream: Stream = {
@@ -194,10 +247,12 @@ export class LlmEngine {
       firstTokenAt: undefined,
       lastTokenAt: undefined,
       cachedTokens: undefined,
-      completionTokens: 0,
+      completionTokens: prior.length,
       abortRequested: false,
       detach: undefined,
+      kvImport: imp,
     };
+    if (imp !== undefined) imp.inUse = true;
     this.streams.set(requestId, stream);
     this.promptTokens += n;
     this.loop ??= this.run().finally(() => {
@@ -256,8 +311,10 @@ export class LlmEngine {
       }
       for (const o of result.outputs) {
         const lp = result.logprobs?.get(o.requestId);
-        this.deliver(o.requestId, o.newTokenIds, o.finishReason, lp === undefined ? undefined : [lp]);
+        const lease = o.pinnedBlocks === undefined ? undefined : this.lease(o.requestId, o.pinnedBlocks, result.seeds?.get(o.requestId));
+        this.deliver(o.requestId, o.newTokenIds, o.finishReason, lp === undefined ? undefined : [lp], lease);
       }
+      this.exchange?.expire();
       this.applyAborts();
       if (result.numScheduled === 0 && this.scheduler.hasUnfinished()) {
         // Nothing could run although requests wait: a scheduler bug. Fail them rather than spin.
@@ -268,13 +325,27 @@ export class LlmEngine {
     }
   }
 
-  private deliver(requestId: string, tokenIds: readonly number[], reason: FinishReason | null, logprobs?: readonly number[]): void {
+  /**
+   * A prefill-only request finished with 'length' and the scheduler pinned its prompt blocks: they go
+   * under a lease, in this same synchronous turn. No lease (pins dropped at once) when the engine cannot
+   * transfer KV, or the request's consumer already went away.
+   */
+  private lease(requestId: string, pinned: readonly BlockRef[], seed: number | undefined): KvTransferLease | undefined {
+    const s = this.streams.get(requestId);
+    if (this.exchange === undefined || s === undefined || s.done || s.abortRequested) {
+      this.scheduler.freePinned(pinned);
+      return undefined;
+    }
+    return this.exchange.grant(pinned, seed ?? s.request.sampling.seed ?? 0);
+  }
+
+  private deliver(requestId: string, tokenIds: readonly number[], reason: FinishReason | null, logprobs?: readonly number[], lease?: KvTransferLease): void {
     const s = this.streams.get(requestId);
     if (s === undefined || s.done) return;
     const now = this.clock.now();
     if (s.firstTokenAt === undefined) {
       s.firstTokenAt = now;
-      s.cachedTokens = s.sequence.numCachedTokens;
+      s.cachedTokens = Math.min(s.sequence.numCachedTokens, s.sequence.promptLength);
       this.prefixQueries += s.sequence.promptLength;
       this.prefixHits += s.cachedTokens;
       this.ttft.observe((now - s.arrival) / 1000);
@@ -290,12 +361,20 @@ export class LlmEngine {
     }
     const last = tokenIds[tokenIds.length - 1];
     const stopReason = reason === 'stop' && last !== undefined && s.stopTokenIds.has(last) ? last : null;
-    this.finishStream(s, reason, stopReason, tokenIds, logprobs);
+    this.finishStream(s, reason, stopReason, tokenIds, logprobs, lease);
   }
 
-  private finishStream(s: Stream, reason: FinishReason, stopReason: number | null, tokenIds: readonly number[] = [], logprobs?: readonly number[]): void {
+  private finishStream(
+    s: Stream,
+    reason: FinishReason,
+    stopReason: number | null,
+    tokenIds: readonly number[] = [],
+    logprobs?: readonly number[],
+    lease?: KvTransferLease,
+  ): void {
     s.done = true;
     s.detach?.();
+    s.kvImport?.release();
     this.streams.delete(s.request.requestId);
     this.finished[reason]++;
     this.preemptions += s.sequence.numPreemptions;
@@ -306,6 +385,7 @@ export class LlmEngine {
       stopReason,
       ...(logprobs === undefined ? {} : { logprobs }),
       usage: { promptTokens: s.sequence.promptLength, completionTokens: s.completionTokens, cachedTokens: s.cachedTokens ?? 0 },
+      ...(lease === undefined ? {} : { kvTransfer: lease }),
     });
   }
 
@@ -332,6 +412,7 @@ export class LlmEngine {
   private failStream(s: Stream, error: SwitchyardError): void {
     s.done = true;
     s.detach?.();
+    s.kvImport?.release();
     this.streams.delete(s.request.requestId);
     s.error = error;
     s.wake?.();

@@ -28,17 +28,23 @@ const req = (id: string, p: number[], maxTokens: number, extra: Partial<LlmReque
 async function run(s: ReturnType<typeof setup>, maxSteps = 10_000) {
   const tokens = new Map<string, number[]>();
   const steps: SchedulerOutput[] = [];
+  /** Prompt blocks pinned for a prefill-only request's lease (freed here at once). */
+  const pinned = new Map<string, number>();
   for (let i = 0; i < maxSteps && s.sched.hasUnfinished(); i++) {
     const out = s.sched.schedule();
     steps.push(out);
     const res = await s.exec.execute(out);
     for (const o of s.sched.update(out, res.sampledTokens)) {
       tokens.set(o.requestId, [...(tokens.get(o.requestId) ?? []), ...o.newTokenIds]);
+      if (o.pinnedBlocks !== undefined) {
+        pinned.set(o.requestId, o.pinnedBlocks.length);
+        s.sched.freePinned(o.pinnedBlocks);
+      }
     }
     s.kv.assertInvariants();
   }
   expect(s.sched.hasUnfinished()).toBe(false);
-  return { tokens, steps };
+  return { tokens, steps, pinned };
 }
 
 describe('LlmScheduler', () => {
@@ -92,7 +98,9 @@ describe('LlmScheduler', () => {
     s.sched.addRequest(req('e', prompt(0, 4), 10, { eosTokenIds: [eos] }));
     s.sched.addRequest(req('m', prompt(50, 4), 5));
     s.sched.addRequest(req('p', prompt(90, 8), 50, { prefillOnly: true }));
-    const { tokens } = await run(s);
+    const { tokens, pinned } = await run(s);
+    // Only the prefill-only request that finished with 'length' pins its prompt's full blocks.
+    expect([...pinned]).toEqual([['p', Math.floor(8 / s.kv.blockSize)]]);
     expect(tokens.get('e')).toHaveLength(3);
     expect(tokens.get('e')![2]).toBe(eos);
     expect(tokens.get('m')).toHaveLength(5);

@@ -74,6 +74,8 @@ export interface ScheduledSequence {
   readonly sampling: CompiledSamplingParams | undefined;
   /** The request's prompt (frozen; the same array every step), e.g. for a repetition penalty. */
   readonly promptTokenIds: readonly number[];
+  /** Output tokens the request brought along (LlmRequest.outputTokenIds; frozen): a sampler counts them. */
+  readonly priorOutputTokenIds: readonly number[];
 }
 
 export interface SchedulerOutput {
@@ -91,6 +93,12 @@ export interface SequenceOutput {
   readonly requestId: string;
   readonly newTokenIds: readonly number[];
   readonly finishReason: FinishReason | null;
+  /**
+   * A prefill-only sequence that finished with 'length': references on its prompt's full blocks, taken
+   * before the sequence's own were freed (so nothing could evict them). The caller owns them and must
+   * `free` them exactly once (a KV transfer lease). Absent otherwise.
+   */
+  readonly pinnedBlocks?: readonly BlockRef[];
 }
 
 export class LlmScheduler {
@@ -230,8 +238,9 @@ export class LlmScheduler {
       const token = sampled.get(e.requestId);
       if (token === undefined) throw internal(`executor returned no token for ${e.requestId}`);
       const reason = seq.appendToken(token);
+      const pinnedBlocks = reason === 'length' && seq.prefillOnly ? this.pinPrompt(seq) : undefined;
       if (reason !== null) this.finish(seq, reason);
-      results.push({ requestId: seq.requestId, newTokenIds: [token], finishReason: reason });
+      results.push({ requestId: seq.requestId, newTokenIds: [token], finishReason: reason, ...(pinnedBlocks === undefined ? {} : { pinnedBlocks }) });
     }
     return results;
   }
@@ -261,6 +270,19 @@ export class LlmScheduler {
       ids.push(e.requestId);
     }
     return ids;
+  }
+
+  /** An extra reference on each full block of `seq`'s prompt (all resident: the sequence holds them). */
+  private pinPrompt(seq: LlmSequence): BlockRef[] {
+    const n = Math.floor(seq.promptLength / this.kv.blockSize);
+    const refs = this.kv.pin(seq.fullBlockSpecs().slice(0, n).map((s) => s.sequenceHash));
+    if (refs === null) throw internal(`prefill-only sequence ${seq.requestId} does not hold its prompt blocks`);
+    return refs;
+  }
+
+  /** Drop references handed out as `SequenceOutput.pinnedBlocks` (once each). */
+  freePinned(refs: readonly BlockRef[]): void {
+    this.kv.free(refs);
   }
 
   private finish(seq: LlmSequence, reason: FinishReason): void {
@@ -334,6 +356,7 @@ export class LlmScheduler {
       blocks: [...seq.blocks],
       sampling: seq.sampling,
       promptTokenIds: seq.promptTokenIds,
+      priorOutputTokenIds: seq.priorOutputTokenIds,
     };
   }
 }

@@ -35,10 +35,15 @@ export interface LlmRequest {
   /** Token ids that end generation (the EOS token is produced and counted, then generation stops). */
   readonly eosTokenIds?: readonly number[];
   /**
-   * Disaggregation: compute the prompt's KV, sample one token, finish (reason 'length'). The full
-   * prompt blocks stay resident in the prefix cache, where a decode worker can later pin and pull them.
+   * Disaggregation: compute the prompt's KV, sample one token, finish (reason 'length'). The scheduler
+   * then pins the prompt's full blocks (SequenceOutput.pinnedBlocks) before it frees the sequence's.
    */
   readonly prefillOnly?: boolean;
+  /**
+   * Tokens generated before this request reached this engine (disaggregation's first token, a migrated
+   * stream): the sequence starts as prompt + these; they count as output (`maxTokens` includes them).
+   */
+  readonly outputTokenIds?: readonly number[];
   /** Arrival time in ms on the engine's clock; default: when added. */
   readonly arrivalTime?: number;
   /** How the executor picks tokens; absent = greedy. Only executors that sample read it. */
@@ -56,6 +61,8 @@ export class LlmSequence {
   readonly arrivalTime: number;
   readonly blockSize: number;
   readonly sampling: CompiledSamplingParams | undefined;
+  /** The request's `outputTokenIds` (frozen; the same array every step): the sampler counts them. */
+  readonly priorOutputTokenIds: readonly number[];
   /** Prompt then generated tokens; grows with every sampled token (only the scheduler appends). */
   readonly tokens: number[];
   status: SequenceStatus = 'waiting';
@@ -85,7 +92,11 @@ export class LlmSequence {
     this.arrivalTime = request.arrivalTime ?? now;
     this.blockSize = blockSize;
     this.sampling = request.sampling;
-    this.tokens = [...promptTokenIds];
+    this.priorOutputTokenIds = Object.freeze([...(request.outputTokenIds ?? [])]);
+    if (this.priorOutputTokenIds.length >= this.maxTokens) {
+      throw invalidArgument(`request ${requestId}: ${this.priorOutputTokenIds.length} prior output tokens leave nothing to generate under max_tokens ${this.maxTokens}`);
+    }
+    this.tokens = [...promptTokenIds, ...this.priorOutputTokenIds];
     this.extendHashes();
   }
 

@@ -15,8 +15,11 @@
 // New keys/values are scattered from `present` into the sequence's partial blocks only; full blocks are
 // immutable and may be shared (a fully cached prompt's recomputed last token is not written back).
 // One token is sampled per entry with `samples`, from its last position's logits (cut to `vocabSize`),
-// with the request's own SamplerState: created at its first sample, kept across preemption (so a
+// with the request's own SamplerState: created at its first sample (counting the request's prior
+// output tokens, its random stream advanced past their draws), kept across preemption (so a
 // recomputed sequence continues its random stream), dropped by `release`.
+//
+// KV transfer: with a `modelId`, blocks move as PagedKvCache's block bytes (`readBlock` / `writeBlock`).
 //
 // Failure: a session.run error rejects `execute` with `internal`; the executor touches no block
 // manager, and the KV it may already have written went only to the step's partial blocks, which the
@@ -26,6 +29,7 @@ import { internal, invalidArgument, toSwitchyardError } from '@switchyard/common
 import type { DecoderSession, DecoderTensor, DecoderValueMetadata } from './decoder-session.js';
 import type { Executor, ExecutorOutput } from './executor.js';
 import type { ScheduledSequence, SchedulerOutput } from './llm-scheduler.js';
+import type { KvLayout } from './kv-transfer.js';
 import { PagedKvCache, type KvDtype } from './paged-kv-cache.js';
 import { compileSamplingParams } from './sampling-params.js';
 import { Xoshiro128, createSamplerState, sample, type SamplerState } from './sampling.js';
@@ -52,6 +56,11 @@ export interface OnnxExecutorOptions {
    * allocated; throws to refuse it (the engine's load limits).
    */
   readonly checkKvCacheBytes?: (bytes: number) => void;
+  /**
+   * The model's identity for KV transfer (KvLayout.modelId): a digest of the ONNX file's bytes, which
+   * the caller that read the file computes. Absent: this executor does not transfer KV.
+   */
+  readonly modelId?: string;
 }
 
 const GREEDY = compileSamplingParams({ temperature: 0 });
@@ -78,8 +87,29 @@ export class OnnxExecutor implements Executor {
     private readonly signature: Signature,
     private readonly vocabSize: number | undefined,
     seed: number | undefined,
+    private readonly modelId: string | undefined,
   ) {
     this.seeds = seed === undefined ? null : new Xoshiro128(seed);
+  }
+
+  /** KV transfer layout: the model's KV geometry in the engine's blocks; undefined without a modelId. */
+  kvLayout(): KvLayout | undefined {
+    if (this.modelId === undefined) return undefined;
+    const { numLayers, numKvHeads, headDim, blockSize, dtype, bytesPerBlock } = this.kv;
+    return { modelId: this.modelId, engine: 'llm', dtype, numLayers, numKvHeads, headDim, blockSize, bytesPerBlock };
+  }
+
+  /** A block's payload is its KV bytes (PagedKvCache's block order); the hash is not needed. */
+  checkBlock(_hash: string, data: Uint8Array): string | undefined {
+    return this.kv.checkBlockBytes(data);
+  }
+
+  readBlock(slot: number): Uint8Array {
+    return this.kv.readBlock(slot);
+  }
+
+  writeBlock(slot: number, _hash: string, data: Uint8Array): void {
+    this.kv.writeBlock(slot, data);
   }
 
   /**
@@ -112,7 +142,7 @@ export class OnnxExecutor implements Executor {
       blockSize: options.blockSize,
       dtype: signature.kvDtype,
     });
-    return new OnnxExecutor(session, kv, signature, vocabSize, options.seed);
+    return new OnnxExecutor(session, kv, signature, vocabSize, options.seed, options.modelId);
   }
 
   release(requestId: string): void {
@@ -129,16 +159,17 @@ export class OnnxExecutor implements Executor {
     }
     const sampledTokens = new Map<string, number>();
     const logprobs = new Map<string, number>();
+    const seeds = new Map<string, number>();
     for (const [n, entries] of groups) {
       const logits = await this.run(entries, n);
       entries.forEach((e, b) => {
         if (!e.samples) return;
-        const picked = sample(this.lastLogits(logits, b, n), this.sampler(e));
+        const picked = sample(this.lastLogits(logits, b, n), this.sampler(e, seeds));
         sampledTokens.set(e.requestId, picked.tokenId);
         if (picked.logprob !== null) logprobs.set(e.requestId, picked.logprob);
       });
     }
-    return { sampledTokens, ...(logprobs.size > 0 ? { logprobs } : {}), elapsedMs: performance.now() - start };
+    return { sampledTokens, ...(logprobs.size > 0 ? { logprobs } : {}), seeds, elapsedMs: performance.now() - start };
   }
 
   /** Row b's logits at its last new position, cut to the vocabulary, as float32. */
@@ -153,12 +184,15 @@ export class OnnxExecutor implements Executor {
     return row;
   }
 
-  private sampler(e: ScheduledSequence): SamplerState {
+  /** The request's sampler; one created now (its first sample) also goes into `created` with its seed. */
+  private sampler(e: ScheduledSequence, created: Map<string, number>): SamplerState {
     let s = this.samplers.get(e.requestId);
     if (s === undefined) {
       const params = e.sampling ?? GREEDY;
-      s = this.seeds === null ? createSamplerState(params, e.promptTokenIds) : createSamplerState(params, e.promptTokenIds, this.seeds.nextUint32());
+      const fallback = this.seeds === null ? undefined : this.seeds.nextUint32();
+      s = createSamplerState(params, e.promptTokenIds, fallback, e.priorOutputTokenIds);
       this.samplers.set(e.requestId, s);
+      created.set(e.requestId, s.seed);
     }
     return s;
   }

@@ -2,9 +2,15 @@
 // laid out [slot, kv_head, position in block, head_dim], fp32 (Float32Array) or fp16 (Uint16Array bit
 // patterns, as onnxruntime-node passes float16). The block manager decides which slot holds what; this
 // class only copies: `gather` builds a model's past tensor from a sequence's blocks, `scatter` writes the
-// new positions of a model's present tensor back into them. Pure and synchronous.
+// new positions of a model's present tensor back into them, `readBlock` / `writeBlock` move one slot's
+// KV as bytes (KV transfer between engines). Pure and synchronous.
+//
+// Block bytes (`readBlock` / `writeBlock`, `bytesPerBlock` long): the slot's keys of layer 0, 1, …,
+// numLayers-1, then its values of layer 0, 1, …; each part [kv_head, position in block, head_dim]
+// row-major; elements fp32 or fp16 (IEEE 754 bits) in little-endian byte order (the order of every
+// platform Node.js runs on; a big-endian host is refused at construction).
 
-import { internal, invalidArgument } from '@switchyard/common';
+import { internal, invalidArgument, unsupported } from '@switchyard/common';
 import type { DecoderTensor } from './decoder-session.js';
 import type { BlockRef } from './kv-block-manager.js';
 
@@ -55,11 +61,77 @@ export class PagedKvCache {
     this.blockSize = options.blockSize;
     if (options.dtype !== 'fp32' && options.dtype !== 'fp16') throw invalidArgument(`dtype must be 'fp32' or 'fp16', got ${String(options.dtype)}`);
     this.dtype = options.dtype;
+    if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw unsupported('KV caches need a little-endian host');
     const size = options.numBlocks * options.numKvHeads * options.blockSize * options.headDim;
     for (let l = 0; l < options.numLayers; l++) {
       this.keys.push(this.alloc(size));
       this.values.push(this.alloc(size));
     }
+  }
+
+  /** Bytes of one block's KV over every layer (see the file header for their order). */
+  get bytesPerBlock(): number {
+    return this.numLayers * 2 * this.numKvHeads * this.blockSize * this.headDim * (this.dtype === 'fp16' ? 2 : 4);
+  }
+
+  /** A copy of `slot`'s KV as bytes (file header order). */
+  readBlock(slot: number): Uint8Array {
+    this.checkSlot(slot);
+    const n = this.numKvHeads * this.blockSize * this.headDim;
+    const esz = this.dtype === 'fp16' ? 2 : 4;
+    const out = new Uint8Array(this.bytesPerBlock);
+    let at = 0;
+    for (const stores of [this.keys, this.values]) {
+      for (const store of stores) {
+        out.set(new Uint8Array(store.buffer, store.byteOffset + slot * n * esz, n * esz), at);
+        at += n * esz;
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Overwrite `slot`'s KV with `bytes` (file header order). Throws invalid_argument, writing nothing,
+   * when the size is not `bytesPerBlock` or an element is not finite (no model computes NaN or ±Inf KV,
+   * and such a value would poison every later step that reads the block).
+   */
+  writeBlock(slot: number, bytes: Uint8Array): void {
+    this.checkSlot(slot);
+    const why = this.checkBlockBytes(bytes);
+    if (why !== undefined) throw invalidArgument(why);
+    const n = this.numKvHeads * this.blockSize * this.headDim;
+    const src = this.view(bytes);
+    let at = 0;
+    for (const stores of [this.keys, this.values]) {
+      for (const store of stores) {
+        store.set(src.subarray(at, at + n), slot * n);
+        at += n;
+      }
+    }
+  }
+
+  /** Why `bytes` cannot be a block of this cache (wrong size, a non-finite element), else undefined. */
+  checkBlockBytes(bytes: Uint8Array): string | undefined {
+    if (!(bytes instanceof Uint8Array)) return 'a KV block must be bytes';
+    if (bytes.byteLength !== this.bytesPerBlock) return `a KV block is ${this.bytesPerBlock} bytes here, got ${bytes.byteLength}`;
+    const src = this.view(bytes);
+    if (src instanceof Uint16Array) {
+      for (let i = 0; i < src.length; i++) if ((src[i]! & 0x7c00) === 0x7c00) return `KV element ${i} is not finite`;
+    } else {
+      for (let i = 0; i < src.length; i++) if (!Number.isFinite(src[i]!)) return `KV element ${i} is not finite`;
+    }
+    return undefined;
+  }
+
+  /** `bytes` as elements (copied when not aligned to the element size). */
+  private view(bytes: Uint8Array): Store {
+    const esz = this.dtype === 'fp16' ? 2 : 4;
+    const b = bytes.byteOffset % esz === 0 ? bytes : bytes.slice();
+    return this.dtype === 'fp16' ? new Uint16Array(b.buffer, b.byteOffset, b.byteLength / 2) : new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
+  }
+
+  private checkSlot(slot: number): void {
+    if (!Number.isSafeInteger(slot) || slot < 0 || slot >= this.numBlocks) throw internal(`KV slot ${slot} out of range 0..${this.numBlocks - 1}`);
   }
 
   /** Bytes held by the cache. */

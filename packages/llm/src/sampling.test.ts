@@ -195,4 +195,31 @@ describe('sample', () => {
       expect.objectContaining({ code: 'internal' }),
     );
   });
+
+  it.each([
+    ['plain', {}],
+    ['top-k', { top_k: 3 }],
+    ['top-p', { top_p: 0.5 }],
+    ['min-p', { min_p: 0.2 }],
+    ['top-k and top-p', { top_k: 4, top_p: 0.7 }],
+    ['penalties', { frequency_penalty: 0.5, presence_penalty: 0.3, repetition_penalty: 1.2 }],
+  ] as const)('takes exactly one draw per token at temperature > 0 (%s)', (_what, p) => {
+    const rows = [random(50, 1), random(50, 2), Float32Array.from([0, Infinity, 1]), Float32Array.from([5, -Infinity, -Infinity]), random(50, 3)];
+    const s = state({ temperature: 0.8, seed: 11, ...p }, [1, 2, 3]);
+    for (const row of rows) sample(row, s);
+    const reference = new Xoshiro128(11);
+    for (let i = 0; i < rows.length; i++) reference.nextFloat();
+    expect(s.rng.nextUint32()).toBe(reference.nextUint32());
+  });
+
+  it.each([0, 0.8])('a state built with prior output tokens continues like the uninterrupted one (temperature %s)', (temperature) => {
+    const params = compileSamplingParams({ temperature, seed: 7, frequency_penalty: 0.7, repetition_penalty: 1.3 });
+    const rows = Array.from({ length: 12 }, (_, i) => random(64, 100 + i));
+    const whole = createSamplerState(params, [4, 5, 6], 99);
+    const tokens = rows.map((r) => sample(r, whole).tokenId);
+    for (const k of [1, 5]) {
+      const cont = createSamplerState(params, [4, 5, 6], 99, tokens.slice(0, k));
+      expect(rows.slice(k).map((r) => sample(r, cont).tokenId)).toEqual(tokens.slice(k));
+    }
+  });
 });

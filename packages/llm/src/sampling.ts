@@ -80,20 +80,30 @@ let index = new Int32Array(0);
 /**
  * `promptTokenIds` matter only for repetition_penalty. `fallbackSeed` is used when the request has no
  * seed (default: a random one), so the engine can make unseeded runs reproducible in tests.
+ * `priorOutputTokenIds`: tokens this sequence already generated elsewhere (a prefill worker's first
+ * token, a migrated stream): they are counted as output, and at temperature > 0 the random stream
+ * skips one draw per prior token — `sample` takes exactly one draw per token then — so the state is the
+ * one an uninterrupted run would have reached.
  */
 export function createSamplerState(
   params: CompiledSamplingParams,
   promptTokenIds: readonly number[] = [],
   fallbackSeed: number = Math.floor(Math.random() * 0x1_0000_0000),
+  priorOutputTokenIds: readonly number[] = [],
 ): SamplerState {
   const seed = params.seed ?? fallbackSeed;
-  return {
+  const state: SamplerState = {
     params,
     seed,
     rng: new Xoshiro128(seed),
     outputCounts: new Map(),
     promptTokens: params.repetition_penalty !== 1 ? new Set(promptTokenIds) : null,
   };
+  for (const t of priorOutputTokenIds) {
+    state.outputCounts.set(t, (state.outputCounts.get(t) ?? 0) + 1);
+    if (params.temperature > 0) state.rng.nextFloat();
+  }
+  return state;
 }
 
 export interface SampleResult {
@@ -168,7 +178,12 @@ function draw(x: Float32Array, state: SamplerState): number {
   const v = x.length;
   const best = argmax(x);
   const max = x[best]!;
-  if (max === Infinity) return best; // a +Infinity logit is certainty; weights would be NaN
+  if (max === Infinity) {
+    // A +Infinity logit is certainty (weights would be NaN); the draw is still taken, so every token
+    // sampled at temperature > 0 consumes exactly one (a continuation skips one per prior token).
+    state.rng.nextFloat();
+    return best;
+  }
   const invT = 1 / p.temperature;
   const topK = p.top_k > 0 && p.top_k < v ? p.top_k : 0;
   const cand = index;

@@ -14,6 +14,7 @@ const entry = (over: Partial<ScheduledSequence>): ScheduledSequence => ({
   blocks: [],
   sampling: undefined,
   promptTokenIds: [],
+  priorOutputTokenIds: [],
   ...over,
 });
 const output = (scheduled: ScheduledSequence[], kvUsage = 0.5): SchedulerOutput => ({

@@ -9,14 +9,62 @@
 // KV: there is none; the block manager's bookkeeping and events are the scheduler's (blocks become
 // prefix-cache hits after the step that "computes" them, as with a real executor). Cached prefix tokens
 // are never scheduled, so they cost no time. Sampling parameters are ignored; `release` is not needed.
+//
+// KV transfer (with `kvTransfer` options): the layout comes from the model folder's config.json
+// (`simulatedKvLayout`); a block's payload is a token — the 8 bytes of its sequence hash — checked on
+// write, and the time the real bytes (`bytesPerBlock`) would take is `simulatedTransferMs`, which the
+// caller sleeps on the engine's clock.
 
+import { createHash } from 'node:crypto';
 import { invalidArgument } from '@switchyard/common';
 import type { Executor, ExecutorOutput } from './executor.js';
+import type { KvLayout } from './kv-transfer.js';
 import type { SchedulerOutput } from './llm-scheduler.js';
 import { Xoshiro128 } from './sampling.js';
 import { polynomialTimingModel, stepMs, systemClock, type Clock, type TimingModel } from './timing-model.js';
+import type { ModelConfigJson } from './tokenizer-files.js';
 
 export const DEFAULT_SIM_VOCAB_SIZE = 32000;
+/** Default bandwidth of the simulated KV transfer, Gbit/s (`--kv-transfer-gbps`). */
+export const DEFAULT_KV_TRANSFER_GBPS = 25;
+/**
+ * What `simulatedKvLayout` assumes when config.json lacks a field (a Llama-2-7B-sized model):
+ * num_hidden_layers 32, num_attention_heads 32, num_key_value_heads = num_attention_heads,
+ * hidden_size 4096, head_dim = hidden_size / num_attention_heads; dtype fp32 unless
+ * `torch_dtype` (or `dtype`) is float16 or bfloat16.
+ */
+export const SIM_KV_DEFAULTS = { numHiddenLayers: 32, numAttentionHeads: 32, hiddenSize: 4096 } as const;
+/** Bytes of the mocker's block payload (the block's sequence hash). */
+const SIM_PAYLOAD_BYTES = 8;
+
+/**
+ * The mocker's KV layout for a model folder's config.json (defaults: SIM_KV_DEFAULTS; a field that is
+ * not a positive integer counts as absent). modelId: a digest of the architecture fields and vocab size.
+ */
+export function simulatedKvLayout(config: ModelConfigJson | undefined, blockSize: number, vocabSize: number): KvLayout {
+  const int = (v: unknown): number | undefined => (typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? v : undefined);
+  const numLayers = int(config?.num_hidden_layers) ?? SIM_KV_DEFAULTS.numHiddenLayers;
+  const heads = int(config?.num_attention_heads) ?? SIM_KV_DEFAULTS.numAttentionHeads;
+  const numKvHeads = int(config?.num_key_value_heads) ?? heads;
+  const hidden = int(config?.hidden_size) ?? SIM_KV_DEFAULTS.hiddenSize;
+  const headDim = int(config?.head_dim) ?? Math.max(1, Math.floor(hidden / heads));
+  const t = config?.['torch_dtype'] ?? config?.['dtype'];
+  const dtype = t === 'float16' || t === 'bfloat16' ? 'fp16' : 'fp32';
+  const arch = { numLayers, numKvHeads, headDim, hiddenSize: hidden, numAttentionHeads: heads, dtype, vocabSize };
+  const modelId = createHash('sha256').update(JSON.stringify(arch)).digest('hex').slice(0, 32);
+  const bytesPerBlock = numLayers * 2 * numKvHeads * blockSize * headDim * (dtype === 'fp16' ? 2 : 4);
+  return { modelId, engine: 'mocker', dtype, numLayers, numKvHeads, headDim, blockSize, bytesPerBlock };
+}
+
+/** KV transfer settings of a simulated executor. */
+export interface SimulatedKvTransferOptions {
+  /** The engine's block size. */
+  readonly blockSize: number;
+  /** The model folder's config.json (undefined: SIM_KV_DEFAULTS). */
+  readonly modelConfig?: ModelConfigJson;
+  /** Default DEFAULT_KV_TRANSFER_GBPS; > 0. */
+  readonly gbps?: number;
+}
 
 export interface SimulatedExecutorOptions {
   /** Default systemClock (real sleeping); pass a VirtualClock for fast replay. */
@@ -27,6 +75,8 @@ export interface SimulatedExecutorOptions {
   readonly seed?: number;
   /** Tokens are drawn from [0, vocabSize). */
   readonly vocabSize?: number;
+  /** Support KV transfer (layout, token payloads, simulated transfer time); absent: none. */
+  readonly kvTransfer?: SimulatedKvTransferOptions;
 }
 
 export class SimulatedExecutor implements Executor {
@@ -35,6 +85,8 @@ export class SimulatedExecutor implements Executor {
   private readonly speedup: number;
   private readonly seed: number;
   private readonly vocabSize: number;
+  private readonly layout: KvLayout | undefined;
+  private readonly gbps: number;
   /** Total simulated prefill tokens and time, for tests and metrics. */
   prefillTokens = 0;
   busyMs = 0;
@@ -47,6 +99,36 @@ export class SimulatedExecutor implements Executor {
     this.vocabSize = options.vocabSize ?? DEFAULT_SIM_VOCAB_SIZE;
     if (!(this.speedup > 0)) throw invalidArgument(`speedupRatio must be > 0, got ${this.speedup}`);
     if (!Number.isSafeInteger(this.vocabSize) || this.vocabSize <= 0) throw invalidArgument(`vocabSize must be a positive integer`);
+    const t = options.kvTransfer;
+    this.gbps = t?.gbps ?? DEFAULT_KV_TRANSFER_GBPS;
+    if (!(Number.isFinite(this.gbps) && this.gbps > 0)) throw invalidArgument(`kvTransferGbps must be a number > 0, got ${this.gbps}`);
+    if (t !== undefined && (!Number.isSafeInteger(t.blockSize) || t.blockSize <= 0)) throw invalidArgument(`blockSize must be a positive integer, got ${t.blockSize}`);
+    this.layout = t === undefined ? undefined : simulatedKvLayout(t.modelConfig, t.blockSize, this.vocabSize);
+  }
+
+  kvLayout(): KvLayout | undefined {
+    return this.layout;
+  }
+
+  /** The payload must be the block's token: its sequence hash as 8 bytes. */
+  checkBlock(hash: string, data: Uint8Array): string | undefined {
+    if (!(data instanceof Uint8Array) || data.byteLength !== SIM_PAYLOAD_BYTES) return `a simulated KV block is ${SIM_PAYLOAD_BYTES} bytes, got ${data?.byteLength}`;
+    const want = payload(hash);
+    for (let i = 0; i < SIM_PAYLOAD_BYTES; i++) if (data[i] !== want[i]) return `the simulated KV block payload does not match block ${hash}`;
+    return undefined;
+  }
+
+  readBlock(_slot: number, hash: string): Uint8Array {
+    return payload(hash);
+  }
+
+  /** Nothing to store: the payload was checked (`checkBlock`) and a simulated slot holds no KV. */
+  writeBlock(): void {}
+
+  /** blocks × bytesPerBlock at `gbps`, in ms, divided by the speedup ratio (0 without transfer support). */
+  simulatedTransferMs(blocks: number): number {
+    if (this.layout === undefined || !(blocks > 0)) return 0;
+    return ((blocks * this.layout.bytesPerBlock) / ((this.gbps * 1e9) / 8)) * 1000 / this.speedup;
   }
 
   /** The token a request samples at `position` (= its token count before sampling). */
@@ -80,4 +162,11 @@ function fnv1a32(s: string): number {
     h = Math.imul(h, 0x01000193);
   }
   return h >>> 0;
+}
+
+/** A block hash (16 hex digits) as 8 bytes. */
+function payload(hash: string): Uint8Array {
+  const out = new Uint8Array(SIM_PAYLOAD_BYTES);
+  for (let i = 0; i < SIM_PAYLOAD_BYTES; i++) out[i] = parseInt(hash.slice(2 * i, 2 * i + 2), 16) || 0;
+  return out;
 }
