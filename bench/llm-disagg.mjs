@@ -195,10 +195,10 @@ export async function simulate(trace, layout, { gbps = 25, minRemoteTokens = DEF
       const got = w.kv.allocate({ full });
       if (got !== null) w.importPins.set(requestId, got.blocks);
       await w.flushEvents();
-      s.prefillWorker.kv.free(s.pins);
+      s.prefillWorker.engine.scheduler.freePinned(s.pins);
       await s.prefillWorker.flushEvents();
-      // The decode worker continues from prompt + first token (the mocker's tokens are positional).
-      w.engine.addRequest({ requestId, promptTokenIds: [...s.r.promptTokenIds, 0], maxTokens: s.r.maxTokens - 1, arrivalTime: at, eosTokenIds: [] });
+      // The decode worker continues after the first token (counted as output, as the router sends it).
+      w.engine.addRequest({ requestId, promptTokenIds: s.r.promptTokenIds, outputTokenIds: [s.firstToken], maxTokens: s.r.maxTokens, arrivalTime: at, eosTokenIds: [] });
       continue;
     }
 
@@ -217,11 +217,12 @@ export async function simulate(trace, layout, { gbps = 25, minRemoteTokens = DEF
       const isPrefillSide = s.path === 'remote' && busy === s.prefillWorker;
       if (isPrefillSide) {
         s.tokens.push(now);
+        s.firstToken = o.newTokenIds[0];
         await table.markPrefillDone(o.requestId + ':prefill');
         await table.release(o.requestId + ':prefill');
-        // pin the prompt's full blocks (the lease) until the hand-off
+        // the engine pinned the prompt's full blocks (the lease) until the hand-off
+        s.pins = o.pinnedBlocks ?? [];
         const { sequenceHashes } = hashTokenBlocks(s.r.promptTokenIds, ENGINE.blockSize);
-        s.pins = busy.kv.pin(sequenceHashes) ?? [];
         const missing = sequenceHashes.length - s.decodeWorker.kv.findCachedPrefix(sequenceHashes);
         transferredBlocks += missing;
         const at = now + (missing * KV_BYTES_PER_BLOCK) / bytesPerMs;
