@@ -76,6 +76,24 @@ describe('parseRouterArgs', () => {
     });
   });
 
+  it('reads the disaggregation flags, bounded', () => {
+    expect(parseRouterArgs(INFRA)).toMatchObject({ disaggMinRemoteTokens: 512, disaggMaxPrefillQueueTokens: 8192, disaggPrefillTimeoutMs: 10_000 });
+    expect(parseRouterArgs([...INFRA, '--disagg-min-remote-tokens=0', '--disagg-max-prefill-queue-tokens=4096', '--disagg-prefill-timeout-ms=2500'])).toMatchObject({
+      disaggMinRemoteTokens: 0,
+      disaggMaxPrefillQueueTokens: 4096,
+      disaggPrefillTimeoutMs: 2500,
+    });
+    expect(usage([...INFRA, '--disagg-min-remote-tokens=-1'])).toBe("flag '--disagg-min-remote-tokens' must be an integer >= 0, got '-1'");
+    expect(usage([...INFRA, '--disagg-min-remote-tokens=16777217'])).toBe("flag '--disagg-min-remote-tokens' must be an integer <= 16777216, got '16777217'");
+    expect(usage([...INFRA, '--disagg-max-prefill-queue-tokens=1.5'])).toMatch(/^flag '--disagg-max-prefill-queue-tokens' /);
+    expect(usage([...INFRA, '--disagg-max-prefill-queue-tokens=1e300'])).toMatch(/^flag '--disagg-max-prefill-queue-tokens' /);
+    expect(usage([...INFRA, '--disagg-prefill-timeout-ms=0'])).toBe("flag '--disagg-prefill-timeout-ms' must be an integer >= 1, got '0'");
+    // setTimeout fires at once past 2^31 − 1 ms: refused, not silently shortened
+    expect(usage([...INFRA, '--disagg-prefill-timeout-ms=2147483648'])).toBe("flag '--disagg-prefill-timeout-ms' must be an integer <= 2147483647, got '2147483648'");
+    const help = helpText();
+    for (const flag of ['--disagg-min-remote-tokens=N', '--disagg-max-prefill-queue-tokens=N', '--disagg-prefill-timeout-ms=N']) expect(help).toContain(flag);
+  });
+
   it('requires etcd, NATS and Redis, as URLs', () => {
     expect(usage([])).toMatch(/^--etcd, --nats, --redis are required: /);
     expect(usage([ETCD, ...NATS])).toMatch(/^--redis is required: .*Redis/);

@@ -7,7 +7,16 @@
  * `RouterOptions` and rejects anything malformed with a `UsageError` (exit code 2).
  */
 import { ACCESS_FLAGS, DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, accessFlagDefaults, accessPolicy, flagHelpLines, parseFlags, type AccessFlagOptions, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
-import { DEFAULT_PROBE_TIMEOUT_MS, DEFAULT_STALL_PROBE_MS, type RouterMode } from '@switchyard/cluster';
+import {
+  DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS,
+  DEFAULT_DISAGG_MIN_REMOTE_TOKENS,
+  DEFAULT_PREFILL_TIMEOUT_MS,
+  DEFAULT_PROBE_TIMEOUT_MS,
+  DEFAULT_STALL_PROBE_MS,
+  MAX_TIMER_MS,
+  MAX_WIRE_CONTEXT_TOKENS,
+  type RouterMode,
+} from '@switchyard/cluster';
 import { NAME_PATTERN } from '@switchyard/runtime';
 
 export { UsageError, accessPolicy };
@@ -15,6 +24,9 @@ export type { RouterMode };
 
 /** `--router-mode` values (the router core's `RouterMode`). */
 export const ROUTER_MODES: readonly RouterMode[] = ['kv', 'round-robin', 'random', 'least-loaded'];
+
+/** `--disagg-max-prefill-queue-tokens` ceiling: 2^40 tokens, far above any queue, exact in a double. */
+export const MAX_QUEUE_TOKENS = 2 ** 40;
 
 /** The namespace workers and routers share when `--namespace` is not given. */
 export const DEFAULT_NAMESPACE = 'default';
@@ -51,6 +63,12 @@ export interface RouterOptions extends DoorLimitOptions, AccessFlagOptions {
   stallProbeMs: number;
   /** How long a health probe waits before the worker counts as dead. */
   healthProbeTimeoutMs: number;
+  /** Disaggregated models: uncached prompt tokens on the decode worker at or above which the prefill goes to a prefill worker. */
+  disaggMinRemoteTokens: number;
+  /** Disaggregated models: a prefill worker with this many queued prefill tokens takes no more remote prefills. */
+  disaggMaxPrefillQueueTokens: number;
+  /** Disaggregated models: how long one prefill-only request may take before it is retried elsewhere or done locally. */
+  disaggPrefillTimeoutMs: number;
   /** Largest accepted HTTP request body (after decompression), bytes. */
   httpMaxInputSize: number;
   logVerbose: number;
@@ -77,6 +95,9 @@ export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | 
   migrationLimit: 3,
   stallProbeMs: DEFAULT_STALL_PROBE_MS,
   healthProbeTimeoutMs: DEFAULT_PROBE_TIMEOUT_MS,
+  disaggMinRemoteTokens: DEFAULT_DISAGG_MIN_REMOTE_TOKENS,
+  disaggMaxPrefillQueueTokens: DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS,
+  disaggPrefillTimeoutMs: DEFAULT_PREFILL_TIMEOUT_MS,
   httpMaxInputSize: 64 * 1024 * 1024,
   ...DOOR_LIMIT_DEFAULTS,
   logVerbose: 0,
@@ -104,6 +125,27 @@ const FLAGS: FlagTable<RouterOptions> = {
   'migration-limit': { kind: 'int', key: 'migrationLimit', min: 0, help: 'Times a request may move to another worker when its worker fails (default 3; 0 = never).' },
   'stall-probe-ms': { kind: 'int', key: 'stallProbeMs', min: 0, help: `A request silent this long makes the router probe its worker; a dead worker's requests move to another worker or fail 503 (default ${DEFAULT_STALL_PROBE_MS}; 0 = never).` },
   'health-probe-timeout-ms': { kind: 'int', key: 'healthProbeTimeoutMs', min: 1, help: `How long a worker health probe waits before the worker counts as dead (default ${DEFAULT_PROBE_TIMEOUT_MS}).` },
+  'disagg-min-remote-tokens': {
+    kind: 'int',
+    key: 'disaggMinRemoteTokens',
+    min: 0,
+    max: MAX_WIRE_CONTEXT_TOKENS,
+    help: `Models with prefill workers: a prompt with at least this many tokens not cached on its decode worker is prefilled on a prefill worker, a shorter one by the decode worker (default ${DEFAULT_DISAGG_MIN_REMOTE_TOKENS}; 0 = every prompt).`,
+  },
+  'disagg-max-prefill-queue-tokens': {
+    kind: 'int',
+    key: 'disaggMaxPrefillQueueTokens',
+    min: 0,
+    max: MAX_QUEUE_TOKENS,
+    help: `Models with prefill workers: a prefill worker with this many prompt tokens queued for prefill takes no more; when all are that busy the decode worker prefills (default ${DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS}; 0 = never remote).`,
+  },
+  'disagg-prefill-timeout-ms': {
+    kind: 'int',
+    key: 'disaggPrefillTimeoutMs',
+    min: 1,
+    max: MAX_TIMER_MS,
+    help: `Models with prefill workers: a prefill not done after this long is retried on another prefill worker, then done by the decode worker (default ${DEFAULT_PREFILL_TIMEOUT_MS}).`,
+  },
   'http-max-input-size': { kind: 'int', key: 'httpMaxInputSize', min: 1, help: 'Largest HTTP request body in bytes, after decompression (default 67108864).' },
   ...DOOR_LIMIT_FLAGS,
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },

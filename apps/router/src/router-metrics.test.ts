@@ -25,6 +25,8 @@ const STATS: RouterStats = {
   kvEvents: { batches: 9, applied: 42, gaps: 1, resyncs: 3, resyncFailures: 0, subscriptionFailures: 0, invalid: 0 },
   approximateModels: ['tiny_llm'],
   timeToFirstToken: { bounds: [0.01, 0.1], counts: [1, 3], sum: 0.125, count: 4 },
+  disagg: [{ model: 'mock_llm', paths: { remote: 3, local: 2, fallback: 1 }, localReasons: { prefill_failed: 1, short_prompt: 1 } }],
+  kvTransferSeconds: { bounds: [0.001, 0.01], counts: [1, 2], sum: 0.0075, count: 3 },
 };
 
 describe('renderRouterMetrics', () => {
@@ -41,7 +43,7 @@ switchyard_router_requests_total{endpoint="generate",model="mock_llm"} 5
 # TYPE switchyard_router_request_errors_total counter
 switchyard_router_request_errors_total{code="invalid_argument",endpoint="generate",model="mock_llm"} 1
 switchyard_router_request_errors_total{code="unavailable",endpoint="generate",model="mock_llm"} 1
-# HELP switchyard_router_routing_decisions_total Routing decisions per worker (a migrated request decides again).
+# HELP switchyard_router_routing_decisions_total Routing decisions per worker (a migrated request decides again; a remote prefill is a decision for its prefill worker).
 # TYPE switchyard_router_routing_decisions_total counter
 switchyard_router_routing_decisions_total{mode="kv",model="mock_llm",worker="aaaa"} 3
 switchyard_router_routing_decisions_total{mode="kv",model="mock_llm",worker="bbbb"} 1
@@ -100,12 +102,30 @@ switchyard_router_worker_prefix_cache_hit_rate{model="mock_llm",worker="cccc"} 0
 # TYPE switchyard_router_workers gauge
 switchyard_router_workers{model="mock_llm"} 3
 switchyard_router_workers{model="tiny_llm"} 1
+# HELP switchyard_router_disagg_requests_total Requests of disaggregated models by prefill path: remote (prefill worker, KV imported by the decode worker), local (decode worker prefilled), fallback (prefilled remotely but the KV did not reach the decode worker, which prefilled again).
+# TYPE switchyard_router_disagg_requests_total counter
+switchyard_router_disagg_requests_total{model="mock_llm",path="remote"} 3
+switchyard_router_disagg_requests_total{model="mock_llm",path="local"} 2
+switchyard_router_disagg_requests_total{model="mock_llm",path="fallback"} 1
+# HELP switchyard_router_disagg_local_total Requests of disaggregated models prefilled locally, by reason.
+# TYPE switchyard_router_disagg_local_total counter
+switchyard_router_disagg_local_total{model="mock_llm",reason="prefill_failed"} 1
+switchyard_router_disagg_local_total{model="mock_llm",reason="short_prompt"} 1
+# HELP switchyard_router_kv_transfer_seconds Time decode workers took to pull and import a request's KV blocks from a prefill worker, in seconds.
+# TYPE switchyard_router_kv_transfer_seconds histogram
+switchyard_router_kv_transfer_seconds_bucket{le="0.001"} 1
+switchyard_router_kv_transfer_seconds_bucket{le="0.01"} 2
+switchyard_router_kv_transfer_seconds_bucket{le="+Inf"} 3
+switchyard_router_kv_transfer_seconds_sum 0.0075
+switchyard_router_kv_transfer_seconds_count 3
 `);
   });
 
   it('still reports a model routed approximately when it is no longer served, and leaves per-model families out when there are none', () => {
-    const idle: RouterStats = { ...STATS, workers: [], approximateModels: ['gone_llm'] };
+    const idle: RouterStats = { ...STATS, workers: [], approximateModels: ['gone_llm'], disagg: [], kvTransferSeconds: { bounds: [0.001], counts: [0], sum: 0, count: 0 } };
     const text = renderRouterMetrics(idle, []);
+    expect(text).not.toContain('switchyard_router_disagg');
+    expect(text).not.toContain('switchyard_router_kv_transfer_seconds');
     expect(text).toContain('switchyard_router_approximate_mode{model="gone_llm"} 1\n');
     expect(text).not.toContain('switchyard_router_workers');
     expect(text).not.toContain('switchyard_router_routing_decisions_total');

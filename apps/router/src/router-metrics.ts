@@ -24,6 +24,9 @@
  * | `switchyard_router_approximate_mode` | gauge | model (1: routed without KV events, cache overlap guessed) |
  * | `switchyard_router_worker_prefix_cache_hit_rate` | gauge | model, worker (instance id) |
  * | `switchyard_router_workers` | gauge | model |
+ * | `switchyard_router_disagg_requests_total` | counter | model, path (`remote`, `local`, `fallback`; disaggregated models only) |
+ * | `switchyard_router_disagg_local_total` | counter | model, reason (why `local`: `no_prefill_workers`, `single_token`, `short_prompt`, `prefill_saturated`, `prefill_failed`) |
+ * | `switchyard_router_kv_transfer_seconds` | histogram | (router-wide: decode workers' successful KV imports, from their `kvImport.ms`) |
  *
  * `worker` is the worker process's instance id; the core's worker ids are `<instanceId>/<model>`.
  */
@@ -66,6 +69,8 @@ export function renderRouterMetrics(stats: RouterStats, models: readonly ServedM
   const workers = [...stats.workers].map((w) => ({ ...w, ...splitWorker(w.worker) })).sort((a, b) => compare(a.model, b.model) || compare(a.instance, b.instance));
   const h = stats.timeToFirstToken;
   const ttft = `${P}time_to_first_token_seconds`;
+  const kt = stats.kvTransferSeconds;
+  const kvTransfer = `${P}kv_transfer_seconds`;
   const counter = (name: string, help: string, value: number): Family => family(`${P}${name}`, help, 'counter', [{ labels: {}, value }]);
   return renderPrometheusText([
     family(
@@ -82,7 +87,7 @@ export function renderRouterMetrics(stats: RouterStats, models: readonly ServedM
     ),
     family(
       `${P}routing_decisions_total`,
-      'Routing decisions per worker (a migrated request decides again).',
+      'Routing decisions per worker (a migrated request decides again; a remote prefill is a decision for its prefill worker).',
       'counter',
       workers.filter((w) => w.decisions > 0).map((w) => ({ labels: { model: w.model, mode: stats.mode, worker: w.instance }, value: w.decisions })),
     ),
@@ -121,5 +126,30 @@ export function renderRouterMetrics(stats: RouterStats, models: readonly ServedM
       workers.filter((w) => w.loadTs !== null).map((w) => ({ labels: { model: w.model, worker: w.instance }, value: w.prefixHitRate })),
     ),
     family(`${P}workers`, 'Worker instances serving each model.', 'gauge', served.map((m) => ({ labels: { model: m.name }, value: m.workers }))),
+    family(
+      `${P}disagg_requests_total`,
+      'Requests of disaggregated models by prefill path: remote (prefill worker, KV imported by the decode worker), local (decode worker prefilled), fallback (prefilled remotely but the KV did not reach the decode worker, which prefilled again).',
+      'counter',
+      stats.disagg.flatMap((m) => (['remote', 'local', 'fallback'] as const).map((path) => ({ labels: { model: m.model, path }, value: m.paths[path] }))),
+    ),
+    family(
+      `${P}disagg_local_total`,
+      'Requests of disaggregated models prefilled locally, by reason.',
+      'counter',
+      stats.disagg.flatMap((m) => Object.entries(m.localReasons).map(([reason, value]) => ({ labels: { model: m.model, reason }, value: value ?? 0 }))),
+    ),
+    family(
+      kvTransfer,
+      "Time decode workers took to pull and import a request's KV blocks from a prefill worker, in seconds.",
+      'histogram',
+      stats.disagg.length === 0 && kt.count === 0
+        ? []
+        : [
+            ...kt.bounds.map((le, i) => ({ labels: { le: String(le) }, value: kt.counts[i] ?? 0, metricName: `${kvTransfer}_bucket` })),
+            { labels: { le: '+Inf' }, value: kt.count, metricName: `${kvTransfer}_bucket` },
+            { labels: {}, value: kt.sum, metricName: `${kvTransfer}_sum` },
+            { labels: {}, value: kt.count, metricName: `${kvTransfer}_count` },
+          ],
+    ),
   ]);
 }

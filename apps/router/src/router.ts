@@ -53,6 +53,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
       migrationLimit: options.migrationLimit,
       stallProbeMs: options.stallProbeMs,
       probeTimeoutMs: options.healthProbeTimeoutMs,
+      disagg: { minRemoteTokens: options.disaggMinRemoteTokens, maxPrefillQueueTokens: options.disaggMaxPrefillQueueTokens, prefillTimeoutMs: options.disaggPrefillTimeoutMs },
       logger: logger.child({ component: 'router-core' }),
       routerId,
     });

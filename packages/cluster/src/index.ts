@@ -1,5 +1,11 @@
 export * from './protocols.js';
 export {
+  MAX_WIRE_ADDRESS_LENGTH,
+  MAX_WIRE_CONTEXT_TOKENS,
+  MAX_WIRE_ID_LENGTH,
+  MAX_WIRE_REASON_LENGTH,
+  decodeKvLayout,
+  decodeTransferAddress,
   decodeLlmCardMetadata,
   decodeTensorCardMetadata,
   decodeWireGenerateOutput,
@@ -12,24 +18,32 @@ export {
   decodeWireSnapshotRequest,
   generateOutputFromWire,
   generateOutputToWire,
+  generateRequestToWire,
   inferErrorFromWire,
   inferErrorToWire,
   inferRequestFromWire,
   inferRequestToWire,
   inferResponseFromWire,
   inferResponseToWire,
+  kvTransferHandle,
   parametersFromWire,
   parametersToWire,
+  roleOf,
   tensorFromWire,
   tensorToWire,
   toJson,
 } from './wire-codec.js';
+export type { GenerateOutputWireExtras, GenerateRequestFields } from './wire-codec.js';
 export { DEFAULT_NAMESPACE, MODEL_POLL_MS, startWorkerNode } from './worker/worker-node.js';
 export type { WorkerNode, WorkerNodeOptions, WorkerNodeState } from './worker/worker-node.js';
 export { MAX_INLINE_TOKENIZER_BYTES, TOKENIZER_FILES } from './worker/model-cards.js';
 export { DEFAULT_LOAD_INTERVAL_MS, LOAD_HEARTBEAT_MS } from './worker/load-publisher.js';
 // ---- router core ----
-export { DEFAULT_ROUTER_MODE, ROUTER_MODES, startRouterCore } from './router/router-core.js';
+export { DEFAULT_ROUTER_MODE, MAX_TIMER_MS, ROUTER_MODES, startRouterCore } from './router/router-core.js';
+export { DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS, DEFAULT_DISAGG_MIN_REMOTE_TOKENS, decideDisagg } from './router/disagg-policy.js';
+export type { DisaggDecision, DisaggInput, DisaggThresholds, LocalReason } from './router/disagg-policy.js';
+export { DEFAULT_PREFILL_TIMEOUT_MS } from './router/disagg-prefill.js';
+export type { DisaggOptions } from './router/disagg-prefill.js';
 export type { RouterCore, RouterCoreOptions } from './router/router-core.js';
 export { CLUSTER_EXTENSIONS, CLUSTER_SERVER_NAME, ClusterEngine, MODEL_CONTROL_UNSUPPORTED } from './router/cluster-engine.js';
 export { DEFAULT_MIGRATION_LIMIT, DEFAULT_STALL_PROBE_MS, RoutedLlmEndpoint } from './router/routed-llm-endpoint.js';
@@ -37,4 +51,5 @@ export { DEFAULT_PROBE_TIMEOUT_MS } from './router/health-prober.js';
 export { ModelRegistry } from './router/model-registry.js';
 export type { LlmTextTools, ModelEntry, RegistryChange, RegistryListener } from './router/model-registry.js';
 export { DEFAULT_INHIBIT_MS } from './router/instance-tracker.js';
-export type { KvEventStats, MigrationKind, RouterMode, RouterStats, WorkerStats } from './router/router-stats.js';
+export { KV_TRANSFER_BUCKETS_S } from './router/router-stats.js';
+export type { DisaggLocalReason, DisaggModelStats, DisaggPath, KvEventStats, MigrationKind, RouterMode, RouterStats, WorkerStats } from './router/router-stats.js';

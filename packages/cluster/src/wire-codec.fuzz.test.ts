@@ -22,6 +22,7 @@ import {
   decodeWireStatsRequest,
   generateOutputFromWire,
   generateOutputToWire,
+  generateRequestToWire,
   inferRequestFromWire,
   inferRequestToWire,
   inferResponseFromWire,
@@ -33,10 +34,15 @@ const viaJson = (v: unknown): unknown => JSON.parse(JSON.stringify(v));
 const H = '0123456789abcdef';
 const duration = { count: 2, ns: 1000 };
 
+const LAYOUT = { modelId: 'm@1', engine: 'mocker', dtype: 'fp32', numLayers: 2, numKvHeads: 2, headDim: 4, blockSize: 2, bytesPerBlock: 64 };
+const HANDLE = { address: 'w1:7001', instanceId: H, leaseId: 'l1', blockHashes: [H], layout: LAYOUT, seed: 3 };
 const tensorCard: JsonValue = { modelMetadata: { name: 'm' }, modelConfig: { name: 'm' }, versions: ['1'], decoupled: false, labels: { '1': { OUT: ['a', 'b'] } } };
 const VALID: Array<[string, (v: unknown) => unknown, JsonValue]> = [
   ['generate request', decodeWireGenerateRequest, { v: 1, model: 'm', requestId: 'r', promptTokenIds: [1, 2], sampling: { temperature: 0 }, prefillOnly: false }],
   ['generate output', decodeWireGenerateOutput, { tokenIds: [5], finishReason: 'stop', stopReason: null, logprobs: [null, -0.5], usage: { promptTokens: 2, completionTokens: 1, cachedTokens: 0 } }],
+  ['decode request', decodeWireGenerateRequest, { v: 1, model: 'm', requestId: 'r', promptTokenIds: [1, 2, 3], sampling: { max_tokens: 4 }, outputTokenIds: [9], kvTransfer: HANDLE }],
+  ['prefill output', decodeWireGenerateOutput, { tokenIds: [5], finishReason: 'length', stopReason: null, usage: { promptTokens: 3, completionTokens: 1, cachedTokens: 0 }, kvTransfer: HANDLE }],
+  ['decode output', decodeWireGenerateOutput, { tokenIds: [5], finishReason: null, stopReason: null, kvImport: { pulledBlocks: 1, cachedBlocks: 0, bytes: 64, ms: 0.5, fallback: 'lease gone' } }],
   ['stats request', decodeWireStatsRequest, { v: 1, model: 'm', version: 1 }],
   [
     'stats',
@@ -80,6 +86,7 @@ const VALID: Array<[string, (v: unknown) => unknown, JsonValue]> = [
   ],
   ['tensor card metadata', decodeTensorCardMetadata, tensorCard],
   ['LLM card metadata', decodeLlmCardMetadata, { ...(tensorCard as object), engine: 'mocker', totalKvBlocks: 8, eosTokenIds: [2], created: 1, kvEvents: true }],
+  ['LLM card metadata (disaggregated)', decodeLlmCardMetadata, { ...(tensorCard as object), engine: 'mocker', totalKvBlocks: 8, eosTokenIds: [2], created: 1, kvEvents: true, role: 'decode', kvTransfer: { address: '[::1]:7001', layout: LAYOUT } }],
 ];
 
 /** Parameters as the front doors deliver them: any name (`__proto__` an own key, as http-json keeps it), bigints past 2^53. */
@@ -177,6 +184,42 @@ describe('cluster wire round trips (fuzz)', () => {
     });
     fuzz(output, (o) => {
       expect(generateOutputFromWire(decodeWireGenerateOutput(viaJson(generateOutputToWire(o))))).toEqual(o);
+    });
+  });
+
+  it('disaggregation fields survive the wire: decode requests with handles, prefill outputs, import reports', () => {
+    const hex = fc.stringMatching(/^[0-9a-f]{16}$/);
+    const layout = fc.record({
+      modelId: fc.string({ minLength: 1, maxLength: 8 }).filter((s) => !/[\u0000-\u001f\u007f]/.test(s)),
+      engine: fc.constantFrom('llm' as const, 'mocker' as const),
+      dtype: fc.constantFrom('fp32' as const, 'fp16' as const),
+      numLayers: fc.integer({ min: 1, max: 100 }),
+      numKvHeads: fc.integer({ min: 1, max: 64 }),
+      headDim: fc.integer({ min: 1, max: 256 }),
+      blockSize: fc.integer({ min: 1, max: 8 }),
+      bytesPerBlock: fc.integer({ min: 1, max: 2 ** 40 }),
+    });
+    const address = fc.tuple(fc.constantFrom('w', 'a-b.c', '10.0.0.1', '[::1]', 'x_y'), fc.integer({ min: 1, max: 65535 })).map(([h, p]) => `${h}:${p}`);
+    const prompt = fc.array(fc.nat(1000), { minLength: 1, maxLength: 40 });
+    const request = fc
+      .tuple(prompt, layout, address, hex, fc.string({ minLength: 1, maxLength: 12 }).filter((s) => !/[\u0000-\u001f\u007f]/.test(s)), fc.integer({ min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }), fc.array(fc.nat(1000), { maxLength: 4 }))
+      .chain(([p, l, a, inst, lease, seed, out]) =>
+        fc.array(hex, { maxLength: Math.floor(p.length / l.blockSize) }).map((hashes) => ({
+          model: 'm', requestId: 'r', promptTokenIds: p, sampling: { max_tokens: out.length + 1 }, outputTokenIds: out,
+          kvTransfer: { address: a, instanceId: inst, leaseId: lease, blockHashes: hashes, layout: l, seed },
+        })),
+      );
+    fuzz(request, (r) => {
+      const wire = generateRequestToWire(r);
+      const back = decodeWireGenerateRequest(viaJson(wire));
+      expect(back).toEqual(wire);
+      expect(back.outputTokenIds ?? []).toEqual(r.outputTokenIds);
+      // as the prefill worker's final output: the same handle comes back
+      const out = { tokenIds: [1], finishReason: 'length' as const, stopReason: null, usage: { promptTokens: r.promptTokenIds.length, completionTokens: 1, cachedTokens: 0 }, kvTransfer: r.kvTransfer };
+      expect(decodeWireGenerateOutput(viaJson(out))).toEqual(out);
+      const lease = { leaseId: r.kvTransfer.leaseId, blockHashes: r.kvTransfer.blockHashes, layout: r.kvTransfer.layout, seed: r.kvTransfer.seed, expiresAt: 0 };
+      const made = generateOutputToWire({ ...out, kvTransfer: lease }, { transfer: { address: r.kvTransfer.address, instanceId: r.kvTransfer.instanceId } });
+      expect(made).toEqual(out);
     });
   });
 

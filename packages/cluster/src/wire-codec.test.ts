@@ -17,12 +17,14 @@ import {
   decodeWireStatsRequest,
   generateOutputFromWire,
   generateOutputToWire,
+  generateRequestToWire,
   inferErrorFromWire,
   inferErrorToWire,
   inferRequestFromWire,
   inferRequestToWire,
   inferResponseFromWire,
   inferResponseToWire,
+  MAX_WIRE_CONTEXT_TOKENS,
 } from './wire-codec.js';
 
 /** Through JSON text, as the request and event planes carry it. */
@@ -135,6 +137,103 @@ describe('generate codecs', () => {
     for (const o of outputs) expect(generateOutputFromWire(decodeWireGenerateOutput(viaJson(generateOutputToWire(o))))).toEqual(o);
     expectInvalid(() => decodeWireGenerateOutput({ tokenIds: [], finishReason: 'eos', stopReason: null }), /finishReason/);
     expectInvalid(() => decodeWireGenerateOutput({ tokenIds: [], finishReason: null, stopReason: null, usage: { promptTokens: 1 } }), /completionTokens/);
+  });
+});
+
+describe('disaggregation fields', () => {
+  const h = (n: number) => n.toString(16).padStart(16, '0');
+  const layout = { modelId: 'sha256:abc', engine: 'mocker', dtype: 'fp16', numLayers: 2, numKvHeads: 4, headDim: 8, blockSize: 4, bytesPerBlock: 1024 } as const;
+  const handle = { address: 'worker-1.local:7001', instanceId: h(0xab), leaseId: 'lease-1', blockHashes: [h(1), h(2)], layout, seed: -7 };
+  const decodeReq = { v: 1, model: 'm', requestId: 'r', promptTokenIds: [1, 2, 3, 4, 5, 6, 7, 8, 9], sampling: { max_tokens: 5 }, outputTokenIds: [42], kvTransfer: handle };
+
+  it('carries outputTokenIds and a transfer handle on a decode request, both ways', () => {
+    const wire = generateRequestToWire({ model: 'm', requestId: 'r', promptTokenIds: decodeReq.promptTokenIds, sampling: { max_tokens: 5 }, outputTokenIds: [42], kvTransfer: handle });
+    expect(wire).toEqual(decodeReq);
+    expect(decodeWireGenerateRequest(viaJson(wire))).toEqual(decodeReq);
+    // absent, false and empty stay off the wire
+    expect(generateRequestToWire({ model: 'm', requestId: 'r', promptTokenIds: [1], sampling: {}, prefillOnly: false, outputTokenIds: [] })).toEqual({ v: 1, model: 'm', requestId: 'r', promptTokenIds: [1], sampling: {} });
+  });
+
+  it('refuses bad outputTokenIds', () => {
+    expectInvalid(() => decodeWireGenerateRequest({ ...decodeReq, outputTokenIds: [1, -1] }), /outputTokenIds\[1\]/);
+    expectInvalid(() => decodeWireGenerateRequest({ ...decodeReq, outputTokenIds: [1.5] }), /outputTokenIds\[0\]/);
+    expectInvalid(() => decodeWireGenerateRequest({ ...decodeReq, outputTokenIds: 'x' }), /outputTokenIds/);
+    expectInvalid(() => decodeWireGenerateRequest({ ...decodeReq, outputTokenIds: [1, 2, 3, 4, 5, 6] }), /more than sampling.max_tokens \(5\)/);
+    // the length bound is checked before a single element is read
+    const huge: number[] = [];
+    huge.length = MAX_WIRE_CONTEXT_TOKENS; // sparse, nothing allocated: reading its elements would fail the check
+    expectInvalid(() => decodeWireGenerateRequest({ ...decodeReq, kvTransfer: undefined, sampling: {}, outputTokenIds: huge }), /above the limit of 16777216 tokens/);
+  });
+
+  it('refuses a transfer handle that is malformed, unbounded or out of place', () => {
+    const bad = (patch: object, message: RegExp) => expectInvalid(() => decodeWireGenerateRequest({ ...decodeReq, kvTransfer: { ...handle, ...patch } }), message);
+    bad({ address: 'no-port' }, /address/);
+    bad({ address: 'host:0' }, /address/);
+    bad({ address: 'host:65536' }, /address/);
+    bad({ address: 'host:+80' }, /address/);
+    bad({ address: 'a b:80' }, /address/);
+    bad({ address: `${'a'.repeat(300)}:80` }, /address/);
+    bad({ address: 7001 }, /address/);
+    bad({ instanceId: 'i' }, /instanceId/);
+    bad({ leaseId: '' }, /leaseId/);
+    bad({ leaseId: 'x'.repeat(257) }, /leaseId/);
+    bad({ leaseId: 'a\nb' }, /leaseId/);
+    bad({ blockHashes: [h(1), 'XYZ'] }, /blockHashes\[1\]/);
+    bad({ blockHashes: [h(1), h(2), h(3)] }, /'blockHashes' is 3 blocks, above the limit of 2 blocks/); // 9 tokens = 2 full blocks of 4
+    bad({ seed: 1.5 }, /seed/);
+    bad({ seed: 2 ** 53 }, /seed/);
+    bad({ layout: { ...layout, dtype: 'bf16' } }, /dtype/);
+    bad({ layout: { ...layout, engine: 'vllm' } }, /engine/);
+    bad({ layout: { ...layout, blockSize: 0 } }, /blockSize/);
+    bad({ layout: { ...layout, numLayers: -1 } }, /numLayers/);
+    bad({ layout: { ...layout, bytesPerBlock: 1e300 } }, /bytesPerBlock/);
+    bad({ layout: { ...layout, modelId: '' } }, /modelId/);
+    expectInvalid(() => decodeWireGenerateRequest({ ...decodeReq, prefillOnly: true }), /prefill-only request cannot carry 'kvTransfer'/);
+    // IPv6 and IPv4 addresses are fine
+    for (const address of ['[::1]:9000', '10.0.0.7:1', 'w_1:65535']) expect(decodeWireGenerateRequest({ ...decodeReq, kvTransfer: { ...handle, address } }).kvTransfer!.address).toBe(address);
+  });
+
+  it('turns the engine lease into a handle on the prefill output, and the import report on the decode output', () => {
+    const lease = { leaseId: 'lease-1', blockHashes: [h(1), h(2)], layout, seed: -7, expiresAt: 123 };
+    const prefill: GenerateOutput = { tokenIds: [42], finishReason: 'length', stopReason: null, usage: { promptTokens: 9, completionTokens: 1, cachedTokens: 4 }, kvTransfer: lease };
+    const wire = generateOutputToWire(prefill, { transfer: { address: handle.address, instanceId: handle.instanceId } });
+    expect(wire.kvTransfer).toEqual(handle);
+    expect(decodeWireGenerateOutput(viaJson(wire))).toEqual(wire);
+    // no transfer address: the lease stays off the wire; the caller's view never has the handle
+    expect(generateOutputToWire(prefill).kvTransfer).toBeUndefined();
+    expect(generateOutputFromWire(decodeWireGenerateOutput(viaJson(wire)))).toEqual({ tokenIds: [42], finishReason: 'length', stopReason: null, usage: prefill.usage });
+    const kvImport = { pulledBlocks: 2, cachedBlocks: 0, bytes: 2048, ms: 1.25, fallback: 'KV layout mismatch: dtype is fp16 on the prefill worker and fp32 here' };
+    const first = generateOutputToWire({ tokenIds: [7], finishReason: null, stopReason: null }, { kvImport });
+    expect(decodeWireGenerateOutput(viaJson(first))).toEqual({ tokenIds: [7], finishReason: null, stopReason: null, kvImport });
+  });
+
+  it('refuses a handle on the wrong output and bad import reports', () => {
+    const out = { tokenIds: [42], finishReason: 'length', stopReason: null, usage: { promptTokens: 9, completionTokens: 1, cachedTokens: 0 }, kvTransfer: handle };
+    expect(decodeWireGenerateOutput(out).kvTransfer).toEqual(handle);
+    expectInvalid(() => decodeWireGenerateOutput({ ...out, finishReason: 'stop' }), /only on a final output that finished with 'length'/);
+    expectInvalid(() => decodeWireGenerateOutput({ ...out, finishReason: null }), /only on a final output/);
+    expectInvalid(() => decodeWireGenerateOutput({ ...out, usage: { ...out.usage, promptTokens: 7 } }), /above the limit of 1 blocks/);
+    const rep = { pulledBlocks: 1, cachedBlocks: 0, bytes: 10, ms: 2 };
+    const o = { tokenIds: [1], finishReason: null, stopReason: null };
+    expect(decodeWireGenerateOutput({ ...o, kvImport: rep }).kvImport).toEqual(rep);
+    expectInvalid(() => decodeWireGenerateOutput({ ...o, kvImport: { ...rep, ms: -1 } }), /ms/);
+    expectInvalid(() => decodeWireGenerateOutput({ ...o, kvImport: { ...rep, pulledBlocks: 0.5 } }), /pulledBlocks/);
+    expectInvalid(() => decodeWireGenerateOutput({ ...o, kvImport: { ...rep, fallback: 'x'.repeat(5000) } }), /fallback/);
+    expectInvalid(() => decodeWireGenerateOutput({ ...o, kvImport: { ...rep, fallback: 3 } }), /fallback/);
+  });
+
+  it('decodes the role and the transfer address on LLM cards', () => {
+    const meta = {
+      modelMetadata: { name: 'm' }, modelConfig: { name: 'm' }, versions: ['1'], decoupled: true,
+      engine: 'llm', totalKvBlocks: 64, eosTokenIds: [2], created: 1700000000, kvEvents: true,
+      role: 'prefill', kvTransfer: { address: '10.1.2.3:7001', layout },
+    };
+    expect(decodeLlmCardMetadata(viaJson(meta))).toEqual(meta);
+    const { role: _r, kvTransfer: _t, ...plain } = meta;
+    expect(decodeLlmCardMetadata(plain)).toEqual(plain);
+    expectInvalid(() => decodeLlmCardMetadata({ ...meta, role: 'both' }), /role/);
+    expectInvalid(() => decodeLlmCardMetadata({ ...meta, kvTransfer: { address: ':80', layout } }), /address/);
+    expectInvalid(() => decodeLlmCardMetadata({ ...meta, kvTransfer: { address: 'h:80', layout: { ...layout, headDim: 0 } } }), /headDim/);
   });
 });
 

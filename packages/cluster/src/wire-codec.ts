@@ -11,12 +11,16 @@
  * `{ "$bigint": "<decimal>" }` (JSON numbers cannot hold int64 exactly). The other wire types are
  * plain JSON already; `toJson` only widens their static type for RequestPlane / EventPlane.
  */
-import { describeValue, ERROR_CODES, type ErrorCode, SwitchyardError, invalidArgument } from '@switchyard/common';
+import { describeValue, enforceLimits, ERROR_CODES, type ErrorCode, SwitchyardError, invalidArgument } from '@switchyard/common';
+import { DEFAULT_LOAD_LIMITS } from '@switchyard/engine';
 import { DATATYPES, checkInputShape, type DataType, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
-import { decodeKvCacheEvent, type GenerateOutput, type SnapshotBlock } from '@switchyard/llm';
-import type { JsonValue } from '@switchyard/runtime';
+import { decodeKvCacheEvent, type GenerateOutput, type KvLayout, type KvTransferLease, type SnapshotBlock } from '@switchyard/llm';
+import { INSTANCE_ID_PATTERN, type JsonValue } from '@switchyard/runtime';
 import type {
   LlmCardMetadata,
+  WireKvImportReport,
+  WireKvTransferHandle,
+  WorkerRole,
   TensorCardMetadata,
   WireGenerateOutput,
   WireGenerateRequest,
@@ -282,23 +286,198 @@ export function decodeWireInferResponse(value: unknown): WireInferResponse {
 
 // ---- generate ------------------------------------------------------------------------------------
 
+/**
+ * The longest context a wire message may describe, in tokens: the engine's ceiling for `max_model_len`
+ * (DEFAULT_LOAD_LIMITS.maxLlmTokens), so no worker can need more. Bounds `outputTokenIds` and the
+ * number of block hashes a transfer handle may carry when the prompt is not at hand.
+ */
+export const MAX_WIRE_CONTEXT_TOKENS = DEFAULT_LOAD_LIMITS.maxLlmTokens;
+/** Longest lease id and model id in a transfer handle / layout (engines use UUID-sized ids). */
+export const MAX_WIRE_ID_LENGTH = 256;
+/** Longest `kvImport.fallback` sentence. */
+export const MAX_WIRE_REASON_LENGTH = 4096;
+/** Longest `host:port` (a 253-character DNS name, or a bracketed IPv6 address, and a port). */
+export const MAX_WIRE_ADDRESS_LENGTH = 261;
+
+const WORKER_ROLES: readonly WorkerRole[] = ['aggregated', 'prefill', 'decode'];
+// eslint-disable-next-line no-control-regex
+const CONTROL_RE = /[\u0000-\u001f\u007f]/;
+/** host: a DNS name / IPv4 address (letters, digits, '.', '-', '_') or a bracketed IPv6 address; port: 1-65535. */
+const ADDRESS_RE = /^(?:\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?):([1-9][0-9]{0,4})$/;
+
+/** A bounded identifier: non-empty, at most MAX_WIRE_ID_LENGTH characters, no control characters. */
+function id(o: Obj, field: string, what: string): string {
+  const v = str(o, field, what);
+  if (v.length > MAX_WIRE_ID_LENGTH || CONTROL_RE.test(v)) {
+    throw invalidArgument(`${what}: '${field}' must be at most ${MAX_WIRE_ID_LENGTH} characters without control characters`);
+  }
+  return v;
+}
+
+/** `host:port` of a KV transfer server (validated: it is dialled by the worker that reads it). */
+export function decodeTransferAddress(value: unknown, what: string): string {
+  if (typeof value !== 'string' || value.length > MAX_WIRE_ADDRESS_LENGTH) throw invalidArgument(`${what}: 'address' must be a host:port string`);
+  const m = ADDRESS_RE.exec(value);
+  if (m === null || Number(m[1]) > 65535) throw invalidArgument(`${what}: 'address' must be host:port with a port in 1-65535, got ${describeValue(value)}`);
+  return value;
+}
+
+function positive(o: Obj, field: string, what: string): number {
+  return int(o, field, what, 1);
+}
+
+export function decodeKvLayout(value: unknown, what: string): KvLayout {
+  const o = obj(value, what);
+  const engine = o['engine'];
+  if (engine !== 'llm' && engine !== 'mocker') throw invalidArgument(`${what}: 'engine' must be 'llm' or 'mocker'`);
+  const dtype = o['dtype'];
+  if (dtype !== 'fp32' && dtype !== 'fp16') throw invalidArgument(`${what}: 'dtype' must be 'fp32' or 'fp16'`);
+  return {
+    modelId: id(o, 'modelId', what),
+    engine,
+    dtype,
+    numLayers: positive(o, 'numLayers', what),
+    numKvHeads: positive(o, 'numKvHeads', what),
+    headDim: positive(o, 'headDim', what),
+    blockSize: positive(o, 'blockSize', what),
+    bytesPerBlock: positive(o, 'bytesPerBlock', what),
+  };
+}
+
+/**
+ * A transfer handle. `promptTokens`: the prompt it belongs to, when known (a decode request carries
+ * it): the handle names at most its full blocks; otherwise at most a longest context's.
+ */
+function decodeKvTransferHandle(value: unknown, what: string, promptTokens: number | undefined): WireKvTransferHandle {
+  const o = obj(value, what);
+  const instanceId = str(o, 'instanceId', what);
+  if (!INSTANCE_ID_PATTERN.test(instanceId)) throw invalidArgument(`${what}: 'instanceId' must be 16 lower-case hex digits`);
+  const layout = decodeKvLayout(o['layout'], `${what} layout`);
+  const hashes = arr(o, 'blockHashes', what);
+  const fullBlocks = Math.floor((promptTokens ?? MAX_WIRE_CONTEXT_TOKENS) / layout.blockSize);
+  enforceLimits(what, [
+    {
+      what: "'blockHashes'",
+      value: hashes.length,
+      max: fullBlocks,
+      unit: 'blocks',
+      why: promptTokens !== undefined ? `the prompt's full blocks of ${layout.blockSize} tokens` : `full blocks of a context of at most ${MAX_WIRE_CONTEXT_TOKENS} tokens`,
+    },
+  ]);
+  const seed = o['seed'];
+  if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) throw invalidArgument(`${what}: 'seed' must be a safe integer`);
+  return {
+    address: decodeTransferAddress(o['address'], what),
+    instanceId,
+    leaseId: id(o, 'leaseId', what),
+    blockHashes: hashes.map((h, i) => hash(h, `${what}: blockHashes[${i}]`)),
+    layout,
+    seed,
+  };
+}
+
+function decodeKvImportReport(value: unknown, what: string): WireKvImportReport {
+  const o = obj(value, what);
+  const ms = num(o, 'ms', what);
+  if (ms < 0) throw invalidArgument(`${what}: 'ms' must be >= 0`);
+  let fallback: string | undefined;
+  if (o['fallback'] !== undefined) {
+    fallback = str(o, 'fallback', what);
+    if (fallback.length > MAX_WIRE_REASON_LENGTH) throw invalidArgument(`${what}: 'fallback' must be at most ${MAX_WIRE_REASON_LENGTH} characters`);
+  }
+  return {
+    pulledBlocks: int(o, 'pulledBlocks', what, 0),
+    cachedBlocks: int(o, 'cachedBlocks', what, 0),
+    bytes: int(o, 'bytes', what, 0),
+    ms,
+    ...(fallback !== undefined ? { fallback } : {}),
+  };
+}
+
+/** What a generate request carries beyond the prompt (the router's builder input; absent fields stay off the wire). */
+export interface GenerateRequestFields {
+  readonly model: string;
+  readonly requestId: string;
+  readonly promptTokenIds: readonly number[];
+  readonly sampling: { readonly [k: string]: unknown };
+  readonly prefillOnly?: boolean;
+  readonly outputTokenIds?: readonly number[];
+  readonly kvTransfer?: WireKvTransferHandle;
+}
+
+/** The wire request; `prefillOnly: false` and empty `outputTokenIds` are left off (absent means the same). */
+export function generateRequestToWire(r: GenerateRequestFields): WireGenerateRequest {
+  return {
+    v: 1,
+    model: r.model,
+    requestId: r.requestId,
+    promptTokenIds: r.promptTokenIds,
+    sampling: r.sampling,
+    ...(r.prefillOnly === true ? { prefillOnly: true } : {}),
+    ...(r.outputTokenIds !== undefined && r.outputTokenIds.length > 0 ? { outputTokenIds: r.outputTokenIds } : {}),
+    ...(r.kvTransfer !== undefined ? { kvTransfer: r.kvTransfer } : {}),
+  };
+}
+
+/**
+ * Validation beyond the fields: `outputTokenIds` at most a longest context together with the prompt
+ * and not more than `sampling.max_tokens` (which includes them); a `kvTransfer` handle naming at most
+ * the prompt's full blocks, and never on a prefill-only request (which makes a handle, not takes one).
+ */
 export function decodeWireGenerateRequest(value: unknown): WireGenerateRequest {
   const what = 'generate request';
   const o = obj(value, what);
   version(o, what);
   const prefillOnly = optBool(o, 'prefillOnly', what);
+  const promptTokenIds = intArray(o, 'promptTokenIds', what, 0);
+  // field-level validation is compileSamplingParams' job (it names the offending field)
+  const sampling = obj(o['sampling'] ?? {}, `${what} sampling`);
+  let outputTokenIds: number[] | undefined;
+  if (o['outputTokenIds'] !== undefined) {
+    enforceLimits(what, [
+      { what: "'promptTokenIds' and 'outputTokenIds'", value: promptTokenIds.length + arr(o, 'outputTokenIds', what).length, max: MAX_WIRE_CONTEXT_TOKENS, unit: 'tokens', why: 'no context is longer' },
+    ]);
+    outputTokenIds = intArray(o, 'outputTokenIds', what, 0);
+    const maxTokens = sampling['max_tokens'];
+    if (typeof maxTokens === 'number' && outputTokenIds.length > maxTokens) {
+      throw invalidArgument(`${what}: 'outputTokenIds' holds ${outputTokenIds.length} tokens, more than sampling.max_tokens (${maxTokens}), which counts them`);
+    }
+  }
+  let kvTransfer: WireKvTransferHandle | undefined;
+  if (o['kvTransfer'] !== undefined) {
+    if (prefillOnly === true) throw invalidArgument(`${what}: a prefill-only request cannot carry 'kvTransfer'`);
+    kvTransfer = decodeKvTransferHandle(o['kvTransfer'], `${what} kvTransfer`, promptTokenIds.length);
+  }
   return {
     v: 1,
     model: str(o, 'model', what),
     requestId: str(o, 'requestId', what),
-    promptTokenIds: intArray(o, 'promptTokenIds', what, 0),
-    // field-level validation is compileSamplingParams' job (it names the offending field)
-    sampling: obj(o['sampling'] ?? {}, `${what} sampling`),
+    promptTokenIds,
+    sampling,
     ...(prefillOnly !== undefined ? { prefillOnly } : {}),
+    ...(outputTokenIds !== undefined ? { outputTokenIds } : {}),
+    ...(kvTransfer !== undefined ? { kvTransfer } : {}),
   };
 }
 
-export function generateOutputToWire(output: GenerateOutput): WireGenerateOutput {
+/** The engine's lease as a handle another worker can pull from: the serving worker adds where it is. */
+export function kvTransferHandle(lease: KvTransferLease, where: { readonly address: string; readonly instanceId: string }): WireKvTransferHandle {
+  return { address: where.address, instanceId: where.instanceId, leaseId: lease.leaseId, blockHashes: [...lease.blockHashes], layout: { ...lease.layout }, seed: lease.seed };
+}
+
+/** What a worker adds to an engine output on the wire (protocols.ts WireGenerateOutput). */
+export interface GenerateOutputWireExtras {
+  /**
+   * This worker's KV transfer address and instance id: an output's lease (`kvTransfer`, prefill-only
+   * requests) travels as a handle. Without it the lease is left off (the worker cannot serve it and
+   * releases it).
+   */
+  readonly transfer?: { readonly address: string; readonly instanceId: string };
+  /** Requests that came with `kvTransfer`: what the import did (first output only). */
+  readonly kvImport?: WireKvImportReport;
+}
+
+export function generateOutputToWire(output: GenerateOutput, extras: GenerateOutputWireExtras = {}): WireGenerateOutput {
   return {
     tokenIds: [...output.tokenIds],
     finishReason: output.finishReason,
@@ -307,6 +486,8 @@ export function generateOutputToWire(output: GenerateOutput): WireGenerateOutput
     ...(output.usage !== undefined
       ? { usage: { promptTokens: output.usage.promptTokens, completionTokens: output.usage.completionTokens, cachedTokens: output.usage.cachedTokens } }
       : {}),
+    ...(output.kvTransfer !== undefined && extras.transfer !== undefined ? { kvTransfer: kvTransferHandle(output.kvTransfer, extras.transfer) } : {}),
+    ...(extras.kvImport !== undefined ? { kvImport: { ...extras.kvImport } } : {}),
   };
 }
 
@@ -316,6 +497,11 @@ export function generateOutputFromWire(output: WireGenerateOutput): GenerateOutp
   return rest;
 }
 
+/**
+ * Validation beyond the fields: `kvTransfer` only on a final output that finished with 'length'
+ * (a prefill that stopped has nothing to hand on), naming at most the full blocks of the usage's
+ * prompt when usage is present.
+ */
 export function decodeWireGenerateOutput(value: unknown): WireGenerateOutput {
   const what = 'generate output';
   const o = obj(value, what);
@@ -340,12 +526,20 @@ export function decodeWireGenerateOutput(value: unknown): WireGenerateOutput {
     const w = `${what} usage`;
     usage = { promptTokens: int(u, 'promptTokens', w, 0), completionTokens: int(u, 'completionTokens', w, 0), cachedTokens: int(u, 'cachedTokens', w, 0) };
   }
+  let kvTransfer: WireKvTransferHandle | undefined;
+  if (o['kvTransfer'] !== undefined) {
+    if (fr !== 'length') throw invalidArgument(`${what}: 'kvTransfer' comes only on a final output that finished with 'length'`);
+    kvTransfer = decodeKvTransferHandle(o['kvTransfer'], `${what} kvTransfer`, usage?.promptTokens);
+  }
+  const kvImport = o['kvImport'] === undefined ? undefined : decodeKvImportReport(o['kvImport'], `${what} kvImport`);
   return {
     tokenIds: intArray(o, 'tokenIds', what, 0),
     finishReason: fr,
     stopReason: sr,
     ...(logprobs !== undefined ? { logprobs } : {}),
     ...(usage !== undefined ? { usage } : {}),
+    ...(kvTransfer !== undefined ? { kvTransfer } : {}),
+    ...(kvImport !== undefined ? { kvImport } : {}),
   };
 }
 
@@ -499,6 +693,13 @@ export function decodeLlmCardMetadata(value: unknown): LlmCardMetadata {
   const o = obj(value, what);
   const engine = o['engine'];
   if (engine !== 'llm' && engine !== 'mocker') throw invalidArgument(`${what}: 'engine' must be 'llm' or 'mocker'`);
+  const role = o['role'];
+  if (role !== undefined && !(WORKER_ROLES as readonly unknown[]).includes(role)) throw invalidArgument(`${what}: 'role' must be one of ${WORKER_ROLES.join(', ')}`);
+  let kvTransfer: LlmCardMetadata['kvTransfer'];
+  if (o['kvTransfer'] !== undefined) {
+    const t = obj(o['kvTransfer'], `${what} kvTransfer`);
+    kvTransfer = { address: decodeTransferAddress(t['address'], `${what} kvTransfer`), layout: decodeKvLayout(t['layout'], `${what} kvTransfer layout`) };
+  }
   return {
     ...decodeTensorCardMetadata(o),
     engine,
@@ -506,5 +707,12 @@ export function decodeLlmCardMetadata(value: unknown): LlmCardMetadata {
     eosTokenIds: intArray(o, 'eosTokenIds', what, 0),
     created: int(o, 'created', what, 0),
     kvEvents: bool(o, 'kvEvents', what),
+    ...(role !== undefined ? { role: role as WorkerRole } : {}),
+    ...(kvTransfer !== undefined ? { kvTransfer } : {}),
   };
+}
+
+/** A card's role; absent = 'aggregated' (protocols.ts LlmCardMetadata.role). */
+export function roleOf(metadata: { readonly role?: WorkerRole }): WorkerRole {
+  return metadata.role ?? 'aggregated';
 }

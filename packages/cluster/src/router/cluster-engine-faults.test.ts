@@ -296,13 +296,15 @@ describe('ClusterEngine: KServe requests to an LLM whose worker dies', () => {
     const last = events.at(-1)!;
     const promptTokens = sent[0]!.wire.promptTokenIds.length;
     expect(last).toMatchObject({ finish_reason: 'length', completion_tokens: 60, prompt_tokens: promptTokens });
-    // resent to the other worker, under the same request id, with the tokens so far
+    // resent to the other worker, under the same request id, with the prompt unchanged and the tokens
+    // so far as output tokens (max_tokens counts them)
     expect(sent).toHaveLength(2);
     expect(sent[1]!.instance).not.toBe(sent[0]!.instance);
     expect(sent[1]!.wire.requestId).toBe(sent[0]!.wire.requestId);
-    const done = sent[1]!.wire.promptTokenIds.length - promptTokens;
-    expect(done).toBeGreaterThanOrEqual(5);
-    expect(sent[1]!.wire.sampling['max_tokens']).toBe(60 - done);
+    expect(sent[1]!.wire.promptTokenIds).toEqual(sent[0]!.wire.promptTokenIds);
+    expect(sent[0]!.wire.outputTokenIds).toBeUndefined();
+    expect(sent[1]!.wire.outputTokenIds!.length).toBeGreaterThanOrEqual(5);
+    expect(sent[1]!.wire.sampling['max_tokens']).toBe(60);
     const text = events.map((e) => e['text_output']).join('');
     expect(text).toBe(mockerText(sent[0]!.wire.requestId, promptTokens, 60));
     expect(router!.stats().migrations.ongoing_request).toBe(1);

@@ -21,7 +21,10 @@
  * clients and Triton's own tests check the name.
  *
  * Tensor requests pick, among the instances serving the model (and the requested version), the one
- * with the fewest requests this router has in flight to it (ties: random).
+ * with the fewest requests this router has in flight to it (ties: random). Every path that picks an
+ * instance for a whole request skips prefill-role instances (disaggregation: they run only the
+ * prefill half of a generation, RoutedLlmEndpoint's business); a model served only by prefill
+ * workers fails `unavailable` saying so.
  *
  * WORKER DEATH. An attempt fails because of its instance when the request reached nobody
  * (NoRespondersError), its stream stopped without the final marker (StreamIncompleteError), the
@@ -87,7 +90,7 @@ import { type InstanceId, type ModelCard, type RequestPlane, NoRespondersError, 
 import { INFER_ENDPOINT, STATS_ENDPOINT, type WireModelStatistics, type WireStatsRequest } from '../protocols.js';
 import { decodeWireInferResponse, decodeWireStats, inferErrorFromWire, inferRequestToWire, inferResponseFromWire, toJson } from '../wire-codec.js';
 import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
-import type { ModelEntry, ModelRegistry } from './model-registry.js';
+import { type ModelEntry, type ModelRegistry, onlyPrefillWorkers, takesWholeRequests } from './model-registry.js';
 import { KServeLlm, type PreparedLlmRequest } from './kserve-llm.js';
 import { instanceOf } from './llm-worker-chooser.js';
 import { RoutedLlmEndpoint, type RoutedLlmEndpointDeps } from './routed-llm-endpoint.js';
@@ -351,6 +354,7 @@ export class ClusterEngine implements InferenceEngine {
       } else {
         instance = this.pickInstance(entry, request.modelVersion, tried);
         if (instance === undefined) {
+          if (![...entry.instances.keys()].some((id) => takesWholeRequests(entry, id))) throw onlyPrefillWorkers(entry);
           if (resends > 0) throw unavailable(`no other worker available for model '${entry.name}' to re-send the request to (every instance that serves it failed)`);
           throw unavailable(`no worker available for model '${entry.name}'`);
         }
@@ -524,7 +528,7 @@ export class ClusterEngine implements InferenceEngine {
   private pickSequenceInstance(entry: ModelEntry, version: number | undefined, sequence: RoutedSequence, tried: ReadonlySet<InstanceId>): InstanceId {
     const serves = (id: InstanceId): boolean => {
       const card = entry.instances.get(id);
-      return card !== undefined && (version === undefined || cardVersions(card.metadata).includes(String(version)));
+      return card !== undefined && takesWholeRequests(entry, id) && (version === undefined || cardVersions(card.metadata).includes(String(version)));
     };
     if (!sequence.start) {
       const pinned = this.pins.get(sequence.key);
@@ -544,11 +548,11 @@ export class ClusterEngine implements InferenceEngine {
     return chosen;
   }
 
-  /** Least in-flight (router-local) among instances serving `version`, not tried, not inhibited unless all are; ties random. */
+  /** Least in-flight (router-local) among instances serving `version` that take whole requests (not prefill-role), not tried, not inhibited unless all are; ties random. */
   private pickInstance(entry: ModelEntry, version: number | undefined, tried: ReadonlySet<InstanceId>): InstanceId | undefined {
     const tracker = this.options.tracker;
     const usable = [...entry.instances]
-      .filter(([id, card]) => !tried.has(id) && (version === undefined || cardVersions(card.metadata).includes(String(version))))
+      .filter(([id, card]) => !tried.has(id) && takesWholeRequests(entry, id) && (version === undefined || cardVersions(card.metadata).includes(String(version))))
       .map(([id]) => id);
     let best: InstanceId[] = [];
     let bestCount = Infinity;

@@ -3,7 +3,12 @@
  * (the OpenAI door's RoutedLlmEndpoint and ClusterEngine's KServe `text_input` requests), so both
  * paths inform and benefit from the same cache-aware choice and the same round-robin cursor.
  *
- * One call: candidates (serving, not excluded by the caller, not inhibited unless all are) → per router mode
+ * Pools (disaggregation, ARCHITECTURE.md flow 5): a chooser serves one pool of the model's instances.
+ * The `decode` pool (default) is every aggregated and decode instance: whole requests go there, so a
+ * prefill-role instance is never chosen for one. The `prefill` pool is the prefill-role instances, for
+ * the prefill-only half of disaggregated requests (disagg-prefill.ts); it has its own cursors.
+ *
+ * One call: candidates (in the pool, serving, not excluded by the caller, not inhibited unless all are) → per router mode
  * (`kv`; `round-robin` / `random` chosen locally, then reserved on that one worker; `least-loaded` =
  * scoring `load`; approximate mode when the card says `kvEvents: false`, warned once and counted) →
  * RoutingTable.selectAndReserve (one atomic step). Routing table unavailable → round-robin without it,
@@ -14,7 +19,7 @@ import { DEFAULT_APPROX_TTL_MS, type RouteDecision, type RoutingTable, type Work
 import { hashTokenBlocks } from '@switchyard/llm';
 import type { InstanceId } from '@switchyard/runtime';
 import type { InstanceTracker } from './instance-tracker.js';
-import type { ModelEntry } from './model-registry.js';
+import { type ModelEntry, instanceRole, onlyPrefillWorkers } from './model-registry.js';
 import type { RouterMode, RouterStatsRecorder } from './router-stats.js';
 
 /** `<instanceId>/<model>`: a worker in the routing table. */
@@ -44,6 +49,8 @@ export interface LlmWorkerChooserDeps {
   readonly random: () => number;
   /** Epoch ms. */
   readonly now: () => number;
+  /** Which instances this chooser picks from (see the file comment); default 'decode'. */
+  readonly pool?: 'decode' | 'prefill';
 }
 
 export class LlmWorkerChooser {
@@ -62,13 +69,16 @@ export class LlmWorkerChooser {
   async choose(e: ModelEntry, tokens: readonly number[], reservationId: string, exclude?: (id: InstanceId) => boolean): Promise<RouteDecision> {
     const { deps } = this;
     const model = deps.model;
-    const usable = [...e.instances.keys()].filter((id) => !(exclude?.(id) ?? false));
+    const prefillPool = deps.pool === 'prefill';
+    const inPool = [...e.instances.keys()].filter((id) => (instanceRole(e, id) === 'prefill') === prefillPool);
+    if (inPool.length === 0 && !prefillPool) throw onlyPrefillWorkers(e);
+    const usable = inPool.filter((id) => !(exclude?.(id) ?? false));
     const candidates = deps.tracker
       .preferUninhibited(usable)
       .sort()
       .map((id) => workerId(id, model));
     if (candidates.length === 0) {
-      throw unavailable(`no worker available for model '${model}' (${e.instances.size} registered, none usable)`);
+      throw unavailable(`no ${prefillPool ? 'prefill ' : ''}worker available for model '${model}' (${inPool.length} registered, none usable)`);
     }
     const blockSize = e.card.kvBlockSize!;
     const approximate = e.llm!.kvEvents === false;

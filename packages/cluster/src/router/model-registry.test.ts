@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { namespace } from '@switchyard/runtime';
-import { ModelRegistry, type RegistryChange } from './model-registry.js';
+import { type InstanceId, namespace } from '@switchyard/runtime';
+import { type ModelEntry, ModelRegistry, type RegistryChange, instanceRole, instancesWithRole, isDisaggregated, onlyPrefillWorkers, takesWholeRequests } from './model-registry.js';
 import { LLM, MockCluster, NS, TENSOR, waitFor } from './test-support/mock-cluster.js';
 
 let cluster: MockCluster;
@@ -110,5 +110,27 @@ describe('ModelRegistry', () => {
     expect(removed).toEqual([b.node.instanceId]);
     // a came back unchanged: no instance-added, its routing state (KV index, pins, loads) untouched
     expect(changes.filter((c) => c.type === 'instance-added')).toHaveLength(addedBefore);
+  });
+});
+
+describe('worker roles of a model entry', () => {
+  const entry = (kind: 'llm' | 'tensor', roles: Array<string | undefined>): ModelEntry => {
+    const ids = roles.map((_, i) => `000000000000000${i}` as InstanceId);
+    const decoded = new Map(ids.map((id, i) => [id, (roles[i] === undefined ? {} : { role: roles[i] }) as never]));
+    return { name: 'm', kind, instances: new Map(ids.map((id) => [id, {} as never])), decoded, card: {} as never, metadata: {} as never };
+  };
+  const id = (i: number) => `000000000000000${i}` as InstanceId;
+
+  it('reads the role from each card (absent = aggregated); prefill instances take no whole request', () => {
+    const e = entry('llm', [undefined, 'prefill', 'decode', 'aggregated']);
+    expect([0, 1, 2, 3].map((i) => instanceRole(e, id(i)))).toEqual(['aggregated', 'prefill', 'decode', 'aggregated']);
+    expect([0, 1, 2, 3].map((i) => takesWholeRequests(e, id(i)))).toEqual([true, false, true, true]);
+    expect(instancesWithRole(e, 'prefill')).toEqual([id(1)]);
+    expect(isDisaggregated(e)).toBe(true);
+    expect(isDisaggregated(entry('llm', [undefined, 'aggregated']))).toBe(false);
+    expect(isDisaggregated(entry('llm', ['decode']))).toBe(true);
+    // a tensor model has no roles
+    expect(instanceRole(entry('tensor', ['prefill']), id(0))).toBe('aggregated');
+    expect(onlyPrefillWorkers(entry('llm', ['prefill', 'prefill']))).toMatchObject({ code: 'unavailable', message: expect.stringContaining("model 'm' is served only by prefill workers (2 registered)") });
   });
 });

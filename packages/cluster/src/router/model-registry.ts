@@ -28,7 +28,7 @@
 import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { isAbsolute } from 'node:path';
-import { type Logger, invalidArgument, silentLogger, unsupported } from '@switchyard/common';
+import { type Logger, type SwitchyardError, invalidArgument, silentLogger, unavailable, unsupported } from '@switchyard/common';
 import {
   ChatTemplate,
   Tokenizer,
@@ -47,8 +47,8 @@ import {
   modelsPrefix,
   parseKey,
 } from '@switchyard/runtime';
-import type { LlmCardMetadata, TensorCardMetadata } from '../protocols.js';
-import { decodeLlmCardMetadata, decodeTensorCardMetadata } from '../wire-codec.js';
+import type { LlmCardMetadata, TensorCardMetadata, WorkerRole } from '../protocols.js';
+import { decodeLlmCardMetadata, decodeTensorCardMetadata, roleOf } from '../wire-codec.js';
 
 /** A model's router-side text processing (LLMs only). */
 export interface LlmTextTools {
@@ -296,6 +296,40 @@ export class ModelRegistry {
     }
     return cached;
   }
+}
+
+/**
+ * The role of an instance serving `entry` (its LLM card's `role`; absent, or a tensor model:
+ * 'aggregated'). Prefill-role instances run only the prefill-only half of disaggregated generations:
+ * no path that sends a whole request (generate, infer) may choose one (`takesWholeRequests`).
+ */
+export function instanceRole(entry: ModelEntry, id: InstanceId): WorkerRole {
+  if (entry.kind !== 'llm') return 'aggregated';
+  const metadata = entry.decoded.get(id) as LlmCardMetadata | undefined;
+  return metadata === undefined ? 'aggregated' : roleOf(metadata);
+}
+
+/** Aggregated and decode instances take whole requests; prefill instances never do. */
+export function takesWholeRequests(entry: ModelEntry, id: InstanceId): boolean {
+  return instanceRole(entry, id) !== 'prefill';
+}
+
+/** Whether any instance of `entry` has a disaggregation role (prefill or decode): the model is served disaggregated. */
+export function isDisaggregated(entry: ModelEntry): boolean {
+  for (const id of entry.instances.keys()) if (instanceRole(entry, id) !== 'aggregated') return true;
+  return false;
+}
+
+/** Instances of `entry` with `role`, in arrival order. */
+export function instancesWithRole(entry: ModelEntry, role: WorkerRole): InstanceId[] {
+  return [...entry.instances.keys()].filter((id) => instanceRole(entry, id) === role);
+}
+
+/** The refusal of a whole request to a model that has instances, all of them prefill workers. */
+export function onlyPrefillWorkers(entry: ModelEntry): SwitchyardError {
+  return unavailable(
+    `model '${entry.name}' is served only by prefill workers (${entry.instances.size} registered), which run the prefill half of disaggregated requests only: start an aggregated or decode worker for it`,
+  );
 }
 
 function setPrimary(entry: MutableEntry, id: InstanceId): void {

@@ -4,26 +4,40 @@
  * request's load on it (RoutingTable.selectAndReserve, one atomic step) → send `generate` over the
  * request plane → stream the worker's outputs back.
  *
+ * DISAGGREGATION (ARCHITECTURE.md flow 5). When the model has prefill- or decode-role instances, the
+ * decode worker is chosen first, over the aggregated and decode instances (prefill-role instances never
+ * take a whole request), KV-aware with its own overlap, and reserved as above. Then DisaggregatedPrefill
+ * (disagg-prefill.ts) decides remote or local (disagg-policy.ts). Remote: a prefill-only request to a
+ * prefill worker; its first token is yielded to the caller at once; the decode request follows with
+ * the transfer handle, `outputTokenIds = [first]`, the caller's sampling with the handle's seed and the
+ * caller's `max_tokens` (it counts the first token). The decode worker pulls the blocks it lacks and
+ * streams only new tokens; its first output reports the import (`kvImport`, counted 'remote', or
+ * 'fallback' when it prefilled again). The prefill side failing (twice) means a local prefill on the
+ * same decode worker, and the client sees no error. Usage reports the prefill worker's cached tokens.
+ * A caller abort during the prefill aborts the prefill request; during decode, the decode request
+ * (whose worker releases the lease; the lease TTL covers a router that died).
+ *
  * MIGRATION (Dynamo's migration operator, dynamo-design.md §1.5). An attempt fails retriably when the
  * request reached nobody (NoRespondersError), the stream stopped without its final marker
  * (StreamIncompleteError), the worker stopped its endpoint without drain (a `cancelled` error frame
  * the caller did not ask for: lease lost, forced shutdown), or the instance left discovery while the
  * stream was open (the router aborts such streams at once; Dynamo PR #13095). Then the router inhibits the instance locally,
- * releases the reservation and re-sends to another worker with `promptTokenIds = prompt + tokens
- * generated so far` and `max_tokens` reduced by their count. The caller sees one stream: every token
- * exactly once, in order; the final usage reports the original prompt, every completion token, and the
- * cached tokens of the first attempt (the worker's figure when that attempt finished, else the
- * router's overlap estimate for it).
+ * releases the reservation and re-sends to another worker with the prompt unchanged and
+ * `outputTokenIds` = the tokens generated so far (the prefill worker's first token included), with the
+ * caller's `max_tokens` (which counts them). The caller sees one stream: every token exactly once, in
+ * order; the final usage reports the original prompt, every completion token, and the cached tokens of
+ * the first attempt (the prefill worker's figure for a remote prefill, else the worker's figure when
+ * that attempt finished, else the router's overlap estimate for it). A transfer handle is sent once:
+ * a migrated attempt prefills prompt + tokens so far itself (the lease it leaves unused expires).
  *
- * What a migrated request keeps: greedy output (temperature 0) is the same as without the failure,
- * because a worker's next token depends only on the tokens so far (and, for the mocker, on the request
- * id: every attempt is sent under the caller's request id as the envelope id, so the worker's engine
- * id `<id>#<id>` is the same on each attempt; a failed instance is inhibited, so two attempts never
- * meet on one engine). With `seed` and temperature > 0 the new worker starts the seeded PRNG
- * afresh, so the output stays reproducible only in the token sense: the tokens already streamed are
- * kept and the rest is a valid sample, but not the one an uninterrupted run gives. Frequency and presence
- * penalties see the earlier completion tokens as prompt after a migration (repetition_penalty is
- * unaffected).
+ * What a migrated request keeps: the new worker's engine continues exactly where the failed one was —
+ * the tokens so far count as output, so frequency / presence / repetition penalties see them as
+ * output, and a seeded sampler (temperature > 0) skips the draws they took — so greedy AND seeded
+ * output are the same as without the failure. (For the mocker, whose tokens are a function of the
+ * request id and position, every attempt is sent under the caller's request id as the envelope id, so
+ * the worker's engine id `<id>#<id>` is the same on each attempt; a failed instance is inhibited, so two
+ * attempts never meet on one engine.) A worker that does not know `outputTokenIds` would refuse such a
+ * request: every worker of a cluster runs this version.
  *
  * `migrationLimit` (default 3, Dynamo's is 0 = off): a worker death is the common case migration exists
  * for, and re-sending costs one prefill of prompt + completion so far; 3 covers a rolling restart of a
@@ -60,14 +74,15 @@ import {
   instanceAddress,
   isRetriable,
 } from '@switchyard/runtime';
-import { GENERATE_ENDPOINT, type WireGenerateRequest, type WireLoad } from '../protocols.js';
-import { decodeWireGenerateOutput, toJson } from '../wire-codec.js';
+import { GENERATE_ENDPOINT, type WireKvTransferHandle, type WireLoad } from '../protocols.js';
+import { decodeWireGenerateOutput, generateRequestToWire, toJson } from '../wire-codec.js';
+import { DEFAULT_DISAGG_OPTIONS, type DisaggOptions, DisaggregatedPrefill } from './disagg-prefill.js';
 import type { HealthProber } from './health-prober.js';
 import { watchStall } from './stall-watch.js';
 import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
 import { LlmWorkerChooser, instanceOf, workerId } from './llm-worker-chooser.js';
 import type { ModelEntry, ModelRegistry } from './model-registry.js';
-import type { RouterMode, RouterStatsRecorder } from './router-stats.js';
+import type { DisaggLocalReason, DisaggPath, RouterMode, RouterStatsRecorder } from './router-stats.js';
 
 export const DEFAULT_MIGRATION_LIMIT = 3;
 /** A generate stream with no frame for this long probes its instance (HealthProber); dead → migrate. */
@@ -83,6 +98,8 @@ export interface LlmRoutingOptions {
   readonly stallProbeMs?: number;
   /** Approximate mode: how long a routed prompt is assumed cached (default DEFAULT_APPROX_TTL_MS). */
   readonly approxTtlMs?: number;
+  /** Conditional disaggregation thresholds and the prefill timeout; default DEFAULT_DISAGG_OPTIONS. */
+  readonly disagg?: DisaggOptions;
 }
 
 export interface RoutedLlmEndpointDeps {
@@ -109,6 +126,7 @@ export { workerId } from './llm-worker-chooser.js';
 export class RoutedLlmEndpoint implements LlmEndpoint {
   private lastEntry: ModelEntry;
   private readonly chooser: LlmWorkerChooser;
+  private readonly disagg: DisaggregatedPrefill;
   private readonly random: () => number;
   private readonly now: () => number;
   // router-measured metrics
@@ -134,6 +152,19 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
       tracker: deps.tracker,
       stats: deps.stats,
       options: deps.options,
+      logger: deps.logger,
+      random: this.random,
+      now: this.now,
+    });
+    this.disagg = new DisaggregatedPrefill({
+      model: deps.model,
+      requestPlane: deps.requestPlane,
+      table: deps.table,
+      tracker: deps.tracker,
+      stats: deps.stats,
+      ...(deps.prober !== undefined ? { prober: deps.prober } : {}),
+      routing: deps.options,
+      options: deps.options.disagg ?? DEFAULT_DISAGG_OPTIONS,
       logger: deps.logger,
       random: this.random,
       now: this.now,
@@ -187,11 +218,32 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
     }
     const started = this.now();
     const maxTokens = request.sampling.max_tokens;
+    /** The caller's sampling; after a remote prefill, with the seed the first token was sampled with. */
+    let sampling: CompiledSamplingParams = request.sampling;
     const generated: number[] = [];
     let cachedTokens: number | undefined;
+    /** The prefill worker's cached tokens are the request's (a remote prefill ran). */
+    let cachedFixed = false;
     let attempt = 0;
     let lastTokenAt: number | undefined;
+    /** Disaggregation decided (on the first attempt only). */
+    let planned = false;
+    /** How a disaggregated model's request was prefilled, as known so far; recorded once, when the request ends. */
+    let path: { path: DisaggPath; reason?: DisaggLocalReason } | undefined;
+    /** A transfer handle for the next decode attempt (used once). */
+    let handle: WireKvTransferHandle | undefined;
     this.promptTokens += prompt.length;
+    const tokensOut = (tokenIds: readonly number[]): void => {
+      if (tokenIds.length === 0) return;
+      const t = this.now();
+      if (lastTokenAt === undefined) {
+        this.ttft.observe((t - started) / 1000);
+        stats.ttft.observe((t - started) / 1000);
+      } else this.itl.observe((t - lastTokenAt) / 1000);
+      lastTokenAt = t;
+      generated.push(...tokenIds);
+      this.generationTokens += tokenIds.length;
+    };
     try {
       for (;;) {
         const remaining = maxTokens === null ? null : maxTokens - generated.length;
@@ -205,45 +257,81 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
         const reservationId = `${request.requestId}:${randomUUID()}`;
         const decision = await this.chooser.choose(e, tokens, reservationId);
         const instance = instanceOf(decision.worker);
-        if (attempt === 0) cachedTokens = Math.min(decision.overlapBlocks * e.card.kvBlockSize!, prompt.length);
+        if (attempt === 0 && !cachedFixed) cachedTokens = Math.min(decision.overlapBlocks * e.card.kvBlockSize!, prompt.length);
         const attemptAbort = new AbortController();
         const onCallerAbort = (): void => attemptAbort.abort(signal?.reason);
         signal?.addEventListener('abort', onCallerAbort, { once: true });
         const untrack = deps.tracker.track(instance, deps.model, attemptAbort);
         let prefillMarked = false;
-        const wire: WireGenerateRequest = {
-          v: 1,
-          model: deps.model,
-          requestId: request.requestId,
-          promptTokenIds: tokens,
-          sampling: wireSampling(request.sampling, remaining),
-          ...(request.prefillOnly === true ? { prefillOnly: true } : {}),
-        };
-        const target = instanceAddress(endpointAddress(e.card.namespace, e.card.component, GENERATE_ENDPOINT), instance);
-        const stall = watchStall({ prober: deps.prober, stallProbeMs: deps.options.stallProbeMs, tracker: deps.tracker, stats, logger: deps.logger }, instance, attemptAbort, request.requestId);
+        let stall: ReturnType<typeof watchStall> | undefined;
+        /** This attempt carries a transfer handle whose import report has not arrived yet. */
+        let awaitingImport = false;
         try {
+          if (!planned && request.prefillOnly !== true) {
+            planned = true;
+            const plan = await this.disagg.plan(e, prompt.length, decision, maxTokens);
+            if (plan?.path === 'local') path = { path: 'local', reason: plan.reason };
+            else if (plan !== undefined) {
+              // This decode worker will not prefill the prompt: its reserved prefill is another worker's work.
+              prefillMarked = true;
+              void deps.table.markPrefillDone(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: markPrefillDone failed'));
+              const pre = await this.disagg.prefill(e, { requestId: request.requestId, promptTokenIds: prompt, sampling: wireSampling(sampling, maxTokens) }, plan.prefillWorkers, signal);
+              path = { path: 'remote' };
+              if (pre.kind === 'aborted') {
+                yield this.finish('abort', null, prompt.length, generated.length, cachedTokens ?? 0, started);
+                return;
+              }
+              if (pre.kind === 'failed') path = { path: 'local', reason: 'prefill_failed' };
+              else {
+                cachedTokens = Math.min(pre.cachedTokens, prompt.length);
+                cachedFixed = true;
+                tokensOut(pre.output.tokenIds);
+                const logprobs = pre.output.logprobs !== undefined ? { logprobs: pre.output.logprobs } : {};
+                if (pre.kind === 'finished') {
+                  const fin = this.finish(pre.output.finishReason!, pre.output.stopReason, prompt.length, generated.length, cachedTokens, started);
+                  yield { ...fin, tokenIds: pre.output.tokenIds, ...logprobs };
+                  return;
+                }
+                if (pre.handle === undefined) path = { path: 'fallback' };
+                else {
+                  handle = pre.handle;
+                  sampling = { ...sampling, seed: pre.handle.seed };
+                }
+                // the first token reaches the caller now, before the decode request is sent
+                yield { tokenIds: pre.output.tokenIds, finishReason: null, stopReason: null, ...logprobs };
+              }
+            }
+          }
+          const wire = generateRequestToWire({
+            model: deps.model,
+            requestId: request.requestId,
+            promptTokenIds: prompt,
+            sampling: wireSampling(sampling, maxTokens),
+            ...(request.prefillOnly === true ? { prefillOnly: true } : {}),
+            outputTokenIds: generated,
+            ...(handle !== undefined ? { kvTransfer: handle } : {}),
+          });
+          awaitingImport = handle !== undefined;
+          handle = undefined;
+          const target = instanceAddress(endpointAddress(e.card.namespace, e.card.component, GENERATE_ENDPOINT), instance);
+          stall = watchStall({ prober: deps.prober, stallProbeMs: deps.options.stallProbeMs, tracker: deps.tracker, stats, logger: deps.logger }, instance, attemptAbort, request.requestId);
           for await (const payload of deps.requestPlane.request(target, toJson(wire), { signal: attemptAbort.signal, requestId: request.requestId })) {
             stall.frame();
             const out = decodeWireGenerateOutput(payload);
-            if (out.tokenIds.length > 0) {
-              const t = this.now();
-              if (!prefillMarked) {
-                prefillMarked = true;
-                void deps.table.markPrefillDone(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: markPrefillDone failed'));
-              }
-              if (lastTokenAt === undefined) {
-                this.ttft.observe((t - started) / 1000);
-                stats.ttft.observe((t - started) / 1000);
-              } else this.itl.observe((t - lastTokenAt) / 1000);
-              lastTokenAt = t;
-              generated.push(...out.tokenIds);
-              this.generationTokens += out.tokenIds.length;
+            if (awaitingImport) {
+              awaitingImport = false;
+              path = { path: this.disagg.imported(request.requestId, instance, out.kvImport) };
             }
+            if (out.tokenIds.length > 0 && !prefillMarked) {
+              prefillMarked = true;
+              void deps.table.markPrefillDone(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: markPrefillDone failed'));
+            }
+            tokensOut(out.tokenIds);
             if (out.finishReason === null) {
               yield { tokenIds: out.tokenIds, finishReason: null, stopReason: null, ...(out.logprobs ? { logprobs: out.logprobs } : {}) };
               continue;
             }
-            if (attempt === 0 && out.usage !== undefined) cachedTokens = out.usage.cachedTokens;
+            if (attempt === 0 && !cachedFixed && out.usage !== undefined) cachedTokens = out.usage.cachedTokens;
             const fin = this.finish(out.finishReason, out.stopReason, prompt.length, generated.length, cachedTokens ?? 0, started);
             yield { ...fin, tokenIds: out.tokenIds, ...(out.logprobs ? { logprobs: out.logprobs } : {}) };
             return;
@@ -253,6 +341,11 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
           if (signal?.aborted) {
             yield this.finish('abort', null, prompt.length, generated.length, cachedTokens ?? 0, started);
             return;
+          }
+          if (awaitingImport) {
+            // the blocks never reached a decode worker: whoever continues prefills prompt + tokens itself
+            path = { path: 'fallback' };
+            deps.logger.warn({ model, requestId: request.requestId, instance, err }, 'router: the decode attempt with the KV transfer handle failed before its first output');
           }
           const gone = attemptAbort.signal.aborted && attemptAbort.signal.reason instanceof InstanceGoneReason;
           // The caller did not cancel, so a `cancelled` error frame means the worker stopped its
@@ -272,7 +365,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
           stats.migrations[kind]++;
           deps.logger.warn({ requestId: request.requestId, instance, attempt, generated: generated.length, kind, err }, 'router: migrating request to another worker');
         } finally {
-          stall.stop();
+          stall?.stop();
           signal?.removeEventListener('abort', onCallerAbort);
           untrack();
           void deps.table.release(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: release failed'));
@@ -281,6 +374,9 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
     } catch (err) {
       if (counted) stats.error(model, 'generate', toSwitchyardError(err).code);
       throw err;
+    } finally {
+      // once per request, however it ended (a caller that stopped iterating included)
+      if (path !== undefined) stats.disaggPath(model, path.path, path.reason);
     }
   }
 

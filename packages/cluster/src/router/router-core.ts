@@ -6,6 +6,7 @@
  *          │                      └──► KvEventConsumer (resync / forget workers in the KvIndexer)
  *          ▼
  *   ClusterEngine (InferenceEngine for the doors) ──► RoutedLlmEndpoint per LLM (routing, migration)
+ *                                                        └──► DisaggregatedPrefill (prefill pool, conditional disaggregation)
  *
  * Options follow the usual path: `RouterCoreOptions` (user, documented defaults) → `compileOptions`
  * (validated once) → the parts. Lifecycle: `startRouterCore` resolves once the registry has its first
@@ -22,10 +23,14 @@ import { DEFAULT_PROBE_TIMEOUT_MS, HealthProber } from './health-prober.js';
 import { DEFAULT_INHIBIT_MS, InstanceTracker } from './instance-tracker.js';
 import { KvEventConsumer } from './kv-event-consumer.js';
 import { ModelRegistry } from './model-registry.js';
+import { DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS, DEFAULT_DISAGG_MIN_REMOTE_TOKENS } from './disagg-policy.js';
+import { DEFAULT_PREFILL_TIMEOUT_MS, type DisaggOptions } from './disagg-prefill.js';
 import { DEFAULT_MIGRATION_LIMIT, DEFAULT_STALL_PROBE_MS } from './routed-llm-endpoint.js';
 import { type RouterMode, type RouterStats, RouterStatsRecorder } from './router-stats.js';
 
 export const DEFAULT_ROUTER_MODE: RouterMode = 'kv';
+/** The longest delay setTimeout honours (ms). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 export const ROUTER_MODES: readonly RouterMode[] = ['kv', 'round-robin', 'random', 'least-loaded'];
 
 export interface RouterCoreOptions {
@@ -49,6 +54,14 @@ export interface RouterCoreOptions {
   readonly stallProbeMs?: number;
   /** How long a health probe waits for the answer before calling the instance dead; default 1000. */
   readonly probeTimeoutMs?: number;
+  /**
+   * Conditional disaggregation (models with prefill workers; disagg-policy.ts): uncached prompt tokens at
+   * or above which a prefill goes remote (default DEFAULT_DISAGG_MIN_REMOTE_TOKENS, 512; 0 = always),
+   * queued prefill tokens at which a prefill worker is saturated (default
+   * DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS, 8192; 0 = never remote), and how long one prefill-only
+   * request may take before it is retried elsewhere or done locally (default DEFAULT_PREFILL_TIMEOUT_MS).
+   */
+  readonly disagg?: Partial<DisaggOptions>;
   /** Names this replica's durable consumers; default a random UUID (a restart replays retained events). */
   readonly routerId?: string;
   /** Reported in the server metadata (`GET /v2`). */
@@ -73,6 +86,7 @@ interface CompiledRouterOptions {
   readonly inhibitMs: number;
   readonly stallProbeMs: number;
   readonly probeTimeoutMs: number;
+  readonly disagg: DisaggOptions;
   readonly routerId: string;
   readonly logger: Logger;
 }
@@ -92,8 +106,18 @@ function compileOptions(o: RouterCoreOptions): CompiledRouterOptions {
   if (!Number.isFinite(stallProbeMs) || stallProbeMs < 0) throw invalidArgument(`stallProbeMs must be a number >= 0, got ${stallProbeMs}`);
   const probeTimeoutMs = o.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS;
   if (!Number.isFinite(probeTimeoutMs) || probeTimeoutMs <= 0) throw invalidArgument(`probeTimeoutMs must be a number > 0, got ${probeTimeoutMs}`);
+  const minRemoteTokens = o.disagg?.minRemoteTokens ?? DEFAULT_DISAGG_MIN_REMOTE_TOKENS;
+  if (!Number.isSafeInteger(minRemoteTokens) || minRemoteTokens < 0) throw invalidArgument(`disagg.minRemoteTokens must be an integer >= 0, got ${minRemoteTokens}`);
+  const maxPrefillQueueTokens = o.disagg?.maxPrefillQueueTokens ?? DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS;
+  if (!Number.isSafeInteger(maxPrefillQueueTokens) || maxPrefillQueueTokens < 0) throw invalidArgument(`disagg.maxPrefillQueueTokens must be an integer >= 0, got ${maxPrefillQueueTokens}`);
+  const prefillTimeoutMs = o.disagg?.prefillTimeoutMs ?? DEFAULT_PREFILL_TIMEOUT_MS;
+  // setTimeout's ceiling (2^31 − 1 ms): a longer delay would fire at once
+  if (!Number.isSafeInteger(prefillTimeoutMs) || prefillTimeoutMs < 1 || prefillTimeoutMs > MAX_TIMER_MS) {
+    throw invalidArgument(`disagg.prefillTimeoutMs must be an integer in 1..${MAX_TIMER_MS}, got ${prefillTimeoutMs}`);
+  }
   return {
     namespace: toNamespace(o.namespace),
+    disagg: { minRemoteTokens, maxPrefillQueueTokens, prefillTimeoutMs },
     stallProbeMs,
     probeTimeoutMs,
     mode,
@@ -172,7 +196,7 @@ export async function startRouterCore(options: RouterCoreOptions): Promise<Route
       stats,
       loadOf: (worker) => kv.loadOf(worker),
       prober,
-      options: { mode: c.mode, overlapWeight: c.overlapWeight, temperature: c.temperature, migrationLimit: c.migrationLimit, stallProbeMs: c.stallProbeMs },
+      options: { mode: c.mode, overlapWeight: c.overlapWeight, temperature: c.temperature, migrationLimit: c.migrationLimit, stallProbeMs: c.stallProbeMs, disagg: c.disagg },
       logger,
     },
   });

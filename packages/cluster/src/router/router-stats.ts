@@ -5,6 +5,31 @@
  */
 import { Histogram, TTFT_BUCKETS_S, type HistogramSnapshot } from '@switchyard/llm';
 import type { WorkerId } from '@switchyard/kv-router';
+import type { LocalReason } from './disagg-policy.js';
+
+/**
+ * `switchyard_router_kv_transfer_seconds` buckets: a KV import over loopback or a fast link takes a
+ * millisecond or so, a long prompt over a slow link seconds.
+ */
+export const KV_TRANSFER_BUCKETS_S: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/**
+ * How a request of a disaggregated model was prefilled: `remote` (a prefill worker computed the prompt
+ * and the decode worker imported its blocks), `local` (the decode worker prefilled: the policy said so,
+ * or the prefill side failed twice), `fallback` (a prefill worker computed the prompt but its blocks
+ * did not reach the decode worker — the import refused them, or the decode attempt that carried the
+ * handle failed — so the decode worker prefilled again).
+ */
+export type DisaggPath = 'remote' | 'local' | 'fallback';
+/** Why a request went `local`: the policy's reason, or `prefill_failed` (two prefill workers failed). */
+export type DisaggLocalReason = LocalReason | 'prefill_failed';
+
+export interface DisaggModelStats {
+  readonly model: string;
+  readonly paths: Readonly<Record<DisaggPath, number>>;
+  /** The `local` requests by reason. */
+  readonly localReasons: Readonly<Partial<Record<DisaggLocalReason, number>>>;
+}
 
 /** How the router picks a worker for an LLM request (`--router-mode`). */
 export type RouterMode = 'kv' | 'round-robin' | 'random' | 'least-loaded';
@@ -58,7 +83,7 @@ export interface RouterStats {
   readonly errors: number;
   /** The same, per model and endpoint, errors by code; sorted by model then endpoint. */
   readonly byModel: readonly ModelRequestStats[];
-  /** LLM routing decisions per mode (a migrated request decides again). */
+  /** LLM routing decisions per mode (a migrated request decides again; a remote prefill is a decision for its prefill worker). */
   readonly decisionsByMode: Readonly<Record<RouterMode, number>>;
   readonly workers: readonly WorkerStats[];
   readonly migrations: Readonly<Record<MigrationKind, number>>;
@@ -73,6 +98,10 @@ export interface RouterStats {
   readonly approximateModels: readonly string[];
   /** Router-measured time to first token of LLM requests, seconds. */
   readonly timeToFirstToken: HistogramSnapshot;
+  /** Requests of disaggregated models by prefill path, per model (sorted). */
+  readonly disagg: readonly DisaggModelStats[];
+  /** Decode workers' KV imports that succeeded (their `kvImport.ms`), seconds. */
+  readonly kvTransferSeconds: HistogramSnapshot;
 }
 
 export class RouterStatsRecorder {
@@ -88,6 +117,19 @@ export class RouterStatsRecorder {
   readonly kvEvents = { batches: 0, applied: 0, gaps: 0, resyncs: 0, resyncFailures: 0, subscriptionFailures: 0, invalid: 0 };
   readonly approximateModels = new Set<string>();
   readonly ttft = new Histogram(TTFT_BUCKETS_S);
+  readonly kvTransfer = new Histogram(KV_TRANSFER_BUCKETS_S);
+  private readonly disaggByModel = new Map<string, { paths: Record<DisaggPath, number>; localReasons: Map<DisaggLocalReason, number> }>();
+
+  /** A request of a disaggregated model took `path` (`reason` for `local`). Once per request. */
+  disaggPath(model: string, path: DisaggPath, reason?: DisaggLocalReason): void {
+    let m = this.disaggByModel.get(model);
+    if (m === undefined) {
+      m = { paths: { remote: 0, local: 0, fallback: 0 }, localReasons: new Map() };
+      this.disaggByModel.set(model, m);
+    }
+    m.paths[path]++;
+    if (path === 'local' && reason !== undefined) m.localReasons.set(reason, (m.localReasons.get(reason) ?? 0) + 1);
+  }
 
   /** A request of `model` was accepted. */
   request(model: string, endpoint: 'generate' | 'infer'): void {
@@ -149,6 +191,10 @@ export class RouterStatsRecorder {
       kvEvents: { ...this.kvEvents },
       approximateModels: [...this.approximateModels].sort(),
       timeToFirstToken: this.ttft.snapshot(),
+      disagg: [...this.disaggByModel]
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([model, m]) => ({ model, paths: { ...m.paths }, localReasons: Object.fromEntries([...m.localReasons].sort(([a], [b]) => (a < b ? -1 : 1))) })),
+      kvTransferSeconds: this.kvTransfer.snapshot(),
     };
   }
 }
