@@ -12,7 +12,7 @@
 // Aggregated: the router's KV-aware choice over 8 workers; each worker prefills and decodes.
 // Disaggregated (conditional): the decode worker is chosen first (KV-aware over the decode pool, so its
 // own cached overlap counts); the router's own policy (`decideDisaggregation`, the function the router
-// runs) says remote or local from the uncached prompt tokens on that worker and the prefill pool's queued
+// runs, decideDisagg) says remote or local from the uncached prompt tokens on that worker and the prefill pool's queued
 // prefill tokens (the table's `loads`); remote → a prefill-only request on the prefill worker chosen
 // KV-aware among the unsaturated ones; at its first token the prompt's full blocks are pinned there and
 // the decode worker receives the request after the transfer time of the blocks it lacks (blocks × KV
@@ -40,15 +40,7 @@ import { fileURLToPath } from 'node:url';
 import { EngineCore, KvBlockManager, LlmScheduler, SimulatedExecutor, VirtualClock, hashTokenBlocks, polynomialTimingModel } from '@switchyard/llm';
 import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { mulberry32 } from '@switchyard/onnx-builder';
-// TEMP until the router's policy lands
-const DEFAULT_DISAGG_MIN_REMOTE_TOKENS = 512;
-const DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS = Number(process.env.MAXQ ?? 32768);
-function decideDisaggregation(o) {
-  const uncached = o.promptTokens - o.decodeOverlapBlocks * o.blockSize;
-  if (o.maxTokens === 1 || uncached < o.minRemoteTokens) return { path: 'local' };
-  const candidates = o.prefillWorkers.filter((w) => w.queuedPrefillTokens < o.maxPrefillQueueTokens).map((w) => w.worker);
-  return candidates.length === 0 ? { path: 'local' } : { path: 'remote', candidates };
-}
+import { DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS, DEFAULT_DISAGG_MIN_REMOTE_TOKENS, decideDisagg } from '@switchyard/cluster';
 
 export const ENGINE = { numBlocks: 16384, blockSize: 64, maxNumSeqs: 256, maxNumBatchedTokens: 8192, watermark: 0.01 };
 /** Llama-3.1-8B-shaped KV: layers × 2 × kv heads × head dim × 2 bytes per token. */
@@ -156,19 +148,19 @@ export async function simulate(trace, layout, { gbps = 25, minRemoteTokens = DEF
       let remote = false;
       if (disagg) {
         const loads = await table.loads(r.arrivalTime);
-        const prefillQueued = prefillPool.map((w) => ({ worker: w.id, queuedPrefillTokens: loads.get(w.id)?.prefillTokens ?? 0 }));
-        const decision = decideDisaggregation({
-          promptTokens: r.promptTokenIds.length,
-          decodeOverlapBlocks: d.overlapBlocks,
-          blockSize: ENGINE.blockSize,
-          maxTokens: r.maxTokens,
-          prefillWorkers: prefillQueued,
-          minRemoteTokens,
-          maxPrefillQueueTokens,
-        });
+        const decision = decideDisagg(
+          {
+            promptTokens: r.promptTokenIds.length,
+            overlapBlocks: d.overlapBlocks,
+            blockSize: ENGINE.blockSize,
+            maxTokens: r.maxTokens,
+            prefillQueues: prefillPool.map((w) => ({ worker: w.id, queuedTokens: loads.get(w.id)?.prefillTokens ?? 0 })),
+          },
+          { minRemoteTokens, maxPrefillQueueTokens },
+        );
         if (decision.path === 'remote') {
           remote = true;
-          const p = await table.selectAndReserve({ ...base(r, ':prefill'), candidates: decision.candidates, scoring: 'kv' });
+          const p = await table.selectAndReserve({ ...base(r, ':prefill'), candidates: decision.prefillWorkers, scoring: 'kv' });
           s.prefillWorker = byId.get(p.worker);
           start(s.prefillWorker, r.arrivalTime);
           s.prefillWorker.engine.addRequest({ requestId: r.requestId, promptTokenIds: r.promptTokenIds, maxTokens: 1, prefillOnly: true, arrivalTime: r.arrivalTime, eosTokenIds: [] });
