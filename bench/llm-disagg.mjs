@@ -11,8 +11,8 @@
 //
 // Aggregated: the router's KV-aware choice over 8 workers; each worker prefills and decodes.
 // Disaggregated (conditional): the decode worker is chosen first (KV-aware over the decode pool, so its
-// own cached overlap counts); the router's own policy (`decideDisaggregation`, the function the router
-// runs, decideDisagg) says remote or local from the uncached prompt tokens on that worker and the prefill pool's queued
+// own cached overlap counts); the router's own policy (`decideDisagg`, the function the router runs)
+// says remote or local from the uncached prompt tokens on that worker and the prefill pool's queued
 // prefill tokens (the table's `loads`); remote → a prefill-only request on the prefill worker chosen
 // KV-aware among the unsaturated ones; at its first token the prompt's full blocks are pinned there and
 // the decode worker receives the request after the transfer time of the blocks it lacks (blocks × KV
@@ -31,10 +31,23 @@
 // SLO (stated up front, as multiples of the isolated latencies of this timing model, DistServe's way):
 // TTFT ≤ 5 × the isolated prefill of the input (3,000 tokens: 66 ms → 330 ms; 200 tokens: 19.7 ms →
 // 99 ms) and TPOT (mean inter-token latency of the request after its first token) ≤ 3 × the isolated
-// decode step at low KV use (5.74 ms → 17.2 ms). Goodput = requests meeting both ÷ the arrival span.
+// decode step at low KV use (5.74 ms → 17.2 ms). Goodput at a rate = requests meeting both ÷ the
+// arrival span; the cluster's goodput (DistServe's definition) = the highest rate swept at which at
+// least 90% of requests meet both.
 // Goals reported against (issue 11): goodput ≥ 1.5× aggregated on the prefill-heavy workload;
 // conditional disaggregation within 5% of aggregated on the short-prompt control.
 //
+// What it shows (full run on the 2-core machine, 800 requests per run): on the prefill-heavy workload
+// both clusters hold the SLO up to ~56 req/s and neither at 64, so the goodput ratio is ~1.0, not 1.5.
+// Between the knees disaggregation keeps far more requests within the SLO (64 req/s: 63–76% against
+// 25%; aggregated loses TPOT: every 3,000-token prefill stalls the decodes of its worker's step for
+// ~66 ms), but the workload is prefill-bound and 4 prefill workers have half the prefill capacity of 8
+// aggregated ones (≈ 60 prefills/s), and each remote request still costs its decode worker one prefill
+// step for the prompt's partial last block and the first token (the timing model charges any prefill
+// step its 16.5 ms constant). More prefill workers do not help at this size (5P+3D, 6P+2D: the decode
+// pool then saturates on those steps). Short control: every prompt stays local (200 < 512 uncached
+// tokens), so only the 4 decode workers serve: identical up to ~96 req/s, then they reach their knee
+// long before 8 aggregated workers do.
 //   node bench/llm-disagg.mjs [--quick] [--rate R]      (after `npm run build`)
 import { fileURLToPath } from 'node:url';
 import { EngineCore, KvBlockManager, LlmScheduler, SimulatedExecutor, VirtualClock, hashTokenBlocks, polynomialTimingModel } from '@switchyard/llm';
@@ -302,14 +315,16 @@ export async function measureDisagg({ quick = false, rates } = {}) {
   }
   console.table(rows);
   results.table = rows;
-  const best = (name, pick) => Math.max(...Object.values(results.workloads[name].byRate).map(pick));
-  const heavyAgg = best('prefill-heavy', (r) => r.aggregated.goodput);
-  const heavyDis = best('prefill-heavy', (r) => r.disaggregated[25].goodput);
-  const shortAgg = best('short', (r) => r.aggregated.goodput);
-  const shortDis = best('short', (r) => r.disaggregated[25].goodput);
+  // DistServe's goodput: the highest rate swept at which at least 90% of requests met the SLO.
+  const maxRate = (name, pick) => Math.max(0, ...Object.entries(results.workloads[name].byRate).filter(([, r]) => pick(r).attainment >= 0.9).map(([rate]) => Number(rate)));
+  const ratio = (a, b) => (b > 0 ? +(a / b).toFixed(2) : a > 0 ? Infinity : NaN);
+  const heavyAgg = maxRate('prefill-heavy', (r) => r.aggregated);
+  const heavyDis = maxRate('prefill-heavy', (r) => r.disaggregated[25]);
+  const shortAgg = maxRate('short', (r) => r.aggregated);
+  const shortDis = maxRate('short', (r) => r.disaggregated[25]);
   results.goals = {
-    'prefill-heavy: best goodput 4P+4D / 8 agg (goal >= 1.5)': +(heavyDis / heavyAgg).toFixed(2),
-    'short control: best goodput 4P+4D / 8 agg (goal 0.95-1.05)': +(shortDis / shortAgg).toFixed(3),
+    [`prefill-heavy: max rate with >= 90% in SLO, 4P+4D (25 Gb/s) / 8 agg = ${heavyDis} / ${heavyAgg} (goal >= 1.5)`]: ratio(heavyDis, heavyAgg),
+    [`short control: max rate with >= 90% in SLO, 4P+4D / 8 agg = ${shortDis} / ${shortAgg} (goal 0.95-1.05)`]: ratio(shortDis, shortAgg),
   };
   for (const [k, v] of Object.entries(results.goals)) console.log(`  ${k}: ${v}`);
   return results;

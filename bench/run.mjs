@@ -20,7 +20,7 @@
 // Redis; `simple` over HTTP and gRPC at c=1 and 16 and streaming chat on `mock_llm` at c=1 and 8, each
 // straight to the worker and through the router, with router/direct ratios (what the hop costs).
 //
-//   node bench/run.mjs [--quick] [--only worker,batching,llm,routing,disagg,cluster]     (default: every section)
+//   node bench/run.mjs [--quick] [--only worker,batching,llm,routing,disagg,cluster,kv-transfer]     (default: every section)
 //   node scripts/with-node.mjs 26 -- npm run bench -- --quick                     (on another Node.js line)
 // Every process it starts (workers, routers, bare servers) runs on the Node.js running this script;
 // the report and the results file name say which one.
@@ -41,10 +41,11 @@ import { measureRouting } from './llm-routing.mjs';
 import { measureDecisions } from './routing-decision.mjs';
 import { measureDisagg } from './llm-disagg.mjs';
 import { measureClusterHop } from './cluster-hop.mjs';
+import { measureKvTransfer } from './kv-transfer.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const QUICK = process.argv.includes('--quick');
-const SECTIONS = ['worker', 'batching', 'llm', 'routing', 'disagg', 'cluster'];
+const SECTIONS = ['worker', 'batching', 'llm', 'routing', 'disagg', 'cluster', 'kv-transfer'];
 const ONLY = onlySections(process.argv.slice(2));
 const DURATION_MS = QUICK ? 800 : 2500;
 const CONCURRENCY = [1, 16, 64];
@@ -190,6 +191,8 @@ if (ONLY.has('routing')) results.routingDecision = await measureDecisions({ quic
 if (ONLY.has('disagg')) results.disagg = await measureDisagg({ quick: QUICK });
 // The router hop, direct to one worker vs through the router (bench/cluster-hop.mjs).
 if (ONLY.has('cluster')) results.clusterHop = await measureClusterHop({ quick: QUICK });
+// Issue 11: the KV transfer plane's pull throughput over loopback TCP (bench/kv-transfer.mjs).
+if (ONLY.has('kv-transfer')) results.kvTransfer = await measureKvTransfer({ quick: QUICK });
 mkdirSync(`${ROOT}bench/results`, { recursive: true });
 const file = `${ROOT}bench/results/${results.date.replace(/[:.]/g, '-')}-node${NODE_MAJOR}.json`;
 writeFileSync(file, JSON.stringify(results, null, 2) + '\n');

@@ -11,9 +11,14 @@
 // Logs (JSON lines) go to one file per process in a temporary folder, printed at start. Ctrl-C (or
 // SIGTERM) drains in order: router, then workers, then the servers this script started.
 //
-//   node scripts/cluster.mjs [--namespace NS] [--router-mode kv|round-robin|random|least-loaded] [--private]
+//   node scripts/cluster.mjs [--namespace NS] [--router-mode kv|round-robin|random|least-loaded] [--private] [--disagg]
 //
 // --private: never reuse the servers on the standard ports; always start private ones.
+// --disagg: disaggregated prefill/decode instead of the aggregated pair: a prefill worker
+//   (--role=prefill) on 8100-8102 and a decode worker (--role=decode) on 8110-8112, both serving
+//   mock_llm, tiny_llm and simple; each advertises a KV transfer server on a free loopback port. The
+//   router sends a prompt to the prefill worker when the decode worker lacks at least
+//   --disagg-min-remote-tokens of it (default 512; pass --disagg-min-remote-tokens N to change it).
 import { spawn } from 'node:child_process';
 import { createWriteStream, mkdtempSync } from 'node:fs';
 import { createConnection } from 'node:net';
@@ -33,6 +38,8 @@ const flag = (name, fallback) => {
 const namespace = flag('namespace', 'default');
 const routerMode = flag('router-mode', 'kv');
 const privateInfra = args.includes('--private');
+const disagg = args.includes('--disagg');
+const minRemoteTokens = flag('disagg-min-remote-tokens', undefined);
 const repository = join(root, 'examples/model_repository');
 const logDir = mkdtempSync(join(tmpdir(), 'switchyard-cluster-'));
 
@@ -158,29 +165,41 @@ try {
   const cluster = [`--etcd=${etcd.url}`, `--nats=${nats.url}`, `--redis=${redis.url}`, `--namespace=${namespace}`];
   const ports = (base) => [`--http-port=${base}`, `--grpc-port=${base + 1}`, `--metrics-port=${base + 2}`];
   const explicit = (...models) => ['--model-control-mode=explicit', ...models.map((m) => `--load-model=${m}`)];
-  process.stdout.write('starting the router and two workers...\n');
+  const routerArgs = [...cluster, ...ports(8080), `--router-mode=${routerMode}`, ...(minRemoteTokens !== undefined ? [`--disagg-min-remote-tokens=${minRemoteTokens}`] : [])];
+  // disaggregated: both workers serve the same LLMs (the decode pool needs them too); KV moves over loopback
+  const workers = disagg
+    ? [
+        { name: 'worker-1', base: 8100, models: ['mock_llm', 'tiny_llm', 'simple'], extra: ['--role=prefill', '--kv-transfer-address=127.0.0.1'], what: 'prefill' },
+        { name: 'worker-2', base: 8110, models: ['mock_llm', 'tiny_llm', 'simple'], extra: ['--role=decode', '--kv-transfer-address=127.0.0.1'], what: 'decode' },
+      ]
+    : [
+        { name: 'worker-1', base: 8100, models: ['mock_llm', 'tiny_llm', 'simple'], extra: [], what: 'aggregated' },
+        { name: 'worker-2', base: 8110, models: ['mock_llm', 'simple'], extra: [], what: 'aggregated' },
+      ];
+  process.stdout.write(`starting the router and two workers${disagg ? ' (one prefill, one decode)' : ''}...\n`);
   await Promise.all([
-    startApp('router', 'router', [...cluster, ...ports(8080), `--router-mode=${routerMode}`]),
-    startApp('worker-1', 'worker', [`--model-repository=${repository}`, ...cluster, ...ports(8100), ...explicit('mock_llm', 'tiny_llm', 'simple')]),
-    startApp('worker-2', 'worker', [`--model-repository=${repository}`, ...cluster, ...ports(8110), ...explicit('mock_llm', 'simple')]),
+    startApp('router', 'router', routerArgs),
+    ...workers.map((w) => startApp(w.name, 'worker', [`--model-repository=${repository}`, ...cluster, ...ports(w.base), ...explicit(...w.models), ...w.extra])),
   ]);
   const where = (s) => `${s.url}${s.reused ? ' (already running, reused)' : ' (started here)'}`;
+  const workerLines = workers
+    .map((w) => `  ${w.name.padEnd(10)} ${w.what.padEnd(10)} ${w.models.join(', ').padEnd(26)} http :${w.base}  grpc :${w.base + 1}  metrics :${w.base + 2}`)
+    .join('\n');
   process.stdout.write(`
-Switchyard cluster up (namespace '${namespace}', router mode ${routerMode})
+Switchyard cluster up (namespace '${namespace}', router mode ${routerMode}${disagg ? ', disaggregated prefill/decode' : ''})
 
   etcd       ${where(etcd)}
   NATS       ${where(nats)}
   Redis      ${where(redis)}
   router     http://127.0.0.1:8080 (OpenAI /v1 + KServe v2)  grpc 127.0.0.1:8081  metrics http://127.0.0.1:8082/metrics
-  worker-1   mock_llm, tiny_llm, simple   http :8100  grpc :8101  metrics :8102
-  worker-2   mock_llm, simple             http :8110  grpc :8111  metrics :8112
+${workerLines}
   logs       ${logDir}/{router,worker-1,worker-2}.log
 
 Try:
   curl -s localhost:8080/v1/models
   curl -s localhost:8080/v1/chat/completions -H 'content-type: application/json' \\
     -d '{"model":"mock_llm","messages":[{"role":"user","content":"Hello, cluster!"}],"max_tokens":16}'
-  curl -s localhost:8082/metrics | grep switchyard_router_
+  curl -s localhost:8082/metrics | grep switchyard_router_${disagg ? '\n  curl -s localhost:8112/metrics | grep switchyard_worker_kv_' : ''}
 
 Ctrl-C stops everything started here.
 `);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, UsageError, accessPolicy, helpText, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
+import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_TTL_SECS, UsageError, kvTransferAdvertise, accessPolicy, helpText, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
 
 describe('parseWorkerArgs', () => {
   it('applies tritonserver defaults', () => {
@@ -98,9 +98,46 @@ describe('cluster flags', () => {
     expect(() => parseWorkerArgs([...repo, '--etcd', 'http://a:2379', '--nats', 'nats://a:4222', '--lease-ttl-secs=0'])).toThrow();
   });
 
+  it('disaggregation: --role, the KV transfer server and the lease / bandwidth bounds', () => {
+    const cluster = [...repo, '--etcd', 'http://e:2379', '--nats', 'nats://n:4222'];
+    const d = parseWorkerArgs(cluster);
+    expect(d.role).toBeUndefined();
+    expect(DEFAULT_WORKER_ROLE).toBe('aggregated');
+    expect(d).toMatchObject({ kvTransferTtlSecs: 30, kvTransferGbps: 25 });
+    expect(d.kvTransferPort).toBeUndefined();
+    const o = parseWorkerArgs([...cluster, '--role=prefill', '--kv-transfer-port=7400', '--kv-transfer-address=10.0.0.7', '--kv-transfer-ttl-secs=5', '--kv-transfer-gbps=0.5']);
+    expect(o).toMatchObject({ role: 'prefill', kvTransferPort: 7400, kvTransferAddress: '10.0.0.7', kvTransferTtlSecs: 5, kvTransferGbps: 0.5 });
+    expect(parseWorkerArgs([...cluster, '--role', 'decode', '--kv-transfer-address', 'prefill-0.pool.svc']).role).toBe('decode');
+    expect(parseWorkerArgs([...cluster, '--kv-transfer-address=::1']).kvTransferAddress).toBe('::1');
+    // ttl and bandwidth size the engine: they have defaults and bounds in both modes
+    expect(parseWorkerArgs([...repo, '--kv-transfer-gbps=100']).kvTransferGbps).toBe(100);
+    expect(() => parseWorkerArgs([...cluster, '--role=both'])).toThrow(/one of aggregated, prefill, decode/);
+    expect(() => parseWorkerArgs([...cluster, '--kv-transfer-port=70000'])).toThrow(/--kv-transfer-port/);
+    expect(() => parseWorkerArgs([...cluster, '--kv-transfer-port=-1'])).toThrow(/--kv-transfer-port/);
+    expect(kvTransferAdvertise(o)).toEqual({ host: '10.0.0.7' });
+    expect(kvTransferAdvertise(parseWorkerArgs([...cluster, '--kv-transfer-address=10.0.0.7:17400']))).toEqual({ host: '10.0.0.7', port: 17400 });
+    expect(kvTransferAdvertise(parseWorkerArgs([...cluster, '--kv-transfer-address=[fd00::7]:17400']))).toEqual({ host: 'fd00::7', port: 17400 });
+    expect(kvTransferAdvertise(parseWorkerArgs([...cluster, '--kv-transfer-address=prefill-0:80']))).toEqual({ host: 'prefill-0', port: 80 });
+    expect(kvTransferAdvertise(d)).toEqual({});
+    for (const bad of ['10.0.0.7:0', '10.0.0.7:65536', 'h:', ':7400', '[h]:7400', 'fd00::7:x', 'http://h', 'h/x', 'a b', '', '-h', 'h_1']) {
+      expect(() => parseWorkerArgs([...cluster, `--kv-transfer-address=${bad}`]), bad).toThrow(/--kv-transfer-address/);
+    }
+    expect(() => parseWorkerArgs([...cluster, '--kv-transfer-ttl-secs=0'])).toThrow(/--kv-transfer-ttl-secs/);
+    expect(() => parseWorkerArgs([...cluster, `--kv-transfer-ttl-secs=${MAX_KV_TRANSFER_TTL_SECS + 1}`])).toThrow(/<= 3600/);
+    expect(() => parseWorkerArgs([...cluster, '--kv-transfer-gbps=0'])).toThrow(/> 0/);
+    expect(() => parseWorkerArgs([...cluster, '--kv-transfer-gbps=-3'])).toThrow(/--kv-transfer-gbps/);
+    expect(() => parseWorkerArgs([...cluster, '--kv-transfer-gbps=1e9'])).toThrow(/<= 100000/);
+    expect(() => parseWorkerArgs([...cluster, '--kv-transfer-gbps=NaN'])).toThrow(/expects a number/);
+    for (const flag of ['--role=decode', '--kv-transfer-port=0', '--kv-transfer-address=h']) {
+      expect(() => parseWorkerArgs([...repo, flag]), flag).toThrow(/only for cluster mode/);
+    }
+  });
+
   it('documents the cluster flags in the help', () => {
     const help = helpText();
-    for (const flag of ['--etcd', '--nats', '--redis', '--namespace', '--kv-events', '--lease-ttl-secs']) expect(help).toContain(flag);
+    for (const flag of ['--etcd', '--nats', '--redis', '--namespace', '--kv-events', '--lease-ttl-secs', '--role', '--kv-transfer-port', '--kv-transfer-address', '--kv-transfer-ttl-secs', '--kv-transfer-gbps']) {
+      expect(help).toContain(flag);
+    }
     expect(help).toMatch(/does not use Redis yet/);
   });
 

@@ -5,6 +5,8 @@
  * `WorkerOptions` and rejects anything malformed with a `UsageError` (exit code 2).
  */
 import { ACCESS_FLAGS, DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, accessFlagDefaults, accessPolicy, flagHelpLines, parseFlags, type AccessFlagOptions, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
+import { isIP } from 'node:net';
+import type { WorkerRole } from '@switchyard/cluster';
 import { NAME_PATTERN } from '@switchyard/runtime';
 
 export { UsageError, accessPolicy };
@@ -54,12 +56,38 @@ export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions {
   kvEvents?: boolean;
   /** Cluster mode: TTL of the worker's etcd lease in seconds; undefined = the runtime's default (10). */
   leaseTtlSecs?: number;
+  /** Cluster mode: aggregated (prefill and decode), prefill (prefill-only requests) or decode; undefined = aggregated. */
+  role?: WorkerRole;
+  /** Cluster mode: port of the KV transfer server; 0 picks a free port; undefined = 0. */
+  kvTransferPort?: number;
+  /**
+   * Cluster mode: where other workers reach the KV transfer server: a host (name or IP; the port is
+   * the one it listens on) or `host:port` (`[v6]:port`) when a port forward or proxy stands in
+   * between; undefined = the plane's choice of host (a non-loopback address). See `kvTransferAdvertise`.
+   */
+  kvTransferAddress?: string;
+  /** Seconds a prefill worker keeps a finished prompt's KV pinned for the decode worker to pull. */
+  kvTransferTtlSecs: number;
+  /** The simulated engine's transfer-time model: KV transfer bandwidth in Gbit/s (> 0). */
+  kvTransferGbps: number;
 }
 
 /** The cluster namespace when --namespace is not given. */
 export const DEFAULT_CLUSTER_NAMESPACE = 'default';
+/** The worker role when --role is not given: today's workers, prefill and decode in one. */
+export const DEFAULT_WORKER_ROLE: WorkerRole = 'aggregated';
+/**
+ * Longest `--kv-transfer-ttl-secs`: a lease pins KV blocks that nothing else can use until the decode
+ * worker pulls them, so a router that died mid-request must not hold them for long.
+ */
+export const MAX_KV_TRANSFER_TTL_SECS = 3600;
+/** Widest `--kv-transfer-gbps`: above any interconnect (NVLink 5 moves 14,400 Gbit/s), so a typo cannot make transfers free. */
+export const MAX_KV_TRANSFER_GBPS = 100_000;
 
-export const DEFAULTS: Omit<WorkerOptions, 'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize' | 'etcd' | 'nats' | 'redis' | 'namespace' | 'kvEvents' | 'leaseTtlSecs' | keyof AccessFlagOptions> = {
+export const DEFAULTS: Omit<
+  WorkerOptions,
+  'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize' | 'etcd' | 'nats' | 'redis' | 'namespace' | 'kvEvents' | 'leaseTtlSecs' | 'role' | 'kvTransferPort' | 'kvTransferAddress' | keyof AccessFlagOptions
+> = {
   httpPort: 8000,
   grpcPort: 8001,
   metricsPort: 8002,
@@ -78,6 +106,8 @@ export const DEFAULTS: Omit<WorkerOptions, 'modelRepositories' | 'startupModels'
   logVerbose: 0,
   logFormat: 'default',
   exitTimeoutSecs: 30,
+  kvTransferTtlSecs: 30,
+  kvTransferGbps: 25,
 };
 
 const FLAGS: FlagTable<WorkerOptions> = {
@@ -111,6 +141,32 @@ const FLAGS: FlagTable<WorkerOptions> = {
   'kv-events': { kind: 'bool', key: 'kvEvents', help: 'Cluster mode: publish the LLMs\' KV events for KV-aware routing (default true; false: routers fall back to approximate mode).' },
   'lease-ttl-secs': { kind: 'int', key: 'leaseTtlSecs', min: 1, help: 'Cluster mode: TTL of the etcd lease the worker registers under, in seconds (default 10). Routers drop a worker whose lease expired.' },
   namespace: { kind: 'string', key: 'namespace', help: `Cluster namespace: 1-63 of a-z 0-9 _ -, starting with a letter or digit (default ${DEFAULT_CLUSTER_NAMESPACE}).` },
+  role: {
+    kind: 'enum',
+    key: 'role',
+    values: ['aggregated', 'prefill', 'decode'],
+    help: `Cluster mode: aggregated prefills and decodes; prefill runs only the prefill of disaggregated requests and hands its KV to a decode worker; decode takes that KV (and still prefills when the router says so) (default ${DEFAULT_WORKER_ROLE}).`,
+  },
+  'kv-transfer-port': { kind: 'int', key: 'kvTransferPort', min: 0, max: 65535, help: 'Cluster mode: port of the KV transfer server other workers pull KV blocks from (default 0: a free port).' },
+  'kv-transfer-address': {
+    kind: 'string',
+    key: 'kvTransferAddress',
+    help: 'Cluster mode: host name or IP other workers reach the KV transfer server at, or host:port when a port forward stands in between (default: a non-loopback address of this host, the listening port).',
+  },
+  'kv-transfer-ttl-secs': {
+    kind: 'int',
+    key: 'kvTransferTtlSecs',
+    min: 1,
+    max: MAX_KV_TRANSFER_TTL_SECS,
+    help: `Seconds a prefill's KV blocks stay pinned for the decode worker to pull, unless released sooner (default ${DEFAULTS.kvTransferTtlSecs}; at most ${MAX_KV_TRANSFER_TTL_SECS}).`,
+  },
+  'kv-transfer-gbps': {
+    kind: 'number',
+    key: 'kvTransferGbps',
+    min: 0,
+    max: MAX_KV_TRANSFER_GBPS,
+    help: `Simulated engine (mocker): the KV transfer bandwidth in Gbit/s its transfer time is modelled on (default ${DEFAULTS.kvTransferGbps}; > 0).`,
+  },
 };
 
 export function parseWorkerArgs(argv: readonly string[]): WorkerOptions {
@@ -120,6 +176,8 @@ export function parseWorkerArgs(argv: readonly string[]): WorkerOptions {
 function validate(o: WorkerOptions): WorkerOptions {
   if (o.help) return o;
   if (o.modelRepositories.length === 0) throw new UsageError('--model-repository is required');
+  // the flag table's bounds are inclusive; a bandwidth of 0 would make every transfer infinitely long
+  if (!(o.kvTransferGbps > 0)) throw new UsageError(`flag '--kv-transfer-gbps' must be a number > 0, got '${o.kvTransferGbps}'`);
   if (o.startupModels.length > 0 && o.controlMode !== 'explicit') {
     throw new UsageError('--load-model may only be used with --model-control-mode=explicit');
   }
@@ -175,7 +233,16 @@ function validateCluster(o: WorkerOptions): void {
     throw new UsageError(`cluster mode needs both --etcd and --nats; got only --${o.etcd !== undefined ? 'etcd' : 'nats'}`);
   }
   if (!isClusterMode(o)) {
-    for (const [flag, value] of [['redis', o.redis], ['namespace', o.namespace], ['kv-events', o.kvEvents], ['lease-ttl-secs', o.leaseTtlSecs]] as const) {
+    const clusterOnly = [
+      ['redis', o.redis],
+      ['namespace', o.namespace],
+      ['kv-events', o.kvEvents],
+      ['lease-ttl-secs', o.leaseTtlSecs],
+      ['role', o.role],
+      ['kv-transfer-port', o.kvTransferPort],
+      ['kv-transfer-address', o.kvTransferAddress],
+    ] as const;
+    for (const [flag, value] of clusterOnly) {
       if (value !== undefined) throw new UsageError(`--${flag} is only for cluster mode (--etcd and --nats)`);
     }
     return;
@@ -186,6 +253,33 @@ function validateCluster(o: WorkerOptions): void {
   if (o.namespace !== undefined && !NAME_PATTERN.test(o.namespace)) {
     throw new UsageError(`flag '--namespace' must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter or digit; got '${o.namespace}'`);
   }
+  if (o.kvTransferAddress !== undefined) kvTransferAdvertise(o);
+}
+
+/**
+ * `--kv-transfer-address` split: `host` (advertised with the listening port), `host:port` or
+ * `[v6]:port` (advertised as given). Throws a UsageError for anything else (a scheme, a path, a bad
+ * host or port): the value is handed to every decode worker as the place to connect to.
+ */
+export function kvTransferAdvertise(o: Pick<WorkerOptions, 'kvTransferAddress'>): { host?: string; port?: number } {
+  const value = o.kvTransferAddress;
+  if (value === undefined) return {};
+  const bad = (): UsageError => new UsageError(`flag '--kv-transfer-address' expects a host name or IP address, optionally with :port (1-65535), got '${value}'`);
+  if (isAdvertisableHost(value)) return { host: value };
+  const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(value) ?? /^([^:]+):(\d{1,5})$/.exec(value);
+  if (m === null) throw bad();
+  const [, host, portText] = m as unknown as [string, string, string];
+  const port = Number(portText);
+  if (!isAdvertisableHost(host) || (value.startsWith('[') && isIP(host) !== 6) || port < 1 || port > 65535) throw bad();
+  return { host, port };
+}
+
+/** RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens. */
+const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+
+/** A host other workers can be told to connect to: an IPv4 / IPv6 address or a host name, nothing else (no port, no scheme). */
+function isAdvertisableHost(host: string): boolean {
+  return isIP(host) !== 0 || HOST_NAME.test(host);
 }
 
 /**
@@ -237,7 +331,9 @@ export function helpText(): string {
     'A Triton-compatible inference server: KServe v2 over HTTP and gRPC, Prometheus metrics,',
     'over one or more model repositories. With --etcd and --nats it also joins a cluster: it serves',
     'generate / infer / kv_snapshot over NATS, registers its models in etcd and publishes KV events',
-    'and load to JetStream, for routers to route to it.',
+    'and load to JetStream, for routers to route to it. --role=prefill|decode splits LLM prefill and',
+    'decode across worker pools: a prefill worker keeps a prompt\'s KV pinned and a decode worker pulls it',
+    'over TCP from the address the prefill worker advertises (--kv-transfer-port / --kv-transfer-address).',
     '',
     'flags:',
     ...flagHelpLines(FLAGS),

@@ -3,14 +3,25 @@
  * metrics front doors over the engine; in cluster mode (--etcd and --nats) also the runtime roles
  * and a worker node (@switchyard/cluster) that joins the cluster. Owns the order of start-up and drain.
  */
-import { startWorkerNode, type WorkerNode } from '@switchyard/cluster';
+import { pinnedKvBlocks, startWorkerNode, type WorkerNode } from '@switchyard/cluster';
 import { doorLimits } from '@switchyard/cli';
 import { SwitchyardError, type Logger } from '@switchyard/common';
-import { createDiscovery, createEventPlane, createRequestPlane, type Discovery, type EventPlane, type RequestPlane, type RuntimeConfig } from '@switchyard/runtime';
+import {
+  createDiscovery,
+  createKvTransferPlane,
+  createEventPlane,
+  createRequestPlane,
+  type Discovery,
+  type EventPlane,
+  type KvTransferPlane,
+  type RequestPlane,
+  type RuntimeConfig,
+} from '@switchyard/runtime';
 import { createEngine, type Engine } from '@switchyard/engine';
 import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
-import { DEFAULT_CLUSTER_NAMESPACE, accessPolicy, isClusterMode, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
+import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, isClusterMode, kvTransferAdvertise, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { levelFor } from './logger.js';
+import { renderWorkerMetrics } from './worker-metrics.js';
 
 /** The version reported by server metadata: Triton's protocol version this worker follows. */
 export const SERVER_VERSION = '2.73.0';
@@ -31,6 +42,8 @@ export interface WorkerHooks {
    * expired). The worker keeps serving; it registers again by itself once etcd answers.
    */
   onLeaseLost?: (cause: Error) => void;
+  /** Cluster mode: the KV transfer server listens; `address` is what other workers are told. */
+  onKvTransferServing?: (address: string) => void;
 }
 
 /** Cluster mode, etcd unreachable at start: wait this long between attempts to join. */
@@ -53,20 +66,26 @@ async function connectDiscovery(config: RuntimeConfig, logger: Logger): Promise<
   }
 }
 
-/**
- * Connect the three runtime roles the worker needs (the runtime's role factories: etcd Discovery,
- * NATS request plane, JetStream event plane; no routing table, Redis is the routers') and join the
- * cluster.
- */
-async function joinCluster(options: WorkerOptions, engine: Engine, logger: Logger, hooks: WorkerHooks): Promise<WorkerNode> {
-  const ns = options.namespace ?? DEFAULT_CLUSTER_NAMESPACE;
-  const config: RuntimeConfig = {
-    namespace: ns,
+/** The runtime's configuration in cluster mode. */
+function runtimeConfig(options: WorkerOptions, logger: Logger): RuntimeConfig & { namespace: string } {
+  return {
+    namespace: options.namespace ?? DEFAULT_CLUSTER_NAMESPACE,
     etcdUrl: options.etcd!,
     natsUrl: options.nats!,
     ...(options.leaseTtlSecs !== undefined ? { leaseTtlSeconds: options.leaseTtlSecs } : {}),
     logger: logger.child({ component: 'runtime' }),
   };
+}
+
+/**
+ * Connect the runtime roles the worker needs (the runtime's role factories: etcd Discovery, NATS
+ * request plane, JetStream event plane; no routing table, Redis is the routers'), build the KV
+ * transfer plane (TCP, worker to worker; the node starts its server once it serves an LLM) and join
+ * the cluster. The node owns them all from then on.
+ */
+async function joinCluster(options: WorkerOptions, engine: Engine, logger: Logger, hooks: WorkerHooks, kvTransferPlane: KvTransferPlane): Promise<WorkerNode> {
+  const config = runtimeConfig(options, logger);
+  const ns = config.namespace;
   const discovery = await connectDiscovery(config, logger);
   const closeQuietly = (c: { close(): Promise<void> }) => c.close().catch(() => {});
   let requestPlane: RequestPlane | undefined;
@@ -74,6 +93,7 @@ async function joinCluster(options: WorkerOptions, engine: Engine, logger: Logge
   try {
     requestPlane = await createRequestPlane(config);
     eventPlane = await createEventPlane(config);
+    const advertise = kvTransferAdvertise(options);
     return await startWorkerNode({
       engine,
       discovery,
@@ -81,6 +101,14 @@ async function joinCluster(options: WorkerOptions, engine: Engine, logger: Logge
       eventPlane,
       namespace: ns,
       logger,
+      role: options.role ?? DEFAULT_WORKER_ROLE,
+      kvTransferPlane,
+      kvTransferServe: {
+        port: options.kvTransferPort ?? 0,
+        ...(advertise.host !== undefined ? { advertiseHost: advertise.host } : {}),
+      },
+      ...(advertise.port !== undefined ? { kvTransferAdvertisedAddress: options.kvTransferAddress! } : {}),
+      ...(hooks.onKvTransferServing !== undefined ? { onKvTransferServing: hooks.onKvTransferServing } : {}),
       ...(options.kvEvents === false ? { kvEvents: false } : {}),
       ...(hooks.onLeaseLost !== undefined ? { onLeaseLost: hooks.onLeaseLost } : {}),
     });
@@ -88,6 +116,7 @@ async function joinCluster(options: WorkerOptions, engine: Engine, logger: Logge
     if (eventPlane !== undefined) await closeQuietly(eventPlane);
     if (requestPlane !== undefined) await closeQuietly(requestPlane);
     await closeQuietly(discovery);
+    await closeQuietly(kvTransferPlane);
     throw err;
   }
 }
@@ -104,6 +133,8 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     strictModelConfig: options.strictModelConfig,
     pollIntervalSecs: options.repositoryPollSecs,
     responseCacheByteSize: responseCacheByteSize(options),
+    kvTransferTtlMs: options.kvTransferTtlSecs * 1000,
+    kvTransferGbps: options.kvTransferGbps,
     serverVersion: SERVER_VERSION,
     logger: logger.child({ component: 'engine' }),
   });
@@ -117,6 +148,8 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   });
   const shm = new SharedMemoryManager({ enabled: options.allowClientShm });
 
+  // cluster mode: KV moves worker to worker over TCP (disaggregated prefill/decode); standalone: none
+  const kvTransferPlane = isClusterMode(options) ? await createKvTransferPlane(runtimeConfig(options, logger)) : undefined;
   const limits = doorLimits(options);
   const doors = createFrontDoors({
     engine,
@@ -126,21 +159,37 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     access: accessPolicy(options),
     ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http } } : {}),
     ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, ...limits.grpc } } : {}),
-    ...(options.allowMetrics ? { metrics: { port: options.metricsPort, host: options.metricsAddress, ...limits.http } } : {}),
+    ...(options.allowMetrics
+      ? {
+          metrics: {
+            port: options.metricsPort,
+            host: options.metricsAddress,
+            ...limits.http,
+            ...(kvTransferPlane !== undefined ? { extraMetrics: () => renderWorkerMetrics({ kvTransfer: kvTransferPlane.counters(), pinnedBlocks: pinnedKvBlocks(engine) }) } : {}),
+          },
+        }
+      : {}),
   });
 
   let ports: FrontDoorPorts;
   let node: WorkerNode | undefined;
+  let kvTransferAddress: string | undefined;
   try {
     ports = await doors.listen();
-    if (isClusterMode(options)) node = await joinCluster(options, engine, logger, hooks);
+    if (kvTransferPlane !== undefined) {
+      node = await joinCluster(options, engine, logger, { ...hooks, onKvTransferServing: (address) => ((kvTransferAddress = address), hooks.onKvTransferServing?.(address)) }, kvTransferPlane);
+    }
   } catch (err) {
+    await kvTransferPlane?.close().catch(() => {});
     await doors.close();
     await engine.shutdown();
     shm.close();
     throw err;
   }
-  const cluster = node === undefined ? undefined : { namespace: options.namespace ?? DEFAULT_CLUSTER_NAMESPACE, instanceId: node.instanceId, models: node.models() };
+  const cluster =
+    node === undefined
+      ? undefined
+      : { namespace: options.namespace ?? DEFAULT_CLUSTER_NAMESPACE, instanceId: node.instanceId, models: node.models(), role: options.role ?? DEFAULT_WORKER_ROLE, kvTransferAddress };
   logger.info({ ports, modelRepositories: options.modelRepositories, controlMode: options.controlMode, cluster }, 'worker started');
   const openDoors = openModelControlDoors(options);
   if (openDoors.length > 0) {

@@ -34,7 +34,8 @@ export {
   toJson,
 } from './wire-codec.js';
 export type { GenerateOutputWireExtras, GenerateRequestFields } from './wire-codec.js';
-export { DEFAULT_NAMESPACE, MODEL_POLL_MS, startWorkerNode } from './worker/worker-node.js';
+export { DEFAULT_NAMESPACE, KV_LEASE_DRAIN_MS, MODEL_POLL_MS, startWorkerNode } from './worker/worker-node.js';
+export { kvLayoutDigest, pinnedKvBlocks } from './worker/kv-provider.js';
 export type { WorkerNode, WorkerNodeOptions, WorkerNodeState } from './worker/worker-node.js';
 export { MAX_INLINE_TOKENIZER_BYTES, TOKENIZER_FILES } from './worker/model-cards.js';
 export { DEFAULT_LOAD_INTERVAL_MS, LOAD_HEARTBEAT_MS } from './worker/load-publisher.js';

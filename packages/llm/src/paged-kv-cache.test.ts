@@ -85,4 +85,19 @@ describe('PagedKvCache', () => {
     const kv = new PagedKvCache({ numLayers: 3, numKvHeads: H, headDim: D, numBlocks: 10, blockSize: BS, dtype: 'fp16' });
     expect(kv.byteSize).toBe(3 * 2 * 10 * H * BS * D * 2);
   });
+
+  it('writeBlock takes bytes at any offset, a Node Buffer view too (its own slice is not a copy)', () => {
+    for (const dtype of ['fp32', 'fp16'] as const) {
+      const kv = new PagedKvCache({ numLayers: 2, numKvHeads: H, headDim: D, numBlocks: 4, blockSize: BS, dtype });
+      const esz = dtype === 'fp16' ? 2 : 4;
+      const n = kv.bytesPerBlock / esz;
+      const elements = dtype === 'fp16' ? new Uint16Array(n).map((_, i) => 0x3c00 + (i % 64)) : new Float32Array(n).map((_, i) => i / 8);
+      const bytes = new Uint8Array(elements.buffer);
+      // the block one byte into a received frame, as the TCP plane hands it over
+      const frame = Buffer.alloc(kv.bytesPerBlock + 1);
+      frame.set(bytes, 1);
+      kv.writeBlock(2, frame.subarray(1));
+      expect(kv.readBlock(2)).toEqual(bytes);
+    }
+  });
 });

@@ -123,10 +123,14 @@ export class PagedKvCache {
     return undefined;
   }
 
-  /** `bytes` as elements (copied when not aligned to the element size). */
+  /**
+   * `bytes` as elements (copied when not aligned to the element size). The copy is
+   * `Uint8Array.prototype.slice`: a Node Buffer's own `slice` is a view with the same offset (blocks
+   * arrive as Buffer views from the TCP transfer plane).
+   */
   private view(bytes: Uint8Array): Store {
     const esz = this.dtype === 'fp16' ? 2 : 4;
-    const b = bytes.byteOffset % esz === 0 ? bytes : bytes.slice();
+    const b = bytes.byteOffset % esz === 0 ? bytes : Uint8Array.prototype.slice.call(bytes);
     return this.dtype === 'fp16' ? new Uint16Array(b.buffer, b.byteOffset, b.byteLength / 2) : new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
   }
 

@@ -68,6 +68,21 @@ export { MemoryDiscovery, MemoryDiscoveryStore } from './memory-discovery.js';
 export type { LeaseState } from './memory-discovery.js';
 export { MemoryRequestBroker, MemoryRequestPlane } from './memory-request-plane.js';
 export { DEFAULT_KV_PULL_TIMEOUT_MS } from './kv-transfer/kv-transfer-plane.js';
+export {
+  DEFAULT_KV_CHUNK_BYTES,
+  DEFAULT_KV_HANDSHAKE_TIMEOUT_MS,
+  DEFAULT_KV_IDLE_TIMEOUT_MS,
+  DEFAULT_KV_MAX_BLOCK_BYTES,
+  DEFAULT_KV_MAX_CONNECTIONS,
+  DEFAULT_KV_MAX_HASHES_PER_PULL,
+  MAX_KV_LAYOUT_DIGEST_LENGTH,
+  MAX_KV_LEASE_ID_LENGTH,
+  formatTransferAddress,
+  parseTransferAddress,
+} from './kv-transfer/kv-transfer-limits.js';
+export type { KvTransferOptions } from './kv-transfer/kv-transfer-limits.js';
+export { MemoryKvTransferNetwork, MemoryKvTransferPlane } from './kv-transfer/memory-kv-transfer-plane.js';
+export { TcpKvTransferPlane } from './kv-transfer/tcp-kv-transfer-plane.js';
 export type {
   KvBlockProvider,
   KvPullOptions,
@@ -96,5 +111,5 @@ export {
   routingKeyPrefix,
 } from './redis-routing-table.js';
 export type { RedisRoutingTableOptions } from './redis-routing-table.js';
-export { connectRuntime, createDiscovery, createEventPlane, createRequestPlane, createRoutingTable } from './runtime-factory.js';
+export { connectRuntime, createDiscovery, createEventPlane, createKvTransferPlane, createRequestPlane, createRoutingTable } from './runtime-factory.js';
 export type { Runtime, RuntimeConfig } from './runtime-factory.js';

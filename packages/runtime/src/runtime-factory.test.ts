@@ -11,7 +11,9 @@ import { MemoryRequestBroker, MemoryRequestPlane } from './memory-request-plane.
 import { NatsRequestPlane } from './nats-request-plane.js';
 import type { JsonValue } from './protocols.js';
 import { RedisRoutingTable } from './redis-routing-table.js';
-import { type Runtime, type RuntimeConfig, connectRuntime, createDiscovery, createRoutingTable } from './runtime-factory.js';
+import { type Runtime, type RuntimeConfig, connectRuntime, createDiscovery, createKvTransferPlane, createRoutingTable } from './runtime-factory.js';
+import { MemoryKvTransferNetwork, MemoryKvTransferPlane } from './kv-transfer/memory-kv-transfer-plane.js';
+import { TcpKvTransferPlane } from './kv-transfer/tcp-kv-transfer-plane.js';
 
 async function collect(it: AsyncIterable<JsonValue>): Promise<JsonValue[]> {
   const out: JsonValue[] = [];
@@ -115,6 +117,25 @@ describe('runtime factory: memory', () => {
     await expect(createDiscovery({ namespace: 'x', etcdUrl: 'http://127.0.0.1:1', memory: { discovery: new MemoryDiscoveryStore() } })).rejects.toMatchObject({
       code: 'invalid_argument',
     });
+  });
+
+  it('builds the KV transfer plane: the memory twin on the shared network, TCP when etcd is configured', async () => {
+    const network = new MemoryKvTransferNetwork();
+    const provider = { read: () => [{ hash: '00000000000000aa', data: Uint8Array.of(1, 2, 3) }], release: () => true };
+    const serving = await createKvTransferPlane({ namespace: 'kv', memory: { kvTransfer: network } });
+    const pulling = await createKvTransferPlane({ namespace: 'kv', memory: { kvTransfer: network }, kvTransfer: { maxHashesPerPull: 8 } });
+    expect(serving).toBeInstanceOf(MemoryKvTransferPlane);
+    const server = await serving.serve(provider);
+    const request = { model: 'm', leaseId: 'l', layoutDigest: 'd', hashes: ['00000000000000aa'] };
+    const chunks = [];
+    for await (const c of pulling.pull(server.address, request)) chunks.push(c);
+    expect(chunks).toEqual([[{ hash: '00000000000000aa', data: Uint8Array.of(1, 2, 3) }]]);
+    const many = { ...request, hashes: Array(9).fill('00000000000000aa') };
+    await expect(pulling.pull(server.address, many)[Symbol.asyncIterator]().next()).rejects.toMatchObject({ code: 'invalid_argument' });
+    expect(await createKvTransferPlane({ namespace: 'kv', etcdUrl: 'http://127.0.0.1:1' })).toBeInstanceOf(TcpKvTransferPlane);
+    await expect(createKvTransferPlane({ namespace: 'kv', etcdUrl: 'http://127.0.0.1:1', memory: { kvTransfer: network } })).rejects.toMatchObject({ code: 'invalid_argument' });
+    await expect(createKvTransferPlane({ namespace: 'kv', kvTransfer: { chunkBytes: 0 } })).rejects.toMatchObject({ code: 'invalid_argument' });
+    await server.close();
   });
 
   it('closes what it built when another role fails to connect', async () => {

@@ -7,6 +7,11 @@
  * passing the same memory stores — `MemoryDiscoveryStore`, `MemoryRequestBroker`, `MemoryEventStore`
  * and one `MemoryRoutingTable` — in every process's config. Without them each call makes a fresh,
  * private store. Giving both a URL and a memory store for one role is `invalid_argument`.
+ *
+ * The KV transfer plane has no server of its own: it is TCP (worker to worker) when the cluster is
+ * real, i.e. `etcdUrl` is set (peers find each other's transfer address in etcd, from other
+ * processes), and the memory twin on `memory.kvTransfer` otherwise. `connectRuntime` leaves it out:
+ * only workers serve or pull blocks, and they build it with `createKvTransferPlane`.
  */
 import { type Logger, invalidArgument, silentLogger } from '@switchyard/common';
 import { MemoryRoutingTable, type RoutingTable } from '@switchyard/kv-router';
@@ -14,6 +19,10 @@ import { NAME_PATTERN } from './addressing.js';
 import type { Discovery } from './discovery.js';
 import { EtcdDiscovery } from './etcd-discovery.js';
 import type { EventPlane } from './event-plane.js';
+import type { KvTransferOptions } from './kv-transfer/kv-transfer-limits.js';
+import type { KvTransferPlane } from './kv-transfer/kv-transfer-plane.js';
+import { MemoryKvTransferNetwork, MemoryKvTransferPlane } from './kv-transfer/memory-kv-transfer-plane.js';
+import { TcpKvTransferPlane } from './kv-transfer/tcp-kv-transfer-plane.js';
 import { JetStreamEventPlane } from './jetstream-event-plane.js';
 import { MemoryDiscoveryStore } from './memory-discovery.js';
 import { MemoryEventPlane, MemoryEventStore } from './memory-event-plane.js';
@@ -39,6 +48,8 @@ export interface RuntimeConfig {
   readonly durableInactiveMs?: number;
   /** Redis URL → RedisRoutingTable; absent → MemoryRoutingTable. */
   readonly redisUrl?: string;
+  /** Limits and chunking of the KV transfer plane (TCP when `etcdUrl` is set, memory otherwise). */
+  readonly kvTransfer?: KvTransferOptions;
   /** Shared stores of an in-process cluster (each used only when the role's URL is absent). */
   readonly memory?: {
     readonly discovery?: MemoryDiscoveryStore;
@@ -46,6 +57,8 @@ export interface RuntimeConfig {
     readonly events?: MemoryEventStore;
     /** One table shared by the cluster's routers (a MemoryRoutingTable, in practice). */
     readonly routingTable?: RoutingTable;
+    /** The network the in-process workers' KV transfer planes share. */
+    readonly kvTransfer?: MemoryKvTransferNetwork;
   };
   readonly logger?: Logger;
 }
@@ -74,6 +87,7 @@ function check(config: RuntimeConfig): void {
   clash(config.natsUrl, m.requests, 'request plane');
   clash(config.natsUrl, m.events, 'event plane');
   clash(config.redisUrl, m.routingTable, 'routing table');
+  clash(config.etcdUrl, m.kvTransfer, 'KV transfer plane');
 }
 
 export async function createDiscovery(config: RuntimeConfig): Promise<Discovery> {
@@ -114,6 +128,12 @@ export async function createRoutingTable(config: RuntimeConfig): Promise<Routing
     return RedisRoutingTable.connect({ url: config.redisUrl, namespace: config.namespace, logger: config.logger ?? silentLogger });
   }
   return config.memory?.routingTable ?? new MemoryRoutingTable();
+}
+
+export async function createKvTransferPlane(config: RuntimeConfig): Promise<KvTransferPlane> {
+  check(config);
+  if (config.etcdUrl !== undefined) return new TcpKvTransferPlane(config.kvTransfer);
+  return new MemoryKvTransferPlane(config.memory?.kvTransfer ?? new MemoryKvTransferNetwork(), config.kvTransfer);
 }
 
 /**

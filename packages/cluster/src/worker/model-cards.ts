@@ -4,7 +4,8 @@
  *
  * Card per model:
  * - LLM (the engine has an LlmEndpoint for it: `llm` / `mocker` backends): `kind: 'llm'` on the
- *   `generate` endpoint, with the tokenizer, block size, context length and LlmCardMetadata.
+ *   `generate` endpoint, with the tokenizer, block size, context length and LlmCardMetadata (with the
+ *   worker's role, and the KV transfer address + layout when the worker has a transfer plane).
  * - anything else: `kind: 'tensor'` on the `infer` endpoint, with TensorCardMetadata.
  *
  * Tokenizer: the model folder's tokenizer.json, tokenizer_config.json, chat_template.jinja and
@@ -29,7 +30,7 @@ import {
   type Namespace,
   type TokenizerSource,
 } from '@switchyard/runtime';
-import { GENERATE_ENDPOINT, INFER_ENDPOINT, WORKER_COMPONENT, type LlmCardMetadata, type TensorCardMetadata } from '../protocols.js';
+import { GENERATE_ENDPOINT, INFER_ENDPOINT, WORKER_COMPONENT, type LlmCardMetadata, type TensorCardMetadata, type WorkerRole } from '../protocols.js';
 
 /** Largest total size of inline tokenizer files (etcd's default request limit is 1.5 MiB). */
 export const MAX_INLINE_TOKENIZER_BYTES = 1024 * 1024;
@@ -103,6 +104,14 @@ export interface CardTarget {
   readonly instanceId: InstanceId;
   /** false: the worker publishes no KV events (routers use approximate mode). Default true. */
   readonly kvEvents?: boolean;
+  /** The worker's role, on every LLM card. Default 'aggregated'. */
+  readonly role?: WorkerRole;
+  /**
+   * The KV transfer server's advertised `host:port`, asked for each LLM whose engine can transfer KV
+   * (the worker starts its one server on the first call); undefined or absent: no transfer plane, and
+   * the card has no `kvTransfer`.
+   */
+  readonly kvTransferAddress?: () => Promise<string | undefined>;
 }
 
 /** The card of one READY model. Throws when the engine no longer has it or an LLM's tokenizer is unreadable. */
@@ -127,7 +136,10 @@ export async function buildModelCard(engine: InferenceEngine, model: string, tar
     eosTokenIds: [...llm.card.eosTokenIds],
     created: llm.card.created,
     kvEvents: target.kvEvents !== false && llm.kv !== undefined,
+    role: target.role ?? 'aggregated',
   };
+  const address = llm.kvTransfer !== undefined ? await target.kvTransferAddress?.() : undefined;
+  const withTransfer: LlmCardMetadata = address !== undefined ? { ...metadata, kvTransfer: { address, layout: { ...llm.kvTransfer!.layout } } } : metadata;
   return {
     ...base,
     kind: 'llm',
@@ -135,7 +147,7 @@ export async function buildModelCard(engine: InferenceEngine, model: string, tar
     tokenizer: await readTokenizerSource(llm.modelFolder, logger, model),
     kvBlockSize: llm.card.blockSize,
     contextLength: llm.card.contextLength,
-    metadata: metadata as unknown as { [k: string]: JsonValue },
+    metadata: withTransfer as unknown as { [k: string]: JsonValue },
   };
 }
 

@@ -14,6 +14,8 @@ import {
   MemoryDiscoveryStore,
   MemoryEventPlane,
   MemoryEventStore,
+  MemoryKvTransferNetwork,
+  MemoryKvTransferPlane,
   MemoryRequestBroker,
   MemoryRequestPlane,
   NoRespondersError,
@@ -45,7 +47,8 @@ import {
   inferResponseFromWire,
   toJson,
 } from '../wire-codec.js';
-import { startWorkerNode, type WorkerNode } from './worker-node.js';
+import { kvLayoutDigest, pinnedKvBlocks } from './kv-provider.js';
+import { KV_LEASE_DRAIN_MS, startWorkerNode, type WorkerNode, type WorkerNodeOptions } from './worker-node.js';
 
 const NS = 'test-ns';
 const ns = namespace(NS);
@@ -85,14 +88,19 @@ afterEach(async () => {
   }
 });
 
-async function startCluster(): Promise<Cluster> {
-  const engine = await createEngine({ modelRepositories: [repo], controlMode: 'explicit', startupModels: ['mock_llm', 'add_sub', 'square_int32'] });
-  const store = new MemoryDiscoveryStore();
+async function startCluster(
+  extra: Partial<WorkerNodeOptions> = {},
+  shared: { store?: MemoryDiscoveryStore; broker?: MemoryRequestBroker; events?: MemoryEventStore } = {},
+  models = ['mock_llm', 'add_sub', 'square_int32'],
+): Promise<Cluster> {
+  const engine = await createEngine({ modelRepositories: [repo], controlMode: 'explicit', startupModels: models });
+  const store = shared.store ?? new MemoryDiscoveryStore();
   const discovery = store.connect();
-  const broker = new MemoryRequestBroker();
-  const events = new MemoryEventStore();
+  const broker = shared.broker ?? new MemoryRequestBroker();
+  const events = shared.events ?? new MemoryEventStore();
   const leaseLost: Error[] = [];
   const node = await startWorkerNode({
+    ...extra,
     engine,
     discovery,
     requestPlane: new MemoryRequestPlane(broker),
@@ -406,4 +414,113 @@ describe('worker node over memory twins', () => {
     expect(restored).toHaveLength(1);
   });
 
+});
+
+describe('disaggregation over memory twins', () => {
+  /** A prefill and a decode worker (mock_llm only) on one discovery, broker and KV transfer network. */
+  async function prefillAndDecode(): Promise<{ prefill: Cluster; decode: Cluster; network: MemoryKvTransferNetwork }> {
+    const network = new MemoryKvTransferNetwork();
+    const prefill = await startCluster({ role: 'prefill', kvTransferPlane: new MemoryKvTransferPlane(network) }, {}, ['mock_llm']);
+    const decode = await startCluster({ role: 'decode', kvTransferPlane: new MemoryKvTransferPlane(network) }, { store: prefill.store, broker: prefill.broker, events: prefill.events }, ['mock_llm']);
+    return { prefill, decode, network };
+  }
+  const llmCard = (c: Cluster) => {
+    const card = [...c.store.snapshot(modelsPrefix(ns)).values()].map((v) => decodeModelCard(v)).find((k) => k.model === 'mock_llm' && k.instanceId === c.node.instanceId)!;
+    return decodeLlmCardMetadata(card.metadata);
+  };
+  const request = (c: Cluster, body: Record<string, unknown>, options: { signal?: AbortSignal } = {}) =>
+    c.client.request(target(c, GENERATE_ENDPOINT), toJson({ v: 1, model: 'mock_llm', requestId: 'd1', ...body } as never), options);
+
+  it('cards carry the role and, with a plane, the transfer address and layout of one server per process', async () => {
+    const { prefill, decode, network } = await prefillAndDecode();
+    const p = llmCard(prefill);
+    const d = llmCard(decode);
+    expect(p.role).toBe('prefill');
+    expect(d.role).toBe('decode');
+    const layout = prefill.engine.llmEndpoint('mock_llm')!.kvTransfer!.layout;
+    expect(p.kvTransfer).toEqual({ address: expect.stringMatching(/^memory:\d+$/), layout: { ...layout } });
+    expect(d.kvTransfer!.address).not.toBe(p.kvTransfer!.address);
+    expect(network.addresses()).toEqual([p.kvTransfer!.address, d.kvTransfer!.address].sort());
+    // without a plane: aggregated, and no transfer on the card
+    const plain = await startCluster({}, {}, ['mock_llm']);
+    expect(llmCard(plain).role).toBe('aggregated');
+    expect(llmCard(plain).kvTransfer).toBeUndefined();
+    expect(await codeOf(collect(request(plain, { promptTokenIds: prompt(40), sampling: { max_tokens: 4 }, prefillOnly: true })))).toBe('unsupported');
+  });
+
+  it('a prefill worker hands out a handle; the decode worker pulls through it and reports the import on its first output', async () => {
+    const { prefill, decode } = await prefillAndDecode();
+    const tokens = prompt(70);
+    // a prefill worker runs nothing but prefill-only requests
+    expect(await codeOf(collect(request(prefill, { promptTokenIds: tokens, sampling: { max_tokens: 4 } })))).toBe('unsupported');
+
+    const pre = (await collect(request(prefill, { promptTokenIds: tokens, sampling: { max_tokens: 6, temperature: 0 }, prefillOnly: true }))).map(decodeWireGenerateOutput);
+    const last = pre.at(-1)!;
+    expect(last.finishReason).toBe('length');
+    expect(pre.flatMap((f) => f.tokenIds)).toHaveLength(1);
+    const handle = last.kvTransfer!;
+    expect(handle).toMatchObject({ address: llmCard(prefill).kvTransfer!.address, instanceId: prefill.node.instanceId, blockHashes: expect.any(Array) });
+    expect(handle.blockHashes).toHaveLength(4);
+    expect(pinnedKvBlocks(prefill.engine)).toBe(4);
+
+    const first = pre[0]!.tokenIds[0]!;
+    const out = (
+      await collect(request(decode, { promptTokenIds: tokens, outputTokenIds: [first], sampling: { max_tokens: 6, temperature: 0, seed: handle.seed }, kvTransfer: handle }))
+    ).map(decodeWireGenerateOutput);
+    expect(out[0]!.kvImport).toMatchObject({ pulledBlocks: 4, cachedBlocks: 0 });
+    expect(out[0]!.kvImport!.fallback).toBeUndefined();
+    expect(out.slice(1).every((f) => f.kvImport === undefined)).toBe(true);
+    expect(out.flatMap((f) => f.tokenIds)).toHaveLength(5);
+    expect(out.at(-1)!.usage).toEqual({ promptTokens: 70, completionTokens: 6, cachedTokens: 64 });
+    await waitFor(() => pinnedKvBlocks(prefill.engine) === 0 && pinnedKvBlocks(decode.engine) === 0);
+
+    // the same prompt again: the decode worker holds every block now and pulls nothing
+    const pre2 = (await collect(request(prefill, { requestId: 'd2', promptTokenIds: tokens, sampling: { max_tokens: 3 }, prefillOnly: true }))).map(decodeWireGenerateOutput);
+    const again = (
+      await collect(request(decode, { requestId: 'd2', promptTokenIds: tokens, outputTokenIds: pre2[0]!.tokenIds, sampling: { max_tokens: 3 }, kvTransfer: pre2.at(-1)!.kvTransfer! }))
+    ).map(decodeWireGenerateOutput);
+    expect(again[0]!.kvImport).toMatchObject({ pulledBlocks: 0, cachedBlocks: 4, bytes: 0 });
+    await waitFor(() => pinnedKvBlocks(prefill.engine) === 0);
+
+    // a handle whose lease is gone: the decode worker prefills locally and says why
+    const other = prompt(50, 7);
+    const pre3 = (await collect(request(prefill, { requestId: 'd3', promptTokenIds: other, sampling: { max_tokens: 3 }, prefillOnly: true }))).map(decodeWireGenerateOutput);
+    const gone = pre3.at(-1)!.kvTransfer!;
+    expect(prefill.engine.llmEndpoint('mock_llm')!.kvTransfer!.releaseLease(gone.leaseId)).toBe(true);
+    const fallback = (
+      await collect(request(decode, { requestId: 'd3', promptTokenIds: other, outputTokenIds: pre3[0]!.tokenIds, sampling: { max_tokens: 3 }, kvTransfer: gone }))
+    ).map(decodeWireGenerateOutput);
+    expect(fallback[0]!.kvImport!.fallback).toMatch(/unknown or expired KV transfer lease/);
+    expect(fallback.flatMap((f) => f.tokenIds)).toHaveLength(2);
+    expect(fallback.at(-1)!.usage!.cachedTokens).toBe(0);
+  });
+
+  it('a prefill-only request aborted before its handle goes out leaves nothing pinned', async () => {
+    const { prefill } = await prefillAndDecode();
+    const ctrl = new AbortController();
+    ctrl.abort();
+    expect(await codeOf(collect(request(prefill, { promptTokenIds: prompt(70), sampling: { max_tokens: 4 }, prefillOnly: true }, { signal: ctrl.signal })))).toBe('cancelled');
+    await waitFor(() => pinnedKvBlocks(prefill.engine) === 0);
+  });
+
+  it('drain waits for the leases handed out to be released (bounded by KV_LEASE_DRAIN_MS)', async () => {
+    const { prefill, network } = await prefillAndDecode();
+    const pre = (await collect(request(prefill, { promptTokenIds: prompt(40), sampling: { max_tokens: 4 }, prefillOnly: true }))).map(decodeWireGenerateOutput);
+    const handle = pre.at(-1)!.kvTransfer!;
+    expect(pinnedKvBlocks(prefill.engine)).toBe(2);
+    let drained = false;
+    const t0 = Date.now();
+    const drain = prefill.node.drain().then(() => (drained = true));
+    await new Promise((r) => setTimeout(r, 150));
+    expect(drained).toBe(false);
+    // a decode worker still pulls from the draining worker's transfer server, then releases the lease
+    const puller = new MemoryKvTransferPlane(network);
+    let pulled = 0;
+    for await (const chunk of puller.pull(handle.address, { model: 'mock_llm', leaseId: handle.leaseId, hashes: handle.blockHashes, layoutDigest: kvLayoutDigest(handle.layout) })) pulled += chunk.length;
+    expect(pulled).toBe(2);
+    expect(await puller.release(handle.address, { model: 'mock_llm', leaseId: handle.leaseId })).toBe(true);
+    await puller.close();
+    await drain;
+    expect(Date.now() - t0).toBeLessThan(KV_LEASE_DRAIN_MS);
+  });
 });

@@ -7,12 +7,13 @@
  * - serving: model changes (load / unload / poll) re-sync the cards (InferenceEngine.onModelChange;
  *   engines without it are polled every MODEL_POLL_MS) and re-attach KV publishing to new engines.
  * - draining (`drain()`): cards and instances leave Discovery first, so routers stop sending; then
- *   the endpoints stop with drain (in-flight requests finish); then queued KV events are flushed and
- *   load publishing stops. The engine itself keeps running: the app drains its front doors next.
+ *   the endpoints stop with drain (in-flight requests finish); then, on a worker with a KV transfer
+ *   server, the KV leases its prefills handed out get up to KV_LEASE_DRAIN_MS to be pulled and
+ *   released; then queued KV events are flushed and load publishing stops. The engine itself keeps running: the app drains its front doors next.
  *   The `health` endpoint (not in Discovery) keeps answering `draining` until close: a router that
  *   sees the instance leave probes it and lets its streams finish instead of migrating them.
- * - closed (`close()`): drain if not yet, then close Discovery (revokes the lease), the event plane and
- *   the request plane. The node owns the roles it was given.
+ * - closed (`close()`): drain if not yet, then close the KV transfer server and plane, Discovery
+ *   (revokes the lease), the event plane and the request plane. The node owns the roles it was given.
  * - lease lost (etcd unreachable for longer than the lease TTL, or the lease expired): the node keeps
  *   serving and publishing — the request and event planes do not need etcd, and routers keep routing
  *   to the instances they know while their own etcd watch is down. Discovery restores the lease by
@@ -35,11 +36,15 @@ import {
   type EndpointHandler,
   type EventPlane,
   type InstanceId,
+  type KvTransferPlane,
+  type KvTransferServeOptions,
+  type KvTransferServer,
   type RequestPlane,
   type ServedEndpoint,
 } from '@switchyard/runtime';
-import { GENERATE_ENDPOINT, HEALTH_ENDPOINT, INFER_ENDPOINT, KV_SNAPSHOT_ENDPOINT, STATS_ENDPOINT, WORKER_COMPONENT, type WireHealth } from '../protocols.js';
+import { GENERATE_ENDPOINT, HEALTH_ENDPOINT, INFER_ENDPOINT, KV_SNAPSHOT_ENDPOINT, STATS_ENDPOINT, WORKER_COMPONENT, type WireHealth, type WorkerRole } from '../protocols.js';
 import { generateHandler, inferHandler, kvSnapshotHandler, statsHandler } from './endpoints.js';
+import { engineKvBlockProvider, pinnedKvBlocks } from './kv-provider.js';
 import { KvEventPublisher } from './kv-publisher.js';
 import { LoadPublisher } from './load-publisher.js';
 import { ModelCardRegistry } from './model-cards.js';
@@ -69,7 +74,35 @@ export interface WorkerNodeOptions {
    * cannot be trusted, or to compare routing with and without them).
    */
   readonly kvEvents?: boolean;
+  /**
+   * Disaggregation role of this worker's LLMs (on their cards; `prefill` serves only prefill-only
+   * generate requests). Default 'aggregated'.
+   */
+  readonly role?: WorkerRole;
+  /**
+   * The KV transfer plane (owned by the node from now on: `close()` closes it). With it, the node
+   * starts ONE transfer server for the process once it serves an LLM whose engine can transfer KV,
+   * announces its address and layout on the LLM cards, hands out KV of prefill-only requests and
+   * pulls KV for requests that bring a handle. Without it: none of that (aggregated only).
+   */
+  readonly kvTransferPlane?: KvTransferPlane;
+  /** Where the transfer server listens and what it advertises (port 0: a free port). */
+  readonly kvTransferServe?: KvTransferServeOptions;
+  /**
+   * The `host:port` to advertise instead of the server's own, when other workers reach it through a
+   * port forward or proxy (`--kv-transfer-address host:port`). Default: the server's address.
+   */
+  readonly kvTransferAdvertisedAddress?: string;
+  /** Called once the transfer server listens, with its advertised `host:port`. */
+  readonly onKvTransferServing?: (address: string) => void;
 }
+
+/**
+ * Drain of a worker with a transfer server: how long to wait for the KV leases it handed out to be
+ * pulled and released (decode workers pull right after the prefill's last frame) before it stops
+ * serving them.
+ */
+export const KV_LEASE_DRAIN_MS = 5000;
 
 export type WorkerNodeState = 'serving' | 'draining' | 'closed';
 
@@ -97,12 +130,43 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
   const id = discovery.instanceId;
   let state: WorkerNodeState = 'serving';
 
+  const readyLlms = (): LlmEndpoint[] => engine.llmEndpoints?.() ?? [];
   // KV events are numbered per (worker, model) across engine reloads; kv_snapshot uses the same ids.
   const kvPublisher = new KvEventPublisher(eventPlane, kvEventsSubject(ns, component), id, logger);
 
+  // KV transfer: one server per process, started when the first LLM that can transfer KV is announced
+  const plane = options.kvTransferPlane;
+  const role = options.role ?? 'aggregated';
+  let transferServer: KvTransferServer | undefined;
+  let advertised: string | undefined;
+  let transferStarting: Promise<KvTransferServer> | undefined;
+  const kvTransferAddress = async (): Promise<string | undefined> => {
+    if (plane === undefined || state === 'closed') return undefined;
+    transferStarting ??= plane.serve(engineKvBlockProvider(engine), options.kvTransferServe).then(
+      (server) => {
+        transferServer = server;
+        advertised = options.kvTransferAdvertisedAddress ?? server.address;
+        logger.info({ address: advertised, listening: server.address, role }, 'KV transfer server listening');
+        options.onKvTransferServing?.(advertised);
+        return server;
+      },
+      (err: unknown) => {
+        transferStarting = undefined; // the next card sync tries again
+        throw err;
+      },
+    );
+    await transferStarting;
+    return advertised;
+  };
+
   // 1. serve, then register each instance (routers never see an instance that cannot answer yet)
+  const generateOptions = {
+    role,
+    logger,
+    ...(plane !== undefined ? { kvTransfer: { plane, address: () => advertised, instanceId: id } } : {}),
+  };
   const handlers: Array<[string, EndpointHandler]> = [
-    [GENERATE_ENDPOINT, generateHandler(engine)],
+    [GENERATE_ENDPOINT, generateHandler(engine, generateOptions)],
     [INFER_ENDPOINT, inferHandler(engine)],
     [KV_SNAPSHOT_ENDPOINT, kvSnapshotHandler(engine, (model, eventId) => kvPublisher.wireEventId(model, eventId))],
     [STATS_ENDPOINT, statsHandler(engine)],
@@ -120,14 +184,16 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
       served.push(endpoint);
       await discovery.registerInstance({ v: 1, ...endpoint.address, subject: endpoint.subject, metadata: {} });
     }
+    // a transfer server that cannot listen (port taken) fails the start, not a later card sync
+    if (readyLlms().some((e) => e.kvTransfer !== undefined)) await kvTransferAddress();
   } catch (e) {
     await Promise.all([...served, ...(health ? [health] : [])].map((s) => s.stop({ drain: false }).catch(() => {})));
+    await transferServer?.close().catch(() => {});
     throw e;
   }
 
   // 2. KV events: one subscription per LLM engine, re-attached when a reload replaces the engine
   const attached = new Map<string, { endpoint: LlmEndpoint; detach: () => void }>();
-  const readyLlms = (): LlmEndpoint[] => engine.llmEndpoints?.() ?? [];
   const syncKvAttachments = (): void => {
     const current = new Map(state === 'serving' ? readyLlms().map((e) => [e.card.name, e] as const) : []);
     for (const [name, a] of attached) {
@@ -142,7 +208,12 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
   };
 
   // 3. model cards, kept in sync with the engine
-  const cards = new ModelCardRegistry(engine, discovery, { namespace: ns, instanceId: id, kvEvents: options.kvEvents !== false }, logger);
+  const cards = new ModelCardRegistry(
+    engine,
+    discovery,
+    { namespace: ns, instanceId: id, kvEvents: options.kvEvents !== false, role, ...(plane !== undefined ? { kvTransferAddress } : {}) },
+    logger,
+  );
   const onChange = (): void => {
     if (state !== 'serving') return;
     syncKvAttachments();
@@ -199,6 +270,16 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
     unsubscribeRestored();
   };
 
+  // KV handed out by finished prefills is still pulled by decode workers after our endpoints drained
+  const waitForLeases = async (): Promise<void> => {
+    if (transferServer === undefined) return;
+    const deadline = Date.now() + KV_LEASE_DRAIN_MS;
+    while (pinnedKvBlocks(engine) > 0 && Date.now() < deadline && !closeRequested) await new Promise((r) => setTimeout(r, 20));
+    const left = pinnedKvBlocks(engine);
+    if (left > 0) logger.warn({ pinnedBlocks: left }, 'draining with KV blocks still pinned for decode workers: they prefill locally');
+  };
+
+  let closeRequested = false;
   let draining: Promise<void> | undefined;
   let drained = false;
   const drain = (): Promise<void> => {
@@ -211,6 +292,7 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
         served.map((s) => discovery.unregisterInstance(s.address).catch((e: unknown) => logger.warn({ err: e, endpoint: s.address.endpoint }, 'failed to unregister instance'))),
       );
       await Promise.all(served.map((s) => s.stop({ drain: true })));
+      await waitForLeases();
       await stopPublishing();
       logger.info({ instanceId: id }, 'cluster endpoints drained');
     })().finally(() => (drained = true));
@@ -220,6 +302,7 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {
     closing ??= (async () => {
+      closeRequested = true;
       if (draining !== undefined && !drained) {
         // a drain is still waiting for requests (the caller's exit timeout ran out): abort them
         logger.warn({ instanceId: id }, 'closing with cluster requests in flight: cancelling them');
@@ -229,6 +312,10 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
       unsubscribeLease();
       state = 'closed';
       await health!.stop({ drain: false }).catch(() => {});
+      // after the drain: pulls of the leases handed out had their chance
+      const server = await transferStarting?.catch(() => undefined);
+      await server?.close().catch((e: unknown) => logger.warn({ err: e }, 'closing the KV transfer server failed'));
+      await plane?.close().catch((e: unknown) => logger.warn({ err: e }, 'closing the KV transfer plane failed'));
       await discovery.close().catch((e: unknown) => logger.warn({ err: e }, 'closing discovery failed'));
       await eventPlane.close().catch((e: unknown) => logger.warn({ err: e }, 'closing the event plane failed'));
       await requestPlane.close().catch((e: unknown) => logger.warn({ err: e }, 'closing the request plane failed'));
