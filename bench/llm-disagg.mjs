@@ -74,7 +74,7 @@ export const SLO = {
  * to ~100, then the 4 decode workers (which take every short prompt) reach their knee before 8
  * aggregated workers do.
  */
-export const RATES = { 'prefill-heavy': [16, 32, 48, 56, 64, 72, 80], short: [32, 64, 96, 128, 160] };
+export const RATES = { 'prefill-heavy': [16, 32, 48, 56, 60, 64, 72, 80], short: [32, 64, 96, 128, 160] };
 export const QUICK_RATES = { 'prefill-heavy': [48, 64], short: [64] };
 export const REQUESTS = 800;
 export const QUICK_REQUESTS = 300;
