@@ -13,11 +13,14 @@
 // Routing (issue 5, bench/llm-routing.mjs, bench/routing-decision.mjs): KV-aware vs round-robin vs
 // random vs least-loaded over 8 simulated workers on a shared-prefix workload and a no-reuse control;
 // decision latency with 64 workers and 1M indexed blocks, in memory and on Redis.
+// Disaggregation (issue 11, bench/llm-disagg.mjs): 4 prefill + 4 decode against 8 aggregated simulated
+// workers in virtual time, on a prefill-heavy workload (3,000 in / 150 out) and a short-prompt control:
+// goodput under a stated TTFT / TPOT SLO, TTFT and TPOT p50/p99.
 // Cluster hop (bench/cluster-hop.mjs): one worker and one router over private etcd, NATS and
 // Redis; `simple` over HTTP and gRPC at c=1 and 16 and streaming chat on `mock_llm` at c=1 and 8, each
 // straight to the worker and through the router, with router/direct ratios (what the hop costs).
 //
-//   node bench/run.mjs [--quick] [--only worker,batching,llm,routing,cluster,kv-transfer]     (default: every section)
+//   node bench/run.mjs [--quick] [--only worker,batching,llm,routing,disagg,cluster,kv-transfer]     (default: every section)
 //   node scripts/with-node.mjs 26 -- npm run bench -- --quick                     (on another Node.js line)
 // Every process it starts (workers, routers, bare servers) runs on the Node.js running this script;
 // the report and the results file name say which one.
@@ -36,12 +39,13 @@ import { measureReplay } from './llm-replay.mjs';
 import { measureOnnxLlm } from './llm-onnx.mjs';
 import { measureRouting } from './llm-routing.mjs';
 import { measureDecisions } from './routing-decision.mjs';
+import { measureDisagg } from './llm-disagg.mjs';
 import { measureClusterHop } from './cluster-hop.mjs';
 import { measureKvTransfer, measureOnnxDisagg } from './kv-transfer.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const QUICK = process.argv.includes('--quick');
-const SECTIONS = ['worker', 'batching', 'llm', 'routing', 'cluster', 'kv-transfer'];
+const SECTIONS = ['worker', 'batching', 'llm', 'routing', 'disagg', 'cluster', 'kv-transfer'];
 const ONLY = onlySections(process.argv.slice(2));
 const DURATION_MS = QUICK ? 800 : 2500;
 const CONCURRENCY = [1, 16, 64];
@@ -183,6 +187,8 @@ if (ONLY.has('llm')) results.llmOnnx = await measureOnnxLlm({ quick: QUICK });
 // Issue 5: routing policies over 8 simulated workers, and the router's decision latency.
 if (ONLY.has('routing')) results.routing = await measureRouting({ quick: QUICK });
 if (ONLY.has('routing')) results.routingDecision = await measureDecisions({ quick: QUICK });
+// Issue 11: disaggregated prefill/decode against aggregated serving, in virtual time.
+if (ONLY.has('disagg')) results.disagg = await measureDisagg({ quick: QUICK });
 // The router hop, direct to one worker vs through the router (bench/cluster-hop.mjs).
 if (ONLY.has('cluster')) results.clusterHop = await measureClusterHop({ quick: QUICK });
 // Issue 11: the KV transfer plane's pull throughput over loopback TCP (bench/kv-transfer.mjs).
