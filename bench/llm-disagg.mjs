@@ -37,17 +37,17 @@
 // Goals reported against (issue 11): goodput ≥ 1.5× aggregated on the prefill-heavy workload;
 // conditional disaggregation within 5% of aggregated on the short-prompt control.
 //
-// What it shows (full run on the 2-core machine, 800 requests per run): on the prefill-heavy workload
-// both clusters hold the SLO up to ~56 req/s and neither at 64, so the goodput ratio is ~1.0, not 1.5.
-// Between the knees disaggregation keeps far more requests within the SLO (64 req/s: 63–76% against
-// 25%; aggregated loses TPOT: every 3,000-token prefill stalls the decodes of its worker's step for
+// What it shows (full run, 800 requests per run): on the prefill-heavy workload 8 aggregated workers
+// hold the SLO up to 56 req/s and 4P+4D up to 60, so the goodput ratio is 1.07, not 1.5. Between the
+// knees disaggregation keeps far more requests within the SLO (60 req/s: 98% against 37%, goodput
+// 2.6×; aggregated loses TPOT: every 3,000-token prefill stalls the decodes of its worker's step for
 // ~66 ms), but the workload is prefill-bound and 4 prefill workers have half the prefill capacity of 8
 // aggregated ones (≈ 60 prefills/s), and each remote request still costs its decode worker one prefill
 // step for the prompt's partial last block and the first token (the timing model charges any prefill
 // step its 16.5 ms constant). More prefill workers do not help at this size (5P+3D, 6P+2D: the decode
 // pool then saturates on those steps). Short control: every prompt stays local (200 < 512 uncached
-// tokens), so only the 4 decode workers serve: identical up to ~96 req/s, then they reach their knee
-// long before 8 aggregated workers do.
+// tokens), so only the 4 decode workers serve: identical up to 96 req/s (ratio 1.0 at every rate up
+// to there), then they reach their knee long before 8 aggregated workers do (max rates 96 / 160).
 //   node bench/llm-disagg.mjs [--quick] [--rate R]      (after `npm run build`)
 import { fileURLToPath } from 'node:url';
 import { EngineCore, KvBlockManager, LlmScheduler, SimulatedExecutor, VirtualClock, hashTokenBlocks, polynomialTimingModel } from '@switchyard/llm';
