@@ -12,7 +12,8 @@
  * 1. greedy output identical token for token to the standalone worker (tiny_llm and tiny_llm_fp16; long,
  *    short and partly-cached prompts), remote / local counted, the KV transfer byte counters moved, the
  *    partly-cached prompt pulled only what the decode worker lacked;
- * 2. KServe generate through the router identical too; seeded sampling identical;
+ * 2. KServe generate through the router identical too; seeded sampling identical; a streamed completion
+ *    with a stop string past the first token and usage: the same text and counts;
  * 3. remote vs local following the router's thresholds (short prompt, cached prompt, max_tokens 1, a
  *    second router whose prefill pool counts as saturated);
  * 4. a layout mismatch (a decode worker with the fp16 model under the same name) → local prefill,
@@ -168,6 +169,36 @@ describe('disaggregated prefill and decode', () => {
       expect(other.choices[0]!.text).not.toBe(sampled.reference.choices[0]!.text);
     }
   }, 60_000);
+
+  it('a streamed completion with a stop string and usage: the same text, the same counts, prefilled remotely', async () => {
+    const model = 'tiny_llm';
+    const prompt = story('streamed stop', 5);
+    const full = await reference.completions.create({ model, prompt, max_tokens: 24, temperature: 0 });
+    const text = full.choices[0]!.text;
+    // a stop string well past the first token, so it is matched on the decode worker's tokens
+    const stop = text.slice(Math.floor(text.length / 2), Math.floor(text.length / 2) + 3);
+    expect(stop.trim().length).toBeGreaterThan(0);
+    const m0 = await routerMetrics();
+    const streamed = async (client: OpenAI): Promise<{ text: string; usage: OpenAI.CompletionUsage | undefined; finish: string | null }> => {
+      let out = '';
+      let usage: OpenAI.CompletionUsage | undefined;
+      let finish: string | null = null;
+      const stream = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, stop, stream: true, stream_options: { include_usage: true } });
+      for await (const chunk of stream) {
+        out += chunk.choices[0]?.text ?? '';
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+        if (chunk.usage) usage = chunk.usage;
+      }
+      return { text: out, usage, finish };
+    };
+    const viaCluster = await streamed(openai);
+    const viaReference = await streamed(reference);
+    expect(viaReference.text).toBe(text.slice(0, text.indexOf(stop)));
+    expect(viaCluster).toMatchObject({ text: viaReference.text, finish: 'stop' });
+    expect(viaCluster.usage).toMatchObject({ prompt_tokens: viaReference.usage!.prompt_tokens, completion_tokens: viaReference.usage!.completion_tokens });
+    expect(disagg(await routerMetrics(), model, 'remote') - disagg(m0, model, 'remote')).toBe(1);
+    await nothingPinned();
+  }, 30_000);
 
   it('remote or local follows the router thresholds', async () => {
     const model = 'tiny_llm';
