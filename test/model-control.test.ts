@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot, startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { get, post, range } from './lib/tensors.js';
-import { sleep, waitFor } from './lib/wait-for.js';
+import { waitFor } from './lib/wait-for.js';
 
 const FIXTURES = join(repoRoot(), 'test/fixtures/model_repository');
 const simpleBody = { inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape: [1, 16], datatype: 'INT32', data: range(16) })) };
@@ -161,8 +161,11 @@ describe('control mode poll', () => {
     await waitFor(async () => (await get(worker.httpUrl + '/v2/models/identity_fp32/ready')).status !== 200);
     // Break simple's config: the old version keeps serving.
     const cfgPath = join(repo, 'simple', 'config.pbtxt');
+    const loadFailures = (): number => worker.logs().filter((l) => l['msg'] === 'failed to load model' && l['model'] === 'simple').length;
+    const failuresBefore = loadFailures();
     writeFileSync(cfgPath, readFileSync(cfgPath, 'utf8') + '\nthis_is_not_a_field: 1\n');
-    await sleep(2500);
+    // a poll has read the broken config (and refused it)
+    await waitFor(async () => loadFailures() > failuresBefore, { message: 'no poll refused the broken config' });
     expect((await post(worker.httpUrl + '/v2/models/simple/infer', simpleBody)).status).toBe(200);
     // A new version appears.
     mkdirSync(join(repo, 'simple', '2'));
