@@ -184,7 +184,8 @@ describe('HTTP: the decompressed body is bounded by --http-max-input-size', () =
   }, 120_000);
 });
 
-describe('HTTP: slow clients are cut after the timeouts, while the others are served', () => {
+// Each case holds its own connection and waits out a timeout: they run side by side.
+describe.concurrent('HTTP: slow clients are cut after the timeouts, while the others are served', () => {
   for (const name of ['worker', 'router'] as const) {
     const t = TIMEOUTS[name];
     it(`${name}: a slowloris body is answered 408 and closed after --http-request-timeout-secs=${t.request}`, async () => {
