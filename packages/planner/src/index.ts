@@ -1,0 +1,16 @@
+// @switchyard/planner: the planner's pure decision core. No IO: the planner app reads the event
+// plane, calls `decide` each interval and acts through a connector.
+export type { Direction, Decision, DecisionReason, PoolBounds } from './decision.js';
+export { constrain } from './decision.js';
+export type { Distribution, ForwardPassSample, LoadSample, Observations, Pool, PoolLoadSummary, PoolObservation, RequestFigures } from './observations.js';
+export { POOLS, distributionCount, distributionMean, distributionQuantile, summarisePoolLoad } from './observations.js';
+export type { Predictor, PredictorConfig, PredictorState } from './predictors.js';
+export { DEFAULT_HOLT_ALPHA, DEFAULT_HOLT_BETA, DEFAULT_MOVING_AVERAGE_WINDOW, MAX_MOVING_AVERAGE_WINDOW, checkPredictorConfig, createPredictor } from './predictors.js';
+export type { LoadRuleContext, LoadRulesConfig } from './load-rules.js';
+export { DEFAULT_LOAD_RULES, compileLoadRules, decideLoadPool } from './load-rules.js';
+export type { DecodeProfile, PrefillProfile, Profile } from './profile.js';
+export { MAX_PROFILE_POINTS, MAX_PROFILE_VALUE, PROFILE_VERSION, decodeItlMs, interpolate1d, interpolate2d, parseProfile, prefillThroughput, prefillTtftMs } from './profile.js';
+export type { Corrections, PredictedDemand, SlaSizing, SlaTargets } from './sla-sizing.js';
+export { DECODE_USAGE_SCAN_POINTS, DEFAULT_MAX_CORRECTION, DEFAULT_MIN_CORRECTION, DEFAULT_SLA_TARGETS, correctionFactor, sizePool } from './sla-sizing.js';
+export type { ForecastSeries, PlannerConfig, PlannerMode, PlannerOptions, PlannerResult, PlannerState } from './planner-core.js';
+export { DEFAULT_POOL_BOUNDS, DEFAULT_PREDICTOR, FORECAST_SERIES, INITIAL_PLANNER_STATE, compilePlannerConfig, decide } from './planner-core.js';
