@@ -98,25 +98,24 @@ export function distributionCount(d: Distribution | undefined): number {
 export function distributionMean(d: Distribution | undefined): number | undefined {
   if (d === undefined) return undefined;
   if (d.kind === 'samples') {
-    const v = d.values.filter(nonNegative);
-    return v.length === 0 ? undefined : v.reduce((a, b) => a + b, 0) / v.length;
+    return meanOf(d.values);
   }
+  // A running weighted mean: sums of huge counts or values would overflow to Infinity.
   let n = 0;
-  let sum = 0;
+  let mean = 0;
   let lower = 0;
   for (let i = 0; i < d.counts.length && i < d.bounds.length; i++) {
     const upper = d.bounds[i]!;
     const c = d.counts[i];
-    if (nonNegative(c) && c > 0 && finite(upper)) {
+    if (nonNegative(c) && c > 0) {
       n += c;
-      sum += c * ((lower + upper) / 2);
-    } else if (nonNegative(c) && c > 0) {
-      n += c;
-      sum += c * lower;
+      if (!finite(n)) return undefined;
+      const at = finite(upper) ? lower + (upper - lower) / 2 : lower;
+      mean += (c / n) * (at - mean);
     }
     if (finite(upper)) lower = Math.max(lower, upper);
   }
-  return n === 0 ? undefined : sum / n;
+  return n === 0 ? undefined : mean;
 }
 
 /**
@@ -133,7 +132,7 @@ export function distributionQuantile(d: Distribution | undefined, p: number): nu
     return v[Math.min(v.length - 1, Math.max(0, Math.ceil(q * v.length) - 1))]!;
   }
   const n = distributionCount(d);
-  if (n === 0) return undefined;
+  if (n === 0 || !finite(n)) return undefined;
   const rank = q * n;
   let seen = 0;
   let lower = 0;
@@ -167,9 +166,16 @@ function usage(s: LoadSample): number | undefined {
   return nonNegative(s.kvUsage) ? Math.min(1, s.kvUsage) : undefined;
 }
 
+/** Mean of the finite non-negative values, or `undefined`; a running mean, so huge values cannot overflow. */
 function meanOf(values: readonly (number | undefined)[]): number | undefined {
-  const v = values.filter(nonNegative);
-  return v.length === 0 ? undefined : v.reduce((a, b) => a + b, 0) / v.length;
+  let n = 0;
+  let mean = 0;
+  for (const x of values) {
+    if (!nonNegative(x)) continue;
+    n += 1;
+    mean += (x - mean) / n;
+  }
+  return n === 0 ? undefined : mean;
 }
 
 export function summarisePoolLoad(samples: readonly LoadSample[]): PoolLoadSummary {

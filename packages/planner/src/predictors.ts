@@ -58,7 +58,8 @@ export function checkPredictorConfig(config: PredictorConfig, field = 'predictor
   }
 }
 
-const clean = (x: number): number => (Number.isFinite(x) && x > 0 ? x : 0);
+/** A prediction as a load: NaN and negatives are 0, an overflow is the largest finite number. */
+const clean = (x: number): number => (x === Infinity ? Number.MAX_VALUE : Number.isFinite(x) && x > 0 ? x : 0);
 const stepsOf = (steps: number | undefined): number => (steps !== undefined && Number.isFinite(steps) && steps > 0 ? steps : 1);
 
 class ConstantPredictor implements Predictor {
