@@ -11,6 +11,6 @@ export { DEFAULT_LOAD_RULES, compileLoadRules, decideLoadPool } from './load-rul
 export type { DecodeProfile, PrefillProfile, Profile } from './profile.js';
 export { MAX_PROFILE_POINTS, MAX_PROFILE_VALUE, PROFILE_VERSION, decodeItlMs, interpolate1d, interpolate2d, parseProfile, prefillThroughput, prefillTtftMs } from './profile.js';
 export type { Corrections, PredictedDemand, SlaSizing, SlaTargets } from './sla-sizing.js';
-export { DECODE_USAGE_SCAN_POINTS, DEFAULT_MAX_CORRECTION, DEFAULT_MIN_CORRECTION, DEFAULT_SLA_TARGETS, correctionFactor, sizePool } from './sla-sizing.js';
+export { DECODE_USAGE_SCAN_POINTS, DEFAULT_MAX_CORRECTION, MAX_DEMAND_FIGURE, DEFAULT_MIN_CORRECTION, DEFAULT_SLA_TARGETS, correctionFactor, sizePool } from './sla-sizing.js';
 export type { ForecastSeries, PlannerConfig, PlannerMode, PlannerOptions, PlannerResult, PlannerState } from './planner-core.js';
-export { DEFAULT_POOL_BOUNDS, DEFAULT_PREDICTOR, FORECAST_SERIES, INITIAL_PLANNER_STATE, compilePlannerConfig, decide } from './planner-core.js';
+export { DEFAULT_POOL_BOUNDS, DEFAULT_PREDICTOR, FORECAST_SERIES, INITIAL_PLANNER_STATE, MIN_INTERVAL_SEC, compilePlannerConfig, decide } from './planner-core.js';

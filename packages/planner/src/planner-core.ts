@@ -94,6 +94,9 @@ export function compilePlannerConfig(o: PlannerOptions): PlannerConfig {
   };
 }
 
+/** Shortest interval the request rate is computed over, seconds. */
+export const MIN_INTERVAL_SEC = 1;
+
 /** The series SLA mode forecasts. */
 export const FORECAST_SERIES = ['requests', 'islMean', 'oslMean', 'islAtPercentile', 'oslAtPercentile'] as const;
 export type ForecastSeries = (typeof FORECAST_SERIES)[number];
@@ -144,12 +147,14 @@ function forecast(state: PlannerState, obs: Observations, config: PlannerConfig)
     next[s] = predictor.predict(1);
     predictors[s] = predictor.snapshot();
   }
-  const interval = Number.isFinite(obs.intervalSec) && obs.intervalSec > 0 ? obs.intervalSec : 1;
+  // A planner interval is seconds long; anything under 1 s (or not a number) counts as 1 s.
+  const interval = Number.isFinite(obs.intervalSec) && obs.intervalSec > MIN_INTERVAL_SEC ? obs.intervalSec : MIN_INTERVAL_SEC;
   return {
     demand: {
       requestRate: next.requests / interval,
       islMean: next.islMean,
       oslMean: next.oslMean,
+      // A tail so heavy that the mean exceeds the percentile: size for the mean, the larger.
       islAtPercentile: Math.max(next.islAtPercentile, next.islMean),
       oslAtPercentile: Math.max(next.oslAtPercentile, next.oslMean),
     },

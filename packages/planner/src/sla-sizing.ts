@@ -40,7 +40,7 @@ export const DEFAULT_MAX_CORRECTION = 4;
 /** KV-usage points scanned per decode sizing. */
 export const DECODE_USAGE_SCAN_POINTS = 256;
 
-/** The next interval's demand, as predicted. All finite and >= 0. */
+/** The next interval's demand, as predicted. Non-finite or negative figures count as 0, figures above `MAX_DEMAND_FIGURE` as that. */
 export interface PredictedDemand {
   /** Requests per second. */
   readonly requestRate: number;
@@ -68,14 +68,16 @@ export function correctionFactor(observed: number | undefined, expected: number 
   return Math.min(max, Math.max(min, observed / expected));
 }
 
-const safe = (x: number): number => (Number.isFinite(x) && x > 0 ? x : 0);
+/** Largest demand figure (rate, length) sizing takes: products of these stay finite. */
+export const MAX_DEMAND_FIGURE = 1e12;
+const safe = (x: number): number => (Number.isFinite(x) && x > 0 ? Math.min(x, MAX_DEMAND_FIGURE) : 0);
 
 function prefillNeed(profile: Profile, demand: PredictedDemand, targets: SlaTargets, corr: number, inputs: Record<string, number>): number | undefined {
   const p = profile.prefill;
   if (p === undefined) return undefined;
   const tokensPerSec = safe(demand.requestRate) * safe(demand.islMean);
-  const capacity = prefillThroughput(p, demand.islAtPercentile) / corr;
-  const ttft = prefillTtftMs(p, demand.islAtPercentile) * corr;
+  const capacity = prefillThroughput(p, safe(demand.islAtPercentile)) / corr;
+  const ttft = prefillTtftMs(p, safe(demand.islAtPercentile)) * corr;
   inputs.prefillTokensPerSec = tokensPerSec;
   inputs.prefillCapacityPerWorker = capacity;
   inputs.ttftAtPercentileMs = ttft;
@@ -87,6 +89,7 @@ function decodeNeed(profile: Profile, demand: PredictedDemand, targets: SlaTarge
   const d = profile.decode;
   if (d === undefined) return undefined;
   const context = Math.max(1, safe(demand.islAtPercentile) + safe(demand.oslAtPercentile) / 2);
+  inputs.decodeContextAtPercentile = context;
   const target = targets.itlMs / corr;
   const lo = d.kvUsage[0]!;
   const hi = d.kvUsage[d.kvUsage.length - 1]!;
@@ -105,7 +108,6 @@ function decodeNeed(profile: Profile, demand: PredictedDemand, targets: SlaTarge
   const sequences = Math.max(1, (usage * d.kvCapacityTokens) / context);
   const capacity = (sequences * 1000) / itl;
   const tokensPerSec = safe(demand.requestRate) * safe(demand.oslMean);
-  inputs.decodeContextAtPercentile = context;
   inputs.decodeItlTargetMs = target;
   inputs.decodeKvUsageTarget = usage;
   inputs.decodeTokensPerSec = tokensPerSec;
