@@ -151,6 +151,12 @@ describe('decide: sla mode', () => {
     expect(r.decisions[0]).toMatchObject({ pool: 'decode', to: 3, reason: 'kv_usage_high' });
   });
 
+  it('traffic without length figures is left to the load rules, not sized as zero-length requests', () => {
+    const obs: Observations = { intervalSec: 10, pools: { decode: { replicas: 3, load: [sample('a', 0.95)] } }, requests: { requests: 500 } };
+    const r = decide(INITIAL_PLANNER_STATE, obs, config);
+    expect(r.decisions[0]).toMatchObject({ pool: 'decode', from: 3, to: 4, reason: 'kv_usage_high' });
+  });
+
   it('is pure: the same inputs give the same result, and the input state is not changed', () => {
     const obs = slaObs(2, 50, [100, 200, 300], [10, 20]);
     const s0 = decide(INITIAL_PLANNER_STATE, obs, config).nextState;

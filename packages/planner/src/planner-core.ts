@@ -7,7 +7,8 @@
  * - **sla** mode: predictors (carried in the state) forecast the next interval's request count and
  *   the ISL/OSL means and SLO percentiles; correction factors compare this interval's observed
  *   latencies with the profile's; `sla-sizing.ts` turns that into replicas. Pools the profile
- *   cannot size fall back to the load rules (reason tells which applied).
+ *   cannot size, and traffic whose lengths were never reported, fall back to the load rules (the
+ *   reason tells which applied).
  * Both modes then apply the same constraints (`constrain`): step limit, scale-down hold after a
  * decode scale-up, bounds. Demand on a pool with no worker always asks for at least one.
  *
@@ -179,6 +180,18 @@ function corrections(obs: Observations, profile: Profile, config: PlannerConfig)
 }
 
 /**
+ * Traffic whose lengths the routers never reported (no ISL or OSL figures so far) cannot be sized
+ * from a profile: sizing it as zero-length requests would scale a busy pool down. The load rules
+ * decide instead until lengths arrive.
+ */
+function lengthsKnown(pool: Pool, d: PredictedDemand): boolean {
+  if (d.requestRate === 0) return true;
+  if (pool !== 'decode' && d.islMean === 0) return false;
+  if (pool !== 'prefill' && d.oslMean === 0) return false;
+  return true;
+}
+
+/**
  * One decision over every pool `obs` mentions (in `POOLS` order). `state` is the previous call's
  * `nextState` (or `INITIAL_PLANNER_STATE`); `config` comes from `compilePlannerConfig`.
  */
@@ -200,7 +213,10 @@ export function decide(state: PlannerState, obs: Observations, config: PlannerCo
     if (p === undefined) continue;
     const ctx = { rules: config.loadRules, bounds: config.bounds[pool], scaleDownHeld: scaleDownHeld(state, pool, config) };
     let decision: Decision | undefined;
-    const sizing = predicted !== undefined && corr !== undefined && config.profile !== undefined ? sizePool(pool, config.profile, predicted, config.sla, corr) : undefined;
+    const sizing =
+      predicted !== undefined && corr !== undefined && config.profile !== undefined && lengthsKnown(pool, predicted)
+        ? sizePool(pool, config.profile, predicted, config.sla, corr)
+        : undefined;
     if (sizing !== undefined) {
       const from = Number.isSafeInteger(p.replicas) && p.replicas >= 0 ? p.replicas : 0;
       const demandWithoutWorker = from === 0 && held > 0 && sizing.replicas === 0;
