@@ -1,6 +1,6 @@
 // @switchyard/planner: the planner's pure decision core. No IO: the planner app reads the event
 // plane, calls `decide` each interval and acts through a connector.
-export type { Direction, Decision, DecisionReason, PoolBounds } from './decision.js';
+export type { ConstrainInput, Direction, Decision, DecisionReason, PoolBounds } from './decision.js';
 export { constrain } from './decision.js';
 export type { Distribution, ForwardPassSample, LoadSample, Observations, Pool, PoolLoadSummary, PoolObservation, RequestFigures } from './observations.js';
 export { POOLS, distributionCount, distributionMean, distributionQuantile, summarisePoolLoad } from './observations.js';
