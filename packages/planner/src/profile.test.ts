@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { eachNodeReplaced, fc, fuzz, mutatedJson, nestedText, parsesOrRefuses, type JsonValue } from '@switchyard/testing/fuzz';
+import { eachNodeReplaced, fc, fuzz, nestedText, parsesOrRefuses, type JsonValue } from '@switchyard/testing/fuzz';
 import { decodeItlMs, interpolate1d, interpolate2d, parseProfile, prefillThroughput, prefillTtftMs } from './profile.js';
 
 const PROFILE_JSON = {
@@ -54,16 +54,6 @@ describe('parseProfile', () => {
   it('refuses inherited (prototype) fields', () => {
     const j = Object.create({ version: 1, prefill: PROFILE_JSON.prefill });
     expect(parsesOrRefuses(() => parseProfile(j)).ok).toBe(false);
-  });
-
-  it('property: any mutation of a valid profile parses or is refused with invalid_argument; parsed ones interpolate finitely', () => {
-    fuzz(mutatedJson(fc.constant(PROFILE_JSON as unknown as JsonValue)), (j) => {
-      const r = parsesOrRefuses(() => parseProfile(j));
-      if (!r.ok) return;
-      const p = r.value;
-      if (p.prefill) expect(Number.isFinite(prefillTtftMs(p.prefill, 777))).toBe(true);
-      if (p.decode) expect(Number.isFinite(decodeItlMs(p.decode, 0.3, 999))).toBe(true);
-    });
   });
 
   it('every node replaced by a hostile value parses or is refused', () => {
