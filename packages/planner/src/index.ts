@@ -14,3 +14,5 @@ export type { Corrections, PredictedDemand, SlaSizing, SlaTargets } from './sla-
 export { DECODE_USAGE_SCAN_POINTS, DEFAULT_MAX_CORRECTION, MAX_DEMAND_FIGURE, DEFAULT_MIN_CORRECTION, DEFAULT_SLA_TARGETS, correctionFactor, sizePool } from './sla-sizing.js';
 export type { ForecastSeries, PlannerConfig, PlannerMode, PlannerOptions, PlannerResult, PlannerState } from './planner-core.js';
 export { DEFAULT_POOL_BOUNDS, DEFAULT_PREDICTOR, FORECAST_SERIES, INITIAL_PLANNER_STATE, MIN_INTERVAL_SEC, compilePlannerConfig, decide } from './planner-core.js';
+export type { Connector, ObservationSource } from './connector.js';
+export { MemoryConnector } from './connector.js';
