@@ -1,4 +1,4 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 // One run over every package's unit tests (src/**) and the end-to-end suites (test/**).
 // The `source` export condition makes workspace imports resolve to TypeScript sources.
@@ -9,13 +9,37 @@ import { defineConfig } from 'vitest/config';
 const nodeMajor = Number(process.versions.node.split('.')[0]);
 const openaiAlias = nodeMajor >= 22 ? [{ find: /^openai(\/.*)?$/, replacement: 'openai7$1' }] : [];
 
+// Three projects, so a 2-core machine runs the suite in about half the time without making timing
+// assertions flaky:
+// - `waiting`: files that spend most of their time waiting on real servers going away and coming
+//   back (etcd and NATS outages, killed workers, lease expiry, slow clients). They use little CPU,
+//   so they run beside `main`, one file at a time.
+// - `main`: everything else, one file at a time, beside `waiting`.
+// - `alone`: files whose assertions are about the machine's own responsiveness (health answering
+//   within a bound while the CPU is saturated, deep recursion limits) run after both, with nothing
+//   beside them.
+// A file belongs to exactly one project; `npx vitest run <path>` finds it wherever it is.
+const WAITING = [
+  'test/cluster-etcd-outage.test.ts',
+  'test/cluster-faults.test.ts',
+  'test/cluster-kserve-faults.test.ts',
+  'test/front-door-limits.test.ts',
+  'packages/runtime/src/etcd-discovery.test.ts',
+];
+const ALONE = ['test/event-loop.test.ts', 'packages/kserve/src/http-codec.fuzz.test.ts'];
+const ALL = ['packages/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts', 'test/**/*.test.ts'];
+
 export default defineConfig({
   resolve: { conditions: ['source'], alias: openaiAlias },
   ssr: { resolve: { conditions: ['source'], externalConditions: ['source'] } },
   test: {
-    include: ['packages/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts', 'test/**/*.test.ts'],
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    projects: [
+      { extends: true, test: { name: 'main', include: ALL, exclude: [...configDefaults.exclude, ...WAITING, ...ALONE], maxWorkers: 1, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'waiting', include: WAITING, maxWorkers: 1, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'alone', include: ALONE, maxWorkers: 1, sequence: { groupOrder: 1 } } },
+    ],
   },
 });
