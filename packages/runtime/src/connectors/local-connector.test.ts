@@ -240,7 +240,7 @@ describe('local connector', () => {
     await rejectsWith(c.scale('aggregated', -1), 'invalid_argument', /bad target/);
     await rejectsWith(c.scale('aggregated', Number.NaN), 'invalid_argument', /bad target/);
     await rejectsWith(c.scale('aggregated', 1.5), 'invalid_argument', /bad target/);
-    await rejectsWith(c.scale('prefill', 1), 'invalid_argument', /pool prefill is not managed/);
+    await rejectsWith(c.scale('prefill', 1), 'invalid_argument', /pool "prefill" is not managed/);
     expect(c.list()).toEqual([]);
     await rejectsWith(createLocalConnector(options()), 'unavailable', /in use by process/);
     await c.close();

@@ -25,7 +25,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, truncateSync, writeFileSync, fstatSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { invalidArgument, silentLogger, unavailable, unsupported, type Logger } from '@switchyard/common';
+import { describeValue, invalidArgument, silentLogger, unavailable, unsupported, type Logger } from '@switchyard/common';
 import type { Connector, Pool } from '@switchyard/planner';
 import { freePorts, hasProcTable, isSameProcess, signalProcess, startTicksOf } from './process-table.js';
 import { decodeReplicaRecord, encodeReplicaRecord, MAX_RECORD_BYTES, pickToDrain, REPLICA_ID_PATTERN, REPLICA_RECORD_VERSION, type ReplicaRecord } from './replica-record.js';
@@ -140,7 +140,7 @@ export function compileLocalConnectorOptions(o: LocalConnectorOptions): Compiled
   if (templates.size === 0) throw invalidArgument('local connector: no pool has a template');
   const int = (name: string, v: number | undefined, dflt: number, min: number, max: number): number => {
     const n = v ?? dflt;
-    if (!Number.isInteger(n) || n < min || n > max) throw invalidArgument(`local connector: ${name} must be an integer in [${min}, ${max}], got ${String(v)}`);
+    if (!Number.isInteger(n) || n < min || n > max) throw invalidArgument(`local connector: ${name} must be an integer in [${min}, ${max}], got ${describeValue(v, 40)}`);
     return n;
   };
   const command = o.command ?? [process.execPath, fileURLToPath(new URL('../../../../bin/switchyard.mjs', import.meta.url)), 'worker'];
@@ -288,8 +288,8 @@ export class LocalConnector implements Connector {
   scale(pool: Pool, target: number): Promise<void> {
     if (this.closed) return Promise.reject(unavailable('local connector: closed'));
     const template = this.c.templates.get(pool);
-    if (template === undefined) return Promise.reject(invalidArgument(`local connector: pool ${String(pool).slice(0, 40)} is not managed`));
-    if (!Number.isInteger(target) || target < 0) return Promise.reject(invalidArgument(`local connector: bad target ${String(target)}: a non-negative integer`));
+    if (template === undefined) return Promise.reject(invalidArgument(`local connector: pool ${describeValue(pool, 40)} is not managed`));
+    if (!Number.isInteger(target) || target < 0) return Promise.reject(invalidArgument(`local connector: bad target ${describeValue(target, 40)}: a non-negative integer`));
     if (target > this.c.maxReplicas) return Promise.reject(invalidArgument(`local connector: target ${target} for pool ${pool} is above the cap of ${this.c.maxReplicas}`));
     return this.serialised(async () => {
       if (this.closed) throw unavailable('local connector: closed');

@@ -10,7 +10,7 @@
  * A record only ever names its replica by id; every path is built from the id, which is checked
  * against {@link REPLICA_ID_PATTERN}, so no record can point outside the state directory.
  */
-import { invalidArgument } from '@switchyard/common';
+import { describeValue, invalidArgument } from '@switchyard/common';
 import { PORT_PLACEHOLDERS, type PortPlaceholder } from './worker-template.js';
 
 export const REPLICA_RECORD_VERSION = 1;
@@ -64,7 +64,7 @@ export function decodeReplicaRecord(text: string, fileId: string): ReplicaRecord
   }
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw bad('not an object');
   const r = raw as Record<string, unknown>;
-  if (r['v'] !== REPLICA_RECORD_VERSION) throw bad(`version ${String(r['v']).slice(0, 20)}, expected ${REPLICA_RECORD_VERSION}`);
+  if (r['v'] !== REPLICA_RECORD_VERSION) throw bad(`version ${describeValue(r['v'], 20)}, expected ${REPLICA_RECORD_VERSION}`);
   const id = r['id'];
   if (typeof id !== 'string' || !REPLICA_ID_PATTERN.test(id)) throw bad('bad id');
   if (id !== fileId) throw bad(`id ${id} does not match the file name`);
