@@ -125,6 +125,24 @@ describe('local connector', () => {
     expect(exits.map((e) => e.exit)).toEqual([{ code: null, signal: 'SIGKILL', drained: true, killed: true }]);
   });
 
+  it('a drain under way carries over to the next connector: adopted as draining, not counted, killed at the old deadline', async () => {
+    const { options, exits } = setup('stubborn');
+    const a = await open(options({ drainTimeoutMs: 60_000 }));
+    await a.scale('decode', 2);
+    const [, newer] = track(a).sort((x, y) => x.startedAt - y.startedAt);
+    await until(() => logOf(newer!).includes('listening'), 'the replica to listen');
+    await a.scale('decode', 1);
+    await a.close();
+    const b = await open(options({ drainTimeoutMs: 400 }));
+    expect(b.list().find((r) => r.id === newer!.id)).toMatchObject({ state: 'draining', adopted: true });
+    expect(await b.replicas()).toEqual({ aggregated: 0, decode: 1 });
+    await b.scale('decode', 1); // the draining one is neither counted nor drained again
+    await b.drained();
+    expect(exits).toEqual([{ replica: expect.objectContaining({ id: newer!.id }), exit: { code: null, signal: null, drained: true, killed: true } }]);
+    expect(logOf(newer!).match(/SIGTERM/g)).toHaveLength(1);
+    expect(await b.replicas()).toEqual({ aggregated: 0, decode: 1 });
+  });
+
   it('notices a replica that exits on its own; the next scale restores the count', async () => {
     const { options, exits } = setup('crash');
     const c = await open(options());
