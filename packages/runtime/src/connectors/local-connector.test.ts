@@ -112,6 +112,21 @@ describe('local connector', () => {
     expect(isSameProcess(first!.pid, startTicksOf(first!.pid)!)).toBe(true);
   });
 
+  it('drains the least loaded replicas first when loadOf answers; a failing loadOf counts as unknown', async () => {
+    const { options, exits } = setup();
+    const loads = new Map<string, () => number | Promise<number>>();
+    const c = await open(options({ loadOf: (r) => loads.get(r.id)?.() }));
+    for (let n = 1; n <= 3; n++) await c.scale('aggregated', n); // distinct start times
+    const [oldest, middle, newest] = track(c).sort((a, b) => a.startedAt - b.startedAt);
+    loads.set(oldest!.id, () => Promise.resolve(0));
+    loads.set(middle!.id, () => Promise.reject(new Error('metrics unreachable')));
+    loads.set(newest!.id, () => 5);
+    await c.scale('aggregated', 1);
+    await c.drained();
+    expect(exits.map((e) => e.replica.id)).toEqual(expect.arrayContaining([oldest!.id, newest!.id]));
+    expect(c.list().map((r) => r.id)).toEqual([middle!.id]);
+  });
+
   it('kills a replica still alive past the drain timeout (its whole process group)', async () => {
     const { options, exits } = setup('stubborn');
     const c = await open(options({ drainTimeoutMs: 300 }));

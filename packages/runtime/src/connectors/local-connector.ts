@@ -40,6 +40,8 @@ export const DEFAULT_DRAIN_TIMEOUT_MS = 300_000;
 export const DEFAULT_POLL_INTERVAL_MS = 1_000;
 /** A replica's log is cut to its newest half (kept as `<id>.log.1`) once it grows past this. */
 export const DEFAULT_MAX_LOG_BYTES = 16 * 1024 * 1024;
+/** How long `loadOf` may take for one replica before its load counts as unknown. */
+export const LOAD_QUERY_TIMEOUT_MS = 2_000;
 /** Logs of replicas that are gone kept for the operator (the oldest are deleted beyond this). */
 export const DEFAULT_KEEP_LOGS = 32;
 
@@ -66,8 +68,11 @@ export interface LocalConnectorOptions {
   maxLogBytes?: number;
   /** Default DEFAULT_KEEP_LOGS. */
   keepLogs?: number;
-  /** A replica's current load for the drain choice (e.g. from its metrics); undefined: unknown. */
-  loadOf?: (replica: LocalReplica) => number | undefined;
+  /**
+   * A replica's current load for the drain choice (e.g. requests running, read from its metrics port);
+   * undefined, a rejection or no answer within LOAD_QUERY_TIMEOUT_MS: unknown (drained after the known ones).
+   */
+  loadOf?: (replica: LocalReplica) => number | undefined | Promise<number | undefined>;
   /** Called once for every replica that is gone, drained or not. */
   onExit?: (replica: LocalReplica, exit: ReplicaExit) => void;
   logger?: Logger;
@@ -296,8 +301,13 @@ export class LocalConnector implements Connector {
       this.refresh();
       const serving = this.serving(pool);
       if (target < serving.length) {
-        const candidates = serving.map((t) => ({ id: t.record.id, startedAt: t.record.startedAt, load: this.loadOf(t) }));
-        for (const id of pickToDrain(candidates, serving.length - target)) this.drain(this.replicasById.get(id)!);
+        const loads = await Promise.all(serving.map((t) => this.loadOf(t)));
+        const candidates = serving.map((t, i) => ({ id: t.record.id, startedAt: t.record.startedAt, load: loads[i] }));
+        // a replica may have gone while the loads were asked for: drain() checks it is still there
+        for (const id of pickToDrain(candidates, serving.length - target)) {
+          const t = this.replicasById.get(id);
+          if (t !== undefined) this.drain(t);
+        }
       }
       for (let n = serving.length; n < target; n++) await this.spawnReplica(pool, template);
     });
@@ -345,12 +355,18 @@ export class LocalConnector implements Connector {
     return [...this.replicasById.values()].filter((t) => t.record.pool === pool && t.record.drainingSince === undefined);
   }
 
-  private loadOf(t: Tracked): number | undefined {
+  private async loadOf(t: Tracked): Promise<number | undefined> {
+    if (this.c.loadOf === undefined) return undefined;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      return this.c.loadOf?.(this.view(t));
+      const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), LOAD_QUERY_TIMEOUT_MS)));
+      const load = await Promise.race([Promise.resolve().then(() => this.c.loadOf!(this.view(t))), timeout]);
+      return typeof load === 'number' ? load : undefined;
     } catch (err) {
       this.c.log.warn({ err, id: t.record.id }, 'local connector: loadOf failed; load unknown');
       return undefined;
+    } finally {
+      clearTimeout(timer);
     }
   }
 
