@@ -22,13 +22,14 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, truncateSync, writeFileSync, fstatSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { closeSync, openSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describeValue, invalidArgument, silentLogger, unavailable, unsupported, type Logger } from '@switchyard/common';
 import type { Connector, Pool } from '@switchyard/planner';
 import { freePorts, hasProcTable, isSameProcess, signalProcess, startTicksOf } from './process-table.js';
-import { decodeReplicaRecord, encodeReplicaRecord, MAX_RECORD_BYTES, pickToDrain, REPLICA_ID_PATTERN, REPLICA_RECORD_VERSION, type ReplicaRecord } from './replica-record.js';
+import { pickToDrain, REPLICA_RECORD_VERSION, type ReplicaRecord } from './replica-record.js';
+import { StateDir } from './state-dir.js';
 import { expandWorkerTemplate, parseWorkerTemplate, type PortPlaceholder, type WorkerTemplate } from './worker-template.js';
 
 /** Replicas per pool unless `maxReplicas` says otherwise. */
@@ -178,41 +179,13 @@ export function compileLocalConnectorOptions(o: LocalConnectorOptions): Compiled
 export async function createLocalConnector(options: LocalConnectorOptions): Promise<LocalConnector> {
   const c = compileLocalConnectorOptions(options);
   if (!hasProcTable()) throw unsupported('local connector: needs /proc (Linux) to tell its replicas from recycled pids');
+  const dir = StateDir.open(c.stateDir, c.log);
   try {
-    mkdirSync(join(c.stateDir, 'replicas'), { recursive: true, mode: 0o700 });
-    mkdirSync(join(c.stateDir, 'logs'), { recursive: true, mode: 0o700 });
+    return new LocalConnector(c, dir);
   } catch (err) {
-    throw unavailable(`local connector: cannot create the state directory ${c.stateDir}`, err);
+    dir.release();
+    throw err;
   }
-  takeLock(c.stateDir);
-  const connector = new LocalConnector(c);
-  connector.adopt();
-  return connector;
-}
-
-function takeLock(stateDir: string): void {
-  const path = join(stateDir, 'connector.lock');
-  const mine = JSON.stringify({ pid: process.pid, startTicks: startTicksOf(process.pid) });
-  try {
-    const held = JSON.parse(readFileSync(path, 'utf8').slice(0, 1024)) as { pid?: unknown; startTicks?: unknown };
-    if (typeof held.pid === 'number' && typeof held.startTicks === 'string' && Number.isInteger(held.pid) && held.pid > 1 && isSameProcess(held.pid, held.startTicks)) {
-      throw unavailable(`local connector: ${stateDir} is in use by process ${held.pid}`);
-    }
-  } catch (err) {
-    if ((err as { code?: unknown }).code === 'unavailable') throw err;
-    // missing, unreadable or corrupt: a stale lock, taken over below
-  }
-  try {
-    writeAtomically(path, mine);
-  } catch (err) {
-    throw unavailable(`local connector: cannot write ${path}`, err);
-  }
-}
-
-function writeAtomically(path: string, text: string): void {
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, text, { mode: 0o600 });
-  renameSync(tmp, path);
 }
 
 export class LocalConnector implements Connector {
@@ -222,63 +195,26 @@ export class LocalConnector implements Connector {
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
 
-  /** Use {@link createLocalConnector}. */
-  constructor(private readonly c: Compiled) {
+  /** Use {@link createLocalConnector}: it takes the directory's lock first. Adopts the live recorded replicas, forgets the gone ones. */
+  constructor(
+    private readonly c: Compiled,
+    private readonly dir: StateDir,
+  ) {
+    for (const record of dir.readRecords()) {
+      const { id, pool, pid } = record;
+      if (!c.templates.has(pool)) {
+        c.log.info({ id, pool }, 'local connector: replica of an unmanaged pool left alone');
+      } else if (!isSameProcess(pid, record.startTicks)) {
+        c.log.info({ id, pid }, 'local connector: recorded replica is gone');
+        dir.forget(id);
+      } else {
+        this.replicasById.set(id, { record, adopted: true, killed: false });
+        c.log.info({ id, pool, pid, draining: record.drainingSince !== undefined }, 'local connector: replica adopted');
+      }
+    }
+    dir.pruneLogs(new Set(this.replicasById.keys()), c.keepLogs);
     this.timer = setInterval(() => this.tick(), c.pollIntervalMs);
     this.timer.unref();
-  }
-
-  private get recordsDir(): string {
-    return join(this.c.stateDir, 'replicas');
-  }
-  private logFileOf(id: string): string {
-    return join(this.c.stateDir, 'logs', `${id}.log`);
-  }
-
-  /** Reads the records: adopts the live replicas, forgets the gone ones. Called once, by the factory. */
-  adopt(): void {
-    let names: string[];
-    try {
-      names = readdirSync(this.recordsDir);
-    } catch (err) {
-      throw unavailable(`local connector: cannot read ${this.recordsDir}`, err);
-    }
-    for (const name of names) {
-      const path = join(this.recordsDir, name);
-      const id = name.endsWith('.json') ? name.slice(0, -5) : '';
-      if (!REPLICA_ID_PATTERN.test(id)) {
-        if (!name.endsWith('.tmp')) this.c.log.warn({ file: path }, 'local connector: not a replica record, ignored');
-        continue;
-      }
-      let record: ReplicaRecord;
-      try {
-        const st = lstatSync(path);
-        if (!st.isFile()) throw invalidArgument(`replica record ${id}: not a regular file`);
-        if (st.size > MAX_RECORD_BYTES) throw invalidArgument(`replica record ${id}: larger than ${MAX_RECORD_BYTES} bytes`);
-        record = decodeReplicaRecord(readFileSync(path, 'utf8'), id);
-      } catch (err) {
-        // never signal or count what a corrupt record names; set it aside for the operator
-        this.c.log.warn({ err, file: path }, 'local connector: unreadable replica record set aside');
-        try {
-          renameSync(path, `${path}.corrupt`);
-        } catch {
-          /* already gone */
-        }
-        continue;
-      }
-      if (!this.c.templates.has(record.pool)) {
-        this.c.log.info({ id, pool: record.pool }, 'local connector: replica of an unmanaged pool left alone');
-        continue;
-      }
-      if (!isSameProcess(record.pid, record.startTicks)) {
-        this.c.log.info({ id, pid: record.pid }, 'local connector: recorded replica is gone');
-        this.forget(id);
-        continue;
-      }
-      this.replicasById.set(id, { record, adopted: true, killed: false });
-      this.c.log.info({ id, pool: record.pool, pid: record.pid, draining: record.drainingSince !== undefined }, 'local connector: replica adopted');
-    }
-    this.pruneLogs();
   }
 
   replicas(): Promise<Partial<Record<Pool, number>>> {
@@ -335,13 +271,7 @@ export class LocalConnector implements Connector {
     clearInterval(this.timer);
     for (const t of this.replicasById.values()) t.child?.removeAllListeners('exit');
     for (const w of this.drainWaiters.splice(0)) w();
-    try {
-      const path = join(this.c.stateDir, 'connector.lock');
-      const held = JSON.parse(readFileSync(path, 'utf8').slice(0, 1024)) as { pid?: unknown };
-      if (held.pid === process.pid) rmSync(path, { force: true });
-    } catch {
-      /* not ours or gone */
-    }
+    this.dir.release();
     return Promise.resolve();
   }
 
@@ -372,7 +302,7 @@ export class LocalConnector implements Connector {
 
   private view(t: Tracked): LocalReplica {
     const r = t.record;
-    return { id: r.id, pool: r.pool, pid: r.pid, ports: r.ports, startedAt: r.startedAt, state: r.drainingSince === undefined ? 'serving' : 'draining', adopted: t.adopted, logFile: this.logFileOf(r.id) };
+    return { id: r.id, pool: r.pool, pid: r.pid, ports: r.ports, startedAt: r.startedAt, state: r.drainingSince === undefined ? 'serving' : 'draining', adopted: t.adopted, logFile: this.dir.logFile(r.id) };
   }
 
   private async spawnReplica(pool: Pool, template: WorkerTemplate): Promise<void> {
@@ -388,7 +318,7 @@ export class LocalConnector implements Connector {
     template.ports.forEach((p, i) => (ports[p] = chosen[i]!));
     const args = expandWorkerTemplate(template, { replica: id, pool, ports });
     const argv = [...this.c.command, ...args];
-    const logFile = this.logFileOf(id);
+    const logFile = this.dir.logFile(id);
     let fd: number;
     try {
       fd = openSync(logFile, 'a', 0o600);
@@ -419,7 +349,7 @@ export class LocalConnector implements Connector {
     this.replicasById.set(id, tracked);
     child.once('exit', (code, signal) => this.gone(tracked, code, signal));
     try {
-      this.persist(record);
+      this.dir.persist(record);
     } catch (err) {
       // an unrecorded replica could never be adopted: stop it rather than leak it
       signalProcess(pid, 'SIGKILL');
@@ -433,7 +363,7 @@ export class LocalConnector implements Connector {
     if (!isSameProcess(t.record.pid, t.record.startTicks)) return this.gone(t, null, null);
     t.record = { ...t.record, drainingSince: Date.now() };
     try {
-      this.persist(t.record);
+      this.dir.persist(t.record);
     } catch (err) {
       this.c.log.warn({ err, id: t.record.id }, 'local connector: cannot record the drain (a restarted connector will see it as serving)');
     }
@@ -464,7 +394,7 @@ export class LocalConnector implements Connector {
     if (this.closed) return;
     try {
       this.refresh();
-      for (const t of this.replicasById.values()) this.boundLog(t.record.id);
+      for (const t of this.replicasById.values()) this.dir.boundLog(t.record.id, this.c.maxLogBytes);
     } catch (err) {
       this.c.log.error({ err }, 'local connector: poll failed');
     }
@@ -474,9 +404,9 @@ export class LocalConnector implements Connector {
     const r = t.record;
     if (this.replicasById.get(r.id) !== t) return;
     this.replicasById.delete(r.id);
-    this.forget(r.id);
+    this.dir.forget(r.id);
     const drained = r.drainingSince !== undefined;
-    const fields = { id: r.id, pool: r.pool, pid: r.pid, code, signal, logFile: this.logFileOf(r.id) };
+    const fields = { id: r.id, pool: r.pool, pid: r.pid, code, signal, logFile: this.dir.logFile(r.id) };
     if (drained && (code === 0 || (code === null && signal === null))) this.c.log.info(fields, 'local connector: replica drained and exited');
     else this.c.log.warn(fields, drained ? 'local connector: draining replica ended abnormally' : 'local connector: replica exited on its own');
     try {
@@ -485,52 +415,6 @@ export class LocalConnector implements Connector {
       this.c.log.error({ err }, 'local connector: onExit failed');
     }
     if (![...this.replicasById.values()].some((x) => x.record.drainingSince !== undefined)) for (const w of this.drainWaiters.splice(0)) w();
-    this.pruneLogs();
-  }
-
-  private persist(record: ReplicaRecord): void {
-    writeAtomically(join(this.recordsDir, `${record.id}.json`), encodeReplicaRecord(record));
-  }
-
-  private forget(id: string): void {
-    rmSync(join(this.recordsDir, `${id}.json`), { force: true });
-  }
-
-  /** Cuts a log past maxLogBytes to its newest half, kept in `<id>.log.1`; the replica appends on at the start. */
-  private boundLog(id: string): void {
-    const path = this.logFileOf(id);
-    let fd: number | undefined;
-    try {
-      fd = openSync(path, 'r');
-      const size = fstatSync(fd).size;
-      if (size <= this.c.maxLogBytes) return;
-      const keep = Math.floor(this.c.maxLogBytes / 2);
-      const tail = Buffer.alloc(keep);
-      const n = readSync(fd, tail, 0, keep, size - keep);
-      writeFileSync(`${path}.1`, tail.subarray(0, n), { mode: 0o600 });
-      truncateSync(path, 0);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.c.log.warn({ err, file: path }, 'local connector: cannot bound the log');
-    } finally {
-      if (fd !== undefined) closeSync(fd);
-    }
-  }
-
-  /** Deletes the oldest logs of replicas no longer tracked, beyond keepLogs. */
-  private pruneLogs(): void {
-    const dir = join(this.c.stateDir, 'logs');
-    try {
-      const live = new Set(this.replicasById.keys());
-      const dead = readdirSync(dir)
-        .filter((n) => n.endsWith('.log') && REPLICA_ID_PATTERN.test(n.slice(0, -4)) && !live.has(n.slice(0, -4)))
-        .map((n) => ({ n, mtime: statSync(join(dir, n)).mtimeMs }))
-        .sort((a, b) => b.mtime - a.mtime);
-      for (const { n } of dead.slice(this.c.keepLogs)) {
-        rmSync(join(dir, n), { force: true });
-        if (existsSync(join(dir, `${n}.1`))) rmSync(join(dir, `${n}.1`), { force: true });
-      }
-    } catch (err) {
-      this.c.log.warn({ err, dir }, 'local connector: cannot prune old logs');
-    }
+    this.dir.pruneLogs(new Set(this.replicasById.keys()), this.c.keepLogs);
   }
 }
