@@ -245,7 +245,7 @@ export class LocalConnector implements Connector {
           if (t !== undefined) this.drain(t);
         }
       }
-      for (let n = serving.length; n < target; n++) await this.spawnReplica(pool, template);
+      for (let n = serving.length; n < target && !this.closed; n++) await this.spawnReplica(pool, template);
     });
   }
 
@@ -263,16 +263,16 @@ export class LocalConnector implements Connector {
   /**
    * Stops managing: no more polls, the lock released. Replicas keep running, draining ones finish
    * their drain by themselves; a later connector on the directory adopts them (with the drain's
-   * deadline). Idempotent.
+   * deadline). A scale under way finishes the spawn it is in and starts no more. Idempotent.
    */
-  close(): Promise<void> {
-    if (this.closed) return Promise.resolve();
+  async close(): Promise<void> {
+    if (this.closed) return;
     this.closed = true;
     clearInterval(this.timer);
+    await this.queue; // a scale under way stops after the replica it is spawning
     for (const t of this.replicasById.values()) t.child?.removeAllListeners('exit');
     for (const w of this.drainWaiters.splice(0)) w();
     this.dir.release();
-    return Promise.resolve();
   }
 
   private serialised<T>(fn: () => T | Promise<T>): Promise<T> {
