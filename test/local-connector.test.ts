@@ -4,8 +4,9 @@
  * processes serving mock_llm from its aggregated-pool template:
  *
  * 1. 0 → 2 replicas: both join and the router routes to both;
- * 2. 2 → 1 under traffic, with long streams in flight on the replica it drains (the newest): the
- *    drained worker finishes its streams, exits 0 by itself (no SIGKILL), and no request fails;
+ * 2. 2 → 1 under traffic, with long streams in flight on the replica it drains (the newest), through
+ *    the router and on the replica's own front door: the drained worker finishes its streams, exits 0
+ *    by itself (no SIGKILL), and no request fails;
  * 3. the connector restarts on its state directory and adopts the survivor (same pid) instead of
  *    starting another; the survivor keeps serving.
  *
@@ -80,8 +81,8 @@ function instanceIdOf(replica: LocalReplica): string | undefined {
   return undefined;
 }
 
-async function chat(content: string, maxTokens: number, onChunk?: () => void): Promise<number | undefined> {
-  const stream = await openai.chat.completions.create({ model: 'mock_llm', messages: [{ role: 'user', content }], max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } });
+async function chat(content: string, maxTokens: number, onChunk?: () => void, client: OpenAI = openai): Promise<number | undefined> {
+  const stream = await client.chat.completions.create({ model: 'mock_llm', messages: [{ role: 'user', content }], max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } });
   let usage: number | undefined;
   for await (const chunk of stream) {
     if ((chunk.choices[0]?.delta.content ?? '') !== '') onChunk?.();
@@ -158,6 +159,12 @@ describe('local connector with real workers', () => {
       await started;
     }
     expect(routingDecisions(await metrics(), newerId)).toBeGreaterThan(routingDecisions(m0, newerId));
+    // and one on the replica's own OpenAI front door (its port from the template)
+    const direct = new OpenAI({ baseURL: `http://127.0.0.1:${newer!.ports.http_port}/v1`, apiKey: 'unused', maxRetries: 0 });
+    let directStarted!: () => void;
+    const directFirst = new Promise<void>((r) => (directStarted = r));
+    long.push(chat(`direct ${PROMPT}`, LONG_TOKENS, () => directStarted(), direct));
+    await directFirst;
 
     // 2 → 1: a drain of the newest
     await connector.scale('aggregated', 1);
