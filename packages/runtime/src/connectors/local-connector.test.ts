@@ -266,6 +266,9 @@ describe('local connector', () => {
     await rejectsWith(createLocalConnector(options({ maxReplicas: 100_000 })), 'invalid_argument', /maxReplicas/);
     await rejectsWith(createLocalConnector(options({ command: [] })), 'invalid_argument', /command/);
     await rejectsWith(createLocalConnector({ ...options(), stateDir: '' }), 'invalid_argument', /stateDir/);
+    await rejectsWith(createLocalConnector({ ...options(), env: { 'A=B': 'x' } }), 'invalid_argument', /bad env entry/);
+    const aFile = join(dirs.at(-1)!, 'fake-worker.cjs');
+    await rejectsWith(createLocalConnector({ ...options(), stateDir: aFile }), 'unavailable', /cannot create the state directory/);
 
     const c = await open(options({ maxReplicas: 3 }));
     await rejectsWith(c.scale('aggregated', 4), 'invalid_argument', /above the cap of 3/);
