@@ -114,3 +114,17 @@ export {
 export type { RedisRoutingTableOptions } from './redis-routing-table.js';
 export { connectRuntime, createDiscovery, createEventPlane, createKvTransferPlane, createRequestPlane, createRoutingTable } from './runtime-factory.js';
 export type { Runtime, RuntimeConfig } from './runtime-factory.js';
+export {
+  DEFAULT_DRAIN_TIMEOUT_MS,
+  DEFAULT_KEEP_LOGS,
+  DEFAULT_LOCAL_MAX_REPLICAS,
+  DEFAULT_MAX_LOG_BYTES,
+  DEFAULT_POLL_INTERVAL_MS,
+  LOAD_QUERY_TIMEOUT_MS,
+  LocalConnector,
+  MAX_LOCAL_REPLICAS,
+  createLocalConnector,
+} from './connectors/local-connector.js';
+export type { LocalConnectorOptions, LocalReplica, LocalReplicaState, ReplicaExit } from './connectors/local-connector.js';
+export { MAX_TEMPLATE_ARGS, MAX_TEMPLATE_ARG_LENGTH, PORT_PLACEHOLDERS, TEMPLATE_PLACEHOLDERS, parseWorkerTemplate } from './connectors/worker-template.js';
+export type { PortPlaceholder, TemplatePlaceholder, WorkerTemplate } from './connectors/worker-template.js';
