@@ -114,3 +114,4 @@ export {
 export type { RedisRoutingTableOptions } from './redis-routing-table.js';
 export { connectRuntime, createDiscovery, createEventPlane, createKvTransferPlane, createRequestPlane, createRoutingTable } from './runtime-factory.js';
 export type { Runtime, RuntimeConfig } from './runtime-factory.js';
+export { DEFAULT_KUBE_CONFLICT_RETRIES, DEFAULT_KUBE_REQUEST_TIMEOUT_MS, KubernetesConnector, type KubernetesConnectorOptions } from './connectors/kubernetes-connector.js';
