@@ -179,6 +179,14 @@ export interface InferenceEngine {
   llmEndpoint?(name: string): LlmEndpoint | undefined;
   /** Every READY LLM model's endpoint (latest ready version each), sorted by name. */
   llmEndpoints?(): LlmEndpoint[];
+  /**
+   * Called by the OpenAI door before `llmEndpoint`: resolves once `name` can take a request, or at
+   * once when it can already or never will (unknown: the lookup that follows answers). Rejects with
+   * the request's error (`unavailable` when no worker started in time, `cancelled` when `signal`
+   * aborts). A router holds requests here for a model scaled to zero; optional (a worker's engine
+   * has nothing to wait for).
+   */
+  waitForModel?(name: string, signal?: AbortSignal): Promise<void>;
 
   /**
    * `listener` is called (synchronously, with no arguments) whenever a model version starts serving,
