@@ -1,0 +1,65 @@
+/**
+ * Scale to zero end to end: real etcd, NATS (JetStream) and Redis, a router process started with
+ * `--queue-timeout-secs` and `--model mock_llm` while no worker runs. A request that arrives with no
+ * worker is held; a worker process started 2 s later serves it. With no worker at all, the request
+ * fails 503 once the queue timeout has passed; a model the router does not know is 404 at once.
+ */
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCluster, type Cluster } from './support/cluster.js';
+import { metricsText } from './lib/metrics.js';
+import { sleep, waitFor } from './lib/wait-for.js';
+
+const QUEUE_TIMEOUT_SECS = 4;
+let cluster: Cluster;
+let openai: OpenAI;
+
+beforeAll(async () => {
+  cluster = await startCluster({ workers: [], routerArgs: [`--queue-timeout-secs=${QUEUE_TIMEOUT_SECS}`, '--model=mock_llm'] });
+  openai = new OpenAI({ baseURL: `${cluster.router.httpUrl}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
+}, 120_000);
+afterAll(async () => {
+  await cluster?.stop();
+}, 60_000);
+
+const held = async (): Promise<number | undefined> => {
+  const line = (await metricsText(cluster.router.metricsUrl)).split('\n').find((l) => l.startsWith('switchyard_router_held_requests{model="mock_llm"} '));
+  return line === undefined ? undefined : Number(line.split(' ')[1]);
+};
+
+describe('scale to zero: the router holds requests until a worker starts', () => {
+  it('with no worker, a request fails 503 after the queue timeout; an unknown model is 404 at once', async () => {
+    expect(await held()).toBe(0);
+    const t0 = Date.now();
+    const err = await openai.completions.create({ model: 'mock_llm', prompt: 'hello', max_tokens: 2 }).catch((e: unknown) => e);
+    const waited = Date.now() - t0;
+    expect(err).toMatchObject({ status: 503 });
+    expect((err as Error).message).toMatch(/no worker available for model 'mock_llm' \(none started within 4 s\)/);
+    expect(waited).toBeGreaterThanOrEqual(QUEUE_TIMEOUT_SECS * 1000 - 100);
+    expect(waited).toBeLessThan(QUEUE_TIMEOUT_SECS * 1000 + 5000);
+
+    const t1 = Date.now();
+    await expect(openai.completions.create({ model: 'nope', prompt: 'hello', max_tokens: 2 })).rejects.toMatchObject({ status: 404 });
+    expect(Date.now() - t1).toBeLessThan(2000);
+  }, 60_000);
+
+  it('a request that arrives with no worker succeeds once a worker starts 2 s later (OpenAI and KServe)', async () => {
+    // Long enough for a worker process to start and join on a loaded machine.
+    const router = await cluster.addRouter(['--queue-timeout-secs=90', '--model=mock_llm']);
+    const client = new OpenAI({ baseURL: `${router.httpUrl}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
+    const chat = client.chat.completions.create({ model: 'mock_llm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 });
+    const kserve = fetch(`${router.httpUrl}/v2/models/mock_llm/generate`, { method: 'POST', body: JSON.stringify({ text_input: 'hello', parameters: { max_tokens: 2 } }) });
+    await waitFor(async () => (await metricsText(router.metricsUrl)).includes('switchyard_router_held_requests{model="mock_llm"} 2'), {
+      timeoutMs: 10_000,
+      message: 'the router did not report two held requests',
+    });
+    await sleep(2000);
+    await cluster.addWorker();
+    const answer = await chat;
+    expect(answer.choices[0]!.message.content?.length).toBeGreaterThan(0);
+    const k = await kserve;
+    expect(k.status, await k.clone().text()).toBe(200);
+    expect(((await k.json()) as { text_output: string }).text_output.length).toBeGreaterThan(0);
+    expect(await metricsText(router.metricsUrl)).toContain('switchyard_router_held_requests{model="mock_llm"} 0');
+  }, 150_000);
+});
