@@ -10,10 +10,12 @@ import type { InferenceEngine } from '@switchyard/engine';
 export async function waitForModel(engine: InferenceEngine, model: string, client: EventEmitter, gone: 'close' | 'cancelled'): Promise<void> {
   if (engine.waitForModel === undefined) return;
   const abort = new AbortController();
+  const wait = engine.waitForModel(model, abort.signal);
+  if (wait === undefined) return;
   const onGone = (): void => abort.abort();
   client.on(gone, onGone);
   try {
-    await engine.waitForModel(model, abort.signal);
+    await wait;
   } finally {
     client.off(gone, onGone);
   }

@@ -267,13 +267,13 @@ export class ClusterEngine implements InferenceEngine {
   }
 
   /**
-   * Resolves once `name` can take a request, or at once when it has a worker or is unknown (the
-   * lookup that follows answers); rejects `unavailable` when no worker started within the queue
-   * timeout, `cancelled` when `signal` aborts (held-requests.ts).
+   * `undefined` when `name` has a worker or is unknown (the lookup that follows answers); else a
+   * promise that resolves once a worker can take the request, or rejects `unavailable` when none
+   * started within the queue timeout, `cancelled` when `signal` aborts (held-requests.ts).
    */
-  async waitForModel(name: string, signal?: AbortSignal): Promise<void> {
-    if (this.stopping) throw unavailable('Server is stopping');
-    await this.options.held?.untilServable(name, signal);
+  waitForModel(name: string, signal?: AbortSignal): Promise<void> | undefined {
+    if (this.stopping) return undefined; // the request itself is refused 'Server is stopping'
+    return this.options.held?.untilServable(name, signal);
   }
 
   llmEndpoint(name: string): LlmEndpoint | undefined {
@@ -339,7 +339,8 @@ export class ClusterEngine implements InferenceEngine {
    */
   private async forward(request: InferRequest, deliver: (r: InferResult) => void, signal: AbortSignal | undefined): Promise<void> {
     if (this.stopping) throw unavailable('Server is stopping');
-    await this.options.held?.untilServable(request.modelName, signal);
+    const held = this.options.held?.untilServable(request.modelName, signal);
+    if (held !== undefined) await held;
     const entry = this.resolve(request.modelName, request.modelVersion);
     if (signal?.aborted === true) throw cancelled('Request was cancelled');
     const here = this.llmHere(entry, request);

@@ -83,14 +83,15 @@ export class HeldRequests {
   }
 
   /**
-   * Resolves once `model` has a worker that takes whole requests, or at once when it has one already
-   * or is not known (the caller's own lookup then answers). Rejects `unavailable` when none appeared
-   * within the timeout (0: at once), when `maxHeld` requests are held already, or on `close()`;
-   * `cancelled` when `signal` aborts first.
+   * `undefined` (synchronously) when there is nothing to wait for: `model` has a worker that takes
+   * whole requests, or is not known (the caller's own lookup then answers). Otherwise a promise that
+   * resolves once such a worker appears, or rejects `unavailable` when none appeared within the
+   * timeout (0: at once), when `maxHeld` requests are held already, or on `close()`; `cancelled`
+   * when `signal` aborts first.
    */
-  untilServable(model: string, signal?: AbortSignal): Promise<void> {
+  untilServable(model: string, signal?: AbortSignal): Promise<void> | undefined {
     const entry = this.options.registry.model(model);
-    if (servable(entry) || !this.known.has(model)) return Promise.resolve();
+    if (servable(entry) || !this.known.has(model)) return undefined;
     const timeoutMs = this.options.timeoutMs;
     if (this.closed) return Promise.reject(unavailable('Server is stopping'));
     if (timeoutMs <= 0) return Promise.reject(noWorker(model, entry, 0));
