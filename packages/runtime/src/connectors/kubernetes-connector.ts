@@ -219,11 +219,7 @@ function classify(err: unknown, what: string): SwitchyardError | ConflictError {
     const code = (err as ApiException<unknown>).code;
     const reason = statusMessage((err as ApiException<unknown>).body);
     const detail = `${what}: HTTP ${code}${reason === undefined ? '' : ` (${reason})`}`;
-    if (code === 409) {
-      const conflict = new ConflictError(detail);
-      (conflict as { cause?: unknown }).cause = err;
-      return conflict;
-    }
+    if (code === 409) return new ConflictError(detail, { cause: err });
     if (code === 401) return unauthenticated(`${detail}: the API server refused our credentials`, err);
     if (code === 403) return permissionDenied(`${detail}: the service account may not do this; it needs get and patch on deployments/scale (deploy/kubernetes/planner.yaml)`, err);
     if (code === 404) return notFound(`${detail}: no such Deployment in that namespace`, err);
