@@ -49,9 +49,8 @@ describe('scale to zero: the router holds requests until a worker starts', () =>
     expect(waited).toBeGreaterThanOrEqual(QUEUE_TIMEOUT_SECS * 1000 - 100);
     expect(waited).toBeLessThan(QUEUE_TIMEOUT_SECS * 1000 + 5000);
 
-    const t1 = Date.now();
+    // not held: a held request would end 503 after the timeout
     await expect(openai.completions.create({ model: 'nope', prompt: 'hello', max_tokens: 2 })).rejects.toMatchObject({ status: 404 });
-    expect(Date.now() - t1).toBeLessThan(2000);
   }, 60_000);
 
   it('gRPC: ModelInfer fails UNAVAILABLE after the timeout, ModelStreamInfer answers the refusal in the stream', async () => {

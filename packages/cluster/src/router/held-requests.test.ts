@@ -82,12 +82,12 @@ describe('HeldRequests: scale to zero on the router', () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(380);
     expect(router.heldRequests(LLM)).toBe(0);
 
-    t0 = Date.now();
+    // not held: a held request would end 503 after the timeout, not with the lookup's answer
     expect((await completion(base, 'nope')).status).toBe(404);
     const unknown = await fetch(`${base}/v2/models/nope/infer`, { method: 'POST', body: INFER_BODY });
     expect(unknown.status).toBe(400);
     expect(((await unknown.json()) as { error: string }).error).toBe("Request for unknown model: 'nope' is not found");
-    expect(Date.now() - t0).toBeLessThan(300);
+    expect(router.heldByModel().map(([m]) => m)).not.toContain('nope');
   });
 
   it('a model that had a worker is known: once its last worker leaves, requests wait for the next one (and 503 at once with no timeout)', async () => {
@@ -109,7 +109,7 @@ describe('HeldRequests: scale to zero on the router', () => {
     const r = await completion(base, LLM);
     expect(r.status).toBe(503);
     expect(((await r.json()) as { error: { message: string } }).error.message).toBe(`no worker available for model '${LLM}'`);
-    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(Date.now() - t0).toBeLessThan(5000);
     expect(router.heldRequests(LLM)).toBe(0);
   });
 
@@ -122,7 +122,7 @@ describe('HeldRequests: scale to zero on the router', () => {
     const over = await completion(base, LLM);
     expect(over.status).toBe(503);
     expect(((await over.json()) as { error: { message: string } }).error.message).toMatch(/2 requests are already waiting/);
-    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(Date.now() - t0).toBeLessThan(5000); // not held (the queue timeout is 20 s)
 
     aborts[0]!.abort();
     await waitFor(() => router.heldRequests(LLM) === 1, 5000, 'the disconnected client left');
