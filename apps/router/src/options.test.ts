@@ -32,7 +32,7 @@ const usage = (argv: string[]): string => {
 describe('parseRouterArgs', () => {
   it('applies the documented defaults', () => {
     const o = parseRouterArgs(INFRA);
-    expect(o).toEqual({ ...DEFAULTS, etcd: 'http://127.0.0.1:2379', nats: 'nats://127.0.0.1:4222', redis: 'redis://127.0.0.1:6379', help: false, httpRestrictedApi: [], grpcRestrictedProtocol: [] });
+    expect(o).toEqual({ ...DEFAULTS, etcd: 'http://127.0.0.1:2379', nats: 'nats://127.0.0.1:4222', redis: 'redis://127.0.0.1:6379', help: false, models: [], httpRestrictedApi: [], grpcRestrictedProtocol: [] });
     expect(o).toMatchObject({ httpPort: 8080, grpcPort: 8081, metricsPort: 8082, routerMode: 'kv', kvOverlapScoreWeight: 1, routerTemperature: 0, migrationLimit: 3 });
   });
 
@@ -74,6 +74,21 @@ describe('parseRouterArgs', () => {
       logFormat: 'ISO8601',
       exitTimeoutSecs: 5,
     });
+  });
+
+  it('reads the scale-to-zero flags, bounded', () => {
+    expect(parseRouterArgs(INFRA)).toMatchObject({ queueTimeoutSecs: 0, maxHeldRequests: 1024, models: [] });
+    expect(parseRouterArgs([...INFRA, '--queue-timeout-secs=120', '--max-held-requests=0', '--model', 'qwen', '--model=llama'])).toMatchObject({
+      queueTimeoutSecs: 120,
+      maxHeldRequests: 0,
+      models: ['qwen', 'llama'],
+    });
+    // a second parse starts from no models (the defaults are not shared)
+    expect(parseRouterArgs(INFRA).models).toEqual([]);
+    expect(usage([...INFRA, '--queue-timeout-secs=-1'])).toBe("flag '--queue-timeout-secs' must be an integer >= 0, got '-1'");
+    expect(usage([...INFRA, '--queue-timeout-secs=2147484'])).toBe("flag '--queue-timeout-secs' must be an integer <= 2147483, got '2147484'");
+    expect(usage([...INFRA, '--model='])).toMatch(/^flag '--model' expects a model name/);
+    expect(helpText()).toContain('--queue-timeout-secs');
   });
 
   it('reads the disaggregation flags, bounded', () => {

@@ -10,6 +10,8 @@ import { ACCESS_FLAGS, DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, access
 import {
   DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS,
   DEFAULT_DISAGG_MIN_REMOTE_TOKENS,
+  DEFAULT_MAX_HELD_REQUESTS,
+  DEFAULT_QUEUE_TIMEOUT_MS,
   DEFAULT_PREFILL_TIMEOUT_MS,
   DEFAULT_PROBE_TIMEOUT_MS,
   DEFAULT_STALL_PROBE_MS,
@@ -17,7 +19,7 @@ import {
   MAX_WIRE_CONTEXT_TOKENS,
   type RouterMode,
 } from '@switchyard/cluster';
-import { NAME_PATTERN } from '@switchyard/runtime';
+import { MAX_MODEL_NAME_LENGTH, NAME_PATTERN } from '@switchyard/runtime';
 
 export { UsageError, accessPolicy };
 export type { RouterMode };
@@ -69,6 +71,15 @@ export interface RouterOptions extends DoorLimitOptions, AccessFlagOptions {
   disaggMaxPrefillQueueTokens: number;
   /** Disaggregated models: how long one prefill-only request may take before it is retried elsewhere or done locally. */
   disaggPrefillTimeoutMs: number;
+  /**
+   * Scale to zero: seconds a request for a known model with no worker waits for one to start
+   * (then 503); 0 = no wait, 503 at once. Known: named by `--model`, or had a worker since start.
+   */
+  queueTimeoutSecs: number;
+  /** Requests held at once waiting for workers (all models); beyond that 503 at once. */
+  maxHeldRequests: number;
+  /** `--model` (repeatable): models known before any of their workers is seen (held for from the start). */
+  models: string[];
   /** Largest accepted HTTP request body (after decompression), bytes. */
   httpMaxInputSize: number;
   logVerbose: number;
@@ -78,7 +89,7 @@ export interface RouterOptions extends DoorLimitOptions, AccessFlagOptions {
   help: boolean;
 }
 
-export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | keyof AccessFlagOptions> = {
+export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | 'models' | keyof AccessFlagOptions> = {
   httpPort: 8080,
   grpcPort: 8081,
   metricsPort: 8082,
@@ -98,6 +109,8 @@ export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | 
   disaggMinRemoteTokens: DEFAULT_DISAGG_MIN_REMOTE_TOKENS,
   disaggMaxPrefillQueueTokens: DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS,
   disaggPrefillTimeoutMs: DEFAULT_PREFILL_TIMEOUT_MS,
+  queueTimeoutSecs: DEFAULT_QUEUE_TIMEOUT_MS / 1000,
+  maxHeldRequests: DEFAULT_MAX_HELD_REQUESTS,
   httpMaxInputSize: 64 * 1024 * 1024,
   ...DOOR_LIMIT_DEFAULTS,
   logVerbose: 0,
@@ -146,6 +159,20 @@ const FLAGS: FlagTable<RouterOptions> = {
     max: MAX_TIMER_MS,
     help: `Models with prefill workers: a prefill not done after this long is retried on another prefill worker, then done by the decode worker (default ${DEFAULT_PREFILL_TIMEOUT_MS}).`,
   },
+  'queue-timeout-secs': {
+    kind: 'int',
+    key: 'queueTimeoutSecs',
+    min: 0,
+    max: Math.floor(MAX_TIMER_MS / 1000),
+    help: `Scale to zero: seconds a request for a known model with no worker waits for one to start, then 503 (default ${DEFAULT_QUEUE_TIMEOUT_MS / 1000}: 503 at once). Known: named by --model, or served by a worker since the router started; any other model is 404 at once.`,
+  },
+  'max-held-requests': {
+    kind: 'int',
+    key: 'maxHeldRequests',
+    min: 0,
+    help: `Requests held at once waiting for workers to start, all models together; more are answered 503 at once (default ${DEFAULT_MAX_HELD_REQUESTS}).`,
+  },
+  model: { kind: 'strings', key: 'models', help: 'A model this router knows before any worker of it registers (repeatable): with --queue-timeout-secs its requests wait for a first worker instead of 404.' },
   'http-max-input-size': { kind: 'int', key: 'httpMaxInputSize', min: 1, help: 'Largest HTTP request body in bytes, after decompression (default 67108864).' },
   ...DOOR_LIMIT_FLAGS,
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
@@ -155,7 +182,7 @@ const FLAGS: FlagTable<RouterOptions> = {
 };
 
 export function parseRouterArgs(argv: readonly string[]): RouterOptions {
-  const out = parseFlags(argv, FLAGS, { ...DEFAULTS, etcd: '', nats: '', redis: '', help: false, ...accessFlagDefaults() });
+  const out = parseFlags(argv, FLAGS, { ...DEFAULTS, etcd: '', nats: '', redis: '', models: [], help: false, ...accessFlagDefaults() });
   return validate(out);
 }
 
@@ -173,6 +200,9 @@ function validate(o: RouterOptions): RouterOptions {
   checkUrl('redis', o.redis, ['redis:', 'rediss:']);
   if (!NAME_PATTERN.test(o.namespace)) {
     throw new UsageError(`flag '--namespace' must be 1-63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit; got '${o.namespace}'`);
+  }
+  for (const m of o.models) {
+    if (m === '' || m.length > MAX_MODEL_NAME_LENGTH) throw new UsageError(`flag '--model' expects a model name of 1-${MAX_MODEL_NAME_LENGTH} characters, got '${m.slice(0, 80)}'`);
   }
   accessPolicy(o);
   return o;

@@ -24,6 +24,7 @@
  * | `switchyard_router_approximate_mode` | gauge | model (1: routed without KV events, cache overlap guessed) |
  * | `switchyard_router_worker_prefix_cache_hit_rate` | gauge | model, worker (instance id) |
  * | `switchyard_router_workers` | gauge | model |
+ * | `switchyard_router_held_requests` | gauge | model (requests waiting for a worker to start, scale to zero; every known model, 0 included) |
  * | `switchyard_router_disagg_requests_total` | counter | model, path (`remote`, `local`, `fallback`; disaggregated models only) |
  * | `switchyard_router_disagg_local_total` | counter | model, reason (why `local`: `no_prefill_workers`, `single_token`, `short_prompt`, `prefill_saturated`, `prefill_failed`) |
  * | `switchyard_router_kv_transfer_seconds` | histogram | (router-wide: decode workers' successful KV imports, from their `kvImport.ms`) |
@@ -62,8 +63,11 @@ function splitWorker(id: string): { instance: string; model: string } {
 
 const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
-/** The router's families in Prometheus text. `models`: what the router serves now (any order). */
-export function renderRouterMetrics(stats: RouterStats, models: readonly ServedModel[]): string {
+/**
+ * The router's families in Prometheus text. `models`: what the router serves now (any order);
+ * `held`: requests waiting for a worker per known model (`RouterCore.heldByModel()`).
+ */
+export function renderRouterMetrics(stats: RouterStats, models: readonly ServedModel[], held: readonly (readonly [string, number])[] = []): string {
   const served = [...models].sort((a, b) => compare(a.name, b.name));
   const approximate = new Set(stats.approximateModels);
   const workers = [...stats.workers].map((w) => ({ ...w, ...splitWorker(w.worker) })).sort((a, b) => compare(a.model, b.model) || compare(a.instance, b.instance));
@@ -126,6 +130,12 @@ export function renderRouterMetrics(stats: RouterStats, models: readonly ServedM
       workers.filter((w) => w.loadTs !== null).map((w) => ({ labels: { model: w.model, worker: w.instance }, value: w.prefixHitRate })),
     ),
     family(`${P}workers`, 'Worker instances serving each model.', 'gauge', served.map((m) => ({ labels: { model: m.name }, value: m.workers }))),
+    family(
+      `${P}held_requests`,
+      'Requests held waiting for a worker of their model to start (scale to zero, --queue-timeout-secs), per known model.',
+      'gauge',
+      [...held].sort(([a], [b]) => compare(a, b)).map(([model, value]) => ({ labels: { model }, value })),
+    ),
     family(
       `${P}disagg_requests_total`,
       'Requests of disaggregated models by prefill path: remote (prefill worker, KV imported by the decode worker), local (decode worker prefilled), fallback (prefilled remotely but the KV did not reach the decode worker, which prefilled again).',

@@ -26,6 +26,11 @@ export interface RunningRouter {
   /** Bound ports (0 when the front door is disabled). */
   readonly ports: { http: number; grpc: number; metrics: number };
   stats(): RouterStats;
+  /**
+   * Requests for `model` waiting now for a worker to start (scale to zero, `--queue-timeout-secs`);
+   * 0 for a model nobody waits for. For the planner's figures publisher.
+   */
+  heldRequests(model: string): number;
   /** Drain and stop (idempotent): see the module comment for the order. */
   close(): Promise<void>;
 }
@@ -53,6 +58,9 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
       migrationLimit: options.migrationLimit,
       stallProbeMs: options.stallProbeMs,
       probeTimeoutMs: options.healthProbeTimeoutMs,
+      queueTimeoutMs: options.queueTimeoutSecs * 1000,
+      maxHeldRequests: options.maxHeldRequests,
+      models: options.models,
       disagg: { minRemoteTokens: options.disaggMinRemoteTokens, maxPrefillQueueTokens: options.disaggMaxPrefillQueueTokens, prefillTimeoutMs: options.disaggPrefillTimeoutMs },
       logger: logger.child({ component: 'router-core' }),
       routerId,
@@ -85,7 +93,12 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
             port: options.metricsPort,
             host: options.metricsAddress,
             ...limits.http,
-            extraMetrics: () => renderRouterMetrics(core.stats(), core.registry.list().map((m) => ({ name: m.name, workers: m.instances.size }))),
+            extraMetrics: () =>
+              renderRouterMetrics(
+                core.stats(),
+                core.registry.list().map((m) => ({ name: m.name, workers: m.instances.size })),
+                core.heldByModel(),
+              ),
           },
         }
       : {}),
@@ -131,7 +144,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
     return closing;
   };
 
-  return { routerId, ports, stats: () => core.stats(), close };
+  return { routerId, ports, stats: () => core.stats(), heldRequests: (model) => core.heldRequests(model), close };
 }
 
 /** Resolves 'done' when `p` settles within `ms`, else 'timeout' (p keeps running). Rejects with p's error. */

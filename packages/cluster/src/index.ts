@@ -49,6 +49,8 @@ export type { RouterCore, RouterCoreOptions } from './router/router-core.js';
 export { CLUSTER_EXTENSIONS, CLUSTER_SERVER_NAME, ClusterEngine, MODEL_CONTROL_UNSUPPORTED } from './router/cluster-engine.js';
 export { DEFAULT_MIGRATION_LIMIT, DEFAULT_STALL_PROBE_MS, RoutedLlmEndpoint } from './router/routed-llm-endpoint.js';
 export { DEFAULT_PROBE_TIMEOUT_MS } from './router/health-prober.js';
+export { DEFAULT_MAX_HELD_REQUESTS, DEFAULT_QUEUE_TIMEOUT_MS, HeldRequests } from './router/held-requests.js';
+export type { HeldRequestsOptions } from './router/held-requests.js';
 export { ModelRegistry } from './router/model-registry.js';
 export type { LlmTextTools, ModelEntry, RegistryChange, RegistryListener } from './router/model-registry.js';
 export { DEFAULT_INHIBIT_MS } from './router/instance-tracker.js';

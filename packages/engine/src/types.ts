@@ -179,6 +179,15 @@ export interface InferenceEngine {
   llmEndpoint?(name: string): LlmEndpoint | undefined;
   /** Every READY LLM model's endpoint (latest ready version each), sorted by name. */
   llmEndpoints?(): LlmEndpoint[];
+  /**
+   * Called by the front doors before their first lookup of a request's model. `undefined` (answered
+   * synchronously, so the doors keep their fast paths): nothing to wait for — the model can take the
+   * request, or never will (unknown: the lookup that follows answers). A promise: the engine holds
+   * the request (a router whose model is scaled to zero); it resolves once the model can take it,
+   * or rejects with the request's error (`unavailable` when no worker started in time, `cancelled`
+   * when `signal` aborts). Optional: a worker's engine has nothing to wait for.
+   */
+  waitForModel?(name: string, signal?: AbortSignal): Promise<void> | undefined;
 
   /**
    * `listener` is called (synchronously, with no arguments) whenever a model version starts serving,

@@ -17,3 +17,5 @@ export type {
 } from './infra-servers.js';
 export { ensureBinaries, findBinary, INFRA_BINARIES } from './apt.js';
 export type { DebianBinary } from './apt.js';
+export { startFakeKubeApi } from './fake-kube-api.js';
+export type { FakeKubeApi, FakeKubeApiOptions, FakeKubeFault, FakeKubeRequest } from './fake-kube-api.js';

@@ -90,6 +90,7 @@ import { type InstanceId, type ModelCard, type RequestPlane, NoRespondersError, 
 import { INFER_ENDPOINT, STATS_ENDPOINT, type WireModelStatistics, type WireStatsRequest } from '../protocols.js';
 import { decodeWireInferResponse, decodeWireStats, inferErrorFromWire, inferRequestToWire, inferResponseFromWire, toJson } from '../wire-codec.js';
 import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
+import type { HeldRequests } from './held-requests.js';
 import { type ModelEntry, type ModelRegistry, onlyPrefillWorkers, takesWholeRequests } from './model-registry.js';
 import { KServeLlm, type PreparedLlmRequest } from './kserve-llm.js';
 import { instanceOf } from './llm-worker-chooser.js';
@@ -124,6 +125,11 @@ export interface ClusterEngineOptions {
   readonly random?: () => number;
   /** Epoch ms for sequence pin expiry; default Date.now. */
   readonly now?: () => number;
+  /**
+   * Scale to zero: requests for a known model without a worker wait here for one (held-requests.ts),
+   * on every path (KServe infer and generate, gRPC, OpenAI through `waitForModel`). Absent: none wait.
+   */
+  readonly held?: HeldRequests;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: false });
@@ -260,6 +266,16 @@ export class ClusterEngine implements InferenceEngine {
     return [];
   }
 
+  /**
+   * `undefined` when `name` has a worker or is unknown (the lookup that follows answers); else a
+   * promise that resolves once a worker can take the request, or rejects `unavailable` when none
+   * started within the queue timeout, `cancelled` when `signal` aborts (held-requests.ts).
+   */
+  waitForModel(name: string, signal?: AbortSignal): Promise<void> | undefined {
+    if (this.stopping) return undefined; // the request itself is refused 'Server is stopping'
+    return this.options.held?.untilServable(name, signal);
+  }
+
   llmEndpoint(name: string): LlmEndpoint | undefined {
     const e = this.options.registry.model(name);
     if (e === undefined || e.kind !== 'llm' || e.text === undefined) return undefined;
@@ -313,6 +329,7 @@ export class ClusterEngine implements InferenceEngine {
 
   async shutdown(): Promise<void> {
     this.stopping = true;
+    this.options.held?.close();
   }
 
   /**
@@ -322,6 +339,8 @@ export class ClusterEngine implements InferenceEngine {
    */
   private async forward(request: InferRequest, deliver: (r: InferResult) => void, signal: AbortSignal | undefined): Promise<void> {
     if (this.stopping) throw unavailable('Server is stopping');
+    const held = this.options.held?.untilServable(request.modelName, signal);
+    if (held !== undefined) await held;
     const entry = this.resolve(request.modelName, request.modelVersion);
     if (signal?.aborted === true) throw cancelled('Request was cancelled');
     const here = this.llmHere(entry, request);

@@ -6,6 +6,7 @@
  *          │                      └──► KvEventConsumer (resync / forget workers in the KvIndexer)
  *          ▼
  *   ClusterEngine (InferenceEngine for the doors) ──► RoutedLlmEndpoint per LLM (routing, migration)
+ *          │  └──► HeldRequests (scale to zero: requests for a known model wait for its first worker)
  *                                                        └──► DisaggregatedPrefill (prefill pool, conditional disaggregation)
  *
  * Options follow the usual path: `RouterCoreOptions` (user, documented defaults) → `compileOptions`
@@ -22,6 +23,7 @@ import { ClusterEngine } from './cluster-engine.js';
 import { DEFAULT_PROBE_TIMEOUT_MS, HealthProber } from './health-prober.js';
 import { DEFAULT_INHIBIT_MS, InstanceTracker } from './instance-tracker.js';
 import { KvEventConsumer } from './kv-event-consumer.js';
+import { DEFAULT_MAX_HELD_REQUESTS, DEFAULT_QUEUE_TIMEOUT_MS, HeldRequests } from './held-requests.js';
 import { ModelRegistry } from './model-registry.js';
 import { DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS, DEFAULT_DISAGG_MIN_REMOTE_TOKENS } from './disagg-policy.js';
 import { DEFAULT_PREFILL_TIMEOUT_MS, type DisaggOptions } from './disagg-prefill.js';
@@ -62,6 +64,15 @@ export interface RouterCoreOptions {
    * request may take before it is retried elsewhere or done locally (default DEFAULT_PREFILL_TIMEOUT_MS).
    */
   readonly disagg?: Partial<DisaggOptions>;
+  /**
+   * Scale to zero (held-requests.ts): how long a request for a known model with no worker waits for
+   * one to start; default DEFAULT_QUEUE_TIMEOUT_MS (0: it fails 503 at once).
+   */
+  readonly queueTimeoutMs?: number;
+  /** Requests held at once waiting for workers, all models; default DEFAULT_MAX_HELD_REQUESTS (1024). */
+  readonly maxHeldRequests?: number;
+  /** Models known before any of their workers is seen (held for from the start); default none. */
+  readonly models?: readonly string[];
   /** Names this replica's durable consumers; default a random UUID (a restart replays retained events). */
   readonly routerId?: string;
   /** Reported in the server metadata (`GET /v2`). */
@@ -73,6 +84,10 @@ export interface RouterCore {
   readonly engine: ClusterEngine;
   readonly registry: ModelRegistry;
   stats(): RouterStats;
+  /** Requests for `model` waiting now for a worker to start (scale to zero); 0 for any other model. */
+  heldRequests(model: string): number;
+  /** The same for every known model (configured, or that had a worker since start), sorted by name. */
+  heldByModel(): [string, number][];
   /** Stop following discovery and the event plane. Idempotent. The roles stay open (the app closes them). */
   close(): Promise<void>;
 }
@@ -87,6 +102,9 @@ interface CompiledRouterOptions {
   readonly stallProbeMs: number;
   readonly probeTimeoutMs: number;
   readonly disagg: DisaggOptions;
+  readonly queueTimeoutMs: number;
+  readonly maxHeldRequests: number;
+  readonly models: readonly string[];
   readonly routerId: string;
   readonly logger: Logger;
 }
@@ -115,8 +133,17 @@ function compileOptions(o: RouterCoreOptions): CompiledRouterOptions {
   if (!Number.isSafeInteger(prefillTimeoutMs) || prefillTimeoutMs < 1 || prefillTimeoutMs > MAX_TIMER_MS) {
     throw invalidArgument(`disagg.prefillTimeoutMs must be an integer in 1..${MAX_TIMER_MS}, got ${prefillTimeoutMs}`);
   }
+  const queueTimeoutMs = o.queueTimeoutMs ?? DEFAULT_QUEUE_TIMEOUT_MS;
+  if (!Number.isSafeInteger(queueTimeoutMs) || queueTimeoutMs < 0 || queueTimeoutMs > MAX_TIMER_MS) {
+    throw invalidArgument(`queueTimeoutMs must be an integer in 0..${MAX_TIMER_MS}, got ${queueTimeoutMs}`);
+  }
+  const maxHeldRequests = o.maxHeldRequests ?? DEFAULT_MAX_HELD_REQUESTS;
+  if (!Number.isSafeInteger(maxHeldRequests) || maxHeldRequests < 0) throw invalidArgument(`maxHeldRequests must be an integer >= 0, got ${maxHeldRequests}`);
   return {
     namespace: toNamespace(o.namespace),
+    queueTimeoutMs,
+    maxHeldRequests,
+    models: [...(o.models ?? [])],
     disagg: { minRemoteTokens, maxPrefillQueueTokens, prefillTimeoutMs },
     stallProbeMs,
     probeTimeoutMs,
@@ -181,8 +208,10 @@ export async function startRouterCore(options: RouterCoreOptions): Promise<Route
   });
   const kv = consumer;
 
+  const held = new HeldRequests({ registry, timeoutMs: c.queueTimeoutMs, maxHeld: c.maxHeldRequests, models: c.models, logger });
   const engine = new ClusterEngine({
     registry,
+    held,
     requestPlane: options.requestPlane,
     tracker,
     stats,
@@ -209,6 +238,8 @@ export async function startRouterCore(options: RouterCoreOptions): Promise<Route
     engine,
     registry,
     stats: () => stats.snapshot(c.routerId, c.mode, kv.allLoads()),
+    heldRequests: (model) => held.held(model),
+    heldByModel: () => held.heldByModel(),
     close: () =>
       (closed ??= (async () => {
         unsubscribeTracker();

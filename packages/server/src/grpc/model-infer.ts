@@ -8,6 +8,7 @@ import type { GrpcModelInferResponse } from '@switchyard/kserve';
 import { unary, type GrpcContext } from './grpc-context.js';
 import { encodeInferResponse, isDecoupled, lookupModel, prepareInfer } from './infer-request.js';
 import { readInferMessage, type ReceivedInferMessage } from './infer-message.js';
+import { waitForModel } from '../wait-for-model.js';
 
 export const DECOUPLED_MODEL_INFER_MESSAGE = "ModelInfer RPC doesn't support models with decoupled transaction policy";
 
@@ -15,6 +16,7 @@ export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<ReceivedInf
   return unary(ctx, async (received: ReceivedInferMessage, call) => {
     // large messages are decoded on the codec thread (infer-message.ts)
     const msg = await readInferMessage(ctx.codecThread, received);
+    await waitForModel(ctx.engine, msg.header.model_name, call, 'cancelled');
     const config = lookupModel(ctx, msg.header);
     if (isDecoupled(config)) throw unsupported(DECOUPLED_MODEL_INFER_MESSAGE);
     const prepared = prepareInfer(ctx, msg, config);

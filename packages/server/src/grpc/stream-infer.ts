@@ -24,6 +24,11 @@
  * pauses while one is decoding, so requests still start (lookup, place in the response order,
  * submit) one by one in arrival order, and a decoding one counts against the in-flight cap. A
  * message protobuf cannot parse ends the stream with grpc-js's own status, as an inline one does.
+ *
+ * An engine that may hold requests (`waitForModel`: a router whose model is scaled to zero) is
+ * waited on before each request's lookup, in the same one-by-one order: a held request pauses
+ * reading like a decoding one, and its refusal (no worker in time) is answered in order like a
+ * failed lookup. A client cancel stops the wait.
  */
 import type { handleBidiStreamingCall, ServerDuplexStream } from '@grpc/grpc-js';
 import { toSwitchyardError } from '@switchyard/common';
@@ -67,6 +72,8 @@ class StreamSession {
   #paused = false;
   /** The last request still waiting for its decoding or its turn; undefined when none waits. */
   #tail: Promise<void> | undefined;
+  /** Aborted when the client cancels: stops a wait in `engine.waitForModel`. */
+  readonly #waits = new AbortController();
 
   constructor(ctx: GrpcContext, call: Call) {
     this.#ctx = ctx;
@@ -77,8 +84,11 @@ class StreamSession {
     this.#call.on('data', (msg: ReceivedInferMessage) => {
       if (this.#closed) return;
       this.#open += 1;
-      if (this.#tail === undefined && !(msg instanceof EncodedInferMessage)) this.#onRequest(inlineInferMessage(msg));
-      else this.#later(msg);
+      if (this.#tail === undefined && !(msg instanceof EncodedInferMessage)) {
+        const held = this.#ctx.engine.waitForModel?.(msg.model_name, this.#waits.signal);
+        if (held === undefined) this.#onRequest(inlineInferMessage(msg));
+        else this.#later(msg, held);
+      } else this.#later(msg);
       this.#regulate();
     });
     this.#call.on('end', () => {
@@ -92,17 +102,34 @@ class StreamSession {
     });
   }
 
-  /** Decode `received` (on the codec thread when large) now; start it once every earlier request has started. */
-  #later(received: ReceivedInferMessage): void {
+  /**
+   * Decode `received` (on the codec thread when large) now; start it once every earlier request has
+   * started and the engine no longer holds it (`held`: the wait already begun for an inline one).
+   */
+  #later(received: ReceivedInferMessage, held?: Promise<void>): void {
     const decoding = readInferMessage(this.#ctx.codecThread, received).then(
       (msg) => ({ msg }),
       (error: unknown) => ({ error }),
     );
+    // Settled into a refusal message (or none) at once: a hold that fails before this request's turn is not an unhandled rejection.
+    const refusalOf = (wait: Promise<void>): Promise<string | undefined> =>
+      wait.then(
+        () => undefined,
+        (e: unknown) => toSwitchyardError(e).message,
+      );
+    const heldRefusal = held === undefined ? undefined : refusalOf(held);
     const tail: Promise<void> = (this.#tail ?? Promise.resolve()).then(async () => {
       const got = await decoding;
+      let refused: string | undefined;
+      if (heldRefusal !== undefined) refused = await heldRefusal;
+      else if ('msg' in got && !this.#closed) {
+        const wait = this.#ctx.engine.waitForModel?.(got.msg.header.model_name, this.#waits.signal);
+        if (wait !== undefined) refused = await refusalOf(wait);
+      }
       if (this.#tail === tail) this.#tail = undefined;
       if (this.#closed) return;
-      if ('msg' in got) this.#onRequest(got.msg);
+      if (refused !== undefined) this.#deliver(this.#enqueue(), streamInferError(refused, { id: 'msg' in got ? (got.msg.header.id ?? '') : '' }), true);
+      else if ('msg' in got) this.#onRequest(got.msg);
       else if (got.error instanceof GrpcStatusError) this.#call.emit('error', got.error);
       // the thread failed: answered in order, like a request whose model cannot be looked up
       else this.#deliver(this.#enqueue(), streamInferError(toSwitchyardError(got.error).message, { id: '' }), true);
@@ -236,6 +263,7 @@ class StreamSession {
   #cancel(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#waits.abort();
     for (const c of this.#controllers) c.abort();
     this.#controllers.clear();
   }

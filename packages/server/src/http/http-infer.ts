@@ -29,11 +29,13 @@ import { readSharedMemoryInputs, sharedMemoryOutputTargets, writeSharedMemoryOut
 import { UNSUPPORTED_ENCODING_MESSAGE, compressBody, decompressBody, readBody, requestEncoding, responseEncoding } from './http-body.js';
 import { type Headers, errorBody, send, sendError } from './http-reply.js';
 import type { HttpContext } from './http-context.js';
+import { waitForModel } from '../wait-for-model.js';
 import { OFF_LOOP_JSON_BYTES } from '../codec-thread.js';
 
 const DECOUPLED_MESSAGE = "HTTP end point doesn't support models with decoupled transaction policy";
 
 export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: ServerResponse, model: string, version: number | undefined): Promise<void> {
+  await waitForModel(ctx.engine, model, res, 'close');
   const config = ctx.engine.modelConfig(model, version);
   if (config.model_transaction_policy?.decoupled === true) throw unsupported(DECOUPLED_MESSAGE);
 
@@ -126,6 +128,7 @@ export async function handleGenerate(
   version: number | undefined,
   streaming: boolean,
 ): Promise<void> {
+  await waitForModel(ctx.engine, model, res, 'close');
   const metadata = ctx.engine.modelMetadata(model, version);
   if (requestEncoding(req) !== 'identity') {
     throw invalidArgument("Unsupported content-encoding, only 'identity' is supported.");

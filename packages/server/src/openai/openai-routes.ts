@@ -4,7 +4,8 @@
  *
  * Steps of a generation request: body (size-limited by `--http-max-input-size`, gzip/deflate
  * accepted, JSON content type) → decode and validate (`parseChatCompletionRequest` /
- * `parseCompletionRequest`) → the model's `LlmEndpoint` (404 `model_not_found`) → prompt token ids
+ * `parseCompletionRequest`) → wait while the engine holds the model's requests (a router's scale to
+ * zero) → the model's `LlmEndpoint` (404 `model_not_found`) → prompt token ids
  * (`chatPrompt` / `completionPrompt`) → `runGeneration`. Every error of this door is rendered here
  * or in `runGeneration`, with OpenAI's body; none escapes to the KServe renderer.
  */
@@ -31,6 +32,7 @@ import { decompressBody, readBody, requestEncoding } from '../http/http-body.js'
 import type { HttpContext } from '../http/http-context.js';
 import { sendJson } from '../http/http-reply.js';
 import type { OpenAiAction } from '../http/http-router.js';
+import { waitForModel } from '../wait-for-model.js';
 import { sendOpenAiError } from './openai-errors.js';
 import { runGeneration } from './openai-generation.js';
 
@@ -66,6 +68,7 @@ function retrieveModel(engine: InferenceEngine, res: ServerResponse, model: stri
 
 async function chatCompletions(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const request = parseChatCompletionRequest(await readJson(ctx, req));
+  if (request.model !== undefined) await waitForModel(ctx.engine, request.model, res, 'close');
   const endpoint = endpointFor(ctx.engine, request.model);
   const prompt = await chatPrompt(endpoint, request.messages, { templateKwargs: request.chatTemplateKwargs, addSpecialTokens: request.addSpecialTokens });
   const id = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
@@ -75,6 +78,7 @@ async function chatCompletions(ctx: HttpContext, req: IncomingMessage, res: Serv
 
 async function completions(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const request = parseCompletionRequest(await readJson(ctx, req));
+  if (request.model !== undefined) await waitForModel(ctx.engine, request.model, res, 'close');
   const endpoint = endpointFor(ctx.engine, request.model);
   const prompt = await completionPrompt(endpoint, request.prompt, request.addSpecialTokens);
   const id = `cmpl-${randomUUID().replaceAll('-', '')}`;
