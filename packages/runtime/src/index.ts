@@ -10,6 +10,8 @@ export {
   endpointName,
   endpointSubject,
   formatAddress,
+  forwardPassStream,
+  forwardPassSubject,
   instanceAddress,
   instanceId,
   instanceIdFromLease,
@@ -28,6 +30,8 @@ export {
   namespacePrefix,
   parseKey,
   parseRequestSubject,
+  requestFiguresStream,
+  requestFiguresSubject,
 } from './addressing.js';
 export type {
   ComponentName,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '@switchyard/testing';
-import { componentName, kvEventsStream, kvEventsSubject, loadSubject, namespace } from './addressing.js';
+import { componentName, forwardPassStream, forwardPassSubject, kvEventsStream, kvEventsSubject, loadSubject, namespace, requestFiguresStream, requestFiguresSubject } from './addressing.js';
 import type { EventMessage } from './event-plane.js';
 import { JetStreamEventPlane, type JetStreamEventPlaneOptions, layoutStreamFor } from './jetstream-event-plane.js';
 import { nanos } from '@nats-io/nats-core';
@@ -69,6 +69,9 @@ describe('layoutStreamFor', () => {
     expect(layoutStreamFor(kvEventsSubject(ns, componentName('backend')))).toEqual(kvEventsStream(ns));
     expect(layoutStreamFor('switchyard.prod.kv_events.*')).toEqual(kvEventsStream(ns));
     expect(layoutStreamFor('switchyard.prod.load.backend')?.name).toBe('switchyard_prod_load');
+    expect(layoutStreamFor(forwardPassSubject(ns, componentName('backend')))).toEqual(forwardPassStream(ns));
+    expect(layoutStreamFor(requestFiguresSubject(ns, componentName('router')))).toEqual(requestFiguresStream(ns));
+    expect(layoutStreamFor('switchyard.prod.request_figures.*')?.name).toBe('switchyard_prod_request_figures');
     expect(layoutStreamFor('other.subject')).toBeNull();
     expect(layoutStreamFor('switchyard.prod.req.backend')).toBeNull();
   });
