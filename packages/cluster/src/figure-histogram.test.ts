@@ -35,7 +35,7 @@ describe('figure histograms', () => {
     expect(h.toWire().counts).toEqual([0, 0, 0]);
   });
 
-  it('addHistogram: same bounds add bucket by bucket; other bounds go whole to the bucket of their upper bound (never under-estimated)', () => {
+  it('addHistogram: same bounds add bucket by bucket; other bounds go whole to the bucket of their upper bound', () => {
     const into = { bounds: [10, 20, 40], counts: [0, 0, 0, 0] };
     addHistogram(into, { bounds: [10, 20, 40], counts: [1, 2, 3, 4] });
     expect(into.counts).toEqual([1, 2, 3, 4]);

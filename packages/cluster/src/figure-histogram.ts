@@ -74,9 +74,9 @@ export function bucketOf(bounds: readonly number[], value: number): number {
 /**
  * Adds `from`'s counts into `into` (which must have one count more than bounds). Same bounds: bucket by
  * bucket. Other bounds (a router of another version): each of `from`'s buckets goes whole into the
- * bucket of `into` holding its upper bound (an overflow bucket: the one just above its lower bound),
- * so a merged quantile can only be over-, never under-estimated. Counts that are not finite
- * non-negative numbers are skipped.
+ * bucket of `into` holding its upper bound, so a merged quantile is over- rather than under-estimated
+ * (an overflow bucket, whose values are only known to lie above its lower bound, goes to the bucket
+ * just above that bound). Counts that are not finite positive numbers are skipped.
  */
 export function addHistogram(into: { readonly bounds: readonly number[]; readonly counts: number[] }, from: WireHistogram): void {
   const same = from.bounds.length === into.bounds.length && from.bounds.every((b, i) => b === into.bounds[i]);
