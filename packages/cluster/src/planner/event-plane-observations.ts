@@ -9,7 +9,8 @@
  * the interval's `Observations`.
  *
  * Subscriptions are durables named after `plannerId` (one per kind) that start at new messages: a
- * planner wants the figures from now on, not the retained hour. A subscription that fails (JetStream
+ * planner wants the figures from now on, not the retained hour (so an idle worker's first load
+ * sample arrives with its next heartbeat, within LOAD_HEARTBEAT_MS). A subscription that fails (JetStream
  * not there yet) is started again every second; a message that does not decode (garbage, hostile, or
  * from a newer version) is acked, dropped and counted (`counters().invalid`): it never ends a
  * subscription. Decoding bounds every message (wire-codec.ts), the accumulator bounds what is kept.
