@@ -121,12 +121,14 @@ export class RequestFiguresPublisher {
   async stop(): Promise<void> {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
+    await this.ticking;
     await this.tick();
   }
 
-  /** One period (the timer calls it; tests may too). Rounds never overlap. */
+  /** One period (the timer calls it; tests may too). Rounds never overlap: a call during a round returns that round. */
   tick(): Promise<void> {
-    if (this.ticking !== undefined) return this.ticking.then(() => this.tick());
+    // a round still running (a publish waiting out an outage) absorbs the timer's calls meanwhile
+    if (this.ticking !== undefined) return this.ticking;
     this.ticking = this.round().finally(() => (this.ticking = undefined));
     return this.ticking;
   }

@@ -110,12 +110,14 @@ export class ForwardPassPublisher {
   async stop(): Promise<void> {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
+    await this.ticking;
     await this.tick();
   }
 
-  /** Publishes each model's batch (the timer calls it; tests may too). Rounds never overlap. */
+  /** Publishes each model's batch (the timer calls it; tests may too). Rounds never overlap: a call during a round returns that round. */
   tick(): Promise<void> {
-    if (this.ticking !== undefined) return this.ticking.then(() => this.tick());
+    // a round still running (a publish waiting out an outage) absorbs the timer's calls meanwhile
+    if (this.ticking !== undefined) return this.ticking;
     this.ticking = this.round().finally(() => (this.ticking = undefined));
     return this.ticking;
   }
