@@ -6,7 +6,9 @@
  * - the workers' load samples (`loadSubject`) and forward-pass batches (`forwardPassSubject`);
  * - the routers' request figures (`requestFiguresSubject`, every router of the namespace);
  * and hands each decoded message to an `ObservationAccumulator` (the pure half), whose `collect` gives
- * the interval's `Observations`.
+ * the interval's `Observations`. Their `replicas` are discovery's count (instances with a card, draining
+ * ones gone); the planner app may replace them with its connector's, which also counts replicas that
+ * are still starting.
  *
  * Subscriptions are durables named after `plannerId` (one per kind) that start at new messages: a
  * planner wants the figures from now on, not the retained hour (so an idle worker's first load

@@ -69,6 +69,15 @@ describe('ObservationAccumulator', () => {
     expect(a.collect(4000).pools.decode!.replicas).toBe(1);
   });
 
+  it('a pool whose last worker left stays in the observations with 0 replicas (scale from zero)', () => {
+    const a = accumulator();
+    a.setInstance('w1', 'decode');
+    a.addLoad(load('w1', 1), 0);
+    a.removeInstance('w1', 100);
+    a.addRequestFigures(figures('r1', { requests: 2, heldRequests: 2 }));
+    expect(a.collect(1000)).toMatchObject({ pools: { decode: { replicas: 0, load: [] } }, requests: { requests: 2, heldRequests: 2 } });
+  });
+
   it('a load sample that arrives before the card is placed once the card is seen', () => {
     const a = accumulator();
     a.addLoad(load('w1', 1), 0);

@@ -79,6 +79,8 @@ export class ObservationAccumulator {
   private intervalStart: number;
   /** Instances with a card for the model → role; `goneAt` marks a resync removal waiting out its grace. */
   private readonly instances = new Map<string, { role: WorkerRole; goneAt?: number }>();
+  /** Pools an instance of the model was ever in: reported (with 0 replicas) after their last instance left. */
+  private readonly knownPools = new Set<Pool>();
   private readonly loads = new Map<string, { sample: LoadSample; receivedAt: number }>();
   private forwardPass = new Map<Pool, ForwardPassSample[]>();
   private requests = 0;
@@ -107,6 +109,7 @@ export class ObservationAccumulator {
       return;
     }
     this.instances.set(instanceId, { role });
+    this.knownPools.add(poolOf(role));
   }
 
   /** An instance's card is gone; `resync`: seen missing from a resync snapshot (waits out the grace at `now`). */
@@ -175,8 +178,9 @@ export class ObservationAccumulator {
 
   /**
    * The interval since the previous call (the first: since `start`) as Observations, and the start of
-   * the next one. `replicas` of a pool: its instances with a card. A pool appears when it has an
-   * instance, a load sample or a forward-pass step.
+   * the next one. `replicas` of a pool: its instances with a card. A pool appears once any instance
+   * of the model had a card in it (so a pool scaled to zero shows with 0 replicas), or when it has a
+   * forward-pass step.
    */
   collect(now: number): Observations {
     // resync removals past their grace, then load samples that went stale
@@ -196,6 +200,8 @@ export class ObservationAccumulator {
       if (role !== undefined) pool(poolOf(role)).load.push(l.sample);
     }
     for (const p of this.forwardPass.keys()) pool(p);
+    // a pool scaled to zero is still a pool: held requests for it must be able to start a worker
+    for (const p of this.knownPools) pool(p);
     const out: Partial<Record<Pool, PoolObservation>> = {};
     for (const [p, o] of Object.entries(pools) as [Pool, { replicas: number; load: LoadSample[] }][]) {
       const steps = this.forwardPass.get(p);
