@@ -273,6 +273,7 @@ describe('snapshot, events and metadata', () => {
     };
     expect(decodeWireLoad(load)).toEqual(load);
     expectInvalid(() => decodeWireLoad({ ...load, numWaiting: 0.5 }), /numWaiting/);
+    expectInvalid(() => decodeWireLoad({ ...load, instanceId: 'i'.repeat(MAX_WIRE_ID_LENGTH + 1) }), /instanceId/);
   });
 
   it('decodes forward-pass batches within their limits', () => {

@@ -655,8 +655,9 @@ export function decodeWireLoad(value: unknown): WireLoad {
   version(o, what);
   return {
     v: 1,
-    instanceId: str(o, 'instanceId', what),
-    model: str(o, 'model', what),
+    // bounded: consumers keep the latest sample per instance, possibly before they know the instance
+    instanceId: id(o, 'instanceId', what),
+    model: id(o, 'model', what),
     ts: num(o, 'ts', what),
     numRunning: int(o, 'numRunning', what, 0),
     numWaiting: int(o, 'numWaiting', what, 0),
