@@ -51,7 +51,7 @@ export interface EventPlaneObservationSourceOptions extends Omit<ObservationAccu
   readonly discovery: Discovery;
   readonly namespace: string;
   readonly model: string;
-  /** Names the durables (`planner-<id>-load`, ...; lower-cased, other characters than a-z 0-9 _ - become _, at most 36 kept); default a random UUID. Two planners must not share one. */
+  /** Names the durables (`planner-<id>-load`, ...; lower-cased, other characters than a-z 0-9 _ - become _, at most 36 kept); default a random UUID. Two sources must not share one (a planner of two models: one id per model). */
   readonly plannerId?: string;
   readonly logger?: Logger;
   /** Epoch ms; default Date.now. */
