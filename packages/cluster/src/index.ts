@@ -13,7 +13,10 @@ export {
   decodeWireInferRequest,
   decodeWireInferResponse,
   decodeWireKvEvents,
+  decodeWireForwardPass,
+  decodeWireHistogram,
   decodeWireLoad,
+  decodeWireRequestFigures,
   decodeWireSnapshotChunk,
   decodeWireSnapshotRequest,
   generateOutputFromWire,
@@ -39,6 +42,21 @@ export { kvLayoutDigest, pinnedKvBlocks } from './worker/kv-provider.js';
 export type { WorkerNode, WorkerNodeOptions, WorkerNodeState } from './worker/worker-node.js';
 export { MAX_INLINE_TOKENIZER_BYTES, TOKENIZER_FILES } from './worker/model-cards.js';
 export { DEFAULT_LOAD_INTERVAL_MS, LOAD_HEARTBEAT_MS } from './worker/load-publisher.js';
+export { DEFAULT_FORWARD_PASS_INTERVAL_MS, FORWARD_PASS_MAX_STEPS } from './worker/forward-pass-publisher.js';
+// ---- figures for planners ----
+export { ITL_MS_BOUNDS, TOKEN_BOUNDS, TTFT_MS_BOUNDS, addHistogram, geometricBounds } from './figure-histogram.js';
+export { DEFAULT_REQUEST_FIGURES_INTERVAL_MS } from './router/request-figures.js';
+export {
+  DEFAULT_MAX_FORWARD_PASS_SAMPLES,
+  DEFAULT_MAX_INSTANCES,
+  DEFAULT_MAX_ROUTERS,
+  DEFAULT_OBSERVATION_RESYNC_GRACE_MS,
+  DEFAULT_STALE_LOAD_MS,
+  ObservationAccumulator,
+} from './planner/observation-accumulator.js';
+export type { ObservationAccumulatorOptions, ObservationCounters } from './planner/observation-accumulator.js';
+export { DEFAULT_OBSERVATIONS_READY_TIMEOUT_MS, EventPlaneObservationSource } from './planner/event-plane-observations.js';
+export type { EventPlaneObservationCounters, EventPlaneObservationSourceOptions } from './planner/event-plane-observations.js';
 // ---- router core ----
 export { DEFAULT_ROUTER_MODE, MAX_TIMER_MS, ROUTER_MODES, startRouterCore } from './router/router-core.js';
 export { DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS, DEFAULT_DISAGG_MIN_REMOTE_TOKENS, decideDisagg } from './router/disagg-policy.js';

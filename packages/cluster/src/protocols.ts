@@ -23,6 +23,10 @@
  * Events a worker publishes (EventPlane):
  * - `kvEventsSubject(ns, WORKER_COMPONENT)`: `WireKvEvents` — a batch of one model engine's KV events;
  * - `loadSubject(ns, WORKER_COMPONENT)`: `WireLoad` — one model's load sample.
+ * - `forwardPassSubject(ns, WORKER_COMPONENT)`: `WireForwardPass` — one model engine's steps over about a second.
+ *
+ * Events a router publishes (EventPlane), for planners:
+ * - `requestFiguresSubject(ns, ROUTER_COMPONENT)`: `WireRequestFigures` — one model's requests over about a second.
  *
  * The model card's `metadata` (runtime ModelCard) carries `TensorCardMetadata` for every model (an LLM
  * is a KServe model too: Triton's vLLM-style `text_input` interface, reached through `infer`), and
@@ -33,6 +37,8 @@ import type { KvCacheEvent, KvLayout, SnapshotBlock } from '@switchyard/llm';
 
 /** The component every worker's endpoints live under (Dynamo's `backend`). */
 export const WORKER_COMPONENT = 'backend';
+/** The component routers publish their request figures under (they serve no endpoint of their own). */
+export const ROUTER_COMPONENT = 'router';
 export const GENERATE_ENDPOINT = 'generate';
 export const INFER_ENDPOINT = 'infer';
 export const KV_SNAPSHOT_ENDPOINT = 'kv_snapshot';
@@ -247,6 +253,77 @@ export interface WireLoad {
   /** Cumulative prefix-cache prompt tokens looked up / hit (rate = hits / queries). */
   readonly prefixCacheQueries: number;
   readonly prefixCacheHits: number;
+}
+
+/** Step samples a decoder accepts in one `WireForwardPass` (a publisher sends far fewer: FORWARD_PASS_MAX_STEPS). */
+export const MAX_WIRE_FORWARD_PASS_STEPS = 1024;
+
+/** One engine step (Dynamo's ForwardPassMetrics). */
+export interface WireForwardPassStep {
+  /** Epoch ms (worker clock) the step ended. */
+  readonly ts: number;
+  /** Wall time of the step, ms. */
+  readonly wallMs: number;
+  /** Prompt (or recompute) tokens computed in the step. */
+  readonly prefillTokens: number;
+  /** KV tokens the step's decoding sequences attended (the sum of their context lengths). */
+  readonly decodeKvTokens: number;
+}
+
+/**
+ * Worker → JetStream: one model engine's steps on one worker over one batch period (about a second).
+ * `steps` is a uniform sample of the period's steps, at most the publisher's cap; `dropped` counts the
+ * others, so a fast engine costs one bounded message per second however many steps it runs.
+ */
+export interface WireForwardPass {
+  readonly v: 1;
+  readonly instanceId: string;
+  readonly model: string;
+  /** Epoch ms (worker clock): the batch holds steps that ended in (from, to]. */
+  readonly from: number;
+  readonly to: number;
+  readonly steps: readonly WireForwardPassStep[];
+  /** Steps of the period left out of `steps`. */
+  readonly dropped: number;
+}
+
+/** Upper bounds a decoder accepts in one `WireHistogram`. */
+export const MAX_WIRE_HISTOGRAM_BOUNDS = 256;
+
+/**
+ * A fixed-bound histogram (the size does not grow with the traffic). `bounds` ascend strictly;
+ * bucket i counts values in (bounds[i-1], bounds[i]] (bucket 0 from 0); the last bucket
+ * (`counts.length` = `bounds.length + 1`) counts values above the last bound.
+ */
+export interface WireHistogram {
+  readonly bounds: readonly number[];
+  readonly counts: readonly number[];
+}
+
+/**
+ * Router → JetStream: one model's requests served by one router over one period (about a second).
+ * A router publishes a model's figures only for periods in which it had something to report.
+ */
+export interface WireRequestFigures {
+  readonly v: 1;
+  /** The router replica (its `routerId`). */
+  readonly routerId: string;
+  readonly model: string;
+  /** Epoch ms (router clock): the period (from, to]. */
+  readonly from: number;
+  readonly to: number;
+  /** Requests that arrived in the period. */
+  readonly requests: number;
+  /** Requests this router holds at `to` because no worker serves the model (a gauge, not a count). */
+  readonly heldRequests: number;
+  /** Prompt lengths of the requests that arrived, tokens. */
+  readonly isl: WireHistogram;
+  /** Output lengths of the requests that finished, tokens. */
+  readonly osl: WireHistogram;
+  /** Times to first token of the requests whose first token came, ms. */
+  readonly ttftMs: WireHistogram;
+  /** Gaps between consecutive tokens, ms (one per token after the first). */
+  readonly itlMs: WireHistogram;
 }
 
 // ---- model card metadata ------------------------------------------------------------------------

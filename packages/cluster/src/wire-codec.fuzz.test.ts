@@ -14,8 +14,10 @@ import {
   decodeWireGenerateRequest,
   decodeWireInferRequest,
   decodeWireInferResponse,
+  decodeWireForwardPass,
   decodeWireKvEvents,
   decodeWireLoad,
+  decodeWireRequestFigures,
   decodeWireSnapshotChunk,
   decodeWireSnapshotRequest,
   decodeWireStats,
@@ -83,6 +85,19 @@ const VALID: Array<[string, (v: unknown) => unknown, JsonValue]> = [
     'load',
     decodeWireLoad,
     { v: 1, instanceId: 'i', model: 'm', ts: 1.5, numRunning: 1, numWaiting: 0, kvActiveBlocks: 1, kvTotalBlocks: 8, kvUsage: 0.125, prefixCacheQueries: 3, prefixCacheHits: 1 },
+  ],
+  [
+    'forward pass',
+    decodeWireForwardPass,
+    { v: 1, instanceId: 'i', model: 'm', from: 1000, to: 2000, steps: [{ ts: 1500, wallMs: 2.5, prefillTokens: 40, decodeKvTokens: 0 }, { ts: 1600, wallMs: 1, prefillTokens: 0, decodeKvTokens: 41 }], dropped: 3 },
+  ],
+  [
+    'request figures',
+    decodeWireRequestFigures,
+    {
+      v: 1, routerId: 'r', model: 'm', from: 1000, to: 2000, requests: 2, heldRequests: 1,
+      isl: { bounds: [16, 32], counts: [0, 2, 0] }, osl: { bounds: [16], counts: [1, 0] }, ttftMs: { bounds: [4, 8], counts: [0, 1, 1] }, itlMs: { bounds: [0.25], counts: [0, 5] },
+    },
   ],
   ['tensor card metadata', decodeTensorCardMetadata, tensorCard],
   ['LLM card metadata', decodeLlmCardMetadata, { ...(tensorCard as object), engine: 'mocker', totalKvBlocks: 8, eosTokenIds: [2], created: 1, kvEvents: true }],
@@ -220,6 +235,39 @@ describe('cluster wire round trips (fuzz)', () => {
       const lease = { leaseId: r.kvTransfer.leaseId, blockHashes: r.kvTransfer.blockHashes, layout: r.kvTransfer.layout, seed: r.kvTransfer.seed, expiresAt: 0 };
       const made = generateOutputToWire({ ...out, kvTransfer: lease }, { transfer: { address: r.kvTransfer.address, instanceId: r.kvTransfer.instanceId } });
       expect(made).toEqual(out);
+    });
+  });
+
+  it('request figures and forward-pass batches survive the wire; a decoded histogram always has one count more than bounds, ascending', () => {
+    const histogram = fc
+      .uniqueArray(fc.double({ min: 0, max: 1e9, noNaN: true }).map((x) => x + 0), { minLength: 1, maxLength: 20 })
+      .chain((b) => fc.array(fc.nat(), { minLength: b.length + 1, maxLength: b.length + 1 }).map((counts) => ({ bounds: [...b].sort((x, y) => x - y), counts })));
+    const figures = fc.record({
+      v: fc.constant(1 as const),
+      routerId: fc.constantFrom('r', 'router-1'),
+      model: fc.constantFrom('m', 'a/b'),
+      from: fc.integer({ min: 0, max: 1e12 }),
+      to: fc.constant(1e12 + 1),
+      requests: fc.nat(),
+      heldRequests: fc.nat(),
+      isl: histogram,
+      osl: histogram,
+      ttftMs: histogram,
+      itlMs: histogram,
+    });
+    const step = fc.record({ ts: fc.integer(), wallMs: fc.double({ min: 0, max: 1e6, noNaN: true }).map((x) => x + 0), prefillTokens: fc.nat(), decodeKvTokens: fc.nat() });
+    const batch = fc.record({ v: fc.constant(1 as const), instanceId: fc.constant('0000000000000001'), model: fc.constant('m'), from: fc.constant(0), to: fc.nat(), steps: fc.array(step, { maxLength: 8 }), dropped: fc.nat() });
+    fuzz(fc.tuple(figures, batch), ([f, b]) => {
+      expect(decodeWireRequestFigures(viaJson(f))).toEqual(f);
+      expect(decodeWireForwardPass(viaJson(b))).toEqual(b);
+    });
+    fuzz(mutatedJson(fc.constant(VALID.find(([w]) => w === 'request figures')![2])), (v) => {
+      const r = parsesOrRefuses(() => decodeWireRequestFigures(JSON.parse(jsonText(v) || 'null')));
+      if (!r.ok) return;
+      for (const h of [r.value.isl, r.value.osl, r.value.ttftMs, r.value.itlMs]) {
+        expect(h.counts).toHaveLength(h.bounds.length + 1);
+        h.bounds.forEach((x, i) => expect(i === 0 || x > h.bounds[i - 1]!).toBe(true));
+      }
     });
   });
 

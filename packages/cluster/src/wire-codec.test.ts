@@ -10,7 +10,9 @@ import {
   decodeWireInferRequest,
   decodeWireInferResponse,
   decodeWireKvEvents,
+  decodeWireForwardPass,
   decodeWireLoad,
+  decodeWireRequestFigures,
   decodeWireSnapshotChunk,
   decodeWireSnapshotRequest,
   decodeWireStats,
@@ -25,7 +27,9 @@ import {
   inferResponseFromWire,
   inferResponseToWire,
   MAX_WIRE_CONTEXT_TOKENS,
+  MAX_WIRE_ID_LENGTH,
 } from './wire-codec.js';
+import { MAX_WIRE_FORWARD_PASS_STEPS, MAX_WIRE_HISTOGRAM_BOUNDS } from './protocols.js';
 
 /** Through JSON text, as the request and event planes carry it. */
 const viaJson = (v: unknown): unknown => JSON.parse(JSON.stringify(v));
@@ -269,6 +273,29 @@ describe('snapshot, events and metadata', () => {
     };
     expect(decodeWireLoad(load)).toEqual(load);
     expectInvalid(() => decodeWireLoad({ ...load, numWaiting: 0.5 }), /numWaiting/);
+    expectInvalid(() => decodeWireLoad({ ...load, instanceId: 'i'.repeat(MAX_WIRE_ID_LENGTH + 1) }), /instanceId/);
+  });
+
+  it('decodes forward-pass batches within their limits', () => {
+    const batch = { v: 1, instanceId: 'i', model: 'm', from: 1, to: 2, steps: [{ ts: 1.5, wallMs: 3, prefillTokens: 16, decodeKvTokens: 0 }], dropped: 0 };
+    expect(decodeWireForwardPass(viaJson(batch))).toEqual(batch);
+    expectInvalid(() => decodeWireForwardPass({ ...batch, to: 0 }), /'to'/);
+    expectInvalid(() => decodeWireForwardPass({ ...batch, dropped: -1 }), /dropped/);
+    expectInvalid(() => decodeWireForwardPass({ ...batch, steps: [{ ...batch.steps[0], wallMs: -1 }] }), /wallMs/);
+    expectInvalid(() => decodeWireForwardPass({ ...batch, steps: new Array(MAX_WIRE_FORWARD_PASS_STEPS + 1).fill(batch.steps[0]) }), /at most/);
+    expectInvalid(() => decodeWireForwardPass({ ...batch, model: 'x'.repeat(MAX_WIRE_ID_LENGTH + 1) }), /model/);
+  });
+
+  it('decodes request figures; histograms have ascending bounds and one count more', () => {
+    const h = { bounds: [1, 2], counts: [0, 3, 1] };
+    const figures = { v: 1, routerId: 'r', model: 'm', from: 1, to: 2, requests: 4, heldRequests: 0, isl: h, osl: h, ttftMs: h, itlMs: h };
+    expect(decodeWireRequestFigures(viaJson(figures))).toEqual(figures);
+    expectInvalid(() => decodeWireRequestFigures({ ...figures, isl: { bounds: [2, 1], counts: [0, 0, 0] } }), /ascend/);
+    expectInvalid(() => decodeWireRequestFigures({ ...figures, osl: { bounds: [1, 2], counts: [0, 0] } }), /one entry more/);
+    expectInvalid(() => decodeWireRequestFigures({ ...figures, ttftMs: { bounds: [], counts: [0] } }), /bounds/);
+    expectInvalid(() => decodeWireRequestFigures({ ...figures, itlMs: { bounds: [1], counts: [0, -1] } }), /counts/);
+    expectInvalid(() => decodeWireRequestFigures({ ...figures, itlMs: { bounds: new Array(MAX_WIRE_HISTOGRAM_BOUNDS + 1).fill(0).map((_, i) => i), counts: [] } }), /bounds/);
+    expectInvalid(() => decodeWireRequestFigures({ ...figures, requests: 0.5 }), /requests/);
   });
 
   it('decodes LLM card metadata', () => {

@@ -26,8 +26,12 @@ import type {
   WireGenerateRequest,
   WireInferRequest,
   WireInferResponse,
+  WireForwardPass,
+  WireForwardPassStep,
+  WireHistogram,
   WireKvEvents,
   WireLoad,
+  WireRequestFigures,
   WireParameters,
   WireDuration,
   WireModelStatistics,
@@ -37,6 +41,7 @@ import type {
   WireStatsRequest,
   WireTensor,
 } from './protocols.js';
+import { MAX_WIRE_FORWARD_PASS_STEPS, MAX_WIRE_HISTOGRAM_BOUNDS } from './protocols.js';
 
 /** Every wire value of protocols.ts is JSON; this widens its type for the request and event planes. */
 export function toJson(value: object): JsonValue {
@@ -650,8 +655,9 @@ export function decodeWireLoad(value: unknown): WireLoad {
   version(o, what);
   return {
     v: 1,
-    instanceId: str(o, 'instanceId', what),
-    model: str(o, 'model', what),
+    // bounded: consumers keep the latest sample per instance, possibly before they know the instance
+    instanceId: id(o, 'instanceId', what),
+    model: id(o, 'model', what),
     ts: num(o, 'ts', what),
     numRunning: int(o, 'numRunning', what, 0),
     numWaiting: int(o, 'numWaiting', what, 0),
@@ -660,6 +666,70 @@ export function decodeWireLoad(value: unknown): WireLoad {
     kvUsage: num(o, 'kvUsage', what),
     prefixCacheQueries: int(o, 'prefixCacheQueries', what, 0),
     prefixCacheHits: int(o, 'prefixCacheHits', what, 0),
+  };
+}
+
+function nonNegative(value: unknown, field: string, what: string): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw invalidArgument(`${what}: '${field}' must be a finite number >= 0`);
+  return value;
+}
+
+/** A period (from, to] in epoch ms: finite, `to` not before `from`. */
+function period(o: Obj, what: string): { from: number; to: number } {
+  const from = num(o, 'from', what);
+  const to = num(o, 'to', what);
+  if (to < from) throw invalidArgument(`${what}: 'to' must not be before 'from'`);
+  return { from, to };
+}
+
+export function decodeWireForwardPass(value: unknown): WireForwardPass {
+  const what = 'forward pass';
+  const o = obj(value, what);
+  version(o, what);
+  const list = arr(o, 'steps', what);
+  if (list.length > MAX_WIRE_FORWARD_PASS_STEPS) throw invalidArgument(`${what}: at most ${MAX_WIRE_FORWARD_PASS_STEPS} steps, got ${list.length}`);
+  const steps = list.map((x, i): WireForwardPassStep => {
+    const s = obj(x, `${what} steps[${i}]`);
+    return {
+      ts: num(s, 'ts', `${what} steps[${i}]`),
+      wallMs: nonNegative(s['wallMs'], 'wallMs', `${what} steps[${i}]`),
+      prefillTokens: int(s, 'prefillTokens', `${what} steps[${i}]`, 0),
+      decodeKvTokens: int(s, 'decodeKvTokens', `${what} steps[${i}]`, 0),
+    };
+  });
+  return { v: 1, instanceId: id(o, 'instanceId', what), model: id(o, 'model', what), ...period(o, what), steps, dropped: int(o, 'dropped', what, 0) };
+}
+
+/** A WireHistogram: 1..MAX_WIRE_HISTOGRAM_BOUNDS finite bounds >= 0, strictly ascending, one count more (integers >= 0). */
+export function decodeWireHistogram(value: unknown, what: string): WireHistogram {
+  const o = obj(value, what);
+  const b = arr(o, 'bounds', what);
+  if (b.length === 0 || b.length > MAX_WIRE_HISTOGRAM_BOUNDS) throw invalidArgument(`${what}: 1 to ${MAX_WIRE_HISTOGRAM_BOUNDS} bounds, got ${b.length}`);
+  const bounds = b.map((x, i) => {
+    const v = nonNegative(x, `bounds[${i}]`, what);
+    if (i > 0 && v <= (b[i - 1] as number)) throw invalidArgument(`${what}: 'bounds' must ascend strictly`);
+    return v;
+  });
+  const counts = intArray(o, 'counts', what, 0);
+  if (counts.length !== bounds.length + 1) throw invalidArgument(`${what}: 'counts' must have one entry more than 'bounds' (${bounds.length + 1}), got ${counts.length}`);
+  return { bounds, counts };
+}
+
+export function decodeWireRequestFigures(value: unknown): WireRequestFigures {
+  const what = 'request figures';
+  const o = obj(value, what);
+  version(o, what);
+  return {
+    v: 1,
+    routerId: id(o, 'routerId', what),
+    model: id(o, 'model', what),
+    ...period(o, what),
+    requests: int(o, 'requests', what, 0),
+    heldRequests: int(o, 'heldRequests', what, 0),
+    isl: decodeWireHistogram(o['isl'], `${what} isl`),
+    osl: decodeWireHistogram(o['osl'], `${what} osl`),
+    ttftMs: decodeWireHistogram(o['ttftMs'], `${what} ttftMs`),
+    itlMs: decodeWireHistogram(o['itlMs'], `${what} itlMs`),
   };
 }
 

@@ -31,6 +31,7 @@ import {
   Tokenizer,
   readModelFolder,
   type Executor,
+  type ForwardPassSink,
   type KvEventSink,
   type LlmEndpoint,
   type ModelFolderFiles,
@@ -188,6 +189,17 @@ export class LlmBackend implements Backend {
         }
       }
     };
+    // Step figures fan out the same way (the worker's forward-pass publisher).
+    const stepListeners = new Set<ForwardPassSink>();
+    const onForwardPass: ForwardPassSink = (figures) => {
+      for (const listener of stepListeners) {
+        try {
+          listener(figures);
+        } catch (e) {
+          logger.error({ err: e, model: modelName }, 'forward-pass listener threw');
+        }
+      }
+    };
     const engine = new LlmEngine({
       blockSize: options.blockSize,
       numBlocks: options.numBlocks,
@@ -202,6 +214,7 @@ export class LlmBackend implements Backend {
       eosTokenIds,
       executor,
       onKvEvent,
+      onForwardPass,
       kvTransferTtlMs: this.transfer.ttlMs,
     });
     const endpoint: LlmEndpoint = {
@@ -227,6 +240,11 @@ export class LlmBackend implements Backend {
           return () => kvListeners.delete(entry);
         },
         snapshot: () => engine.snapshot(),
+      },
+      onForwardPass: (listener) => {
+        const entry: ForwardPassSink = (figures) => listener(figures);
+        stepListeners.add(entry);
+        return () => stepListeners.delete(entry);
       },
       ...(engine.kvTransfer === undefined ? {} : { kvTransfer: engine.kvTransfer }),
     };

@@ -23,6 +23,27 @@ const reqs = (n: number): LlmRequest[] =>
     arrivalTime: i * 50,
   }));
 
+describe('EngineCore forward-pass figures', () => {
+  it('reports prompt tokens of prefill steps, decode context tokens of decode steps, and the step time on the clock', async () => {
+    const { core, clock } = engine();
+    core.addRequest({ requestId: 'a', promptTokenIds: Array.from({ length: 40 }, (_, i) => i), maxTokens: 3 });
+    const first = await core.step();
+    expect(first.forwardPass).toEqual({ endedAt: clock.now(), wallMs: clock.now(), prefillTokens: 40, decodeKvTokens: 0 });
+    expect(first.forwardPass!.wallMs).toBeCloseTo(polynomialTimingModel.prefillMs(40), 6);
+    const before = clock.now();
+    const second = await core.step();
+    // one decoding sequence: 40 prompt tokens + 1 sampled token computed, its KV context is 41
+    expect(second.forwardPass).toMatchObject({ prefillTokens: 0, decodeKvTokens: 41 });
+    expect(second.forwardPass!.wallMs).toBeCloseTo(clock.now() - before, 6);
+    expect(second.forwardPass!.wallMs).toBeGreaterThan(0);
+  });
+
+  it('a step that schedules nothing has no figures', async () => {
+    const { core } = engine();
+    expect((await core.step()).forwardPass).toBeUndefined();
+  });
+});
+
 describe('EngineCore + SimulatedExecutor replay (virtual clock)', () => {
   it('returns the prompt blocks a prefill-only request pinned (nobody pulls them in a replay)', async () => {
     const { clock, core, kv } = engine();

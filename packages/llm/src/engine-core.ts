@@ -26,6 +26,35 @@ export interface RequestMetrics {
   lastTokenTime: number | null;
 }
 
+/**
+ * One engine step's figures (Dynamo's ForwardPassMetrics): what a planner regresses step time on.
+ * Only steps that scheduled work have them.
+ */
+export interface ForwardPassFigures {
+  /** Clock ms (the engine's clock) when the step ended. */
+  readonly endedAt: number;
+  /** Duration of the step on the engine's clock (schedule + execute + update), ms. */
+  readonly wallMs: number;
+  /** Prompt (or recompute) tokens computed in the step. */
+  readonly prefillTokens: number;
+  /** KV tokens the step's decoding sequences attended: the sum of their context lengths. */
+  readonly decodeKvTokens: number;
+}
+
+/** Receives every step's figures, synchronously at the end of the step; must not throw or block. */
+export type ForwardPassSink = (figures: ForwardPassFigures) => void;
+
+/** The figures of one scheduled step that took `wallMs` and ended at `endedAt`. */
+export function forwardPassFigures(out: SchedulerOutput, wallMs: number, endedAt: number): ForwardPassFigures {
+  let prefillTokens = 0;
+  let decodeKvTokens = 0;
+  for (const e of out.scheduled) {
+    if (e.isPrefill) prefillTokens += e.numNewTokens;
+    else decodeKvTokens += e.numComputedTokens + e.numNewTokens;
+  }
+  return { endedAt, wallMs: Math.max(0, wallMs), prefillTokens, decodeKvTokens };
+}
+
 export interface StepResult {
   readonly outputs: readonly SequenceOutput[];
   /** The executor's logprobs of this step's sampled tokens, by request id (only those that asked). */
@@ -34,6 +63,8 @@ export interface StepResult {
   readonly seeds?: ReadonlyMap<string, number>;
   readonly numScheduled: number;
   readonly elapsedMs: number;
+  /** The step's figures; absent when nothing was scheduled. */
+  readonly forwardPass?: ForwardPassFigures;
 }
 
 export class EngineCore {
@@ -95,6 +126,7 @@ export class EngineCore {
     if (this.failed !== null) throw internal('EngineCore.step after a failed step: call discardFailedStep first');
     this.stepping = true;
     try {
+      const startedAt = this.clock.now();
       const out = this.scheduler.schedule();
       if (out.scheduled.length === 0) {
         this.scheduler.update(out, new Map());
@@ -119,7 +151,8 @@ export class EngineCore {
         m.numOutputTokens += o.newTokenIds.length;
         if (o.finishReason !== null) m.finishTime = now;
       }
-      return { outputs, numScheduled: out.scheduled.length, elapsedMs: res.elapsedMs, logprobs: res.logprobs, seeds: res.seeds };
+      const forwardPass = forwardPassFigures(out, now - startedAt, now);
+      return { outputs, numScheduled: out.scheduled.length, elapsedMs: res.elapsedMs, logprobs: res.logprobs, seeds: res.seeds, forwardPass };
     } finally {
       this.stepping = false;
     }

@@ -79,7 +79,7 @@ export {
 } from './simulated-executor.js';
 export { DEFAULT_KV_TRANSFER_TTL_MS } from './kv-exchange.js';
 export { VirtualClock, polynomialTimingModel, stepMs, systemClock, type Clock, type TimingModel } from './timing-model.js';
-export { EngineCore, replay, type RequestMetrics, type StepResult } from './engine-core.js';
+export { EngineCore, forwardPassFigures, replay, type ForwardPassFigures, type ForwardPassSink, type RequestMetrics, type StepResult } from './engine-core.js';
 export type {
   GenerateError,
   GenerateOutput,

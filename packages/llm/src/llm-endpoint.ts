@@ -11,6 +11,7 @@ import type { ChatTemplate } from './chat-template.js';
 import type { Tokenizer } from './tokenizer.js';
 import type { KvEventSink, KvSnapshot } from './kv-events.js';
 import type { KvImport, KvTransferLease, LlmKvTransfer } from './kv-transfer.js';
+import type { ForwardPassSink } from './engine-core.js';
 
 /** One generation, as an engine receives it. */
 export interface GenerateRequest {
@@ -146,6 +147,12 @@ export interface LlmEndpoint {
   readonly kv?: LlmKvSource;
   /** Disaggregation: lease, export and import of KV blocks. Absent in engines that cannot (test doubles). */
   readonly kvTransfer?: LlmKvTransfer;
+  /**
+   * Called by a publisher once per engine: `listener` gets every scheduled step's figures from now on,
+   * synchronously at the step's end; it must not throw or block (queue and return). Returns
+   * unsubscribe. Absent in engines that do not step (test doubles, a router's view).
+   */
+  onForwardPass?(listener: ForwardPassSink): () => void;
 }
 
 /** KV events and snapshots of one engine (kv-events.ts has the event contract). */

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { ForwardPassFigures } from './engine-core.js';
 import type { Executor, ExecutorOutput } from './executor.js';
 import type { KvCacheEvent } from './kv-events.js';
 import type { GenerateOutput } from './llm-endpoint.js';
@@ -55,6 +56,19 @@ describe('LlmEngine', () => {
     expect(e.metrics().prefixCacheHits).toBe(11);
     // Event ids strictly increase by one.
     events.forEach((ev, i) => expect(ev.event_id).toBe(i));
+  });
+
+  it('reports every scheduled step to onForwardPass: one prefill step, then one decode step per further token', async () => {
+    const steps: ForwardPassFigures[] = [];
+    const { engine: e } = engine({ onForwardPass: (f) => steps.push(f) });
+    await collect(e.generate({ requestId: 'a', promptTokenIds: prompt(10), sampling: sampling({ max_tokens: 4 }) }));
+    expect(steps.map((s) => [s.prefillTokens, s.decodeKvTokens])).toEqual([
+      [10, 0],
+      [0, 11],
+      [0, 12],
+      [0, 13],
+    ]);
+    for (const s of steps) expect(s.wallMs).toBeGreaterThan(0);
   });
 
   it('stops at a stop token id and names it as the stop reason', async () => {

@@ -17,7 +17,7 @@
 
 import { cancelled, describeValue, internal, invalidArgument, toSwitchyardError, type SwitchyardError } from '@switchyard/common';
 import { promptTooLongError, requestTooLongError } from './context-length.js';
-import { EngineCore } from './engine-core.js';
+import { EngineCore, type ForwardPassSink } from './engine-core.js';
 import type { Executor } from './executor.js';
 import { E2E_BUCKETS_S, Histogram, ITL_BUCKETS_S, TTFT_BUCKETS_S } from './histogram.js';
 import { KvBlockManager, type BlockRef } from './kv-block-manager.js';
@@ -48,6 +48,8 @@ export interface LlmEngineOptions {
   readonly clock?: Clock;
   /** Every KV event of the block manager, in id order (the worker publishes them to the cluster). */
   readonly onKvEvent?: KvEventSink;
+  /** Every scheduled step's figures (the worker publishes them for planners); must not throw. */
+  readonly onForwardPass?: ForwardPassSink;
   /** How long a prefill-only request's lease keeps its blocks pinned, ms on `clock`; default 30 000. */
   readonly kvTransferTtlMs?: number;
 }
@@ -82,6 +84,7 @@ export class LlmEngine {
   private readonly exchange: KvExchange | undefined;
   private readonly eos: readonly number[];
   private readonly clock: Clock;
+  private readonly onForwardPass: ForwardPassSink | undefined;
   private readonly streams = new Map<string, Stream>();
   private loop: Promise<void> | undefined;
   private stopped = false;
@@ -108,6 +111,7 @@ export class LlmEngine {
     });
     this.scheduler = new LlmScheduler(this.kv, options.scheduler);
     this.clock = options.clock ?? systemClock;
+    this.onForwardPass = options.onForwardPass;
     this.core = new EngineCore(this.scheduler, options.executor, this.clock);
     this.maxModelLen = options.maxModelLen;
     this.eos = [...(options.eosTokenIds ?? [])];
@@ -309,6 +313,7 @@ export class LlmEngine {
         this.failStep(toSwitchyardError(e));
         continue;
       }
+      if (result.forwardPass !== undefined) this.onForwardPass?.(result.forwardPass);
       for (const o of result.outputs) {
         const lp = result.logprobs?.get(o.requestId);
         const lease = o.pinnedBlocks === undefined ? undefined : this.lease(o.requestId, o.pinnedBlocks, result.seeds?.get(o.requestId));

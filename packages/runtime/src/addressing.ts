@@ -183,12 +183,26 @@ export function kvEventsSubject(ns: Namespace, component: ComponentName): string
 export function loadSubject(ns: Namespace, component: ComponentName): string {
   return `${SUBJECT_ROOT}.${ns}.load.${component}`;
 }
+/** Per-step forward-pass figures of a component's workers, batched (JetStream; read by planners). */
+export function forwardPassSubject(ns: Namespace, component: ComponentName): string {
+  return `${SUBJECT_ROOT}.${ns}.forward_pass.${component}`;
+}
+/** Per-model request figures a component's routers publish every second (JetStream; read by planners). */
+export function requestFiguresSubject(ns: Namespace, component: ComponentName): string {
+  return `${SUBJECT_ROOT}.${ns}.request_figures.${component}`;
+}
 /** JetStream stream names (no `.`): one stream per namespace and kind, capturing every component. */
 export function kvEventsStream(ns: Namespace): { readonly name: string; readonly subjects: string } {
   return { name: `${SUBJECT_ROOT}_${ns}_kv_events`, subjects: `${SUBJECT_ROOT}.${ns}.kv_events.*` };
 }
 export function loadStream(ns: Namespace): { readonly name: string; readonly subjects: string } {
   return { name: `${SUBJECT_ROOT}_${ns}_load`, subjects: `${SUBJECT_ROOT}.${ns}.load.*` };
+}
+export function forwardPassStream(ns: Namespace): { readonly name: string; readonly subjects: string } {
+  return { name: `${SUBJECT_ROOT}_${ns}_forward_pass`, subjects: `${SUBJECT_ROOT}.${ns}.forward_pass.*` };
+}
+export function requestFiguresStream(ns: Namespace): { readonly name: string; readonly subjects: string } {
+  return { name: `${SUBJECT_ROOT}_${ns}_request_figures`, subjects: `${SUBJECT_ROOT}.${ns}.request_figures.*` };
 }
 
 /** What a request-plane subject addresses; `null` for any other subject. */

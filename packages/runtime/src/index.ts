@@ -10,6 +10,8 @@ export {
   endpointName,
   endpointSubject,
   formatAddress,
+  forwardPassStream,
+  forwardPassSubject,
   instanceAddress,
   instanceId,
   instanceIdFromLease,
@@ -28,6 +30,8 @@ export {
   namespacePrefix,
   parseKey,
   parseRequestSubject,
+  requestFiguresStream,
+  requestFiguresSubject,
 } from './addressing.js';
 export type {
   ComponentName,
@@ -100,7 +104,7 @@ export { EtcdDiscovery } from './etcd-discovery.js';
 export type { EtcdDiscoveryOptions } from './etcd-discovery.js';
 export { DEFAULT_STREAM_IDLE_TIMEOUT_MS, NatsRequestPlane } from './nats-request-plane.js';
 export type { NatsRequestPlaneConnectOptions, NatsRequestPlaneOptions } from './nats-request-plane.js';
-export { DEFAULT_ACK_WAIT_MS, DEFAULT_EVENT_BATCH_SIZE, JetStreamEventPlane, layoutStreamFor } from './jetstream-event-plane.js';
+export { DEFAULT_ACK_WAIT_MS, DEFAULT_EVENT_BATCH_SIZE, FIGURES_STREAM_MAX_AGE_MS, JetStreamEventPlane, layoutStreamFor } from './jetstream-event-plane.js';
 export type { JetStreamEventPlaneConnectOptions, JetStreamEventPlaneOptions, StreamSpec } from './jetstream-event-plane.js';
 export {
   DEFAULT_GC_BUDGET,

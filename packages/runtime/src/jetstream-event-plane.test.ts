@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '@switchyard/testing';
-import { componentName, kvEventsStream, kvEventsSubject, loadSubject, namespace } from './addressing.js';
+import { componentName, forwardPassStream, forwardPassSubject, kvEventsStream, kvEventsSubject, loadSubject, namespace, requestFiguresStream, requestFiguresSubject } from './addressing.js';
 import type { EventMessage } from './event-plane.js';
-import { JetStreamEventPlane, type JetStreamEventPlaneOptions, layoutStreamFor } from './jetstream-event-plane.js';
+import { FIGURES_STREAM_MAX_AGE_MS, JetStreamEventPlane, type JetStreamEventPlaneOptions, layoutStreamFor } from './jetstream-event-plane.js';
 import { nanos } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 import { JetStreamApiCodes, StorageType, jetstreamManager } from '@nats-io/jetstream';
@@ -69,6 +69,9 @@ describe('layoutStreamFor', () => {
     expect(layoutStreamFor(kvEventsSubject(ns, componentName('backend')))).toEqual(kvEventsStream(ns));
     expect(layoutStreamFor('switchyard.prod.kv_events.*')).toEqual(kvEventsStream(ns));
     expect(layoutStreamFor('switchyard.prod.load.backend')?.name).toBe('switchyard_prod_load');
+    expect(layoutStreamFor(forwardPassSubject(ns, componentName('backend')))).toEqual({ ...forwardPassStream(ns), maxAgeMs: FIGURES_STREAM_MAX_AGE_MS });
+    expect(layoutStreamFor(requestFiguresSubject(ns, componentName('router')))).toEqual({ ...requestFiguresStream(ns), maxAgeMs: FIGURES_STREAM_MAX_AGE_MS });
+    expect(layoutStreamFor('switchyard.prod.request_figures.*')?.name).toBe('switchyard_prod_request_figures');
     expect(layoutStreamFor('other.subject')).toBeNull();
     expect(layoutStreamFor('switchyard.prod.req.backend')).toBeNull();
   });
@@ -206,6 +209,18 @@ describe('JetStreamEventPlane (real nats-server)', () => {
     expect(info.config.subjects).toEqual([spec.subjects]);
     expect(info.state.messages).toBe(2);
     expect(() => JetStreamEventPlane.fromConnection(p.nc, { maxAgeMs: -1 })).toThrow(/maxAgeMs/);
+  });
+
+  it("the figure streams keep the shorter of the plane's retention and FIGURES_STREAM_MAX_AGE_MS", async () => {
+    const jsm = await jetstreamManager((await plane()).nc);
+    const ns = freshNs();
+    await (await plane()).publish(forwardPassSubject(ns, componentName('backend')), 1);
+    expect((await jsm.streams.info(forwardPassStream(ns).name)).config.max_age).toBe(nanos(FIGURES_STREAM_MAX_AGE_MS));
+    await (await plane(undefined, { maxAgeMs: 30_000 })).publish(requestFiguresSubject(ns, componentName('router')), 1);
+    expect((await jsm.streams.info(requestFiguresStream(ns).name)).config.max_age).toBe(nanos(30_000));
+    const ns2 = freshNs();
+    await (await plane(undefined, { maxAgeMs: 0 })).publish(requestFiguresSubject(ns2, componentName('router')), 1);
+    expect((await jsm.streams.info(requestFiguresStream(ns2).name)).config.max_age).toBe(nanos(FIGURES_STREAM_MAX_AGE_MS));
   });
 
   it('the server deletes a durable nobody pulls from for durableInactiveMs; a live one stays', async () => {

@@ -1,9 +1,10 @@
 /**
  * EventPlane on NATS JetStream. Same semantics as MemoryEventPlane, plus ack-wait redelivery.
  *
- * Streams: a subject of the layout (`switchyard.<ns>.kv_events.<component>`, `switchyard.<ns>.load.<component>`,
- * or a filter with wildcards in the component token) maps to `kvEventsStream(ns)` / `loadStream(ns)`
- * from addressing; any other subject needs the `resolveStream` option (else invalid_argument). The
+ * Streams: a subject of the layout (`switchyard.<ns>.<kind>.<component>` for the kinds `kv_events`,
+ * `load`, `forward_pass` and `request_figures`, or a filter with wildcards in the component token) maps
+ * to that kind's stream from addressing (`kvEventsStream(ns)`, `loadStream(ns)`, ...; the two figure
+ * streams keep at most FIGURES_STREAM_MAX_AGE_MS, 10 min); any other subject needs the `resolveStream` option (else invalid_argument). The
  * stream is created on first use (file storage, limits retention, messages older than `maxAgeMs`
  * dropped — default 1 h, 0 = kept until deleted) and reused when it exists; an existing stream whose
  * `max_age` differs is updated in place (`streams.update`, the rest of its config kept), so a stream
@@ -56,7 +57,7 @@ import {
   jetstreamManager,
 } from '@nats-io/jetstream';
 import { type Logger, SwitchyardError, alreadyExists, invalidArgument, silentLogger, unavailable } from '@switchyard/common';
-import { NAME_PATTERN, SUBJECT_ROOT, kvEventsStream, loadStream, namespace } from './addressing.js';
+import { NAME_PATTERN, SUBJECT_ROOT, forwardPassStream, kvEventsStream, loadStream, namespace, requestFiguresStream } from './addressing.js';
 import { type EventMessage, type EventPlane, type SubscribeOptions, checkSubscribeOptions } from './event-plane.js';
 import { decodeJson, encodeJson } from './protocols.js';
 import { connectNats, watchNatsConnection } from './nats-connection.js';
@@ -76,7 +77,15 @@ const PUBLISH_RECONNECT_WAIT_MS = 10_000;
 export interface StreamSpec {
   readonly name: string;
   readonly subjects: string;
+  /** This stream's retention when shorter than the plane's `maxAgeMs` (figures only planners read live). */
+  readonly maxAgeMs?: number;
 }
+
+/**
+ * Retention of the planners' figure streams (forward passes, request figures): planners read them live
+ * (from new messages), so an hour of per-second batches from every worker would only fill the disk.
+ */
+export const FIGURES_STREAM_MAX_AGE_MS = 600_000;
 
 export interface JetStreamEventPlaneOptions {
   readonly logger?: Logger;
@@ -111,6 +120,8 @@ export function layoutStreamFor(subject: string): StreamSpec | null {
   const ns = namespace(t[1]!);
   if (t[2] === 'kv_events') return kvEventsStream(ns);
   if (t[2] === 'load') return loadStream(ns);
+  if (t[2] === 'forward_pass') return { ...forwardPassStream(ns), maxAgeMs: FIGURES_STREAM_MAX_AGE_MS };
+  if (t[2] === 'request_figures') return { ...requestFiguresStream(ns), maxAgeMs: FIGURES_STREAM_MAX_AGE_MS };
   return null;
 }
 
@@ -195,7 +206,9 @@ export class JetStreamEventPlane implements EventPlane {
   private async createStream(spec: StreamSpec): Promise<void> {
     try {
       const jsm = await this.jsm();
-      const maxAge = nanos(this.maxAgeMs);
+      // the plane's retention, or the stream's own when shorter (0 = no age limit)
+      const maxAgeMs = spec.maxAgeMs === undefined ? this.maxAgeMs : this.maxAgeMs === 0 ? spec.maxAgeMs : Math.min(this.maxAgeMs, spec.maxAgeMs);
+      const maxAge = nanos(maxAgeMs);
       let info: StreamInfo | null = null;
       try {
         info = await jsm.streams.info(spec.name);
@@ -205,7 +218,7 @@ export class JetStreamEventPlane implements EventPlane {
       if (!info) {
         try {
           await jsm.streams.add({ name: spec.name, subjects: [spec.subjects], storage: StorageType.File, max_age: maxAge });
-          this.log.info({ stream: spec.name, subjects: spec.subjects, maxAgeMs: this.maxAgeMs }, 'event stream created');
+          this.log.info({ stream: spec.name, subjects: spec.subjects, maxAgeMs }, 'event stream created');
           return;
         } catch (e) {
           // created meanwhile by another process?
@@ -219,7 +232,7 @@ export class JetStreamEventPlane implements EventPlane {
         // (the duplicate window may not exceed max_age; on create the server shortens it itself)
         const dupWindow = maxAge > 0 && (info.config.duplicate_window ?? 0) > maxAge ? { duplicate_window: maxAge } : {};
         await jsm.streams.update(spec.name, { max_age: maxAge, ...dupWindow });
-        this.log.info({ stream: spec.name, maxAgeMs: this.maxAgeMs, previousMaxAgeMs: Math.round(info.config.max_age / 1e6) }, 'event stream retention updated');
+        this.log.info({ stream: spec.name, maxAgeMs, previousMaxAgeMs: Math.round(info.config.max_age / 1e6) }, 'event stream retention updated');
       }
     } catch (e) {
       throw unavailable(`cannot set up stream '${spec.name}': ${(e as Error).message}`, e);

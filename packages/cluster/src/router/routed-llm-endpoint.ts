@@ -217,6 +217,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
       throw invalidArgument('the prompt is empty: at least one token is required');
     }
     const started = this.now();
+    stats.figures.arrived(model, prompt.length);
     const maxTokens = request.sampling.max_tokens;
     /** The caller's sampling; after a remote prefill, with the seed the first token was sampled with. */
     let sampling: CompiledSamplingParams = request.sampling;
@@ -239,7 +240,11 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
       if (lastTokenAt === undefined) {
         this.ttft.observe((t - started) / 1000);
         stats.ttft.observe((t - started) / 1000);
-      } else this.itl.observe((t - lastTokenAt) / 1000);
+        stats.figures.firstToken(model, t - started);
+      } else {
+        this.itl.observe((t - lastTokenAt) / 1000);
+        stats.figures.laterTokens(model, t - lastTokenAt, tokenIds.length);
+      }
       lastTokenAt = t;
       generated.push(...tokenIds);
       this.generationTokens += tokenIds.length;
@@ -384,6 +389,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
   private finish(reason: FinishReason, stopReason: number | null, promptTokens: number, completionTokens: number, cachedTokens: number, started: number): GenerateOutput {
     this.finished[reason]++;
     this.e2e.observe((this.now() - started) / 1000);
+    if (reason !== 'abort') this.deps.stats.figures.finished(this.deps.model, completionTokens);
     return { tokenIds: [], finishReason: reason, stopReason, usage: { promptTokens, completionTokens, cachedTokens } };
   }
 

@@ -11,14 +11,16 @@
  *
  * Options follow the usual path: `RouterCoreOptions` (user, documented defaults) → `compileOptions`
  * (validated once) → the parts. Lifecycle: `startRouterCore` resolves once the registry has its first
- * discovery snapshot (the engine is ready); `close()` stops the watch and the subscriptions and waits
+ * discovery snapshot (the engine is ready) and the request figures for planners start going out
+ * (RequestFiguresPublisher, every second); `close()` stops the watch and the subscriptions and waits
  * for them; it does not close the roles (the app owns them).
  */
 import { randomUUID } from 'node:crypto';
 import { type Logger, invalidArgument, silentLogger } from '@switchyard/common';
 import { DEFAULT_OVERLAP_WEIGHT, DEFAULT_ROUTER_TEMPERATURE, KvIndexer, type RoutingTable, type WorkerId } from '@switchyard/kv-router';
 import type { Discovery, EventPlane, Namespace, RequestPlane } from '@switchyard/runtime';
-import { namespace as toNamespace } from '@switchyard/runtime';
+import { componentName, requestFiguresSubject, namespace as toNamespace } from '@switchyard/runtime';
+import { ROUTER_COMPONENT } from '../protocols.js';
 import { ClusterEngine } from './cluster-engine.js';
 import { DEFAULT_PROBE_TIMEOUT_MS, HealthProber } from './health-prober.js';
 import { DEFAULT_INHIBIT_MS, InstanceTracker } from './instance-tracker.js';
@@ -29,6 +31,7 @@ import { DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS, DEFAULT_DISAGG_MIN_REMOTE_TOKE
 import { DEFAULT_PREFILL_TIMEOUT_MS, type DisaggOptions } from './disagg-prefill.js';
 import { DEFAULT_MIGRATION_LIMIT, DEFAULT_STALL_PROBE_MS } from './routed-llm-endpoint.js';
 import { type RouterMode, type RouterStats, RouterStatsRecorder } from './router-stats.js';
+import { DEFAULT_REQUEST_FIGURES_INTERVAL_MS, RequestFiguresPublisher } from './request-figures.js';
 
 export const DEFAULT_ROUTER_MODE: RouterMode = 'kv';
 /** The longest delay setTimeout honours (ms). */
@@ -73,6 +76,8 @@ export interface RouterCoreOptions {
   readonly maxHeldRequests?: number;
   /** Models known before any of their workers is seen (held for from the start); default none. */
   readonly models?: readonly string[];
+  /** How often the per-model request figures for planners go out (default DEFAULT_REQUEST_FIGURES_INTERVAL_MS, 1000). */
+  readonly requestFiguresIntervalMs?: number;
   /** Names this replica's durable consumers; default a random UUID (a restart replays retained events). */
   readonly routerId?: string;
   /** Reported in the server metadata (`GET /v2`). */
@@ -106,6 +111,7 @@ interface CompiledRouterOptions {
   readonly maxHeldRequests: number;
   readonly models: readonly string[];
   readonly routerId: string;
+  readonly requestFiguresIntervalMs: number;
   readonly logger: Logger;
 }
 
@@ -139,6 +145,10 @@ function compileOptions(o: RouterCoreOptions): CompiledRouterOptions {
   }
   const maxHeldRequests = o.maxHeldRequests ?? DEFAULT_MAX_HELD_REQUESTS;
   if (!Number.isSafeInteger(maxHeldRequests) || maxHeldRequests < 0) throw invalidArgument(`maxHeldRequests must be an integer >= 0, got ${maxHeldRequests}`);
+  const requestFiguresIntervalMs = o.requestFiguresIntervalMs ?? DEFAULT_REQUEST_FIGURES_INTERVAL_MS;
+  if (!Number.isFinite(requestFiguresIntervalMs) || requestFiguresIntervalMs <= 0 || requestFiguresIntervalMs > MAX_TIMER_MS) {
+    throw invalidArgument(`requestFiguresIntervalMs must be a number in (0, ${MAX_TIMER_MS}], got ${requestFiguresIntervalMs}`);
+  }
   return {
     namespace: toNamespace(o.namespace),
     queueTimeoutMs,
@@ -153,6 +163,7 @@ function compileOptions(o: RouterCoreOptions): CompiledRouterOptions {
     migrationLimit,
     inhibitMs,
     routerId: o.routerId ?? randomUUID(),
+    requestFiguresIntervalMs,
     logger: o.logger ?? silentLogger,
   };
 }
@@ -231,6 +242,18 @@ export async function startRouterCore(options: RouterCoreOptions): Promise<Route
   });
 
   await registry.ready();
+  const figures = new RequestFiguresPublisher({
+    eventPlane: options.eventPlane,
+    subject: requestFiguresSubject(c.namespace, componentName(ROUTER_COMPONENT)),
+    routerId: c.routerId,
+    recorder: stats.figures,
+    // Known models include those with no worker now (scale to zero): their held requests are news.
+    models: () => [...new Set([...registry.list().map((e) => e.name), ...held.heldByModel().map(([m]) => m)])],
+    heldRequests: (model) => held.held(model),
+    logger,
+    intervalMs: c.requestFiguresIntervalMs,
+  });
+  figures.start();
   logger.info({ routerId: c.routerId, mode: c.mode, models: registry.list().map((e) => e.name) }, 'router core started');
 
   let closed: Promise<void> | undefined;
@@ -244,6 +267,7 @@ export async function startRouterCore(options: RouterCoreOptions): Promise<Route
       (closed ??= (async () => {
         unsubscribeTracker();
         await engine.shutdown();
+        await figures.stop();
         await kv.close();
         await registry.close();
       })()),

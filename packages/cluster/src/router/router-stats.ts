@@ -1,11 +1,13 @@
 /**
  * RouterStats: what one router replica counted since it started, read by the app's metrics endpoint
- * (`RouterCore.stats()`). Cumulative; nothing is reset. `RouterStatsRecorder` is the mutable side the
+ * (`RouterCore.stats()`). Cumulative; nothing is reset (except `figures`, the planners' per-period
+ * request figures, which their publisher takes every second). `RouterStatsRecorder` is the mutable side the
  * router's parts write into (single event loop, no locking).
  */
 import { Histogram, TTFT_BUCKETS_S, type HistogramSnapshot } from '@switchyard/llm';
 import type { WorkerId } from '@switchyard/kv-router';
 import type { LocalReason } from './disagg-policy.js';
+import { RequestFiguresRecorder } from './request-figures.js';
 
 /**
  * `switchyard_router_kv_transfer_seconds` buckets: a KV import over loopback or a fast link takes a
@@ -118,6 +120,8 @@ export class RouterStatsRecorder {
   readonly approximateModels = new Set<string>();
   readonly ttft = new Histogram(TTFT_BUCKETS_S);
   readonly kvTransfer = new Histogram(KV_TRANSFER_BUCKETS_S);
+  /** Per-model figures of the current period for planners (not cumulative: the publisher takes them each second). */
+  readonly figures = new RequestFiguresRecorder();
   private readonly disaggByModel = new Map<string, { paths: Record<DisaggPath, number>; localReasons: Map<DisaggLocalReason, number> }>();
 
   /** A request of a disaggregated model took `path` (`reason` for `local`). Once per request. */

@@ -23,6 +23,7 @@ import {
   endpointAddress,
   instanceAddress,
   instancesPrefix,
+  forwardPassSubject,
   kvEventsSubject,
   loadSubject,
   modelsPrefix,
@@ -40,6 +41,7 @@ import {
   decodeWireGenerateOutput,
   decodeWireInferResponse,
   decodeWireStats,
+  decodeWireForwardPass,
   decodeWireKvEvents,
   decodeWireLoad,
   decodeWireSnapshotChunk,
@@ -347,7 +349,32 @@ describe('worker node over memory twins', () => {
     // unchanged samples are not repeated every interval (20 ms): well under one per interval
     const before = c.events.lastSeq;
     await new Promise((r) => setTimeout(r, 300));
-    expect(c.events.lastSeq - before).toBeLessThanOrEqual(1);
+    let loadsAfter = 0;
+    for (let seq = before + 1; seq <= c.events.lastSeq; seq++) if (c.events.at(seq)?.subject === loadSubject(ns, backend)) loadsAfter++;
+    expect(loadsAfter).toBeLessThanOrEqual(1);
+  });
+
+  it("publishes the engine's forward-pass figures in batches: one prefill step, then the decode steps", async () => {
+    const c = await startCluster({ forwardPassIntervalMs: 20 });
+    await collect(generate(c, prompt(40), { max_tokens: 4, ignore_eos: true }));
+    const msgs = await consume(c, forwardPassSubject(ns, backend), (ms) => ms.flatMap((m) => decodeWireForwardPass(m.payload).steps).length >= 4);
+    const batches = msgs.map((m) => decodeWireForwardPass(m.payload));
+    for (const b of batches) {
+      expect(b).toMatchObject({ instanceId: c.node.instanceId, model: 'mock_llm', dropped: 0 });
+      expect(b.to).toBeGreaterThanOrEqual(b.from);
+    }
+    const steps = batches.flatMap((b) => b.steps);
+    expect(steps.map((st) => [st.prefillTokens, st.decodeKvTokens])).toEqual([
+      [40, 0],
+      [0, 41],
+      [0, 42],
+      [0, 43],
+    ]);
+    for (const st of steps) expect(st.wallMs).toBeGreaterThan(0);
+    // an idle engine sends nothing
+    const before = c.events.lastSeq;
+    await new Promise((r) => setTimeout(r, 100));
+    for (let seq = before + 1; seq <= c.events.lastSeq; seq++) expect(c.events.at(seq)?.subject).not.toBe(forwardPassSubject(ns, backend));
   });
 
   it('drain: leaves discovery before in-flight requests finish, and they finish', async () => {

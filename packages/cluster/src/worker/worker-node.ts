@@ -3,13 +3,13 @@
  *
  * Lifecycle (`WorkerNodeState`):
  * - starting: endpoints served on the request plane, then their instances registered, then one model
- *   card per READY model, KV events and load publishing started. `startWorkerNode` resolves here.
+ *   card per READY model, KV events, load and forward-pass publishing started. `startWorkerNode` resolves here.
  * - serving: model changes (load / unload / poll) re-sync the cards (InferenceEngine.onModelChange;
- *   engines without it are polled every MODEL_POLL_MS) and re-attach KV publishing to new engines.
+ *   engines without it are polled every MODEL_POLL_MS) and re-attach KV and forward-pass publishing to new engines.
  * - draining (`drain()`): cards and instances leave Discovery first, so routers stop sending; then
  *   the endpoints stop with drain (in-flight requests finish); then, on a worker with a KV transfer
  *   server, the KV leases its prefills handed out get up to KV_LEASE_DRAIN_MS to be pulled and
- *   released; then queued KV events are flushed and load publishing stops. The engine itself keeps running: the app drains its front doors next.
+ *   released; then queued KV events and forward-pass figures are flushed and load publishing stops. The engine itself keeps running: the app drains its front doors next.
  *   The `health` endpoint (not in Discovery) keeps answering `draining` until close: a router that
  *   sees the instance leave probes it and lets its streams finish instead of migrating them.
  * - closed (`close()`): drain if not yet, then close the KV transfer server and plane, Discovery
@@ -28,6 +28,7 @@ import type { LlmEndpoint } from '@switchyard/llm';
 import {
   componentName,
   endpointAddress,
+  forwardPassSubject,
   instanceAddress,
   kvEventsSubject,
   loadSubject,
@@ -45,6 +46,7 @@ import {
 import { GENERATE_ENDPOINT, HEALTH_ENDPOINT, INFER_ENDPOINT, KV_SNAPSHOT_ENDPOINT, STATS_ENDPOINT, WORKER_COMPONENT, type WireHealth, type WorkerRole } from '../protocols.js';
 import { generateHandler, inferHandler, kvSnapshotHandler, statsHandler } from './endpoints.js';
 import { engineKvBlockProvider, pinnedKvBlocks } from './kv-provider.js';
+import { ForwardPassPublisher } from './forward-pass-publisher.js';
 import { KvEventPublisher } from './kv-publisher.js';
 import { LoadPublisher } from './load-publisher.js';
 import { ModelCardRegistry } from './model-cards.js';
@@ -64,6 +66,8 @@ export interface WorkerNodeOptions {
   readonly logger?: Logger;
   /** Load samples at most this often per model (default 1000 ms); a heartbeat goes out every 5 s anyway. */
   readonly loadIntervalMs?: number;
+  /** How often each LLM's forward-pass figures go out as one batch (default 1000 ms). */
+  readonly forwardPassIntervalMs?: number;
   /** Called when the lease is lost (the node keeps serving; Discovery restores the lease when etcd answers). */
   readonly onLeaseLost?: (cause: Error) => void;
   /** Called when the lease is restored and the model cards are re-synced. */
@@ -192,7 +196,15 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
     throw e;
   }
 
-  // 2. KV events: one subscription per LLM engine, re-attached when a reload replaces the engine
+  // 2. KV events and forward-pass figures: one subscription each per LLM engine, re-attached when a
+  // reload replaces the engine
+  const forwardPassPublisher = new ForwardPassPublisher({
+    eventPlane,
+    subject: forwardPassSubject(ns, component),
+    instanceId: id,
+    logger,
+    ...(options.forwardPassIntervalMs !== undefined ? { intervalMs: options.forwardPassIntervalMs } : {}),
+  });
   const attached = new Map<string, { endpoint: LlmEndpoint; detach: () => void }>();
   const syncKvAttachments = (): void => {
     const current = new Map(state === 'serving' ? readyLlms().map((e) => [e.card.name, e] as const) : []);
@@ -202,8 +214,16 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
       attached.delete(name);
     }
     for (const [name, endpoint] of current) {
-      if (attached.has(name) || endpoint.kv === undefined || options.kvEvents === false) continue;
-      attached.set(name, { endpoint, detach: kvPublisher.attach(name, endpoint.kv) });
+      if (attached.has(name)) continue;
+      const detachKv = endpoint.kv === undefined || options.kvEvents === false ? () => {} : kvPublisher.attach(name, endpoint.kv);
+      const detachSteps = forwardPassPublisher.attach(name, endpoint);
+      attached.set(name, {
+        endpoint,
+        detach: () => {
+          detachKv();
+          detachSteps();
+        },
+      });
     }
   };
 
@@ -240,6 +260,7 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
     ...(options.loadIntervalMs !== undefined ? { intervalMs: options.loadIntervalMs } : {}),
   });
   loadPublisher.start();
+  forwardPassPublisher.start();
 
   const stopPublishing = async (): Promise<void> => {
     stopWatching();
@@ -247,6 +268,7 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
     for (const a of attached.values()) a.detach();
     attached.clear();
     await kvPublisher.close();
+    await forwardPassPublisher.stop();
   };
 
   const unsubscribeLost = discovery.onLeaseLost((cause) => {
