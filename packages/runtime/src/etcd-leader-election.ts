@@ -20,7 +20,10 @@
  * - `gone` (etcd says the lease does not exist: revoked or expired): step down at once, grant a new
  *   lease, campaign again.
  * Between keep-alives, `isLeader()` is already false once no keep-alive was acknowledged for
- * 2/3 of the TTL (LEADER_FRESHNESS): a leader in doubt does not act, without waiting for `expired`.
+ * 2/3 of the TTL (LEADER_FRESHNESS), and while the key's watch has lost etcd and no attempt has read
+ * the key since: a leader in doubt does not act, without waiting for `expired`. (An etcd that comes
+ * back without its data holds neither our lease nor our key: the attempt after the watch reconnects
+ * finds that out — our put fails "lease not found", or another candidate holds the key.)
  *
  * `close()` steps down, stops the keeper, revokes the lease (deleting the key, so a waiting candidate
  * takes over at once; bounded by REVOKE_TIMEOUT_MS, after which the key goes with the TTL) and
@@ -66,6 +69,12 @@ export class EtcdLeaderElection implements LeaderElection {
   private state: 'following' | 'leading' | 'closed' = 'following';
   private leaseStatus: LeaseStatus = 'alive';
   private holder: string | undefined;
+  /**
+   * false from the moment the key's watch loses etcd until an attempt has read the key again: a
+   * leader that cannot see its key does not know it still holds it (an etcd that came back without
+   * its data has neither our lease nor our key, and another candidate may already have won).
+   */
+  private confirmed = true;
   private watcher: Watcher | undefined;
   private running: Promise<void> | undefined;
   private again = false;
@@ -131,7 +140,7 @@ export class EtcdLeaderElection implements LeaderElection {
   }
 
   isLeader(): boolean {
-    if (this.state !== 'leading' || this.leaseStatus !== 'alive') return false;
+    if (this.state !== 'leading' || this.leaseStatus !== 'alive' || !this.confirmed) return false;
     const at = this.keeper.lastAliveAt;
     return at !== undefined && Date.now() - at < this.ttl * 1000 * LEADER_FRESHNESS;
   }
@@ -228,6 +237,7 @@ export class EtcdLeaderElection implements LeaderElection {
     }
     await this.watchFrom(revision + 1);
     if (this.isClosed()) return;
+    this.confirmed = true;
     if (ours && this.leaseStatus === 'alive') {
       this.setLeading(true, 'elected');
     } else {
@@ -260,6 +270,7 @@ export class EtcdLeaderElection implements LeaderElection {
     });
     w.on('disconnected', () => {
       disconnected = true;
+      if (this.watcher === w) this.confirmed = false;
     });
     w.on('connected', () => {
       if (!disconnected || this.watcher !== w) return;
