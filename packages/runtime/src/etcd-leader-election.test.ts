@@ -124,6 +124,19 @@ describe('EtcdLeaderElection (real etcd)', () => {
     expect(b.c.leader()).toBe(leader);
   });
 
+  it('close() with etcd down ends within its bounds (the key then goes with the TTL)', async () => {
+    const a = await candidate('a');
+    const b = await candidate('b');
+    const down = etcd.restart({ downMs: 4_000 });
+    await waitFor('a in doubt', () => !a.c.isLeader(), 3_000);
+    const t = Date.now();
+    await a.c.close();
+    expect(Date.now() - t).toBeLessThan(6_000);
+    await down;
+    // the lease etcd restored expires unrenewed: b takes over
+    await waitFor('b leads', () => b.c.isLeader(), 15_000);
+  }, 40_000);
+
   it('fails unavailable when etcd cannot be reached, invalid_argument on a bad TTL', async () => {
     await expect(EtcdLeaderElection.connect({ url: 'http://127.0.0.1:1', namespace: 'x', name: 'planner', candidateId: 'a', dialTimeoutMs: 500 })).rejects.toMatchObject({ code: 'unavailable' });
     await expect(EtcdLeaderElection.connect({ url: etcd.url, namespace: 'x', name: 'planner', candidateId: 'a', leaseTtlSeconds: 0 })).rejects.toMatchObject({ code: 'invalid_argument' });

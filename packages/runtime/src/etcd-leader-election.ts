@@ -167,7 +167,8 @@ export class EtcdLeaderElection implements LeaderElection {
     clearTimeout(this.retryTimer);
     const w = this.watcher;
     this.watcher = undefined;
-    if (w) await w.cancel().catch(() => {});
+    // not awaited: with etcd unreachable a cancel may wait for a connection; the client closes below
+    if (w) void w.cancel().catch(() => {});
     await this.keeper.stop();
     if (this.leaseStatus !== 'gone') {
       let timer: NodeJS.Timeout | undefined;
@@ -184,8 +185,9 @@ export class EtcdLeaderElection implements LeaderElection {
     } else {
       this.lease.release();
     }
-    // an attempt still in flight finds the state closed (or the client closed) and ends
-    await this.running?.catch(() => {});
+    // an attempt still in flight finds the state closed (or the client closed) and ends; one waiting
+    // on an unreachable etcd is not waited for beyond the revoke bound
+    if (this.running !== undefined) await within(this.running, REVOKE_TIMEOUT_MS);
     this.client.close();
   }
 
@@ -351,6 +353,13 @@ export class EtcdLeaderElection implements LeaderElection {
     await this.keeper.firstAck(this.ttl * 1000);
     this.leaseStatus = 'alive';
   }
+}
+
+/** Waits for `p` (its outcome ignored) at most `ms`. */
+async function within(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p.catch(() => {}), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
 }
 
 function holderOf(kv: IKeyValue): string | undefined {
