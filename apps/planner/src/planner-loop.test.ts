@@ -169,7 +169,9 @@ describe('PlannerLoop', () => {
     // a loses its lease: b takes over and holds likewise
     a.election.expireLease();
     expect(await reasonsOf(b, 1)).toEqual(['scale_up_cooldown']);
+    expect(a.loop.stats().replicas).toEqual({ aggregated: { desired: 2, actual: 3 } });
     expect(await reasonsOf(a, 1)).toEqual(['following']);
+    expect(a.loop.stats().replicas).toEqual({}); // a follower exports no pool gauges
     // b goes: a leads again and starts afresh instead of going on from its old state
     await b.election.close();
     expect(await reasonsOf(a, cooldown + 1)).toEqual([...held, 'kv_usage_low']);

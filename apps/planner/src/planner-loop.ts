@@ -63,10 +63,13 @@ export type SkipReason = 'busy' | 'observations_failed' | 'connector_failed' | '
 export interface PlannerStats {
   readonly leading: boolean;
   readonly intervals: Readonly<Record<TickOutcome['kind'], number>>;
-  /** Per pool: the last decision's target (`desired`) and the connector's count it started from (`actual`). */
+  /**
+   * Per pool: the last decision's target (`desired`) and the connector's count it started from
+   * (`actual`); empty while following.
+   */
   readonly replicas: Readonly<Partial<Record<Pool, { readonly desired: number; readonly actual: number }>>>;
   readonly decisions: readonly { readonly pool: Pool; readonly direction: Direction; readonly reason: string; readonly count: number }[];
-  /** SLA mode: the last forecast. */
+  /** SLA mode: the last forecast (undefined while following). */
   readonly predicted: PredictedDemand | undefined;
   readonly connectorErrors: Readonly<Record<ConnectorOperation, number>>;
   readonly observationErrors: number;
@@ -143,7 +146,12 @@ export class PlannerLoop {
       logger.error({ err }, 'planner: collecting observations failed; interval skipped');
       return { kind: 'skipped', reason: 'observations_failed' };
     }
-    if (!leadership.isLeader()) return { kind: 'following' };
+    if (!leadership.isLeader()) {
+      // only the leader's gauges describe the pools: a follower's would be stale
+      for (const pool of POOLS) delete this.replicas[pool];
+      this.predicted = undefined;
+      return { kind: 'following' };
+    }
     if (this.straggler !== undefined) {
       logger.warn({}, 'planner: a connector call from an earlier interval is still running; interval skipped');
       return { kind: 'skipped', reason: 'connector_busy' };

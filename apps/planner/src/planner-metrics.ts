@@ -6,9 +6,9 @@
  * | family | type | labels |
  * |---|---|---|
  * | `switchyard_planner_leader` | gauge | (1 while this planner leads its namespace, else 0) |
- * | `switchyard_planner_replicas` | gauge | pool, kind (`desired`: the last decision's target; `actual`: the connector's count it started from) |
+ * | `switchyard_planner_replicas` | gauge | pool, kind (`desired`: the last decision's target; `actual`: the connector's count it started from); the leader's only |
  * | `switchyard_planner_decisions_total` | counter | pool, direction (`up`, `down`, `hold`), reason |
- * | `switchyard_planner_predicted_request_rate` | gauge | (sla mode: forecast requests per second) |
+ * | `switchyard_planner_predicted_request_rate` | gauge | (sla mode: forecast requests per second; the leader's only, as the two below) |
  * | `switchyard_planner_predicted_input_tokens` | gauge | stat (`mean`, `percentile`: at `--slo-percentile`) |
  * | `switchyard_planner_predicted_output_tokens` | gauge | stat (`mean`, `percentile`) |
  * | `switchyard_planner_connector_errors_total` | counter | operation (`replicas`, `scale`) |
