@@ -201,21 +201,27 @@ export class EtcdLeaderElection implements LeaderElection {
       return;
     }
     clearTimeout(this.retryTimer);
-    this.running = (async () => {
-      try {
-        do {
-          this.again = false;
-          await this.attempt();
-        } while (this.again && this.state !== 'closed');
-      } catch (err) {
-        if (this.state === 'closed') return;
-        if (err instanceof EtcdLeaseInvalidError) this.leaseLost('gone', errorMessage(err));
-        this.logger.warn({ err: errorMessage(err) }, 'election attempt failed: retrying');
-        this.retryTimer = setTimeout(() => this.kick(), RETRY_MS);
-      }
-    })().finally(() => {
+    this.running = this.campaign();
+  }
+
+  /**
+   * Attempts until no kick came in meanwhile. `running` is cleared in the same step that reads
+   * `again` for the last time, so a kick is never lost between the two.
+   */
+  private async campaign(): Promise<void> {
+    try {
+      do {
+        this.again = false;
+        await this.attempt();
+      } while (this.again && this.state !== 'closed');
+    } catch (err) {
+      if (this.state === 'closed') return;
+      if (err instanceof EtcdLeaseInvalidError) this.leaseLost('gone', errorMessage(err));
+      this.logger.warn({ err: errorMessage(err) }, 'election attempt failed: retrying');
+      this.retryTimer = setTimeout(() => this.kick(), RETRY_MS);
+    } finally {
       this.running = undefined;
-    });
+    }
   }
 
   private async attempt(): Promise<void> {
