@@ -16,3 +16,5 @@ export type { ForecastSeries, PlannerConfig, PlannerMode, PlannerOptions, Planne
 export { DEFAULT_POOL_BOUNDS, DEFAULT_PREDICTOR, FORECAST_SERIES, INITIAL_PLANNER_STATE, MIN_INTERVAL_SEC, compilePlannerConfig, decide } from './planner-core.js';
 export type { Connector, ObservationSource } from './connector.js';
 export { MemoryConnector } from './connector.js';
+export type { IntervalFigures } from './memory-observation-source.js';
+export { MAX_QUEUED_INTERVALS, MemoryObservationSource } from './memory-observation-source.js';

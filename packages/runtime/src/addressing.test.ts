@@ -3,6 +3,7 @@ import { isSwitchyardError } from '@switchyard/common';
 import {
   cancelSubject,
   componentName,
+  electionKey,
   endpointAddress,
   endpointSubject,
   instanceAddress,
@@ -65,6 +66,16 @@ describe('etcd keys', () => {
     );
     expect(instancesPrefix(namespace('prod'))).toBe('switchyard/prod/instances/');
     expect(instancesPrefix(namespace('prod'), componentName('backend'))).toBe('switchyard/prod/instances/backend/');
+  });
+  it('election keys: one per namespace and name, outside the instance and model prefixes, ignored by parseKey', () => {
+    const key = electionKey(namespace('prod'), 'planner');
+    expect(key).toBe('switchyard/prod/elections/planner');
+    expect(key.startsWith(instancesPrefix(namespace('prod')))).toBe(false);
+    expect(key.startsWith(modelsPrefix(namespace('prod')))).toBe(false);
+    expect(parseKey(key)).toBeNull();
+    for (const bad of ['', 'Planner', 'a/b', 'x'.repeat(64)]) {
+      expect(() => electionKey(namespace('prod'), bad)).toThrow(/invalid election name/);
+    }
   });
   it('round-trips keys to addresses', () => {
     expect(parseKey(instanceKey(inst))).toEqual({ kind: 'instance', address: inst });

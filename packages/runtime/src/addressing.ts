@@ -129,6 +129,14 @@ export function instancesPrefix(ns: Namespace, component?: ComponentName, endpoi
 export function instanceKey(a: InstanceAddress): string {
   return `${instancesPrefix(a.namespace, a.component, a.endpoint)}${a.instanceId}`;
 }
+/**
+ * The key a leader election holds: one per namespace and election `name` (e.g. `planner`). Its value
+ * names the leading candidate; it lives under the leader's lease.
+ */
+export function electionKey(ns: Namespace, name: string): string {
+  checkName('election', name);
+  return `${KEY_ROOT}/${ns}/elections/${name}`;
+}
 /** All model cards of a namespace; with `model`, every instance's card of that model. */
 export function modelsPrefix(ns: Namespace, model?: ModelName): string {
   const p = `${KEY_ROOT}/${ns}/models/`;

@@ -5,6 +5,7 @@ export {
   NAME_PATTERN,
   SUBJECT_ROOT,
   cancelSubject,
+  electionKey,
   componentName,
   endpointAddress,
   endpointName,
@@ -101,6 +102,11 @@ export type {
 } from './kv-transfer/kv-transfer-plane.js';
 export { MemoryEventPlane, MemoryEventStore } from './memory-event-plane.js';
 export { EtcdDiscovery } from './etcd-discovery.js';
+export { MAX_CANDIDATE_ID_LENGTH, decodeElectionValue } from './leader-election.js';
+export type { ElectionValue, LeaderElection, LeadershipChange, LeadershipListener } from './leader-election.js';
+export { MemoryElectionStore, MemoryLeaderElection } from './memory-leader-election.js';
+export { EtcdLeaderElection, LEADER_FRESHNESS } from './etcd-leader-election.js';
+export type { EtcdLeaderElectionOptions } from './etcd-leader-election.js';
 export type { EtcdDiscoveryOptions } from './etcd-discovery.js';
 export { DEFAULT_STREAM_IDLE_TIMEOUT_MS, NatsRequestPlane } from './nats-request-plane.js';
 export type { NatsRequestPlaneConnectOptions, NatsRequestPlaneOptions } from './nats-request-plane.js';

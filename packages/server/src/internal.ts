@@ -9,3 +9,4 @@ export { TritonMetrics } from './metrics/triton-metrics.js';
 export { ProcCpuSampler } from './metrics/cpu-stats.js';
 export type { CpuMetricsSource } from './metrics/cpu-stats.js';
 export { renderPrometheusText } from './metrics/prometheus-text.js';
+export { createLimitedHttpServer } from './http/http-limits.js';

@@ -1,5 +1,5 @@
 /**
- * Starts a real project process (`bin/switchyard.mjs worker` or `bin/switchyard.mjs router`) for
+ * Starts a real project process (`bin/switchyard.mjs worker`, `router` or `planner`) for
  * integration and end-to-end tests: collects its output, parses its JSON log lines and waits for the
  * `<command> started` log line that reports the ports it bound.
  *
@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The `bin/switchyard.mjs` subcommands this harness can start. */
-export type AppCommand = 'worker' | 'router';
+export type AppCommand = 'worker' | 'router' | 'planner';
 
 export interface AppProcessOptions {
   env?: Record<string, string>;

@@ -1,0 +1,26 @@
+/**
+ * `switchyard planner`: parse flags (and read `--profile`), start the planner, stop on
+ * SIGTERM/SIGINT (the leader's lease is revoked, so a waiting planner takes over at once) and exit 0.
+ * Exit codes: 0 clean stop, 1 start-up failure (etcd unreachable, metrics port taken), 2 bad usage.
+ */
+import { createLogger, parseCommandLine, stopOnSignals } from '@switchyard/cli';
+import { helpText, parseCommandLineOptions } from './options.js';
+import { startPlanner, type RunningPlanner } from './planner.js';
+
+export async function main(argv: readonly string[]): Promise<void> {
+  const options = parseCommandLine('planner', argv, parseCommandLineOptions, helpText);
+  if (options === undefined || options.config === undefined) return;
+
+  const logger = createLogger({ verbose: options.logVerbose, format: options.logFormat });
+  let planner: RunningPlanner;
+  try {
+    planner = await startPlanner({ ...options, config: options.config }, logger);
+  } catch (err) {
+    logger.error({ err }, 'planner failed to start');
+    logger.flush();
+    // A connection half-made to etcd may hold the event loop open.
+    process.exit(1);
+  }
+
+  stopOnSignals(logger, () => planner.close());
+}

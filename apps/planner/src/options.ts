@@ -1,0 +1,276 @@
+/**
+ * Planner command-line flags parsed into one validated options object. The names follow Dynamo's
+ * planner (`--adjustment-interval-secs`, `--ttft-slo-ms`, `--itl-slo-ms`, per-pool replica bounds)
+ * and the router's infrastructure flags (`--etcd`, `--nats`, `--namespace`).
+ *
+ * User-facing defaults live in `DEFAULTS`; `parsePlannerArgs` is the one place that turns argv into
+ * `PlannerAppOptions` and rejects anything malformed with a `UsageError` (exit code 2).
+ * `loadProfile` (the only IO here: reading `--profile`) and `plannerOptions` (flags → the decision
+ * core's `PlannerOptions`, compiled) run right after it, inside the same usage check.
+ */
+import { readFileSync, statSync } from 'node:fs';
+import { UsageError, flagHelpLines, parseFlags, type FlagTable, type LogFormat } from '@switchyard/cli';
+import { isSwitchyardError } from '@switchyard/common';
+import { DEFAULT_POOL_BOUNDS, DEFAULT_SLA_TARGETS, compilePlannerConfig, parseProfile, type PlannerConfig, type PlannerMode, type PlannerOptions, type Profile } from '@switchyard/planner';
+import { MAX_MODEL_NAME_LENGTH, NAME_PATTERN } from '@switchyard/runtime';
+import { CONNECTORS, DEFAULT_CONNECTOR, type ConnectorKind } from './parts.js';
+
+export { UsageError };
+
+/** The namespace workers, routers and planners share when `--namespace` is not given. */
+export const DEFAULT_NAMESPACE = 'default';
+/** Largest `--*-max-replicas`: far above any pool this planner sizes, small enough to catch a typo. */
+export const MAX_REPLICAS = 1000;
+/** Longest adjustment interval: a day. */
+export const MAX_ADJUSTMENT_INTERVAL_SECS = 86_400;
+/** Largest latency objective: an hour. */
+export const MAX_SLO_MS = 3_600_000;
+/** Largest profile file read (the profile's own point limits keep a valid one far smaller). */
+export const MAX_PROFILE_BYTES = 16 * 1024 * 1024;
+/** Longest leader lease TTL: how long a dead leader may keep the others waiting. */
+export const MAX_LEADER_LEASE_TTL_SECS = 300;
+
+export const MODES: readonly PlannerMode[] = ['load', 'sla'];
+
+export interface PlannerAppOptions {
+  /** etcd endpoint(s): the leader election. Required. */
+  etcd: string;
+  /** NATS server(s) with JetStream: the event plane the observations come from. Required. */
+  nats: string;
+  namespace: string;
+  /** The model whose pools this planner sizes. Required. */
+  model: string;
+  mode: PlannerMode;
+  connector: ConnectorKind;
+  adjustmentIntervalSecs: number;
+  metricsPort: number;
+  metricsAddress: string;
+  /** Bounds of every pool (the aggregated pool's, and the others' unless set below). */
+  minReplicas: number;
+  maxReplicas: number;
+  prefillMinReplicas: number | undefined;
+  prefillMaxReplicas: number | undefined;
+  decodeMinReplicas: number | undefined;
+  decodeMaxReplicas: number | undefined;
+  ttftSloMs: number;
+  itlSloMs: number;
+  /** The percentile the SLOs hold at, in (0, 100]. */
+  sloPercentile: number;
+  /** sla mode: the worker profile file (`switchyard planner profile` writes one). */
+  profile: string | undefined;
+  /** Decide and report, never act. */
+  dryRun: boolean;
+  /** TTL of the leader's etcd lease: a dead leader is replaced within about this long. */
+  leaderLeaseTtlSecs: number;
+  logVerbose: number;
+  logFormat: LogFormat;
+  help: boolean;
+}
+
+export const DEFAULTS = {
+  namespace: DEFAULT_NAMESPACE,
+  mode: 'load',
+  connector: DEFAULT_CONNECTOR,
+  // Dynamo's planner default (adjustment-interval = 30 s)
+  adjustmentIntervalSecs: 30,
+  metricsPort: 8083,
+  metricsAddress: '0.0.0.0',
+  minReplicas: DEFAULT_POOL_BOUNDS.minReplicas,
+  maxReplicas: DEFAULT_POOL_BOUNDS.maxReplicas,
+  ttftSloMs: DEFAULT_SLA_TARGETS.ttftMs,
+  itlSloMs: DEFAULT_SLA_TARGETS.itlMs,
+  sloPercentile: DEFAULT_SLA_TARGETS.percentile,
+  dryRun: false,
+  leaderLeaseTtlSecs: 10,
+  logVerbose: 0,
+  logFormat: 'default',
+} as const satisfies Partial<PlannerAppOptions>;
+
+const replicaFlag = (key: 'prefillMinReplicas' | 'prefillMaxReplicas' | 'decodeMinReplicas' | 'decodeMaxReplicas', help: string) =>
+  ({ kind: 'int', key, min: 0, max: MAX_REPLICAS, help }) as const;
+
+const FLAGS: FlagTable<PlannerAppOptions> = {
+  etcd: { kind: 'string', key: 'etcd', help: 'etcd URL(s) for the leader election, comma separated, e.g. http://127.0.0.1:2379 (required).' },
+  nats: { kind: 'string', key: 'nats', help: 'NATS URL(s) with JetStream, where workers and routers publish load and request figures (required).' },
+  namespace: { kind: 'string', key: 'namespace', help: `Cluster namespace shared with the workers and routers (default ${DEFAULT_NAMESPACE}).` },
+  model: { kind: 'string', key: 'model', help: 'The model whose worker pools this planner sizes (required).' },
+  mode: { kind: 'enum', key: 'mode', values: MODES, help: 'load: thresholds on KV usage and queues; sla: size pools from a worker profile and the SLOs (default load).' },
+  connector: { kind: 'enum', key: 'connector', values: CONNECTORS, help: `How the planner acts on the pools (default ${DEFAULT_CONNECTOR}).` },
+  'adjustment-interval-secs': {
+    kind: 'int',
+    key: 'adjustmentIntervalSecs',
+    min: 1,
+    max: MAX_ADJUSTMENT_INTERVAL_SECS,
+    help: `Seconds between two decisions (default ${DEFAULTS.adjustmentIntervalSecs}).`,
+  },
+  'metrics-port': { kind: 'int', key: 'metricsPort', min: 0, max: 65535, help: `Prometheus metrics port (default ${DEFAULTS.metricsPort}; 0 picks a free port).` },
+  'metrics-address': { kind: 'string', key: 'metricsAddress', help: 'Address the metrics server binds (default 0.0.0.0).' },
+  'min-replicas': { kind: 'int', key: 'minReplicas', min: 0, max: MAX_REPLICAS, help: `Fewest replicas of each pool; 0 allows scale to zero (default ${DEFAULTS.minReplicas}).` },
+  'max-replicas': { kind: 'int', key: 'maxReplicas', min: 1, max: MAX_REPLICAS, help: `Most replicas of each pool (default ${DEFAULTS.maxReplicas}).` },
+  'prefill-min-replicas': replicaFlag('prefillMinReplicas', 'Fewest prefill workers (default: --min-replicas).'),
+  'prefill-max-replicas': replicaFlag('prefillMaxReplicas', 'Most prefill workers (default: --max-replicas).'),
+  'decode-min-replicas': replicaFlag('decodeMinReplicas', 'Fewest decode workers (default: --min-replicas).'),
+  'decode-max-replicas': replicaFlag('decodeMaxReplicas', 'Most decode workers (default: --max-replicas).'),
+  'ttft-slo-ms': { kind: 'number', key: 'ttftSloMs', min: 0, max: MAX_SLO_MS, help: `sla: time-to-first-token objective, ms (default ${DEFAULTS.ttftSloMs}).` },
+  'itl-slo-ms': { kind: 'number', key: 'itlSloMs', min: 0, max: MAX_SLO_MS, help: `sla: inter-token latency objective, ms (default ${DEFAULTS.itlSloMs}).` },
+  'slo-percentile': { kind: 'number', key: 'sloPercentile', min: 0, max: 100, help: `sla: the percentile of requests the objectives hold for, in (0, 100] (default ${DEFAULTS.sloPercentile}).` },
+  profile: { kind: 'string', key: 'profile', help: 'sla: the worker profile JSON file (required in sla mode).' },
+  'dry-run': { kind: 'bool', key: 'dryRun', help: 'Decide, log and export every decision, but never act on the pools (default false).' },
+  'leader-lease-ttl-secs': {
+    kind: 'int',
+    key: 'leaderLeaseTtlSecs',
+    min: 1,
+    max: MAX_LEADER_LEASE_TTL_SECS,
+    help: `TTL of the leader's etcd lease: a planner that dies is replaced within about this long (default ${DEFAULTS.leaderLeaseTtlSecs}).`,
+  },
+  'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
+  'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
+};
+
+export function parsePlannerArgs(argv: readonly string[]): PlannerAppOptions {
+  const out = parseFlags(argv, FLAGS, {
+    ...DEFAULTS,
+    etcd: '',
+    nats: '',
+    model: '',
+    prefillMinReplicas: undefined,
+    prefillMaxReplicas: undefined,
+    decodeMinReplicas: undefined,
+    decodeMaxReplicas: undefined,
+    profile: undefined,
+    help: false,
+  });
+  return validate(out);
+}
+
+function validate(o: PlannerAppOptions): PlannerAppOptions {
+  if (o.help) return o;
+  const missing = (['etcd', 'nats', 'model'] as const).filter((k) => o[k] === '');
+  if (missing.length > 0) {
+    throw new UsageError(
+      `${missing.map((k) => `--${k}`).join(', ')} ${missing.length === 1 ? 'is' : 'are'} required: a planner campaigns for leadership in etcd, ` +
+        "reads its model's load and request figures from NATS, and sizes that model's worker pools",
+    );
+  }
+  checkUrl('etcd', o.etcd, ['http:', 'https:']);
+  checkUrl('nats', o.nats, ['nats:', 'tls:', 'ws:', 'wss:']);
+  if (!NAME_PATTERN.test(o.namespace)) {
+    throw new UsageError(`flag '--namespace' must be 1-63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit; got '${o.namespace}'`);
+  }
+  if (o.model.length > MAX_MODEL_NAME_LENGTH || /[\x00-\x1f\x7f]/.test(o.model)) {
+    throw new UsageError(`flag '--model' must be 1-${MAX_MODEL_NAME_LENGTH} printable characters`);
+  }
+  checkBounds('', o.minReplicas, o.maxReplicas);
+  checkBounds('prefill-', o.prefillMinReplicas ?? o.minReplicas, o.prefillMaxReplicas ?? o.maxReplicas);
+  checkBounds('decode-', o.decodeMinReplicas ?? o.minReplicas, o.decodeMaxReplicas ?? o.maxReplicas);
+  for (const [flag, v] of [
+    ['ttft-slo-ms', o.ttftSloMs],
+    ['itl-slo-ms', o.itlSloMs],
+    ['slo-percentile', o.sloPercentile],
+  ] as const) {
+    if (!(v > 0)) throw new UsageError(`flag '--${flag}' must be greater than 0, got '${v}'`);
+  }
+  if (o.mode === 'sla' && o.profile === undefined) {
+    throw new UsageError("--mode=sla needs --profile FILE: the worker profile the pools are sized from");
+  }
+  if (o.mode === 'load' && o.profile !== undefined) {
+    throw new UsageError('--profile is read only in sla mode (--mode=sla)');
+  }
+  return o;
+}
+
+function checkBounds(prefix: string, min: number, max: number): void {
+  if (max < 1) throw new UsageError(`flag '--${prefix}max-replicas' must be at least 1, got '${max}'`);
+  if (min > max) throw new UsageError(`--${prefix}min-replicas (${min}) must not exceed --${prefix}max-replicas (${max})`);
+}
+
+/** One URL, or several separated by commas (a client tries each). */
+function checkUrl(flag: string, value: string, protocols: readonly string[]): void {
+  for (const part of value.split(',')) {
+    let url: URL;
+    try {
+      url = new URL(part.trim());
+    } catch {
+      throw new UsageError(`flag '--${flag}' expects a URL such as ${protocols[0]}//127.0.0.1:PORT, got '${value}'`);
+    }
+    if (!protocols.includes(url.protocol) || url.hostname === '') {
+      throw new UsageError(`flag '--${flag}' expects a ${protocols.map((p) => p.slice(0, -1)).join(' or ')} URL, got '${part.trim()}'`);
+    }
+  }
+}
+
+/** Reads and validates the `--profile` file; anything wrong is a UsageError naming the file. */
+export function loadProfile(path: string): Profile {
+  let text: string;
+  try {
+    const st = statSync(path);
+    if (!st.isFile()) throw new UsageError(`--profile '${path}' is not a file`);
+    if (st.size > MAX_PROFILE_BYTES) throw new UsageError(`--profile '${path}' is ${st.size} bytes; at most ${MAX_PROFILE_BYTES} are read`);
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    if (err instanceof UsageError) throw err;
+    throw new UsageError(`--profile '${path}' cannot be read: ${(err as Error).message}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`--profile '${path}' is not JSON: ${(err as Error).message}`);
+  }
+  try {
+    return parseProfile(json);
+  } catch (err) {
+    if (isSwitchyardError(err)) throw new UsageError(`--profile '${path}': ${err.message}`);
+    throw err;
+  }
+}
+
+/** The decision core's options from the flags (and the profile, read by `loadProfile`). */
+export function plannerOptions(o: PlannerAppOptions, profile: Profile | undefined): PlannerOptions {
+  const pool = (min: number | undefined, max: number | undefined) => ({ ...(min === undefined ? {} : { minReplicas: min }), ...(max === undefined ? {} : { maxReplicas: max }) });
+  return {
+    mode: o.mode,
+    defaultBounds: { minReplicas: o.minReplicas, maxReplicas: o.maxReplicas },
+    bounds: { prefill: pool(o.prefillMinReplicas, o.prefillMaxReplicas), decode: pool(o.decodeMinReplicas, o.decodeMaxReplicas) },
+    sla: { ttftMs: o.ttftSloMs, itlMs: o.itlSloMs, percentile: o.sloPercentile },
+    ...(profile === undefined ? {} : { profile }),
+  };
+}
+
+/** Flags → the compiled decision config; a rule the core refuses is a UsageError. */
+export function compileFromFlags(o: PlannerAppOptions, profile: Profile | undefined): PlannerConfig {
+  try {
+    return compilePlannerConfig(plannerOptions(o, profile));
+  } catch (err) {
+    if (isSwitchyardError(err)) throw new UsageError(err.message);
+    throw err;
+  }
+}
+
+/** Everything `main` needs from the command line: flags, then the profile, then the compiled config. */
+export interface PlannerCommandLine extends PlannerAppOptions {
+  readonly config: PlannerConfig | undefined;
+}
+
+export function parseCommandLineOptions(argv: readonly string[]): PlannerCommandLine {
+  const o = parsePlannerArgs(argv);
+  if (o.help) return { ...o, config: undefined };
+  const profile = o.profile === undefined ? undefined : loadProfile(o.profile);
+  return { ...o, config: compileFromFlags(o, profile) };
+}
+
+export function helpText(): string {
+  return (
+    [
+      'usage: switchyard planner --etcd URL --nats URL --model NAME [flags]',
+      '',
+      "Sizes a model's prefill, decode and aggregated worker pools: every adjustment interval it reads",
+      'the load and request figures workers and routers publish, decides (load rules, or SLA sizing',
+      'from a worker profile), logs and exports every decision and acts through a connector.',
+      'One planner leads per namespace (an etcd lease election); the others wait to take over.',
+      '',
+      'flags:',
+      ...flagHelpLines(FLAGS),
+    ].join('\n') + '\n'
+  );
+}
