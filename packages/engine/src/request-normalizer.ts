@@ -11,7 +11,7 @@ import { invalidArgument, type SwitchyardError } from '@switchyard/common';
 import { dimsToString, elementByteSize, elementCount, requestPrefix, type DataType, type InferRequest } from '@switchyard/kserve';
 import type { ModelConfig, ModelInput } from '@switchyard/model-config';
 import { configDataTypeToWire } from '@switchyard/model-config';
-import { checkSequenceParameters } from './sequence-controls.js';
+import { checkSequenceParameters } from './sequence/sequence-controls.js';
 
 export interface NormalizedInput {
   name: string;

@@ -21,7 +21,7 @@ import { DefaultScheduler } from './default-scheduler.js';
 import { DynamicBatchScheduler } from './dynamic-batch-scheduler.js';
 import { EnsembleScheduler, type EnsembleSchedulerContext } from './ensemble-scheduler.js';
 import type { InferenceJob } from './inference-job.js';
-import { SequenceBatchScheduler } from './sequence-batch-scheduler.js';
+import { SequenceBatchScheduler } from './sequence/sequence-batch-scheduler.js';
 
 export interface Scheduler {
   enqueue(job: InferenceJob): void;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { InferRequest, Parameters } from '@switchyard/kserve';
-import { normalizeRequest } from './request-normalizer.js';
+import { normalizeRequest } from '../request-normalizer.js';
 import {
   SequenceControls,
   checkSequenceParameters,

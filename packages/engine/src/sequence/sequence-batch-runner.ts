@@ -13,10 +13,10 @@
  * outputs) and neither the backend nor the execute path knows about sequences.
  */
 import type { InferTensor } from '@switchyard/kserve';
-import type { BackendInstance, BackendResponse, ExecutionOutcome, ResponseSender } from './backend.js';
-import type { InferenceJob } from './inference-job.js';
-import type { NormalizedInput, NormalizedRequest } from './request-normalizer.js';
-import type { BatchRunner } from './scheduler.js';
+import type { BackendInstance, BackendResponse, ExecutionOutcome, ResponseSender } from '../backend.js';
+import type { InferenceJob } from '../inference-job.js';
+import type { NormalizedInput, NormalizedRequest } from '../request-normalizer.js';
+import type { BatchRunner } from '../scheduler.js';
 import type { SequenceControls, RequestSequence } from './sequence-controls.js';
 import type { SequenceState } from './sequence-state.js';
 import { zeroTensorBytes } from './sequence-state.js';

@@ -7,14 +7,14 @@
 import { silentLogger } from '@switchyard/common';
 import type { InferTensor, Parameters } from '@switchyard/kserve';
 import { normalizeModelConfig, parseModelConfigText, type ModelConfig } from '@switchyard/model-config';
-import type { BackendInstance, ExecutionOutcome } from './backend.js';
-import { executeBatch } from './batch-executor.js';
-import { InferenceJob } from './inference-job.js';
-import { ManualClock } from './queue-clock.js';
-import type { NormalizedRequest } from './request-normalizer.js';
+import type { BackendInstance, ExecutionOutcome } from '../backend.js';
+import { executeBatch } from '../batch-executor.js';
+import { InferenceJob } from '../inference-job.js';
+import { ManualClock } from '../queue-clock.js';
+import type { NormalizedRequest } from '../request-normalizer.js';
 import { SequenceBatchScheduler } from './sequence-batch-scheduler.js';
-import { ModelStatsCollector } from './statistics.js';
-import type { InferResult } from './types.js';
+import { ModelStatsCollector } from '../statistics.js';
+import type { InferResult } from '../types.js';
 
 export const int32 = (v: number): Uint8Array => new Uint8Array(Int32Array.of(v).buffer);
 

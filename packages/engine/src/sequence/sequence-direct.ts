@@ -13,8 +13,8 @@
  * has waited the delay; with either at 0 a batch goes as soon as the instance is free.
  */
 import type { ModelConfig, ModelSequenceBatching } from '@switchyard/model-config';
-import type { InferenceJob } from './inference-job.js';
-import { compileBatchRule, inputsKey, type BatchRule } from './queue-batch-rule.js';
+import type { InferenceJob } from '../inference-job.js';
+import { compileBatchRule, inputsKey, type BatchRule } from '../queue-batch-rule.js';
 import { runSequenceBatch, type SequenceBatchItem } from './sequence-batch-runner.js';
 import type { BatcherSetup, SlotBatcher, SlotEntry } from './sequence-slots.js';
 import type { SequenceState } from './sequence-state.js';

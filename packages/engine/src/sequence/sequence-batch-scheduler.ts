@@ -25,9 +25,9 @@
  */
 import { invalidArgument, unavailable, type SwitchyardError } from '@switchyard/common';
 import type { ModelConfig, ModelSequenceBatching } from '@switchyard/model-config';
-import type { InferenceJob } from './inference-job.js';
-import { realClock, type QueueClock } from './queue-clock.js';
-import type { Scheduler, SchedulerContext } from './scheduler.js';
+import type { InferenceJob } from '../inference-job.js';
+import { realClock, type QueueClock } from '../queue-clock.js';
+import type { Scheduler, SchedulerContext } from '../scheduler.js';
 import { SequenceControls, correlationText, inSequence, sequenceOf } from './sequence-controls.js';
 import { DirectSequenceBatcher } from './sequence-direct.js';
 import { OldestSequenceBatcher } from './sequence-oldest.js';

@@ -20,8 +20,8 @@ import {
   type SequenceControlKind,
   wireDataTypeToConfig,
 } from '@switchyard/model-config';
-import type { NormalizedInput } from './request-normalizer.js';
-import { requestPrefix } from './request-normalizer.js';
+import type { NormalizedInput } from '../request-normalizer.js';
+import { requestPrefix } from '../request-normalizer.js';
 
 /** Triton's limit on string correlation ids (TRITONSERVER_InferenceRequestSetCorrelationIdString). */
 export const MAX_STRING_CORRELATION_ID_LENGTH = 128;

@@ -11,12 +11,12 @@
  *
  * Everything runs on the event loop: no method here is re-entered from another thread.
  */
-import type { InferenceJob } from './inference-job.js';
+import type { InferenceJob } from '../inference-job.js';
 import type { SequenceBatchContext } from './sequence-batch-runner.js';
 import type { RequestSequence } from './sequence-controls.js';
 import type { ImplicitStateConfig } from './sequence-state.js';
-import type { BackendInstance } from './backend.js';
-import type { QueueClock } from './queue-clock.js';
+import type { BackendInstance } from '../backend.js';
+import type { QueueClock } from '../queue-clock.js';
 
 /**
  * An entry of a slot queue: a request of the sequence in that slot, or the idle reaper's marker
