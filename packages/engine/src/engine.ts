@@ -8,8 +8,8 @@ import { cancelled, invalidArgument, toSwitchyardError, unavailable, type Switch
 import type { InferRequest, InferResponse } from '@switchyard/kserve';
 import type { LlmEndpoint } from '@switchyard/llm';
 import { configDataTypeToWire, type ModelConfig } from '@switchyard/model-config';
-import { composingReady } from './ensemble-plan.js';
-import { EnsembleStepStats, type StepComputeTimes } from './ensemble-step-stats.js';
+import { composingReady } from './ensemble/ensemble-plan.js';
+import { EnsembleStepStats, type StepComputeTimes } from './ensemble/ensemble-step-stats.js';
 import { InferenceJob } from './inference-job.js';
 import { inferViaSubmit } from './infer-via-submit.js';
 import { JavaScriptBackend } from './javascript-backend.js';

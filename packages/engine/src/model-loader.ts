@@ -19,8 +19,8 @@ import {
 } from '@switchyard/model-config';
 import { resolveBackend, type Backend, type BackendInstance, type BackendModelContext } from './backend.js';
 import { executeBatch } from './batch-executor.js';
-import { loadEnsembleVersion } from './ensemble-model.js';
-import type { EnsemblePort } from './ensemble-scheduler.js';
+import { loadEnsembleVersion } from './ensemble/ensemble-model.js';
+import type { EnsemblePort } from './ensemble/ensemble-scheduler.js';
 import { loadOutputLabels } from './labels.js';
 import { configLimitChecks, type LoadLimits } from './load-limits.js';
 import { LoadedVersion } from './loaded-version.js';

@@ -19,7 +19,7 @@ import type { ModelConfig } from '@switchyard/model-config';
 import type { BackendInstance } from './backend.js';
 import { DefaultScheduler } from './default-scheduler.js';
 import { DynamicBatchScheduler } from './dynamic-batch-scheduler.js';
-import { EnsembleScheduler, type EnsembleSchedulerContext } from './ensemble-scheduler.js';
+import { EnsembleScheduler, type EnsembleSchedulerContext } from './ensemble/ensemble-scheduler.js';
 import type { InferenceJob } from './inference-job.js';
 import { SequenceBatchScheduler } from './sequence/sequence-batch-scheduler.js';
 

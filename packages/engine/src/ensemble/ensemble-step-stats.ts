@@ -7,8 +7,8 @@
  * `EnsembleStepStats` stands in for the composing version's collector in the step's job: every
  * record goes to that collector unchanged, and each success is also reported to `onSuccess`.
  */
-import { ModelStatsCollector, type CacheHitTimes, type SuccessTimes } from './statistics.js';
-import type { FailureReason, ModelStatistics } from './types.js';
+import { ModelStatsCollector, type CacheHitTimes, type SuccessTimes } from '../statistics.js';
+import type { FailureReason, ModelStatistics } from '../types.js';
 
 /** Compute durations (ns) of one successful step, as its composing model recorded them. */
 export interface StepComputeTimes {

@@ -16,7 +16,7 @@
  */
 import { invalidArgument } from '@switchyard/common';
 import type { DataTypeName, ModelConfig } from '@switchyard/model-config';
-import { dimsToString } from './request-normalizer.js';
+import { dimsToString } from '../request-normalizer.js';
 import { dimsMatch, ensembleSteps } from './ensemble-plan.js';
 
 /** What a tensor is known to be, and which model said so. */

@@ -3,7 +3,7 @@
  * composing models and the ensembles over them, as a `createRepository` fixture.
  */
 import { BATCH_DIM, buildAddConstantModel, buildSimpleModel, exampleRepositoryFiles } from '@switchyard/onnx-builder';
-import type { ModelFixture } from './test-support/repository-fixture.js';
+import type { ModelFixture } from '../test-support/repository-fixture.js';
 
 const FP32_4 = (name: string) => `{ name: "${name}" data_type: TYPE_FP32 dims: [ 4 ] }`;
 const onnx = (name: string, io: string) => `name: "${name}" platform: "onnxruntime_onnx" max_batch_size: 8 ${io} instance_group [{ count: 1 kind: KIND_CPU }]`;

@@ -4,9 +4,9 @@
  * reasons an ensemble does not load (missing model, cycle, mismatched steps).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { createEngine, type Engine, type EngineOptions } from './index.js';
+import { createEngine, type Engine, type EngineOptions } from '../index.js';
 import { ENSEMBLE_MODELS } from './ensemble-test-models.js';
-import { createRepository, float32s, request, tensor, type ModelFixture, type RepositoryFixture } from './test-support/repository-fixture.js';
+import { createRepository, float32s, request, tensor, type ModelFixture, type RepositoryFixture } from '../test-support/repository-fixture.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {

@@ -20,10 +20,10 @@ import { isSwitchyardError } from '@switchyard/common';
 import { normalizeModelConfig, validateModelConfig, type ModelConfig } from '@switchyard/model-config';
 import { composingModelNames, ensembleSteps } from './ensemble-plan.js';
 import { validateEnsembleComposition } from './ensemble-validation.js';
-import type { LoadedVersion } from './loaded-version.js';
-import { buildBaseConfig } from './model-loader.js';
-import { readModelSource } from './model-source.js';
-import { locateModel } from './repository.js';
+import type { LoadedVersion } from '../loaded-version.js';
+import { buildBaseConfig } from '../model-loader.js';
+import { readModelSource } from '../model-source.js';
+import { locateModel } from '../repository.js';
 
 /** What the lifecycle tells about its models. */
 export interface DependencyHost {

@@ -13,11 +13,11 @@ import type { ModelConfig } from '@switchyard/model-config';
 import { planEnsemble, type EnsemblePlan } from './ensemble-plan.js';
 import { EnsembleRun } from './ensemble-run.js';
 import type { StepComputeTimes } from './ensemble-step-stats.js';
-import type { InferenceJob } from './inference-job.js';
-import { requestPrefix } from './request-normalizer.js';
-import type { Scheduler, SchedulerContext } from './scheduler.js';
-import type { ModelStatsCollector } from './statistics.js';
-import type { InferResult, SubmitOptions } from './types.js';
+import type { InferenceJob } from '../inference-job.js';
+import { requestPrefix } from '../request-normalizer.js';
+import type { Scheduler, SchedulerContext } from '../scheduler.js';
+import type { ModelStatsCollector } from '../statistics.js';
+import type { InferResult, SubmitOptions } from '../types.js';
 
 export interface EnsemblePort {
   /**

@@ -4,10 +4,10 @@
  * errors, decoupled steps, statistics.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEngine, type Engine } from './engine.js';
+import { createEngine, type Engine } from '../engine.js';
 import { ENSEMBLE_MODELS } from './ensemble-test-models.js';
-import { createRepository, float32s, int32s, request, tensor, type RepositoryFixture } from './test-support/repository-fixture.js';
-import type { InferResult } from './types.js';
+import { createRepository, float32s, int32s, request, tensor, type RepositoryFixture } from '../test-support/repository-fixture.js';
+import type { InferResult } from '../types.js';
 
 const fp32 = (name: string, rows: number[][]) => tensor(name, 'FP32', [rows.length, 4], new Float32Array(rows.flat()));
 

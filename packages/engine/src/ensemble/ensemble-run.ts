@@ -20,13 +20,13 @@
  */
 import { SwitchyardError, invalidArgument, toSwitchyardError, type Logger } from '@switchyard/common';
 import type { DataType, InferRequest, InferResponse, InferTensor } from '@switchyard/kserve';
-import type { ExecutionTiming, ResponseSender } from './backend.js';
+import type { ExecutionTiming, ResponseSender } from '../backend.js';
 import { neededSteps, reshapeDims, type EnsemblePlan, type EnsembleStepPlan } from './ensemble-plan.js';
 import type { EnsemblePort } from './ensemble-scheduler.js';
-import type { InferenceJob } from './inference-job.js';
-import { requestPrefix } from './request-normalizer.js';
-import type { ModelStatsCollector } from './statistics.js';
-import type { InferResult } from './types.js';
+import type { InferenceJob } from '../inference-job.js';
+import { requestPrefix } from '../request-normalizer.js';
+import type { ModelStatsCollector } from '../statistics.js';
+import type { InferResult } from '../types.js';
 
 const now = (): bigint => process.hrtime.bigint();
 

@@ -4,10 +4,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deserializeBytesElements } from '@switchyard/kserve';
-import { createEngine, type Engine } from './engine.js';
+import { createEngine, type Engine } from '../engine.js';
 import { ENSEMBLE_MODELS } from './ensemble-test-models.js';
-import { createRepository, int32s, request, tensor, type RepositoryFixture } from './test-support/repository-fixture.js';
-import type { InferResult } from './types.js';
+import { createRepository, int32s, request, tensor, type RepositoryFixture } from '../test-support/repository-fixture.js';
+import type { InferResult } from '../types.js';
 
 const NAMES = ['echo_params', 'params', 'stall', 'stalled', 'slow', 'slowed', 'seq', 'sequenced'];
 let repo: RepositoryFixture;
