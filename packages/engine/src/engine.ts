@@ -12,7 +12,7 @@ import { composingReady } from './ensemble/ensemble-plan.js';
 import { EnsembleStepStats, type StepComputeTimes } from './ensemble/ensemble-step-stats.js';
 import { InferenceJob } from './inference-job.js';
 import { inferViaSubmit } from './infer-via-submit.js';
-import { JavaScriptBackend } from './javascript-backend.js';
+import { JavaScriptBackend } from './javascript/javascript-backend.js';
 import { LlmBackend } from './llm-backend.js';
 import { NO_LABELS } from './labels.js';
 import type { LoadedVersion } from './loaded-version.js';

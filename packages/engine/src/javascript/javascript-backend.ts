@@ -26,7 +26,7 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { invalidArgument, resolveConfinedPath, unavailable } from '@switchyard/common';
 import { parseModelConfigJson, renderModelConfigJson, type ModelConfig } from '@switchyard/model-config';
-import type { Backend, BackendInstance, BackendModel, BackendModelContext, InstanceSpec } from './backend.js';
+import type { Backend, BackendInstance, BackendModel, BackendModelContext, InstanceSpec } from '../backend.js';
 import type { BlsPort } from './javascript-bls.js';
 import { JavaScriptInstance } from './javascript-instance.js';
 import type { ThreadData } from './javascript-protocol.js';

@@ -9,8 +9,8 @@
  */
 import { internal, SwitchyardError, type ErrorCode } from '@switchyard/common';
 import type { DataType, InferRequest, InferResponse, InferTensor, Parameters } from '@switchyard/kserve';
-import type { BackendResponse } from './backend.js';
-import type { NormalizedRequest } from './request-normalizer.js';
+import type { BackendResponse } from '../backend.js';
+import type { NormalizedRequest } from '../request-normalizer.js';
 
 export interface WireTensor {
   name: string;

@@ -14,11 +14,11 @@
  */
 import { Worker } from 'node:worker_threads';
 import { internal, isSwitchyardError, type Logger, type SwitchyardError } from '@switchyard/common';
-import type { BackendResponse } from './backend.js';
+import type { BackendResponse } from '../backend.js';
 import { runBlsCall, type BlsPort } from './javascript-bls.js';
 import { responseFromWire, type FromThread, type ThreadData, type ToThread, type WireRequest, type WireResponse } from './javascript-protocol.js';
 
-const WORKER_URL = new URL('../worker/javascript-instance.mjs', import.meta.url);
+const WORKER_URL = new URL('../../worker/javascript-instance.mjs', import.meta.url);
 
 /** Receives the responses of one open request (see `ResponseSender`). */
 export type OpenRequestHandler = (response: BackendResponse | undefined, final: boolean, sentNs: bigint) => void;

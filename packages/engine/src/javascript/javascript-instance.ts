@@ -17,10 +17,10 @@
  *   was open on it fails UNAVAILABLE.
  */
 import { unavailable, type Logger, type SwitchyardError } from '@switchyard/common';
-import type { BackendInstance, BackendResponse, BackendResult, ExecutionOutcome, ResponseSender } from './backend.js';
+import type { BackendInstance, BackendResponse, BackendResult, ExecutionOutcome, ResponseSender } from '../backend.js';
 import { requestToWire, responseFromWire, type ThreadData } from './javascript-protocol.js';
 import { executeFailure, JavaScriptThread, type OpenRequestHandler, type ThreadOptions } from './javascript-thread.js';
-import type { NormalizedRequest } from './request-normalizer.js';
+import type { NormalizedRequest } from '../request-normalizer.js';
 
 const now = (): bigint => process.hrtime.bigint();
 

@@ -12,7 +12,7 @@
 import { toSwitchyardError, unavailable, unsupported } from '@switchyard/common';
 import type { ModelConfig } from '@switchyard/model-config';
 import { blsRequestFromWire, errorToWire, inferResponseToWire, type ToThread, type WireBlsRequest } from './javascript-protocol.js';
-import type { InferResult, InferenceEngine } from './types.js';
+import type { InferResult, InferenceEngine } from '../types.js';
 
 /** The part of the engine BLS needs. */
 export type BlsPort = Pick<InferenceEngine, 'submit'> & { modelConfig(name: string, version?: number): ModelConfig };

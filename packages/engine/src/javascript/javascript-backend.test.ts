@@ -7,9 +7,9 @@ import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SwitchyardError } from '@switchyard/common';
 import { deserializeBytesElements } from '@switchyard/kserve';
-import { createEngine, type Engine } from './engine.js';
-import { bytesTensor, createRepository, int32s, request, tensor, type RepositoryFixture } from './test-support/repository-fixture.js';
-import type { InferResult } from './types.js';
+import { createEngine, type Engine } from '../engine.js';
+import { bytesTensor, createRepository, int32s, request, tensor, type RepositoryFixture } from '../test-support/repository-fixture.js';
+import type { InferResult } from '../types.js';
 
 type Io = [name: string, type: string, dims: number[]];
 function jsConfig(name: string, inputs: Io[], outputs: Io[], extra = ''): string {
@@ -159,7 +159,7 @@ describe('JavaScript backend', () => {
   let engine: Engine;
 
   beforeAll(async () => {
-    const repeat = await readFile(new URL('../../../examples/model_repository/repeat_int32/1/model.mjs', import.meta.url), 'utf8');
+    const repeat = await readFile(new URL('../../../../examples/model_repository/repeat_int32/1/model.mjs', import.meta.url), 'utf8');
     repo = await createRepository({
       add_sub: {
         config: jsConfig('add_sub', [['INPUT0', 'TYPE_INT32', [4]], ['INPUT1', 'TYPE_INT32', [4]]], [['OUTPUT0', 'TYPE_INT32', [4]], ['OUTPUT1', 'TYPE_INT32', [4]]]),
