@@ -13,7 +13,7 @@ import { EnsembleStepStats, type StepComputeTimes } from './ensemble/ensemble-st
 import { InferenceJob } from './inference-job.js';
 import { inferViaSubmit } from './infer-via-submit.js';
 import { JavaScriptBackend } from './javascript/javascript-backend.js';
-import { LlmBackend } from './llm-backend.js';
+import { LlmBackend } from './llm/llm-backend.js';
 import { NO_LABELS } from './labels.js';
 import type { LoadedVersion } from './loaded-version.js';
 import { ModelLifecycle } from './model-lifecycle.js';

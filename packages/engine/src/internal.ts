@@ -36,10 +36,10 @@ export { ModelLifecycle, UNLOADED_REASON } from './model-lifecycle.js';
 export { LoadedVersion } from './loaded-version.js';
 export { buildBaseConfig, loadVersion } from './model-loader.js';
 export { runWarmup } from './warmup.js';
-export { threadDecoderSession, createOnnxLlmExecutor } from './llm-session.js';
+export { threadDecoderSession, createOnnxLlmExecutor } from './llm/llm-session.js';
 export { sequenceOf, inSequence, correlationText } from './sequence/sequence-controls.js';
 export type { CorrelationId, RequestSequence } from './sequence/sequence-controls.js';
 // The KServe face of an LLM, for routers that answer it over their own LlmEndpoint (cluster router).
-export { LlmInstance, parseLlmRequest } from './llm-instance.js';
-export type { LlmInstanceOptions } from './llm-instance.js';
-export { compileLlmOptions } from './llm-options.js';
+export { LlmInstance, parseLlmRequest } from './llm/llm-instance.js';
+export type { LlmInstanceOptions } from './llm/llm-instance.js';
+export { compileLlmOptions } from './llm/llm-options.js';

@@ -36,12 +36,12 @@ import {
   type ModelFolderFiles,
 } from '@switchyard/llm';
 import type { ModelConfig } from '@switchyard/model-config';
-import type { Backend, BackendInstance, BackendModel, BackendModelContext, InstanceSpec } from './backend.js';
+import type { Backend, BackendInstance, BackendModel, BackendModelContext, InstanceSpec } from '../backend.js';
 import { LlmInstance } from './llm-instance.js';
-import { DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS } from './options.js';
+import { DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS } from '../options.js';
 import { DEFAULT_MAX_MODEL_LEN, compileLlmOptions, unknownLlmParameters, type LlmKind, type LlmModelOptions } from './llm-options.js';
 import { createOnnxLlmExecutor } from './llm-session.js';
-import { DEFAULT_LOAD_LIMITS, kvCacheLimitCheck, llmLimitChecks, type LoadLimits } from './load-limits.js';
+import { DEFAULT_LOAD_LIMITS, kvCacheLimitCheck, llmLimitChecks, type LoadLimits } from '../load-limits.js';
 
 /** The KServe interface of an LLM model, as Triton's vLLM backend declares it. */
 function completeIo(config: ModelConfig): ModelConfig {

@@ -20,8 +20,8 @@ import { randomUUID } from 'node:crypto';
 import { describeValue, internal, invalidArgument, toSwitchyardError, type Logger } from '@switchyard/common';
 import { deserializeBytesElements, serializeBytesElements, type InferTensor, type ParameterValue } from '@switchyard/kserve';
 import { compileSamplingParams, OutputProcessor, textPromptTokens, type LlmEndpoint, type SamplingParams } from '@switchyard/llm';
-import type { BackendInstance, ExecutionOutcome, ResponseSender } from './backend.js';
-import type { NormalizedInput, NormalizedRequest } from './request-normalizer.js';
+import type { BackendInstance, ExecutionOutcome, ResponseSender } from '../backend.js';
+import type { NormalizedInput, NormalizedRequest } from '../request-normalizer.js';
 
 const now = (): bigint => process.hrtime.bigint();
 const utf8 = new TextDecoder('utf-8', { fatal: true });

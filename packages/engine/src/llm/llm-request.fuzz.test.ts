@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { DATATYPES, serializeBytesElements, type DataType, type Parameters } from '@switchyard/kserve';
 import { DEEP_NESTING, eachNodeReplaced, fc, fuzz, fuzzKey, jsonText, mutatedJson, nestedText, parsesOrRefuses, type JsonValue } from '@switchyard/testing/fuzz';
 import { parseLlmRequest } from './llm-instance.js';
-import type { NormalizedInput, NormalizedRequest } from './request-normalizer.js';
+import type { NormalizedInput, NormalizedRequest } from '../request-normalizer.js';
 
 const enc = new TextEncoder();
 const bytesOf = (...elements: Uint8Array[]) => serializeBytesElements(elements);

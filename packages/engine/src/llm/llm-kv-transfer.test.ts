@@ -12,10 +12,10 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileSamplingParams, type GenerateOutput, type GenerateRequest, type LlmEndpoint } from '@switchyard/llm';
 import { llmFixtureRepositoryFiles } from '@switchyard/onnx-builder';
-import { type Engine, createEngine } from './engine.js';
-import { compileEngineOptions } from './options.js';
+import { type Engine, createEngine } from '../engine.js';
+import { compileEngineOptions } from '../options.js';
 
-const FIXTURE = fileURLToPath(new URL('../../../test/fixtures/llm_repository', import.meta.url));
+const FIXTURE = fileURLToPath(new URL('../../../../test/fixtures/llm_repository', import.meta.url));
 const MODELS = ['tiny_llm', 'tiny_llm_fp16', 'mock_llm'];
 
 let root: string;

@@ -10,11 +10,11 @@ import { serializeBytesElements, type InferRequest, type Parameters } from '@swi
 import { llmFixtureRepositoryFiles } from '@switchyard/onnx-builder';
 import { silentLogger } from '@switchyard/common';
 import type { LlmEndpoint } from '@switchyard/llm';
-import type { ResponseSender } from './backend.js';
-import { type Engine, createEngine } from './engine.js';
+import type { ResponseSender } from '../backend.js';
+import { type Engine, createEngine } from '../engine.js';
 import { LlmInstance } from './llm-instance.js';
-import { normalizeRequest } from './request-normalizer.js';
-import type { InferResult } from './types.js';
+import { normalizeRequest } from '../request-normalizer.js';
+import type { InferResult } from '../types.js';
 
 /** The simulated LLM (as test/fixtures/llm_repository/mock_llm); onnx-builder generates its tokenizer files. */
 const MOCK_LLM_CONFIG = `name: "mock_llm"
