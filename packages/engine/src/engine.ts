@@ -17,7 +17,7 @@ import { LlmBackend } from './llm/llm-backend.js';
 import { NO_LABELS } from './labels.js';
 import type { LoadedVersion } from './loaded-version.js';
 import { ModelLifecycle } from './model-lifecycle.js';
-import { OnnxRuntimeBackend } from './onnxruntime-backend.js';
+import { OnnxRuntimeBackend } from './onnxruntime/onnxruntime-backend.js';
 import { compileEngineOptions, type CompiledEngineOptions, type EngineOptions } from './options.js';
 import { normalizeRequest, requestPrefix, type NormalizedRequest } from './request-normalizer.js';
 import { ResponseCache } from './response-cache.js';

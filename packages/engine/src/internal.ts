@@ -18,12 +18,12 @@ export {
 export { readModelSource, materializeOverride } from './model-source.js';
 export type { ModelSource, OverrideFolder } from './model-source.js';
 export { resolveBackend, backendNameOf, PLATFORM_BACKENDS } from './backend.js';
-export { OnnxRuntimeBackend, sessionIo } from './onnxruntime-backend.js';
-export { SessionLoadError, SessionThread } from './session-thread.js';
-export type { WireTensor, WireValueMetadata } from './session-thread.js';
-export { autoCompleteOnnxConfig, checkOnnxIo, ONNX_DEFAULT_MAX_BATCH_SIZE } from './onnx-io-config.js';
-export type { OnnxIo, OnnxIoInfo } from './onnx-io-config.js';
-export { ortTypeOf, configTypeOfOrt, toWireTensor, fromWireTensor, concatBatch, splitBatch } from './onnx-tensor-codec.js';
+export { OnnxRuntimeBackend, sessionIo } from './onnxruntime/onnxruntime-backend.js';
+export { SessionLoadError, SessionThread } from './onnxruntime/session-thread.js';
+export type { WireTensor, WireValueMetadata } from './onnxruntime/session-thread.js';
+export { autoCompleteOnnxConfig, checkOnnxIo, ONNX_DEFAULT_MAX_BATCH_SIZE } from './onnxruntime/onnx-io-config.js';
+export type { OnnxIo, OnnxIoInfo } from './onnxruntime/onnx-io-config.js';
+export { ortTypeOf, configTypeOfOrt, toWireTensor, fromWireTensor, concatBatch, splitBatch } from './onnxruntime/onnx-tensor-codec.js';
 export { createScheduler } from './scheduler.js';
 export type { Scheduler, SchedulerContext, BatchRunner } from './scheduler.js';
 export { DefaultScheduler, JobQueue } from './default-scheduler.js';

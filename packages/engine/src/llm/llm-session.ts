@@ -9,7 +9,7 @@
  */
 import { OnnxExecutor, type DecoderSession, type DecoderTensor, type Executor } from '@switchyard/llm';
 import type { LlmModelOptions } from './llm-options.js';
-import { SessionThread, type WireTensor } from '../session-thread.js';
+import { SessionThread, type WireTensor } from '../onnxruntime/session-thread.js';
 
 function owned(t: DecoderTensor): WireTensor {
   const d = t.data;

@@ -23,11 +23,11 @@ import type {
   BackendResult,
   ExecutionOutcome,
   InstanceSpec,
-} from './backend.js';
+} from '../backend.js';
 import { autoCompleteOnnxConfig, checkOnnxIo, type OnnxIo, type OnnxIoInfo } from './onnx-io-config.js';
 import { checkOrtStrings, concatBatch, configTypeOfOrt, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
 import { SessionLoadError, SessionThread, type WireTensor, type WireValueMetadata } from './session-thread.js';
-import type { NormalizedRequest } from './request-normalizer.js';
+import type { NormalizedRequest } from '../request-normalizer.js';
 
 const now = (): bigint => process.hrtime.bigint();
 

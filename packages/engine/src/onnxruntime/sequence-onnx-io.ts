@@ -11,7 +11,7 @@ import { internal, invalidArgument } from '@switchyard/common';
 import type { ModelConfig, ModelSequenceBatching } from '@switchyard/model-config';
 import type { OnnxIo } from './onnx-io-config.js';
 import { configTypeOfOrt } from './onnx-tensor-codec.js';
-import { SequenceControls } from './sequence/sequence-controls.js';
+import { SequenceControls } from '../sequence/sequence-controls.js';
 
 /** ONNX element type names as Triton's ORT backend prints them (`OnnxDataTypeName`). */
 const ONNX_TYPE_NAMES: Readonly<Record<string, string>> = {

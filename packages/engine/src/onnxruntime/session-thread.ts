@@ -19,7 +19,7 @@ import type * as ort from 'onnxruntime-node';
 import type { TypedArray } from '@switchyard/kserve';
 import type { OrtType } from './onnx-tensor-codec.js';
 
-const WORKER_URL = new URL('../worker/onnxruntime-session.mjs', import.meta.url);
+const WORKER_URL = new URL('../../worker/onnxruntime-session.mjs', import.meta.url);
 
 /**
  * A tensor as it crosses the thread boundary: structured-clone friendly, its buffer transferred.

@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deserializeBytesElements, serializeBytesElements, type DataType } from '@switchyard/kserve';
-import type { Backend, BackendInstance, BackendModel } from './backend.js';
-import { createEngine, type Engine } from './engine.js';
+import type { Backend, BackendInstance, BackendModel } from '../backend.js';
+import { createEngine, type Engine } from '../engine.js';
 import { silentLogger } from '@switchyard/common';
 import { normalizeModelConfig, parseModelConfigText, type ModelConfig } from '@switchyard/model-config';
 import { OnnxRuntimeBackend } from './onnxruntime-backend.js';
-import { normalizeRequest } from './request-normalizer.js';
+import { normalizeRequest } from '../request-normalizer.js';
 import { buildIdentityModel, GraphBuilder, type ElemTypeName } from '@switchyard/onnx-builder';
-import { bytesTensor, createRepository, float32s, request, tensor, type RepositoryFixture } from './test-support/repository-fixture.js';
-import { slowModel } from './test-support/slow-model.js';
+import { bytesTensor, createRepository, float32s, request, tensor, type RepositoryFixture } from '../test-support/repository-fixture.js';
+import { slowModel } from '../test-support/slow-model.js';
 
 const DTYPES: [DataType, ElemTypeName, string, ArrayBufferView][] = [
   ['BOOL', 'BOOL', 'TYPE_BOOL', Uint8Array.from([1, 0, 1])],

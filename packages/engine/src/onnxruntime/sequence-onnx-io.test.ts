@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkOnnxIo, type OnnxIo } from './onnx-io-config.js';
-import { sequenceConfig } from './sequence/sequence-test-harness.js';
+import { sequenceConfig } from '../sequence/sequence-test-harness.js';
 
 const config = (controls: string, state = '') =>
   sequenceConfig(`sequence_batching { control_input [${controls}] ${state} }`);
