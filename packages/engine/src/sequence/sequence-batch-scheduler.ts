@@ -26,7 +26,7 @@
 import { invalidArgument, unavailable, type SwitchyardError } from '@switchyard/common';
 import type { ModelConfig, ModelSequenceBatching } from '@switchyard/model-config';
 import type { InferenceJob } from '../inference-job.js';
-import { realClock, type QueueClock } from '../queue-clock.js';
+import { realClock, type QueueClock } from '../queue/queue-clock.js';
 import type { Scheduler, SchedulerContext } from '../scheduler.js';
 import { SequenceControls, correlationText, inSequence, sequenceOf } from './sequence-controls.js';
 import { DirectSequenceBatcher } from './sequence-direct.js';

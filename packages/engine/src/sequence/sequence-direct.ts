@@ -14,7 +14,7 @@
  */
 import type { ModelConfig, ModelSequenceBatching } from '@switchyard/model-config';
 import type { InferenceJob } from '../inference-job.js';
-import { compileBatchRule, inputsKey, type BatchRule } from '../queue-batch-rule.js';
+import { compileBatchRule, inputsKey, type BatchRule } from '../queue/queue-batch-rule.js';
 import { runSequenceBatch, type SequenceBatchItem } from './sequence-batch-runner.js';
 import type { BatcherSetup, SlotBatcher, SlotEntry } from './sequence-slots.js';
 import type { SequenceState } from './sequence-state.js';

@@ -16,7 +16,7 @@ import type { SequenceBatchContext } from './sequence-batch-runner.js';
 import type { RequestSequence } from './sequence-controls.js';
 import type { ImplicitStateConfig } from './sequence-state.js';
 import type { BackendInstance } from '../backend.js';
-import type { QueueClock } from '../queue-clock.js';
+import type { QueueClock } from '../queue/queue-clock.js';
 
 /**
  * An entry of a slot queue: a request of the sequence in that slot, or the idle reaper's marker

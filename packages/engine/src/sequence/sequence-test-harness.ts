@@ -10,7 +10,7 @@ import { normalizeModelConfig, parseModelConfigText, type ModelConfig } from '@s
 import type { BackendInstance, ExecutionOutcome } from '../backend.js';
 import { executeBatch } from '../batch-executor.js';
 import { InferenceJob } from '../inference-job.js';
-import { ManualClock } from '../queue-clock.js';
+import { ManualClock } from '../queue/queue-clock.js';
 import type { NormalizedRequest } from '../request-normalizer.js';
 import { SequenceBatchScheduler } from './sequence-batch-scheduler.js';
 import { ModelStatsCollector } from '../statistics.js';

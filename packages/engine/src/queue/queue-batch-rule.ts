@@ -15,7 +15,7 @@
  * - else nothing is sent yet: wait until the oldest has waited the delay (or the queue changes).
  */
 import type { ModelConfig } from '@switchyard/model-config';
-import type { NormalizedRequest } from './request-normalizer.js';
+import type { NormalizedRequest } from '../request-normalizer.js';
 
 /** The batching settings of one model, compiled once from its config. */
 export interface BatchRule {

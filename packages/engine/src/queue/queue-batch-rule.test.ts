@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseModelConfigText, normalizeModelConfig } from '@switchyard/model-config';
-import type { NormalizedRequest } from './request-normalizer.js';
+import type { NormalizedRequest } from '../request-normalizer.js';
 import { checksInputs, compileBatchRule, inputsKey, pickBatch, type BatchCandidate, type BatchRule } from './queue-batch-rule.js';
 
 function rule(partial: Partial<Omit<BatchRule, 'preferred'>> & { preferred?: number[] }): BatchRule {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ModelDynamicBatching, ModelQueuePolicy } from '@switchyard/model-config';
-import type { InferenceJob } from './inference-job.js';
+import type { InferenceJob } from '../inference-job.js';
 import { compileQueueLevels, effectiveTimeoutMs, PriorityQueue, priorityLevelOf, requestTimeoutMs, type QueueEntry } from './priority-queue.js';
 
 const policy = (p: Partial<ModelQueuePolicy>): ModelQueuePolicy => ({

@@ -19,7 +19,7 @@
  */
 import type { ModelDynamicBatching, ModelQueuePolicy } from '@switchyard/model-config';
 import type { Parameters } from '@switchyard/kserve';
-import type { InferenceJob } from './inference-job.js';
+import type { InferenceJob } from '../inference-job.js';
 
 /** One queued request and what the batcher needs to know about it. */
 export interface QueueEntry {
