@@ -15,8 +15,8 @@ export {
   checkConfigName,
   DEFAULT_MODEL_FILENAMES,
 } from './repository.js';
-export { readModelSource, materializeOverride } from './model-source.js';
-export type { ModelSource, OverrideFolder } from './model-source.js';
+export { readModelSource, materializeOverride } from './model/model-source.js';
+export type { ModelSource, OverrideFolder } from './model/model-source.js';
 export { resolveBackend, backendNameOf, PLATFORM_BACKENDS } from './backend.js';
 export { OnnxRuntimeBackend, sessionIo } from './onnxruntime/onnxruntime-backend.js';
 export { SessionLoadError, SessionThread } from './onnxruntime/session-thread.js';
@@ -32,9 +32,9 @@ export { InferenceJob } from './inference-job.js';
 export type { JobState } from './inference-job.js';
 export { ModelStatsCollector } from './statistics.js';
 export type { SuccessTimes } from './statistics.js';
-export { ModelLifecycle, UNLOADED_REASON } from './model-lifecycle.js';
-export { LoadedVersion } from './loaded-version.js';
-export { buildBaseConfig, loadVersion } from './model-loader.js';
+export { ModelLifecycle, UNLOADED_REASON } from './model/model-lifecycle.js';
+export { LoadedVersion } from './model/loaded-version.js';
+export { buildBaseConfig, loadVersion } from './model/model-loader.js';
 export { runWarmup } from './warmup.js';
 export { threadDecoderSession, createOnnxLlmExecutor } from './llm/llm-session.js';
 export { sequenceOf, inSequence, correlationText } from './sequence/sequence-controls.js';

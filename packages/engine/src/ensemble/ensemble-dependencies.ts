@@ -20,9 +20,9 @@ import { isSwitchyardError } from '@switchyard/common';
 import { normalizeModelConfig, validateModelConfig, type ModelConfig } from '@switchyard/model-config';
 import { composingModelNames, ensembleSteps } from './ensemble-plan.js';
 import { validateEnsembleComposition } from './ensemble-validation.js';
-import type { LoadedVersion } from '../loaded-version.js';
-import { buildBaseConfig } from '../model-loader.js';
-import { readModelSource } from '../model-source.js';
+import type { LoadedVersion } from '../model/loaded-version.js';
+import { buildBaseConfig } from '../model/model-loader.js';
+import { readModelSource } from '../model/model-source.js';
 import { locateModel } from '../repository.js';
 
 /** What the lifecycle tells about its models. */

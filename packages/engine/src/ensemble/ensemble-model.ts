@@ -14,8 +14,8 @@ import { ensembleSteps } from './ensemble-plan.js';
 import type { EnsemblePort } from './ensemble-scheduler.js';
 import { validateEnsembleComposition } from './ensemble-validation.js';
 import { loadOutputLabels } from '../labels.js';
-import { LoadedVersion } from '../loaded-version.js';
-import type { ModelSource } from '../model-source.js';
+import { LoadedVersion } from '../model/loaded-version.js';
+import type { ModelSource } from '../model/model-source.js';
 import { createScheduler } from '../scheduler.js';
 import { ModelStatsCollector } from '../statistics.js';
 

@@ -8,7 +8,7 @@ import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { confinedSegments, invalidArgument } from '@switchyard/common';
-import { parseVersionDir } from './repository.js';
+import { parseVersionDir } from '../repository.js';
 
 export interface ModelSource {
   /** The model folder. */

@@ -6,11 +6,11 @@
 import type { Logger } from '@switchyard/common';
 import type { LlmEndpoint } from '@switchyard/llm';
 import type { ModelConfig } from '@switchyard/model-config';
-import type { BackendInstance, BackendModel } from './backend.js';
-import type { InferenceJob } from './inference-job.js';
-import type { Scheduler } from './scheduler.js';
-import type { OutputLabels } from './types.js';
-import type { ModelStatsCollector } from './statistics.js';
+import type { BackendInstance, BackendModel } from '../backend.js';
+import type { InferenceJob } from '../inference-job.js';
+import type { Scheduler } from '../scheduler.js';
+import type { OutputLabels } from '../types.js';
+import type { ModelStatsCollector } from '../statistics.js';
 
 export class LoadedVersion {
   private unloading: Promise<void> | undefined;

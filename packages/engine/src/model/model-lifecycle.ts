@@ -17,14 +17,14 @@
  */
 import { internal, invalidArgument, isSwitchyardError, notFound, unavailable, type SwitchyardError } from '@switchyard/common';
 import type { ModelConfig } from '@switchyard/model-config';
-import { EnsembleDependencies } from './ensemble/ensemble-dependencies.js';
-import type { EnsemblePort } from './ensemble/ensemble-scheduler.js';
-import type { CompiledEngineOptions } from './options.js';
+import { EnsembleDependencies } from '../ensemble/ensemble-dependencies.js';
+import type { EnsemblePort } from '../ensemble/ensemble-scheduler.js';
+import type { CompiledEngineOptions } from '../options.js';
 import type { LoadedVersion } from './loaded-version.js';
 import { buildBaseConfig, failureReason, loadVersion, type LoaderContext } from './model-loader.js';
 import { materializeOverride, readModelSource, type ModelSource, type OverrideFolder } from './model-source.js';
-import { listRepositoryModels, locateModel, selectVersions, unknownModelLoadMessage, validateModelName } from './repository.js';
-import type { LoadModelOptions, ModelIndexEntry, ModelState } from './types.js';
+import { listRepositoryModels, locateModel, selectVersions, unknownModelLoadMessage, validateModelName } from '../repository.js';
+import type { LoadModelOptions, ModelIndexEntry, ModelState } from '../types.js';
 
 export const UNLOADED_REASON = 'unloaded';
 

@@ -1,9 +1,9 @@
 import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createEngine, type Engine } from './engine.js';
+import { createEngine, type Engine } from '../engine.js';
 import { buildIdentityModel, buildSimpleModel } from '@switchyard/onnx-builder';
-import { createRepository, float32s, int32s, request, SIMPLE_CONFIG, tensor, type RepositoryFixture } from './test-support/repository-fixture.js';
+import { createRepository, float32s, int32s, request, SIMPLE_CONFIG, tensor, type RepositoryFixture } from '../test-support/repository-fixture.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
