@@ -24,7 +24,8 @@ export type { WireTensor, WireValueMetadata } from './onnxruntime/session-thread
 export { autoCompleteOnnxConfig, checkOnnxIo, ONNX_DEFAULT_MAX_BATCH_SIZE } from './onnxruntime/onnx-io-config.js';
 export type { OnnxIo, OnnxIoInfo } from './onnxruntime/onnx-io-config.js';
 export { ortTypeOf, configTypeOfOrt, toWireTensor, fromWireTensor, concatBatch, splitBatch } from './onnxruntime/onnx-tensor-codec.js';
-export { createScheduler } from './scheduler.js';
+export { createScheduler } from './scheduler-factory.js';
+export type { SchedulerFactoryContext } from './scheduler-factory.js';
 export type { Scheduler, SchedulerContext, BatchRunner } from './scheduler.js';
 export { DefaultScheduler, JobQueue } from './default-scheduler.js';
 export { executeBatch } from './batch-executor.js';

@@ -11,12 +11,12 @@ import { internal, type Logger } from '@switchyard/common';
 import { normalizeModelConfig, validateModelConfig, type ModelConfig } from '@switchyard/model-config';
 import type { BackendModel } from '../backend.js';
 import { ensembleSteps } from './ensemble-plan.js';
-import type { EnsemblePort } from './ensemble-scheduler.js';
+import type { EnsemblePort } from './ensemble-port.js';
 import { validateEnsembleComposition } from './ensemble-validation.js';
 import { loadOutputLabels } from '../labels.js';
 import { LoadedVersion } from '../model/loaded-version.js';
 import type { ModelSource } from '../model/model-source.js';
-import { createScheduler } from '../scheduler.js';
+import { createScheduler } from '../scheduler-factory.js';
 import { ModelStatsCollector } from '../statistics.js';
 
 /** An ensemble has no backend: nothing to create, nothing to release. */

@@ -22,7 +22,7 @@ import { SwitchyardError, invalidArgument, toSwitchyardError, type Logger } from
 import type { DataType, InferRequest, InferResponse, InferTensor } from '@switchyard/kserve';
 import type { ExecutionTiming, ResponseSender } from '../backend.js';
 import { neededSteps, reshapeDims, type EnsemblePlan, type EnsembleStepPlan } from './ensemble-plan.js';
-import type { EnsemblePort } from './ensemble-scheduler.js';
+import type { EnsemblePort } from './ensemble-port.js';
 import type { InferenceJob } from '../inference-job.js';
 import { requestPrefix } from '../request-normalizer.js';
 import type { ModelStatsCollector } from '../statistics.js';

@@ -5,36 +5,17 @@
  * there, and count there). The request counts as executing from the start; cancellation reaches
  * the run through its job's response sender (see `EnsembleRun`).
  *
- * `EnsemblePort` is the one thing the ensemble needs from the engine; the engine provides it.
+ * It is built by `createScheduler` (`scheduler-factory.ts`) with the `EnsembleSchedulerContext`
+ * (`ensemble-port.ts`) the ensemble's loader provides.
  */
-import { internal, unavailable, type SwitchyardError } from '@switchyard/common';
-import type { InferRequest } from '@switchyard/kserve';
+import { unavailable } from '@switchyard/common';
 import type { ModelConfig } from '@switchyard/model-config';
-import { planEnsemble, type EnsemblePlan } from './ensemble-plan.js';
-import { EnsembleRun } from './ensemble-run.js';
-import type { StepComputeTimes } from './ensemble-step-stats.js';
 import type { InferenceJob } from '../inference-job.js';
 import { requestPrefix } from '../request-normalizer.js';
 import type { Scheduler, SchedulerContext } from '../scheduler.js';
-import type { ModelStatsCollector } from '../statistics.js';
-import type { InferResult, SubmitOptions } from '../types.js';
-
-export interface EnsemblePort {
-  /**
-   * `InferenceEngine.submit` for one step; `onStepSuccess` also receives the compute times the
-   * composing model records for it. Results may arrive synchronously.
-   */
-  submit(request: InferRequest, onResult: (result: InferResult) => void, options: SubmitOptions, onStepSuccess: (times: StepComputeTimes) => void): void;
-  /** The config of the version a request for (`name`, `version`) reaches now, or the lookup error. */
-  modelConfig(name: string, version: number | undefined): ModelConfig | SwitchyardError;
-}
-
-/** What an ensemble's scheduler gets besides the usual context. */
-export interface EnsembleSchedulerContext {
-  port: EnsemblePort;
-  /** The ensemble version's statistics (its executions are counted here). */
-  stats: ModelStatsCollector;
-}
+import { planEnsemble, type EnsemblePlan } from './ensemble-plan.js';
+import type { EnsembleSchedulerContext } from './ensemble-port.js';
+import { EnsembleRun } from './ensemble-run.js';
 
 export class EnsembleScheduler implements Scheduler {
   private readonly plan: EnsemblePlan;
@@ -46,8 +27,8 @@ export class EnsembleScheduler implements Scheduler {
   constructor(
     config: ModelConfig,
     private readonly context: SchedulerContext,
+    private readonly ensemble: EnsembleSchedulerContext,
   ) {
-    if (context.ensemble === undefined) throw internal(`ensemble '${config.name}' needs an engine to run its steps`);
     this.plan = planEnsemble(config);
     this.decoupled = config.model_transaction_policy?.decoupled === true;
     const limit = (config.ensemble_scheduling as { max_inflight_requests?: number } | undefined)?.max_inflight_requests ?? 0;
@@ -59,7 +40,7 @@ export class EnsembleScheduler implements Scheduler {
       job.fail(unavailable(`${requestPrefix(job.request.request.id)}Model '${this.plan.name}' is unloading`), 'REJECTED');
       return;
     }
-    const { port, stats } = this.context.ensemble as EnsembleSchedulerContext;
+    const { port, stats } = this.ensemble;
     const run: EnsembleRun = new EnsembleRun({
       plan: this.plan,
       job,

@@ -18,7 +18,7 @@
 import { internal, invalidArgument, isSwitchyardError, notFound, unavailable, type SwitchyardError } from '@switchyard/common';
 import type { ModelConfig } from '@switchyard/model-config';
 import { EnsembleDependencies } from '../ensemble/ensemble-dependencies.js';
-import type { EnsemblePort } from '../ensemble/ensemble-scheduler.js';
+import type { EnsemblePort } from '../ensemble/ensemble-port.js';
 import type { CompiledEngineOptions } from '../options.js';
 import type { LoadedVersion } from './loaded-version.js';
 import { buildBaseConfig, failureReason, loadVersion, type LoaderContext } from './model-loader.js';

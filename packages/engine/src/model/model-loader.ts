@@ -20,13 +20,14 @@ import {
 import { resolveBackend, type Backend, type BackendInstance, type BackendModelContext } from '../backend.js';
 import { executeBatch } from '../batch-executor.js';
 import { loadEnsembleVersion } from '../ensemble/ensemble-model.js';
-import type { EnsemblePort } from '../ensemble/ensemble-scheduler.js';
+import type { EnsemblePort } from '../ensemble/ensemble-port.js';
 import { loadOutputLabels } from '../labels.js';
 import { configLimitChecks, type LoadLimits } from '../load-limits.js';
 import { LoadedVersion } from './loaded-version.js';
 import type { ModelSource } from './model-source.js';
 import { checkConfigName, completeBackendFields } from '../repository.js';
-import { createScheduler, type Scheduler } from '../scheduler.js';
+import type { Scheduler } from '../scheduler.js';
+import { createScheduler } from '../scheduler-factory.js';
 import { ModelStatsCollector } from '../statistics.js';
 import { runWarmup } from '../warmup.js';
 
