@@ -17,7 +17,6 @@
 import { Worker } from 'node:worker_threads';
 import type * as ort from 'onnxruntime-node';
 import type { TypedArray } from '@switchyard/kserve';
-import type { OrtType } from './onnx-tensor-codec.js';
 
 const WORKER_URL = new URL('../../worker/onnxruntime-session.mjs', import.meta.url);
 
@@ -27,7 +26,8 @@ const WORKER_URL = new URL('../../worker/onnxruntime-session.mjs', import.meta.u
  * UTF-8 bytes per element); the session thread converts them to and from ORT's JavaScript strings.
  */
 export interface WireTensor {
-  type: OrtType;
+  /** ORT's element type name (the codec's `OrtType`). */
+  type: ort.Tensor.Type;
   dims: number[];
   data: TypedArray;
 }
