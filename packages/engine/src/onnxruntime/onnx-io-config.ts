@@ -9,20 +9,10 @@
 import { invalidArgument, internal } from '@switchyard/common';
 import type { ModelConfig, ModelInput, ModelOutput } from '@switchyard/model-config';
 import { configTypeOfOrt } from './onnx-tensor-codec.js';
+import type { OnnxIo, OnnxIoInfo } from './onnx-io.js';
 import { checkSequenceControlInputs, checkSequenceStateOutputs } from './sequence-onnx-io.js';
 
-/** One model input or output as ORT declares it; dynamic/symbolic dims are -1. */
-export interface OnnxIoInfo {
-  name: string;
-  /** ORT element type name ('float32', 'string', ...). */
-  type: string;
-  dims: number[];
-}
-
-export interface OnnxIo {
-  inputs: OnnxIoInfo[];
-  outputs: OnnxIoInfo[];
-}
+export type { OnnxIo, OnnxIoInfo } from './onnx-io.js';
 
 /** Triton's ORT backend `default-max-batch-size`. */
 export const ONNX_DEFAULT_MAX_BATCH_SIZE = 4;

@@ -9,7 +9,7 @@
  */
 import { internal, invalidArgument } from '@switchyard/common';
 import type { ModelConfig, ModelSequenceBatching } from '@switchyard/model-config';
-import type { OnnxIo } from './onnx-io-config.js';
+import type { OnnxIo } from './onnx-io.js';
 import { configTypeOfOrt } from './onnx-tensor-codec.js';
 import { SequenceControls } from '../sequence/sequence-controls.js';
 
