@@ -15,7 +15,7 @@
 import type { InferTensor } from '@switchyard/kserve';
 import type { BackendInstance, BackendResponse, ExecutionOutcome, ResponseSender } from '../backend.js';
 import type { InferenceJob } from '../inference-job.js';
-import type { NormalizedInput, NormalizedRequest } from '../request-normalizer.js';
+import type { NormalizedInput, NormalizedRequest } from '../normalized-request.js';
 import type { BatchRunner } from '../scheduler.js';
 import type { SequenceControls, RequestSequence } from './sequence-controls.js';
 import type { SequenceState } from './sequence-state.js';

@@ -11,7 +11,7 @@
  * otherwise), so they concatenate along the batch dimension like any other input.
  */
 import { invalidArgument, unsupported } from '@switchyard/common';
-import type { DataType, InferRequest, Parameters } from '@switchyard/kserve';
+import { requestPrefix, type DataType, type InferRequest, type Parameters } from '@switchyard/kserve';
 import {
   configDataTypeToWire,
   type ModelConfig,
@@ -20,8 +20,7 @@ import {
   type SequenceControlKind,
   wireDataTypeToConfig,
 } from '@switchyard/model-config';
-import type { NormalizedInput } from '../request-normalizer.js';
-import { requestPrefix } from '../request-normalizer.js';
+import type { NormalizedInput } from '../normalized-request.js';
 
 /** Triton's limit on string correlation ids (TRITONSERVER_InferenceRequestSetCorrelationIdString). */
 export const MAX_STRING_CORRELATION_ID_LENGTH = 128;

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { invalidArgument, resolveConfinedPath } from '@switchyard/common';
 import { elementByteSize, elementCount, type DataType, type InferTensor } from '@switchyard/kserve';
 import { configDataTypeToWire, type ModelConfig, type ModelSequenceBatching, type ModelSequenceState } from '@switchyard/model-config';
-import type { NormalizedInput } from '../request-normalizer.js';
+import type { NormalizedInput } from '../normalized-request.js';
 
 /** Folder of a model that holds `initial_state` data files (Triton's kInitialStateFolder). */
 export const INITIAL_STATE_FOLDER = 'initial_state';

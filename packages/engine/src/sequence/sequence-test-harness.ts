@@ -11,7 +11,7 @@ import type { BackendInstance, ExecutionOutcome } from '../backend.js';
 import { executeBatch } from '../batch-executor.js';
 import { InferenceJob } from '../inference-job.js';
 import { ManualClock } from '../queue/queue-clock.js';
-import type { NormalizedRequest } from '../request-normalizer.js';
+import type { NormalizedRequest } from '../normalized-request.js';
 import { SequenceBatchScheduler } from './sequence-batch-scheduler.js';
 import { ModelStatsCollector } from '../statistics.js';
 import type { InferResult } from '../types.js';
