@@ -6,7 +6,7 @@ import type { BackendInstance, ExecutionOutcome } from './backend.js';
 import { executeBatch } from './batch-executor.js';
 import { DynamicBatchScheduler } from './dynamic-batch-scheduler.js';
 import { InferenceJob } from './inference-job.js';
-import { ManualClock } from './queue-clock.js';
+import { ManualClock } from './queue/queue-clock.js';
 import type { NormalizedRequest } from './request-normalizer.js';
 import { ModelStatsCollector } from './statistics.js';
 import type { InferResult } from './types.js';

@@ -30,9 +30,9 @@ import {
   requestTimeoutMs,
   type QueueEntry,
   type QueueLevels,
-} from './priority-queue.js';
-import { compileBatchRule, inputsKey, pickBatch, type BatchRule } from './queue-batch-rule.js';
-import { realClock, type QueueClock } from './queue-clock.js';
+} from './queue/priority-queue.js';
+import { compileBatchRule, inputsKey, pickBatch, type BatchRule } from './queue/queue-batch-rule.js';
+import { realClock, type QueueClock } from './queue/queue-clock.js';
 import { requestPrefix } from './request-normalizer.js';
 import type { Scheduler, SchedulerContext } from './scheduler.js';
 

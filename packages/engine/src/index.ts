@@ -21,6 +21,6 @@ export type {
   InstanceSpec,
   ResponseSender,
 } from './backend.js';
-export { JavaScriptBackend } from './javascript-backend.js';
-export type { JavaScriptBackendOptions } from './javascript-backend.js';
+export { JavaScriptBackend } from './javascript/javascript-backend.js';
+export type { JavaScriptBackendOptions } from './javascript/javascript-backend.js';
 export type { NormalizedInput, NormalizedRequest } from './request-normalizer.js';

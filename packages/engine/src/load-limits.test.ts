@@ -3,7 +3,7 @@ import { enforceLimits, isSwitchyardError } from '@switchyard/common';
 import { normalizeModelConfig, parseModelConfigText } from '@switchyard/model-config';
 import { buildSimpleModel } from '@switchyard/onnx-builder';
 import { createEngine } from './engine.js';
-import { compileLlmOptions } from './llm-options.js';
+import { compileLlmOptions } from './llm/llm-options.js';
 import { compileEngineOptions } from './options.js';
 import { createRepository } from './test-support/repository-fixture.js';
 import { DEFAULT_LOAD_LIMITS, configLimitChecks, kvCacheLimitCheck, llmLimitChecks } from './load-limits.js';

@@ -19,7 +19,7 @@
 import type { LimitCheck } from '@switchyard/common';
 import { elementByteSize } from '@switchyard/kserve';
 import { configDataTypeToWire, type ModelConfig, type ModelSequenceBatching, type ModelWarmup } from '@switchyard/model-config';
-import type { LlmModelOptions } from './llm-options.js';
+import type { LlmModelOptions } from './llm/llm-options.js';
 
 export interface LoadLimits {
   /** Instances of one model version, all groups together: each has its own thread (and, for ONNX, its own session). */

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseModelConfigText } from '@switchyard/model-config';
-import { materializeOverride, readModelSource } from './model-source.js';
+import { materializeOverride, readModelSource } from './model/model-source.js';
 import { compileEngineOptions } from './options.js';
 import { completeBackendFields, parseVersionDir, selectVersions, validateModelName } from './repository.js';
 import { createRepository } from './test-support/repository-fixture.js';

@@ -8,30 +8,13 @@
  * shape, reshape, and finally byte sizes.
  */
 import { invalidArgument, type SwitchyardError } from '@switchyard/common';
-import { dimsToString, elementByteSize, elementCount, requestPrefix, type DataType, type InferRequest } from '@switchyard/kserve';
+import { dimsToString, elementByteSize, elementCount, requestPrefix, type InferRequest } from '@switchyard/kserve';
 import type { ModelConfig, ModelInput } from '@switchyard/model-config';
 import { configDataTypeToWire } from '@switchyard/model-config';
-import { checkSequenceParameters } from './sequence-controls.js';
+import type { NormalizedInput, NormalizedRequest } from './normalized-request.js';
+import { checkSequenceParameters } from './sequence/sequence-controls.js';
 
-export interface NormalizedInput {
-  name: string;
-  datatype: DataType;
-  /** Shape as the backend sees it: batch dimension first (when batching), after `reshape`. */
-  shape: number[];
-  /** Shape as the client sent it. */
-  originalShape: number[];
-  data: Uint8Array;
-}
-
-export interface NormalizedRequest {
-  request: InferRequest;
-  /** The request's batch size: its first dimension when the model batches, else 0. */
-  batchSize: number;
-  /** Inputs in the order the client sent them. */
-  inputs: NormalizedInput[];
-  /** Outputs to return, in the order they should appear in the response. */
-  requestedOutputs: string[];
-}
+export type { NormalizedInput, NormalizedRequest } from './normalized-request.js';
 
 // Triton's request prefix and dims rendering live beside the shape check in @switchyard/kserve.
 export { dimsToString, requestPrefix };

@@ -12,16 +12,13 @@
  * - `stop()` — by the lifecycle when the version unloads: stop admitting (later `enqueue`s are
  *   failed as unavailable), let queued and in-flight requests finish, resolve when drained.
  *
- * `createScheduler` is the one place that picks a scheduler from the model configuration.
+ * This module is the role alone: implementations import it, it imports none of them.
+ * `createScheduler` (`scheduler-factory.ts`) is the one place that picks a scheduler from the
+ * model configuration.
  */
 import type { Logger } from '@switchyard/common';
-import type { ModelConfig } from '@switchyard/model-config';
 import type { BackendInstance } from './backend.js';
-import { DefaultScheduler } from './default-scheduler.js';
-import { DynamicBatchScheduler } from './dynamic-batch-scheduler.js';
-import { EnsembleScheduler, type EnsembleSchedulerContext } from './ensemble-scheduler.js';
 import type { InferenceJob } from './inference-job.js';
-import { SequenceBatchScheduler } from './sequence-batch-scheduler.js';
 
 export interface Scheduler {
   enqueue(job: InferenceJob): void;
@@ -43,14 +40,4 @@ export interface SchedulerContext {
   logger: Logger;
   /** The model folder, for schedulers that read files at load (sequence `initial_state` data). */
   modelPath?: string;
-  /** Ensembles only: how steps reach the engine (ensembles have no instances). */
-  ensemble?: EnsembleSchedulerContext;
-}
-
-export function createScheduler(config: ModelConfig, context: SchedulerContext): Scheduler {
-  if (config.platform === 'ensemble') return new EnsembleScheduler(config, context);
-  // Triton's precedence: sequence batching wins over dynamic batching.
-  if (config.sequence_batching !== undefined) return new SequenceBatchScheduler(config, context);
-  if (config.dynamic_batching !== undefined) return new DynamicBatchScheduler(config, context);
-  return new DefaultScheduler(config.name, context);
 }

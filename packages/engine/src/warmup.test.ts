@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Backend, BackendModel } from './backend.js';
 import { createEngine, type Engine } from './engine.js';
-import { OnnxRuntimeBackend } from './onnxruntime-backend.js';
+import { OnnxRuntimeBackend } from './onnxruntime/onnxruntime-backend.js';
 import { buildIdentityModel } from '@switchyard/onnx-builder';
 import { createRepository, type RepositoryFixture } from './test-support/repository-fixture.js';
 

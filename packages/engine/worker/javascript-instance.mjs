@@ -1,6 +1,6 @@
 // One JavaScript model instance on its own thread: the body of a `JavaScriptThread`
-// (src/javascript-thread.ts). The model's code (model.js / model.mjs) runs only here, never on
-// the server's event loop. Message shapes are typed in src/javascript-protocol.ts.
+// (src/javascript/javascript-thread.ts). The model's code (model.js / model.mjs) runs only here, never on
+// the server's event loop. Message shapes are typed in src/javascript/javascript-protocol.ts.
 //
 // workerData: { mode: 'instance' | 'autocomplete', modelFile, args, config, decoupled }
 // autocomplete mode: import the file, run the class's static `autoCompleteConfig(config)`, reply

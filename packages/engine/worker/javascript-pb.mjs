@@ -1,6 +1,6 @@
 // The helpers a JavaScript model gets as `args.pb` (Triton's `triton_python_backend_utils`), and
 // the tensor codec between them and the wire format the instance thread exchanges with the
-// server (src/javascript-protocol.ts). Plain JavaScript on purpose: loaded as-is in a worker
+// server (src/javascript/javascript-protocol.ts). Plain JavaScript on purpose: loaded as-is in a worker
 // thread from src/ (tests) and dist/.
 //
 // Tensors on the wire: { name, datatype, shape, data: Uint8Array } with Triton's byte layout

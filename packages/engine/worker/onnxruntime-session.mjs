@@ -1,4 +1,4 @@
-// One ONNX Runtime session on its own thread: the body of a `SessionThread` (src/session-thread.ts).
+// One ONNX Runtime session on its own thread: the body of a `SessionThread` (src/onnxruntime/session-thread.ts).
 //
 // onnxruntime-node's `session.run` computes synchronously on the calling thread, so each model
 // instance runs here, off the server's event loop; instances of one model run in parallel.

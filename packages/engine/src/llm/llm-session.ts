@@ -1,0 +1,66 @@
+/**
+ * The `llm` backend's executor: the LLM engine's `OnnxExecutor` over a `DecoderSession` that runs on
+ * a `SessionThread`, so a decoder's forward passes run on their own worker thread (onnxruntime-node's
+ * `session.run` blocks the thread that calls it). Scheduling, KV gather/scatter and sampling stay on
+ * the event loop between steps.
+ *
+ * `SessionThread.run` transfers the feeds' ArrayBuffers to the thread; a feed that is a view into a
+ * larger buffer is copied first, so nothing the executor keeps is detached.
+ */
+import { OnnxExecutor, type DecoderSession, type DecoderTensor, type Executor } from '@switchyard/llm';
+import type { LlmModelOptions } from './llm-options.js';
+import { SessionThread, type WireTensor } from '../onnxruntime/session-thread.js';
+
+function owned(t: DecoderTensor): WireTensor {
+  const d = t.data;
+  const whole = d.byteOffset === 0 && d.byteLength === d.buffer.byteLength;
+  return { type: t.type as WireTensor['type'], dims: [...t.dims], data: whole ? d : d.slice() };
+}
+
+/** A decoder session on its own thread. */
+export async function threadDecoderSession(modelFile: string): Promise<DecoderSession> {
+  // The decoder gets the machine's cores for its operators: LLM steps are few and large.
+  const thread = await SessionThread.create(modelFile, { graphOptimizationLevel: 'all' });
+  const outputNames = thread.outputMetadata.map((m) => m.name);
+  return {
+    inputMetadata: thread.inputMetadata,
+    outputMetadata: thread.outputMetadata,
+    async run(feeds: Record<string, DecoderTensor>): Promise<Record<string, DecoderTensor>> {
+      const wire: Record<string, WireTensor> = {};
+      for (const [name, t] of Object.entries(feeds)) wire[name] = owned(t);
+      return (await thread.run(wire, outputNames)) as unknown as Record<string, DecoderTensor>;
+    },
+    release: () => thread.release(),
+  };
+}
+
+/** Load `modelFile` on a thread and build the executor for the version's KV settings. */
+export async function createOnnxLlmExecutor(
+  modelFile: string,
+  options: LlmModelOptions,
+  vocabSize: number,
+  checkKvCacheBytes?: (bytes: number) => void,
+  /**
+   * The KV layout's model identity (a digest of the file; a promise lets it be computed while the
+   * session loads); absent: no KV transfer.
+   */
+  modelId?: string | Promise<string>,
+): Promise<{ executor: Executor; release: () => Promise<void> }> {
+  const session = await threadDecoderSession(modelFile);
+  try {
+    const id = await modelId;
+    const executor = OnnxExecutor.create(session, {
+      numBlocks: options.numBlocks,
+      blockSize: options.blockSize,
+      kvCacheDtype: options.kvCacheDtype,
+      vocabSize,
+      ...(checkKvCacheBytes !== undefined ? { checkKvCacheBytes } : {}),
+      ...(options.seedGiven ? { seed: options.seed } : {}),
+      ...(id !== undefined ? { modelId: id } : {}),
+    });
+    return { executor, release: () => session.release() };
+  } catch (e) {
+    await session.release();
+    throw e;
+  }
+}

@@ -1,0 +1,165 @@
+/**
+ * Loading a model: the configuration pipeline and the creation of a `LoadedVersion`.
+ *
+ * Model level (`buildBaseConfig`, once per load): parse config.pbtxt (or the load override
+ * JSON, which replaces it), complete name/platform/backend/default_model_filename from the
+ * folder (server-side auto-complete), check the name matches the folder.
+ * Version level (`loadVersion`): pick the backend, let it auto-complete the config from the
+ * model file, normalise and validate, load the model, create every instance, warm them up,
+ * and put a scheduler in front. Any failure throws; the caller marks the version UNAVAILABLE.
+ */
+import { basename, join } from 'node:path';
+import { confinedSegments, enforceLimits, invalidArgument, isSwitchyardError, type Logger } from '@switchyard/common';
+import {
+  normalizeModelConfig,
+  parseModelConfigJson,
+  parseModelConfigText,
+  validateModelConfig,
+  type ModelConfig,
+} from '@switchyard/model-config';
+import { resolveBackend, type Backend, type BackendInstance, type BackendModelContext } from '../backend.js';
+import { executeBatch } from '../batch-executor.js';
+import { loadEnsembleVersion } from '../ensemble/ensemble-model.js';
+import type { EnsemblePort } from '../ensemble/ensemble-port.js';
+import { loadOutputLabels } from '../labels.js';
+import { configLimitChecks, type LoadLimits } from '../load-limits.js';
+import { LoadedVersion } from './loaded-version.js';
+import type { ModelSource } from './model-source.js';
+import { checkConfigName, completeBackendFields } from '../repository.js';
+import type { Scheduler } from '../scheduler.js';
+import { createScheduler } from '../scheduler-factory.js';
+import { ModelStatsCollector } from '../statistics.js';
+import { runWarmup } from '../warmup.js';
+
+export interface LoaderContext {
+  autoComplete: boolean;
+  /** Backend name → implementation (extras merged over the built-ins). */
+  backends: Readonly<Record<string, Backend>>;
+  logger: Logger;
+  /** How ensemble steps reach the engine; without it ensembles do not load. */
+  ensembles?: EnsemblePort;
+  /** Ceilings of what a load may allocate; default DEFAULT_LOAD_LIMITS. */
+  limits?: LoadLimits;
+}
+
+/**
+ * The model-level config. `overrideConfig` (a ModelConfig JSON string) replaces config.pbtxt.
+ * Throws invalid_argument / internal with the parser's message (file:line:col for pbtxt).
+ */
+export function buildBaseConfig(name: string, source: ModelSource, overrideConfig: string | undefined, autoComplete: boolean): ModelConfig {
+  let config: ModelConfig;
+  if (overrideConfig !== undefined) {
+    config = parseModelConfigJson(overrideConfig);
+  } else if (source.configText !== undefined) {
+    config = parseModelConfigText(source.configText, join(source.path, 'config.pbtxt'));
+  } else if (autoComplete) {
+    config = parseModelConfigText('', join(source.path, 'config.pbtxt'));
+  } else {
+    throw invalidArgument(`model configuration file '${join(source.path, 'config.pbtxt')}' is required when auto-complete is disabled (strict model config)`);
+  }
+  const newestFirst = [...source.versions].reverse().map((v) => source.versionFiles.get(v) ?? []);
+  config = completeBackendFields(config, name, newestFirst, autoComplete);
+  checkConfigName(config, overrideConfig !== undefined ? name : basename(source.path));
+  return config;
+}
+
+/**
+ * The checks a config passes before anything is built from it: every value that sizes an
+ * allocation or a thread count within its limit (load-limits.ts), and the model file names
+ * (`default_model_filename`, `cc_model_filenames`) under the confined resolver's lexical rules. The
+ * fields that are opened go through the full resolver (links too) where they are read.
+ */
+function checkBeforeBuilding(config: ModelConfig, limits: LoadLimits | undefined): void {
+  enforceLimits(`unable to load model '${config.name}'`, configLimitChecks(config, limits));
+  // Every backend gets the same early answer; those that open the file resolve it again there.
+  const file = config.default_model_filename;
+  if (file !== '') confinedSegments(file, `default_model_filename '${file}' of model '${config.name}' must name a path inside its version folder`);
+  for (const [cc, file] of Object.entries(config.cc_model_filenames)) {
+    confinedSegments(file, `cc_model_filenames '${cc}' ('${file}') of model '${config.name}' must name a path inside its version folder`);
+  }
+}
+
+/**
+ * The config a version will run with: backend auto-complete, then normalise and validate. The
+ * limits are checked before the backend's auto-complete (which may start a thread or a session)
+ * and again on the final config (auto-complete may change it).
+ */
+async function finalConfig(context: LoaderContext, backend: Backend, base: ModelConfig, backendContext: BackendModelContext): Promise<ModelConfig> {
+  let config = base;
+  checkBeforeBuilding(config, context.limits);
+  if (context.autoComplete && backend.autoCompleteConfig !== undefined) {
+    config = await backend.autoCompleteConfig({ ...backendContext, config });
+  }
+  config = normalizeModelConfig(config, { modelName: base.name });
+  validateModelConfig(config);
+  checkBeforeBuilding(config, context.limits);
+  return config;
+}
+
+async function createInstances(context: LoaderContext, config: ModelConfig, model: Awaited<ReturnType<Backend['loadModel']>>): Promise<BackendInstance[]> {
+  const instances: BackendInstance[] = [];
+  let index = 0;
+  try {
+    for (const group of config.instance_group) {
+      if (group.kind === 'KIND_GPU') {
+        context.logger.warn({ model: config.name, group: group.name }, 'instance group asks for GPU; this worker has none, running it on CPU');
+      }
+      for (let i = 0; i < group.count; i++) {
+        instances.push(await model.createInstance({ name: `${group.name}_${i}`, kind: group.kind, index: index++ }));
+      }
+    }
+    if (instances.length === 0) throw invalidArgument(`unable to load model '${config.name}': the model has no instances (instance_group count is 0)`);
+    return instances;
+  } catch (e) {
+    for (const instance of instances) await instance.release().catch(() => undefined);
+    throw e;
+  }
+}
+
+/** Load one version. Throws on any failure, with every partially created resource released. */
+export async function loadVersion(context: LoaderContext, base: ModelConfig, source: ModelSource, version: number): Promise<LoadedVersion> {
+  if (base.platform === 'ensemble') return loadEnsembleVersion(context, base, source, version);
+  const started = process.hrtime.bigint();
+  const name = base.name;
+  const logger = context.logger.child({ model: name, version });
+  const backend = resolveBackend(base, context.backends);
+  const backendContext: BackendModelContext = {
+    modelName: name,
+    version,
+    modelPath: source.path,
+    versionPath: join(source.path, String(version)),
+    config: base,
+    logger,
+  };
+  const config = await finalConfig(context, backend, base, backendContext);
+  // Label files are read with the config, before the backend: a missing one fails the load.
+  const labels = await loadOutputLabels(config, source.path);
+  const model = await backend.loadModel({ ...backendContext, config });
+  let instances: BackendInstance[] = [];
+  const stats = new ModelStatsCollector(name, version);
+  let scheduler: Scheduler;
+  try {
+    instances = await createInstances(context, config, model);
+    await runWarmup(config, source.path, instances);
+    // Inside the cleanup path: a scheduler may refuse its config (e.g. a sequence initial_state).
+    scheduler = createScheduler(config, {
+      instances,
+      run: (instance, jobs) => executeBatch(instance, jobs, stats),
+      logger,
+      modelPath: source.path,
+    });
+  } catch (e) {
+    for (const instance of instances) await instance.release().catch(() => undefined);
+    await model.release().catch(() => undefined);
+    throw e;
+  }
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  logger.info({ instances: instances.length, loadSecs: seconds }, 'model version loaded');
+  return new LoadedVersion(name, version, config, labels, stats, seconds, scheduler, instances, model, logger);
+}
+
+/** A one-line reason for the repository index. */
+export function failureReason(e: unknown): string {
+  if (isSwitchyardError(e) || e instanceof Error) return e.message;
+  return String(e);
+}

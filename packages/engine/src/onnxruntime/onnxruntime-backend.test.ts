@@ -1,0 +1,270 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deserializeBytesElements, serializeBytesElements, type DataType } from '@switchyard/kserve';
+import type { Backend, BackendInstance, BackendModel } from '../backend.js';
+import { createEngine, type Engine } from '../engine.js';
+import { silentLogger } from '@switchyard/common';
+import { normalizeModelConfig, parseModelConfigText, type ModelConfig } from '@switchyard/model-config';
+import { OnnxRuntimeBackend } from './onnxruntime-backend.js';
+import { normalizeRequest } from '../request-normalizer.js';
+import { buildIdentityModel, GraphBuilder, type ElemTypeName } from '@switchyard/onnx-builder';
+import { bytesTensor, createRepository, float32s, request, tensor, type RepositoryFixture } from '../test-support/repository-fixture.js';
+import { slowModel } from '../test-support/slow-model.js';
+
+const DTYPES: [DataType, ElemTypeName, string, ArrayBufferView][] = [
+  ['BOOL', 'BOOL', 'TYPE_BOOL', Uint8Array.from([1, 0, 1])],
+  ['UINT8', 'UINT8', 'TYPE_UINT8', Uint8Array.from([1, 2, 255])],
+  ['UINT16', 'UINT16', 'TYPE_UINT16', Uint16Array.from([1, 2, 65535])],
+  ['UINT32', 'UINT32', 'TYPE_UINT32', Uint32Array.from([1, 2, 4294967295])],
+  ['UINT64', 'UINT64', 'TYPE_UINT64', BigUint64Array.from([1n, 2n, 18446744073709551615n])],
+  ['INT8', 'INT8', 'TYPE_INT8', Int8Array.from([-1, 2, -128])],
+  ['INT16', 'INT16', 'TYPE_INT16', Int16Array.from([-1, 2, -32768])],
+  ['INT32', 'INT32', 'TYPE_INT32', Int32Array.from([-1, 2, -2147483648])],
+  ['INT64', 'INT64', 'TYPE_INT64', BigInt64Array.from([-1n, 2n, -9223372036854775808n])],
+  ['FP16', 'FLOAT16', 'TYPE_FP16', Uint16Array.from([0x3c00, 0xc000, 0x7bff])],
+  ['FP32', 'FLOAT', 'TYPE_FP32', Float32Array.from([1.5, -2.25, 3e38])],
+  ['FP64', 'DOUBLE', 'TYPE_FP64', Float64Array.from([1.5, -2.25, 1e300])],
+];
+
+/** Wraps the ORT backend to record when each execution starts and ends. */
+function instrumented(events: string[]): Backend {
+  const inner = new OnnxRuntimeBackend();
+  return {
+    name: inner.name,
+    autoCompleteConfig: (c) => inner.autoCompleteConfig(c),
+    async loadModel(context): Promise<BackendModel> {
+      const model = await inner.loadModel(context);
+      return {
+        release: () => model.release(),
+        async createInstance(spec): Promise<BackendInstance> {
+          const instance = await model.createInstance(spec);
+          return {
+            name: instance.name,
+            release: () => instance.release(),
+            async execute(requests) {
+              const id = requests.map((r) => r.request.id).join('+');
+              events.push(`start:${id}`);
+              try {
+                return await instance.execute(requests);
+              } finally {
+                events.push(`end:${id}`);
+              }
+            },
+          };
+        },
+      };
+    },
+  };
+}
+
+describe('onnxruntime backend', () => {
+  let repo: RepositoryFixture;
+  let engine: Engine;
+  const events: string[] = [];
+
+  beforeAll(async () => {
+    repo = await createRepository();
+    for (const [wire, onnx, config] of DTYPES) {
+      await repo.addModel(`identity_${wire.toLowerCase()}`, {
+        config: `backend: "onnxruntime" max_batch_size: 4 input { name: "INPUT0" data_type: ${config} dims: [ 3 ] } output { name: "OUTPUT0" data_type: ${config} dims: [ 3 ] }`,
+        versions: { 1: { 'model.onnx': buildIdentityModel(onnx, ['batch', 3]) } },
+      });
+    }
+    await repo.addModel('identity_bytes', { versions: { 1: { 'model.onnx': buildIdentityModel('STRING', ['batch', 'n']) } } });
+    await repo.addModel('identity_bf16', {
+      config: 'backend: "onnxruntime" input { name: "INPUT0" data_type: TYPE_BF16 dims: [ 3 ] } output { name: "OUTPUT0" data_type: TYPE_BF16 dims: [ 3 ] }',
+      versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', [3]) } },
+    });
+    await repo.addModel('too_few_inputs', {
+      config: 'backend: "onnxruntime" input { name: "A" data_type: TYPE_FP32 dims: [ 1 ] } output { name: "S" data_type: TYPE_FP32 dims: [ 1 ] }',
+      versions: {
+        1: {
+          'model.onnx': new GraphBuilder('too_few_inputs')
+            .input('A', 'FLOAT', [1])
+            .input('B', 'FLOAT', [1])
+            .output('S', 'FLOAT', [1])
+            .node('Add', ['A', 'B'], ['S'])
+            .buildModel(),
+        },
+      },
+    });
+    await repo.addModel('scalar', {
+      config: 'backend: "onnxruntime" max_batch_size: 0 input { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] }',
+      versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', []) } },
+    });
+    await repo.addModel('reshaped', {
+      config:
+        'backend: "onnxruntime" max_batch_size: 2 input { name: "INPUT0" data_type: TYPE_FP32 dims: [ 6 ] reshape { shape: [ 2, 3 ] } } output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 6 ] reshape { shape: [ 2, 3 ] } }',
+      versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', ['batch', 2, 3]) } },
+    });
+    const slow = (count: number) =>
+      `backend: "onnxruntime" max_batch_size: 4 instance_group { count: ${count} kind: KIND_CPU } input { name: "INPUT0" data_type: TYPE_FP32 dims: [ 256 ] } output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 256 ] }`;
+    await repo.addModel('slow_two', { config: slow(2), versions: { 1: { 'model.onnx': slowModel() } } });
+    await repo.addModel('slow_one', { config: slow(1), versions: { 1: { 'model.onnx': slowModel() } } });
+    await repo.addModel('slow_wide', { config: slow(1).replace('max_batch_size: 4', 'max_batch_size: 128'), versions: { 1: { 'model.onnx': slowModel() } } });
+    engine = await createEngine({ modelRepositories: [repo.root], backends: { onnxruntime: instrumented(events) } });
+  });
+
+  afterAll(async () => {
+    await engine.shutdown();
+    await repo.cleanup();
+  });
+
+  it.each(DTYPES)('round-trips %s through an identity model', async (wire, _onnx, _config, values) => {
+    const data = new Uint8Array(values.buffer.slice(values.byteOffset, values.byteOffset + values.byteLength));
+    const response = await engine.infer(request(`identity_${wire.toLowerCase()}`, [tensor('INPUT0', wire, [1, 3], data)]));
+    expect(response.outputs[0]).toMatchObject({ name: 'OUTPUT0', datatype: wire, shape: [1, 3] });
+    expect(Array.from(response.outputs[0]!.data)).toEqual(Array.from(data));
+  });
+
+  it('round-trips BYTES (ORT strings) with an auto-completed config', async () => {
+    const config = engine.modelConfig('identity_bytes');
+    expect(config.input[0]).toMatchObject({ data_type: 'TYPE_STRING', dims: [-1] });
+    const response = await engine.infer(request('identity_bytes', [bytesTensor('INPUT0', [1, 3], ['a', 'héllo', ''])]));
+    expect(response.outputs[0]).toMatchObject({ datatype: 'BYTES', shape: [1, 3] });
+    expect(deserializeBytesElements(response.outputs[0]!.data).map((b) => new TextDecoder().decode(b))).toEqual(['a', 'héllo', '']);
+  });
+
+  it('refuses BF16 and mismatched I/O at load with clear reasons', async () => {
+    const index = await engine.repositoryIndex(false);
+    expect(index.find((r) => r.name === 'identity_bf16')?.reason).toContain('unsupported datatype TYPE_BF16');
+    expect(index.find((r) => r.name === 'too_few_inputs')?.reason).toBe("unable to load model 'too_few_inputs', configuration expects 1 inputs, model provides 2");
+  });
+
+  it('serves scalar model outputs with the config dims', async () => {
+    const response = await engine.infer(request('scalar', [tensor('INPUT0', 'FP32', [1], new Float32Array([7]))]));
+    expect(response.outputs[0]).toMatchObject({ shape: [1] });
+    expect(float32s(response.outputs[0]!.data)).toEqual([7]);
+  });
+
+  it('applies input and output reshape', async () => {
+    const values = Float32Array.from({ length: 12 }, (_, i) => i);
+    const response = await engine.infer(request('reshaped', [tensor('INPUT0', 'FP32', [2, 6], values)]));
+    expect(response.outputs[0]).toMatchObject({ shape: [2, 6] });
+    expect(float32s(response.outputs[0]!.data)).toEqual(Array.from(values));
+  });
+
+  it('runs requests on two instances at once, and one at a time on a single instance', async () => {
+    const slowRequest = (model: string, id: string) => request(model, [tensor('INPUT0', 'FP32', [1, 256], new Float32Array(256).fill(1))], { id });
+    events.length = 0;
+    await Promise.all([engine.infer(slowRequest('slow_two', 'a')), engine.infer(slowRequest('slow_two', 'b'))]);
+    expect(events.indexOf('start:b')).toBeLessThan(events.indexOf('end:a'));
+    events.length = 0;
+    await Promise.all([engine.infer(slowRequest('slow_one', 'c')), engine.infer(slowRequest('slow_one', 'd'))]);
+    expect(events).toEqual(['start:c', 'end:c', 'start:d', 'end:d']);
+  });
+
+  it('computes off the event loop: timers keep firing while an instance runs a heavy batch', async () => {
+    // One execution of 64 chained 256x256 MatMuls at batch 128: tens of milliseconds of compute.
+    const heavy = request('slow_wide', [tensor('INPUT0', 'FP32', [128, 256], new Float32Array(128 * 256).fill(1))]);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 1);
+    const started = performance.now();
+    try {
+      await engine.infer(heavy);
+    } finally {
+      clearInterval(timer);
+    }
+    const elapsedMs = performance.now() - started;
+    // Computed on the main thread, the loop could not turn until the run ended (0-1 ticks).
+    expect(elapsedMs).toBeGreaterThan(5); // the workload is heavy enough to tell (observed 9-40 ms on 2 shared cores)
+    expect(ticks).toBeGreaterThanOrEqual(3);
+  });
+
+  it('cancels queued requests at once and discards executing ones', async () => {
+    const slowRequest = (id: string) => request('slow_one', [tensor('INPUT0', 'FP32', [1, 256], new Float32Array(256))], { id });
+    const before = engine.metricsSnapshot().find((m) => m.statistics.name === 'slow_one')!;
+    const executing = new AbortController();
+    const queued = new AbortController();
+    const first = engine.infer(slowRequest('x1'), { signal: executing.signal });
+    const second = engine.infer(slowRequest('x2'), { signal: queued.signal });
+    const third = engine.infer(slowRequest('x3'));
+    expect(engine.metricsSnapshot().find((m) => m.statistics.name === 'slow_one')?.pendingRequests).toBe(2);
+    queued.abort();
+    executing.abort();
+    await expect(second).rejects.toMatchObject({ code: 'cancelled', message: '[request id: x2] Request was cancelled' });
+    await expect(first).rejects.toMatchObject({ code: 'cancelled' });
+    await expect(third).resolves.toMatchObject({ id: 'x3' });
+    const after = engine.metricsSnapshot().find((m) => m.statistics.name === 'slow_one')!;
+    expect(after.failures.CANCELED - before.failures.CANCELED).toBe(2);
+    // x1 still executed (its result was discarded); x2 never did.
+    expect(after.statistics.execution_count - before.statistics.execution_count).toBe(2);
+    await expect(engine.infer(slowRequest('x4'), { signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'cancelled' });
+  });
+});
+
+describe('onnxruntime backend batched execution', () => {
+  it('refuses BYTES ORT cannot carry unchanged (not UTF-8, a NUL) per request; the rest of the batch runs', async () => {
+    await withBytesIdentity(async ({ config, instance }) => {
+      const raw = serializeBytesElements([new TextEncoder().encode('ok'), Uint8Array.of(0x61, 0xff, 0xfe)]);
+      const r1 = normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [1, 2], ['a', 'b'])], { id: '1' }));
+      const bad = normalizeRequest(config, request('bytes', [tensor('INPUT0', 'BYTES', [1, 2], raw)], { id: 'bad' }));
+      const r3 = normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [1, 2], ['c', 'é'])], { id: '3' }));
+      const outcome = await instance.execute([r1, bad, r3]);
+      const values = (i: number) => {
+        const result = outcome.results[i]!;
+        if ('error' in result) throw result.error;
+        return deserializeBytesElements(result.outputs[0]!.data).map((b) => new TextDecoder().decode(b));
+      };
+      expect(values(0)).toEqual(['a', 'b']);
+      expect(values(2)).toEqual(['c', 'é']);
+      const refused = outcome.results[1]!;
+      expect('error' in refused && [refused.error.code, refused.error.message]).toEqual([
+        'invalid_argument',
+        "[request id: bad] element 1 of input 'INPUT0' for model 'bytes' is not valid UTF-8: the onnxruntime backend passes BYTES to ONNX Runtime as text, which cannot carry these bytes unchanged",
+      ]);
+      // Alone, it runs nothing and still answers.
+      const alone = await instance.execute([bad]);
+      expect('error' in alone.results[0]! && alone.results[0].error.code).toBe('invalid_argument');
+      // ORT takes strings as C strings: a NUL would cut the element short.
+      const nul = normalizeRequest(config, request('bytes', [tensor('INPUT0', 'BYTES', [1, 2], serializeBytesElements([Uint8Array.of(0x61, 0, 0x62), new Uint8Array(0)]))], { id: 'nul' }));
+      const cut = (await instance.execute([nul])).results[0]!;
+      expect('error' in cut && cut.error.message).toBe(
+        "[request id: nul] element 0 of input 'INPUT0' for model 'bytes' holds a NUL byte: the onnxruntime backend passes BYTES to ONNX Runtime as C strings, which end at the first NUL",
+      );
+    });
+  });
+
+  it('concatenates several requests along the batch dimension and splits the outputs back', async () => {
+    await withBytesIdentity(async ({ config, instance }) => {
+      const r1 = normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [1, 2], ['a', 'b'])], { id: '1' }));
+      const r2 = normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [2, 2], ['c', 'd', 'e', 'f'])], { id: '2' }));
+      const outcome = await instance.execute([r1, r2]);
+      const decode = (i: number) => {
+        const result = outcome.results[i]!;
+        if ('error' in result) throw result.error;
+        return { shape: result.outputs[0]!.shape, values: deserializeBytesElements(result.outputs[0]!.data).map((b) => new TextDecoder().decode(b)) };
+      };
+      expect(decode(0)).toEqual({ shape: [1, 2], values: ['a', 'b'] });
+      expect(decode(1)).toEqual({ shape: [2, 2], values: ['c', 'd', 'e', 'f'] });
+      expect(outcome.timing.computeEndNs >= outcome.timing.computeStartNs).toBe(true);
+    });
+  });
+});
+
+/**
+ * A BYTES identity ONNX model (`INPUT0` → `OUTPUT0`, dims [2], batching up to 8) loaded with one
+ * instance for `body`; released and removed afterwards.
+ */
+async function withBytesIdentity(body: (m: { config: ModelConfig; instance: BackendInstance }) => Promise<void>): Promise<void> {
+  const repo = await createRepository({ bytes: { versions: { 1: { 'model.onnx': buildIdentityModel('STRING', ['batch', 2]) } } } });
+  try {
+    const backend = new OnnxRuntimeBackend();
+    const config = normalizeModelConfig(
+      parseModelConfigText(
+        'name: "bytes" backend: "onnxruntime" max_batch_size: 8 input { name: "INPUT0" data_type: TYPE_STRING dims: [ 2 ] } output { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 2 ] }',
+      ),
+      { modelName: 'bytes' },
+    );
+    const context = { modelName: 'bytes', version: 1, modelPath: `${repo.root}/bytes`, versionPath: `${repo.root}/bytes/1`, config, logger: silentLogger };
+    const model = await backend.loadModel(context);
+    const instance = await model.createInstance({ name: 'bytes_0', kind: 'KIND_CPU', index: 0 });
+    try {
+      await body({ config, instance });
+    } finally {
+      await instance.release();
+      await model.release();
+    }
+  } finally {
+    await repo.cleanup();
+  }
+}
