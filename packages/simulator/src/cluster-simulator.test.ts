@@ -119,6 +119,7 @@ describe('simulate', () => {
     await expect(simulate(new ArrayTraceSource([]), { initialReplicas: 0 })).rejects.toThrow(/initialReplicas >= 1/);
     await expect(simulate(new ArrayTraceSource([]), { mocker: { maxModelLen: 10 ** 9 } })).rejects.toThrow(/maxModelLen/);
     await expect(simulate(new ArrayTraceSource([]), { planner: { mode: 'sla' } })).rejects.toThrow(/profile/);
+    await expect(simulate(new ArrayTraceSource([]), { adjustmentIntervalSec: 3600, loadSampleSec: 0.1 })).rejects.toThrow(/at most 10000/);
   });
 });
 

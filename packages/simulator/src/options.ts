@@ -76,6 +76,9 @@ export interface CompiledSimulation {
   readonly timelineMs: number;
 }
 
+/** Most load samples per replica in one planner interval. */
+export const MAX_SAMPLES_PER_INTERVAL = 10_000;
+
 /** Most replicas a simulation may run at once (bounds memory and time). */
 export const MAX_SIM_REPLICAS = 1024;
 
@@ -104,6 +107,9 @@ export function compileSimulationOptions(o: SimulationOptions): CompiledSimulati
   const mode = o.router?.mode ?? 'kv';
   if (!['kv', 'least-loaded', 'round-robin', 'random'].includes(mode)) throw invalidArgument(`router.mode must be kv, least-loaded, round-robin or random, got ${mode}`);
   const adjustmentIntervalMs = num(o.adjustmentIntervalSec ?? 60, 'adjustmentIntervalSec', 1, 86400) * 1000;
+  const loadSampleMs = num(o.loadSampleSec ?? 1, 'loadSampleSec', 0.01, 3600) * 1000;
+  // The planner sees every sample of an interval: bound them.
+  if (adjustmentIntervalMs / loadSampleMs > MAX_SAMPLES_PER_INTERVAL) throw invalidArgument(`adjustmentIntervalSec / loadSampleSec must be at most ${MAX_SAMPLES_PER_INTERVAL}`);
   return {
     mocker,
     traceBlockSize: int(o.traceBlockSize ?? mocker.blockSize, 'traceBlockSize', 1, 1 << 20),
@@ -117,7 +123,7 @@ export function compileSimulationOptions(o: SimulationOptions): CompiledSimulati
     adjustmentIntervalMs,
     initialReplicas,
     startupDelayMs: num(o.startupDelaySec ?? 30, 'startupDelaySec', 0, 86400) * 1000,
-    loadSampleMs: num(o.loadSampleSec ?? 1, 'loadSampleSec', 0.01, 3600) * 1000,
+    loadSampleMs,
     slo: {
       ttftMs: num(o.slo?.ttftMs ?? planner?.sla.ttftMs ?? DEFAULT_SLA_TARGETS.ttftMs, 'slo.ttftMs', 0, 1e9, true),
       itlMs: num(o.slo?.itlMs ?? planner?.sla.itlMs ?? DEFAULT_SLA_TARGETS.itlMs, 'slo.itlMs', 0, 1e9, true),

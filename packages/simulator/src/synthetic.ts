@@ -16,7 +16,7 @@
  */
 import { invalidArgument } from '@switchyard/common';
 import { SeededRandom } from './random.js';
-import type { TraceRequest, TraceSource } from './trace.js';
+import { MAX_TRACE_TIMESTAMP_MS, type TraceRequest, type TraceSource } from './trace.js';
 
 export type RateShape =
   | { readonly kind: 'constant'; readonly rate: number }
@@ -154,7 +154,7 @@ function checkSynthetic(o: SyntheticOptions): void {
   const need = (ok: boolean, what: string): void => {
     if (!ok) throw invalidArgument(`synthetic trace: ${what}`);
   };
-  need(Number.isFinite(o.durationSec) && o.durationSec > 0 && o.durationSec <= 1e9, `duration must be in (0, 1e9] s, got ${o.durationSec}`);
+  need(Number.isFinite(o.durationSec) && o.durationSec > 0 && o.durationSec * 1000 <= MAX_TRACE_TIMESTAMP_MS, `duration must be in (0, ${MAX_TRACE_TIMESTAMP_MS / 1000}] s, got ${o.durationSec}`);
   need(Number.isSafeInteger(o.blockSize) && o.blockSize > 0, `block size must be a positive integer, got ${o.blockSize}`);
   for (const [k, v, max] of [['isl', o.islMean, o.islMax], ['osl', o.oslMean, o.oslMax]] as const) {
     need(Number.isSafeInteger(max) && max >= 1, `${k} max must be a positive integer, got ${max}`);

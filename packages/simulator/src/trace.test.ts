@@ -47,6 +47,7 @@ describe('parseTraceLine', () => {
     ['{"timestamp":-1,"input_length":1,"output_length":1}', 'timestamp'],
     ['{"timestamp":1e300,"input_length":1,"output_length":1}', 'timestamp'],
     ['{"timestamp":"5","input_length":1,"output_length":1}', 'timestamp'],
+    ['{"timestamp":2592000001,"input_length":1,"output_length":1}', 'timestamp'],
     ['{"timestamp":0,"input_length":0,"output_length":1}', 'input_length'],
     ['{"timestamp":0,"input_length":1.5,"output_length":1}', 'input_length'],
     ['{"timestamp":0,"input_length":9007199254740993,"output_length":1}', 'input_length'],

@@ -12,7 +12,7 @@
  * - a line longer than `MAX_TRACE_LINE_BYTES`, not JSON, not an object, or missing a field;
  * - a length or hash id that is not a safe integer, a length above `MAX_TRACE_TOKENS`, an input of 0
  *   tokens, an output of 0 tokens, a timestamp that is not finite, negative or above
- *   `MAX_TRACE_TIMESTAMP_MS`;
+ *   `MAX_TRACE_TIMESTAMP_MS` (30 days);
  * - more hash ids than the prompt has blocks (ceil(input_length / blockSize));
  * - a timestamp earlier than the line before's: the simulator replays in order, a trace must be
  *   sorted (`sort` it; Mooncake's are). Equal timestamps are fine.
@@ -44,8 +44,11 @@ export interface TraceSource {
 export const MAX_TRACE_LINE_BYTES = 1 << 20;
 /** Largest input or output length a trace line may state. */
 export const MAX_TRACE_TOKENS = 10_000_000;
-/** ≈ 317 years in ms: anything later is a unit mistake. */
-export const MAX_TRACE_TIMESTAMP_MS = 1e13;
+/**
+ * 30 days in ms: the latest arrival a trace may state. The simulator steps through idle time (load
+ * samples, planner intervals), so a trace's span bounds its run time; a later timestamp is refused.
+ */
+export const MAX_TRACE_TIMESTAMP_MS = 30 * 86_400_000;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
