@@ -7,7 +7,7 @@ export { DEFAULT_MOCKER, MAX_SIM_REPLICAS, compileSimulationOptions } from './op
 export type { TraceRequest, TraceSource } from './trace.js';
 export { ArrayTraceSource, JsonlTraceSource, MAX_TRACE_LINE_BYTES, MAX_TRACE_TIMESTAMP_MS, MAX_TRACE_TOKENS, parseTraceLine } from './trace.js';
 export type { RateShape, SyntheticOptions } from './synthetic.js';
-export { MAX_SYNTHETIC_RATE, SyntheticTraceSource, parseRateShape, peakRate, rateAt } from './synthetic.js';
+export { MAX_SYNTHETIC_RATE, MAX_SYNTHETIC_REQUESTS, SyntheticTraceSource, parseRateShape, peakRate, rateAt } from './synthetic.js';
 export { promptTokens } from './prompt-tokens.js';
 export { LogHistogram } from './histogram.js';
 export type { ProfileGrid } from './profiler.js';

@@ -124,5 +124,6 @@ describe('SyntheticTraceSource', () => {
     expect(() => new SyntheticTraceSource({ ...base, islMean: 5000 })).toThrow(/isl mean/);
     expect(() => new SyntheticTraceSource({ ...base, oslSpread: Number.NaN })).toThrow(/osl spread/);
     expect(() => new SyntheticTraceSource({ ...base, prefixGroups: -1 })).toThrow(/prefix groups/);
+    expect(() => new SyntheticTraceSource({ ...base, shape: parseRateShape('constant:rate=100000'), durationSec: 86400 })).toThrow(/at most 10000000/);
   });
 });

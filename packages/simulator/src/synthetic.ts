@@ -10,7 +10,8 @@
  *   at the trough (phase 0) and peaks at P/2.
  * - `burst:base=R,peak=Q,every=E,length=L`: `peak` for the first L s of every E s, `base` otherwise.
  *
- * Arrivals are a non-homogeneous Poisson process drawn by thinning against the shape's largest rate.
+ * Arrivals are a non-homogeneous Poisson process drawn by thinning against the shape's largest rate;
+ * peak rate × duration may not exceed `MAX_SYNTHETIC_REQUESTS` (10 M), so a run's time stays bounded.
  * Prompts: with `prefixGroups` > 0 each request takes one of that many shared prefixes of
  * `prefixBlocks` blocks (its first blocks' hash ids are the group's); the rest of the prompt is its own.
  */
@@ -25,6 +26,8 @@ export type RateShape =
 
 /** Largest rate a shape may ask for, requests/s (a simulated cluster is not a load generator). */
 export const MAX_SYNTHETIC_RATE = 100_000;
+/** Most requests a synthetic trace may ask for (peak rate × duration): a run's time stays bounded. */
+export const MAX_SYNTHETIC_REQUESTS = 10_000_000;
 
 /** Requests per second at `tSec`. */
 export function rateAt(shape: RateShape, tSec: number): number {
@@ -156,6 +159,8 @@ function checkSynthetic(o: SyntheticOptions): void {
   };
   need(Number.isFinite(o.durationSec) && o.durationSec > 0 && o.durationSec * 1000 <= MAX_TRACE_TIMESTAMP_MS, `duration must be in (0, ${MAX_TRACE_TIMESTAMP_MS / 1000}] s, got ${o.durationSec}`);
   need(Number.isSafeInteger(o.blockSize) && o.blockSize > 0, `block size must be a positive integer, got ${o.blockSize}`);
+  const most = peakRate(o.shape) * o.durationSec;
+  need(!(most > MAX_SYNTHETIC_REQUESTS), `peak rate × duration is ${Math.round(most)} requests; at most ${MAX_SYNTHETIC_REQUESTS}`);
   for (const [k, v, max] of [['isl', o.islMean, o.islMax], ['osl', o.oslMean, o.oslMax]] as const) {
     need(Number.isSafeInteger(max) && max >= 1, `${k} max must be a positive integer, got ${max}`);
     need(Number.isFinite(v) && v >= 1 && v <= max, `${k} mean must be in [1, ${max}], got ${v}`);
