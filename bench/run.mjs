@@ -16,11 +16,13 @@
 // Disaggregation (issue 11, bench/llm-disagg.mjs): 4 prefill + 4 decode against 8 aggregated simulated
 // workers in virtual time, on a prefill-heavy workload (3,000 in / 150 out) and a short-prompt control:
 // goodput under a stated TTFT / TPOT SLO, TTFT and TPOT p50/p99.
+// Planner (issue 12, bench/planner.mjs): the cluster simulator on a sinusoidal day, the planner in load
+// and sla mode against static peak and static mean provisioning: SLO attainment and worker-seconds.
 // Cluster hop (bench/cluster-hop.mjs): one worker and one router over private etcd, NATS and
 // Redis; `simple` over HTTP and gRPC at c=1 and 16 and streaming chat on `mock_llm` at c=1 and 8, each
 // straight to the worker and through the router, with router/direct ratios (what the hop costs).
 //
-//   node bench/run.mjs [--quick] [--only worker,batching,llm,routing,disagg,cluster,kv-transfer]     (default: every section)
+//   node bench/run.mjs [--quick] [--only worker,batching,llm,routing,disagg,planner,cluster,kv-transfer]     (default: every section)
 //   node scripts/with-node.mjs 26 -- npm run bench -- --quick                     (on another Node.js line)
 // Every process it starts (workers, routers, bare servers) runs on the Node.js running this script;
 // the report and the results file name say which one.
@@ -42,10 +44,11 @@ import { measureDecisions } from './routing-decision.mjs';
 import { measureDisagg } from './llm-disagg.mjs';
 import { measureClusterHop } from './cluster-hop.mjs';
 import { measureKvTransfer, measureOnnxDisagg } from './kv-transfer.mjs';
+import { measurePlanner } from './planner.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const QUICK = process.argv.includes('--quick');
-const SECTIONS = ['worker', 'batching', 'llm', 'routing', 'disagg', 'cluster', 'kv-transfer'];
+const SECTIONS = ['worker', 'batching', 'llm', 'routing', 'disagg', 'planner', 'cluster', 'kv-transfer'];
 const ONLY = onlySections(process.argv.slice(2));
 const DURATION_MS = QUICK ? 800 : 2500;
 const CONCURRENCY = [1, 16, 64];
@@ -189,6 +192,8 @@ if (ONLY.has('routing')) results.routing = await measureRouting({ quick: QUICK }
 if (ONLY.has('routing')) results.routingDecision = await measureDecisions({ quick: QUICK });
 // Issue 11: disaggregated prefill/decode against aggregated serving, in virtual time.
 if (ONLY.has('disagg')) results.disagg = await measureDisagg({ quick: QUICK });
+// Issue 12: the planner in the cluster simulator, against static provisioning (bench/planner.mjs).
+if (ONLY.has('planner')) results.planner = await measurePlanner({ quick: QUICK });
 // The router hop, direct to one worker vs through the router (bench/cluster-hop.mjs).
 if (ONLY.has('cluster')) results.clusterHop = await measureClusterHop({ quick: QUICK });
 // Issue 11: the KV transfer plane's pull throughput over loopback TCP (bench/kv-transfer.mjs).

@@ -158,9 +158,19 @@ export class EngineCore {
     }
   }
 
-  /** Metrics of a request added to this engine (kept after it finishes). */
+  /** Metrics of a request added to this engine (kept after it finishes, until `takeRequestMetrics`). */
   requestMetrics(requestId: string): RequestMetrics | undefined {
     return this.metrics.get(requestId);
+  }
+
+  /**
+   * The metrics of a request, dropped from the engine: a caller that runs an unbounded stream of
+   * requests (the cluster simulator) takes each one when it finishes, so memory stays bounded.
+   */
+  takeRequestMetrics(requestId: string): RequestMetrics | undefined {
+    const m = this.metrics.get(requestId);
+    this.metrics.delete(requestId);
+    return m;
   }
 }
 
