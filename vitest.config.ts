@@ -16,17 +16,16 @@ const openaiAlias = nodeMajor >= 22 ? [{ find: /^openai(\/.*)?$/, replacement: '
 //   so they run beside `main`, one file at a time.
 // - `main`: everything else, one file at a time, beside `waiting`.
 // - `alone`: files whose assertions are about the machine's own responsiveness (health answering
-//   within a bound while the CPU is saturated, deep recursion limits) run after both, with nothing
-//   beside them.
+//   within a bound while the CPU is saturated, deep recursion limits, etcd keep-alives on a 2 s lease
+//   from a thread that must start and answer in time) run after both, with nothing beside them.
 // A file belongs to exactly one project; `npx vitest run <path>` finds it wherever it is.
 const WAITING = [
   'test/cluster-etcd-outage.test.ts',
   'test/cluster-faults.test.ts',
   'test/cluster-kserve-faults.test.ts',
   'test/front-door-limits.test.ts',
-  'packages/runtime/src/etcd-discovery.test.ts',
 ];
-const ALONE = ['test/event-loop.test.ts', 'packages/kserve/src/http-codec.fuzz.test.ts'];
+const ALONE = ['test/event-loop.test.ts', 'packages/kserve/src/http-codec.fuzz.test.ts', 'packages/runtime/src/etcd-discovery.test.ts'];
 const ALL = ['packages/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts', 'test/**/*.test.ts'];
 
 export default defineConfig({
