@@ -40,7 +40,7 @@ export interface SweepOptions {
   /** Most concurrent decode sequences (clamped to `max_num_seqs` and the KV cache). */
   readonly maxConcurrency: number;
   readonly concurrencyPoints: number;
-  /** Output tokens of each decode request (ITL is measured over them). */
+  /** Output tokens of each decode request (ITL is measured over them; at least 2). */
   readonly decodeOsl: number;
   readonly repeats: number;
 }
@@ -120,7 +120,9 @@ export function planSweep(limits: WorkerLimits, options: SweepOptions): SweepPla
   positiveInt(options.contextPoints, 'contextPoints', MAX_SWEEP_POINTS);
   positiveInt(options.concurrencyPoints, 'concurrencyPoints', MAX_SWEEP_POINTS);
   positiveInt(options.maxConcurrency, 'maxConcurrency', MAX_CONCURRENCY);
-  positiveInt(options.decodeOsl, 'decodeOsl', MAX_DECODE_OSL);
+  if (!Number.isSafeInteger(options.decodeOsl) || options.decodeOsl < 2 || options.decodeOsl > MAX_DECODE_OSL) {
+    throw invalidArgument(`decodeOsl must be an integer in [2, ${MAX_DECODE_OSL}] (an ITL needs two tokens), got ${options.decodeOsl}`);
+  }
   positiveInt(options.repeats, 'repeats', MAX_REPEATS);
 
   const kvCapacityTokens = limits.numBlocks * limits.blockSize;
@@ -134,7 +136,7 @@ export function planSweep(limits: WorkerLimits, options: SweepOptions): SweepPla
   const prefillIsl = spread(islLo, islHi, options.islPoints);
 
   // Decode: a context c needs ISL c - OSL/2 >= 1 and a whole sequence (ISL + OSL) within the limits.
-  const osl = Math.min(options.decodeOsl, Math.max(1, Math.floor((islHi + 1) / 2)));
+  const osl = Math.min(options.decodeOsl, Math.max(2, Math.floor((islHi + 1) / 2)));
   const half = Math.floor(osl / 2);
   const ctxLo = half + 1;
   const ctxHi = Math.min(options.maxIsl, limits.maxModelLen - (osl - half), usableBlocks * limits.blockSize - (osl - half));
