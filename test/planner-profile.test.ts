@@ -1,6 +1,6 @@
 /**
  * `switchyard planner profile` as a user runs it, against a real `switchyard worker` serving the
- * simulated engine (the mocker, at real speed so its prefill cost is measurable over HTTP): a small
+ * simulated engine (the mocker, slowed down so its prefill cost stands out over HTTP): a small
  * sweep writes a profile that `parseProfile` accepts, whose prefill TTFT grows with the input length
  * as the mocker's timing model does, and whose KV capacity is the model's; the worker unreachable,
  * an unknown model and a model that is not an LLM each end with exit 1 and the reason.
@@ -16,11 +16,16 @@ import { parseProfile } from '@switchyard/planner';
 import { repoRoot, startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
 
-/** The fixture's mock_llm at real speed, with room for prompts of 2048 tokens. */
+/**
+ * The fixture's mock_llm slowed down four times (speedup_ratio 0.25: a 512-token prefill takes about
+ * 98 ms, a 2047-token one 197 ms), so the latencies stand well above the noise of a busy machine,
+ * with room for prompts of 2048 tokens.
+ */
+const SLOWDOWN = 4;
 const MOCK_CONFIG = readFileSync(join(repoRoot(), 'test/fixtures/llm_repository/mock_llm/config.pbtxt'), 'utf8')
   .replace(/(key: "num_gpu_blocks" value: \{ string_value: )"\d+"/, '$1"512"')
   .replace(/(key: "max_model_len" value: \{ string_value: )"\d+"/, '$1"2048"')
-  .replace(/(key: "speedup_ratio" value: \{ string_value: )"[\d.]+"/, '$1"1"');
+  .replace(/(key: "speedup_ratio" value: \{ string_value: )"[\d.]+"/, `$1"${1 / SLOWDOWN}"`);
 
 let repo: FixtureRepository;
 let worker: WorkerProcess;
@@ -28,7 +33,7 @@ let dir: string;
 
 beforeAll(async () => {
   expect(MOCK_CONFIG).toContain('string_value: "512"');
-  expect(MOCK_CONFIG).toContain('speedup_ratio" value: { string_value: "1"');
+  expect(MOCK_CONFIG).toContain('speedup_ratio" value: { string_value: "0.25"');
   const files = Object.fromEntries(llmFixtureRepositoryFiles().filter((f) => f.path.startsWith('mock_llm/')).map((f) => [f.path, f.build()]));
   repo = fixtureRepository('llm_repository', {
     overlay: { square_int32: 'test/fixtures/javascript_repository/square_int32' },
@@ -80,8 +85,8 @@ describe('switchyard planner profile', () => {
     const p = parseProfile(JSON.parse(readFileSync(out, 'utf8')));
     const pre = p.prefill!;
     expect(pre.isl).toEqual([512, 1024, 1535, 2047]);
-    // The mocker's prefill law: about 24 ms at 512 tokens, 49 ms at 2047 (plus the same overhead for both).
-    const law = polynomialTimingModel.prefillMs;
+    // The mocker's prefill law (× SLOWDOWN), plus the same overhead for every length.
+    const law = (isl: number): number => polynomialTimingModel.prefillMs(isl) * SLOWDOWN;
     expect(pre.ttftMs[3]! - pre.ttftMs[0]!).toBeGreaterThan((law(2047) - law(512)) / 3);
     for (let i = 0; i < pre.isl.length; i++) expect(pre.ttftMs[i]!).toBeGreaterThan(law(pre.isl[i]!) * 0.9);
     for (const t of pre.throughputTokensPerSec) expect(t).toBeGreaterThan(0);
@@ -89,11 +94,11 @@ describe('switchyard planner profile', () => {
     expect(dec.kvCapacityTokens).toBe(512 * 16);
     expect(dec.contextLength.length).toBe(2);
     expect(dec.kvUsage.length).toBeGreaterThanOrEqual(2);
-    // A decode step costs at least the law's figure at its usage (5.7 ms at none).
-    for (const row of dec.itlMs) for (const itl of row) expect(itl).toBeGreaterThan(5);
-    // ... and grows with KV usage (the law: 17.6 ms at 0.25, 31.8 ms at 0.75): the longer context's column spans both.
+    // A decode step costs at least the law's figure at its usage (5.7 ms at none, × SLOWDOWN) ...
+    for (const row of dec.itlMs) for (const itl of row) expect(itl).toBeGreaterThan(5 * SLOWDOWN);
+    // ... and grows with KV usage (the law: 17.6 ms at 0.25, 31.8 ms at 0.75, × SLOWDOWN): the longer context's column spans both.
     const top = dec.kvUsage.length - 1;
-    expect(dec.itlMs[top]![1]! - dec.itlMs[0]![1]!).toBeGreaterThan(5);
+    expect(dec.itlMs[top]![1]! - dec.itlMs[0]![1]!).toBeGreaterThan(5 * SLOWDOWN);
   }, 60_000);
 
   it('exits 1 with the reason when the worker is unreachable, lacks the model, or the model is not an LLM', async () => {

@@ -81,8 +81,10 @@ export async function profileMain(argv: readonly string[]): Promise<void> {
   const options = parseCommandLine('planner profile', argv, parseProfileArgs, profileHelpText);
   if (options === undefined) return;
   const logger = createLogger({ verbose: options.logVerbose, format: options.logFormat });
-  const signal = AbortSignal.timeout(options.timeoutSecs * 1000);
-  const probeOptions = { url: options.url, model: options.model, requestTimeoutMs: options.requestTimeoutSecs * 1000, signal };
+  // The whole run's deadline (a held controller and timer: see worker-probe.ts on AbortSignal.timeout).
+  const run = new AbortController();
+  const timer = setTimeout(() => run.abort(), options.timeoutSecs * 1000);
+  const probeOptions = { url: options.url, model: options.model, requestTimeoutMs: options.requestTimeoutSecs * 1000, signal: run.signal };
   try {
     const limits = await readWorkerLimits(probeOptions);
     const plan = planSweep(limits, options);
@@ -94,6 +96,7 @@ export async function profileMain(argv: readonly string[]): Promise<void> {
     await rename(tmp, options.out);
     logger.info({ event: 'profile_written', out: options.out }, 'profile written');
     logger.flush();
+    clearTimeout(timer);
   } catch (err) {
     logger.error({ err }, `profiling failed: ${err instanceof Error ? err.message : String(err)}`);
     logger.flush();

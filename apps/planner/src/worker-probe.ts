@@ -41,26 +41,56 @@ export interface WorkerProbeOptions {
 
 const base = (url: string): string => url.replace(/\/+$/, '');
 
-/** fetch with the request and run deadlines; network failures and timeouts become SwitchyardErrors. */
-async function request(o: WorkerProbeOptions, path: string, init: RequestInit = {}): Promise<Response> {
-  const signal = AbortSignal.any([o.signal, AbortSignal.timeout(o.requestTimeoutMs)]);
+/**
+ * One request's deadline: aborted by its own timer or by the run's signal. A plain controller and
+ * timer, held until `clear()`: a composed `AbortSignal.any`/`timeout` may be collected mid-request
+ * and never fire.
+ */
+interface Deadline {
+  readonly signal: AbortSignal;
+  timedOut(): boolean;
+  clear(): void;
+}
+
+function deadline(o: WorkerProbeOptions): Deadline {
+  const ctl = new AbortController();
+  let timedOut = false;
+  const onRunAbort = (): void => ctl.abort(o.signal.reason);
+  if (o.signal.aborted) ctl.abort(o.signal.reason);
+  else o.signal.addEventListener('abort', onRunAbort, { once: true });
+  const timer = setTimeout(() => {
+    timedOut = true;
+    ctl.abort(new DOMException('request timed out', 'TimeoutError'));
+  }, o.requestTimeoutMs);
+  return {
+    signal: ctl.signal,
+    timedOut: () => timedOut,
+    clear: () => {
+      clearTimeout(timer);
+      o.signal.removeEventListener('abort', onRunAbort);
+    },
+  };
+}
+
+/** fetch under `d`; network failures and timeouts become SwitchyardErrors. */
+async function request(o: WorkerProbeOptions, d: Deadline, path: string, init: RequestInit = {}): Promise<Response> {
   try {
-    return await fetch(base(o.url) + path, { ...init, signal });
+    return await fetch(base(o.url) + path, { ...init, signal: d.signal });
   } catch (err) {
-    throw failure(o, path, err);
+    throw failure(o, d, path, err);
   }
 }
 
-function failure(o: WorkerProbeOptions, path: string, err: unknown): SwitchyardError {
+function failure(o: WorkerProbeOptions, d: Deadline, path: string, err: unknown): SwitchyardError {
   if (isSwitchyardError(err)) return err;
   if (err instanceof SyntaxError) return internal(`${path}: the worker's answer is not JSON`, err);
   if (o.signal.aborted) return deadlineExceeded('profiling ran out of time (--timeout-secs)', err);
-  if (err instanceof DOMException && err.name === 'TimeoutError') return deadlineExceeded(`${path}: no answer within ${o.requestTimeoutMs} ms (--request-timeout-secs)`, err);
+  if (d.timedOut()) return deadlineExceeded(`${path}: no answer within ${o.requestTimeoutMs} ms (--request-timeout-secs)`, err);
   const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : err instanceof Error ? `: ${err.message}` : '';
   return unavailable(`worker unreachable at ${o.url}${cause}`, err);
 }
 
-async function readBody(o: WorkerProbeOptions, path: string, res: Response, max: number): Promise<string> {
+async function readBody(o: WorkerProbeOptions, d: Deadline, path: string, res: Response, max: number): Promise<string> {
   const reader = res.body?.getReader();
   if (reader === undefined) return '';
   const chunks: Uint8Array[] = [];
@@ -77,21 +107,29 @@ async function readBody(o: WorkerProbeOptions, path: string, res: Response, max:
       chunks.push(value);
     }
   } catch (err) {
-    throw failure(o, path, err);
+    throw failure(o, d, path, err);
   }
   return Buffer.concat(chunks).toString('utf8');
 }
 
 async function getJson(o: WorkerProbeOptions, path: string): Promise<{ status: number; body: unknown; text: string }> {
-  const res = await request(o, path);
-  const text = await readBody(o, path, res, MAX_JSON_BYTES);
+  const d = deadline(o);
+  let text: string;
+  let status: number;
+  try {
+    const res = await request(o, d, path);
+    status = res.status;
+    text = await readBody(o, d, path, res, MAX_JSON_BYTES);
+  } finally {
+    d.clear();
+  }
   let body: unknown;
   try {
     body = JSON.parse(text);
   } catch {
     body = undefined;
   }
-  return { status: res.status, body, text };
+  return { status, body, text };
 }
 
 const errorText = (body: unknown, text: string): string => {
@@ -165,10 +203,19 @@ export class WorkerProbe implements ProfilerProbe {
       stream: true,
       stream_options: { include_usage: true },
     });
+    const d = deadline(this.o);
+    try {
+      return await this.timed(d, path, isl, osl, body);
+    } finally {
+      d.clear();
+    }
+  }
+
+  private async timed(d: Deadline, path: string, isl: number, osl: number, body: string): Promise<StreamTiming> {
     const start = performance.now();
-    const res = await request(this.o, path, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const res = await request(this.o, d, path, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     if (res.status !== 200) {
-      const text = await readBody(this.o, path, res, MAX_JSON_BYTES);
+      const text = await readBody(this.o, d, path, res, MAX_JSON_BYTES);
       let parsed: unknown;
       try {
         parsed = JSON.parse(text);
@@ -193,7 +240,7 @@ export class WorkerProbe implements ProfilerProbe {
         if (event.usage) usage = event.usage;
       }
     } catch (err) {
-      throw failure(this.o, path, err);
+      throw failure(this.o, d, path, err);
     }
     if (first === undefined || usage === undefined) throw internal(`${path}: the stream ended without a token or without usage`);
     if (usage.prompt_tokens !== isl) throw internal(`${path}: the worker counted ${String(usage.prompt_tokens)} prompt tokens for ${isl} token ids`);
@@ -224,6 +271,7 @@ async function* sseData(res: Response, path: string): AsyncGenerator<string> {
       if (buf.length > MAX_SSE_LINE_BYTES) throw internal(`${path}: an event longer than ${MAX_SSE_LINE_BYTES} bytes`);
     }
   } finally {
-    await reader.cancel().catch(() => undefined);
+    // Not awaited: cancelling a body whose connection already failed may never settle.
+    void reader.cancel().catch(() => undefined);
   }
 }
