@@ -75,7 +75,7 @@ describe('profileWorker with a fake probe', () => {
     const options = { ...DEFAULT_SWEEP, maxIsl: 4096, islPoints: 6, contextPoints: 3, concurrencyPoints: 5, repeats: 3 };
     const profile = await profileWorker(LIMITS, options, probe);
     const plan = planSweep(LIMITS, options);
-    expect(probe.calls).toBe((plan.prefillIsl.length + plan.decode.length) * 3);
+    expect(probe.calls).toBe((plan.prefillIsl.length + plan.decode.length) * 3 + 2); // + one warm-up per phase
     expect(parseProfile(JSON.parse(JSON.stringify(profile)))).toEqual(profile);
 
     for (const isl of [700, 1500, 3000, 4096]) {
@@ -99,7 +99,8 @@ describe('profileWorker with a fake probe', () => {
   it('takes the median of repeats, so one outlier run does not move a point', async () => {
     let n = 0;
     const probe: ProfilerProbe = {
-      prefillTtftMs: (isl) => Promise.resolve(++n % 3 === 0 ? 1e6 : isl / 10),
+      // The warm-up is call 1; each point's third run is an outlier.
+      prefillTtftMs: (isl) => Promise.resolve(n++ % 3 === 0 && n > 1 ? 1e6 : isl / 10),
       decodeItlMs: () => Promise.resolve(7),
     };
     const plan = planSweep(LIMITS, { ...DEFAULT_SWEEP, islPoints: 2, contextPoints: 1, concurrencyPoints: 1, repeats: 3 });
@@ -110,8 +111,11 @@ describe('profileWorker with a fake probe', () => {
 
   it('stops with a clear error when the probe fails or returns a non-latency', async () => {
     const plan = planSweep(LIMITS, { ...DEFAULT_SWEEP, islPoints: 2, contextPoints: 1, concurrencyPoints: 1, repeats: 1 });
-    await expect(runSweep(plan, { prefillTtftMs: () => Promise.resolve(Number.NaN), decodeItlMs: () => Promise.resolve(1) })).rejects.toThrow(/prefill at ISL \d+/);
-    await expect(runSweep(plan, { prefillTtftMs: () => Promise.resolve(1), decodeItlMs: () => Promise.resolve(-1) })).rejects.toThrow(/decode at context/);
+    await expect(runSweep(plan, { prefillTtftMs: () => Promise.resolve(Number.NaN), decodeItlMs: () => Promise.resolve(1) })).rejects.toThrow(/prefill warm-up at ISL \d+/);
+    await expect(runSweep(plan, { prefillTtftMs: () => Promise.resolve(1), decodeItlMs: () => Promise.resolve(-1) })).rejects.toThrow(/decode warm-up/);
+    let calls = 0;
+    const later: ProfilerProbe = { prefillTtftMs: () => Promise.resolve(1), decodeItlMs: () => Promise.resolve(calls++ === 0 ? 1 : Number.POSITIVE_INFINITY) };
+    await expect(runSweep(plan, later)).rejects.toThrow(/decode at context \d+ × \d+: the probe returned Infinity/);
     await expect(runSweep(plan, { prefillTtftMs: () => Promise.reject(new Error('refused')), decodeItlMs: () => Promise.resolve(1) })).rejects.toThrow('refused');
   });
 });

@@ -169,9 +169,12 @@ const checked = (x: number, what: string): number => {
 
 /**
  * Take the plan's measurements one at a time (prefill first), `repeats` each, keeping the median.
- * `progress` hears about each point as it completes (for the app's log).
+ * Each phase starts with one warm-up run of its first point, not kept (a worker's first requests pay
+ * for lazy set-up: compiled kernels, allocations). `progress` hears about each point as it
+ * completes (for the app's log).
  */
 export async function runSweep(plan: SweepPlan, probe: ProfilerProbe, progress?: (what: string) => void): Promise<SweepMeasurements> {
+  if (plan.prefillIsl.length > 0) checked(await probe.prefillTtftMs(plan.prefillIsl[0]!), `prefill warm-up at ISL ${plan.prefillIsl[0]!}`);
   const prefill: { isl: number; ttftMs: number }[] = [];
   for (const isl of plan.prefillIsl) {
     const runs: number[] = [];
@@ -179,6 +182,7 @@ export async function runSweep(plan: SweepPlan, probe: ProfilerProbe, progress?:
     prefill.push({ isl, ttftMs: median(runs) });
     progress?.(`prefill isl=${isl} ttftMs=${median(runs).toFixed(2)}`);
   }
+  if (plan.decode.length > 0) checked(await probe.decodeItlMs(plan.decode[0]!), 'decode warm-up');
   const decode: { point: DecodePoint; itlMs: number }[] = [];
   for (const point of plan.decode) {
     const runs: number[] = [];
