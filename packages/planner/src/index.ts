@@ -18,3 +18,5 @@ export type { Connector, ObservationSource } from './connector.js';
 export { MemoryConnector } from './connector.js';
 export type { IntervalFigures } from './memory-observation-source.js';
 export { MAX_QUEUED_INTERVALS, MemoryObservationSource } from './memory-observation-source.js';
+export type { DecodePoint, ProfilerProbe, SweepMeasurements, SweepOptions, SweepPlan, WorkerLimits } from './profiler.js';
+export { DEFAULT_SWEEP, KV_HEADROOM, MAX_CONCURRENCY, MAX_DECODE_OSL, MAX_REPEATS, MAX_SWEEP_POINTS, assembleProfile, planSweep, profileWorker, runSweep } from './profiler.js';
