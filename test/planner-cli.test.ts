@@ -23,16 +23,17 @@ describe('switchyard planner command line', () => {
     expect(run('--help').stdout).toMatch(/^ {2}planner +sizes a model's worker pools/m);
     const help = run('planner', '--help');
     expect(help.status).toBe(0);
-    for (const flag of ['--etcd', '--nats', '--namespace', '--model', '--mode=load|sla', '--connector=', '--adjustment-interval-secs=N', '--metrics-port=N', '--min-replicas=N', '--max-replicas=N', '--prefill-min-replicas=N', '--decode-max-replicas=N', '--ttft-slo-ms=F', '--itl-slo-ms=F', '--slo-percentile=F', '--profile', '--dry-run']) {
+    for (const flag of ['--etcd', '--nats', '--namespace', '--model', '--mode=load|sla', '--connector=local|kubernetes|memory', '--worker-args', '--state-dir', '--drain-timeout-secs', '--kube-deployment', '--adjustment-interval-secs=N', '--metrics-port=N', '--min-replicas=N', '--max-replicas=N', '--prefill-min-replicas=N', '--decode-max-replicas=N', '--ttft-slo-ms=F', '--itl-slo-ms=F', '--slo-percentile=F', '--profile', '--dry-run']) {
       expect(help.stdout).toContain(flag);
     }
-    const infra = ['--etcd=http://127.0.0.1:2379', '--nats=nats://127.0.0.1:4222', '--model=m'];
+    const infra = ['--etcd=http://127.0.0.1:2379', '--nats=nats://127.0.0.1:4222', '--model=m', '--connector=memory'];
     for (const [args, message] of [
       [['--model=m'], /^switchyard planner: --etcd, --nats are required/],
       [[...infra, '--adjustment-interval-secs=0'], /flag '--adjustment-interval-secs' must be an integer >= 1, got '0'/],
       [[...infra, '--min-replicas=3', '--max-replicas=2'], /--min-replicas \(3\) must not exceed --max-replicas \(2\)/],
       [[...infra, '--mode=sla', '--profile=/no/such/profile.json'], /--profile '\/no\/such\/profile.json' cannot be read/],
       [[...infra, '--bogus'], /unknown flag '--bogus'/],
+      [infra.slice(0, 3), /--connector=local needs the flags of the workers it starts/],
     ] as const) {
       const r = run('planner', ...args);
       expect(r.status, r.stderr).toBe(2);
@@ -43,7 +44,7 @@ describe('switchyard planner command line', () => {
   }, 60_000);
 
   it('exits 1 when it cannot reach etcd', () => {
-    const r = run('planner', '--etcd=http://127.0.0.1:1', '--nats=nats://127.0.0.1:4222', '--model=m', '--metrics-port=0');
+    const r = run('planner', '--etcd=http://127.0.0.1:1', '--nats=nats://127.0.0.1:4222', '--model=m', '--connector=memory', '--metrics-port=0');
     expect(r.status).toBe(1);
     expect(r.stdout).toContain('planner failed to start');
   });
@@ -72,6 +73,7 @@ describe('two planners on one namespace (real etcd)', () => {
       '--metrics-port=0',
       '--metrics-address=127.0.0.1',
       '--leader-lease-ttl-secs=2',
+      '--connector=memory',
       '--dry-run',
     ]);
     procs.push(p);
