@@ -119,7 +119,7 @@ const FLAGS: FlagTable<PlannerAppOptions> = {
   namespace: { kind: 'string', key: 'namespace', help: `Cluster namespace shared with the workers and routers (default ${DEFAULT_NAMESPACE}).` },
   model: { kind: 'string', key: 'model', help: 'The model whose worker pools this planner sizes (required).' },
   mode: { kind: 'enum', key: 'mode', values: MODES, help: 'load: thresholds on KV usage and queues; sla: size pools from a worker profile and the SLOs (default load).' },
-  connector: { kind: 'enum', key: 'connector', values: CONNECTORS, help: `How the planner acts on the pools (default ${DEFAULT_CONNECTOR}).` },
+  connector: { kind: 'enum', key: 'connector', values: CONNECTORS, help: `How the planner acts: local (worker processes on this machine, from --*worker-args), kubernetes (Deployments' replicas, --kube-deployment), memory (counts only: dry runs) (default ${DEFAULT_CONNECTOR}).` },
   'adjustment-interval-secs': {
     kind: 'int',
     key: 'adjustmentIntervalSecs',
