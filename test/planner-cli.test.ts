@@ -1,7 +1,9 @@
 /**
- * The `switchyard planner` command as a user runs it: --help and bad flags, and two planners on one
- * namespace against a real etcd (and NATS): one leads and decides, the other waits; SIGTERM on the
- * leader hands over at once (its lease is revoked), SIGKILL within the lease TTL.
+ * The `switchyard planner` command as a user runs it: --help and bad flags, etcd or NATS unreachable,
+ * and two planners (memory connector, dry run) on one namespace against a real etcd and NATS: one
+ * leads and decides (no worker reports on the event plane: every pool holds), the other waits; SIGTERM
+ * on the leader hands over at once (its lease is revoked), SIGKILL within the lease TTL. The local
+ * connector end to end: test/planner.test.ts.
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -83,6 +85,13 @@ describe('two planners on one namespace (real etcd)', () => {
   const decisions = (p: AppProcess) => p.logs().filter((l) => l.event === 'planner_decision');
   const leading = (p: AppProcess) => p.logs().filter((l) => l.msg === 'planner leading').length > 0;
   const scrape = async (p: AppProcess): Promise<string> => (await fetch(`http://127.0.0.1:${p.ports.metrics}/metrics`)).text();
+
+  it('exits 1 when it cannot reach NATS (the event plane it observes)', () => {
+    const r = run('planner', `--etcd=${etcd.url}`, '--nats=nats://127.0.0.1:1', '--namespace=planner-cli-nats', '--model=m', '--connector=memory', '--metrics-port=0');
+    expect(r.status).toBe(1);
+    expect(r.stdout).toContain('planner failed to start');
+    expect(r.stdout).toContain('cannot connect to NATS');
+  });
 
   it('one leads and decides, the other waits; SIGTERM hands over at once, SIGKILL within the lease TTL', async () => {
     const a = await planner();
