@@ -59,6 +59,39 @@ describe('LeaderHeldConnector', () => {
     await a.close();
   });
 
+  it('a connector released a moment ago is closed before the next one opens', async () => {
+    const store = new MemoryElectionStore();
+    const a = store.campaign('ns', 'planner', 'a');
+    const events: string[] = [];
+    let closing!: () => void;
+    let n = 0;
+    const open = async (): Promise<Connector> => {
+      const id = ++n;
+      events.push(`open ${id}`);
+      const c = new MemoryConnector({ aggregated: 1 });
+      c.close = () => {
+        events.push(`closing ${id}`);
+        return new Promise<void>((r) => (closing = () => (events.push(`closed ${id}`), r())));
+      };
+      return c;
+    };
+    const c = new LeaderHeldConnector(open, a, silentLogger);
+    await c.replicas();
+    a.expireLease(); // steps down and, alone, leads again at once
+    await settle();
+    const next = c.replicas();
+    await settle();
+    expect(events).toEqual(['open 1', 'closing 1']);
+    closing();
+    await next;
+    expect(events).toEqual(['open 1', 'closing 1', 'closed 1', 'open 2']);
+    const done = c.close();
+    await settle();
+    closing();
+    await done;
+    await a.close();
+  });
+
   it('a failed open fails that call only; the next call opens again', async () => {
     const store = new MemoryElectionStore();
     const a = store.campaign('ns', 'planner', 'a');

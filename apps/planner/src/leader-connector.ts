@@ -52,7 +52,9 @@ export class LeaderHeldConnector implements Connector {
   private connector(): Promise<Connector> {
     if (this.closed) return Promise.reject(unavailable('connector closed'));
     if (this.inner === undefined) {
-      const opening = this.open();
+      // a connector released a moment ago (leadership lost and regained) closes first: it may hold
+      // what the new one takes (the local connector's directory lock)
+      const opening = Promise.all(this.releasing).then(() => this.open());
       this.inner = opening;
       opening.catch(() => {
         if (this.inner === opening) this.inner = undefined;
