@@ -7,8 +7,9 @@
  * 1. The leader starts the pool's first worker itself (0 → --min-replicas=1).
  * 2. Steady load through the router (openai SDK) fills it: the leader adds a second worker
  *    (kv_usage_high or queue_high), which the router then routes requests to.
- * 3. The load falls to a few long streams: the leader drains one worker; streams running on it
- *    finish (full length, no migration, no abort), it exits 0 by itself, and no request fails.
+ * 3. The load falls to a few long streams (one through the router, one on each worker's own door):
+ *    the leader drains one worker; the streams running on it finish (full length, no migration, no
+ *    abort), it exits 0 by itself, and no request fails.
  * 4. SIGKILL on the leader: the workers keep serving; the waiting planner takes over, adopts the
  *    survivor (no new worker) and keeps deciding.
  */
@@ -118,8 +119,8 @@ async function startPlanner(): Promise<AppProcess> {
 }
 
 /** One streamed completion; resolves with its completion tokens (throws on any failure). */
-async function stream(content: string, maxTokens: number, onFirst?: () => void): Promise<number> {
-  const s = await openai.chat.completions.create({ model: 'mock_llm', messages: [{ role: 'user', content }], max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } });
+async function stream(content: string, maxTokens: number, onFirst?: () => void, client: OpenAI = openai): Promise<number> {
+  const s = await client.chat.completions.create({ model: 'mock_llm', messages: [{ role: 'user', content }], max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } });
   let tokens = -1;
   let first = true;
   for await (const chunk of s) {
@@ -213,40 +214,36 @@ describe('planner with the local connector on a real cluster', () => {
       timeoutMs: 30_000,
       message: 'the router did not route to the second worker',
     });
-    await heavy.stop();
-    expect(outcome.failed, outcome.errors.join('\n')).toBe(0);
 
-    // 3. the load falls to 3 long streams (at most 3 × 16 of the pool's 128 KV blocks): the leader drains
-    // one worker while streams run on both; no stream starts once the drain has (3 streams on the
-    // survivor could fill its 64 blocks and make the leader add a worker again)
-    const byInstance = new Map([
-      [firstInstance!, firstReplica.id as string],
-      [secondInstance, secondReplica.id as string],
-    ]);
+    // 3. the load falls to 3 long streams (at most 3 × 16 of the pool's 128 KV blocks): one through the
+    // router, and one on each worker's own OpenAI door (its {http_port}), so that whichever worker the
+    // leader drains has a stream of ours in flight whose worker we know. They start as soon as the
+    // heavy loops stop starting requests (whenever the drain comes, long streams are running) and no
+    // stream starts once the drain has (3 streams on the survivor could fill its 64 blocks and make
+    // the leader add a worker again).
     const m0 = await routerMetrics();
-    const streams: { replica: string; started: number; ended: number; tokens: number }[] = [];
+    const heavyDone = heavy.stop();
     const draining = (): boolean => logsOf(a, 'local connector: draining replica (SIGTERM)').length > 0;
-    let starting: Promise<void> = Promise.resolve();
-    const light = Array.from({ length: 3 }, async (_, i) => {
-      for (let round = 0; !draining(); round++) {
-        // one stream starts at a time, so the router's counters tell which worker it went to
-        let release!: () => void;
-        const turn = starting;
-        starting = new Promise<void>((r) => (release = r));
-        await turn;
-        const before = routedByWorker(await routerMetrics());
-        let firstToken!: () => void;
-        const first = new Promise<void>((r) => (firstToken = r));
-        const started = Date.now();
-        const done = counted(`light ${i}.${round}: a few long streams leave the pool half idle.`, 2 * TOKENS, () => firstToken());
-        await Promise.race([first, done]);
-        const after = routedByWorker(await routerMetrics());
-        release();
-        const went = [...after].find(([id, n]) => n > (before.get(id) ?? 0))?.[0];
-        const tokens = await done;
-        streams.push({ replica: byInstance.get(went ?? '') ?? '?', started, ended: Date.now(), tokens });
-      }
-    });
+    const direct: { replica: string; started: number; ended: number; tokens: number; error?: string }[] = [];
+    const light = [
+      (async () => {
+        for (let round = 0; !draining(); round++) await counted(`light ${round}: a few long streams leave the pool half idle.`, 2 * TOKENS);
+      })(),
+      ...[firstReplica, secondReplica].map(async (replica) => {
+        const door = new OpenAI({ baseURL: `http://127.0.0.1:${(replica.ports as Record<string, number>).http_port}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+        for (let round = 0; !draining(); round++) {
+          const started = Date.now();
+          try {
+            const tokens = await stream(`direct ${round}: the drained worker finishes what it holds.`, 2 * TOKENS, undefined, door);
+            direct.push({ replica: replica.id as string, started, ended: Date.now(), tokens });
+          } catch (err) {
+            direct.push({ replica: replica.id as string, started, ended: Date.now(), tokens: -1, error: String(err) });
+          }
+        }
+      }),
+    ];
+    await heavyDone;
+    expect(outcome.failed, outcome.errors.join('\n')).toBe(0);
     await waitFor(async () => logsOf(a, 'local connector: replica drained and exited').length === 1, { timeoutMs: 45_000, message: 'the leader did not drain a worker' });
     const down = decisions(a).find((d) => d.direction === 'down')!;
     expect(down).toMatchObject({ pool: 'aggregated', from: 2, to: 1 });
@@ -256,11 +253,13 @@ describe('planner with the local connector on a real cluster', () => {
     expect(exitLog).toMatchObject({ id: drainLog.id, code: 0, signal: null });
     await Promise.all(light);
     expect(outcome.failed, outcome.errors.join('\n')).toBe(0);
-    // streams were running on the drained worker when its drain began, and all of them finished
+    // a stream was running on the drained worker when its drain began; every stream that started
+    // before the drain finished in full (one that reached the drained worker's own door after the
+    // drain began may be refused: the door is closing, as a draining worker's should)
     const drainedAt = drainLog.time as number;
-    const cutAcross = streams.filter((s) => s.replica === drainLog.id && s.started < drainedAt && s.ended > drainedAt);
-    expect(cutAcross.length, JSON.stringify({ drainedAt, streams })).toBeGreaterThan(0);
-    for (const s of cutAcross) expect(s.tokens).toBe(2 * TOKENS);
+    const report = JSON.stringify({ drainedAt, direct });
+    expect(direct.filter((d) => d.replica === drainLog.id && d.started < drainedAt && d.ended > drainedAt).length, report).toBeGreaterThan(0);
+    for (const d of direct.filter((x) => x.started < drainedAt || x.replica !== drainLog.id)) expect(d.tokens, report).toBe(2 * TOKENS);
     const m1 = await routerMetrics();
     expect(total(m1, 'switchyard_router_migrations_total')).toBe(total(m0, 'switchyard_router_migrations_total'));
     expect(total(m1, 'switchyard_router_instance_removal_aborts_total')).toBe(total(m0, 'switchyard_router_instance_removal_aborts_total'));
