@@ -112,5 +112,15 @@ describe('ReplicaLoads', () => {
     expect(seen).toEqual([given]);
     await source.close();
     expect(closed).toEqual(['source', 'loads', 'event plane', 'discovery']);
+
+    // a failing step does not keep the others open
+    closed.length = 0;
+    const failing = new ObservedSource(
+      { collect: () => given, close: async () => Promise.reject(new Error('subscription stuck')) },
+      undefined,
+      [{ close: async () => void closed.push('event plane') }, { close: async () => void closed.push('discovery') }],
+    );
+    await expect(failing.close()).rejects.toThrow('subscription stuck');
+    expect(closed).toEqual(['event plane', 'discovery']);
   });
 });

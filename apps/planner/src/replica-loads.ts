@@ -132,9 +132,16 @@ export class ObservedSource implements ObservationSource {
     return obs;
   }
 
+  /** Closes the source, the loads, then the owned roles, each even if one before it failed (the first failure is rethrown). */
   async close(): Promise<void> {
-    await this.source.close();
-    await this.loads?.close();
-    for (const o of this.owned) await o.close();
+    let failure: { err: unknown } | undefined;
+    for (const c of [this.source, ...(this.loads === undefined ? [] : [this.loads]), ...this.owned]) {
+      try {
+        await c.close();
+      } catch (err) {
+        failure ??= { err };
+      }
+    }
+    if (failure !== undefined) throw failure.err;
   }
 }
