@@ -113,6 +113,7 @@ async function startPlanner(): Promise<AppProcess> {
     '--leader-lease-ttl-secs=2',
     '--metrics-port=0',
     '--metrics-address=127.0.0.1',
+    '--log-verbose=1', // the drain choice's loads are debug lines
   ]);
   planners.push(p);
   return p;
@@ -249,6 +250,13 @@ describe('planner with the local connector on a real cluster', () => {
     expect(down).toMatchObject({ pool: 'aggregated', from: 2, to: 1 });
     expect(['kv_usage_low', 'no_traffic']).toContain(down.reason);
     const drainLog = logsOf(a, 'local connector: draining replica (SIGTERM)')[0]!;
+    // the drain choice knew each replica's load (its latest load sample, found by its KV transfer port)
+    const choice = logsOf(a, 'planner: replica load for the drain choice');
+    expect(new Set(choice.map((l) => l.replica))).toEqual(new Set([firstReplica.id, secondReplica.id]));
+    for (const l of choice) expect(typeof l.load, JSON.stringify(choice)).toBe('number');
+    const loadOf = (id: unknown): number => choice.find((l) => l.replica === id)!.load as number;
+    const other = [firstReplica, secondReplica].find((r) => r.id !== drainLog.id)!;
+    expect(loadOf(drainLog.id), JSON.stringify(choice)).toBeLessThanOrEqual(loadOf(other.id)); // the least loaded goes
     const exitLog = logsOf(a, 'local connector: replica drained and exited')[0]!;
     expect(exitLog).toMatchObject({ id: drainLog.id, code: 0, signal: null });
     await Promise.all(light);

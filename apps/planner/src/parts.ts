@@ -104,7 +104,15 @@ export async function openConnector(options: PartsOptions, logger: Logger, loads
         pools: options.workerTemplates,
         maxReplicas,
         drainTimeoutMs: options.drainTimeoutSecs * 1000,
-        ...(loads === undefined ? {} : { loadOf: (replica) => loads.loadOf(replica) }),
+        ...(loads === undefined
+          ? {}
+          : {
+              loadOf: (replica) => {
+                const load = loads.loadOf(replica);
+                logger.debug({ replica: replica.id, load: load ?? 'unknown' }, 'planner: replica load for the drain choice');
+                return load;
+              },
+            }),
         logger: logger.child({ component: 'local-connector' }),
       });
     }
