@@ -110,7 +110,7 @@ async function startPlanner(): Promise<AppProcess> {
     `--worker-args=${workerArgs}`,
     `--state-dir=${stateDir}`,
     '--drain-timeout-secs=60',
-    '--leader-lease-ttl-secs=2',
+    '--leader-lease-ttl-secs=5', // a killed leader is replaced within 5 s; a shorter lease may not see its first keep-alive in time on a loaded machine
     '--metrics-port=0',
     '--metrics-address=127.0.0.1',
     '--log-verbose=1', // the drain choice's loads are debug lines
@@ -281,8 +281,8 @@ describe('planner with the local connector on a real cluster', () => {
     expect(alive(survivor.pid as number)).toBe(true);
     for (let i = 0; i < 3; i++) await counted(`after the planner died ${i}`, 8);
     expect(outcome.failed, outcome.errors.join('\n')).toBe(0);
-    await waitFor(async () => logsOf(b, 'planner leading').length > 0, { timeoutMs: 15_000, message: 'b did not take over' });
-    await waitFor(async () => decisions(b).length >= 2, { timeoutMs: 15_000, message: 'b did not decide' });
+    await waitFor(async () => logsOf(b, 'planner leading').length > 0, { timeoutMs: 20_000, message: 'b did not take over' });
+    await waitFor(async () => decisions(b).length >= 2, { timeoutMs: 20_000, message: 'b did not decide' });
     expect(logsOf(b, 'local connector: replica adopted')).toEqual([expect.objectContaining({ id: survivor.id, pid: survivor.pid })]);
     expect(decisions(b)[0]).toMatchObject({ pool: 'aggregated', from: 1 });
     expect(logsOf(b, 'local connector: replica started')).toEqual([]);
