@@ -1,8 +1,8 @@
 /**
  * The Kubernetes manifests under deploy/kubernetes, checked without a cluster (none can run here, and
  * `kubectl apply --dry-run=client` still asks an API server for its resource list): every document
- * parses as a Kubernetes object; Deployments select their own pods; the router's and the workers'
- * arguments are accepted by the apps' own flag parsers; every worker's grace period outlasts its
+ * parses as a Kubernetes object; Deployments select their own pods; the router's, the workers' and
+ * the planner's arguments are accepted by the apps' own flag parsers; every worker's grace period outlasts its
  * drain (`--exit-timeout-secs`), so scaling a pool down never SIGKILLs a draining worker; and the
  * planner's Role grants exactly what the Kubernetes connector calls (get + patch on
  * deployments/scale, get on deployments) for the Deployments it is told to size, which exist.
@@ -10,6 +10,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadAllYaml, type KubernetesObject, type V1Deployment, type V1Role, type V1RoleBinding } from '@kubernetes/client-node';
+import { parsePlannerArgs } from '@switchyard/planner-app';
 import { parseRouterArgs } from '@switchyard/router';
 import { repoRoot } from '@switchyard/testing';
 import { parseWorkerArgs } from '@switchyard/worker';
@@ -40,11 +41,12 @@ describe('deploy/kubernetes manifests', () => {
     }
   });
 
-  it("router and worker arguments are accepted by the apps' own parsers", () => {
+  it("router, worker and planner arguments are accepted by the apps' own parsers", () => {
     // Kubernetes expands $(POD_IP) at start; any address stands in for it here.
     const expand = (args: string[]): string[] => args.map((a) => a.replace('$(POD_IP)', '10.0.0.7'));
     let routers = 0;
     let workers = 0;
+    let planners = 0;
     for (const d of deployments) {
       const [command, ...args] = expand(argsOf(d));
       if (command === 'router') {
@@ -53,8 +55,16 @@ describe('deploy/kubernetes manifests', () => {
       } else if (command === 'worker') {
         workers++;
         expect(() => parseWorkerArgs(args), d.metadata!.name).not.toThrow();
+      } else if (command === 'planner') {
+        planners++;
+        expect(() => parsePlannerArgs(args), d.metadata!.name).not.toThrow();
+        // the metrics port the scrape annotation and the container port name
+        const port = parsePlannerArgs(args).metricsPort;
+        expect(d.spec!.template.metadata!.annotations!['prometheus.io/port'], d.metadata!.name).toBe(String(port));
+        expect(d.spec!.template.spec!.containers[0]!.ports!.map((p) => p.containerPort)).toContain(port);
       }
     }
+    expect(planners).toBe(1);
     expect(routers).toBeGreaterThanOrEqual(1);
     expect(workers).toBeGreaterThanOrEqual(4);
   });
@@ -75,6 +85,8 @@ describe('deploy/kubernetes manifests', () => {
     expect(flag(args, 'connector')).toEqual(['kubernetes']);
     const targets = flag(args, 'kube-deployment').map((a) => a.split('=')[1]!);
     expect(targets.length).toBeGreaterThan(0);
+    // the planner reads them as its parser does: pool → Deployment
+    expect(Object.values(parsePlannerArgs(args.slice(1)).kubeDeployments).sort()).toEqual([...targets].sort());
     for (const name of targets) expect(deployments.map((d) => d.metadata!.name), name).toContain(name);
 
     const account = planner.spec!.template.spec!.serviceAccountName!;

@@ -1,7 +1,9 @@
 /**
- * The `switchyard planner` command as a user runs it: --help and bad flags, and two planners on one
- * namespace against a real etcd (and NATS): one leads and decides, the other waits; SIGTERM on the
- * leader hands over at once (its lease is revoked), SIGKILL within the lease TTL.
+ * The `switchyard planner` command as a user runs it: --help and bad flags, etcd or NATS unreachable,
+ * and two planners (memory connector, dry run) on one namespace against a real etcd and NATS: one
+ * leads and decides (no worker reports on the event plane: every pool holds), the other waits; SIGTERM
+ * on the leader hands over at once (its lease is revoked), SIGKILL within the lease TTL. The local
+ * connector end to end: test/planner.test.ts.
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -23,16 +25,17 @@ describe('switchyard planner command line', () => {
     expect(run('--help').stdout).toMatch(/^ {2}planner +sizes a model's worker pools/m);
     const help = run('planner', '--help');
     expect(help.status).toBe(0);
-    for (const flag of ['--etcd', '--nats', '--namespace', '--model', '--mode=load|sla', '--connector=', '--adjustment-interval-secs=N', '--metrics-port=N', '--min-replicas=N', '--max-replicas=N', '--prefill-min-replicas=N', '--decode-max-replicas=N', '--ttft-slo-ms=F', '--itl-slo-ms=F', '--slo-percentile=F', '--profile', '--dry-run']) {
+    for (const flag of ['--etcd', '--nats', '--namespace', '--model', '--mode=load|sla', '--connector=local|kubernetes|memory', '--worker-args', '--state-dir', '--drain-timeout-secs', '--kube-deployment', '--adjustment-interval-secs=N', '--metrics-port=N', '--min-replicas=N', '--max-replicas=N', '--prefill-min-replicas=N', '--decode-max-replicas=N', '--ttft-slo-ms=F', '--itl-slo-ms=F', '--slo-percentile=F', '--profile', '--dry-run']) {
       expect(help.stdout).toContain(flag);
     }
-    const infra = ['--etcd=http://127.0.0.1:2379', '--nats=nats://127.0.0.1:4222', '--model=m'];
+    const infra = ['--etcd=http://127.0.0.1:2379', '--nats=nats://127.0.0.1:4222', '--model=m', '--connector=memory'];
     for (const [args, message] of [
       [['--model=m'], /^switchyard planner: --etcd, --nats are required/],
       [[...infra, '--adjustment-interval-secs=0'], /flag '--adjustment-interval-secs' must be an integer >= 1, got '0'/],
       [[...infra, '--min-replicas=3', '--max-replicas=2'], /--min-replicas \(3\) must not exceed --max-replicas \(2\)/],
       [[...infra, '--mode=sla', '--profile=/no/such/profile.json'], /--profile '\/no\/such\/profile.json' cannot be read/],
       [[...infra, '--bogus'], /unknown flag '--bogus'/],
+      [infra.slice(0, 3), /--connector=local needs the flags of the workers it starts/],
     ] as const) {
       const r = run('planner', ...args);
       expect(r.status, r.stderr).toBe(2);
@@ -43,7 +46,7 @@ describe('switchyard planner command line', () => {
   }, 60_000);
 
   it('exits 1 when it cannot reach etcd', () => {
-    const r = run('planner', '--etcd=http://127.0.0.1:1', '--nats=nats://127.0.0.1:4222', '--model=m', '--metrics-port=0');
+    const r = run('planner', '--etcd=http://127.0.0.1:1', '--nats=nats://127.0.0.1:4222', '--model=m', '--connector=memory', '--metrics-port=0');
     expect(r.status).toBe(1);
     expect(r.stdout).toContain('planner failed to start');
   });
@@ -72,6 +75,7 @@ describe('two planners on one namespace (real etcd)', () => {
       '--metrics-port=0',
       '--metrics-address=127.0.0.1',
       '--leader-lease-ttl-secs=2',
+      '--connector=memory',
       '--dry-run',
     ]);
     procs.push(p);
@@ -81,6 +85,13 @@ describe('two planners on one namespace (real etcd)', () => {
   const decisions = (p: AppProcess) => p.logs().filter((l) => l.event === 'planner_decision');
   const leading = (p: AppProcess) => p.logs().filter((l) => l.msg === 'planner leading').length > 0;
   const scrape = async (p: AppProcess): Promise<string> => (await fetch(`http://127.0.0.1:${p.ports.metrics}/metrics`)).text();
+
+  it('exits 1 when it cannot reach NATS (the event plane it observes)', () => {
+    const r = run('planner', `--etcd=${etcd.url}`, '--nats=nats://127.0.0.1:1', '--namespace=planner-cli-nats', '--model=m', '--connector=memory', '--metrics-port=0');
+    expect(r.status).toBe(1);
+    expect(r.stdout).toContain('planner failed to start');
+    expect(r.stdout).toContain('cannot connect to NATS');
+  });
 
   it('one leads and decides, the other waits; SIGTERM hands over at once, SIGKILL within the lease TTL', async () => {
     const a = await planner();

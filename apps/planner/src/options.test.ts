@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULTS, MAX_REPLICAS, UsageError, helpText, parseCommandLineOptions, parsePlannerArgs } from './options.js';
 
-const INFRA = ['--etcd=http://127.0.0.1:2379', '--nats', 'nats://127.0.0.1:4222', '--model=org/m'];
+const INFRA = ['--etcd=http://127.0.0.1:2379', '--nats', 'nats://127.0.0.1:4222', '--model=org/m', '--connector=memory'];
+/** The infrastructure flags without a connector: the default (local) one. */
+const CLUSTER = INFRA.slice(0, 4);
 const PROFILE = { version: 1, prefill: { isl: [128, 1024], ttftMs: [20, 80], throughputTokensPerSec: [8000, 12000] } };
 
 const usage = (argv: string[]): string => {
@@ -26,7 +28,7 @@ const file = (name: string, text: string): string => {
 
 describe('parsePlannerArgs', () => {
   it('applies the documented defaults', () => {
-    const o = parsePlannerArgs(INFRA);
+    const o = parsePlannerArgs([...CLUSTER, '--worker-args=--model-repository=/models']);
     expect(o).toEqual({
       ...DEFAULTS,
       etcd: 'http://127.0.0.1:2379',
@@ -37,9 +39,18 @@ describe('parsePlannerArgs', () => {
       decodeMinReplicas: undefined,
       decodeMaxReplicas: undefined,
       profile: undefined,
+      workerArgs: ['--model-repository=/models'],
+      prefillWorkerArgs: [],
+      decodeWorkerArgs: [],
+      stateDir: undefined,
+      kubeDeployment: [],
+      kubeconfig: undefined,
+      kubeNamespace: undefined,
+      workerTemplates: { aggregated: ['--etcd=http://127.0.0.1:2379', '--nats=nats://127.0.0.1:4222', '--namespace=default', '--model-repository=/models'] },
+      kubeDeployments: {},
       help: false,
     });
-    expect(o).toMatchObject({ namespace: 'default', mode: 'load', connector: 'memory', adjustmentIntervalSecs: 30, sloPercentile: 90, dryRun: false, minReplicas: 1, maxReplicas: 8 });
+    expect(o).toMatchObject({ namespace: 'default', mode: 'load', connector: 'local', adjustmentIntervalSecs: 30, sloPercentile: 90, dryRun: false, minReplicas: 1, maxReplicas: 8, drainTimeoutSecs: 300 });
   });
 
   it('reads every flag', () => {
@@ -99,6 +110,36 @@ describe('parsePlannerArgs', () => {
     });
   });
 
+  it('local: per-pool templates split like a shell, repeatable, the cluster flags added unless set', () => {
+    const o = parsePlannerArgs([
+      ...CLUSTER,
+      '--namespace=prod',
+      `--prefill-worker-args=--model-repository='/my models' --role=prefill`,
+      '--prefill-worker-args=--http-port={http_port} --kv-transfer-port={kv_transfer_port}',
+      '--decode-worker-args=--etcd=http://10.0.0.1:2379 --namespace=other --role=decode',
+      '--state-dir=/var/lib/sy',
+      '--drain-timeout-secs=0',
+    ]);
+    expect(o.workerTemplates).toEqual({
+      prefill: [
+        '--etcd=http://127.0.0.1:2379',
+        '--nats=nats://127.0.0.1:4222',
+        '--namespace=prod',
+        '--model-repository=/my models',
+        '--role=prefill',
+        '--http-port={http_port}',
+        '--kv-transfer-port={kv_transfer_port}',
+      ],
+      decode: ['--nats=nats://127.0.0.1:4222', '--etcd=http://10.0.0.1:2379', '--namespace=other', '--role=decode'],
+    });
+    expect(o).toMatchObject({ connector: 'local', stateDir: '/var/lib/sy', drainTimeoutSecs: 0 });
+  });
+
+  it('kubernetes: pool → Deployment, kubeconfig and namespace', () => {
+    const o = parsePlannerArgs([...CLUSTER, '--connector=kubernetes', '--kube-deployment=aggregated=sw-agg', '--kube-deployment', 'decode=sw-dec', '--kubeconfig=/k', '--kube-namespace=ml']);
+    expect(o).toMatchObject({ connector: 'kubernetes', kubeDeployments: { aggregated: 'sw-agg', decode: 'sw-dec' }, kubeconfig: '/k', kubeNamespace: 'ml', workerTemplates: {} });
+  });
+
   it('--help needs nothing else', () => {
     expect(parseCommandLineOptions(['--help'])).toMatchObject({ help: true, config: undefined });
     expect(helpText()).toContain('--adjustment-interval-secs=N');
@@ -116,7 +157,7 @@ describe('parsePlannerArgs', () => {
     ['bad namespace', [...INFRA, '--namespace=Prod A'], /--namespace' must be 1-63 characters/],
     ['control characters in the model', [INFRA[0]!, ...INFRA.slice(1, 3), '--model=a\nb'], /--model' must be 1-256 printable/],
     ['bad mode', [...INFRA, '--mode=fast'], /--mode' must be one of load, sla/],
-    ['connector not in this build', [...INFRA, '--connector=kubernetes'], /--connector' must be one of memory/],
+    ['unknown connector', [...INFRA, '--connector=docker'], /--connector' must be one of local, kubernetes, memory/],
     ['zero interval', [...INFRA, '--adjustment-interval-secs=0'], /--adjustment-interval-secs' must be an integer >= 1/],
     ['interval over a day', [...INFRA, '--adjustment-interval-secs=86401'], /must be an integer <= 86400/],
     ['fractional interval', [...INFRA, '--adjustment-interval-secs=1.5'], /expects an integer/],
@@ -136,6 +177,19 @@ describe('parsePlannerArgs', () => {
     ['profile in load mode', [...INFRA, '--profile=/x.json'], /--profile is read only in sla mode/],
     ['zero lease TTL', [...INFRA, '--leader-lease-ttl-secs=0'], /--leader-lease-ttl-secs' must be an integer >= 1/],
     ['bad dry-run value', [...INFRA, '--dry-run=maybe'], /--dry-run' expects true or false/],
+    ['local without a template', CLUSTER, /--connector=local needs the flags of the workers it starts: --worker-args/],
+    ['an unclosed quote in a template', [...CLUSTER, `--worker-args=--model-repository='/m`], /--worker-args': unclosed ' at character 20/],
+    ['an unknown placeholder', [...CLUSTER, '--decode-worker-args=--http-port={port}'], /--decode-worker-args: argument 3 .*unknown placeholder \{port\}/],
+    ['a template with another connector', [...INFRA, '--worker-args=--a'], /--worker-args is read only with --connector=local/],
+    ['a state directory with another connector', [...INFRA, '--state-dir=/tmp/x'], /--state-dir is read only with --connector=local/],
+    ['an empty state directory', [...CLUSTER, '--worker-args=--a', '--state-dir='], /--state-dir' must not be empty/],
+    ['more local workers than the connector starts', [...CLUSTER, '--worker-args=--a', '--max-replicas=257'], /starts at most 256 workers per pool/],
+    ['a negative drain timeout', [...CLUSTER, '--worker-args=--a', '--drain-timeout-secs=-1'], /--drain-timeout-secs' must be an integer >= 0/],
+    ['kubernetes without deployments', [...CLUSTER, '--connector=kubernetes'], /--connector=kubernetes needs --kube-deployment=POOL=DEPLOYMENT/],
+    ['a deployment of an unknown pool', [...CLUSTER, '--connector=kubernetes', '--kube-deployment=gpu=sw'], /--kube-deployment' expects POOL=DEPLOYMENT .* got 'gpu=sw'/],
+    ['a deployment without a name', [...CLUSTER, '--connector=kubernetes', '--kube-deployment=decode'], /--kube-deployment' expects POOL=DEPLOYMENT/],
+    ['a pool named twice', [...CLUSTER, '--connector=kubernetes', '--kube-deployment=decode=a', '--kube-deployment=decode=b'], /names the decode pool twice/],
+    ['a kubeconfig with another connector', [...INFRA, '--kubeconfig=/k'], /--kubeconfig is read only with --connector=kubernetes/],
   ])('refuses %s', (_name, argv, message) => {
     expect(usage(argv)).toMatch(message);
   });

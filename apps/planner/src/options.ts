@@ -11,9 +11,10 @@
 import { readFileSync, statSync } from 'node:fs';
 import { UsageError, flagHelpLines, parseFlags, type FlagTable, type LogFormat } from '@switchyard/cli';
 import { isSwitchyardError } from '@switchyard/common';
-import { DEFAULT_POOL_BOUNDS, DEFAULT_SLA_TARGETS, compilePlannerConfig, parseProfile, type PlannerConfig, type PlannerMode, type PlannerOptions, type Profile } from '@switchyard/planner';
-import { MAX_MODEL_NAME_LENGTH, NAME_PATTERN } from '@switchyard/runtime';
+import { DEFAULT_POOL_BOUNDS, DEFAULT_SLA_TARGETS, POOLS, compilePlannerConfig, parseProfile, type PlannerConfig, type PlannerMode, type PlannerOptions, type Pool, type Profile } from '@switchyard/planner';
+import { DEFAULT_DRAIN_TIMEOUT_MS, MAX_LOCAL_REPLICAS, MAX_MODEL_NAME_LENGTH, NAME_PATTERN, parseWorkerTemplate } from '@switchyard/runtime';
 import { CONNECTORS, DEFAULT_CONNECTOR, type ConnectorKind } from './parts.js';
+import { ShellWordsError, splitShellWords } from './shell-words.js';
 
 export { UsageError };
 
@@ -29,6 +30,10 @@ export const MAX_SLO_MS = 3_600_000;
 export const MAX_PROFILE_BYTES = 16 * 1024 * 1024;
 /** Longest leader lease TTL: how long a dead leader may keep the others waiting. */
 export const MAX_LEADER_LEASE_TTL_SECS = 300;
+/** Longest `--drain-timeout-secs`: a day. */
+export const MAX_DRAIN_TIMEOUT_SECS = 86_400;
+/** The infrastructure flags the planner gives a local replica unless its template sets them. */
+export const INHERITED_WORKER_FLAGS = ['etcd', 'nats', 'namespace'] as const;
 
 export const MODES: readonly PlannerMode[] = ['load', 'sla'];
 
@@ -62,6 +67,24 @@ export interface PlannerAppOptions {
   dryRun: boolean;
   /** TTL of the leader's etcd lease: a dead leader is replaced within about this long. */
   leaderLeaseTtlSecs: number;
+  /** local: `--worker-args` / `--prefill-worker-args` / `--decode-worker-args` as given (each occurrence one shell-like string). */
+  workerArgs: string[];
+  prefillWorkerArgs: string[];
+  decodeWorkerArgs: string[];
+  /** local: where replica records, logs and the lock live; undefined: `defaultStateDir(namespace, model)`. */
+  stateDir: string | undefined;
+  /** local: how long a draining replica may take before it is killed. */
+  drainTimeoutSecs: number;
+  /** kubernetes: `POOL=DEPLOYMENT` as given. */
+  kubeDeployment: string[];
+  kubeconfig: string | undefined;
+  kubeNamespace: string | undefined;
+  /**
+   * Derived by `parsePlannerArgs`: local, each managed pool's argument template (split, checked, with
+   * `--etcd` / `--nats` / `--namespace` added unless set); kubernetes, pool → Deployment.
+   */
+  workerTemplates: Partial<Record<Pool, string[]>>;
+  kubeDeployments: Partial<Record<Pool, string>>;
   logVerbose: number;
   logFormat: LogFormat;
   help: boolean;
@@ -82,6 +105,7 @@ export const DEFAULTS = {
   sloPercentile: DEFAULT_SLA_TARGETS.percentile,
   dryRun: false,
   leaderLeaseTtlSecs: 10,
+  drainTimeoutSecs: DEFAULT_DRAIN_TIMEOUT_MS / 1000,
   logVerbose: 0,
   logFormat: 'default',
 } as const satisfies Partial<PlannerAppOptions>;
@@ -95,7 +119,7 @@ const FLAGS: FlagTable<PlannerAppOptions> = {
   namespace: { kind: 'string', key: 'namespace', help: `Cluster namespace shared with the workers and routers (default ${DEFAULT_NAMESPACE}).` },
   model: { kind: 'string', key: 'model', help: 'The model whose worker pools this planner sizes (required).' },
   mode: { kind: 'enum', key: 'mode', values: MODES, help: 'load: thresholds on KV usage and queues; sla: size pools from a worker profile and the SLOs (default load).' },
-  connector: { kind: 'enum', key: 'connector', values: CONNECTORS, help: `How the planner acts on the pools (default ${DEFAULT_CONNECTOR}).` },
+  connector: { kind: 'enum', key: 'connector', values: CONNECTORS, help: `How the planner acts: local (worker processes on this machine, from --*worker-args), kubernetes (Deployments' replicas, --kube-deployment), memory (counts only: dry runs) (default ${DEFAULT_CONNECTOR}).` },
   'adjustment-interval-secs': {
     kind: 'int',
     key: 'adjustmentIntervalSecs',
@@ -123,6 +147,24 @@ const FLAGS: FlagTable<PlannerAppOptions> = {
     max: MAX_LEADER_LEASE_TTL_SECS,
     help: `TTL of the leader's etcd lease: a planner that dies is replaced within about this long (default ${DEFAULTS.leaderLeaseTtlSecs}).`,
   },
+  'worker-args': {
+    kind: 'strings',
+    key: 'workerArgs',
+    help: "local: the aggregated pool's worker flags, one shell-like string (quote it; repeatable, appended), e.g. --worker-args='--model-repository=/models --http-port={http_port}'. Placeholders {http_port} {grpc_port} {metrics_port} {kv_transfer_port} {replica} {pool}.",
+  },
+  'prefill-worker-args': { kind: 'strings', key: 'prefillWorkerArgs', help: "local: the prefill pool's worker flags (as --worker-args)." },
+  'decode-worker-args': { kind: 'strings', key: 'decodeWorkerArgs', help: "local: the decode pool's worker flags (as --worker-args)." },
+  'state-dir': { kind: 'string', key: 'stateDir', help: 'local: replica records, logs and lock (default <tmpdir>/switchyard-planner/<namespace>/<model>; planners that take over from each other must share it).' },
+  'drain-timeout-secs': {
+    kind: 'int',
+    key: 'drainTimeoutSecs',
+    min: 0,
+    max: MAX_DRAIN_TIMEOUT_SECS,
+    help: `local: seconds a draining worker may take before it is killed; keep it above the workers' --exit-timeout-secs (default ${DEFAULTS.drainTimeoutSecs}).`,
+  },
+  'kube-deployment': { kind: 'strings', key: 'kubeDeployment', help: 'kubernetes: POOL=DEPLOYMENT, the Deployment that serves a pool (aggregated, prefill or decode; repeatable).' },
+  kubeconfig: { kind: 'string', key: 'kubeconfig', help: 'kubernetes: a kubeconfig file (default: the in-cluster config of the pod).' },
+  'kube-namespace': { kind: 'string', key: 'kubeNamespace', help: "kubernetes: the Deployments' namespace (default: the kubeconfig context's, else the pod's own)." },
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
   'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
 };
@@ -138,6 +180,15 @@ export function parsePlannerArgs(argv: readonly string[]): PlannerAppOptions {
     decodeMinReplicas: undefined,
     decodeMaxReplicas: undefined,
     profile: undefined,
+    workerArgs: [],
+    prefillWorkerArgs: [],
+    decodeWorkerArgs: [],
+    stateDir: undefined,
+    kubeDeployment: [],
+    kubeconfig: undefined,
+    kubeNamespace: undefined,
+    workerTemplates: {},
+    kubeDeployments: {},
     help: false,
   });
   return validate(out);
@@ -176,7 +227,73 @@ function validate(o: PlannerAppOptions): PlannerAppOptions {
   if (o.mode === 'load' && o.profile !== undefined) {
     throw new UsageError('--profile is read only in sla mode (--mode=sla)');
   }
+  validateConnector(o);
   return o;
+}
+
+const TEMPLATE_FLAGS: readonly (readonly [Pool, 'workerArgs' | 'prefillWorkerArgs' | 'decodeWorkerArgs', string])[] = [
+  ['aggregated', 'workerArgs', 'worker-args'],
+  ['prefill', 'prefillWorkerArgs', 'prefill-worker-args'],
+  ['decode', 'decodeWorkerArgs', 'decode-worker-args'],
+];
+
+/** Each connector's own flags: only with that connector, complete, and compiled into `workerTemplates` / `kubeDeployments`. */
+function validateConnector(o: PlannerAppOptions): void {
+  const only = (connector: ConnectorKind, flags: readonly (readonly [string, boolean])[]): void => {
+    if (o.connector === connector) return;
+    for (const [flag, given] of flags) if (given) throw new UsageError(`--${flag} is read only with --connector=${connector}`);
+  };
+  only('local', [...TEMPLATE_FLAGS.map(([, key, flag]) => [flag, o[key].length > 0] as const), ['state-dir', o.stateDir !== undefined]]);
+  only('kubernetes', [
+    ['kube-deployment', o.kubeDeployment.length > 0],
+    ['kubeconfig', o.kubeconfig !== undefined],
+    ['kube-namespace', o.kubeNamespace !== undefined],
+  ]);
+  if (o.connector === 'local') {
+    for (const [pool, key, flag] of TEMPLATE_FLAGS) {
+      if (o[key].length === 0) continue;
+      let args: string[];
+      try {
+        args = o[key].flatMap((text) => splitShellWords(text));
+      } catch (err) {
+        if (err instanceof ShellWordsError) throw new UsageError(`flag '--${flag}': ${err.message}`);
+        throw err;
+      }
+      const template = [...inheritedWorkerFlags(o, args), ...args];
+      try {
+        parseWorkerTemplate(template, `--${flag}`);
+      } catch (err) {
+        if (isSwitchyardError(err)) throw new UsageError(err.message);
+        throw err;
+      }
+      o.workerTemplates[pool] = template;
+    }
+    if (Object.keys(o.workerTemplates).length === 0) {
+      throw new UsageError(
+        '--connector=local needs the flags of the workers it starts: --worker-args (aggregated pool), --prefill-worker-args and/or --decode-worker-args ' +
+          '(use --connector=memory with --dry-run to try the planner without workers)',
+      );
+    }
+    const max = Math.max(o.maxReplicas, o.prefillMaxReplicas ?? 0, o.decodeMaxReplicas ?? 0);
+    if (max > MAX_LOCAL_REPLICAS) throw new UsageError(`--connector=local starts at most ${MAX_LOCAL_REPLICAS} workers per pool; a --*max-replicas of ${max} is above that`);
+    if (o.stateDir === '') throw new UsageError("flag '--state-dir' must not be empty");
+  }
+  if (o.connector === 'kubernetes') {
+    for (const entry of o.kubeDeployment) {
+      const eq = entry.indexOf('=');
+      const pool = entry.slice(0, eq) as Pool;
+      const name = entry.slice(eq + 1);
+      if (eq < 0 || !POOLS.includes(pool) || name === '') throw new UsageError(`flag '--kube-deployment' expects POOL=DEPLOYMENT with POOL one of ${POOLS.join(', ')}, got '${entry}'`);
+      if (o.kubeDeployments[pool] !== undefined) throw new UsageError(`--kube-deployment names the ${pool} pool twice`);
+      o.kubeDeployments[pool] = name;
+    }
+    if (o.kubeDeployment.length === 0) throw new UsageError('--connector=kubernetes needs --kube-deployment=POOL=DEPLOYMENT for each pool it sizes');
+  }
+}
+
+/** `--etcd`, `--nats` and `--namespace` with the planner's values, for each one `args` does not set. */
+function inheritedWorkerFlags(o: PlannerAppOptions, args: readonly string[]): string[] {
+  return INHERITED_WORKER_FLAGS.filter((flag) => !args.some((a) => a === `--${flag}` || a.startsWith(`--${flag}=`))).map((flag) => `--${flag}=${o[flag]}`);
 }
 
 function checkBounds(prefix: string, min: number, max: number): void {

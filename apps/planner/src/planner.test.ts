@@ -25,7 +25,7 @@ describe('startPlanner (memory parts)', () => {
   });
 
   it('the leader acts every interval and serves its metrics; closing it hands over, and nothing acts after close', async () => {
-    const options = parseCommandLineOptions(['--etcd=http://127.0.0.1:2379', '--nats=nats://127.0.0.1:4222', '--model=m', '--adjustment-interval-secs=1', '--metrics-port=0', '--metrics-address=127.0.0.1']);
+    const options = parseCommandLineOptions(['--etcd=http://127.0.0.1:2379', '--nats=nats://127.0.0.1:4222', '--model=m', '--connector=memory', '--adjustment-interval-secs=1', '--metrics-port=0', '--metrics-address=127.0.0.1']);
     const store = new MemoryElectionStore();
     const start = async (id: string) => {
       const source = new MemoryObservationSource();
