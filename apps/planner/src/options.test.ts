@@ -101,6 +101,23 @@ describe('parsePlannerArgs', () => {
     expect(o.config!.profile!.prefill!.isl).toEqual([128, 1024]);
   });
 
+  it("load rules and the predictor: Dynamo's flag names reach the compiled config", () => {
+    const o = parseCommandLineOptions([
+      ...INFRA,
+      '--decode-kv-scale-up-threshold=0.8',
+      '--decode-kv-scale-down-threshold=0.4',
+      '--prefill-queue-scale-up-threshold=10',
+      '--prefill-queue-scale-down-threshold=2',
+      '--scale-down-cooldown-intervals=0',
+      '--load-predictor=moving-average',
+      '--load-prediction-window-size=7',
+    ]);
+    expect(o.config!.loadRules).toMatchObject({ kvUsageUp: 0.8, kvUsageDown: 0.4, queueUp: 10, queueDown: 2, decodeScaleDownCooldownIntervals: 0, maxStep: 1 });
+    expect(o.config!.predictor).toEqual({ kind: 'moving-average', window: 7 });
+    expect(parseCommandLineOptions([...INFRA, '--load-predictor=constant']).config!.predictor).toEqual({ kind: 'constant' });
+    expect(parseCommandLineOptions(INFRA).config!.predictor).toMatchObject({ kind: 'holt' });
+  });
+
   it('per-pool bounds fall back to --min-replicas / --max-replicas', () => {
     const o = parseCommandLineOptions([...INFRA, '--min-replicas=2', '--max-replicas=5', '--decode-max-replicas=9']);
     expect(o.config!.bounds).toEqual({
@@ -190,6 +207,11 @@ describe('parsePlannerArgs', () => {
     ['a deployment without a name', [...CLUSTER, '--connector=kubernetes', '--kube-deployment=decode'], /--kube-deployment' expects POOL=DEPLOYMENT/],
     ['a pool named twice', [...CLUSTER, '--connector=kubernetes', '--kube-deployment=decode=a', '--kube-deployment=decode=b'], /names the decode pool twice/],
     ['a kubeconfig with another connector', [...INFRA, '--kubeconfig=/k'], /--kubeconfig is read only with --connector=kubernetes/],
+    ['a KV threshold above 1', [...INFRA, '--decode-kv-scale-up-threshold=1.5'], /--decode-kv-scale-up-threshold' must be a number <= 1/],
+    ['a KV scale-down threshold not below scale-up', [...INFRA, '--decode-kv-scale-down-threshold=0.95'], /--decode-kv-scale-down-threshold' \(0.95\) must be below '--decode-kv-scale-up-threshold' \(0.9\)/],
+    ['a queue scale-down threshold not below scale-up', [...INFRA, '--prefill-queue-scale-up-threshold=0.1'], /--prefill-queue-scale-down-threshold' \(0.2\) must be below '--prefill-queue-scale-up-threshold' \(0.1\)/],
+    ['an unknown predictor', [...INFRA, '--load-predictor=arima'], /--load-predictor' must be one of constant, moving-average, holt/],
+    ['a zero prediction window', [...INFRA, '--load-prediction-window-size=0'], /--load-prediction-window-size' must be an integer >= 1/],
   ])('refuses %s', (_name, argv, message) => {
     expect(usage(argv)).toMatch(message);
   });

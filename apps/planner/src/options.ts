@@ -11,7 +11,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { UsageError, flagHelpLines, parseFlags, type FlagTable, type LogFormat } from '@switchyard/cli';
 import { isSwitchyardError } from '@switchyard/common';
-import { DEFAULT_POOL_BOUNDS, DEFAULT_SLA_TARGETS, POOLS, compilePlannerConfig, parseProfile, type PlannerConfig, type PlannerMode, type PlannerOptions, type Pool, type Profile } from '@switchyard/planner';
+import { DEFAULT_LOAD_RULES, DEFAULT_MOVING_AVERAGE_WINDOW, DEFAULT_POOL_BOUNDS, DEFAULT_PREDICTOR, DEFAULT_SLA_TARGETS, MAX_MOVING_AVERAGE_WINDOW, POOLS, compilePlannerConfig, parseProfile, type PlannerConfig, type PlannerMode, type PlannerOptions, type Pool, type Profile } from '@switchyard/planner';
 import { DEFAULT_DRAIN_TIMEOUT_MS, MAX_LOCAL_REPLICAS, MAX_MODEL_NAME_LENGTH, NAME_PATTERN, parseWorkerTemplate } from '@switchyard/runtime';
 import { CONNECTORS, DEFAULT_CONNECTOR, type ConnectorKind } from './parts.js';
 import { ShellWordsError, splitShellWords } from './shell-words.js';
@@ -61,6 +61,16 @@ export interface PlannerAppOptions {
   itlSloMs: number;
   /** The percentile the SLOs hold at, in (0, 100]. */
   sloPercentile: number;
+  /** load mode's thresholds (Dynamo's flag names): mean KV usage of decode / aggregated workers, waiting requests per prefill / aggregated worker. */
+  decodeKvScaleUpThreshold: number;
+  decodeKvScaleDownThreshold: number;
+  prefillQueueScaleUpThreshold: number;
+  prefillQueueScaleDownThreshold: number;
+  /** Intervals after a decode (or aggregated) scale-up during which it does not scale down. */
+  scaleDownCooldownIntervals: number;
+  /** sla mode's forecast: `holt` (level + trend), `moving-average` over `loadPredictionWindowSize` intervals, or `constant` (the last interval). */
+  loadPredictor: 'constant' | 'moving-average' | 'holt';
+  loadPredictionWindowSize: number;
   /** sla mode: the worker profile file (`switchyard planner profile` writes one). */
   profile: string | undefined;
   /** Decide and report, never act. */
@@ -103,6 +113,13 @@ export const DEFAULTS = {
   ttftSloMs: DEFAULT_SLA_TARGETS.ttftMs,
   itlSloMs: DEFAULT_SLA_TARGETS.itlMs,
   sloPercentile: DEFAULT_SLA_TARGETS.percentile,
+  decodeKvScaleUpThreshold: DEFAULT_LOAD_RULES.kvUsageUp,
+  decodeKvScaleDownThreshold: DEFAULT_LOAD_RULES.kvUsageDown,
+  prefillQueueScaleUpThreshold: DEFAULT_LOAD_RULES.queueUp,
+  prefillQueueScaleDownThreshold: DEFAULT_LOAD_RULES.queueDown,
+  scaleDownCooldownIntervals: DEFAULT_LOAD_RULES.decodeScaleDownCooldownIntervals,
+  loadPredictor: 'holt',
+  loadPredictionWindowSize: DEFAULT_MOVING_AVERAGE_WINDOW,
   dryRun: false,
   leaderLeaseTtlSecs: 10,
   drainTimeoutSecs: DEFAULT_DRAIN_TIMEOUT_MS / 1000,
@@ -138,6 +155,13 @@ const FLAGS: FlagTable<PlannerAppOptions> = {
   'ttft-slo-ms': { kind: 'number', key: 'ttftSloMs', min: 0, max: MAX_SLO_MS, help: `sla: time-to-first-token objective, ms (default ${DEFAULTS.ttftSloMs}).` },
   'itl-slo-ms': { kind: 'number', key: 'itlSloMs', min: 0, max: MAX_SLO_MS, help: `sla: inter-token latency objective, ms (default ${DEFAULTS.itlSloMs}).` },
   'slo-percentile': { kind: 'number', key: 'sloPercentile', min: 0, max: 100, help: `sla: the percentile of requests the objectives hold for, in (0, 100] (default ${DEFAULTS.sloPercentile}).` },
+  'decode-kv-scale-up-threshold': { kind: 'number', key: 'decodeKvScaleUpThreshold', min: 0, max: 1, help: `load: add a decode (or aggregated) worker when mean KV usage is above this (default ${DEFAULTS.decodeKvScaleUpThreshold}).` },
+  'decode-kv-scale-down-threshold': { kind: 'number', key: 'decodeKvScaleDownThreshold', min: 0, max: 1, help: `load: remove one when mean KV usage is below this (default ${DEFAULTS.decodeKvScaleDownThreshold}).` },
+  'prefill-queue-scale-up-threshold': { kind: 'number', key: 'prefillQueueScaleUpThreshold', min: 0, max: 1_000_000, help: `load: add a prefill (or aggregated) worker when waiting requests per worker are above this (default ${DEFAULTS.prefillQueueScaleUpThreshold}).` },
+  'prefill-queue-scale-down-threshold': { kind: 'number', key: 'prefillQueueScaleDownThreshold', min: 0, max: 1_000_000, help: `load: remove one when waiting requests per worker are below this (default ${DEFAULTS.prefillQueueScaleDownThreshold}).` },
+  'scale-down-cooldown-intervals': { kind: 'int', key: 'scaleDownCooldownIntervals', min: 0, max: 1000, help: `No decode or aggregated scale-down within this many intervals of a scale-up (default ${DEFAULTS.scaleDownCooldownIntervals}).` },
+  'load-predictor': { kind: 'enum', key: 'loadPredictor', values: ['constant', 'moving-average', 'holt'], help: `sla: how the next interval's load is forecast: constant (the last interval), moving-average, holt (level and trend) (default ${DEFAULTS.loadPredictor}).` },
+  'load-prediction-window-size': { kind: 'int', key: 'loadPredictionWindowSize', min: 1, max: MAX_MOVING_AVERAGE_WINDOW, help: `sla, moving-average: intervals averaged (default ${DEFAULTS.loadPredictionWindowSize}).` },
   profile: { kind: 'string', key: 'profile', help: 'sla: the worker profile JSON file (required in sla mode).' },
   'dry-run': { kind: 'bool', key: 'dryRun', help: 'Decide, log and export every decision, but never act on the pools (default false).' },
   'leader-lease-ttl-secs': {
@@ -220,6 +244,12 @@ function validate(o: PlannerAppOptions): PlannerAppOptions {
     ['slo-percentile', o.sloPercentile],
   ] as const) {
     if (!(v > 0)) throw new UsageError(`flag '--${flag}' must be greater than 0, got '${v}'`);
+  }
+  for (const [what, down, up] of [
+    ['decode-kv', o.decodeKvScaleDownThreshold, o.decodeKvScaleUpThreshold],
+    ['prefill-queue', o.prefillQueueScaleDownThreshold, o.prefillQueueScaleUpThreshold],
+  ] as const) {
+    if (!(down < up)) throw new UsageError(`flag '--${what}-scale-down-threshold' (${down}) must be below '--${what}-scale-up-threshold' (${up})`);
   }
   if (o.mode === 'sla' && o.profile === undefined) {
     throw new UsageError("--mode=sla needs --profile FILE: the worker profile the pools are sized from");
@@ -350,6 +380,19 @@ export function plannerOptions(o: PlannerAppOptions, profile: Profile | undefine
     defaultBounds: { minReplicas: o.minReplicas, maxReplicas: o.maxReplicas },
     bounds: { prefill: pool(o.prefillMinReplicas, o.prefillMaxReplicas), decode: pool(o.decodeMinReplicas, o.decodeMaxReplicas) },
     sla: { ttftMs: o.ttftSloMs, itlMs: o.itlSloMs, percentile: o.sloPercentile },
+    loadRules: {
+      kvUsageUp: o.decodeKvScaleUpThreshold,
+      kvUsageDown: o.decodeKvScaleDownThreshold,
+      queueUp: o.prefillQueueScaleUpThreshold,
+      queueDown: o.prefillQueueScaleDownThreshold,
+      decodeScaleDownCooldownIntervals: o.scaleDownCooldownIntervals,
+    },
+    predictor:
+      o.loadPredictor === 'holt'
+        ? DEFAULT_PREDICTOR
+        : o.loadPredictor === 'moving-average'
+          ? { kind: 'moving-average', window: o.loadPredictionWindowSize }
+          : { kind: 'constant' },
     ...(profile === undefined ? {} : { profile }),
   };
 }
