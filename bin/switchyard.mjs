@@ -13,6 +13,7 @@ if (!command || command === '--help' || command === '-h' || !Object.hasOwn(apps,
       '  worker   a Triton-compatible inference server over a model repository\n' +
       '  router   the cluster front door: routes OpenAI and KServe requests to workers found in etcd\n' +
       '  planner  sizes a model\'s worker pools from load and SLOs; one leads per namespace\n' +
+      '           (`planner profile` measures a worker for its SLA mode)\n' +
       '  simulate the cluster simulator: a trace against mocker workers, the router and the planner, in virtual time\n' +
       '\nRun `switchyard <command> --help` for its flags.\n',
   );

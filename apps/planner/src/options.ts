@@ -429,6 +429,10 @@ export function helpText(): string {
       'from a worker profile), logs and exports every decision and acts through a connector.',
       'One planner leads per namespace (an etcd lease election); the others wait to take over.',
       '',
+      '       switchyard planner profile --url URL --model NAME --out FILE [flags]',
+      '',
+      'Measures one worker for --mode=sla and writes the profile (`switchyard planner profile --help`).',
+      '',
       'flags:',
       ...flagHelpLines(FLAGS),
     ].join('\n') + '\n'
