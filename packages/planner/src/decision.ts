@@ -11,6 +11,7 @@ export type DecisionReason =
   | 'kv_usage_high'
   | 'kv_usage_low'
   | 'queue_high'
+  | 'queue_draining'
   | 'queue_low'
   | 'within_thresholds'
   | 'no_traffic'

@@ -46,6 +46,21 @@ describe('load rules (Dynamo defaults)', () => {
     expect(decideLoadPool('prefill', obs('prefill', 2, [sample('a', 0, 0.3), sample('b', 0, 0.3)]), ctx())).toMatchObject({ to: 2, reason: 'within_thresholds' });
   });
 
+  it("a high queue that drains fast enough to be under the threshold within 3 intervals adds no worker (Dynamo's trend check)", () => {
+    const high = obs('prefill', 2, [sample('a', 0, 2), sample('b', 0, 2)]); // 2 per worker
+    // was 3: falling by 1 per interval, 3 intervals ahead is -1 → drains, hold
+    expect(decideLoadPool('prefill', high, ctx({ previousQueuePerWorker: 3 }))).toMatchObject({ to: 2, direction: 'hold', reason: 'queue_draining', inputs: { queueAhead: 0 } });
+    // was 2.2: 3 intervals ahead is 1.4, still above 0.5 → up
+    expect(decideLoadPool('prefill', high, ctx({ previousQueuePerWorker: 2.2 }))).toMatchObject({ to: 3, reason: 'queue_high' });
+    // rising, no previous figure, or the check turned off → up
+    expect(decideLoadPool('prefill', high, ctx({ previousQueuePerWorker: 1 }))).toMatchObject({ to: 3, reason: 'queue_high' });
+    expect(decideLoadPool('prefill', high, ctx())).toMatchObject({ to: 3, reason: 'queue_high' });
+    expect(decideLoadPool('prefill', high, ctx({ previousQueuePerWorker: 3, rules: { ...DEFAULT_LOAD_RULES, queueTrendIntervals: 0 } }))).toMatchObject({ to: 3, reason: 'queue_high' });
+    // the aggregated pool's queue signal follows the same check; its KV signal does not
+    expect(decideLoadPool('aggregated', obs('aggregated', 2, [sample('a', 0.3, 2)]), ctx({ previousQueuePerWorker: 4 }))).toMatchObject({ direction: 'hold', reason: 'queue_draining' });
+    expect(decideLoadPool('aggregated', obs('aggregated', 2, [sample('a', 0.95, 2)]), ctx({ previousQueuePerWorker: 4 }))).toMatchObject({ direction: 'up', reason: 'kv_usage_high' });
+  });
+
   it('aggregated: up if either signal is high, down only if both are low', () => {
     expect(decideLoadPool('aggregated', obs('aggregated', 2, [sample('a', 0.3, 2)]), ctx())).toMatchObject({ direction: 'up', reason: 'queue_high' });
     expect(decideLoadPool('aggregated', obs('aggregated', 2, [sample('a', 0.95, 0)]), ctx())).toMatchObject({ direction: 'up', reason: 'kv_usage_high' });
@@ -80,7 +95,8 @@ describe('load rules (Dynamo defaults)', () => {
   });
 
   it('config: defaults are Dynamo\'s, bad values are refused naming the field', () => {
-    expect(compileLoadRules()).toEqual({ kvUsageUp: 0.9, kvUsageDown: 0.5, queueUp: 0.5, queueDown: 0.2, maxStep: 1, decodeScaleDownCooldownIntervals: 3 });
+    expect(compileLoadRules()).toEqual({ kvUsageUp: 0.9, kvUsageDown: 0.5, queueUp: 0.5, queueDown: 0.2, maxStep: 1, decodeScaleDownCooldownIntervals: 3, queueTrendIntervals: 3 });
+    expect(() => compileLoadRules({ queueTrendIntervals: 1.5 })).toThrow(/queueTrendIntervals/);
     expect(() => compileLoadRules({ kvUsageDown: 0.95 })).toThrow(/loadRules\.kvUsageDown/);
     expect(() => compileLoadRules({ queueUp: NaN })).toThrow(/loadRules\.queueUp/);
     expect(() => compileLoadRules({ maxStep: 0 })).toThrow(/loadRules\.maxStep/);

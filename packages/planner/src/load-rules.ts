@@ -21,6 +21,12 @@ export interface LoadRulesConfig {
   readonly maxStep: number;
   /** Intervals after a decode (or aggregated) scale-up during which that pool does not scale down. */
   readonly decodeScaleDownCooldownIntervals: number;
+  /**
+   * A queue above `queueUp` adds a worker only if the queue's trend since the previous interval,
+   * carried this many intervals ahead, still ends above `queueUp` (Dynamo's "do not add a prefill
+   * worker if the queue drains within 3 intervals"); 0 turns the check off.
+   */
+  readonly queueTrendIntervals: number;
 }
 
 /** Dynamo's load planner defaults (`docs/architecture/load_planner.md`). */
@@ -31,6 +37,7 @@ export const DEFAULT_LOAD_RULES: LoadRulesConfig = {
   queueDown: 0.2,
   maxStep: 1,
   decodeScaleDownCooldownIntervals: 3,
+  queueTrendIntervals: 3,
 };
 
 export function compileLoadRules(user: Partial<LoadRulesConfig> = {}, field = 'loadRules'): LoadRulesConfig {
@@ -45,6 +52,7 @@ export function compileLoadRules(user: Partial<LoadRulesConfig> = {}, field = 'l
   need(Number.isFinite(c.queueDown) && c.queueDown >= 0 && c.queueDown < c.queueUp, 'queueDown', 'must be >= 0 and below queueUp');
   need(c.maxStep === Infinity || (Number.isSafeInteger(c.maxStep) && c.maxStep >= 1), 'maxStep', 'must be an integer >= 1 or Infinity');
   need(Number.isSafeInteger(c.decodeScaleDownCooldownIntervals) && c.decodeScaleDownCooldownIntervals >= 0, 'decodeScaleDownCooldownIntervals', 'must be an integer >= 0');
+  need(Number.isSafeInteger(c.queueTrendIntervals) && c.queueTrendIntervals >= 0 && c.queueTrendIntervals <= 1000, 'queueTrendIntervals', 'must be an integer in 0..1000');
   return c;
 }
 
@@ -53,6 +61,8 @@ export interface LoadRuleContext {
   readonly bounds: PoolBounds;
   /** True while this pool's scale-down is held after a recent scale-up. */
   readonly scaleDownHeld: boolean;
+  /** The pool's waiting requests per worker at the previous interval, when it was measured. */
+  readonly previousQueuePerWorker?: number;
 }
 
 /** The load-mode decision for one pool, or `undefined` when the observations do not mention it. */
@@ -82,7 +92,16 @@ export function decideLoadPool(pool: Pool, obs: Observations, ctx: LoadRuleConte
   const kv = pool === 'prefill' ? undefined : s.kvUsage;
   const queue = pool === 'decode' ? undefined : s.queuePerWorker;
   if (kv !== undefined && kv > rules.kvUsageUp) return constrain({ ...base, proposed: from + 1, reason: 'kv_usage_high' });
-  if (queue !== undefined && queue > rules.queueUp) return constrain({ ...base, proposed: from + 1, reason: 'queue_high' });
+  if (queue !== undefined && queue > rules.queueUp) {
+    const prev = ctx.previousQueuePerWorker;
+    if (rules.queueTrendIntervals > 0 && prev !== undefined && Number.isFinite(prev) && prev >= 0) {
+      // Draining fast enough that the queue is back under the threshold before a new worker would help.
+      const ahead = queue + (queue - prev) * rules.queueTrendIntervals;
+      inputs.queueAhead = Math.max(0, ahead);
+      if (ahead <= rules.queueUp) return constrain({ ...base, proposed: from, reason: 'queue_draining' });
+    }
+    return constrain({ ...base, proposed: from + 1, reason: 'queue_high' });
+  }
   const kvLow = kv === undefined || kv < rules.kvUsageDown;
   const queueLow = queue === undefined || queue < rules.queueDown;
   if (kvLow && queueLow && (kv !== undefined || queue !== undefined)) {

@@ -76,6 +76,19 @@ describe('decide: load mode', () => {
     expect(state.interval).toBe(6);
   });
 
+  it("carries each pool's queue to the next interval: a queue draining fast adds no prefill worker", () => {
+    const config = compilePlannerConfig({ mode: 'load' });
+    const prefill = (waiting: number): Observations => ({ intervalSec: 30, pools: { prefill: { replicas: 2, load: [sample('p', 0, waiting)] } }, requests: { requests: 5 } });
+    const first = decide(INITIAL_PLANNER_STATE, prefill(8), config);
+    expect(first.decisions[0]).toMatchObject({ to: 3, reason: 'queue_high' });
+    expect(first.nextState.lastQueuePerWorker).toEqual({ prefill: 8 });
+    // 8 → 4: four fewer per interval, under 0.5 well within 3 intervals
+    const second = decide(first.nextState, prefill(4), config);
+    expect(second.decisions[0]).toMatchObject({ to: 2, reason: 'queue_draining' });
+    // 4 → 5: growing again
+    expect(decide(second.nextState, prefill(5), config).decisions[0]).toMatchObject({ to: 3, reason: 'queue_high' });
+  });
+
   it('prefill has no cooldown; every pool present gets a decision, in pool order', () => {
     const config = compilePlannerConfig({ mode: 'load' });
     const obs: Observations = {

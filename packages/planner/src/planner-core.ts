@@ -109,6 +109,8 @@ export interface PlannerState {
   /** Interval index of each pool's last scale-up. */
   readonly lastScaleUp: Partial<Record<Pool, number>>;
   readonly predictors: Partial<Record<ForecastSeries, PredictorState>>;
+  /** Each pool's waiting requests per worker at the last interval that measured it (the queue trend). */
+  readonly lastQueuePerWorker?: Partial<Record<Pool, number>>;
 }
 
 export const INITIAL_PLANNER_STATE: PlannerState = { interval: 0, lastScaleUp: {}, predictors: {} };
@@ -208,10 +210,19 @@ export function decide(state: PlannerState, obs: Observations, config: PlannerCo
   }
   const held = Number.isFinite(obs.requests.heldRequests) && obs.requests.heldRequests! > 0 ? obs.requests.heldRequests! : 0;
   const lastScaleUp = { ...state.lastScaleUp };
+  const lastQueuePerWorker: Partial<Record<Pool, number>> = {};
   for (const pool of POOLS) {
     const p = obs.pools[pool];
     if (p === undefined) continue;
-    const ctx = { rules: config.loadRules, bounds: config.bounds[pool], scaleDownHeld: scaleDownHeld(state, pool, config) };
+    const queueNow = summarisePoolLoad(p.load).queuePerWorker;
+    if (queueNow !== undefined) lastQueuePerWorker[pool] = queueNow;
+    const previousQueuePerWorker = state.lastQueuePerWorker?.[pool];
+    const ctx = {
+      rules: config.loadRules,
+      bounds: config.bounds[pool],
+      scaleDownHeld: scaleDownHeld(state, pool, config),
+      ...(previousQueuePerWorker === undefined ? {} : { previousQueuePerWorker }),
+    };
     let decision: Decision | undefined;
     const sizing =
       predicted !== undefined && corr !== undefined && config.profile !== undefined && lengthsKnown(pool, predicted)
@@ -237,5 +248,5 @@ export function decide(state: PlannerState, obs: Observations, config: PlannerCo
     if (decision.direction === 'up') lastScaleUp[pool] = state.interval;
     decisions.push(decision);
   }
-  return { decisions, nextState: { interval: state.interval + 1, lastScaleUp, predictors }, ...(predicted === undefined ? {} : { predicted }) };
+  return { decisions, nextState: { interval: state.interval + 1, lastScaleUp, predictors, lastQueuePerWorker }, ...(predicted === undefined ? {} : { predicted }) };
 }
