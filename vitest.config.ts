@@ -9,24 +9,35 @@ import { configDefaults, defineConfig } from 'vitest/config';
 const nodeMajor = Number(process.versions.node.split('.')[0]);
 const openaiAlias = nodeMajor >= 22 ? [{ find: /^openai(\/.*)?$/, replacement: 'openai7$1' }] : [];
 
-// Three projects, so a 2-core machine runs the suite in about half the time without making timing
-// assertions flaky:
+// Four projects, so a 2-core machine runs the suite in about half the time without making timing
+// assertions flaky (scripts/run-tests.mjs runs them; `npx vitest run` runs them one file at a time):
+// - `unit`: every package's and app's own tests. They run in one process, without a fresh module
+//   graph per file (`isolate: false`): importing the workspace again for each of ~180 files cost
+//   about 2 of every 5 minutes they took. A unit test therefore restores whatever global it changes.
+// - `e2e`: the end-to-end suites under test/, one process per file.
 // - `waiting`: files that spend most of their time waiting on real servers going away and coming
-//   back (etcd and NATS outages, killed workers, lease expiry, slow clients). They use little CPU,
-//   so they run beside `main`, one file at a time.
-// - `main`: everything else, one file at a time, beside `waiting`.
+//   back, on leases, planner intervals and timeouts. They use little CPU, so they run beside `unit`
+//   and `e2e` (which run one after the other), one file at a time.
 // - `alone`: files whose assertions are about the machine's own responsiveness (health answering
 //   within a bound while the CPU is saturated, deep recursion limits, etcd keep-alives on a 2 s lease
-//   from a thread that must start and answer in time) run after both, with nothing beside them.
+//   from a thread that must start and answer in time) run after all the others, with nothing beside them.
 // A file belongs to exactly one project; `npx vitest run <path>` finds it wherever it is.
 const WAITING = [
   'test/cluster-etcd-outage.test.ts',
   'test/cluster-faults.test.ts',
   'test/cluster-kserve-faults.test.ts',
   'test/front-door-limits.test.ts',
+  'test/planner.test.ts',
+  'test/planner-cli.test.ts',
+  'test/cluster-scale-to-zero.test.ts',
+  'test/local-connector.test.ts',
+  'test/model-control.test.ts',
+  'test/cluster-routing-modes.test.ts',
 ];
 const ALONE = ['test/event-loop.test.ts', 'packages/kserve/src/http-codec.fuzz.test.ts', 'packages/runtime/src/etcd-discovery.test.ts'];
-const ALL = ['packages/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts', 'test/**/*.test.ts'];
+const UNIT = ['packages/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts'];
+const E2E = ['test/**/*.test.ts'];
+const elsewhere = [...configDefaults.exclude, ...WAITING, ...ALONE];
 
 export default defineConfig({
   resolve: { conditions: ['source'], alias: openaiAlias },
@@ -36,7 +47,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     projects: [
-      { extends: true, test: { name: 'main', include: ALL, exclude: [...configDefaults.exclude, ...WAITING, ...ALONE], maxWorkers: 1, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'unit', include: UNIT, exclude: elsewhere, isolate: false, maxWorkers: 1, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'e2e', include: E2E, exclude: elsewhere, maxWorkers: 1, sequence: { groupOrder: 0 } } },
       { extends: true, test: { name: 'waiting', include: WAITING, maxWorkers: 1, sequence: { groupOrder: 0 } } },
       { extends: true, test: { name: 'alone', include: ALONE, maxWorkers: 1, sequence: { groupOrder: 1 } } },
     ],

@@ -4,11 +4,12 @@
 //   node scripts/run-tests.mjs                      # every test (what `npm test` runs after its build)
 //   node scripts/run-tests.mjs packages/ apps/      # vitest file filters, passed to every track
 //
-// vitest.config.ts splits the files into three projects. `main` (CPU-bound) and `waiting` (mostly
-// waiting on real servers going away and coming back) run at the same time, each one file at a time,
-// in two vitest processes: one vitest run can only cap the files it runs at once across all projects,
-// and two CPU-bound files side by side on a 2-core machine make timing assertions flaky. `alone`
-// runs after both. `npx vitest run` still runs everything, one file at a time.
+// vitest.config.ts splits the files into four projects. `unit` then `e2e` (CPU-bound) in one track and
+// `waiting` (mostly waiting on real servers going away and coming back) in the other run at the same
+// time, each one file at a time, in two vitest processes: one vitest run can only cap the files it
+// runs at once across all its projects, and two CPU-bound files side by side on a 2-core machine make
+// timing assertions flaky. `alone` runs after both. `npx vitest run` still runs everything, one file
+// at a time.
 //
 // The `waiting` track's lines are prefixed with `[waiting]`. Exit status: 0 when every track passed,
 // 1 otherwise (also when the filters matched no file in any track).
@@ -21,8 +22,8 @@ const vitest = join(dirname(require.resolve('vitest/package.json')), 'vitest.mjs
 const filters = process.argv.slice(2);
 
 /** Runs one project; resolves with its exit code and whether it found any test file. */
-function track(project, prefix) {
-  const args = [vitest, 'run', `--project=${project}`, '--passWithNoTests', ...filters];
+function track(projects, prefix) {
+  const args = [vitest, 'run', ...projects.map((p) => `--project=${p}`), '--passWithNoTests', ...filters];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let found = true;
   const relay = (from, to) => {
@@ -44,13 +45,13 @@ function track(project, prefix) {
   relay(child.stdout, process.stdout);
   relay(child.stderr, process.stderr);
   return new Promise((resolve) => {
-    child.on('close', (code, signal) => resolve({ project, code: code ?? (signal ? 1 : 0), found }));
+    child.on('close', (code, signal) => resolve({ project: projects.join('+'), code: code ?? (signal ? 1 : 0), found }));
   });
 }
 
 const started = Date.now();
-const results = await Promise.all([track('main', ''), track('waiting', '[waiting]')]);
-results.push(await track('alone', ''));
+const results = await Promise.all([track(['unit', 'e2e'], ''), track(['waiting'], '[waiting]')]);
+results.push(await track(['alone'], ''));
 const failed = results.filter((r) => r.code !== 0).map((r) => r.project);
 const seconds = Math.round((Date.now() - started) / 1000);
 if (!results.some((r) => r.found) && filters.length > 0) {
