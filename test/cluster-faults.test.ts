@@ -181,10 +181,14 @@ describe('cluster faults', () => {
     expect(routingDecisions(await metrics(), leavingId)).toBeGreaterThan(routingDecisions(m0, leavingId));
     const exit = await leaving.stop('SIGTERM');
     expect(exit.code).toBe(0);
-    // a draining worker is not dead: its streams finished there, nothing was aborted or migrated
+    // a draining worker is not dead: its streams finished there, nothing was aborted or migrated. (A
+    // new request the router sent in the instant between the worker leaving discovery and the router
+    // seeing it go is refused by the draining worker and started on the other one: a `new_request`
+    // migration, invisible to the client, which `failed` below counts.)
     for (const r of await Promise.all(long)) expect(r.usage).toMatchObject({ completion_tokens: 200 });
     const m1 = await metrics();
-    expect(total(m1, 'switchyard_router_migrations_total')).toBe(total(m0, 'switchyard_router_migrations_total'));
+    const ongoing = 'type="ongoing_request"';
+    expect(total(m1, 'switchyard_router_migrations_total', ongoing)).toBe(total(m0, 'switchyard_router_migrations_total', ongoing));
     expect(total(m1, 'switchyard_router_instance_removal_aborts_total')).toBe(total(m0, 'switchyard_router_instance_removal_aborts_total'));
     expect(cluster.router.logs().some((l) => l.instance === leavingId && l.health === 'draining')).toBe(true);
     cluster.workers.splice(cluster.workers.indexOf(leaving), 1);
