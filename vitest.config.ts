@@ -33,6 +33,8 @@ const WAITING = [
   'test/local-connector.test.ts',
   'test/model-control.test.ts',
   'test/cluster-routing-modes.test.ts',
+  'packages/runtime/src/etcd-leader-election.test.ts',
+  'packages/runtime/src/leader-election-contract.test.ts',
 ];
 const ALONE = ['test/event-loop.test.ts', 'packages/kserve/src/http-codec.fuzz.test.ts', 'packages/runtime/src/etcd-discovery.test.ts'];
 const UNIT = ['packages/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts'];
