@@ -11,7 +11,8 @@
 // half the period; period and duration one day (quick: 4 hours). Input log-normal mean 1,024 tokens
 // (σ 0.4), output mean 128 (σ 0.4), 8 shared prefixes of 8 blocks. Seeded.
 // SLOs: TTFT ≤ 500 ms and mean ITL ≤ 50 ms per request (Dynamo's planner defaults); the planner
-// sizes for p90. Planner: adjustment interval 60 s, a new replica serves 30 s after the decision,
+// sizes for p90 (its default) and, in a second sla run, for p95. Planner: adjustment interval 60 s,
+// a new replica serves 30 s after the decision,
 // bounds 1..12. sla mode's profile is measured from the same mocker by simulated profiling.
 // Static provisioning: the fewest replicas that keep ≥ 95% of requests within the SLOs at a constant
 // peak rate (static peak) and at the constant mean rate (static mean), found by simulating 30 min
@@ -20,11 +21,13 @@
 //
 // What it shows (full run, 189,959 requests per run): static peak needs 7 replicas (99.1% within SLO,
 // 604,815 worker-seconds); static mean 5 (72.8%, 0.71× the worker-seconds: the afternoon peak queues).
-// sla mode: 94.8% within SLO (just under the goal; nearly all misses are TTFT: 95.0% of requests meet
-// TTFT, 99.8% ITL) with 0.61× static peak's worker-seconds (39% saved; 1.57× its goodput per
-// worker-hour), 4.26 replicas on average, 8 at most (one above static peak). load mode (Dynamo's thresholds): 42.9% saved but 85.3% within SLO — it adds a
-// replica only once queues have formed, one per interval, 30 s before it serves. Quick run (4 h):
-// sla 95.6% / 39% saved, load 86.7% / 43% saved. Each day-long run costs ~100 s of CPU.
+// sla mode sized at its default p90: 94.8% within SLO (just under the goal; nearly all misses are TTFT)
+// with 0.61× static peak's worker-seconds (39% saved; 1.57× its goodput per worker-hour). Sized at p95,
+// the percentile the goal is stated at: 97.1% within SLO with 0.66× the worker-seconds (34% saved),
+// 4.6 replicas on average, 9 at most. load mode (Dynamo's thresholds and trend check): 45% saved but
+// 84.4% within SLO — it adds a replica only once queues have formed, one per interval, 30 s before it
+// serves. Quick run (4 h): sla 95.6% / 39% saved, sla at p95 97.1% / 34%, load 84.1% / 45% saved.
+// Each day-long run costs ~100 s of CPU.
 //   node bench/planner.mjs [--quick]      (after `npm run build`)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -96,6 +99,8 @@ export async function measurePlanner({ quick = false } = {}) {
   runs.push(await timed(`static mean (${meanN})`, () => simulate(workload(shape, period), { ...common, initialReplicas: meanN })));
   runs.push(await timed('planner load', () => simulate(workload(shape, period), { ...common, planner: { mode: 'load', defaultBounds: BOUNDS, sla: SLO } })));
   runs.push(await timed('planner sla', () => simulate(workload(shape, period), { ...common, planner: { mode: 'sla', defaultBounds: BOUNDS, sla: SLO, profile } })));
+  // The goal is stated for 95% of requests: the same planner sized at that percentile.
+  runs.push(await timed('planner sla-p95', () => simulate(workload(shape, period), { ...common, planner: { mode: 'sla', defaultBounds: BOUNDS, sla: { ...SLO, percentile: 95 }, profile } })));
 
   const peakWs = runs[0].result.workerSeconds;
   const pct = (x) => `${(100 * x).toFixed(2)}%`;
