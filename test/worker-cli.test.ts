@@ -26,6 +26,17 @@ describe('switchyard worker command', () => {
     expect(r.stderr).toContain("unknown flag '--no-such-flag'");
   });
 
+  it('the same model repository given twice serves its models once, as tritonserver does', async () => {
+    const root = 'test/fixtures/model_repository';
+    const worker = await startWorkerProcess({ modelRepositories: [root, root, `./${root}/`], args: ['--model-control-mode=explicit', '--load-model=simple'] });
+    try {
+      expect((await get(worker.httpUrl + '/v2/models/simple/ready')).status).toBe(200);
+      expect((await post(worker.httpUrl + '/v2/models/simple/infer', simpleBody)).status).toBe(200);
+    } finally {
+      await worker.stop();
+    }
+  });
+
   it('metrics reflect traffic with Triton names and labels', async () => {
     const worker = await startWorkerProcess({ modelRepositories: ['test/fixtures/model_repository'], args: ['--model-control-mode=explicit', '--load-model=simple'] });
     try {

@@ -31,6 +31,11 @@ describe('parseWorkerArgs', () => {
     expect(o.httpPort).toBe(9000);
   });
 
+  it('a model repository given twice is one repository (as tritonserver keeps its paths in a set)', () => {
+    const o = parseWorkerArgs(['--model-repository=/a', '--model-repository=/b', '--model-repository=/a', '--model-store=/a/', '--model-repository=/b/../a']);
+    expect(o.modelRepositories).toEqual(['/a', '/b']);
+  });
+
   it('parses booleans as tritonserver does: =true, bare, and a following literal', () => {
     expect(parseWorkerArgs(['--model-repository=/m', '--allow-client-shm=true']).allowClientShm).toBe(true);
     expect(parseWorkerArgs(['--model-repository=/m', '--allow-client-shm']).allowClientShm).toBe(true);

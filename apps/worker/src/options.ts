@@ -6,6 +6,7 @@
  */
 import { ACCESS_FLAGS, DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, accessFlagDefaults, accessPolicy, flagHelpLines, parseFlags, type AccessFlagOptions, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
 import { isIP } from 'node:net';
+import { resolve } from 'node:path';
 import type { WorkerRole } from '@switchyard/cluster';
 import { NAME_PATTERN } from '@switchyard/runtime';
 
@@ -111,7 +112,7 @@ export const DEFAULTS: Omit<
 };
 
 const FLAGS: FlagTable<WorkerOptions> = {
-  'model-repository': { kind: 'strings', key: 'modelRepositories', help: 'Model repository root; repeat for several roots (required).' },
+  'model-repository': { kind: 'strings', key: 'modelRepositories', help: 'Model repository root; repeat for several roots (a root given twice counts once) (required).' },
   'model-store': { kind: 'strings', key: 'modelRepositories', help: 'Alias of --model-repository.' },
   'http-port': { kind: 'int', key: 'httpPort', min: 0, help: `HTTP/REST port (default ${DEFAULTS.httpPort}; 0 picks a free port).` },
   'grpc-port': { kind: 'int', key: 'grpcPort', min: 0, help: `gRPC port (default ${DEFAULTS.grpcPort}).` },
@@ -176,6 +177,11 @@ export function parseWorkerArgs(argv: readonly string[]): WorkerOptions {
 function validate(o: WorkerOptions): WorkerOptions {
   if (o.help) return o;
   if (o.modelRepositories.length === 0) throw new UsageError('--model-repository is required');
+  // tritonserver keeps its repository paths in a set: a root given twice is one root, not every
+  // model twice ("not unique"). Same folder by its resolved path; the first spelling is kept.
+  const roots = new Map<string, string>();
+  for (const root of o.modelRepositories) if (!roots.has(resolve(root))) roots.set(resolve(root), root);
+  o.modelRepositories = [...roots.values()];
   // the flag table's bounds are inclusive; a bandwidth of 0 would make every transfer infinitely long
   if (!(o.kvTransferGbps > 0)) throw new UsageError(`flag '--kv-transfer-gbps' must be a number > 0, got '${o.kvTransferGbps}'`);
   if (o.startupModels.length > 0 && o.controlMode !== 'explicit') {
