@@ -19,6 +19,7 @@ import type { Logger } from '@switchyard/common';
 import type { EventPlane } from '@switchyard/runtime';
 import { FigureHistogram, ITL_MS_BOUNDS, TOKEN_BOUNDS, TTFT_MS_BOUNDS } from '../figure-histogram.js';
 import type { WireRequestFigures } from '../protocols.js';
+import { PeriodicRounds } from '../periodic-rounds.js';
 
 export const DEFAULT_REQUEST_FIGURES_INTERVAL_MS = 1000;
 
@@ -96,8 +97,7 @@ export interface RequestFiguresPublisherOptions {
 }
 
 export class RequestFiguresPublisher {
-  private timer: NodeJS.Timeout | undefined;
-  private ticking: Promise<void> | undefined;
+  private readonly rounds: PeriodicRounds;
   private periodStart: number;
   /** Models with held requests at the last publish: asked again even when the registry forgot them. */
   private heldBefore = new Set<string>();
@@ -107,30 +107,23 @@ export class RequestFiguresPublisher {
   constructor(private readonly options: RequestFiguresPublisherOptions) {
     this.intervalMs = options.intervalMs ?? DEFAULT_REQUEST_FIGURES_INTERVAL_MS;
     if (!Number.isFinite(this.intervalMs) || this.intervalMs <= 0) throw new RangeError(`request figures interval must be > 0 ms, got ${this.intervalMs}`);
+    this.rounds = new PeriodicRounds(this.intervalMs, () => this.round());
     this.now = options.now ?? Date.now;
     this.periodStart = this.now();
   }
 
   start(): void {
-    if (this.timer !== undefined) return;
-    this.timer = setInterval(() => void this.tick(), this.intervalMs);
-    this.timer.unref();
+    this.rounds.start();
   }
 
   /** Stops the timer and publishes the last (partial) period. */
-  async stop(): Promise<void> {
-    if (this.timer !== undefined) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.ticking;
-    await this.tick();
+  stop(): Promise<void> {
+    return this.rounds.stop();
   }
 
   /** One period (the timer calls it; tests may too). Rounds never overlap: a call during a round returns that round. */
   tick(): Promise<void> {
-    // a round still running (a publish waiting out an outage) absorbs the timer's calls meanwhile
-    if (this.ticking !== undefined) return this.ticking;
-    this.ticking = this.round().finally(() => (this.ticking = undefined));
-    return this.ticking;
+    return this.rounds.tick();
   }
 
   private held(model: string): number {

@@ -16,6 +16,7 @@ import type { Logger } from '@switchyard/common';
 import type { ForwardPassFigures, LlmEndpoint } from '@switchyard/llm';
 import type { EventPlane, InstanceId } from '@switchyard/runtime';
 import type { WireForwardPass, WireForwardPassStep } from '../protocols.js';
+import { PeriodicRounds } from '../periodic-rounds.js';
 
 export const DEFAULT_FORWARD_PASS_INTERVAL_MS = 1000;
 /** Step samples per batch: enough to regress step time on tokens, ~5 KB of JSON. */
@@ -46,8 +47,7 @@ interface Batch {
 export class ForwardPassPublisher {
   private readonly batches = new Map<string, Batch>();
   private readonly attachedModels = new Map<string, number>();
-  private timer: NodeJS.Timeout | undefined;
-  private ticking: Promise<void> | undefined;
+  private readonly rounds: PeriodicRounds;
   private readonly intervalMs: number;
   private readonly maxSteps: number;
   private readonly now: () => number;
@@ -58,6 +58,7 @@ export class ForwardPassPublisher {
   constructor(private readonly options: ForwardPassPublisherOptions) {
     this.intervalMs = options.intervalMs ?? DEFAULT_FORWARD_PASS_INTERVAL_MS;
     if (!Number.isFinite(this.intervalMs) || this.intervalMs <= 0) throw new RangeError(`forward-pass interval must be > 0 ms, got ${this.intervalMs}`);
+    this.rounds = new PeriodicRounds(this.intervalMs, () => this.round());
     this.maxSteps = options.maxSteps ?? FORWARD_PASS_MAX_STEPS;
     if (!Number.isSafeInteger(this.maxSteps) || this.maxSteps < 1) throw new RangeError(`forward-pass maxSteps must be an integer >= 1, got ${this.maxSteps}`);
     this.now = options.now ?? Date.now;
@@ -101,25 +102,17 @@ export class ForwardPassPublisher {
 
   /** Publish every interval from now on. */
   start(): void {
-    if (this.timer !== undefined) return;
-    this.timer = setInterval(() => void this.tick(), this.intervalMs);
-    this.timer.unref();
+    this.rounds.start();
   }
 
   /** Stops the timer and publishes what is batched. */
-  async stop(): Promise<void> {
-    if (this.timer !== undefined) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.ticking;
-    await this.tick();
+  stop(): Promise<void> {
+    return this.rounds.stop();
   }
 
   /** Publishes each model's batch (the timer calls it; tests may too). Rounds never overlap: a call during a round returns that round. */
   tick(): Promise<void> {
-    // a round still running (a publish waiting out an outage) absorbs the timer's calls meanwhile
-    if (this.ticking !== undefined) return this.ticking;
-    this.ticking = this.round().finally(() => (this.ticking = undefined));
-    return this.ticking;
+    return this.rounds.tick();
   }
 
   private async round(): Promise<void> {
