@@ -21,6 +21,11 @@ const require = createRequire(import.meta.url);
 const vitest = join(dirname(require.resolve('vitest/package.json')), 'vitest.mjs');
 const filters = process.argv.slice(2);
 
+// Every failed test's `FAIL …` line, printed again at the very end: a long run's log is often read
+// from its tail only.
+const failures = new Set();
+const ansi = /\u001b\[[0-9;]*m/g;
+
 /** Runs one project; resolves with its exit code and whether it found any test file. */
 function track(projects, prefix) {
   const args = [vitest, 'run', ...projects.map((p) => `--project=${p}`), '--passWithNoTests', ...filters];
@@ -35,6 +40,8 @@ function track(projects, prefix) {
       pending = lines.pop();
       for (const line of lines) {
         if (line.includes('No test files found')) found = false;
+        const plain = line.replace(ansi, '');
+        if (/^\s*FAIL\s/.test(plain)) failures.add(`${prefix ? `${prefix} ` : ''}${plain.trim()}`);
         to.write(prefix ? `${prefix} ${line}\n` : `${line}\n`);
       }
     });
@@ -58,5 +65,6 @@ if (!results.some((r) => r.found) && filters.length > 0) {
   process.stderr.write(`tests: no test file matches ${filters.join(' ')}\n`);
   process.exit(1);
 }
+for (const f of failures) process.stderr.write(`tests: ${f}\n`);
 process.stderr.write(`tests: ${failed.length === 0 ? 'all tracks passed' : `failed: ${failed.join(', ')}`} in ${seconds} s\n`);
 process.exit(failed.length === 0 ? 0 : 1);

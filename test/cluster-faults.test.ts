@@ -158,8 +158,16 @@ describe('cluster faults', () => {
     let stop = false;
     let failed = 0;
     let done = 0;
+    // paused while the long streams are placed, so that a routing decision for the leaving worker is
+    // one of theirs and not a short request that may be over before the drain starts
+    let paused: Promise<void> | undefined;
+    let pausedAt: (() => void) | undefined;
     const traffic = (async () => {
       for (let round = 0; !stop; round++) {
+        if (paused !== undefined) {
+          pausedAt?.();
+          await paused;
+        }
         failed += await burst(4, `traffic-${round}`);
         done += 4;
       }
@@ -170,6 +178,10 @@ describe('cluster faults', () => {
     const joinedId = await cluster.instanceIdOf(joined);
     await waitFor(async () => routingDecisions(await metrics(), joinedId) > 0, { timeoutMs: 20_000, message: 'the new worker got no traffic' });
     // long streams in flight, at least one of them on the worker that is about to drain
+    let resume!: () => void;
+    const idle = new Promise<void>((r) => (pausedAt = r));
+    paused = new Promise<void>((r) => (resume = r));
+    await idle;
     const m0 = await metrics();
     const long: Promise<Streamed>[] = [];
     for (let i = 0; i < 8 && routingDecisions(await metrics(), leavingId) === routingDecisions(m0, leavingId); i++) {
@@ -179,6 +191,8 @@ describe('cluster faults', () => {
       await started;
     }
     expect(routingDecisions(await metrics(), leavingId)).toBeGreaterThan(routingDecisions(m0, leavingId));
+    paused = undefined;
+    resume();
     const exit = await leaving.stop('SIGTERM');
     expect(exit.code).toBe(0);
     // a draining worker is not dead: its streams finished there, nothing was aborted or migrated. (A
