@@ -73,3 +73,8 @@ export function toSwitchyardError(e: unknown): SwitchyardError {
   if (e instanceof Error) return new SwitchyardError('internal', e.message, { cause: e });
   return new SwitchyardError('internal', String(e));
 }
+
+/** The message of anything thrown: an Error's `message`, anything else as a string. */
+export function errorMessage(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}

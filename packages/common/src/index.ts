@@ -5,6 +5,7 @@ export {
   cancelled,
   capacityExhausted,
   deadlineExceeded,
+  errorMessage,
   internal,
   invalidArgument,
   isSwitchyardError,

@@ -31,7 +31,7 @@
  * state and KV event streams of the instance stay valid across a new lease. There is no duplicate-
  * registration race: a new lease is granted only after etcd said the old one (with its keys) is gone.
  */
-import { SwitchyardError, alreadyExists, invalidArgument, silentLogger, unavailable, type Logger } from '@switchyard/common';
+import { SwitchyardError, alreadyExists, errorMessage, invalidArgument, silentLogger, unavailable, type Logger } from '@switchyard/common';
 import { EtcdLeaseInvalidError, type Etcd3, type IKeyValue, type Lease, type Namespace as EtcdNamespace, type Watcher } from 'etcd3';
 import {
   type InstanceAddress,
@@ -42,8 +42,8 @@ import {
   modelKey,
 } from './addressing.js';
 import { AsyncChannel } from './async-channel.js';
-import { DEFAULT_LEASE_TTL_MS, type Discovery, type LeaseLostListener, type LeaseRestoredListener, type WatchEvent } from './discovery.js';
-import { createEtcdClient } from './etcd-client.js';
+import { type Discovery, type LeaseLostListener, type LeaseRestoredListener, type WatchEvent } from './discovery.js';
+import { connectKeptLease, grantLease } from './kept-lease.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import type { LeaseState } from './memory-discovery.js';
 import type { InstanceInfo, ModelCard } from './protocols.js';
@@ -118,40 +118,11 @@ export class EtcdDiscovery implements Discovery {
    * first keep-alive is acknowledged. Fails `unavailable` if etcd is unreachable.
    */
   static async connect(options: EtcdDiscoveryOptions): Promise<EtcdDiscovery> {
-    const ttl = options.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_MS / 1000;
-    if (!Number.isInteger(ttl) || ttl < 1) throw invalidArgument(`leaseTtlSeconds must be an integer >= 1, got ${ttl}`);
-    const hosts = typeof options.url === 'string' ? options.url.split(',').map((s) => s.trim()) : [...options.url];
-    if (hosts.length === 0 || hosts.some((h) => h.length === 0)) throw invalidArgument(`invalid etcd url '${String(options.url)}'`);
     const logger = (options.logger ?? silentLogger).child({ component: 'etcd-discovery' });
-    const dialTimeoutMs = options.dialTimeoutMs ?? 5000;
-    const client = createEtcdClient(hosts, dialTimeoutMs);
-    const kv = options.namespace ? client.namespace(options.namespace) : client;
-    // The thread boots (loads etcd3, dials) while the lease is granted.
-    const keeper = LeaseKeeper.spawn({ hosts, dialTimeoutMs, ttlSeconds: ttl });
-    const grantedAt = Date.now();
-    // No etcd3 keep-alive: the keeper thread does it. Without it the Lease emits 'lost' only for a
-    // failed grant, which grant() reports here as well.
-    const lease = kv.lease(ttl, { autoKeepAlive: false });
-    let leaseId: string;
-    try {
-      leaseId = await lease.grant();
-    } catch (err) {
-      await keeper.stop();
-      client.close();
-      throw unavailable(`etcd lease grant failed at ${hosts.join(',')}: ${errorMessage(err)}`);
-    }
+    const { client, kv, lease, leaseId, keeper, ttlSeconds, keeperData } = await connectKeptLease({ ...options, ...(options.namespace ? { keyPrefix: options.namespace } : {}) });
     const id = instanceIdFromLease(BigInt(leaseId));
-    keeper.start(leaseId, grantedAt);
-    try {
-      await keeper.firstAck(ttl * 1000);
-    } catch (err) {
-      await keeper.stop();
-      await lease.revoke().catch(() => {});
-      client.close();
-      throw unavailable(`etcd lease ${id}: keep-alive thread failed: ${errorMessage(err)}`);
-    }
-    logger.info({ instanceId: id, ttl }, 'etcd lease granted, kept alive by its own thread');
-    return new EtcdDiscovery(client, kv, lease, leaseId, keeper, id, ttl, { hosts, dialTimeoutMs }, logger);
+    logger.info({ instanceId: id, ttl: ttlSeconds }, 'etcd lease granted, kept alive by its own thread');
+    return new EtcdDiscovery(client, kv, lease, leaseId, keeper, id, ttlSeconds, keeperData, logger);
   }
 
   get state(): LeaseState {
@@ -514,9 +485,7 @@ export class EtcdDiscovery implements Discovery {
 
   /** Grant a lease to replace the gone one and have the keeper acknowledge it. Throws on failure. */
   private async grantNewLease(): Promise<void> {
-    const lease = this.kv.lease(this.ttl, { autoKeepAlive: false });
-    const grantedAt = Date.now();
-    const leaseId = await lease.grant();
+    const { lease, leaseId, grantedAt } = await grantLease(this.kv, this.ttl);
     if ((this.leaseState as LeaseState) === 'closed') {
       await lease.revoke().catch(() => {});
       return;
@@ -560,8 +529,4 @@ function parseValue(kv: IKeyValue): { ok: true; value: unknown } | { ok: false }
   } catch {
     return { ok: false };
   }
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

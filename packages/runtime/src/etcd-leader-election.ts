@@ -29,11 +29,10 @@
  * takes over at once; bounded by REVOKE_TIMEOUT_MS, after which the key goes with the TTL) and
  * closes the connection.
  */
-import { invalidArgument, silentLogger, unavailable, type Logger } from '@switchyard/common';
+import { errorMessage, invalidArgument, silentLogger, type Logger } from '@switchyard/common';
 import { EtcdLeaseInvalidError, type Etcd3, type IKeyValue, type Lease, type Namespace as EtcdNamespace, type Watcher } from 'etcd3';
 import { electionKey, namespace } from './addressing.js';
-import { DEFAULT_LEASE_TTL_MS } from './discovery.js';
-import { createEtcdClient } from './etcd-client.js';
+import { connectKeptLease, grantLease, leaseTtlSeconds } from './kept-lease.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { MAX_CANDIDATE_ID_LENGTH, decodeElectionValue, notifyLeadership, type LeaderElection, type LeadershipListener } from './leader-election.js';
 
@@ -102,38 +101,13 @@ export class EtcdLeaderElection implements LeaderElection {
    * unreachable, `invalid_argument` on bad options.
    */
   static async connect(options: EtcdLeaderElectionOptions): Promise<EtcdLeaderElection> {
-    const ttl = options.leaseTtlSeconds ?? DEFAULT_LEASE_TTL_MS / 1000;
-    if (!Number.isInteger(ttl) || ttl < 1) throw invalidArgument(`leaseTtlSeconds must be an integer >= 1, got ${ttl}`);
+    leaseTtlSeconds(options);
     const id = options.candidateId;
     if (typeof id !== 'string' || id.length === 0 || id.length > MAX_CANDIDATE_ID_LENGTH) throw invalidArgument(`candidate id must be 1-${MAX_CANDIDATE_ID_LENGTH} characters`);
     const key = electionKey(namespace(options.namespace), options.name);
-    const hosts = typeof options.url === 'string' ? options.url.split(',').map((s) => s.trim()) : [...options.url];
-    if (hosts.length === 0 || hosts.some((h) => h.length === 0)) throw invalidArgument(`invalid etcd url '${String(options.url)}'`);
     const logger = (options.logger ?? silentLogger).child({ component: 'leader-election', election: options.name });
-    const dialTimeoutMs = options.dialTimeoutMs ?? 5000;
-    const client = createEtcdClient(hosts, dialTimeoutMs);
-    const kv = options.keyPrefix ? client.namespace(options.keyPrefix) : client;
-    const keeper = LeaseKeeper.spawn({ hosts, dialTimeoutMs, ttlSeconds: ttl });
-    const grantedAt = Date.now();
-    const lease = kv.lease(ttl, { autoKeepAlive: false });
-    let leaseId: string;
-    try {
-      leaseId = await lease.grant();
-    } catch (err) {
-      await keeper.stop();
-      client.close();
-      throw unavailable(`etcd lease grant failed at ${hosts.join(',')}: ${errorMessage(err)}`);
-    }
-    keeper.start(leaseId, grantedAt);
-    try {
-      await keeper.firstAck(ttl * 1000);
-    } catch (err) {
-      await keeper.stop();
-      await lease.revoke().catch(() => {});
-      client.close();
-      throw unavailable(`etcd lease ${leaseId}: keep-alive thread failed: ${errorMessage(err)}`);
-    }
-    const e = new EtcdLeaderElection(client, kv, key, id, lease, leaseId, keeper, ttl, { hosts, dialTimeoutMs }, logger);
+    const { client, kv, lease, leaseId, keeper, ttlSeconds, keeperData } = await connectKeptLease(options);
+    const e = new EtcdLeaderElection(client, kv, key, id, lease, leaseId, keeper, ttlSeconds, keeperData, logger);
     e.kick();
     await e.running;
     return e;
@@ -345,9 +319,7 @@ export class EtcdLeaderElection implements LeaderElection {
 
   /** Replace a gone lease (its key went with it) and have the keeper acknowledge it. Throws on failure. */
   private async grantNewLease(): Promise<void> {
-    const lease = this.kv.lease(this.ttl, { autoKeepAlive: false });
-    const grantedAt = Date.now();
-    const leaseId = await lease.grant();
+    const { lease, leaseId, grantedAt } = await grantLease(this.kv, this.ttl);
     if (this.state === 'closed') {
       await lease.revoke().catch(() => {});
       return;
@@ -374,8 +346,4 @@ function holderOf(kv: IKeyValue): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
