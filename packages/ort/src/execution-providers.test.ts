@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { CUDA_PROVIDER_INSTALL, cudaProviderStatus, ortBindingDir } from './execution-providers.js';
+import { cudaProviderInstall, cudaProviderStatus, ortBindingDir, ortInstallScript } from './execution-providers.js';
+import { existsSync } from 'node:fs';
+
+const CUDA_PROVIDER_INSTALL = cudaProviderInstall();
 
 describe('cudaProviderStatus', () => {
+  it('names the installer that exists in this install', () => {
+    expect(existsSync(ortInstallScript())).toBe(true);
+    expect(CUDA_PROVIDER_INSTALL).toBe(`run 'node ${ortInstallScript()} --onnxruntime-node-install=cuda12' (it downloads the CUDA 12 provider libraries) on a host with the NVIDIA driver, CUDA 12 and cuDNN 9`);
+  });
+
   it('reads the real install: onnxruntime-node lists cuda, and says what is missing when its libraries are', () => {
     const status = cudaProviderStatus();
     if (status.available) {

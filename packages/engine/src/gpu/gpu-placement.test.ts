@@ -113,7 +113,7 @@ describe('instance groups on a host with GPUs', () => {
       expect(s['auto']).toBe('READY');
       expect(s['plain']).toBe('READY');
       expect(s['gpu']).toMatch(
-        /^UNAVAILABLE: instance group gpu_0 of model gpu has kind KIND_GPU but no GPUs are available \(the onnxruntime backend cannot use this host's GPUs: onnxruntime-node's CUDA execution provider is not installed \(.*libonnxruntime_providers_cuda\.so.* missing from .*\): npm install onnxruntime-node --onnxruntime-node-install=cuda12/,
+        /^UNAVAILABLE: instance group gpu_0 of model gpu has kind KIND_GPU but no GPUs are available \(the onnxruntime backend cannot use this host's GPUs: onnxruntime-node's CUDA execution provider is not installed \(.*libonnxruntime_providers_cuda\.so.* missing from .*\): run 'node .*onnxruntime-node\/script\/install\.js --onnxruntime-node-install=cuda12'/,
       );
       expect(await identity(engine, 'auto')).toEqual([1, 2, 3, 4]);
       // The JavaScript backend gives its model the device, as Triton's Python backend does.

@@ -49,8 +49,8 @@ export interface GpuProbe {
 
 /** What to install to get GPU instances, said after Triton's refusal. */
 export const GPU_INSTALL_HINT =
-  'KIND_GPU instances need an NVIDIA GPU with its driver (nvidia-smi), and for onnxruntime models the CUDA 12 and cuDNN 9 libraries with ' +
-  "onnxruntime-node's CUDA execution provider (npm install onnxruntime-node --onnxruntime-node-install=cuda12); use KIND_CPU or KIND_AUTO to run on CPU";
+  'KIND_GPU instances need an NVIDIA GPU with its driver (nvidia-smi), and for onnxruntime and llm models the CUDA 12 and cuDNN 9 libraries with ' +
+  "onnxruntime-node's CUDA execution provider (node node_modules/onnxruntime-node/script/install.js --onnxruntime-node-install=cuda12); use KIND_CPU or KIND_AUTO to run on CPU";
 
 export interface GpuPlacement {
   /** CUDA ordinals instances may be placed on (Triton's `GetSupportedGPUs`). */
