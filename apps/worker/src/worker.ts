@@ -131,7 +131,8 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   // where instance groups go, and the nv_gpu_* figures.
   const gpus = new NvidiaSmiProbe({ visibleDevices: readWorkerEnvironment().cudaVisibleDevices });
   const inventory = await gpus.inventory();
-  if (inventory.devices.length > 0) logger.info({ gpus: inventory.devices }, 'GPUs found');
+  // The first sample is the zero of nv_energy_consumption ("since the server started").
+  if (inventory.devices.length > 0) logger.info({ gpus: inventory.devices, figures: await gpus.sample() }, 'GPUs found');
   else logger.info({ reason: inventory.absence }, 'no GPU: KIND_AUTO instance groups run on the CPU, KIND_GPU ones are refused');
   const engine = await createEngine({
     gpus,

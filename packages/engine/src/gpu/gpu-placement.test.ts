@@ -7,6 +7,7 @@ import { deserializeBytesElements } from '@switchyard/kserve';
 import { buildIdentityModel } from '@switchyard/onnx-builder';
 import { createEngine, type Engine } from '../engine.js';
 import { OnnxRuntimeBackend } from '../onnxruntime/onnxruntime-backend.js';
+import { LlmBackend } from '../llm/llm-backend.js';
 import { createRepository, float32s, request, tensor, type RepositoryFixture } from '../test-support/repository-fixture.js';
 import { GPU_INSTALL_HINT, type GpuDevice } from './gpu-probe.js';
 import { MemoryGpuProbe } from './memory-gpu-probe.js';
@@ -134,5 +135,17 @@ describe('instance groups on a host with GPUs', () => {
       expect(s['auto']).toMatch(/\(GPU 0: the CUDA execution provider needs/);
       expect(s['plain']).toMatch(/\(GPU 0: the CUDA execution provider needs/);
     });
+  });
+});
+
+describe('which backends can use GPUs', () => {
+  const missing = () => ({ available: false as const, reason: 'no provider here' });
+  const present = () => ({ available: true as const, libraryDir: '/ort' });
+  it('onnxruntime and llm need the CUDA provider; the mocker computes nothing and runs anywhere', () => {
+    expect(new OnnxRuntimeBackend({ cudaStatus: missing }).gpuSupport()).toEqual({ usable: false, reason: 'no provider here' });
+    expect(new OnnxRuntimeBackend({ cudaStatus: present }).gpuSupport()).toEqual({ usable: true });
+    expect(new LlmBackend('llm', undefined, undefined, missing).gpuSupport()).toEqual({ usable: false, reason: 'no provider here' });
+    expect(new LlmBackend('llm', undefined, undefined, present).gpuSupport()).toEqual({ usable: true });
+    expect(new LlmBackend('mocker', undefined, undefined, missing).gpuSupport()).toEqual({ usable: true });
   });
 });

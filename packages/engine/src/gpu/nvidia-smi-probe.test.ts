@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -98,6 +98,26 @@ describe('NvidiaSmiProbe', () => {
     expect(await probe.sample()).toEqual([
       { uuid: A.uuid, utilization: 0.5, memoryTotalBytes: 100 * 1048576, memoryUsedBytes: 10 * 1048576, powerUsageWatts: 70, powerLimitWatts: 300, energyJoules: 0 },
     ]);
+  });
+
+  it('runs nvidia-smi at most once per sample interval, however often it is asked', async () => {
+    const count = join(dir, 'runs');
+    writeFileSync(count, '');
+    const path = join(dir, 'smi-counting');
+    writeFileSync(
+      path,
+      `#!/bin/sh\ncase "$1" in\n  *compute_cap*) printf '0, ${A.uuid}, NVIDIA A100, 8.0\\n' ;;\n  *) echo run >> '${count}'; printf '${A.uuid}, 1, 1, 1, 1, 1, 1000\\n' ;;\nesac\n`,
+    );
+    chmodSync(path, 0o755);
+    const probe = new NvidiaSmiProbe({ command: path, sampleIntervalMs: 60_000 });
+    const all = await Promise.all([probe.sample(), probe.sample(), probe.sample()]);
+    await probe.sample();
+    expect(all.every((s) => s.length === 1 && s[0]!.uuid === A.uuid)).toBe(true);
+    expect(readFileSync(count, 'utf8')).toBe('run\n');
+    const eager = new NvidiaSmiProbe({ command: path, sampleIntervalMs: 0 });
+    await eager.sample();
+    await eager.sample();
+    expect(readFileSync(count, 'utf8')).toBe('run\nrun\nrun\n');
   });
 
   it('has no GPU without a driver, and says so', async () => {

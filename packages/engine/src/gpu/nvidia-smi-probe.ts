@@ -10,7 +10,8 @@
  *
  * Samples: `nvidia-smi --query-gpu=uuid,utilization.gpu,memory.total,memory.used,power.draw,
  * power.limit,total_energy_consumption`, for the metrics scrape. Every run of nvidia-smi is bounded
- * by `timeoutMs` and 1 MiB of output; concurrent samples share one run.
+ * by `timeoutMs` and 1 MiB of output; concurrent samples share one run, and a sample younger than
+ * `sampleIntervalMs` is reused.
  *
  * Device order: nvidia-smi and /proc number GPUs in PCI bus order; CUDA numbers them fastest first
  * unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`. On hosts with mixed GPUs set that variable so that
@@ -22,6 +23,7 @@ import { join } from 'node:path';
 import type { GpuDevice, GpuInventory, GpuProbe, GpuSample } from './gpu-probe.js';
 
 export const DEFAULT_NVIDIA_SMI_TIMEOUT_MS = 5000;
+export const DEFAULT_GPU_SAMPLE_INTERVAL_MS = 2000;
 const MAX_OUTPUT_BYTES = 1 << 20;
 const MIB = 1024 * 1024;
 
@@ -34,6 +36,12 @@ export interface NvidiaSmiProbeOptions {
   timeoutMs?: number;
   /** The driver's per-GPU folder; default `/proc/driver/nvidia/gpus`. */
   procGpusDir?: string;
+  /**
+   * A sample younger than this is answered again instead of running nvidia-smi (Triton polls its GPU
+   * figures every `--metrics-interval-ms`, 2000 by default); so scrapes, however frequent, start at most
+   * one nvidia-smi per interval. Default 2000 ms.
+   */
+  sampleIntervalMs?: number;
 }
 
 /** A number from nvidia-smi's CSV, or undefined for `[N/A]`, `[Not Supported]` and the like. */
@@ -114,6 +122,8 @@ export class NvidiaSmiProbe implements GpuProbe {
   readonly #procDir: string;
   #inventory: Promise<GpuInventory> | undefined;
   #sampling: Promise<GpuSample[]> | undefined;
+  readonly #sampleIntervalMs: number;
+  #lastSample: { at: number; samples: GpuSample[] } | undefined;
   /** First energy reading per device (mJ): the zero of `energyJoules`. */
   readonly #energyBase = new Map<string, number>();
 
@@ -122,6 +132,7 @@ export class NvidiaSmiProbe implements GpuProbe {
     this.#visible = options.visibleDevices;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_NVIDIA_SMI_TIMEOUT_MS;
     this.#procDir = options.procGpusDir ?? '/proc/driver/nvidia/gpus';
+    this.#sampleIntervalMs = options.sampleIntervalMs ?? DEFAULT_GPU_SAMPLE_INTERVAL_MS;
   }
 
   inventory(): Promise<GpuInventory> {
@@ -130,7 +141,14 @@ export class NvidiaSmiProbe implements GpuProbe {
   }
 
   sample(): Promise<GpuSample[]> {
-    this.#sampling ??= this.#readSamples().finally(() => (this.#sampling = undefined));
+    const last = this.#lastSample;
+    if (last !== undefined && Date.now() - last.at < this.#sampleIntervalMs) return Promise.resolve(last.samples.map((g) => ({ ...g })));
+    this.#sampling ??= this.#readSamples()
+      .then((samples) => {
+        this.#lastSample = { at: Date.now(), samples };
+        return samples.map((g) => ({ ...g }));
+      })
+      .finally(() => (this.#sampling = undefined));
     return this.#sampling;
   }
 
