@@ -29,6 +29,10 @@ export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions {
   allowHttp: boolean;
   allowGrpc: boolean;
   allowMetrics: boolean;
+  /** Triton's `--allow-gpu-metrics`: the nv_gpu_* families on the metrics port (only where GPUs exist). */
+  allowGpuMetrics: boolean;
+  /** Triton's `--min-supported-compute-capability`: GPUs below it are not used for instances. */
+  minSupportedComputeCapability: number;
   controlMode: ControlMode;
   startupModels: string[];
   strictModelConfig: boolean;
@@ -98,6 +102,8 @@ export const DEFAULTS: Omit<
   allowHttp: true,
   allowGrpc: true,
   allowMetrics: true,
+  allowGpuMetrics: true,
+  minSupportedComputeCapability: 6.0,
   controlMode: 'none',
   strictModelConfig: false,
   repositoryPollSecs: 15,
@@ -123,6 +129,14 @@ const FLAGS: FlagTable<WorkerOptions> = {
   'allow-http': { kind: 'bool', key: 'allowHttp', help: 'Serve HTTP/REST (default true).' },
   'allow-grpc': { kind: 'bool', key: 'allowGrpc', help: 'Serve gRPC (default true).' },
   'allow-metrics': { kind: 'bool', key: 'allowMetrics', help: 'Serve Prometheus metrics (default true).' },
+  'allow-gpu-metrics': { kind: 'bool', key: 'allowGpuMetrics', help: 'Serve the nv_gpu_* metrics of the GPUs nvidia-smi reports (default true; none without GPUs).' },
+  'min-supported-compute-capability': {
+    kind: 'number',
+    key: 'minSupportedComputeCapability',
+    min: 0,
+    max: 100,
+    help: 'GPUs with a lower CUDA compute capability get no instances (default 6.0).',
+  },
   'model-control-mode': { kind: 'enum', key: 'controlMode', values: ['none', 'explicit', 'poll'], help: 'none: load all at start; explicit: load via --load-model and the repository API; poll: rescan the repositories (default none).' },
   'load-model': { kind: 'strings', key: 'startupModels', help: "Model to load at start in explicit mode; repeatable; '*' loads all." },
   'strict-model-config': { kind: 'bool', key: 'strictModelConfig', help: 'true: require a complete config.pbtxt; false: auto-complete ONNX models from the model file (default false).' },

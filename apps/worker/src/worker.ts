@@ -17,9 +17,10 @@ import {
   type RequestPlane,
   type RuntimeConfig,
 } from '@switchyard/runtime';
-import { createEngine, type Engine } from '@switchyard/engine';
+import { createEngine, NvidiaSmiProbe, type Engine } from '@switchyard/engine';
 import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
 import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, isClusterMode, kvTransferAdvertise, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
+import { readWorkerEnvironment } from './environment.js';
 import { levelFor } from './logger.js';
 import { renderWorkerMetrics } from './worker-metrics.js';
 
@@ -126,7 +127,16 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     const size = options.responseCacheByteSize;
     logger.warn(`'--response-cache-byte-size' is deprecated: use the equivalent '--cache-config=local,size=${size}'`);
   }
+  // The host's GPUs (nvidia-smi, else the driver's /proc entries), as CUDA_VISIBLE_DEVICES shows them:
+  // where instance groups go, and the nv_gpu_* figures.
+  const gpus = new NvidiaSmiProbe({ visibleDevices: readWorkerEnvironment().cudaVisibleDevices });
+  const inventory = await gpus.inventory();
+  // The first sample is the zero of nv_energy_consumption ("since the server started").
+  if (inventory.devices.length > 0) logger.info({ gpus: inventory.devices, figures: await gpus.sample() }, 'GPUs found');
+  else logger.info({ reason: inventory.absence }, 'no GPU: KIND_AUTO instance groups run on the CPU, KIND_GPU ones are refused');
   const engine = await createEngine({
+    gpus,
+    minComputeCapability: options.minSupportedComputeCapability,
     modelRepositories: options.modelRepositories,
     controlMode: options.controlMode,
     startupModels: options.startupModels,
@@ -165,6 +175,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
             port: options.metricsPort,
             host: options.metricsAddress,
             ...limits.http,
+            ...(options.allowGpuMetrics && inventory.devices.length > 0 ? { gpu: gpus } : {}),
             ...(kvTransferPlane !== undefined ? { extraMetrics: () => renderWorkerMetrics({ kvTransfer: kvTransferPlane.counters(), pinnedBlocks: pinnedKvBlocks(engine) }) } : {}),
           },
         }

@@ -2,6 +2,8 @@
  * The Backend role: turns a model folder + configuration into executable instances.
  *
  * Who calls what, and when:
+ * - `gpuSupport` — by the model loader, once per version load on a host with GPUs, before the
+ *   instance groups are placed.
  * - `autoCompleteConfig` — by the model loader, once per version load, before the config is
  *   normalised, and only when auto-complete is on. Returns a completed copy; never mutates.
  * - `loadModel` — by the model loader after the config is final; may check the config against
@@ -40,7 +42,13 @@ export interface BackendModelContext {
 export interface InstanceSpec {
   /** `<group name>_<index within group>`, as Triton names instances. */
   name: string;
+  /** The group's kind after normalisation: `KIND_CPU`, `KIND_GPU` or `KIND_MODEL`. */
   kind: string;
+  /**
+   * `KIND_GPU`: the CUDA device ordinal this instance runs on (one of the group's `gpus`, which the
+   * loader checked against the host's GPUs). Other kinds: 0, as Triton gives them.
+   */
+  deviceId: number;
   /** Index of the instance across all groups of the model. */
   index: number;
 }
@@ -117,9 +125,20 @@ export interface BackendModel {
   release(): Promise<void>;
 }
 
+/** Whether a backend can run instances on this host's GPUs; `reason` says why not and what to install. */
+export type GpuSupport = { usable: true } | { usable: false; reason: string };
+
 export interface Backend {
   /** The `backend` name this implementation serves (e.g. `onnxruntime`). */
   readonly name: string;
+  /**
+   * Called by the loader before it places a version's instance groups, when the host has GPUs. A
+   * backend that cannot use them in this process (a missing CUDA provider) answers `usable: false`:
+   * the loader then places as on a host without GPUs (`KIND_AUTO` runs on the CPU, `KIND_GPU` is
+   * refused with the reason). Absent: usable (the backend gives its models the device, as Triton's
+   * Python backend does).
+   */
+  gpuSupport?(): GpuSupport;
   autoCompleteConfig?(context: BackendModelContext): Promise<ModelConfig>;
   loadModel(context: BackendModelContext): Promise<BackendModel>;
 }

@@ -18,9 +18,15 @@ export type {
   BackendResult,
   ExecutionOutcome,
   ExecutionTiming,
+  GpuSupport,
   InstanceSpec,
   ResponseSender,
 } from './backend.js';
 export { JavaScriptBackend } from './javascript/javascript-backend.js';
 export type { JavaScriptBackendOptions } from './javascript/javascript-backend.js';
 export type { NormalizedInput, NormalizedRequest } from './request-normalizer.js';
+export { GPU_INSTALL_HINT, gpuPlacement } from './gpu/gpu-probe.js';
+export type { GpuDevice, GpuInventory, GpuPlacement, GpuProbe, GpuSample } from './gpu/gpu-probe.js';
+export { MemoryGpuProbe } from './gpu/memory-gpu-probe.js';
+export { DEFAULT_GPU_SAMPLE_INTERVAL_MS, DEFAULT_NVIDIA_SMI_TIMEOUT_MS, NvidiaSmiProbe } from './gpu/nvidia-smi-probe.js';
+export type { NvidiaSmiProbeOptions } from './gpu/nvidia-smi-probe.js';

@@ -19,6 +19,7 @@ export { readModelSource, materializeOverride } from './model/model-source.js';
 export type { ModelSource, OverrideFolder } from './model/model-source.js';
 export { resolveBackend, backendNameOf, PLATFORM_BACKENDS } from './backend.js';
 export { OnnxRuntimeBackend, sessionIo } from './onnxruntime/onnxruntime-backend.js';
+export type { OnnxRuntimeBackendOptions } from './onnxruntime/onnxruntime-backend.js';
 export { SessionLoadError, SessionThread } from './onnxruntime/session-thread.js';
 export type { WireTensor, WireValueMetadata } from './onnxruntime/session-thread.js';
 export { autoCompleteOnnxConfig, checkOnnxIo, ONNX_DEFAULT_MAX_BATCH_SIZE } from './onnxruntime/onnx-io-config.js';

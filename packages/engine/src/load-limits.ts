@@ -82,8 +82,11 @@ const intParameter = (config: ModelConfig, key: string): number => {
 /** Every value of `config` that sizes an allocation or a thread count, with its ceiling. */
 export function configLimitChecks(config: ModelConfig, limits: LoadLimits = DEFAULT_LOAD_LIMITS): LimitCheck[] {
   const checks: LimitCheck[] = [];
-  // A group's count below 1 means "the default" (1 or 2), as in Triton's normalisation.
-  const instances = config.instance_group.reduce((n, g) => n + Math.max(g.count, 1), 0);
+  // A group's count below 1 means "the default" (1 or 2), as in Triton's normalisation; a GPU
+  // group (or an AUTO one, which may become one) has `count` instances on each GPU it lists.
+  const perGroup = (g: ModelConfig['instance_group'][number]): number =>
+    Math.max(g.count, 1) * (g.kind === 'KIND_CPU' || g.kind === 'KIND_MODEL' ? 1 : Math.max(g.gpus.length, 1));
+  const instances = config.instance_group.reduce((n, g) => n + perGroup(g), 0);
   checks.push({
     what: 'instance_group count (all groups)',
     value: instances,

@@ -5,7 +5,10 @@
  */
 import { invalidArgument, silentLogger, type Logger } from '@switchyard/common';
 import { DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS } from '@switchyard/llm';
+import { DEFAULT_MIN_COMPUTE_CAPABILITY } from '@switchyard/model-config';
 import type { Backend } from './backend.js';
+import { MemoryGpuProbe } from './gpu/memory-gpu-probe.js';
+import type { GpuProbe } from './gpu/gpu-probe.js';
 import { DEFAULT_LOAD_LIMITS, type LoadLimits } from './load-limits.js';
 
 export type ControlMode = 'none' | 'explicit' | 'poll';
@@ -84,6 +87,17 @@ export interface EngineOptions {
   kvTransferTtlMs?: number;
   /** `mocker` backend: the simulated KV transfer bandwidth in Gbit/s (default 25); a number > 0. */
   kvTransferGbps?: number;
+  /**
+   * Where the GPUs of this host come from, for placing instance groups (`KIND_GPU`, `KIND_AUTO`,
+   * `gpus`). Default: a `MemoryGpuProbe` with no device (a host without GPUs; the worker app passes
+   * an `NvidiaSmiProbe`).
+   */
+  gpus?: GpuProbe;
+  /**
+   * GPUs below this CUDA compute capability are not used (Triton's
+   * `--min-supported-compute-capability`, default 6.0); a number >= 0.
+   */
+  minComputeCapability?: number;
 }
 
 export interface CompiledEngineOptions {
@@ -105,6 +119,8 @@ export interface CompiledEngineOptions {
   loadLimits: LoadLimits;
   kvTransferTtlMs: number;
   kvTransferGbps: number;
+  gpus: GpuProbe;
+  minComputeCapability: number;
 }
 
 /** Fill defaults and validate. Throws invalid_argument with Triton's wording where it has one. */
@@ -146,6 +162,10 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
   if (typeof gbps !== 'number' || !Number.isFinite(gbps) || gbps <= 0) {
     throw invalidArgument(`invalid KV transfer bandwidth ${String(gbps)}, expected a number of Gbit/s > 0`);
   }
+  const minCc = options.minComputeCapability ?? DEFAULT_MIN_COMPUTE_CAPABILITY;
+  if (typeof minCc !== 'number' || !Number.isFinite(minCc) || minCc < 0) {
+    throw invalidArgument(`invalid minimum compute capability ${String(minCc)}, expected a number >= 0`);
+  }
   if (startup.length > 0 && controlMode !== 'explicit') {
     logger.warn({ startupModels: startup }, 'startup models are only used in explicit model control mode; ignoring them');
   }
@@ -166,5 +186,7 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     loadLimits,
     kvTransferTtlMs: ttlMs,
     kvTransferGbps: gbps,
+    gpus: options.gpus ?? new MemoryGpuProbe(),
+    minComputeCapability: minCc,
   };
 }

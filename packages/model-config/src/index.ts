@@ -13,7 +13,8 @@ export {
   tritonDefaultInstanceCount,
 } from './normalize.js';
 export type { NormalizeOptions } from './normalize.js';
-export { validateModelConfig } from './validate.js';
+export { DEFAULT_MIN_COMPUTE_CAPABILITY, validateModelConfig } from './validate.js';
+export type { ValidateOptions } from './validate.js';
 export { renderModelConfigJson } from './json-render.js';
 export { configDataTypeToWire, wireDataTypeToConfig } from './datatype.js';
 export { modelConfigProtoRoot } from './schema.js';

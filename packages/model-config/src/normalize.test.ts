@@ -68,6 +68,18 @@ describe('normalizeModelConfig', () => {
     ]);
   });
 
+  it('resolves KIND_AUTO to GPU when every GPU it names is supported, and gives GPU groups every supported GPU', () => {
+    const groups = (pbtxt: string, supportedGpus: number[]) =>
+      norm(pbtxt, 'm', { supportedGpus }).instance_group.map((g) => [g.kind, g.count, g.gpus]);
+    expect(groups('backend: "onnxruntime" instance_group [ { kind: KIND_AUTO } ]', [1, 0])).toEqual([['KIND_GPU', 1, [0, 1]]]);
+    expect(groups('backend: "onnxruntime"', [0])).toEqual([['KIND_GPU', 1, [0]]]);
+    expect(groups('backend: "onnxruntime" instance_group [ { kind: KIND_AUTO gpus: [ 1 ] } ]', [0, 1])).toEqual([['KIND_GPU', 1, [1]]]);
+    expect(groups('backend: "onnxruntime" instance_group [ { kind: KIND_AUTO gpus: [ 1, 2 ] } ]', [0, 1])).toEqual([['KIND_CPU', 2, [1, 2]]]);
+    expect(groups('backend: "onnxruntime" instance_group [ { kind: KIND_AUTO } ]', [])).toEqual([['KIND_CPU', 2, []]]);
+    expect(groups('backend: "onnxruntime" instance_group [ { kind: KIND_GPU count: 2 } ]', [])).toEqual([['KIND_GPU', 2, []]]);
+    expect(groups('backend: "onnxruntime" instance_group [ { kind: KIND_GPU gpus: [ 3 ] } ]', [0])).toEqual([['KIND_GPU', 1, [3]]]);
+  });
+
   it('asks defaultInstanceCount for CPU groups', () => {
     const g = norm('backend: "onnxruntime"', 'm', { defaultInstanceCount: (b) => (b === 'onnxruntime' ? 5 : 9) }).instance_group;
     expect(g[0]?.count).toBe(5);

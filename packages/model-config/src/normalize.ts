@@ -3,8 +3,8 @@
  *
  * Mirrors, in order, core's `AutoCompleteBackendFields` (the parts that need no model files,
  * plus file-based detection when the caller lists the first version directory),
- * `NormalizeModelConfig` and `NormalizeInstanceGroup` on a host without GPUs. The input is not
- * modified; normalising twice gives the same result.
+ * `NormalizeModelConfig` and `NormalizeInstanceGroup`, with the GPUs the caller says this host
+ * has (none by default). The input is not modified; normalising twice gives the same result.
  */
 import { invalidArgument } from '@switchyard/common';
 import { defaultMessage, messageType } from './schema.js';
@@ -26,6 +26,12 @@ export interface NormalizeOptions {
    * neither backend nor platform be completed from the model file present (`model.onnx`, ...).
    */
   versionEntries?: readonly { name: string; isDirectory: boolean }[];
+  /**
+   * CUDA device ids this server may place instances on (Triton's `GetSupportedGPUs`: devices with
+   * at least the minimum compute capability). Default none: `KIND_AUTO` becomes `KIND_CPU`, and a
+   * `KIND_GPU` group keeps an empty `gpus` list (validation then refuses it).
+   */
+  supportedGpus?: readonly number[];
 }
 
 /** Triton's default CPU instance count per backend. */
@@ -59,13 +65,19 @@ export function normalizeModelConfig(config: ModelConfig, options: NormalizeOpti
     if (opt.input_pinned_memory === undefined) opt.input_pinned_memory = { enable: true };
     if (opt.output_pinned_memory === undefined) opt.output_pinned_memory = { enable: true };
     c.optimization = opt as Record<string, unknown>;
-    normalizeInstanceGroups(c, options.defaultInstanceCount ?? tritonDefaultInstanceCount);
+    normalizeInstanceGroups(c, options.defaultInstanceCount ?? tritonDefaultInstanceCount, options.supportedGpus ?? []);
   }
   return c;
 }
 
-/** Ensembles have no instance groups; everything else gets at least one, fully specified. */
-function normalizeInstanceGroups(c: ModelConfig, defaultCpuCount: (backend: string) => number): void {
+/**
+ * Ensembles have no instance groups; everything else gets at least one, fully specified. Core's
+ * rules: `KIND_AUTO` is `KIND_GPU` when GPUs are supported and every GPU it lists is one of them,
+ * else `KIND_CPU` (its `gpus` list stays, so an AUTO group naming a missing GPU fails validation as a
+ * CPU group with GPUs); a `KIND_GPU` group without `gpus` gets every supported GPU.
+ */
+function normalizeInstanceGroups(c: ModelConfig, defaultCpuCount: (backend: string) => number, supportedGpus: readonly number[]): void {
+  const supported = new Set(supportedGpus);
   if (c.instance_group.length === 0) {
     const group = defaultMessage(messageType('ModelInstanceGroup')) as unknown as ModelInstanceGroup;
     group.name = c.name;
@@ -73,9 +85,11 @@ function normalizeInstanceGroups(c: ModelConfig, defaultCpuCount: (backend: stri
   }
   c.instance_group.forEach((group, idx) => {
     if (group.name === '') group.name = `${c.name}_${idx}`;
-    // No GPUs on this host: KIND_AUTO always resolves to CPU.
-    if (group.kind === 'KIND_AUTO') group.kind = 'KIND_CPU';
+    if (group.kind === 'KIND_AUTO') {
+      group.kind = supported.size > 0 && group.gpus.every((id) => supported.has(id)) ? 'KIND_GPU' : 'KIND_CPU';
+    }
     if (group.count < 1) group.count = group.kind === 'KIND_CPU' ? defaultCpuCount(c.backend) : 1;
+    if (group.kind === 'KIND_GPU' && group.gpus.length === 0) group.gpus = [...supported].sort((a, b) => a - b);
   });
 }
 

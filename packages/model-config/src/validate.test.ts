@@ -156,7 +156,10 @@ describe('validateModelConfig', () => {
 
   it('checks instance groups on a host without GPUs', () => {
     expect(messageOf(`${SIMPLE} instance_group { kind: KIND_GPU }`)).toBe(
-      'instance group simple_0 of model simple has kind KIND_GPU but server does not support GPUs',
+      'instance group simple_0 of model simple has kind KIND_GPU but no GPUs are available',
+    );
+    expect(messageOf(`${SIMPLE} instance_group { kind: KIND_GPU gpus: [ 1 ] }`)).toBe(
+      'instance group simple_0 of model simple specifies invalid or unsupported gpu id 1. GPUs with at least the minimum required CUDA compute compatibility of 6.000000 are: ',
     );
     expect(messageOf(`${SIMPLE} instance_group { name: "g" kind: KIND_CPU gpus: 0 }`)).toBe(
       'instance group g of model simple has kind KIND_CPU but specifies one or more GPUs',
@@ -168,6 +171,32 @@ describe('validateModelConfig', () => {
     const auto = load(SIMPLE);
     auto.instance_group[0]!.kind = 'KIND_AUTO';
     expect(problem(auto)).toEqual({ code: 'internal', message: 'instance group simple of model simple has unexpected kind KIND_AUTO' });
+  });
+
+  it("places GPU groups on the GPUs it is given, with the hint after Triton's words", () => {
+    const gpus = (pbtxt: string, supportedGpus: number[], options: Parameters<typeof validateModelConfig>[1] = {}) => {
+      try {
+        validateModelConfig(normalizeModelConfig(parseModelConfigText(pbtxt), { modelName: 'm', supportedGpus }), { supportedGpus, ...options });
+        return undefined;
+      } catch (e) {
+        return (e as Error).message;
+      }
+    };
+    expect(gpus(`${SIMPLE} instance_group { kind: KIND_GPU }`, [0, 1])).toBeUndefined();
+    expect(gpus(`${SIMPLE} instance_group { kind: KIND_GPU gpus: [ 1 ] }`, [0, 1])).toBeUndefined();
+    expect(gpus(`${SIMPLE} instance_group { kind: KIND_GPU gpus: [ 0, 2 ] }`, [0, 1], { minComputeCapability: 7.5 })).toBe(
+      'instance group simple_0 of model simple specifies invalid or unsupported gpu id 2. GPUs with at least the minimum required CUDA compute compatibility of 7.500000 are: 0, 1',
+    );
+    expect(gpus(`${SIMPLE} instance_group { kind: KIND_GPU }`, [], { gpuHint: 'no NVIDIA driver' })).toBe(
+      'instance group simple_0 of model simple has kind KIND_GPU but no GPUs are available (no NVIDIA driver)',
+    );
+    expect(gpus(`${SIMPLE} instance_group { kind: KIND_GPU gpus: 0 }`, [], { gpuHint: 'no NVIDIA driver' })).toBe(
+      'instance group simple_0 of model simple specifies invalid or unsupported gpu id 0. GPUs with at least the minimum required CUDA compute compatibility of 6.000000 are: (no NVIDIA driver)',
+    );
+    // KIND_AUTO naming a GPU that is not there becomes a CPU group that names GPUs (as in Triton).
+    expect(gpus(`${SIMPLE} instance_group { kind: KIND_AUTO gpus: 3 }`, [0])).toBe(
+      'instance group simple_0 of model simple has kind KIND_CPU but specifies one or more GPUs',
+    );
   });
 
   it('rejects the response cache with decoupled models', () => {

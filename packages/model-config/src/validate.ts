@@ -4,8 +4,8 @@
  * `ValidateModelIOConfig`, `ValidateInstanceGroup`). Failures are `invalid_argument` unless
  * Triton classifies them otherwise.
  *
- * The host has no GPUs and Switchyard has no GPU support, so GPU instance groups fail the way
- * they do on a Triton build without GPU support.
+ * GPU instance groups are checked as a Triton build with GPU support checks them, against the
+ * GPUs the caller says this server supports (none by default).
  */
 import { internal, invalidArgument } from '@switchyard/common';
 import { validateEnsembleScheduling } from './validate-ensemble.js';
@@ -36,11 +36,26 @@ const PLATFORM_BACKEND_TYPES: Record<string, string> = {
   pytorch_libtorch: 'pytorch',
 };
 
+/** Triton's `--min-supported-compute-capability` default (TRITON_MIN_COMPUTE_CAPABILITY). */
+export const DEFAULT_MIN_COMPUTE_CAPABILITY = 6.0;
+
+export interface ValidateOptions {
+  /** CUDA device ids this server may place instances on (as given to `normalizeModelConfig`). Default none. */
+  supportedGpus?: readonly number[];
+  /** The minimum compute capability those GPUs were chosen by; named in the refusal. Default 6.0. */
+  minComputeCapability?: number;
+  /**
+   * Said after Triton's refusal of a GPU group that cannot be placed (in parentheses): why this host
+   * has no usable GPU and what to install. Triton's words come first, unchanged.
+   */
+  gpuHint?: string;
+}
+
 /** Throw the first problem Triton would report for this (normalised) configuration. */
-export function validateModelConfig(config: ModelConfig): void {
+export function validateModelConfig(config: ModelConfig, options: ValidateOptions = {}): void {
   validateTopLevel(config);
   validateIO(config);
-  validateInstanceGroups(config);
+  validateInstanceGroups(config, options);
 }
 
 function validateTopLevel(c: ModelConfig): void {
@@ -365,15 +380,30 @@ function validateBatchIO(c: ModelConfig): void {
   }
 }
 
-function validateInstanceGroups(c: ModelConfig): void {
+/** C++ `std::to_string(double)`: six decimals. */
+const cppDouble = (v: number): string => v.toFixed(6);
+
+function validateInstanceGroups(c: ModelConfig, options: ValidateOptions): void {
   if (c.ensemble_scheduling !== undefined) return;
+  const supported = [...new Set(options.supportedGpus ?? [])].sort((a, b) => a - b);
+  const hinted = (message: string): string => (options.gpuHint ? `${message.trimEnd()} (${options.gpuHint})` : message);
   if (c.instance_group.length === 0) throw invalidArgument(`must specify one or more 'instance group's for ${c.name}`);
   for (const g of c.instance_group) {
     const which = `instance group ${g.name} of model ${c.name}`;
     if (g.kind === 'KIND_MODEL' || g.kind === 'KIND_CPU') {
       if (g.gpus.length > 0) throw invalidArgument(`${which} has kind ${g.kind} but specifies one or more GPUs`);
     } else if (g.kind === 'KIND_GPU') {
-      throw invalidArgument(`${which} has kind KIND_GPU but server does not support GPUs`);
+      if (g.gpus.length === 0) {
+        throw invalidArgument(supported.length === 0 ? hinted(`${which} has kind KIND_GPU but no GPUs are available`) : `${which} has kind KIND_GPU but specifies no GPUs`);
+      }
+      for (const id of g.gpus) {
+        if (!supported.includes(id)) {
+          const minimum = cppDouble(options.minComputeCapability ?? DEFAULT_MIN_COMPUTE_CAPABILITY);
+          throw invalidArgument(
+            hinted(`${which} specifies invalid or unsupported gpu id ${id}. GPUs with at least the minimum required CUDA compute compatibility of ${minimum} are: ${supported.join(', ')}`),
+          );
+        }
+      }
     } else {
       throw internal(`${which} has unexpected kind KIND_AUTO`);
     }

@@ -12,6 +12,7 @@ import { type AccessPolicy, OPEN_ACCESS } from './access-control.js';
 import { createGrpcServer } from './grpc/grpc-server.js';
 import { createHttpServer } from './http/http-server.js';
 import { createMetricsServer } from './metrics/metrics-server.js';
+import type { GpuMetricsSource } from './metrics/triton-metrics.js';
 import type { SharedMemoryManager } from './shared-memory.js';
 import type { ServerSettings } from './settings.js';
 
@@ -46,6 +47,8 @@ export interface FrontDoorsOptions {
     readonly port: number;
     readonly host: string;
     readonly extraMetrics?: () => string;
+    /** The GPUs' figures for `nv_gpu_*` / `nv_energy_consumption`; absent: no GPU families. */
+    readonly gpu?: GpuMetricsSource;
     readonly headerTimeoutMs?: number;
     readonly requestTimeoutMs?: number;
     readonly maxConnections?: number;

@@ -102,7 +102,7 @@ class JavaScriptModel implements BackendModel {
         model_repository: context.modelPath,
         model_instance_name: spec.name,
         model_instance_kind: spec.kind.replace(/^KIND_/, ''),
-        model_instance_device_id: '0',
+        model_instance_device_id: String(spec.deviceId),
       },
     };
     const logger = context.logger.child({ instance: spec.name });

@@ -14,6 +14,12 @@
  * (`SessionThread`), so the server's event loop never waits for a forward pass; scheduling, KV
  * gather/scatter and sampling stay on the event loop between steps. Models must be decoupled.
  *
+ * Devices: the engine is one per version, so instance groups do not multiply it. For `llm`, when the
+ * version has a `KIND_GPU` group (placed by the loader on GPUs that exist), its ONNX session runs on
+ * the CUDA execution provider of the first GPU of the first such group, and a missing provider fails
+ * the load saying what to install; otherwise on the CPU. The `mocker` computes nothing: it runs the
+ * same wherever its groups are placed (it stands in for a GPU engine, as Dynamo's mocker does).
+ *
  * The version's `BackendModel.llm` is its `LlmEndpoint`: the OpenAI door generates through it directly.
  *
  * KV transfer (disaggregated prefill/decode): the endpoint's `kvTransfer` leases and imports blocks.
@@ -37,7 +43,8 @@ import {
   type ModelFolderFiles,
 } from '@switchyard/llm';
 import type { ModelConfig } from '@switchyard/model-config';
-import type { Backend, BackendInstance, BackendModel, BackendModelContext, InstanceSpec } from '../backend.js';
+import { cudaProviderStatus, type ProviderStatus } from '@switchyard/ort';
+import type { Backend, BackendInstance, BackendModel, BackendModelContext, GpuSupport, InstanceSpec } from '../backend.js';
 import { LlmInstance } from './llm-instance.js';
 import { DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS } from '../options.js';
 import { DEFAULT_MAX_MODEL_LEN, compileLlmOptions, unknownLlmParameters, type LlmKind, type LlmModelOptions } from './llm-options.js';
@@ -113,7 +120,16 @@ export class LlmBackend implements Backend {
     readonly name: LlmKind,
     private readonly limits: LoadLimits = DEFAULT_LOAD_LIMITS,
     private readonly transfer: LlmTransferSettings = DEFAULT_TRANSFER,
+    /** Whether onnxruntime-node's CUDA execution provider is installed (tests substitute it). */
+    private readonly cudaStatus: () => ProviderStatus = () => cudaProviderStatus(),
   ) {}
+
+  /** `llm` runs its session on the CUDA provider when it has one; the mocker runs anywhere. */
+  gpuSupport(): GpuSupport {
+    if (this.name === 'mocker') return { usable: true };
+    const cuda = this.cudaStatus();
+    return cuda.available ? { usable: true } : { usable: false, reason: cuda.reason };
+  }
 
   async autoCompleteConfig(context: BackendModelContext): Promise<ModelConfig> {
     return completeIo(context.config);
@@ -164,12 +180,17 @@ export class LlmBackend implements Backend {
       const found = resolveConfinedPath(versionPath, name, `default_model_filename '${name}' of model '${modelName}'`, 'its version folder');
       if (!found.exists) fail(`unable to find '${found.path}' for model '${modelName}'`);
       const file = found.path;
+      const gpu = config.instance_group.find((g) => g.kind === 'KIND_GPU')?.gpus[0];
+      if (gpu !== undefined) {
+        const cuda = this.cudaStatus();
+        if (!cuda.available) fail(`its KIND_GPU instances run on GPU ${gpu}, but ${cuda.reason}`);
+      }
       // Its refusal is wrapped by `fail`, which names the model.
       const checkKv = (bytes: number): void => enforceLimits('', [kvCacheLimitCheck(bytes, this.limits)]);
       // The digest is read while the session loads (large files take a while either way).
       const modelId = fileDigest(file).catch((e: unknown) => fail(`unable to read '${file}': ${e instanceof Error ? e.message : String(e)}`, e));
       modelId.catch(() => {}); // awaited by createOnnxLlmExecutor; not unhandled when the session fails first
-      const created = await createOnnxLlmExecutor(file, options, tokenizer.vocabSize, checkKv, modelId).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
+      const created = await createOnnxLlmExecutor(file, options, tokenizer.vocabSize, checkKv, modelId, gpu).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
       executor = created.executor;
       releaseExecutor = created.release;
     }

@@ -17,10 +17,13 @@ function owned(t: DecoderTensor): WireTensor {
   return { type: t.type as WireTensor['type'], dims: [...t.dims], data: whole ? d : d.slice() };
 }
 
-/** A decoder session on its own thread. */
-export async function threadDecoderSession(modelFile: string): Promise<DecoderSession> {
+/** A decoder session on its own thread; on the CUDA execution provider of `gpu` when given. */
+export async function threadDecoderSession(modelFile: string, gpu?: number): Promise<DecoderSession> {
   // The decoder gets the machine's cores for its operators: LLM steps are few and large.
-  const thread = await SessionThread.create(modelFile, { graphOptimizationLevel: 'all' });
+  const thread = await SessionThread.create(modelFile, {
+    graphOptimizationLevel: 'all',
+    ...(gpu !== undefined ? { executionProviders: [{ name: 'cuda', deviceId: gpu }] } : {}),
+  });
   const outputNames = thread.outputMetadata.map((m) => m.name);
   return {
     inputMetadata: thread.inputMetadata,
@@ -45,8 +48,10 @@ export async function createOnnxLlmExecutor(
    * session loads); absent: no KV transfer.
    */
   modelId?: string | Promise<string>,
+  /** The CUDA device the session runs on; absent: the CPU. */
+  gpu?: number,
 ): Promise<{ executor: Executor; release: () => Promise<void> }> {
-  const session = await threadDecoderSession(modelFile);
+  const session = await threadDecoderSession(modelFile, gpu);
   try {
     const id = await modelId;
     const executor = OnnxExecutor.create(session, {

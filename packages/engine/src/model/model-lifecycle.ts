@@ -68,7 +68,15 @@ export class ModelLifecycle {
         return found instanceof Error ? found : found.config;
       },
     };
-    this.loader = { autoComplete: options.autoComplete, backends: options.backends, logger: options.logger, ensembles: port, limits: options.loadLimits };
+    this.loader = {
+      autoComplete: options.autoComplete,
+      backends: options.backends,
+      logger: options.logger,
+      ensembles: port,
+      limits: options.loadLimits,
+      gpus: options.gpus,
+      minComputeCapability: options.minComputeCapability,
+    };
     this.ensembles = new EnsembleDependencies({
       roots: options.modelRepositories,
       autoComplete: options.autoComplete,

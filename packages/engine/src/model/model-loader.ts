@@ -11,6 +11,7 @@
 import { basename, join } from 'node:path';
 import { confinedSegments, enforceLimits, invalidArgument, isSwitchyardError, type Logger } from '@switchyard/common';
 import {
+  DEFAULT_MIN_COMPUTE_CAPABILITY,
   normalizeModelConfig,
   parseModelConfigJson,
   parseModelConfigText,
@@ -23,6 +24,7 @@ import { loadEnsembleVersion } from '../ensemble/ensemble-model.js';
 import type { EnsemblePort } from '../ensemble/ensemble-port.js';
 import { loadOutputLabels } from '../labels.js';
 import { configLimitChecks, type LoadLimits } from '../load-limits.js';
+import { gpuPlacement, type GpuProbe } from '../gpu/gpu-probe.js';
 import { LoadedVersion } from './loaded-version.js';
 import type { ModelSource } from './model-source.js';
 import { checkConfigName, completeBackendFields } from '../repository.js';
@@ -40,6 +42,10 @@ export interface LoaderContext {
   ensembles?: EnsemblePort;
   /** Ceilings of what a load may allocate; default DEFAULT_LOAD_LIMITS. */
   limits?: LoadLimits;
+  /** The GPUs instance groups may be placed on; absent: none. */
+  gpus?: GpuProbe;
+  /** GPUs below this compute capability are not used (default 6.0). */
+  minComputeCapability?: number;
 }
 
 /**
@@ -90,8 +96,15 @@ async function finalConfig(context: LoaderContext, backend: Backend, base: Model
   if (context.autoComplete && backend.autoCompleteConfig !== undefined) {
     config = await backend.autoCompleteConfig({ ...backendContext, config });
   }
-  config = normalizeModelConfig(config, { modelName: base.name });
-  validateModelConfig(config);
+  const minComputeCapability = context.minComputeCapability ?? DEFAULT_MIN_COMPUTE_CAPABILITY;
+  let placement = gpuPlacement((await context.gpus?.inventory()) ?? { devices: [] }, minComputeCapability);
+  if (placement.supportedGpus.length > 0) {
+    // GPUs this backend cannot use are, for its models, no GPUs at all.
+    const support = backend.gpuSupport?.() ?? { usable: true };
+    if (!support.usable) placement = { supportedGpus: [], hint: `the ${backend.name} backend cannot use this host's GPUs: ${support.reason}; use KIND_CPU or KIND_AUTO to run on CPU` };
+  }
+  config = normalizeModelConfig(config, { modelName: base.name, supportedGpus: placement.supportedGpus });
+  validateModelConfig(config, { supportedGpus: placement.supportedGpus, minComputeCapability, ...(placement.hint !== undefined ? { gpuHint: placement.hint } : {}) });
   checkBeforeBuilding(config, context.limits);
   return config;
 }
@@ -100,12 +113,14 @@ async function createInstances(context: LoaderContext, config: ModelConfig, mode
   const instances: BackendInstance[] = [];
   let index = 0;
   try {
+    // Triton's order: per group, per count, one instance on each of the group's GPUs (one on the
+    // CPU for other kinds); the instances of one count share the name `<group>_<c>`.
     for (const group of config.instance_group) {
-      if (group.kind === 'KIND_GPU') {
-        context.logger.warn({ model: config.name, group: group.name }, 'instance group asks for GPU; this worker has none, running it on CPU');
-      }
-      for (let i = 0; i < group.count; i++) {
-        instances.push(await model.createInstance({ name: `${group.name}_${i}`, kind: group.kind, index: index++ }));
+      const devices = group.kind === 'KIND_GPU' ? group.gpus : [0];
+      for (let c = 0; c < group.count; c++) {
+        for (const deviceId of devices) {
+          instances.push(await model.createInstance({ name: `${group.name}_${c}`, kind: group.kind, deviceId, index: index++ }));
+        }
       }
     }
     if (instances.length === 0) throw invalidArgument(`unable to load model '${config.name}': the model has no instances (instance_group count is 0)`);

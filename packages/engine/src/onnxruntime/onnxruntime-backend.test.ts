@@ -257,7 +257,7 @@ async function withBytesIdentity(body: (m: { config: ModelConfig; instance: Back
     );
     const context = { modelName: 'bytes', version: 1, modelPath: `${repo.root}/bytes`, versionPath: `${repo.root}/bytes/1`, config, logger: silentLogger };
     const model = await backend.loadModel(context);
-    const instance = await model.createInstance({ name: 'bytes_0', kind: 'KIND_CPU', index: 0 });
+    const instance = await model.createInstance({ name: 'bytes_0', kind: 'KIND_CPU', deviceId: 0, index: 0 });
     try {
       await body({ config, instance });
     } finally {

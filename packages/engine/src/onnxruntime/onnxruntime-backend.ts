@@ -1,7 +1,11 @@
 /**
- * The ONNX Runtime backend (Triton's `onnxruntime` backend, CPU execution provider only).
+ * The ONNX Runtime backend (Triton's `onnxruntime` backend).
  *
- * One `InferenceSession` per model instance, each on its own worker thread (`SessionThread`):
+ * One `InferenceSession` per model instance, each on its own worker thread (`SessionThread`).
+ * A `KIND_GPU` instance's session uses the CUDA execution provider on the instance's device (one
+ * session per instance per GPU, as Triton's backend makes them); every other instance uses the CPU.
+ * A GPU instance on an install without the CUDA provider fails the load, saying what to install
+ * (`cudaProviderStatus` of @switchyard/ort), instead of quietly running on the CPU.
  * onnxruntime-node computes `session.run` synchronously on the calling thread, so running it
  * on the main thread would stall the server's sockets and serialise the instances. Each
  * instance executes one batch at a time; the instances of a model compute in parallel.
@@ -15,6 +19,7 @@ import { internal, invalidArgument, resolveConfinedPath, unavailable, type Switc
 import { elementCount, type DataType, type InferTensor } from '@switchyard/kserve';
 import { configDataTypeToWire, type ModelConfig, type ModelOutput } from '@switchyard/model-config';
 import type * as ort from 'onnxruntime-node';
+import { cudaProviderStatus, type ProviderStatus } from '@switchyard/ort';
 import type {
   Backend,
   BackendInstance,
@@ -22,6 +27,7 @@ import type {
   BackendModelContext,
   BackendResult,
   ExecutionOutcome,
+  GpuSupport,
   InstanceSpec,
 } from '../backend.js';
 import { autoCompleteOnnxConfig, checkOnnxIo, type OnnxIo, type OnnxIoInfo } from './onnx-io-config.js';
@@ -72,11 +78,16 @@ function graphLevel(config: ModelConfig): 'disabled' | 'basic' | 'extended' | 'a
   }
 }
 
-function sessionOptions(config: ModelConfig): ort.InferenceSession.SessionOptions {
+/** Where a session runs: the CPU, or the CUDA execution provider on one device. */
+type SessionDevice = { kind: 'cpu' } | { kind: 'cuda'; deviceId: number };
+const CPU: SessionDevice = { kind: 'cpu' };
+
+function sessionOptions(config: ModelConfig, device: SessionDevice): ort.InferenceSession.SessionOptions {
   const intra = intParameter(config, 'intra_op_thread_count', 1);
   const inter = intParameter(config, 'inter_op_thread_count', 1);
   return {
-    executionProviders: ['cpu'],
+    // ONNX Runtime places the nodes the CUDA provider cannot run on its CPU provider by itself.
+    executionProviders: device.kind === 'cuda' ? [{ name: 'cuda', deviceId: device.deviceId }] : ['cpu'],
     graphOptimizationLevel: graphLevel(config),
     intraOpNumThreads: intra > 0 ? intra : 1,
     interOpNumThreads: inter > 0 ? inter : 1,
@@ -85,12 +96,16 @@ function sessionOptions(config: ModelConfig): ort.InferenceSession.SessionOption
   };
 }
 
-async function createSession(context: BackendModelContext, path: string): Promise<SessionThread> {
+/** Said after ONNX Runtime's own message when a CUDA session fails to start. */
+const CUDA_SESSION_HINT = 'the CUDA execution provider needs the NVIDIA driver, CUDA 12 and cuDNN 9 libraries on the library path';
+
+async function createSession(context: BackendModelContext, path: string, device: SessionDevice = CPU): Promise<SessionThread> {
   try {
-    return await SessionThread.create(path, sessionOptions(context.config));
+    return await SessionThread.create(path, sessionOptions(context.config, device));
   } catch (e) {
     const message = e instanceof SessionLoadError ? e.message : `cannot start a session thread: ${e instanceof Error ? e.message : String(e)}`;
-    throw unavailable(`unable to load model '${context.modelName}': onnx runtime error: ${message}`, e);
+    const where = device.kind === 'cuda' ? ` (GPU ${device.deviceId}: ${CUDA_SESSION_HINT})` : '';
+    throw unavailable(`unable to load model '${context.modelName}': onnx runtime error: ${message}${where}`, e);
   }
 }
 
@@ -232,14 +247,26 @@ class OnnxRuntimeModel implements BackendModel {
     private readonly context: BackendModelContext,
     private readonly modelFile: string,
     private firstSession: SessionThread | undefined,
+    private readonly cudaStatus: () => ProviderStatus,
   ) {}
 
   async createInstance(spec: InstanceSpec): Promise<BackendInstance> {
-    // The session used for the I/O check on load becomes the first instance's session.
+    if (spec.kind === 'KIND_GPU') return new OnnxRuntimeInstance(spec.name, await this.gpuSession(spec), this.context.config);
+    // The (CPU) session used for the I/O check on load becomes the first CPU instance's session.
     let session = this.firstSession;
     this.firstSession = undefined;
     session ??= await createSession(this.context, this.modelFile);
     return new OnnxRuntimeInstance(spec.name, session, this.context.config);
+  }
+
+  private async gpuSession(spec: InstanceSpec): Promise<SessionThread> {
+    const cuda = this.cudaStatus();
+    if (!cuda.available) {
+      throw unavailable(`unable to load model '${this.context.modelName}': instance ${spec.name} is on GPU ${spec.deviceId}, but ${cuda.reason}`);
+    }
+    // No CPU instance will take the load-time session: free it before the GPU sessions start.
+    if (this.context.config.instance_group.every((g) => g.kind === 'KIND_GPU')) await this.release();
+    return createSession(this.context, this.modelFile, { kind: 'cuda', deviceId: spec.deviceId });
   }
 
   async release(): Promise<void> {
@@ -248,8 +275,23 @@ class OnnxRuntimeModel implements BackendModel {
   }
 }
 
+export interface OnnxRuntimeBackendOptions {
+  /** Whether the CUDA execution provider is installed; default `cudaProviderStatus` (tests substitute it). */
+  cudaStatus?: () => ProviderStatus;
+}
+
 export class OnnxRuntimeBackend implements Backend {
   readonly name = 'onnxruntime';
+  readonly #cudaStatus: () => ProviderStatus;
+
+  constructor(options: OnnxRuntimeBackendOptions = {}) {
+    this.#cudaStatus = options.cudaStatus ?? (() => cudaProviderStatus());
+  }
+
+  gpuSupport(): GpuSupport {
+    const cuda = this.#cudaStatus();
+    return cuda.available ? { usable: true } : { usable: false, reason: cuda.reason };
+  }
 
   async autoCompleteConfig(context: BackendModelContext): Promise<ModelConfig> {
     const config = context.config;
@@ -278,6 +320,6 @@ export class OnnxRuntimeBackend implements Backend {
       await session.release();
       throw e;
     }
-    return new OnnxRuntimeModel(context, modelFile, session);
+    return new OnnxRuntimeModel(context, modelFile, session, this.#cudaStatus);
   }
 }

@@ -102,6 +102,67 @@ describe('TritonMetrics', () => {
   });
 });
 
+describe('TritonMetrics GPU families', () => {
+  const gpu = (uuid: string, used: number) => ({
+    uuid,
+    utilization: 0.37,
+    memoryTotalBytes: 16106127360,
+    memoryUsedBytes: used,
+    powerUsageWatts: 20.085,
+    powerLimitWatts: 60,
+    energyJoules: 320.387,
+  });
+
+  it('renders Triton GPU families per gpu_uuid: the counter after the model counters, gauges before the CPU ones', async () => {
+    let samples = [gpu('GPU-340cec52-80ba-c0df-8511-5f9680aae0ed', 617611264)];
+    const metrics = new TritonMetrics({ engine: { metricsSnapshot: () => [snapshot('simple', '1', 2)] }, cpu: fixedCpu, gpu: { sample: async () => samples } });
+    const text = await metrics.render();
+    const label = '{gpu_uuid="GPU-340cec52-80ba-c0df-8511-5f9680aae0ed"}';
+    expect(text).toContain(
+      [
+        'nv_inference_compute_output_duration_us{model="simple",version="1"} 404',
+        '# HELP nv_energy_consumption GPU energy consumption in joules since the Triton Server started',
+        '# TYPE nv_energy_consumption counter',
+        `nv_energy_consumption${label} 320.387`,
+        '# HELP nv_inference_pending_request_count',
+      ].join('\n'),
+    );
+    expect(text).toContain(
+      [
+        'nv_model_load_duration_secs{model="simple",version="1"} 1.611378656',
+        '# HELP nv_gpu_utilization GPU utilization rate [0.0 - 1.0)',
+        '# TYPE nv_gpu_utilization gauge',
+        `nv_gpu_utilization${label} 0.37`,
+        '# HELP nv_gpu_memory_total_bytes GPU total memory, in bytes',
+        '# TYPE nv_gpu_memory_total_bytes gauge',
+        `nv_gpu_memory_total_bytes${label} 16106127360`,
+        '# HELP nv_gpu_memory_used_bytes GPU used memory, in bytes',
+        '# TYPE nv_gpu_memory_used_bytes gauge',
+        `nv_gpu_memory_used_bytes${label} 617611264`,
+        '# HELP nv_gpu_power_usage GPU power usage in watts',
+        '# TYPE nv_gpu_power_usage gauge',
+        `nv_gpu_power_usage${label} 20.085`,
+        '# HELP nv_gpu_power_limit GPU power management limit in watts',
+        '# TYPE nv_gpu_power_limit gauge',
+        `nv_gpu_power_limit${label} 60`,
+        '# HELP nv_cpu_utilization',
+      ].join('\n'),
+    );
+    samples = [gpu('GPU-a', 1), gpu('GPU-b', 2)];
+    const second = await metrics.render();
+    expect(second).toContain('nv_gpu_memory_used_bytes{gpu_uuid="GPU-a"} 1\nnv_gpu_memory_used_bytes{gpu_uuid="GPU-b"} 2\n');
+    expect(second).not.toContain('GPU-340cec52');
+  });
+
+  it('has no GPU family without GPUs, without a source, or when sampling fails', async () => {
+    const engine = { metricsSnapshot: () => [snapshot('simple', '1', 2)] };
+    for (const source of [{ sample: async () => [] }, null, { sample: () => Promise.reject(new Error('nvidia-smi gone')) }]) {
+      const text = await new TritonMetrics({ engine, cpu: fixedCpu, gpu: source }).render();
+      expect(text).toBe(EXPECTED);
+    }
+  });
+});
+
 describe('formatValue', () => {
   it('prints like prometheus-cpp (%.16g)', () => {
     expect(formatValue(0)).toBe('0');

@@ -10,7 +10,7 @@ import { silentLogger, type Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
 import { createLimitedHttpServer, type HttpLimits } from '../http/http-limits.js';
 import { ProcCpuSampler, type CpuMetricsSource } from './cpu-stats.js';
-import { TritonMetrics } from './triton-metrics.js';
+import { TritonMetrics, type GpuMetricsSource } from './triton-metrics.js';
 
 export const DEFAULT_METRICS_PORT = 8002;
 export const DEFAULT_METRICS_HOST = '0.0.0.0';
@@ -24,6 +24,8 @@ export interface MetricsServerOptions extends HttpLimits {
   host?: string;
   /** Host CPU/memory source; default reads /proc. null omits the nv_cpu_* families. */
   cpu?: CpuMetricsSource | null;
+  /** GPU figures (the engine's `GpuProbe`); absent or null: no nv_gpu_* families, as on a host without GPUs. */
+  gpu?: GpuMetricsSource | null;
   /**
    * More families owned by the caller (e.g. the router's own), as Prometheus text appended after the
    * engine's, called once per scrape. It must not repeat a family the engine already renders. A
@@ -51,7 +53,7 @@ function sendJsonError(res: ServerResponse, status: number, message: string): vo
 export function createMetricsServer(options: MetricsServerOptions): MetricsFrontDoor {
   const host = options.host ?? DEFAULT_METRICS_HOST;
   const logger = (options.logger ?? silentLogger).child({ component: 'metrics' });
-  const metrics = new TritonMetrics({ engine: options.engine, cpu: options.cpu === undefined ? new ProcCpuSampler() : options.cpu });
+  const metrics = new TritonMetrics({ engine: options.engine, cpu: options.cpu === undefined ? new ProcCpuSampler() : options.cpu, gpu: options.gpu ?? null });
 
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     if (req.method !== 'GET') {

@@ -3,14 +3,15 @@
  * filled at scrape time by prom-client collect callbacks.
  *
  * Every value is derived from what the engine reports at that moment: per-model counters from
- * its cumulative statistics, gauges from its snapshot, CPU figures from /proc. Nothing is
+ * its cumulative statistics, gauges from its snapshot, CPU figures from /proc, GPU figures from the
+ * engine's GPU probe (nvidia-smi; Triton reads DCGM). Nothing is
  * counted here, so nothing can be counted twice, and a model that is no longer loaded simply
  * has no samples (its families disappear when no model is loaded, as in prometheus-cpp).
  *
  * Order follows prometheus-cpp's registry: all counter families in registration order, then
  * all gauge families.
  */
-import type { InferenceEngine, ModelMetricsSnapshot } from '@switchyard/engine';
+import type { GpuSample, InferenceEngine, ModelMetricsSnapshot } from '@switchyard/engine';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { CpuMetricsSource, CpuSample } from './cpu-stats.js';
 import { llmMetricFamilies } from './llm-metrics.js';
@@ -80,12 +81,29 @@ const CPU_GAUGES: readonly [name: string, help: string, value: (c: CpuSample) =>
   ['nv_cpu_memory_used_bytes', 'CPU used memory (RAM), in bytes', (c) => c.memoryUsedBytes],
 ];
 
+/** Per-GPU gauges (metrics.cc, TRITON_ENABLE_METRICS_GPU), labelled `gpu_uuid`. */
+const GPU_GAUGES: readonly [name: string, help: string, value: (g: GpuSample) => number][] = [
+  ['nv_gpu_utilization', 'GPU utilization rate [0.0 - 1.0)', (g) => g.utilization],
+  ['nv_gpu_memory_total_bytes', 'GPU total memory, in bytes', (g) => g.memoryTotalBytes],
+  ['nv_gpu_memory_used_bytes', 'GPU used memory, in bytes', (g) => g.memoryUsedBytes],
+  ['nv_gpu_power_usage', 'GPU power usage in watts', (g) => g.powerUsageWatts],
+  ['nv_gpu_power_limit', 'GPU power management limit in watts', (g) => g.powerLimitWatts],
+];
+
+/** Where the metrics door gets GPU figures: the engine's `GpuProbe`. */
+export interface GpuMetricsSource {
+  /** One sample per GPU; [] when there is none. Bounded in time. */
+  sample(): Promise<GpuSample[]>;
+}
+
 const labelsOf = (s: Snapshot): { model: string; version: string } => ({ model: s.statistics.name, version: s.statistics.version });
 
 export interface TritonMetricsOptions {
   engine: Pick<InferenceEngine, 'metricsSnapshot' | 'llmEndpoints'>;
   /** Host CPU/memory figures; null leaves the nv_cpu_* families out (Triton's --allow-cpu-metrics=false). */
   cpu: CpuMetricsSource | null;
+  /** GPU figures; null (or a source with no GPU) leaves the nv_gpu_* and nv_energy_consumption families out. */
+  gpu?: GpuMetricsSource | null;
 }
 
 export class TritonMetrics {
@@ -95,10 +113,13 @@ export class TritonMetrics {
   /** Taken once per scrape, before the collect callbacks run. */
   #models: Snapshot[] = [];
   #cpu: CpuSample | undefined;
+  readonly #gpuSource: GpuMetricsSource | null;
+  #gpus: GpuSample[] = [];
 
   constructor(options: TritonMetricsOptions) {
     this.#engine = options.engine;
     this.#cpuSource = options.cpu;
+    this.#gpuSource = options.gpu ?? null;
     const self = this;
     const perModelCounter = (name: string, help: string, value: (s: Snapshot) => number, only: (s: Snapshot) => boolean = () => true): void => {
       new Counter({
@@ -127,6 +148,19 @@ export class TritonMetrics {
     });
     for (const [name, help, value] of MODEL_COUNTERS) perModelCounter(name, help, value);
     for (const [name, help, value] of CACHE_COUNTERS) perModelCounter(name, help, value, (s) => s.responseCacheEnabled === true);
+    const perGpu = this.#gpuSource !== null;
+    if (perGpu) {
+      new Counter({
+        name: 'nv_energy_consumption',
+        help: 'GPU energy consumption in joules since the Triton Server started',
+        labelNames: ['gpu_uuid'],
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          for (const g of self.#gpus) this.inc({ gpu_uuid: g.uuid }, g.energyJoules);
+        },
+      });
+    }
     for (const [name, help, value] of MODEL_GAUGES) {
       new Gauge({
         name,
@@ -138,6 +172,20 @@ export class TritonMetrics {
           for (const s of self.#models) this.set(labelsOf(s), value(s));
         },
       });
+    }
+    if (perGpu) {
+      for (const [name, help, value] of GPU_GAUGES) {
+        new Gauge({
+          name,
+          help,
+          labelNames: ['gpu_uuid'],
+          registers: [this.registry],
+          collect() {
+            this.reset();
+            for (const g of self.#gpus) this.set({ gpu_uuid: g.uuid }, value(g));
+          },
+        });
+      }
     }
     if (this.#cpuSource !== null) {
       for (const [name, help, value] of CPU_GAUGES) {
@@ -155,14 +203,19 @@ export class TritonMetrics {
 
   /** One scrape: snapshot the engine and host, run the collectors, render Triton's text format. */
   async render(): Promise<string> {
+    // The GPU figures (an nvidia-smi run, bounded) are awaited first, so the snapshot below is taken
+    // and collected without waiting in between.
+    const gpus = (await this.#gpuSource?.sample().catch(() => [])) ?? [];
     this.#models = this.#engine.metricsSnapshot();
     this.#cpu = this.#cpuSource?.sample();
+    this.#gpus = gpus;
     try {
       // LLM engines' vllm:* families follow Triton's (llm-metrics.ts).
       const llm = llmMetricFamilies(this.#engine.llmEndpoints?.() ?? []);
       return renderPrometheusText([...(await this.registry.getMetricsAsJSON()), ...llm]);
     } finally {
       this.#models = [];
+      this.#gpus = [];
     }
   }
 }
