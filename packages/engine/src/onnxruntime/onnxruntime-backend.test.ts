@@ -101,6 +101,11 @@ describe('onnxruntime backend', () => {
     await repo.addModel('slow_two', { config: slow(2), versions: { 1: { 'model.onnx': slowModel() } } });
     await repo.addModel('slow_one', { config: slow(1), versions: { 1: { 'model.onnx': slowModel() } } });
     await repo.addModel('slow_wide', { config: slow(1).replace('max_batch_size: 4', 'max_batch_size: 128'), versions: { 1: { 'model.onnx': slowModel() } } });
+    const ragged = (type: string) =>
+      `backend: "onnxruntime" max_batch_size: 8 input { name: "INPUT0" data_type: ${type} dims: [ -1 ] allow_ragged_batch: true } output { name: "OUTPUT0" data_type: ${type} dims: [ -1 ] } batch_output { target_name: "OUTPUT0" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "INPUT0" }`;
+    await repo.addModel('ragged', { config: ragged('TYPE_FP32'), versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', [-1]) } } });
+    await repo.addModel('ragged_bytes', { config: ragged('TYPE_STRING'), versions: { 1: { 'model.onnx': buildIdentityModel('STRING', [-1]) } } });
+    await repo.addModel('ragged_2d', { config: ragged('TYPE_FP32'), versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', ['batch', -1]) } } });
     engine = await createEngine({ modelRepositories: [repo.root], backends: { onnxruntime: instrumented(events) } });
   });
 
@@ -128,6 +133,23 @@ describe('onnxruntime backend', () => {
     const index = await engine.repositoryIndex(false);
     expect(index.find((r) => r.name === 'identity_bf16')?.reason).toContain('unsupported datatype TYPE_BF16');
     expect(index.find((r) => r.name === 'too_few_inputs')?.reason).toBe("unable to load model 'too_few_inputs', configuration expects 1 inputs, model provides 2");
+  });
+
+  it('feeds a ragged input as the 1-D tensor of its elements and scatters the output back with the input shape, even alone', async () => {
+    const values = Float32Array.from({ length: 6 }, (_, i) => i * 1.5);
+    const response = await engine.infer(request('ragged', [tensor('INPUT0', 'FP32', [2, 3], values)]));
+    expect(response.outputs[0]).toMatchObject({ name: 'OUTPUT0', datatype: 'FP32', shape: [2, 3] });
+    expect(float32s(response.outputs[0]!.data)).toEqual([...values]);
+    const strings = await engine.infer(request('ragged_bytes', [bytesTensor('INPUT0', [1, 2], ['ab', 'c'])]));
+    expect(strings.outputs[0]).toMatchObject({ datatype: 'BYTES', shape: [1, 2] });
+    expect(deserializeBytesElements(strings.outputs[0]!.data).map((b) => new TextDecoder().decode(b))).toEqual(['ab', 'c']);
+  });
+
+  it("refuses a ragged input the model does not take as [-1], with Triton's message", async () => {
+    const index = await engine.repositoryIndex(false);
+    expect(index.find((r) => r.name === 'ragged_2d')?.reason).toBe(
+      "unable to load model 'ragged_2d', configuration expects model provides input with shape [-1]  for ragged input 'INPUT0', model provides [-1,-1]",
+    );
   });
 
   it('serves scalar model outputs with the config dims', async () => {
