@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
-import { loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
+import { loadGrpcClients, streamInfer, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
 import { get, int32Bytes, post, range, readInt32 } from './lib/tensors.js';
 import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
 import { waitFor } from './lib/wait-for.js';
@@ -390,6 +390,29 @@ describe('regions unregistered while requests use them (qa TestSharedMemoryUnreg
       expect(workerDescriptorsOnRegions()).toBe(0);
     });
   }
+
+  it('ModelStreamInfer: regions unregistered during a streamed request stay until its response is out', async () => {
+    await configureServer();
+    const shm = (region: string) => ({ shared_memory_region: { string_param: region }, shared_memory_byte_size: { int64_param: 64 } });
+    const id = `stream_${nextId++}`;
+    const responses = streamInfer(grpcDelayed, [
+      {
+        id,
+        model_name: 'simple',
+        inputs: ['INPUT0', 'INPUT1'].map((name, i) => ({ name, datatype: 'INT32', shape: [1, 16], parameters: shm(names[i]!) })),
+        outputs: ['OUTPUT0', 'OUTPUT1'].map((name, i) => ({ name, parameters: shm(names[i + 2]!) })),
+      },
+    ]);
+    await started(id);
+    expect((await post(`${delayed.httpUrl}/v2/systemsharedmemory/unregister`, undefined)).status).toBe(200);
+    await expectFound();
+    openGate(id);
+    const [response] = await responses;
+    expect(response.error_message).toBe('');
+    expectOutputsWritten();
+    await expectNotFound();
+    expect(workerDescriptorsOnRegions()).toBe(0);
+  });
 
   it('a request refused before it runs holds nothing: an unregister after it removes the regions at once', async () => {
     await configureServer();
