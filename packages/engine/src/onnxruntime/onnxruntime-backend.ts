@@ -26,7 +26,7 @@ import type {
 } from '../backend.js';
 import { autoCompleteOnnxConfig, checkOnnxIo, type OnnxIo, type OnnxIoInfo } from './onnx-io-config.js';
 import { checkOrtStrings, concatBatch, configTypeOfOrt, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
-import { compileRaggedLayout, raggedFeed, scatterOutput, type RaggedLayout } from './ragged-batch.js';
+import { batchInputTensor, compileRaggedLayout, raggedFeed, scatterOutput, type RaggedLayout } from './ragged-batch.js';
 import { SessionLoadError, SessionThread, type WireTensor, type WireValueMetadata } from './session-thread.js';
 import type { NormalizedRequest } from '../request-normalizer.js';
 
@@ -237,6 +237,15 @@ class OnnxRuntimeInstance implements BackendInstance {
       });
       const total = requests.reduce((n, r) => n + r.batchSize, 0);
       feeds[input.name] = toWireTensor(input.datatype, [total, ...input.shape.slice(1)], concatBatch(parts));
+    }
+    for (const spec of this.ragged.batchInputs) {
+      const shapes = requests.map((r) => {
+        const source = r.inputs.find((i) => i.name === spec.source);
+        if (source === undefined) throw internal(`source input '${spec.source}' of a batch input missing from a request of the batch`);
+        return source.shape;
+      });
+      const tensor = batchInputTensor(spec, shapes);
+      for (const target of spec.targets) feeds[target] = toWireTensor(spec.datatype, tensor.shape, tensor.data);
     }
     return feeds;
   }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { deserializeBytesElements, serializeBytesElements } from '@switchyard/kserve';
 import { parseModelConfigText } from '@switchyard/model-config';
-import { compileRaggedLayout, raggedFeed, scatterOutput } from './ragged-batch.js';
+import { batchInputTensor, compileRaggedLayout, raggedFeed, scatterOutput, type BatchInputKind } from './ragged-batch.js';
 
 const f32 = (...v: number[]) => new Uint8Array(Float32Array.from(v).buffer);
 const floats = (b: Uint8Array) => [...new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength))];
@@ -51,5 +51,31 @@ describe('ragged batches', () => {
     expect(() => scatterOutput('m', 'X', 'FP32', f32(1, 2, 3), [3], [[1, 3], [1, 1]])).toThrow(
       "output 'X' of model 'm' has 3 elements, but its batch output scatters 4 (the element count of its source input over the batch)",
     );
+  });
+
+  it('makes batch inputs as Triton’s input collector does, from each request’s source shape', () => {
+    const spec = (kind: BatchInputKind, datatype: 'INT32' | 'FP32' = 'INT32') => ({ kind, targets: ['T'], datatype, source: 'A' });
+    const shapes = [[1, 3], [2, 2]];
+    const ints = (t: { shape: number[]; data: Uint8Array }) => [t.shape, [...new Int32Array(t.data.buffer.slice(t.data.byteOffset, t.data.byteOffset + t.data.byteLength))]];
+    expect(ints(batchInputTensor(spec('BATCH_ELEMENT_COUNT'), shapes))).toEqual([[2], [3, 4]]);
+    expect(ints(batchInputTensor(spec('BATCH_ACCUMULATED_ELEMENT_COUNT'), shapes))).toEqual([[2], [3, 7]]);
+    expect(ints(batchInputTensor(spec('BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO'), shapes))).toEqual([[3], [0, 3, 7]]);
+    expect(ints(batchInputTensor(spec('BATCH_MAX_ELEMENT_COUNT_AS_SHAPE'), shapes))).toEqual([[4], [0, 0, 0, 0]]);
+    // One row per batch item: the second request has two items of shape [2].
+    expect(ints(batchInputTensor(spec('BATCH_ITEM_SHAPE'), shapes))).toEqual([[3, 1], [3, 2, 2]]);
+    expect(ints(batchInputTensor(spec('BATCH_ITEM_SHAPE_FLATTEN'), [[1, 2, 5], [1, 4, 1]]))).toEqual([[4], [2, 5, 4, 1]]);
+    const fp = batchInputTensor(spec('BATCH_ACCUMULATED_ELEMENT_COUNT', 'FP32'), shapes);
+    expect([fp.shape, floats(fp.data)]).toEqual([[2], [3, 7]]);
+    expect(() => batchInputTensor(spec('BATCH_ITEM_SHAPE'), [[1, 2, 2], [1, 3]])).toThrow('unexpected total byte size for batch input');
+  });
+
+  it('compiles batch inputs and refuses a kind it does not know', () => {
+    const config = parseModelConfigText(
+      'name: "m" max_batch_size: 8 input [ { name: "A" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ] ' +
+        'batch_input [ { kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: [ "I", "J" ] data_type: TYPE_FP32 source_input: "A" } ]',
+    );
+    expect(compileRaggedLayout(config).batchInputs).toEqual([{ kind: 'BATCH_ACCUMULATED_ELEMENT_COUNT', targets: ['I', 'J'], datatype: 'FP32', source: 'A' }]);
+    const odd = { ...config, batch_input: [{ kind: 'BATCH_SOMETHING', target_name: ['I'], source_input: ['A'] }] };
+    expect(() => compileRaggedLayout(odd)).toThrow("unsupported BatchInputKind received for model 'm': 'BATCH_SOMETHING'");
   });
 });

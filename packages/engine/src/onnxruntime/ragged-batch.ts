@@ -7,9 +7,17 @@
  *   of different shapes share a batch for such an input (`queue-batch-rule.ts`).
  * - a scatter output is cut back in the same order: request i gets the next
  *   `elementCount(its source input's shape)` elements, with that shape.
+ * - a `batch_input` is a tensor the backend makes from the batch (never sent by clients), fed under
+ *   each of its target names, as Triton's backend input collector makes it from each request's
+ *   source input shape (batch dimension included):
+ *   BATCH_ELEMENT_COUNT `[requests]` element counts; BATCH_ACCUMULATED_ELEMENT_COUNT `[requests]`
+ *   running sums; ..._WITH_ZERO `[requests + 1]` the same after a 0; BATCH_MAX_ELEMENT_COUNT_AS_SHAPE
+ *   `[largest element count]` (only its shape speaks: zeros); BATCH_ITEM_SHAPE `[batch items,
+ *   rank - 1]` each batch item's shape without the batch dimension; BATCH_ITEM_SHAPE_FLATTEN the
+ *   same values as `[batch items × (rank - 1)]`. Values are INT32 or FP32 (the config's type).
  * Outputs that are not batch outputs are split along dimension 0 as for any batch.
  */
-import { internal } from '@switchyard/common';
+import { internal, invalidArgument } from '@switchyard/common';
 import { elementCount, type DataType } from '@switchyard/kserve';
 import type { ModelConfig } from '@switchyard/model-config';
 import { concatBatch, splitBatch } from './onnx-tensor-codec.js';
@@ -20,7 +28,34 @@ export interface RaggedLayout {
   raggedInputs: ReadonlySet<string>;
   /** Output name → the input whose per-request shape it takes (BATCH_SCATTER_WITH_INPUT_SHAPE). */
   scatterOutputs: ReadonlyMap<string, string>;
+  /** Tensors made from the batch and fed to the model under their target names. */
+  batchInputs: readonly BatchInputSpec[];
 }
+
+export type BatchInputKind =
+  | 'BATCH_ELEMENT_COUNT'
+  | 'BATCH_ACCUMULATED_ELEMENT_COUNT'
+  | 'BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO'
+  | 'BATCH_MAX_ELEMENT_COUNT_AS_SHAPE'
+  | 'BATCH_ITEM_SHAPE'
+  | 'BATCH_ITEM_SHAPE_FLATTEN';
+
+export interface BatchInputSpec {
+  kind: BatchInputKind;
+  targets: readonly string[];
+  /** TYPE_INT32 → INT32, TYPE_FP32 → FP32 (model-config validation allows no other). */
+  datatype: 'INT32' | 'FP32';
+  source: string;
+}
+
+const BATCH_INPUT_KINDS: ReadonlySet<string> = new Set<BatchInputKind>([
+  'BATCH_ELEMENT_COUNT',
+  'BATCH_ACCUMULATED_ELEMENT_COUNT',
+  'BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO',
+  'BATCH_MAX_ELEMENT_COUNT_AS_SHAPE',
+  'BATCH_ITEM_SHAPE',
+  'BATCH_ITEM_SHAPE_FLATTEN',
+]);
 
 export function compileRaggedLayout(config: ModelConfig): RaggedLayout {
   const raggedInputs = new Set(config.input.filter((i) => i.allow_ragged_batch).map((i) => i.name));
@@ -30,7 +65,60 @@ export function compileRaggedLayout(config: ModelConfig): RaggedLayout {
     if (b.kind !== 'BATCH_SCATTER_WITH_INPUT_SHAPE' || source === undefined) continue;
     for (const target of b.target_name ?? []) scatterOutputs.set(target, source);
   }
-  return { raggedInputs, scatterOutputs };
+  const batchInputs: BatchInputSpec[] = [];
+  for (const b of config.batch_input as { kind?: string; target_name?: string[]; data_type?: string; source_input?: string[] }[]) {
+    const source = b.source_input?.[0];
+    if (b.kind === undefined || !BATCH_INPUT_KINDS.has(b.kind) || source === undefined) {
+      throw internal(`unsupported BatchInputKind received for model '${config.name}': '${b.kind ?? ''}'`);
+    }
+    batchInputs.push({ kind: b.kind as BatchInputKind, targets: b.target_name ?? [], datatype: b.data_type === 'TYPE_FP32' ? 'FP32' : 'INT32', source });
+  }
+  return { raggedInputs, scatterOutputs, batchInputs };
+}
+
+/**
+ * The tensor of one batch input for a batch whose requests' source inputs have `shapes` (batch
+ * dimension first when the model batches). Throws invalid_argument with Triton's message when the
+ * batch items' ranks differ (their shapes would not fill the tensor Triton sizes from the last one).
+ */
+export function batchInputTensor(spec: BatchInputSpec, shapes: readonly (readonly number[])[]): { shape: number[]; data: Uint8Array } {
+  const counts = shapes.map((s) => elementCount(s));
+  let shape: number[];
+  let values: number[];
+  switch (spec.kind) {
+    case 'BATCH_ELEMENT_COUNT':
+      shape = [shapes.length];
+      values = counts;
+      break;
+    case 'BATCH_ACCUMULATED_ELEMENT_COUNT':
+    case 'BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO': {
+      let sum = 0;
+      values = counts.map((c) => (sum += c));
+      if (spec.kind === 'BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO') values.unshift(0);
+      shape = [values.length];
+      break;
+    }
+    case 'BATCH_MAX_ELEMENT_COUNT_AS_SHAPE':
+      shape = [counts.reduce((a, b) => Math.max(a, b), 0)];
+      values = new Array<number>(shape[0] as number).fill(0);
+      break;
+    case 'BATCH_ITEM_SHAPE':
+    case 'BATCH_ITEM_SHAPE_FLATTEN': {
+      values = [];
+      let items = 0;
+      for (const s of shapes) {
+        const rows = s[0] ?? 0;
+        items += rows;
+        for (let r = 0; r < rows; r++) values.push(...s.slice(1));
+      }
+      const rank = (shapes[shapes.length - 1]?.length ?? 1) - 1;
+      shape = spec.kind === 'BATCH_ITEM_SHAPE' ? [items, rank] : [values.length];
+      if (values.length !== items * rank) throw invalidArgument('unexpected total byte size for batch input');
+      break;
+    }
+  }
+  const data = spec.datatype === 'FP32' ? Float32Array.from(values) : Int32Array.from(values);
+  return { shape, data: new Uint8Array(data.buffer) };
 }
 
 /** The 1-D feed of a ragged input: each request's data, end to end. */
