@@ -98,10 +98,11 @@ export function batchInputTensor(spec: BatchInputSpec, shapes: readonly (readonl
       shape = [values.length];
       break;
     }
-    case 'BATCH_MAX_ELEMENT_COUNT_AS_SHAPE':
-      shape = [counts.reduce((a, b) => Math.max(a, b), 0)];
-      values = new Array<number>(shape[0] as number).fill(0);
-      break;
+    case 'BATCH_MAX_ELEMENT_COUNT_AS_SHAPE': {
+      // Only the shape speaks: a zeroed tensor, made without a per-element array.
+      const largest = counts.reduce((a, b) => Math.max(a, b), 0);
+      return { shape: [largest], data: new Uint8Array(largest * 4) };
+    }
     case 'BATCH_ITEM_SHAPE':
     case 'BATCH_ITEM_SHAPE_FLATTEN': {
       values = [];
