@@ -26,6 +26,8 @@ const MODEL_FILES: Record<string, () => Uint8Array> = {
   timeout: () => buildAddConstantModel(1),
   priority: () => buildAddConstantModel(1),
   variable: () => buildIdentityModel('FLOAT'),
+  // Triton's qa onnx_nobatch_zero_1_float32: identity over [-1], no batch dimension of its own.
+  ragged: () => buildIdentityModel('FLOAT', [-1]),
   concurrent: () => buildMlpModel({ width: 512, layers: 4 }),
 };
 
@@ -217,6 +219,41 @@ describe('requests from different clients share executions', () => {
     expect(rc.output).toMatchObject({ shape: [1, 5], data: [1, 1, 1, 1, 1] });
     expect(rd).toEqual({ shape: [1, 5], values: [2, 2, 2, 2, 2] });
     expect(batchesSince(before, await stats('variable'))).toEqual({ 3: 1, 2: 1 });
+  });
+});
+
+describe('ragged batching (qa L0_batcher test_multi_batch_different_shape_allow_ragged)', () => {
+  it('requests of shapes [1,16] and [1,8] share one execution of batch 2, each getting its own elements in its own shape', async () => {
+    const before = await stats('ragged');
+    const a = range(16, (i) => i + 0.5);
+    const b = range(8, (i) => -i - 0.25);
+    // HTTP first: alone it waits (1 is below every preferred size); the gRPC request makes the preferred 2.
+    const http = httpInfer('ragged', { rows: [a] });
+    await untilQueued('ragged', 1);
+    const started = performance.now();
+    const [rh, rg] = await Promise.all([http, grpcInfer('ragged', { rows: [b] })]);
+    // Sent at the preferred size, long before the 10 s queue delay.
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(rh.status).toBe(200);
+    expect(rh.output).toEqual({ name: 'OUTPUT0', datatype: 'FP32', shape: [1, 16], data: a });
+    expect(rg).toEqual({ shape: [1, 8], values: b });
+    const after = await stats('ragged');
+    expect(batchesSince(before, after)).toEqual({ 2: 1 });
+    expect(after.execution_count - before.execution_count).toBe(1);
+    expect(after.inference_count - before.inference_count).toBe(2);
+  });
+
+  it('requests of several rows and different widths scatter back in order', async () => {
+    const before = await stats('ragged');
+    const rows = rowsOf(3, (r) => range(2, (i) => 10 * r + i));
+    const first = httpInfer('ragged', { rows });
+    await untilQueued('ragged', 1);
+    // 3 + 3 rows: the preferred 6.
+    const wide = rowsOf(3, (r) => range(5, (i) => 100 * r + i));
+    const [r1, r2] = await Promise.all([first, grpcInfer('ragged', { rows: wide })]);
+    expect(r1.output).toMatchObject({ shape: [3, 2], data: rows.flat() });
+    expect(r2).toEqual({ shape: [3, 5], values: wide.flat() });
+    expect(batchesSince(before, await stats('ragged'))).toEqual({ 6: 1 });
   });
 });
 

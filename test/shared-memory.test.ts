@@ -3,13 +3,15 @@
  * (files under /dev/shm), registers them, and sends inputs / receives outputs through them over
  * HTTP and gRPC.
  */
-import { closeSync, ftruncateSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, ftruncateSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
-import { loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
+import { loadGrpcClients, streamInfer, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
 import { get, int32Bytes, post, range, readInt32 } from './lib/tensors.js';
+import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
+import { waitFor } from './lib/wait-for.js';
 
 const tag = `sy_${process.pid}`;
 const inKey = `/${tag}_in`;
@@ -197,5 +199,266 @@ describe('system shared memory refuses what could escape /dev/shm or overflow', 
       await post(`${worker.httpUrl}/v2/systemsharedmemory/region/big/unregister`, undefined);
       rmSync(`/dev/shm${bigKey}`, { force: true });
     }
+  });
+});
+
+/**
+ * Triton's qa L0_shared_memory `TestSharedMemoryUnregister`, over HTTP and gRPC: regions
+ * unregistered while a request uses them stay registered (listed, usable, their names taken)
+ * until the last request using them is over, then go without another unregister. `simple` here
+ * holds each request until its gate opens (test/fixtures/shared_memory_repository).
+ */
+describe('regions unregistered while requests use them (qa TestSharedMemoryUnregister)', () => {
+  const names = ['input0_data', 'input1_data', 'output0_data', 'output1_data'];
+  const keyOf = (name: string) => `/${tag}_${name}`;
+  const input0 = range(16, (i) => i);
+  const input1 = range(16, () => 1);
+  let repo: FixtureRepository;
+  let delayed: WorkerProcess;
+  let grpcDelayed: GrpcClient;
+  let nextId = 0;
+
+  beforeAll(async () => {
+    repo = fixtureRepository('shared_memory_repository');
+    delayed = await startWorkerProcess({
+      modelRepositories: [repo.path],
+      args: ['--model-control-mode=explicit', '--load-model=simple', '--allow-client-shm=true'],
+    });
+    ({ inference: grpcDelayed } = loadGrpcClients(delayed.grpcAddress));
+  });
+  afterAll(async () => {
+    grpcDelayed?.close();
+    await delayed?.stop();
+    repo?.remove();
+    for (const name of names) rmSync(`/dev/shm${keyOf(name)}`, { force: true });
+  });
+
+  /** qa's _create_request_data: unregister all, then create, fill and register the four 64-byte regions. */
+  async function configureServer(): Promise<void> {
+    expect((await post(`${delayed.httpUrl}/v2/systemsharedmemory/unregister`, undefined)).status).toBe(200);
+    writeFileSync(`/dev/shm${keyOf('input0_data')}`, int32Bytes(input0));
+    writeFileSync(`/dev/shm${keyOf('input1_data')}`, int32Bytes(input1));
+    writeFileSync(`/dev/shm${keyOf('output0_data')}`, Buffer.alloc(64));
+    writeFileSync(`/dev/shm${keyOf('output1_data')}`, Buffer.alloc(64));
+    for (const name of names) {
+      const r = await post(`${delayed.httpUrl}/v2/systemsharedmemory/region/${name}/register`, { key: keyOf(name), offset: 0, byte_size: 64 });
+      expect(r.status, r.body.toString()).toBe(200);
+    }
+  }
+
+  /** One request through the four regions, as qa's test makes it; settles with its status and body. */
+  type Outcome = { ok: boolean; detail: string };
+  function inferHttp(id: string): Promise<Outcome> {
+    const shm = (region: string) => ({ shared_memory_region: region, shared_memory_byte_size: 64 });
+    return post(`${delayed.httpUrl}/v2/models/simple/infer`, {
+      id,
+      inputs: [
+        { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', parameters: shm('input0_data') },
+        { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: shm('input1_data') },
+      ],
+      outputs: [
+        { name: 'OUTPUT0', parameters: shm('output0_data') },
+        { name: 'OUTPUT1', parameters: shm('output1_data') },
+      ],
+    }).then((r) => ({ ok: r.status === 200, detail: r.body.toString() }));
+  }
+  function inferGrpc(id: string): Promise<Outcome> {
+    const shm = (region: string) => ({ shared_memory_region: { string_param: region }, shared_memory_byte_size: { int64_param: 64 } });
+    return unary(grpcDelayed, 'ModelInfer', {
+      id,
+      model_name: 'simple',
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: shm('input0_data') },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], parameters: shm('input1_data') },
+      ],
+      outputs: [
+        { name: 'OUTPUT0', parameters: shm('output0_data') },
+        { name: 'OUTPUT1', parameters: shm('output1_data') },
+      ],
+    }).then(
+      (r) => ({ ok: true, detail: JSON.stringify(r.outputs) }),
+      (e: Error) => ({ ok: false, detail: e.message }),
+    );
+  }
+
+  const started = (id: string) => waitFor(async () => existsSync(join(repo.path, 'simple/started', id)), { message: `request ${id} never started` });
+  const openGate = (id: string, content = '') => writeFileSync(join(repo.path, 'simple/gates', id), content);
+
+  /** qa's _test_shm_found: the status (asked over HTTP, by a second client) lists exactly the four regions. */
+  async function expectFound(): Promise<void> {
+    const status = (await get(`${delayed.httpUrl}/v2/systemsharedmemory/status`)).json();
+    expect(status.map((r: { name: string }) => r.name).sort()).toEqual([...names].sort());
+  }
+  /** qa's _test_shm_not_found: each region's status is Triton's not-found error. */
+  async function expectNotFound(): Promise<void> {
+    for (const name of names) {
+      const r = await get(`${delayed.httpUrl}/v2/systemsharedmemory/region/${name}/status`);
+      expect([r.status, r.json()]).toEqual([404, { error: `Unable to find system shared memory region: '${name}'` }]);
+    }
+  }
+  /** The worker's descriptors on the regions' objects: none once every region is gone. */
+  function workerDescriptorsOnRegions(): number {
+    const keys = new Set(names.map((n) => `/dev/shm${keyOf(n)}`));
+    return readdirSync(`/proc/${delayed.pid}/fd`).filter((fd) => {
+      try {
+        return keys.has(readlinkSync(`/proc/${delayed.pid}/fd/${fd}`));
+      } catch {
+        return false;
+      }
+    }).length;
+  }
+  function expectOutputsWritten(): void {
+    expect(readInt32(readFileSync(`/dev/shm${keyOf('output0_data')}`))).toEqual(range(16, (i) => i + 1));
+    expect(readInt32(readFileSync(`/dev/shm${keyOf('output1_data')}`))).toEqual(range(16, (i) => i - 1));
+  }
+
+  for (const [protocol, infer] of [
+    ['http', inferHttp],
+    ['grpc', inferGrpc],
+  ] as const) {
+    it(`${protocol}: unregister during a single request: listed until it finishes, then gone`, async () => {
+      await configureServer();
+      const id = `single_${protocol}_${nextId++}`;
+      const pending = infer(id);
+      await started(id);
+      // _test_unregister_shm_request_pass: unregister all succeeds, and nothing leaves the status yet.
+      await expectFound();
+      expect((await post(`${delayed.httpUrl}/v2/systemsharedmemory/unregister`, undefined)).status).toBe(200);
+      await expectFound();
+      // Meanwhile the names are still taken.
+      const again = await post(`${delayed.httpUrl}/v2/systemsharedmemory/region/input0_data/register`, { key: keyOf('input0_data'), offset: 0, byte_size: 64 });
+      expect([again.status, again.json()]).toEqual([400, { error: "shared memory region 'input0_data' already in manager" }]);
+      openGate(id);
+      const outcome = await pending;
+      expect(outcome.ok, outcome.detail).toBe(true);
+      expectOutputsWritten();
+      await expectNotFound();
+      expect(workerDescriptorsOnRegions()).toBe(0);
+    });
+
+    it(`${protocol}: unregister during one request, a second uses the marked regions: listed until the second finishes`, async () => {
+      await configureServer();
+      const first = `multi_a_${protocol}_${nextId++}`;
+      const second = `multi_b_${protocol}_${nextId++}`;
+      const firstDone = infer(first);
+      await started(first);
+      await expectFound();
+      expect((await post(`${delayed.httpUrl}/v2/systemsharedmemory/unregister`, undefined)).status).toBe(200);
+      await expectFound();
+      const secondDone = infer(second);
+      await started(second);
+      openGate(first);
+      const a = await firstDone;
+      expect(a.ok, a.detail).toBe(true);
+      // The second request is still in flight: every region is still listed.
+      await expectFound();
+      openGate(second);
+      const b = await secondDone;
+      expect(b.ok, b.detail).toBe(true);
+      expectOutputsWritten();
+      await expectNotFound();
+      expect(workerDescriptorsOnRegions()).toBe(0);
+    });
+
+    it(`${protocol}: regions not unregistered stay after the request, and go at unregister`, async () => {
+      await configureServer();
+      const id = `after_${protocol}_${nextId++}`;
+      const pending = infer(id);
+      await started(id);
+      await expectFound();
+      openGate(id);
+      const outcome = await pending;
+      expect(outcome.ok, outcome.detail).toBe(true);
+      await expectFound();
+      expect((await post(`${delayed.httpUrl}/v2/systemsharedmemory/unregister`, undefined)).status).toBe(200);
+      await expectNotFound();
+      expect(workerDescriptorsOnRegions()).toBe(0);
+    });
+
+    it(`${protocol}: a request that fails in the model releases its regions too`, async () => {
+      await configureServer();
+      const id = `fail_${protocol}_${nextId++}`;
+      const pending = infer(id);
+      await started(id);
+      expect((await post(`${delayed.httpUrl}/v2/systemsharedmemory/unregister`, undefined)).status).toBe(200);
+      await expectFound();
+      openGate(id, 'fail');
+      const outcome = await pending;
+      expect(outcome.ok).toBe(false);
+      expect(outcome.detail).toContain(`request '${id}' failed by its gate`);
+      await expectNotFound();
+      expect(workerDescriptorsOnRegions()).toBe(0);
+    });
+  }
+
+  it('ModelStreamInfer: regions unregistered during a streamed request stay until its response is out', async () => {
+    await configureServer();
+    const shm = (region: string) => ({ shared_memory_region: { string_param: region }, shared_memory_byte_size: { int64_param: 64 } });
+    const id = `stream_${nextId++}`;
+    const responses = streamInfer(grpcDelayed, [
+      {
+        id,
+        model_name: 'simple',
+        inputs: ['INPUT0', 'INPUT1'].map((name, i) => ({ name, datatype: 'INT32', shape: [1, 16], parameters: shm(names[i]!) })),
+        outputs: ['OUTPUT0', 'OUTPUT1'].map((name, i) => ({ name, parameters: shm(names[i + 2]!) })),
+      },
+    ]);
+    await started(id);
+    expect((await post(`${delayed.httpUrl}/v2/systemsharedmemory/unregister`, undefined)).status).toBe(200);
+    await expectFound();
+    openGate(id);
+    const [response] = await responses;
+    expect(response.error_message).toBe('');
+    expectOutputsWritten();
+    await expectNotFound();
+    expect(workerDescriptorsOnRegions()).toBe(0);
+  });
+
+  it('a request refused before it runs holds nothing: an unregister after it removes the regions at once', async () => {
+    await configureServer();
+    const r = await post(`${delayed.httpUrl}/v2/models/simple/infer`, {
+      inputs: [
+        { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', parameters: { shared_memory_region: 'input0_data', shared_memory_byte_size: 64 } },
+        { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { shared_memory_region: 'input1_data', shared_memory_byte_size: 64 } },
+      ],
+      outputs: [{ name: 'OUTPUT0', parameters: { shared_memory_region: 'output0_data', shared_memory_byte_size: 64, shared_memory_offset: 64 } }],
+    });
+    expect([r.status, r.json()]).toEqual([400, { error: "Invalid offset for shared memory region: 'output0_data'" }]);
+    expect((await post(`${delayed.httpUrl}/v2/systemsharedmemory/unregister`, undefined)).status).toBe(200);
+    await expectNotFound();
+  });
+
+  it('cancelled requests (gRPC cancel, HTTP client gone) release their regions once they are over', async () => {
+    await configureServer();
+    const shm = (region: string) => ({ shared_memory_region: { string_param: region }, shared_memory_byte_size: { int64_param: 64 } });
+    const grpcId = `cancel_grpc_${nextId++}`;
+    const call = (grpcDelayed.ModelInfer as (req: object, cb: (err: Error | null) => void) => { cancel(): void })(
+      {
+        id: grpcId,
+        model_name: 'simple',
+        inputs: ['INPUT0', 'INPUT1'].map((name, i) => ({ name, datatype: 'INT32', shape: [1, 16], parameters: shm(names[i]!) })),
+        outputs: ['OUTPUT0', 'OUTPUT1'].map((name, i) => ({ name, parameters: shm(names[i + 2]!) })),
+      },
+      () => undefined,
+    );
+    await started(grpcId);
+    const httpId = `cancel_http_${nextId++}`;
+    const abort = new AbortController();
+    const body = JSON.stringify({
+      id: httpId,
+      inputs: ['INPUT0', 'INPUT1'].map((name, i) => ({ name, shape: [1, 16], datatype: 'INT32', parameters: { shared_memory_region: names[i], shared_memory_byte_size: 64 } })),
+    });
+    const httpDone = fetch(`${delayed.httpUrl}/v2/models/simple/infer`, { method: 'POST', body, signal: abort.signal }).catch(() => undefined);
+    await started(httpId);
+    expect((await post(`${delayed.httpUrl}/v2/systemsharedmemory/unregister`, undefined)).status).toBe(200);
+    call.cancel();
+    abort.abort();
+    await httpDone;
+    openGate(grpcId);
+    openGate(httpId);
+    await waitFor(async () => (await get(`${delayed.httpUrl}/v2/systemsharedmemory/status`)).json().length === 0, { message: 'regions of cancelled requests never went' });
+    await expectNotFound();
+    expect(workerDescriptorsOnRegions()).toBe(0);
+    expect((await get(`${delayed.httpUrl}/v2/health/live`)).status).toBe(200);
   });
 });

@@ -22,6 +22,7 @@ export type { GrpcFrontDoor, GrpcServerOptions } from './grpc/grpc-server.js';
 export { DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT, createMetricsServer } from './metrics/metrics-server.js';
 export type { MetricsFrontDoor, MetricsServerOptions } from './metrics/metrics-server.js';
 export { CLIENT_SHM_DISABLED_MESSAGE, DEFAULT_SHM_DIR, SharedMemoryManager } from './shared-memory.js';
+export type { SharedMemoryLease } from './shared-memory.js';
 export type { SystemShmRegionStatus } from './shared-memory.js';
 export { DEFAULT_LOG_SETTINGS, DEFAULT_TRACE_SETTINGS, ServerSettings } from './settings.js';
 export type { LogSettings, TraceSettings } from './settings.js';

@@ -3,8 +3,8 @@ export { PROTO_DIR, PROTO_LOADER_OPTIONS, loadGrpcProtos } from './grpc/protos.j
 export type { GrpcProtos } from './grpc/protos.js';
 export { grpcStatusFor, toGrpcError } from './grpc/grpc-status.js';
 export { httpStatusFromErrorCode } from './http-status.js';
-export { readSharedMemoryInputs, sharedMemoryOutputTargets, writeSharedMemoryOutputs } from './shared-memory-io.js';
-export type { SharedMemoryTarget } from './shared-memory-io.js';
+export { readSharedMemoryInputs, sharedMemoryOutputTargets, useSharedMemory, writeSharedMemoryOutputs } from './shared-memory-io.js';
+export type { SharedMemoryTarget, SharedMemoryUse } from './shared-memory-io.js';
 export { TritonMetrics } from './metrics/triton-metrics.js';
 export { ProcCpuSampler } from './metrics/cpu-stats.js';
 export type { CpuMetricsSource } from './metrics/cpu-stats.js';

@@ -9,11 +9,15 @@
  * each such output into its region after the response and returns the names written, whose
  * bytes are then left out of the wire response.
  *
+ * `useSharedMemory` does the input and output steps under a lease on every region the request
+ * names, which the door releases when the request is over (answered, failed or cancelled): a
+ * region unregistered meanwhile stays registered until then, as in Triton.
+ *
  * Both front doors use these functions.
  */
 import { internal, invalidArgument } from '@switchyard/common';
 import { checkInputByteSize, fixedByteSize, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
-import type { SharedMemoryManager } from './shared-memory.js';
+import type { SharedMemoryLease, SharedMemoryManager } from './shared-memory.js';
 
 export interface SharedMemoryTarget {
   region: string;
@@ -37,6 +41,43 @@ function withoutShmParameters(parameters: Parameters): Parameters {
   const out: Parameters = {};
   for (const [k, v] of Object.entries(parameters)) if (!SHM_KEYS.includes(k)) out[k] = v;
   return out;
+}
+
+/** A request's shared memory, resolved: inputs read, output regions checked, its regions held. */
+export interface SharedMemoryUse {
+  /** The request with every shared-memory input read from its region. */
+  request: InferRequest;
+  /** Outputs to write to client shared memory instead of the response. */
+  targets: Map<string, SharedMemoryTarget>;
+  /** Ends the hold on the request's regions; call once the request is over. Idempotent. */
+  release(): void;
+}
+
+const NO_LEASE = { release: (): void => undefined };
+
+/**
+ * Hold every region `request` names (inputs and outputs), then read its inputs and check its
+ * output regions. On any error the hold is released before the error is thrown, so a request
+ * refused here holds nothing.
+ */
+export function useSharedMemory(shm: SharedMemoryManager, request: InferRequest): SharedMemoryUse {
+  const regions: string[] = [];
+  for (const t of [...request.inputs, ...request.outputs]) {
+    const target = targetOf(t.parameters);
+    if (target !== undefined) regions.push(target.region);
+  }
+  if (regions.length === 0) return { request, targets: new Map(), release: NO_LEASE.release };
+  shm.assertEnabled();
+  // Regions are checked in request order by the steps below, with their own messages; only those
+  // registered now are held (an unknown one fails the request in those steps).
+  const lease: SharedMemoryLease = shm.acquire(regions.filter((r) => shm.isRegistered(r)));
+  try {
+    const read = readSharedMemoryInputs(shm, request);
+    return { request: read, targets: sharedMemoryOutputTargets(shm, read), release: lease.release };
+  } catch (e) {
+    lease.release();
+    throw e;
+  }
 }
 
 /**

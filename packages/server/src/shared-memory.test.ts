@@ -130,4 +130,63 @@ describe('SharedMemoryManager', () => {
     expect(codeOf(() => shm.register('huge', '/big', 2 ** 62, 2 ** 62))).toEqual(['invalid_argument', "failed to register shared memory region 'huge': invalid args"]);
     expect([...shm.read('big', 3 * 2 ** 30 - 4, 4)]).toEqual([0, 0, 0, 0]);
   });
+
+  describe('regions held by in-flight requests', () => {
+    /** Descriptors this process has open on `file` (a region's mapping is its descriptor here). */
+    const openOn = (file: string): number =>
+      fs.readdirSync('/proc/self/fd').filter((fd) => {
+        try {
+          return fs.readlinkSync(`/proc/self/fd/${fd}`) === file;
+        } catch {
+          return false;
+        }
+      }).length;
+
+    it('an unregister while held only marks the region: listed, usable and its name taken until the last lease goes', () => {
+      const file = path.join(dir, 'region_a');
+      shm.register('r1', '/region_a', 0, 64);
+      shm.register('r2', '/region_a', 0, 64);
+      const first = shm.acquire(['r1', 'r2', 'r1']);
+      shm.unregister();
+      expect(shm.status().map((s) => s.name)).toEqual(['r1', 'r2']);
+      expect(codeOf(() => shm.register('r1', '/region_a', 0, 8))).toEqual(['already_exists', "shared memory region 'r1' already in manager"]);
+      // A new request may still use a marked region, and then holds it too.
+      const second = shm.acquire(['r1']);
+      shm.write('r1', 0, new Uint8Array([7]));
+      first.release();
+      first.release();
+      expect(shm.status().map((s) => s.name)).toEqual(['r1']);
+      expect(codeOf(() => shm.status('r2'))).toEqual(['not_found', "Unable to find system shared memory region: 'r2'"]);
+      expect(openOn(file)).toBe(1);
+      second.release();
+      expect(shm.status()).toEqual([]);
+      expect(openOn(file)).toBe(0);
+      // The name is free again.
+      shm.register('r1', '/region_a', 0, 8);
+      expect(shm.status()).toEqual([{ name: 'r1', key: '/region_a', offset: 0, byte_size: 8 }]);
+    });
+
+    it('a released lease on a region never unregistered leaves it registered; acquire of an unknown name holds nothing', () => {
+      shm.register('r1', '/region_a', 0, 64);
+      shm.acquire(['r1']).release();
+      expect(shm.status().map((s) => s.name)).toEqual(['r1']);
+      expect(codeOf(() => shm.acquire(['r1', 'nope']))).toEqual(['not_found', "Unable to find shared memory region: 'nope'"]);
+      shm.unregister('r1');
+      expect(shm.status()).toEqual([]);
+    });
+
+    it('close drops held regions too, and a lease released afterwards touches nothing of a later registration', () => {
+      const file = path.join(dir, 'region_a');
+      shm.register('r1', '/region_a', 0, 64);
+      const lease = shm.acquire(['r1']);
+      shm.close();
+      expect(shm.status()).toEqual([]);
+      expect(openOn(file)).toBe(0);
+      shm.register('r1', '/region_a', 0, 32);
+      shm.unregister('r1');
+      shm.register('r1', '/region_a', 0, 16);
+      lease.release();
+      expect(shm.status()).toEqual([{ name: 'r1', key: '/region_a', offset: 0, byte_size: 16 }]);
+    });
+  });
 });

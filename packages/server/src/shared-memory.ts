@@ -11,6 +11,12 @@
  * locking is needed. Regions sharing a key share one descriptor (reference counted), as Triton
  * shares one mapping.
  *
+ * In-flight requests hold the regions they use (`acquire` → `SharedMemoryLease.release`), as
+ * Triton's requests hold a reference to each region's info from the lookup to the end of the
+ * request. Unregistering a held region only marks it: it stays registered — listed by `status`,
+ * usable by new requests, its name taken for `register` — until the last lease on it is released,
+ * and is removed (its descriptor closed when no region of its key is left) at that moment.
+ *
  * Opening, as glibc's `shm_open` does under /dev/shm: the key names one entry directly inside the
  * shm directory (leading slashes stripped; no other '/', not '.' or '..'), opened with
  * O_NOFOLLOW so a symlink planted there is refused, and the opened descriptor must be a regular
@@ -62,6 +68,18 @@ interface Region {
   offset: number;
   byteSize: number;
   file: OpenFile;
+  /** Leases not yet released: in-flight requests using the region. */
+  users: number;
+  /** Unregistered while in use: removed when `users` drops to 0. */
+  awaitingUnregister: boolean;
+}
+
+/**
+ * The regions one request uses, held from lookup to the end of the request. `release` is
+ * idempotent; a request releases its lease exactly when it finishes, fails or is cancelled.
+ */
+export interface SharedMemoryLease {
+  release(): void;
 }
 
 export class SharedMemoryManager {
@@ -113,16 +131,53 @@ export class SharedMemoryManager {
     }
     file.refs += 1;
     this.#files.set(key, file);
-    this.#regions.set(name, { name, key, offset, byteSize, file });
+    this.#regions.set(name, { name, key, offset, byteSize, file, users: 0, awaitingUnregister: false });
   }
 
-  /** Unregister one region, or every region when `name` is omitted or empty. Unknown names succeed silently. */
+  /**
+   * Hold the regions `names` for one request: each stays registered until the lease is released,
+   * whatever unregister calls come meanwhile. Each name must be registered (not_found otherwise,
+   * Triton's message, and nothing is held).
+   */
+  acquire(names: Iterable<string>): SharedMemoryLease {
+    const held: Region[] = [];
+    for (const name of new Set(names)) {
+      const region = this.#regions.get(name);
+      if (region === undefined) throw notFound(`Unable to find shared memory region: '${name}'`);
+      held.push(region);
+    }
+    for (const region of held) region.users += 1;
+    let released = false;
+    return {
+      release: () => {
+        if (released) return;
+        released = true;
+        for (const region of held) {
+          // A region dropped by close() is no longer this manager's, whatever now bears its name.
+          if (this.#regions.get(region.name) !== region) continue;
+          region.users -= 1;
+          if (region.users === 0 && region.awaitingUnregister) this.#remove(region.name);
+        }
+      },
+    };
+  }
+
+  /**
+   * Unregister one region, or every region when `name` is omitted or empty. Unknown names succeed
+   * silently. A region held by in-flight requests is only marked, and goes when the last of them
+   * finishes (Triton's "will be unregistered after in-flight requests complete").
+   */
   unregister(name?: string): void {
     if (name === undefined || name === '') {
       for (const n of [...this.#regions.keys()]) this.#remove(n);
       return;
     }
     this.#remove(name);
+  }
+
+  /** Whether a region named `name` is registered (marked ones included). */
+  isRegistered(name: string): boolean {
+    return this.#regions.has(name);
   }
 
   /** Status of every region, or of one; an unknown name is not_found. */
@@ -181,8 +236,9 @@ export class SharedMemoryManager {
     return region.byteSize;
   }
 
-  /** Release every descriptor; the manager is empty afterwards. */
+  /** Release every descriptor, held regions included; the manager is empty afterwards. */
   close(): void {
+    for (const region of this.#regions.values()) region.users = 0;
     this.unregister();
   }
 
@@ -231,6 +287,10 @@ export class SharedMemoryManager {
   #remove(name: string): void {
     const region = this.#regions.get(name);
     if (region === undefined) return;
+    if (region.users > 0) {
+      region.awaitingUnregister = true;
+      return;
+    }
     this.#regions.delete(name);
     region.file.refs -= 1;
     if (region.file.refs === 0) {

@@ -60,4 +60,26 @@ describe('checkOnnxIo', () => {
     const renamed = base('input { name: "Z" data_type: TYPE_FP32 dims: [ 3 ] } output { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] }');
     expect(() => checkOnnxIo(renamed, io)).toThrow("unexpected inference input 'Z', allowed inputs are: X");
   });
+
+  it("allows a ragged input only where the model takes [-1], and does not compare a batch output's dims", () => {
+    const model: OnnxIo = { inputs: [{ name: 'X', type: 'float32', dims: [-1] }], outputs: [{ name: 'Y', type: 'float32', dims: [-1] }] };
+    const ragged = (extra = '') =>
+      base(
+        `max_batch_size: 8 input { name: "X" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } output { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ${extra}`,
+      );
+    // Without a batch output, Y is an ordinary batched output the model lacks a batch dimension for.
+    expect(() => checkOnnxIo(ragged(), model)).toThrow("model 'm', tensor 'Y': the model expects 1 dimensions (shape [-1]) but the model configuration specifies 2 dimensions");
+    const scattered = ragged('batch_output { target_name: "Y" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "X" }');
+    expect(() => checkOnnxIo(scattered, model)).not.toThrow();
+    // Config dims do not matter for a ragged input; the model's shape does.
+    const batchedModel: OnnxIo = { inputs: [{ name: 'X', type: 'float32', dims: [-1, 4] }], outputs: model.outputs };
+    expect(() => checkOnnxIo(scattered, batchedModel)).toThrow(
+      "unable to load model 'm', configuration expects model provides input with shape [-1]  for ragged input 'X', model provides [-1,4]",
+    );
+    // The datatype is still checked first, for the input and for the batch output.
+    const ints: OnnxIo = { inputs: [{ name: 'X', type: 'int32', dims: [-1] }], outputs: model.outputs };
+    expect(() => checkOnnxIo(scattered, ints)).toThrow("unable to load model 'm', configuration expects datatype TYPE_FP32 for input 'X', model provides TYPE_INT32");
+    const intOut: OnnxIo = { inputs: model.inputs, outputs: [{ name: 'Y', type: 'int32', dims: [-1] }] };
+    expect(() => checkOnnxIo(scattered, intOut)).toThrow("unable to load model 'm', configuration expects datatype TYPE_FP32 for output 'Y', model provides TYPE_INT32");
+  });
 });

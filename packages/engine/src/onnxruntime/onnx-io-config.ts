@@ -4,7 +4,10 @@
  * - `autoCompleteOnnxConfig`: fill inputs/outputs/max_batch_size (and dynamic batching) from
  *   the model when the config does not specify both inputs and outputs.
  * - `checkOnnxIo`: on load, the config's inputs/outputs must exist in the model with the same
- *   datatype and compatible dims; messages are Triton's.
+ *   datatype and compatible dims; messages are Triton's. A ragged input (`allow_ragged_batch`)
+ *   must be `[-1]` in the model, whatever the config's dims and max_batch_size: the backend feeds
+ *   it the batch's elements end to end as one 1-D tensor. An output named by a `batch_output` is
+ *   not compared with the model (its shape is the batch's, scattered back per request).
  */
 import { invalidArgument, internal } from '@switchyard/common';
 import type { ModelConfig, ModelInput, ModelOutput } from '@switchyard/model-config';
@@ -101,17 +104,53 @@ export function checkOnnxIo(config: ModelConfig, io: OnnxIo): void {
     if (info === undefined) {
       throw invalidArgument(`unexpected inference input '${input.name}', allowed inputs are: ${[...inputs.keys()].sort().join(', ')}`);
     }
+    if (input.optional && input.allow_ragged_batch) {
+      checkDatatype(model, 'input', input.name, input.data_type, info);
+      throw invalidArgument(
+        `unable to load model '${model}', configuration expects model provides input with shape [-1] for ragged input '${input.name}', which is not supported for optional input`,
+      );
+    }
+    if (input.allow_ragged_batch) {
+      checkDatatype(model, 'input', input.name, input.data_type, info);
+      // Triton's message has two spaces before "for".
+      if (info.dims.length !== 1 || info.dims[0] !== -1) {
+        throw invalidArgument(
+          `unable to load model '${model}', configuration expects model provides input with shape [-1]  for ragged input '${input.name}', model provides ${shapeString(info.dims)}`,
+        );
+      }
+      continue;
+    }
     checkTensor(model, 'input', input.name, input.data_type, input.reshape?.shape ?? input.dims, info, config.max_batch_size, false);
   }
+  const batchOutputs = batchOutputTargets(config);
   const outputs = new Map(io.outputs.map((o) => [o.name, o]));
   for (const output of config.output) {
     const info = outputs.get(output.name);
     if (info === undefined) {
       throw invalidArgument(`unexpected inference output '${output.name}', allowed outputs are: ${[...outputs.keys()].sort().join(', ')}`);
     }
-    checkTensor(model, 'output', output.name, output.data_type, output.reshape?.shape ?? output.dims, info, config.max_batch_size, true);
+    // A batch output's shape is the batch's, not the config's: only its datatype is checked.
+    if (batchOutputs.has(output.name)) checkDatatype(model, 'output', output.name, output.data_type, info);
+    else checkTensor(model, 'output', output.name, output.data_type, output.reshape?.shape ?? output.dims, info, config.max_batch_size, true);
   }
   checkSequenceStateOutputs(config, io);
+}
+
+/** Names of the outputs some `batch_output` targets. */
+function batchOutputTargets(config: ModelConfig): Set<string> {
+  const out = new Set<string>();
+  for (const b of config.batch_output as { target_name?: string[] }[]) for (const t of b.target_name ?? []) out.add(t);
+  return out;
+}
+
+function checkDatatype(model: string, kind: 'input' | 'output', name: string, configType: string, info: OnnxIoInfo): void {
+  const modelType = configTypeOfOrt(info.type);
+  if (configType === 'TYPE_BF16' || configType === 'TYPE_INVALID') {
+    throw internal(`unsupported datatype ${configType} for ${kind} '${name}' for model '${model}'`);
+  }
+  if (configType !== modelType) {
+    throw invalidArgument(`unable to load model '${model}', configuration expects datatype ${configType} for ${kind} '${name}', model provides ${modelType}`);
+  }
 }
 
 function checkTensor(
@@ -124,13 +163,7 @@ function checkTensor(
   maxBatchSize: number,
   exact: boolean,
 ): void {
-  const modelType = configTypeOfOrt(info.type);
-  if (configType === 'TYPE_BF16' || configType === 'TYPE_INVALID') {
-    throw internal(`unsupported datatype ${configType} for ${kind} '${name}' for model '${model}'`);
-  }
-  if (configType !== modelType) {
-    throw invalidArgument(`unable to load model '${model}', configuration expects datatype ${configType} for ${kind} '${name}', model provides ${modelType}`);
-  }
+  checkDatatype(model, kind, name, configType, info);
   if (info.dims.length === 0) {
     // A scalar in the model: the config may only say 1s.
     if (dims.some((d) => d !== 1)) {

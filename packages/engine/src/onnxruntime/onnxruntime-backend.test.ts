@@ -101,6 +101,11 @@ describe('onnxruntime backend', () => {
     await repo.addModel('slow_two', { config: slow(2), versions: { 1: { 'model.onnx': slowModel() } } });
     await repo.addModel('slow_one', { config: slow(1), versions: { 1: { 'model.onnx': slowModel() } } });
     await repo.addModel('slow_wide', { config: slow(1).replace('max_batch_size: 4', 'max_batch_size: 128'), versions: { 1: { 'model.onnx': slowModel() } } });
+    const ragged = (type: string) =>
+      `backend: "onnxruntime" max_batch_size: 8 input { name: "INPUT0" data_type: ${type} dims: [ -1 ] allow_ragged_batch: true } output { name: "OUTPUT0" data_type: ${type} dims: [ -1 ] } batch_output { target_name: "OUTPUT0" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "INPUT0" }`;
+    await repo.addModel('ragged', { config: ragged('TYPE_FP32'), versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', [-1]) } } });
+    await repo.addModel('ragged_bytes', { config: ragged('TYPE_STRING'), versions: { 1: { 'model.onnx': buildIdentityModel('STRING', [-1]) } } });
+    await repo.addModel('ragged_2d', { config: ragged('TYPE_FP32'), versions: { 1: { 'model.onnx': buildIdentityModel('FLOAT', ['batch', -1]) } } });
     engine = await createEngine({ modelRepositories: [repo.root], backends: { onnxruntime: instrumented(events) } });
   });
 
@@ -128,6 +133,23 @@ describe('onnxruntime backend', () => {
     const index = await engine.repositoryIndex(false);
     expect(index.find((r) => r.name === 'identity_bf16')?.reason).toContain('unsupported datatype TYPE_BF16');
     expect(index.find((r) => r.name === 'too_few_inputs')?.reason).toBe("unable to load model 'too_few_inputs', configuration expects 1 inputs, model provides 2");
+  });
+
+  it('feeds a ragged input as the 1-D tensor of its elements and scatters the output back with the input shape, even alone', async () => {
+    const values = Float32Array.from({ length: 6 }, (_, i) => i * 1.5);
+    const response = await engine.infer(request('ragged', [tensor('INPUT0', 'FP32', [2, 3], values)]));
+    expect(response.outputs[0]).toMatchObject({ name: 'OUTPUT0', datatype: 'FP32', shape: [2, 3] });
+    expect(float32s(response.outputs[0]!.data)).toEqual([...values]);
+    const strings = await engine.infer(request('ragged_bytes', [bytesTensor('INPUT0', [1, 2], ['ab', 'c'])]));
+    expect(strings.outputs[0]).toMatchObject({ datatype: 'BYTES', shape: [1, 2] });
+    expect(deserializeBytesElements(strings.outputs[0]!.data).map((b) => new TextDecoder().decode(b))).toEqual(['ab', 'c']);
+  });
+
+  it("refuses a ragged input the model does not take as [-1], with Triton's message", async () => {
+    const index = await engine.repositoryIndex(false);
+    expect(index.find((r) => r.name === 'ragged_2d')?.reason).toBe(
+      "unable to load model 'ragged_2d', configuration expects model provides input with shape [-1]  for ragged input 'INPUT0', model provides [-1,-1]",
+    );
   });
 
   it('serves scalar model outputs with the config dims', async () => {
@@ -224,6 +246,43 @@ describe('onnxruntime backend batched execution', () => {
     });
   });
 
+  it('batches ragged requests with a batch input: the model sees their elements end to end and the running element counts', async () => {
+    // OUTPUT0 = INPUT0 (scattered back), ENDS = INDEX: where each request's elements end in the 1-D input.
+    const model = new GraphBuilder('ragged_index')
+      .input('INPUT0', 'FLOAT', [-1])
+      .input('INDEX', 'INT32', [-1])
+      .output('OUTPUT0', 'FLOAT', [-1])
+      .output('ENDS', 'INT32', [-1])
+      .node('Identity', ['INPUT0'], ['OUTPUT0'])
+      .node('Identity', ['INDEX'], ['ENDS'])
+      .buildModel();
+    const text =
+      'name: "ragged_index" backend: "onnxruntime" max_batch_size: 8 ' +
+      'input { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ' +
+      'batch_input { kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "INDEX" data_type: TYPE_INT32 source_input: "INPUT0" } ' +
+      'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "ENDS" data_type: TYPE_INT32 dims: [ 1 ] reshape { shape: [ ] } } ] ' +
+      'batch_output { target_name: "OUTPUT0" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "INPUT0" }';
+    await withInstance('ragged_index', text, model, async ({ config, instance }) => {
+      const r1 = normalizeRequest(config, request('ragged_index', [tensor('INPUT0', 'FP32', [1, 3], new Float32Array([1, 2, 3]))], { id: '1' }));
+      const r2 = normalizeRequest(config, request('ragged_index', [tensor('INPUT0', 'FP32', [1, 2], new Float32Array([4, 5]))], { id: '2' }));
+      const outcome = await instance.execute([r1, r2]);
+      const outputs = outcome.results.map((result) => {
+        if ('error' in result) throw result.error;
+        return result.outputs.map((o) => ({ name: o.name, shape: o.shape, values: o.datatype === 'FP32' ? float32s(o.data) : [...new Int32Array(o.data.slice().buffer)] }));
+      });
+      expect(outputs).toEqual([
+        [
+          { name: 'OUTPUT0', shape: [1, 3], values: [1, 2, 3] },
+          { name: 'ENDS', shape: [1, 1], values: [3] },
+        ],
+        [
+          { name: 'OUTPUT0', shape: [1, 2], values: [4, 5] },
+          { name: 'ENDS', shape: [1, 1], values: [5] },
+        ],
+      ]);
+    });
+  });
+
   it('concatenates several requests along the batch dimension and splits the outputs back', async () => {
     await withBytesIdentity(async ({ config, instance }) => {
       const r1 = normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [1, 2], ['a', 'b'])], { id: '1' }));
@@ -246,18 +305,28 @@ describe('onnxruntime backend batched execution', () => {
  * instance for `body`; released and removed afterwards.
  */
 async function withBytesIdentity(body: (m: { config: ModelConfig; instance: BackendInstance }) => Promise<void>): Promise<void> {
-  const repo = await createRepository({ bytes: { versions: { 1: { 'model.onnx': buildIdentityModel('STRING', ['batch', 2]) } } } });
+  await withInstance(
+    'bytes',
+    'name: "bytes" backend: "onnxruntime" max_batch_size: 8 input { name: "INPUT0" data_type: TYPE_STRING dims: [ 2 ] } output { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 2 ] }',
+    buildIdentityModel('STRING', ['batch', 2]),
+    body,
+  );
+}
+
+/** Model `name` (config text, ONNX bytes) loaded with one instance for `body`; released and removed afterwards. */
+async function withInstance(
+  name: string,
+  configText: string,
+  onnx: Uint8Array,
+  body: (m: { config: ModelConfig; instance: BackendInstance }) => Promise<void>,
+): Promise<void> {
+  const repo = await createRepository({ [name]: { versions: { 1: { 'model.onnx': onnx } } } });
   try {
     const backend = new OnnxRuntimeBackend();
-    const config = normalizeModelConfig(
-      parseModelConfigText(
-        'name: "bytes" backend: "onnxruntime" max_batch_size: 8 input { name: "INPUT0" data_type: TYPE_STRING dims: [ 2 ] } output { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 2 ] }',
-      ),
-      { modelName: 'bytes' },
-    );
-    const context = { modelName: 'bytes', version: 1, modelPath: `${repo.root}/bytes`, versionPath: `${repo.root}/bytes/1`, config, logger: silentLogger };
+    const config = normalizeModelConfig(parseModelConfigText(configText), { modelName: name });
+    const context = { modelName: name, version: 1, modelPath: `${repo.root}/${name}`, versionPath: `${repo.root}/${name}/1`, config, logger: silentLogger };
     const model = await backend.loadModel(context);
-    const instance = await model.createInstance({ name: 'bytes_0', kind: 'KIND_CPU', deviceId: 0, index: 0 });
+    const instance = await model.createInstance({ name: `${name}_0`, kind: 'KIND_CPU', deviceId: 0, index: 0 });
     try {
       await body({ config, instance });
     } finally {

@@ -32,6 +32,7 @@ import type {
 } from '../backend.js';
 import { autoCompleteOnnxConfig, checkOnnxIo, type OnnxIo, type OnnxIoInfo } from './onnx-io-config.js';
 import { checkOrtStrings, concatBatch, configTypeOfOrt, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
+import { batchInputTensor, compileRaggedLayout, raggedFeed, scatterOutput, type RaggedLayout } from './ragged-batch.js';
 import { SessionLoadError, SessionThread, type WireTensor, type WireValueMetadata } from './session-thread.js';
 import type { NormalizedRequest } from '../request-normalizer.js';
 
@@ -139,6 +140,7 @@ function clientShape(output: ModelOutput | undefined, actual: readonly number[],
 
 class OnnxRuntimeInstance implements BackendInstance {
   private readonly outputs: Map<string, ModelOutput>;
+  private readonly ragged: RaggedLayout;
 
   constructor(
     readonly name: string,
@@ -146,6 +148,7 @@ class OnnxRuntimeInstance implements BackendInstance {
     private readonly config: ModelConfig,
   ) {
     this.outputs = new Map(config.output.map((o) => [o.name, o]));
+    this.ragged = compileRaggedLayout(config);
   }
 
   /**
@@ -188,29 +191,34 @@ class OnnxRuntimeInstance implements BackendInstance {
     }
     const computeOutputStartNs = now();
     const batchSizes = requests.map((r) => Math.max(r.batchSize, 1));
-    const sliced = new Map<string, { tensor: WireTensor; parts: Uint8Array[]; rowShape: number[]; datatype: DataType }>();
+    // Per output, each request's shape (as the client sees it) and bytes.
+    const sliced = new Map<string, { datatype: DataType; parts: { shape: number[]; data: Uint8Array }[] }>();
     for (const name of fetches) {
       const tensor = produced[name];
       if (tensor === undefined) throw internal(`onnx runtime did not produce output '${name}'`);
       const data = fromWireTensor(tensor);
-      const rowShape = batched ? tensor.dims.slice(1) : [...tensor.dims];
       // Outputs outside config.output (sequence implicit-state outputs) take the model's type.
-      const datatype = configDataTypeToWire(this.outputs.get(name)?.data_type ?? configTypeOfOrt(tensor.type));
-      const parts = requests.length === 1 ? [data] : splitBatch(datatype, data, batchSizes, elementCount(rowShape));
-      sliced.set(name, { tensor, parts, rowShape, datatype });
+      const output = this.outputs.get(name);
+      const datatype = configDataTypeToWire(output?.data_type ?? configTypeOfOrt(tensor.type));
+      const source = this.ragged.scatterOutputs.get(name);
+      if (source !== undefined) {
+        const shapes = requests.map((r) => r.inputs.find((i) => i.name === source)?.shape ?? []);
+        sliced.set(name, { datatype, parts: scatterOutput(this.config.name, name, datatype, data, tensor.dims, shapes) });
+        continue;
+      }
+      const rowShape = batched ? tensor.dims.slice(1) : [...tensor.dims];
+      const cut = requests.length === 1 ? [data] : splitBatch(datatype, data, batchSizes, elementCount(rowShape));
+      const parts = cut.map((part, i) => {
+        const actual = requests.length === 1 ? [...tensor.dims] : [batchSizes[i] ?? 1, ...rowShape];
+        return { shape: clientShape(output, actual, batched), data: part };
+      });
+      sliced.set(name, { datatype, parts });
     }
     const results: BackendResult[] = requests.map((request, i) => {
       const outputs: InferTensor[] = request.requestedOutputs.map((name) => {
         const entry = sliced.get(name)!;
-        const actual = requests.length === 1 ? [...entry.tensor.dims] : [batchSizes[i] ?? 1, ...entry.rowShape];
-        const output = this.outputs.get(name);
-        return {
-          name,
-          datatype: entry.datatype,
-          shape: clientShape(output, actual, batched),
-          data: entry.parts[i] as Uint8Array,
-          parameters: {},
-        };
+        const part = entry.parts[i]!;
+        return { name, datatype: entry.datatype, shape: part.shape, data: part.data, parameters: {} };
       });
       return { outputs };
     });
@@ -222,6 +230,17 @@ class OnnxRuntimeInstance implements BackendInstance {
     const first = requests[0];
     if (first === undefined) return feeds;
     for (const input of first.inputs) {
+      if (this.ragged.raggedInputs.has(input.name)) {
+        // One 1-D tensor of the batch's elements, even for a single request (the model's input is [-1]).
+        const parts = requests.map((r) => {
+          const match = r.inputs.find((i) => i.name === input.name);
+          if (match === undefined) throw internal(`input '${input.name}' missing from a request of the batch`);
+          return match;
+        });
+        const feed = raggedFeed(parts);
+        feeds[input.name] = toWireTensor(input.datatype, feed.shape, feed.data);
+        continue;
+      }
       if (requests.length === 1) {
         feeds[input.name] = toWireTensor(input.datatype, input.shape, input.data);
         continue;
@@ -233,6 +252,15 @@ class OnnxRuntimeInstance implements BackendInstance {
       });
       const total = requests.reduce((n, r) => n + r.batchSize, 0);
       feeds[input.name] = toWireTensor(input.datatype, [total, ...input.shape.slice(1)], concatBatch(parts));
+    }
+    for (const spec of this.ragged.batchInputs) {
+      const shapes = requests.map((r) => {
+        const source = r.inputs.find((i) => i.name === spec.source);
+        if (source === undefined) throw internal(`source input '${spec.source}' of a batch input missing from a request of the batch`);
+        return source.shape;
+      });
+      const tensor = batchInputTensor(spec, shapes);
+      for (const target of spec.targets) feeds[target] = toWireTensor(spec.datatype, tensor.shape, tensor.data);
     }
     return feeds;
   }

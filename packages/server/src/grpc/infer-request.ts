@@ -10,7 +10,7 @@ import type { ModelConfig } from '@switchyard/model-config';
 import type { GrpcInferHeader } from '../codec-thread.js';
 import type { GrpcContext } from './grpc-context.js';
 import type { InferMessage } from './infer-message.js';
-import { readSharedMemoryInputs, sharedMemoryOutputTargets, writeSharedMemoryOutputs, type SharedMemoryTarget } from '../shared-memory-io.js';
+import { useSharedMemory, writeSharedMemoryOutputs, type SharedMemoryTarget } from '../shared-memory-io.js';
 
 /**
  * The configuration of the requested model version. Throws invalid_argument for a malformed
@@ -30,6 +30,8 @@ export interface PreparedInfer {
   enableEmptyFinalResponse: boolean;
   /** Outputs to write to client shared memory instead of the response. */
   outputTargets: Map<string, SharedMemoryTarget>;
+  /** Ends the request's hold on its shared memory regions: called once it is over (idempotent). */
+  releaseSharedMemory(): void;
   /** Outputs to replace by their top-k classification. */
   classification: Map<string, number>;
   /** The model batches: classification keeps the batch dimension. */
@@ -38,15 +40,21 @@ export interface PreparedInfer {
   echo: { id: string; model: { name: string; version: string } };
 }
 
-/** Decode and resolve a request for the model `config` describes; throws SwitchyardErrors with Triton's messages. */
+/**
+ * Decode and resolve a request for the model `config` describes; throws SwitchyardErrors with
+ * Triton's messages. A prepared request holds its shared memory regions until the caller calls
+ * `releaseSharedMemory` (a throw here holds nothing).
+ */
 export function prepareInfer(ctx: GrpcContext, message: InferMessage, config: ModelConfig): PreparedInfer {
   const msg = message.header;
   const decoded = message.decode();
-  const request = readSharedMemoryInputs(ctx.shm, decoded.request);
+  const shm = useSharedMemory(ctx.shm, decoded.request);
+  const request = shm.request;
   return {
     request,
     enableEmptyFinalResponse: decoded.enableEmptyFinalResponse,
-    outputTargets: sharedMemoryOutputTargets(ctx.shm, request),
+    outputTargets: shm.targets,
+    releaseSharedMemory: shm.release,
     classification: classificationCounts(request),
     batching: config.max_batch_size > 0,
     echo: { id: request.id, model: { name: msg.model_name, version: msg.model_version ?? '' } },

@@ -29,6 +29,7 @@ export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<ReceivedInf
       return encodeInferResponse(ctx, prepared, response);
     } finally {
       call.removeListener('cancelled', abort);
+      prepared.releaseSharedMemory();
     }
   });
 }

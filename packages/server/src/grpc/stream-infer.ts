@@ -165,7 +165,10 @@ class StreamSession {
     this.#controllers.add(controller);
     const onResult = (result: InferResult): void => {
       if (result.final) this.#controllers.delete(controller);
-      this.#deliver(slot, this.#render(prepared, decoupled, result), result.final);
+      const message = this.#render(prepared, decoupled, result);
+      // The last result has written its outputs: the request's regions are free to go.
+      if (result.final) prepared.releaseSharedMemory();
+      this.#deliver(slot, message, result.final);
     };
     try {
       this.#ctx.engine.submit(prepared.request, onResult, { signal: controller.signal });

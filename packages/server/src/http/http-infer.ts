@@ -25,7 +25,7 @@ import {
 } from '@switchyard/kserve';
 import { type ModelConfig, configDataTypeToWire } from '@switchyard/model-config';
 import { httpStatusFromErrorCode } from '../http-status.js';
-import { readSharedMemoryInputs, sharedMemoryOutputTargets, writeSharedMemoryOutputs } from '../shared-memory-io.js';
+import { useSharedMemory, writeSharedMemoryOutputs } from '../shared-memory-io.js';
 import { UNSUPPORTED_ENCODING_MESSAGE, compressBody, decompressBody, readBody, requestEncoding, responseEncoding } from './http-body.js';
 import { type Headers, errorBody, send, sendError } from './http-reply.js';
 import type { HttpContext } from './http-context.js';
@@ -55,23 +55,26 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
       : headerLength >= OFF_LOOP_JSON_BYTES
         ? await ctx.codecThread.decodeHttp(src, headerLength)
         : decodeHttpInferRequest(src, headerLength);
-  // Inputs are read from their regions and output regions checked before the model runs, as Triton does.
-  const request = readSharedMemoryInputs(ctx.shm, decoded.request);
-  const shmTargets = sharedMemoryOutputTargets(ctx.shm, request);
-
+  // Inputs are read from their regions and output regions checked before the model runs, as
+  // Triton does; the regions stay held until the request is over.
+  const shm = useSharedMemory(ctx.shm, decoded.request);
   const abort = new AbortController();
   const onClose = () => {
     if (!res.writableEnded) abort.abort();
   };
-  res.on('close', onClose);
   let response: InferResponse;
   try {
-    response = await ctx.engine.infer(request, { signal: abort.signal });
+    res.on('close', onClose);
+    try {
+      response = await ctx.engine.infer(shm.request, { signal: abort.signal });
+    } finally {
+      res.off('close', onClose);
+    }
+    if (abort.signal.aborted) return;
+    writeSharedMemoryOutputs(ctx.shm, shm.targets, response);
   } finally {
-    res.off('close', onClose);
+    shm.release();
   }
-  if (abort.signal.aborted) return;
-  writeSharedMemoryOutputs(ctx.shm, shmTargets, response);
 
   const options = {
     defaultOutputKind: decoded.defaultOutputKind,
