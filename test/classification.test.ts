@@ -2,8 +2,9 @@
  * Triton's classification extension end to end, over HTTP and gRPC: the `classification` output
  * parameter turns an output into its top-k `"value:index[:label]"` strings, with labels from the
  * output's `label_filename` (read once when the model loads), shape `[batch, k]` or `[k]`, and
- * floats printed like `std::to_string`. Plus the bad inputs: k = 0 or negative over gRPC, a
- * non-existent output, an output of BYTES, and label files that are missing or outside the model.
+ * floats printed like `std::to_string`. Plus the bad inputs: k = 0 or
+ * negative over gRPC, a non-existent output, an output of BYTES, more classes than Triton sorts
+ * (qa/L0_parameters), and label files that are missing or outside the model.
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,6 +24,7 @@ const prepareRepository = (): FixtureRepository =>
       'strings/1/model.onnx': buildIdentityModel('STRING', [BATCH_DIM, -1]),
       'missing_labels/1/model.onnx': buildIdentityModel('FLOAT', [5]),
       'escaping_labels/1/model.onnx': buildIdentityModel('FLOAT', [5]),
+      'classifier_wide/1/model.onnx': buildIdentityModel('FLOAT', [BATCH_DIM, -1]),
     },
   });
 
@@ -118,6 +120,45 @@ describe('over gRPC', () => {
     const missing = await unaryError(client, 'ModelInfer', request({ int64_param: 1 }, 'NOPE'));
     expect(missing.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(missing.details).toContain("unexpected inference output 'NOPE' for model 'classifier'");
+  });
+});
+
+describe('the size limit (qa/L0_parameters class_count_test.py)', () => {
+  const LIMIT = 1_000_000;
+  /** INPUT0 of classifier_wide as binary data, the way tritonclient sends it. */
+  const binaryRequest = (values: Float32Array, k: number) => {
+    const header = Buffer.from(
+      JSON.stringify({
+        inputs: [{ name: 'INPUT0', shape: [1, values.length], datatype: 'FP32', parameters: { binary_data_size: values.byteLength } }],
+        outputs: [{ name: 'OUTPUT0', parameters: { classification: k, binary_data: false } }],
+      }),
+    );
+    return post(`${worker.httpUrl}/v2/models/classifier_wide/infer`, Buffer.concat([header, Buffer.from(values.buffer)]), {
+      'Inference-Header-Content-Length': String(header.length),
+    });
+  };
+
+  it('classifies a small output: shape [1, 5], every value 1.000000', async () => {
+    const r = await binaryRequest(new Float32Array(8).fill(1), 5);
+    expect(r.status, r.body.toString()).toBe(200);
+    expect(r.json().outputs[0]).toMatchObject({ datatype: 'BYTES', shape: [1, 5] });
+    for (const v of r.json().outputs[0].data) expect(v).toMatch(/^1\.000000:/);
+  });
+
+  it('refuses a batch entry of more than 1 000 000 classes over HTTP (400) and gRPC (INVALID_ARGUMENT); the server keeps serving', async () => {
+    const values = new Float32Array(LIMIT + 1).fill(1);
+    const r = await binaryRequest(values, 5);
+    expect(r.status).toBe(400);
+    expect(r.json().error).toContain('classification output tensor too large');
+    const err = await unaryError(client, 'ModelInfer', {
+      model_name: 'classifier_wide',
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, LIMIT + 1] }],
+      raw_input_contents: [Buffer.from(values.buffer)],
+      outputs: [{ name: 'OUTPUT0', parameters: { classification: { int64_param: 5 } } }],
+    });
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toContain('classification output tensor too large');
+    expect((await binaryRequest(new Float32Array(8).fill(1), 1)).status).toBe(200);
   });
 });
 
