@@ -2,17 +2,18 @@
  * The JavaScript backend against a real worker, with real HTTP and gRPC clients: a model.js
  * served like any other model, BLS into the same server, and the bad cases (a model that
  * throws, a model.js that does not parse, BLS to an unknown model, a hung model that must not
- * stall the others and whose unload terminates its thread). Triton's qa/L0_parameters on a
- * JavaScript model: it sees only the custom request parameters, directly and through an ensemble.
+ * stall the others and whose unload terminates its thread). Two Triton qa suites on JavaScript
+ * models: outputs answered in the `reshape` shape reach clients in the dims (L0_infer_reshape), and
+ * a model sees only the custom request parameters, directly and through an ensemble (L0_parameters).
  * Fixture: test/fixtures/javascript_repository.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { grpc, loadGrpcClients, streamInfer, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
-import { deserializeStrings, fp32Bytes, get, int32Bytes, post, readFp32, serializeStrings } from './lib/tensors.js';
+import { deserializeStrings, fp32Bytes, get, int32Bytes, post, range, readFp32, serializeStrings } from './lib/tensors.js';
 import { sleep } from './lib/wait-for.js';
 
-const MODELS = ['add_sub', 'bls', 'throws', 'syntax_error', 'hang', 'parameter_ensemble'];
+const MODELS = ['add_sub', 'bls', 'throws', 'syntax_error', 'hang', 'reshape_identity', 'reshape_identity_nobatch', 'parameter_ensemble'];
 let worker: WorkerProcess;
 let client: GrpcClient;
 
@@ -105,6 +106,45 @@ describe('BLS', () => {
     });
     expect(h.status).toBe(400);
     expect(h.json()).toEqual({ error: "Request for unknown model: 'nosuchmodel' is not found" });
+  });
+});
+
+describe('outputs in the reshape shape reach clients in the dims (qa/L0_infer_reshape)', () => {
+  const values = range(8, (i) => i / 2);
+
+  it('HTTP: the model answers [batch, 4, 1, 2] and [batch, 1, n]; clients get [batch, 8] and [batch, n]', async () => {
+    for (const batch of [1, 2]) {
+      const r = await post(`${worker.httpUrl}/v2/models/reshape_identity/infer`, {
+        inputs: [
+          { name: 'INPUT0', shape: [batch, 8], datatype: 'FP32', data: range(batch).flatMap(() => values) },
+          { name: 'INPUT1', shape: [batch, 3], datatype: 'INT32', data: range(batch * 3) },
+        ],
+      });
+      expect(r.status, r.body.toString()).toBe(200);
+      expect(r.json().outputs).toEqual([
+        { name: 'OUTPUT0', datatype: 'FP32', shape: [batch, 8], data: range(batch).flatMap(() => values) },
+        { name: 'OUTPUT1', datatype: 'INT32', shape: [batch, 3], data: range(batch * 3) },
+      ]);
+    }
+  });
+
+  it('gRPC, and a model without batching', async () => {
+    const res = await unary(client, 'ModelInfer', {
+      model_name: 'reshape_identity',
+      inputs: [
+        { name: 'INPUT0', datatype: 'FP32', shape: [1, 8] },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 5] },
+      ],
+      raw_input_contents: [fp32Bytes(values), int32Bytes(range(5))],
+    });
+    expect(res.outputs.map((o: any) => [o.name, o.shape.map(Number)])).toEqual([
+      ['OUTPUT0', [1, 8]],
+      ['OUTPUT1', [1, 5]],
+    ]);
+    expect(readFp32(res.raw_output_contents[0])).toEqual(values);
+    const flat = range(12);
+    const r = await post(`${worker.httpUrl}/v2/models/reshape_identity_nobatch/infer`, { inputs: [{ name: 'INPUT0', shape: [12], datatype: 'FP32', data: flat }] });
+    expect(r.json().outputs).toEqual([{ name: 'OUTPUT0', datatype: 'FP32', shape: [12], data: flat }]);
   });
 });
 
