@@ -2,7 +2,8 @@
  * Triton's classification extension end to end, over HTTP and gRPC: the `classification` output
  * parameter turns an output into its top-k `"value:index[:label]"` strings, with labels from the
  * output's `label_filename` (read once when the model loads), shape `[batch, k]` or `[k]`, and
- * floats printed like `std::to_string`. Plus the bad inputs: k = 0 or
+ * floats printed like `std::to_string`. An ensemble output without a label file of its own takes
+ * the labels of the composing output mapped onto it (qa/L0_infer). Plus the bad inputs: k = 0 or
  * negative over gRPC, a non-existent output, an output of BYTES, more classes than Triton sorts
  * (qa/L0_parameters), and label files that are missing or outside the model.
  */
@@ -25,6 +26,7 @@ const prepareRepository = (): FixtureRepository =>
       'missing_labels/1/model.onnx': buildIdentityModel('FLOAT', [5]),
       'escaping_labels/1/model.onnx': buildIdentityModel('FLOAT', [5]),
       'classifier_wide/1/model.onnx': buildIdentityModel('FLOAT', [BATCH_DIM, -1]),
+      'classifier_plain/1/model.onnx': buildIdentityModel('FLOAT', [BATCH_DIM, 5]),
     },
   });
 
@@ -120,6 +122,38 @@ describe('over gRPC', () => {
     const missing = await unaryError(client, 'ModelInfer', request({ int64_param: 1 }, 'NOPE'));
     expect(missing.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(missing.details).toContain("unexpected inference output 'NOPE' for model 'classifier'");
+  });
+});
+
+describe('through an ensemble (qa/L0_infer test_class_* on the simple_ / sequence_ / fan_ ensembles)', () => {
+  const classify = (model: string, k: number) =>
+    httpInfer(model, [{ name: 'INPUT0', shape: [2, 5], datatype: 'FP32', data: SCORES.flat() }], [{ name: 'OUTPUT0', parameters: { classification: k } }]);
+  const strings = async (model: string, k: number) => {
+    const r = await classify(model, k);
+    expect(r.status, r.body.toString()).toBe(200);
+    expect(r.json().outputs[0]).toMatchObject({ name: 'OUTPUT0', datatype: 'BYTES', shape: [2, k] });
+    return r.json().outputs[0].data;
+  };
+  const CLASSIFIER_TOP3 = ['1.000000:4', '0.750000:3:bird', '0.500000:2', '4.000000:0:cat', '3.000000:1:dog', '2.000000:2'];
+
+  it("an output without label_filename takes the labels of the composing model's output mapped onto it", async () => {
+    expect(await strings('simple_classifier', 3)).toEqual(CLASSIFIER_TOP3);
+    expect(await strings('sequence_classifier', 3)).toEqual(CLASSIFIER_TOP3);
+  });
+
+  it("the ensemble's own label file labels its output; without one, labels do not travel back through an unlabelled step", async () => {
+    expect(await strings('fan_classifier', 3)).toEqual(['1.000000:4:label4', '0.750000:3:label3', '0.500000:2:label2', '4.000000:0:label0', '3.000000:1:label1', '2.000000:2:label2']);
+    expect(await strings('unlabelled_chain', 3)).toEqual(['1.000000:4', '0.750000:3', '0.500000:2', '4.000000:0', '3.000000:1', '2.000000:2']);
+  });
+
+  it('gRPC returns the same labels', async () => {
+    const res = await unary(client, 'ModelInfer', {
+      model_name: 'simple_classifier',
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [2, 5] }],
+      raw_input_contents: [fp32Bytes(SCORES.flat())],
+      outputs: [{ name: 'OUTPUT0', parameters: { classification: { int64_param: 2 } } }],
+    });
+    expect(deserializeStrings(res.raw_output_contents[0])).toEqual(['1.000000:4', '0.750000:3:bird', '4.000000:0:cat', '3.000000:1:dog']);
   });
 });
 
