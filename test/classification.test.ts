@@ -2,8 +2,10 @@
  * Triton's classification extension end to end, over HTTP and gRPC: the `classification` output
  * parameter turns an output into its top-k `"value:index[:label]"` strings, with labels from the
  * output's `label_filename` (read once when the model loads), shape `[batch, k]` or `[k]`, and
- * floats printed like `std::to_string`. Plus the bad inputs: k = 0 or negative over gRPC, a
- * non-existent output, an output of BYTES, and label files that are missing or outside the model.
+ * floats printed like `std::to_string`. An ensemble output without a label file of its own takes
+ * the labels of the composing output mapped onto it (qa/L0_infer). Plus the bad inputs: k = 0 or
+ * negative over gRPC, a non-existent output, an output of BYTES, more classes than Triton sorts
+ * (qa/L0_parameters), and label files that are missing or outside the model.
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,6 +25,8 @@ const prepareRepository = (): FixtureRepository =>
       'strings/1/model.onnx': buildIdentityModel('STRING', [BATCH_DIM, -1]),
       'missing_labels/1/model.onnx': buildIdentityModel('FLOAT', [5]),
       'escaping_labels/1/model.onnx': buildIdentityModel('FLOAT', [5]),
+      'classifier_wide/1/model.onnx': buildIdentityModel('FLOAT', [BATCH_DIM, -1]),
+      'classifier_plain/1/model.onnx': buildIdentityModel('FLOAT', [BATCH_DIM, 5]),
     },
   });
 
@@ -118,6 +122,77 @@ describe('over gRPC', () => {
     const missing = await unaryError(client, 'ModelInfer', request({ int64_param: 1 }, 'NOPE'));
     expect(missing.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(missing.details).toContain("unexpected inference output 'NOPE' for model 'classifier'");
+  });
+});
+
+describe('through an ensemble (qa/L0_infer test_class_* on the simple_ / sequence_ / fan_ ensembles)', () => {
+  const classify = (model: string, k: number) =>
+    httpInfer(model, [{ name: 'INPUT0', shape: [2, 5], datatype: 'FP32', data: SCORES.flat() }], [{ name: 'OUTPUT0', parameters: { classification: k } }]);
+  const strings = async (model: string, k: number) => {
+    const r = await classify(model, k);
+    expect(r.status, r.body.toString()).toBe(200);
+    expect(r.json().outputs[0]).toMatchObject({ name: 'OUTPUT0', datatype: 'BYTES', shape: [2, k] });
+    return r.json().outputs[0].data;
+  };
+  const CLASSIFIER_TOP3 = ['1.000000:4', '0.750000:3:bird', '0.500000:2', '4.000000:0:cat', '3.000000:1:dog', '2.000000:2'];
+
+  it("an output without label_filename takes the labels of the composing model's output mapped onto it", async () => {
+    expect(await strings('simple_classifier', 3)).toEqual(CLASSIFIER_TOP3);
+    expect(await strings('sequence_classifier', 3)).toEqual(CLASSIFIER_TOP3);
+  });
+
+  it("the ensemble's own label file labels its output; without one, labels do not travel back through an unlabelled step", async () => {
+    expect(await strings('fan_classifier', 3)).toEqual(['1.000000:4:label4', '0.750000:3:label3', '0.500000:2:label2', '4.000000:0:label0', '3.000000:1:label1', '2.000000:2:label2']);
+    expect(await strings('unlabelled_chain', 3)).toEqual(['1.000000:4', '0.750000:3', '0.500000:2', '4.000000:0', '3.000000:1', '2.000000:2']);
+  });
+
+  it('gRPC returns the same labels', async () => {
+    const res = await unary(client, 'ModelInfer', {
+      model_name: 'simple_classifier',
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [2, 5] }],
+      raw_input_contents: [fp32Bytes(SCORES.flat())],
+      outputs: [{ name: 'OUTPUT0', parameters: { classification: { int64_param: 2 } } }],
+    });
+    expect(deserializeStrings(res.raw_output_contents[0])).toEqual(['1.000000:4', '0.750000:3:bird', '4.000000:0:cat', '3.000000:1:dog']);
+  });
+});
+
+describe('the size limit (qa/L0_parameters class_count_test.py)', () => {
+  const LIMIT = 1_000_000;
+  /** INPUT0 of classifier_wide as binary data, the way tritonclient sends it. */
+  const binaryRequest = (values: Float32Array, k: number) => {
+    const header = Buffer.from(
+      JSON.stringify({
+        inputs: [{ name: 'INPUT0', shape: [1, values.length], datatype: 'FP32', parameters: { binary_data_size: values.byteLength } }],
+        outputs: [{ name: 'OUTPUT0', parameters: { classification: k, binary_data: false } }],
+      }),
+    );
+    return post(`${worker.httpUrl}/v2/models/classifier_wide/infer`, Buffer.concat([header, Buffer.from(values.buffer)]), {
+      'Inference-Header-Content-Length': String(header.length),
+    });
+  };
+
+  it('classifies a small output: shape [1, 5], every value 1.000000', async () => {
+    const r = await binaryRequest(new Float32Array(8).fill(1), 5);
+    expect(r.status, r.body.toString()).toBe(200);
+    expect(r.json().outputs[0]).toMatchObject({ datatype: 'BYTES', shape: [1, 5] });
+    for (const v of r.json().outputs[0].data) expect(v).toMatch(/^1\.000000:/);
+  });
+
+  it('refuses a batch entry of more than 1 000 000 classes over HTTP (400) and gRPC (INVALID_ARGUMENT); the server keeps serving', async () => {
+    const values = new Float32Array(LIMIT + 1).fill(1);
+    const r = await binaryRequest(values, 5);
+    expect(r.status).toBe(400);
+    expect(r.json().error).toContain('classification output tensor too large');
+    const err = await unaryError(client, 'ModelInfer', {
+      model_name: 'classifier_wide',
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, LIMIT + 1] }],
+      raw_input_contents: [Buffer.from(values.buffer)],
+      outputs: [{ name: 'OUTPUT0', parameters: { classification: { int64_param: 5 } } }],
+    });
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toContain('classification output tensor too large');
+    expect((await binaryRequest(new Float32Array(8).fill(1), 1)).status).toBe(200);
   });
 });
 

@@ -2,16 +2,18 @@
  * The JavaScript backend against a real worker, with real HTTP and gRPC clients: a model.js
  * served like any other model, BLS into the same server, and the bad cases (a model that
  * throws, a model.js that does not parse, BLS to an unknown model, a hung model that must not
- * stall the others and whose unload terminates its thread).
+ * stall the others and whose unload terminates its thread). Two Triton qa suites on JavaScript
+ * models: outputs answered in the `reshape` shape reach clients in the dims (L0_infer_reshape), and
+ * a model sees only the custom request parameters, directly and through an ensemble (L0_parameters).
  * Fixture: test/fixtures/javascript_repository.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
-import { grpc, loadGrpcClients, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
-import { fp32Bytes, get, int32Bytes, post, readFp32, serializeStrings } from './lib/tensors.js';
+import { grpc, loadGrpcClients, streamInfer, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
+import { deserializeStrings, fp32Bytes, get, int32Bytes, post, range, readFp32, serializeStrings } from './lib/tensors.js';
 import { sleep } from './lib/wait-for.js';
 
-const MODELS = ['add_sub', 'bls', 'throws', 'syntax_error', 'hang'];
+const MODELS = ['add_sub', 'bls', 'throws', 'syntax_error', 'hang', 'reshape_identity', 'reshape_identity_nobatch', 'parameter_ensemble'];
 let worker: WorkerProcess;
 let client: GrpcClient;
 
@@ -104,6 +106,146 @@ describe('BLS', () => {
     });
     expect(h.status).toBe(400);
     expect(h.json()).toEqual({ error: "Request for unknown model: 'nosuchmodel' is not found" });
+  });
+});
+
+describe('outputs in the reshape shape reach clients in the dims (qa/L0_infer_reshape)', () => {
+  const values = range(8, (i) => i / 2);
+
+  it('HTTP: the model answers [batch, 4, 1, 2] and [batch, 1, n]; clients get [batch, 8] and [batch, n]', async () => {
+    for (const batch of [1, 2]) {
+      const r = await post(`${worker.httpUrl}/v2/models/reshape_identity/infer`, {
+        inputs: [
+          { name: 'INPUT0', shape: [batch, 8], datatype: 'FP32', data: range(batch).flatMap(() => values) },
+          { name: 'INPUT1', shape: [batch, 3], datatype: 'INT32', data: range(batch * 3) },
+        ],
+      });
+      expect(r.status, r.body.toString()).toBe(200);
+      expect(r.json().outputs).toEqual([
+        { name: 'OUTPUT0', datatype: 'FP32', shape: [batch, 8], data: range(batch).flatMap(() => values) },
+        { name: 'OUTPUT1', datatype: 'INT32', shape: [batch, 3], data: range(batch * 3) },
+      ]);
+    }
+  });
+
+  it('gRPC, and a model without batching', async () => {
+    const res = await unary(client, 'ModelInfer', {
+      model_name: 'reshape_identity',
+      inputs: [
+        { name: 'INPUT0', datatype: 'FP32', shape: [1, 8] },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 5] },
+      ],
+      raw_input_contents: [fp32Bytes(values), int32Bytes(range(5))],
+    });
+    expect(res.outputs.map((o: any) => [o.name, o.shape.map(Number)])).toEqual([
+      ['OUTPUT0', [1, 8]],
+      ['OUTPUT1', [1, 5]],
+    ]);
+    expect(readFp32(res.raw_output_contents[0])).toEqual(values);
+    const flat = range(12);
+    const r = await post(`${worker.httpUrl}/v2/models/reshape_identity_nobatch/infer`, { inputs: [{ name: 'INPUT0', shape: [12], datatype: 'FP32', data: flat }] });
+    expect(r.json().outputs).toEqual([{ name: 'OUTPUT0', datatype: 'FP32', shape: [12], data: flat }]);
+  });
+});
+
+/**
+ * An HTTP request as tritonclient.http sends it when no outputs are named: binary inputs, and
+ * `binary_data_output: true` among the request parameters.
+ */
+function tritonClientHttpBody(parameters: object, outputs?: object[]) {
+  const header = Buffer.from(
+    JSON.stringify({
+      inputs: [{ name: 'INPUT0', shape: [1], datatype: 'FP32', parameters: { binary_data_size: 4 } }],
+      ...(outputs === undefined ? {} : { outputs }),
+      parameters: outputs === undefined ? { ...parameters, binary_data_output: true } : parameters,
+    }),
+  );
+  return { body: Buffer.concat([header, fp32Bytes([1])]), headers: { 'Inference-Header-Content-Length': String(header.length) } };
+}
+
+/** The outputs of an HTTP response with binary outputs, by name: the JSON header, then each binary_data_size bytes. */
+function binaryOutputs(r: { body: Buffer; headers: Headers }): Map<string, string[]> {
+  const length = Number(r.headers.get('inference-header-content-length') ?? r.body.length);
+  const header = JSON.parse(r.body.subarray(0, length).toString());
+  const out = new Map<string, string[]>();
+  let offset = length;
+  for (const o of header.outputs) {
+    if (o.data !== undefined) out.set(o.name, o.data);
+    else {
+      out.set(o.name, deserializeStrings(r.body.subarray(offset, offset + o.parameters.binary_data_size)));
+      offset += o.parameters.binary_data_size;
+    }
+  }
+  return out;
+}
+
+describe('the request parameters a model sees (qa/L0_parameters)', () => {
+  const PARAMETER_LIST = [
+    { key1: 'value1', key2: 'value2' },
+    { key1: 1, key2: 2 },
+    { key1: 123.123, key2: 321.321 },
+    { key1: true, key2: 'value2' },
+  ];
+  const seen = (outputs: Map<string, string[]>) => Object.fromEntries((outputs.get('key') ?? []).map((k, i) => [k, outputs.get('value')?.[i]]));
+  const asStrings = (p: object) => Object.fromEntries(Object.entries(p).map(([k, v]) => [k, String(v)]));
+
+  it('HTTP: the custom parameters, not binary_data_output (as tritonclient.http sends it)', async () => {
+    for (const model of ['parameter', 'parameter_ensemble']) {
+      for (const parameters of PARAMETER_LIST) {
+        const { body, headers } = tritonClientHttpBody(parameters);
+        const r = await post(`${worker.httpUrl}/v2/models/${model}/infer`, body, headers);
+        expect(r.status, r.body.toString()).toBe(200);
+        expect(seen(binaryOutputs(r)), model).toEqual(asStrings(parameters));
+      }
+    }
+  });
+
+  it('HTTP: not the request properties (priority, timeout, sequence flags) nor per-tensor parameters either', async () => {
+    const { body, headers } = tritonClientHttpBody({ priority: 1, timeout: 10_000_000, sequence_start: false, sequence_end: false, custom: 'c' }, [
+      { name: 'key', parameters: { binary_data: true } },
+      { name: 'value', parameters: { binary_data: false } },
+    ]);
+    const r = await post(`${worker.httpUrl}/v2/models/parameter/infer`, body, headers);
+    expect(r.status, r.body.toString()).toBe(200);
+    expect(seen(binaryOutputs(r))).toEqual({ custom: 'c' });
+  });
+
+  it('gRPC, unary and streaming: the custom parameters, not triton_enable_empty_final_response nor priority', async () => {
+    const grpcParameters = [
+      { key1: { string_param: 'value1' }, key2: { string_param: 'value2' } },
+      { key1: { int64_param: 1 }, key2: { int64_param: 2 } },
+      { key1: { double_param: 123.123 }, key2: { double_param: 321.321 } },
+      { key1: { bool_param: true }, key2: { string_param: 'value2' } },
+    ];
+    const request = (parameters: object) => ({
+      model_name: 'parameter',
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1] }],
+      raw_input_contents: [fp32Bytes([1])],
+      parameters,
+    });
+    const grpcSeen = (res: any) => {
+      const names = res.outputs.map((o: any) => o.name);
+      return seen(new Map(names.map((n: string, i: number) => [n, deserializeStrings(res.raw_output_contents[i])])));
+    };
+    for (const [i, parameters] of grpcParameters.entries()) {
+      expect(grpcSeen(await unary(client, 'ModelInfer', request(parameters)))).toEqual(asStrings(PARAMETER_LIST[i]!));
+    }
+    const streamed = await streamInfer(client, [request({ ...grpcParameters[0], triton_enable_empty_final_response: { bool_param: true }, priority: { int64_param: 1 } })]);
+    expect(grpcSeen(streamed.find((r) => r.infer_response?.outputs?.length > 0).infer_response)).toEqual(asStrings(PARAMETER_LIST[0]!));
+  });
+
+  it('a triton_ key is refused by both doors', async () => {
+    const { body, headers } = tritonClientHttpBody({ triton_: true, key2: 'value2' });
+    const r = await post(`${worker.httpUrl}/v2/models/parameter/infer`, body, headers);
+    expect(r.status).toBe(400);
+    expect(r.json().error).toBe("parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.");
+    const err = await unaryError(client, 'ModelInfer', {
+      model_name: 'parameter',
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1] }],
+      raw_input_contents: [fp32Bytes([1])],
+      parameters: { triton_: { bool_param: true } },
+    });
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
   });
 });
 

@@ -15,6 +15,7 @@ import { inferViaSubmit } from './infer-via-submit.js';
 import { JavaScriptBackend } from './javascript/javascript-backend.js';
 import { LlmBackend } from './llm/llm-backend.js';
 import { NO_LABELS } from './labels.js';
+import { reshapeResult } from './output-reshape.js';
 import type { LoadedVersion } from './model/loaded-version.js';
 import { ModelLifecycle } from './model/model-lifecycle.js';
 import { OnnxRuntimeBackend } from './onnxruntime/onnxruntime-backend.js';
@@ -236,7 +237,9 @@ export class Engine implements InferenceEngine {
     if (cached?.response !== undefined) return deliver({ final: true, response: cached.response });
     let onAbort: (() => void) | undefined;
     const stats = onStepSuccess === undefined ? version.stats : new EnsembleStepStats(version.stats, onStepSuccess);
-    const job = new InferenceJob(normalized, version.version, stats, requestStartNs, (result) => {
+    const job = new InferenceJob(normalized, version.version, stats, requestStartNs, (answered) => {
+      // Outputs leave in the config's dims (Triton's output reshape), for clients, steps and the cache alike.
+      const result = reshapeResult(version.config, answered);
       // Decoupled requests stay cancellable until their final result.
       if (result.final && onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
       cached?.settle(result);

@@ -7,7 +7,8 @@
  * non-empty label.
  *
  * The model loader reads them with the final config (`loadVersion`), whatever the backend, and the
- * `LoadedVersion` carries them.
+ * `LoadedVersion` carries them. An ensemble output without a label file takes the labels of the
+ * composing output mapped onto it (`ensemble/ensemble-labels.ts`).
  *
  * Deviation: a `label_filename` that resolves outside the model folder (a `..`, an absolute path, a
  * link leading out) is refused at load by the confined resolver (Triton reads it). A load request's config override comes from clients, and classification

@@ -214,7 +214,12 @@ class Request {
     this.id = w.id;
     this.modelName = w.modelName;
     this.modelVersion = w.modelVersion;
+    /** The request's custom parameters (not the sequence id, flags, priority or timeout). */
     this.parameters = w.parameters;
+    /** The sequence id (Python's `correlation_id()`): a number, a bigint past 2^53, or a string; 0 when none. */
+    this.correlationId = w.correlationId;
+    /** Python's `flags()`: 1 sequence start | 2 sequence end. */
+    this.flags = w.flags;
     this.inputs = w.inputs.map(tensorFromWire);
     this.requestedOutputNames = w.requestedOutputs;
   }

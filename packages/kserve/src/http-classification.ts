@@ -4,12 +4,19 @@
  *
  * Values are printed like C++ `std::to_string`: floats with six decimals (`10.000000`),
  * integers plainly. Ties keep index order (Triton's sort is unstable; any order is valid).
+ *
+ * Triton sorts every class of a batch entry, so it refuses a batch entry of more than
+ * `MAX_CLASSIFICATION_ELEMENTS` classes (invalid_argument, `classification output tensor too large`,
+ * the text qa/L0_parameters/class_count_test.py checks), after the datatype check.
  */
 import { invalidArgument } from '@switchyard/common';
 import type { InferTensor } from './protocols.js';
 import { elementByteSize, serializeBytesElements, typedView } from './tensor.js';
 
 const encoder = new TextEncoder();
+
+/** The most classes (elements of one batch entry) an output may have to be classified. */
+export const MAX_CLASSIFICATION_ELEMENTS = 1_000_000;
 
 /**
  * Top-k classification of `tensor`. `batching` is true when the model batches
@@ -25,6 +32,7 @@ export function classifyTensor(tensor: InferTensor, k: number, batching: boolean
   const batch = batching && tensor.shape.length > 0 ? (tensor.shape[0] as number) : 0;
   let perEntry = 1;
   for (let d = batch === 0 ? 0 : 1; d < tensor.shape.length; d++) perEntry *= tensor.shape[d] as number;
+  if (perEntry > MAX_CLASSIFICATION_ELEMENTS) throw invalidArgument('classification output tensor too large');
   const values = typedView(tensor.datatype, tensor.data) as unknown as ArrayLike<number | bigint>;
   const isFloat = tensor.datatype === 'FP32' || tensor.datatype === 'FP64';
   const strings: Uint8Array[] = [];

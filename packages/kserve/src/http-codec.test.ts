@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SwitchyardError } from '@switchyard/common';
 import { decodeHttpInferRequest, decodeHttpRawInferRequest, encodeHttpInferResponse, parseInferenceHeaderLength } from './http-codec.js';
-import { classifyTensor } from './http-classification.js';
+import { classifyTensor, MAX_CLASSIFICATION_ELEMENTS } from './http-classification.js';
 import { decodeHttpGenerateRequest, encodeHttpGenerateResponse } from './http-generate.js';
 import type { InferResponse, InferTensor } from './protocols.js';
 import { deserializeBytesElements } from './tensor.js';
@@ -197,6 +197,21 @@ describe('encodeHttpInferResponse', () => {
   it('refuses to classify outputs without numeric values', () => {
     const strings = out('S', 'BYTES', [1], new Uint8Array([1, 0, 0, 0, 120]));
     expect(err(() => classifyTensor(strings, 1, false))).toEqual(['invalid_argument', "class result not available for output due to unsupported type 'BYTES'"]);
+  });
+
+  it('refuses a batch entry of more than MAX_CLASSIFICATION_ELEMENTS classes, and accepts exactly that many', () => {
+    const n = MAX_CLASSIFICATION_ELEMENTS;
+    const tooLarge = out('P', 'FP32', [1, n + 1], new Float32Array(n + 1));
+    expect(err(() => classifyTensor(tooLarge, 5, true))).toEqual(['invalid_argument', 'classification output tensor too large']);
+    const noBatch = out('P', 'UINT8', [n + 1], new Uint8Array(n + 1));
+    expect(err(() => classifyTensor(noBatch, 1, false))).toEqual(['invalid_argument', 'classification output tensor too large']);
+    // The limit is per batch entry: two entries of n/2 + 1 classes together exceed n and still classify.
+    const half = n / 2 + 1;
+    expect(classifyTensor(out('P', 'UINT8', [2, half], new Uint8Array(2 * half)), 1, true).shape).toEqual([2, 1]);
+    const atLimit = new Uint8Array(n);
+    atLimit[n - 1] = 7;
+    const c = classifyTensor(out('P', 'UINT8', [n], atLimit), 1, false);
+    expect(deserializeBytesElements(c.data).map((b) => dec.decode(b))).toEqual([`7:${n - 1}`]);
   });
 });
 

@@ -265,8 +265,9 @@ function decodeRequestParameters(obj: JsonObject, out: Parameters): 'json' | 'bi
       case 'sequence_end':
       case 'binary_data_output':
         if (typeof v !== 'boolean') throw internal(`Unable to parse '${key}': attempt to access JSON non-boolean as boolean`);
-        out[key] = v;
+        // binary_data_output only says how this door returns outputs: Triton's HTTP door consumes it.
         if (key === 'binary_data_output') kind = v ? 'binary' : 'json';
+        else out[key] = v;
         break;
       case 'priority':
       case 'timeout':

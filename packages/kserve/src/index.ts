@@ -64,6 +64,7 @@ export type {
   HttpResponseOptions,
   RawInputModel,
 } from './http-codec.js';
-export { classifyTensor } from './http-classification.js';
+export { classifyTensor, MAX_CLASSIFICATION_ELEMENTS } from './http-classification.js';
+export { modelParameters, REQUEST_PROPERTY_PARAMETERS } from './request-parameters.js';
 export { decodeHttpGenerateRequest, encodeHttpGenerateResponse } from './http-generate.js';
 export type { GenerateInputMetadata } from './http-generate.js';

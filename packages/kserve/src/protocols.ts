@@ -64,7 +64,10 @@ export interface InferRequest {
   modelName: string;
   /** A specific version, or undefined for "the highest READY version". */
   modelVersion: number | undefined;
-  /** Every request parameter, reserved ones included (sequence_id, sequence_start, priority, timeout, ...). */
+  /**
+   * Every request parameter, the request properties included (sequence_id, sequence_start, sequence_end, priority,
+   * timeout); not the doors' transport options. A model sees `modelParameters(parameters)` (request-parameters.ts).
+   */
   parameters: Parameters;
   inputs: InferTensor[];
   /** Requested outputs; empty means every output of the model. */

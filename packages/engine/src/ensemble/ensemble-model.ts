@@ -1,6 +1,7 @@
 /**
  * Loading one version of an ensemble (`platform: "ensemble"`, Triton's EnsembleModel): no
- * backend and no instances, only a config, statistics, labels and the `EnsembleScheduler`.
+ * backend and no instances, only a config, statistics, labels (its own label files, completed from
+ * its steps: `ensemble-labels.ts`) and the `EnsembleScheduler`.
  * Called by `loadVersion` once the lifecycle has checked that the composing models are loaded
  * (`EnsembleDependencies.check`).
  *
@@ -10,6 +11,7 @@
 import { internal, type Logger } from '@switchyard/common';
 import { normalizeModelConfig, validateModelConfig, type ModelConfig } from '@switchyard/model-config';
 import type { BackendModel } from '../backend.js';
+import { inheritComposingLabels } from './ensemble-labels.js';
 import { ensembleSteps } from './ensemble-plan.js';
 import type { EnsemblePort } from './ensemble-port.js';
 import { validateEnsembleComposition } from './ensemble-validation.js';
@@ -40,12 +42,15 @@ export async function loadEnsembleVersion(context: EnsembleLoadContext, base: Mo
   let config = normalizeModelConfig(base, { modelName: name });
   validateModelConfig(config);
   const { decoupled } = validateEnsembleComposition(config, (model) => {
-    const found = port.modelConfig(model, undefined);
+    const found = port.composingVersion(model, undefined);
     if (found instanceof Error) throw found;
-    return found;
+    return found.config;
   });
   config = { ...config, model_transaction_policy: { ...config.model_transaction_policy, decoupled } };
-  const labels = await loadOutputLabels(config, source.path);
+  const labels = inheritComposingLabels(config, await loadOutputLabels(config, source.path), (model, v) => {
+    const found = port.composingVersion(model, v);
+    return found instanceof Error ? undefined : found.labels;
+  });
   const stats = new ModelStatsCollector(name, version);
   const scheduler = createScheduler(config, {
     instances: [],

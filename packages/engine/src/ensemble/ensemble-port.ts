@@ -8,7 +8,7 @@ import type { SwitchyardError } from '@switchyard/common';
 import type { InferRequest } from '@switchyard/kserve';
 import type { ModelConfig } from '@switchyard/model-config';
 import type { ModelStatsCollector } from '../statistics.js';
-import type { InferResult, SubmitOptions } from '../types.js';
+import type { InferResult, OutputLabels, SubmitOptions } from '../types.js';
 import type { StepComputeTimes } from './ensemble-step-stats.js';
 
 export interface EnsemblePort {
@@ -17,8 +17,15 @@ export interface EnsemblePort {
    * composing model records for it. Results may arrive synchronously.
    */
   submit(request: InferRequest, onResult: (result: InferResult) => void, options: SubmitOptions, onStepSuccess: (times: StepComputeTimes) => void): void;
-  /** The config of the version a request for (`name`, `version`) reaches now, or the lookup error. */
-  modelConfig(name: string, version: number | undefined): ModelConfig | SwitchyardError;
+  /** The version a request for (`name`, `version`) reaches now (its config and labels), or the lookup error. */
+  composingVersion(name: string, version: number | undefined): ComposingVersion | SwitchyardError;
+}
+
+/** What an ensemble reads of a composing model's version. */
+export interface ComposingVersion {
+  readonly config: ModelConfig;
+  /** Its classification labels by output (`label_filename`, or inherited when it is an ensemble itself). */
+  readonly labels: OutputLabels;
 }
 
 /** What an ensemble's scheduler gets besides the usual context. */

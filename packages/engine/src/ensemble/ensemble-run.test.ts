@@ -24,11 +24,11 @@ afterAll(async () => {
 const int1 = (name: string, v: number) => tensor(name, 'INT32', [1], Int32Array.of(v));
 
 describe('an ensemble step request', () => {
-  it('carries the ensemble request id and every parameter', async () => {
-    const parameters = { sequence_id: 42, sequence_start: true, priority: 1, custom: 'x' };
+  it('carries the ensemble request id, its parameters and its sequence controls (the model sees the custom parameters apart)', async () => {
+    const parameters = { sequence_id: 42, sequence_start: true, priority: 1, timeout: 5_000_000, custom: 'x' };
     const res = await engine.infer(request('params', [int1('IN', 1)], { id: 'r-7', parameters }));
     const echoed = JSON.parse(new TextDecoder().decode(deserializeBytesElements(res.outputs[0]!.data)[0]!));
-    expect(echoed).toEqual({ id: 'r-7', parameters });
+    expect(echoed).toEqual({ id: 'r-7', parameters: { custom: 'x' }, correlationId: 42, flags: 1 });
   });
 
   it('keeps a sequence going through a sequence-batched composing model', async () => {

@@ -191,7 +191,8 @@ export class EnsembleRun {
       return;
     }
     const request = this.job.request.request;
-    const config = this.options.port.modelConfig(step.modelName, step.modelVersion);
+    const found = this.options.port.composingVersion(step.modelName, step.modelVersion);
+    const config = found instanceof Error ? found : found.config;
     const consumed = new Set(step.inputs.map(([, tensor]) => tensor));
     if (config instanceof Error) {
       this.release(consumed, iteration);

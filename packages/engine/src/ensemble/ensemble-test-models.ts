@@ -51,7 +51,7 @@ const ECHO_PARAMS_JS = `export class TritonModel {
   initialize(args) { this.pb = args.pb; }
   execute(requests) {
     const { Response, Tensor } = this.pb;
-    return requests.map((r) => new Response({ outputs: [Tensor.fromStrings('PARAMS', [JSON.stringify({ id: r.id, parameters: r.parameters })])] }));
+    return requests.map((r) => new Response({ outputs: [Tensor.fromStrings('PARAMS', [JSON.stringify({ id: r.id, parameters: r.parameters, correlationId: r.correlationId, flags: r.flags })])] }));
   }
 }`;
 

@@ -12,7 +12,8 @@
  *   helpers (`worker/javascript-pb.mjs`).
  * - `execute(requests)` (required, may be async): returns one response per request, or
  *   undefined for requests answered through `request.responseSender()` (always, for decoupled
- *   models).
+ *   models). A request carries `id`, `inputs`, `parameters` (the custom ones only, as Python's
+ *   `request.parameters()`), `correlationId` and `flags` (Python's `correlation_id()` / `flags()`).
  * - `finalize()` (optional): at unload.
  * Every instance (`instance_group` count) runs on its own worker thread (`JavaScriptInstance`).
  *

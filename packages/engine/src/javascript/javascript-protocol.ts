@@ -8,9 +8,10 @@
  * the thread. Timestamps are `process.hrtime.bigint()`, one clock for every thread.
  */
 import { internal, SwitchyardError, type ErrorCode } from '@switchyard/common';
-import type { DataType, InferRequest, InferResponse, InferTensor, Parameters } from '@switchyard/kserve';
+import { modelParameters, type DataType, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
 import type { BackendResponse } from '../backend.js';
 import type { NormalizedRequest } from '../request-normalizer.js';
+import { sequenceOf } from '../sequence/sequence-controls.js';
 
 export interface WireTensor {
   name: string;
@@ -31,7 +32,12 @@ export interface WireRequest {
   id: string;
   modelName: string;
   modelVersion: string;
+  /** The custom parameters (`modelParameters`): the request properties travel apart, as below. */
   parameters: Parameters;
+  /** Python's `request.correlation_id()`: the sequence id (a number, a bigint past 2^53, or a string); 0 when none. */
+  correlationId: number | bigint | string;
+  /** Python's `request.flags()`: 1 (sequence start) | 2 (sequence end), Triton's TRITONSERVER_REQUEST_FLAG_SEQUENCE_*. */
+  flags: number;
   inputs: WireTensor[];
   requestedOutputs: string[];
 }
@@ -111,12 +117,17 @@ export function errorToWire(e: SwitchyardError): WireError {
 /** A request for the model's thread: inputs in the shape backends see (batch dimension first, after `reshape`). */
 export function requestToWire(key: number, normalized: NormalizedRequest, modelVersion: number, transfer: ArrayBuffer[]): WireRequest {
   const { request } = normalized;
+  const sequence = sequenceOf(request);
+  const id = sequence.id.value;
   return {
     key,
     id: request.id,
     modelName: request.modelName,
     modelVersion: String(modelVersion),
-    parameters: { ...request.parameters },
+    // What Triton's backends see: the custom parameters, not the request properties (sequence, priority, timeout).
+    parameters: modelParameters(request.parameters),
+    correlationId: typeof id === 'bigint' && id <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(id) : id,
+    flags: (sequence.start ? 1 : 0) | (sequence.end ? 2 : 0),
     inputs: normalized.inputs.map((i) => tensorToWire({ name: i.name, datatype: i.datatype, shape: i.shape, data: i.data, parameters: {} }, transfer)),
     requestedOutputs: [...normalized.requestedOutputs],
   };

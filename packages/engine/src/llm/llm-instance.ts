@@ -18,7 +18,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { describeValue, internal, invalidArgument, toSwitchyardError, type Logger } from '@switchyard/common';
-import { deserializeBytesElements, serializeBytesElements, type InferTensor, type ParameterValue } from '@switchyard/kserve';
+import { deserializeBytesElements, modelParameters, serializeBytesElements, type InferTensor, type ParameterValue } from '@switchyard/kserve';
 import { compileSamplingParams, OutputProcessor, textPromptTokens, type LlmEndpoint, type SamplingParams } from '@switchyard/llm';
 import type { BackendInstance, ExecutionOutcome, ResponseSender } from '../backend.js';
 import type { NormalizedInput, NormalizedRequest } from '../request-normalizer.js';
@@ -186,7 +186,8 @@ function boolParameter(value: ParameterValue | undefined, name: string): boolean
 export function parseLlmRequest(request: NormalizedRequest, defaultMaxTokens: number): ParsedLlmRequest {
   const prompt = bytesInput(request, 'text_input');
   if (prompt === undefined) throw invalidArgument("input 'text_input' is required");
-  const params = request.request.parameters;
+  // The parameters vLLM's backend sees (`request.parameters()`): not the sequence id, flags, priority or timeout.
+  const params = modelParameters(request.request.parameters);
   const fields: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(params)) {
     if (NON_SAMPLING.has(k)) continue;

@@ -63,10 +63,7 @@ export class ModelLifecycle {
   ) {
     const port: EnsemblePort | undefined = submitStep && {
       submit: submitStep,
-      modelConfig: (name, version) => {
-        const found = this.tryResolve(name, version);
-        return found instanceof Error ? found : found.config;
-      },
+      composingVersion: (name, version) => this.tryResolve(name, version),
     };
     this.loader = {
       autoComplete: options.autoComplete,

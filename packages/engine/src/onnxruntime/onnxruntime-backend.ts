@@ -122,18 +122,15 @@ export function sessionIo(session: SessionThread): OnnxIo {
   return { inputs: ioInfo(session.inputMetadata), outputs: ioInfo(session.outputMetadata) };
 }
 
-/** The shape reported to the client for an output: undo `reshape`, expand scalars to config dims. */
+/**
+ * The shape an output leaves this backend in: a scalar ONNX output expands to its config dims. An
+ * output with `reshape` stays in the model's shape: the engine turns it into `dims` for every
+ * backend (output-reshape.ts).
+ */
 function clientShape(output: ModelOutput | undefined, actual: readonly number[], batched: boolean): number[] {
-  if (output === undefined) return [...actual];
+  if (output === undefined || output.reshape !== undefined) return [...actual];
   const batchDims = batched ? actual.slice(0, 1) : [];
   const rest = batched ? actual.slice(1) : [...actual];
-  if (output.reshape !== undefined) {
-    const variable: number[] = [];
-    output.reshape.shape.forEach((d, i) => {
-      if (d === -1) variable.push(rest[i] ?? 0);
-    });
-    return [...batchDims, ...output.dims.map((d) => (d === -1 ? (variable.shift() ?? 0) : d))];
-  }
   if (rest.length === 0 && output.dims.length > 0) return [...batchDims, ...output.dims];
   return [...actual];
 }
