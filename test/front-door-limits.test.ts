@@ -167,7 +167,7 @@ describe('HTTP: the decompressed body is bounded by --http-max-input-size', () =
     ] as const) {
       const r = await post(`${worker.httpUrl}/v2/models/simple/infer`, body, { 'Content-Encoding': encoding });
       expect(r.status).toBe(400);
-      expect(r.json().error).toContain(`exceeds the maximum allowed value of ${DEFAULT_LIMIT} bytes. Use --http-max-input-size to increase the limit.`);
+      expect(r.json().error).toContain(`exceeds the maximum allowed input size of ${DEFAULT_LIMIT} bytes. Use --http-max-input-size to increase the limit.`);
     }
     expect(peakRssBytes(worker.pid) - before).toBeLessThan(RSS_BUDGET);
     const ok = await post(`${worker.httpUrl}/v2/models/simple/infer`, simple, { 'Content-Type': 'application/json' });

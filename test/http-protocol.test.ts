@@ -251,7 +251,45 @@ describe('bad input keeps the server serving', () => {
     const big = Buffer.alloc(2 * 1024 * 1024, 0x20);
     const r = await rawPost('/v2/models/simple/infer', big, { 'Content-Type': 'application/json' });
     expect(r.status).toBe(400);
-    expect(JSON.parse(r.body.toString()).error).toContain('exceeds the maximum allowed value of 1048576 bytes. Use --http-max-input-size to increase the limit.');
+    expect(JSON.parse(r.body.toString()).error).toBe(
+      'request JSON size of 2097152 bytes exceeds the maximum allowed input size of 1048576 bytes. Use --http-max-input-size to increase the limit.',
+    );
+  });
+
+  it('--http-max-input-size bounds the JSON header, not binary tensor data (L0_large_payload, scaled down)', async () => {
+    // The request tritonclient.http makes for set_data_from_numpy (binary_data=True by default):
+    // a JSON header, then the tensor's bytes; here 2 MiB of FP32 behind a 1 MiB limit.
+    const values = new Float32Array(512 * 1024).map((_, i) => i * 0.5);
+    const data = Buffer.from(values.buffer);
+    const header = Buffer.from(
+      JSON.stringify({
+        inputs: [{ name: 'INPUT0', shape: [1, values.length], datatype: 'FP32', parameters: { binary_data_size: data.length } }],
+        outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
+      }),
+    );
+    let r = await rawPost('/v2/models/identity_fp32/infer', Buffer.concat([header, data]), { 'Inference-Header-Content-Length': String(header.length) });
+    expect(r.status).toBe(200);
+    const headerLength = Number(r.headers['inference-header-content-length']);
+    expect(JSON.parse(r.body.subarray(0, headerLength).toString()).outputs[0]).toMatchObject({ name: 'OUTPUT0', shape: [1, values.length] });
+    expect(r.body.subarray(headerLength).equals(data)).toBe(true);
+    // The JSON header itself past the limit is refused, naming the header's size.
+    const padded = Buffer.concat([header.subarray(0, header.length - 1), Buffer.alloc(1024 * 1024, 0x20), Buffer.from('}')]);
+    r = await rawPost('/v2/models/identity_fp32/infer', Buffer.concat([padded, data]), { 'Inference-Header-Content-Length': String(padded.length) });
+    expect([r.status, JSON.parse(r.body.toString()).error]).toEqual([
+      400,
+      `request JSON size of ${padded.length} bytes exceeds the maximum allowed input size of 1048576 bytes. Use --http-max-input-size to increase the limit.`,
+    ]);
+    // A raw binary request (qa L0_http http_input_size_limit_test) is bounded as a whole, ...
+    r = await rawPost('/v2/models/identity_fp32/infer', data, { 'Inference-Header-Content-Length': '0' });
+    expect([r.status, JSON.parse(r.body.toString()).error]).toEqual([
+      400,
+      `request JSON size of ${data.length} bytes exceeds the maximum allowed input size of 1048576 bytes. Use --http-max-input-size to increase the limit.`,
+    ]);
+    // ... and just under the limit it is served.
+    const under = data.subarray(0, 1024 * 1024 - 128);
+    r = await rawPost('/v2/models/identity_fp32/infer', under, { 'Inference-Header-Content-Length': '0' });
+    expect(r.status).toBe(200);
+    expect(r.body.subarray(Number(r.headers['inference-header-content-length'])).equals(under)).toBe(true);
   });
 
   it('shapes no tensor can have → 400 with Triton wording, JSON and binary, without sizing anything from them', async () => {
