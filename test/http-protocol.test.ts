@@ -5,6 +5,7 @@
  */
 import { gunzipSync, gzipSync, deflateSync, inflateSync } from 'node:zlib';
 import http from 'node:http';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { deserializeStrings, get, int32Bytes, post, range, readInt32, serializeStrings } from './lib/tensors.js';
@@ -331,6 +332,36 @@ describe('bad input keeps the server serving', () => {
     }
   });
 
+  it('requests the HTTP parser refuses get a JSON error body with node\'s status (qa L0_http test_content_encoding_chunked_manually)', async () => {
+    // What Python requests sends for requests.post(url, data=<bytes>, headers={'Transfer-Encoding': 'chunked', ...}):
+    // the caller's chunk-encoded body, its Transfer-Encoding header, and the Content-Length requests adds.
+    const input = Buffer.from(new Float32Array(range(8)).buffer);
+    const chunked = Buffer.concat([Buffer.from(`${input.length.toString(16).toUpperCase()}\r\n`), input, Buffer.from('\r\n0\r\n\r\n')]);
+    const head = (headers: string[]) => `POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: localhost\r\n${headers.join('\r\n')}\r\n\r\n`;
+    for (const headers of [
+      ['User-Agent: python-requests/2.32.3', 'Inference-Header-Content-Length: 0', 'Transfer-Encoding: chunked', `Content-Length: ${chunked.length}`],
+      [`Content-Length: ${chunked.length}`, 'Transfer-Encoding: chunked', 'Inference-Header-Content-Length: 0'],
+    ]) {
+      const r = await rawExchange(Buffer.concat([Buffer.from(head(headers)), chunked]));
+      expect(r.status).toBe(400);
+      expect(r.headers['content-type']).toBe('application/json');
+      expect(r.headers.connection).toBe('close');
+      expect(JSON.parse(r.body)).toEqual({
+        error: 'request has both Content-Length and Transfer-Encoding headers; this server refuses such requests (their framing is ambiguous): send only one of them',
+      });
+    }
+    // The same body with Transfer-Encoding alone is served, as Triton serves it.
+    const ok = await rawExchange(Buffer.concat([Buffer.from(head(['Inference-Header-Content-Length: 0', 'Transfer-Encoding: chunked'])), chunked]));
+    expect(ok.status).toBe(200);
+    expect(ok.raw.subarray(ok.raw.length - input.length).equals(input)).toBe(true);
+    // Headers past the parser's limit keep their 431, anything else it refuses its 400; both with a JSON body.
+    const huge = await rawExchange(Buffer.from(head([`X-Big: ${'a'.repeat(64 * 1024)}`])));
+    expect([huge.status, JSON.parse(huge.body)]).toEqual([431, { error: 'Request Header Fields Too Large' }]);
+    const garbage = await rawExchange(Buffer.from('NOT HTTP AT ALL\r\n\r\n'));
+    expect(garbage.status).toBe(400);
+    expect(JSON.parse(garbage.body).error).toMatch(/^Bad Request/);
+  });
+
   it('still serves after all of the above', async () => {
     const r = await post(url + '/v2/models/simple/infer', simpleRequest(range(16), range(16)));
     expect(r.status).toBe(200);
@@ -373,5 +404,34 @@ function rawPost(path: string, body: Buffer, headers: Record<string, string>): P
       reject(err);
     });
     req.end(body);
+  });
+}
+
+/** Write `bytes` on a fresh connection and read until the server closes it (or answers with a complete Content-Length body). */
+function rawExchange(bytes: Buffer): Promise<{ status: number; headers: Record<string, string>; body: string; raw: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const chunks: Buffer[] = [];
+    const socket = net.connect(Number(u.port), u.hostname, () => socket.write(bytes));
+    const done = () => {
+      const raw = Buffer.concat(chunks);
+      const split = raw.indexOf('\r\n\r\n');
+      const lines = raw.subarray(0, split).toString('latin1').split('\r\n');
+      const headers: Record<string, string> = {};
+      for (const line of lines.slice(1)) {
+        const i = line.indexOf(':');
+        headers[line.slice(0, i).toLowerCase()] = line.slice(i + 1).trim();
+      }
+      resolve({ status: Number(lines[0]?.split(' ')[1]), headers, body: raw.subarray(split + 4).toString(), raw });
+    };
+    socket.on('data', (c: Buffer) => {
+      chunks.push(c);
+      const raw = Buffer.concat(chunks);
+      const split = raw.indexOf('\r\n\r\n');
+      const length = /\r\ncontent-length: *(\d+)/i.exec(raw.subarray(0, split).toString('latin1'));
+      if (split !== -1 && length !== null && raw.length >= split + 4 + Number(length[1])) socket.destroy();
+    });
+    socket.on('close', done);
+    socket.on('error', (e: NodeJS.ErrnoException) => (e.code === 'ECONNRESET' ? undefined : reject(e)));
   });
 }
