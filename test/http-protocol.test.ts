@@ -314,7 +314,16 @@ describe('bad input keeps the server serving', () => {
     // A large shape the body cannot fill is a shape mismatch (memory follows the values sent).
     r = await infer([1, 400_000_000], { data: [1, 2] });
     expect(r.status).toBe(500);
-    expect(r.json().error).toBe("Unable to parse 'data': Shape does not match true shape of 'data' field");
+    expect(r.json().error).toBe("Failed to parse 'data' field: shape does not match true shape");
+  });
+
+  it("a 'data' array shorter or longer than its shape (qa L0_http test.sh, curl with 15 and 18 values for [1,16])", async () => {
+    const send = (n: number) =>
+      post(url + '/v2/models/simple/infer', `{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"data":[${range(n, (i) => i + 1).join(',')}]}]}`);
+    let r = await send(15);
+    expect([r.status, r.body.toString()]).toEqual([500, `{"error":"Failed to parse 'data' field: shape does not match true shape"}`]);
+    r = await send(18);
+    expect([r.status, r.body.toString()]).toEqual([500, `{"error":"Unable to parse 'data': Shape does not match true shape of 'data' field"}`]);
   });
 
   it('a body that does not match its Content-Encoding → 400 saying so', async () => {
