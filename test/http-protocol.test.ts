@@ -17,7 +17,7 @@ let url: string;
 beforeAll(async () => {
   worker = await startWorkerProcess({
     modelRepositories: ['test/fixtures/model_repository'],
-    args: ['--model-control-mode=explicit', ...MODELS.map((m) => `--load-model=${m}`), '--http-max-input-size=1048576'],
+    args: ['--model-control-mode=explicit', ...MODELS.map((m) => `--load-model=${m}`), '--http-max-input-size=1048576', '--http-max-binary-input-size=4194304'],
   });
   url = worker.httpUrl;
 });
@@ -285,6 +285,14 @@ describe('bad input keeps the server serving', () => {
     expect([r.status, JSON.parse(r.body.toString()).error]).toEqual([
       400,
       `request JSON size of ${data.length} bytes exceeds the maximum allowed input size of 1048576 bytes. Use --http-max-input-size to increase the limit.`,
+    ]);
+    // Binary data has its own bound, --http-max-binary-input-size (here 4 MiB).
+    const tooMuch = Buffer.alloc(4 * 1024 * 1024 + 4);
+    const big = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', shape: [1, tooMuch.length / 4], datatype: 'FP32', parameters: { binary_data_size: tooMuch.length } }] }));
+    r = await rawPost('/v2/models/identity_fp32/infer', Buffer.concat([big, tooMuch]), { 'Inference-Header-Content-Length': String(big.length) });
+    expect([r.status, JSON.parse(r.body.toString()).error]).toEqual([
+      400,
+      `request binary tensor data of ${tooMuch.length} bytes exceeds the maximum allowed binary data size of 4194304 bytes`,
     ]);
     // ... and just under the limit it is served.
     const under = data.subarray(0, 1024 * 1024 - 128);
