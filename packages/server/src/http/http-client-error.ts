@@ -59,6 +59,7 @@ export function answerClientErrors(server: http.Server, handler: http.RequestLis
   const inFlight = new WeakMap<Duplex, http.ServerResponse>();
   server.on('clientError', (e: ParserError, socket: Duplex) => {
     const res = inFlight.get(socket);
+    const s = socket as Partial<Socket> & Duplex;
     if (socket.writable && (res === undefined || !res.headersSent)) {
       const { status, message } = clientErrorAnswer(e);
       const body = JSON.stringify({ error: message });
@@ -66,11 +67,13 @@ export function answerClientErrors(server: http.Server, handler: http.RequestLis
       socket.write(
         `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
       );
+      // Flush the answer (a few hundred bytes), then close.
+      if (typeof s.destroySoon === 'function') {
+        s.destroySoon();
+        return;
+      }
     }
-    // Flush the answer, then close (node's sockets; any other duplex is just destroyed).
-    const s = socket as Partial<Socket> & Duplex;
-    if (typeof s.destroySoon === 'function') s.destroySoon();
-    else socket.destroy();
+    socket.destroy();
   });
   return (req, res) => {
     inFlight.set(req.socket, res);
