@@ -115,7 +115,8 @@ const IN_PLACE_FROM_BYTES = 1 << 20;
  * arrive; once half of a declared Content-Length (of at least IN_PLACE_FROM_BYTES) has arrived,
  * one buffer of that length is made, the chunks copied into it and dropped, and the rest written
  * straight into it. The peak is then 1.5× the body instead of 2× (chunks + joined copy), and a
- * client that declares gigabytes and sends little costs what it sent, times two at most.
+ * client that declares gigabytes and sends little costs at most twice what it sent (three times
+ * while the chunks are copied).
  */
 export function readBody(req: IncomingMessage, bound: number | BodyBound): Promise<Buffer> {
   const { limit, tooLarge: refuse, refusal } = typeof bound === 'number' ? bodyBound(bound) : bound;
