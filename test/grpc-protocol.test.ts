@@ -5,16 +5,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { grpc, loadGrpcClients, streamInfer, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
+import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
 import { fp32Bytes, int32Bytes, range, readFp32, readInt32, serializeStrings, deserializeStrings } from './lib/tensors.js';
 
-const MODELS = ['simple', 'identity_fp32', 'identity_bytes', 'identity_uint64'];
+const MODELS = ['simple', 'identity_fp32', 'identity_bytes', 'identity_uint64', 'simple_string'];
 let worker: WorkerProcess;
 let client: GrpcClient;
 let health: GrpcClient;
+let repo: FixtureRepository;
 
 beforeAll(async () => {
+  repo = fixtureRepository('model_repository', { overlay: { simple_string: 'examples/model_repository/simple_string' } });
   worker = await startWorkerProcess({
-    modelRepositories: ['test/fixtures/model_repository'],
+    modelRepositories: [repo.path],
     args: ['--model-control-mode=explicit', ...MODELS.map((m) => `--load-model=${m}`)],
   });
   ({ inference: client, health } = loadGrpcClients(worker.grpcAddress));
@@ -23,6 +26,7 @@ afterAll(async () => {
   client?.close();
   health?.close();
   await worker?.stop();
+  repo?.remove();
 });
 
 const simpleRaw = (a: number[], b: number[], id = '') => ({
@@ -34,6 +38,26 @@ const simpleRaw = (a: number[], b: number[], id = '') => ({
   ],
   outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT1' }],
   raw_input_contents: [int32Bytes(a), int32Bytes(b)],
+});
+
+describe('BYTES element counts (qa L0_input_validation test_input_string_shape_validation)', () => {
+  // Both inputs carry the wrong number of strings for their shape [1, 16]; Triton names INPUT1.
+  const strings = (n: number) => serializeStrings(range(n).map(String));
+  const request = (n: number) => ({
+    model_name: 'simple_string',
+    inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'BYTES', shape: [1, 16] })),
+    raw_input_contents: [strings(n), strings(n)],
+  });
+
+  it('too few and too many strings name the input Triton names', async () => {
+    let err = await unaryError(client, 'ModelInfer', request(14));
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toContain("expected 16 string elements for inference input 'INPUT1' for model 'simple_string', got 14");
+    err = await unaryError(client, 'ModelInfer', request(18));
+    expect(err.details).toContain("unexpected number of string elements 17 for inference input 'INPUT1' for model 'simple_string', expecting 16");
+    const ok = await unary(client, 'ModelInfer', request(16));
+    expect(deserializeStrings(ok.raw_output_contents[0])).toEqual(range(16, (i) => 2 * i).map(String));
+  });
 });
 
 describe('server and model RPCs', () => {

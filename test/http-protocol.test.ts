@@ -5,6 +5,7 @@
  */
 import { gunzipSync, gzipSync, deflateSync, inflateSync } from 'node:zlib';
 import http from 'node:http';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { deserializeStrings, get, int32Bytes, post, range, readInt32, serializeStrings } from './lib/tensors.js';
@@ -16,7 +17,7 @@ let url: string;
 beforeAll(async () => {
   worker = await startWorkerProcess({
     modelRepositories: ['test/fixtures/model_repository'],
-    args: ['--model-control-mode=explicit', ...MODELS.map((m) => `--load-model=${m}`), '--http-max-input-size=1048576'],
+    args: ['--model-control-mode=explicit', ...MODELS.map((m) => `--load-model=${m}`), '--http-max-input-size=1048576', '--http-max-binary-input-size=4194304'],
   });
   url = worker.httpUrl;
 });
@@ -251,7 +252,53 @@ describe('bad input keeps the server serving', () => {
     const big = Buffer.alloc(2 * 1024 * 1024, 0x20);
     const r = await rawPost('/v2/models/simple/infer', big, { 'Content-Type': 'application/json' });
     expect(r.status).toBe(400);
-    expect(JSON.parse(r.body.toString()).error).toContain('exceeds the maximum allowed value of 1048576 bytes. Use --http-max-input-size to increase the limit.');
+    expect(JSON.parse(r.body.toString()).error).toBe(
+      'request JSON size of 2097152 bytes exceeds the maximum allowed input size of 1048576 bytes. Use --http-max-input-size to increase the limit.',
+    );
+  });
+
+  it('--http-max-input-size bounds the JSON header, not binary tensor data (L0_large_payload, scaled down)', async () => {
+    // The request tritonclient.http makes for set_data_from_numpy (binary_data=True by default):
+    // a JSON header, then the tensor's bytes; here 2 MiB of FP32 behind a 1 MiB limit.
+    const values = new Float32Array(512 * 1024).map((_, i) => i * 0.5);
+    const data = Buffer.from(values.buffer);
+    const header = Buffer.from(
+      JSON.stringify({
+        inputs: [{ name: 'INPUT0', shape: [1, values.length], datatype: 'FP32', parameters: { binary_data_size: data.length } }],
+        outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
+      }),
+    );
+    let r = await rawPost('/v2/models/identity_fp32/infer', Buffer.concat([header, data]), { 'Inference-Header-Content-Length': String(header.length) });
+    expect(r.status).toBe(200);
+    const headerLength = Number(r.headers['inference-header-content-length']);
+    expect(JSON.parse(r.body.subarray(0, headerLength).toString()).outputs[0]).toMatchObject({ name: 'OUTPUT0', shape: [1, values.length] });
+    expect(r.body.subarray(headerLength).equals(data)).toBe(true);
+    // The JSON header itself past the limit is refused, naming the header's size.
+    const padded = Buffer.concat([header.subarray(0, header.length - 1), Buffer.alloc(1024 * 1024, 0x20), Buffer.from('}')]);
+    r = await rawPost('/v2/models/identity_fp32/infer', Buffer.concat([padded, data]), { 'Inference-Header-Content-Length': String(padded.length) });
+    expect([r.status, JSON.parse(r.body.toString()).error]).toEqual([
+      400,
+      `request JSON size of ${padded.length} bytes exceeds the maximum allowed input size of 1048576 bytes. Use --http-max-input-size to increase the limit.`,
+    ]);
+    // A raw binary request (qa L0_http http_input_size_limit_test) is bounded as a whole, ...
+    r = await rawPost('/v2/models/identity_fp32/infer', data, { 'Inference-Header-Content-Length': '0' });
+    expect([r.status, JSON.parse(r.body.toString()).error]).toEqual([
+      400,
+      `request JSON size of ${data.length} bytes exceeds the maximum allowed input size of 1048576 bytes. Use --http-max-input-size to increase the limit.`,
+    ]);
+    // Binary data has its own bound, --http-max-binary-input-size (here 4 MiB).
+    const tooMuch = Buffer.alloc(4 * 1024 * 1024 + 4);
+    const big = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', shape: [1, tooMuch.length / 4], datatype: 'FP32', parameters: { binary_data_size: tooMuch.length } }] }));
+    r = await rawPost('/v2/models/identity_fp32/infer', Buffer.concat([big, tooMuch]), { 'Inference-Header-Content-Length': String(big.length) });
+    expect([r.status, JSON.parse(r.body.toString()).error]).toEqual([
+      400,
+      `request binary tensor data of ${tooMuch.length} bytes exceeds the maximum allowed binary data size of 4194304 bytes`,
+    ]);
+    // ... and just under the limit it is served.
+    const under = data.subarray(0, 1024 * 1024 - 128);
+    r = await rawPost('/v2/models/identity_fp32/infer', under, { 'Inference-Header-Content-Length': '0' });
+    expect(r.status).toBe(200);
+    expect(r.body.subarray(Number(r.headers['inference-header-content-length'])).equals(under)).toBe(true);
   });
 
   it('shapes no tensor can have → 400 with Triton wording, JSON and binary, without sizing anything from them', async () => {
@@ -275,7 +322,16 @@ describe('bad input keeps the server serving', () => {
     // A large shape the body cannot fill is a shape mismatch (memory follows the values sent).
     r = await infer([1, 400_000_000], { data: [1, 2] });
     expect(r.status).toBe(500);
-    expect(r.json().error).toBe("Unable to parse 'data': Shape does not match true shape of 'data' field");
+    expect(r.json().error).toBe("Failed to parse 'data' field: shape does not match true shape");
+  });
+
+  it("a 'data' array shorter or longer than its shape (qa L0_http test.sh, curl with 15 and 18 values for [1,16])", async () => {
+    const send = (n: number) =>
+      post(url + '/v2/models/simple/infer', `{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"data":[${range(n, (i) => i + 1).join(',')}]}]}`);
+    let r = await send(15);
+    expect([r.status, r.body.toString()]).toEqual([500, `{"error":"Failed to parse 'data' field: shape does not match true shape"}`]);
+    r = await send(18);
+    expect([r.status, r.body.toString()]).toEqual([500, `{"error":"Unable to parse 'data': Shape does not match true shape of 'data' field"}`]);
   });
 
   it('a body that does not match its Content-Encoding → 400 saying so', async () => {
@@ -291,6 +347,36 @@ describe('bad input keeps the server serving', () => {
       expect(error).toContain(`failed to decompress the request body (Content-Encoding: ${enc}): `);
       expect(error).toContain(reason);
     }
+  });
+
+  it('requests the HTTP parser refuses get a JSON error body with node\'s status (qa L0_http test_content_encoding_chunked_manually)', async () => {
+    // What Python requests sends for requests.post(url, data=<bytes>, headers={'Transfer-Encoding': 'chunked', ...}):
+    // the caller's chunk-encoded body, its Transfer-Encoding header, and the Content-Length requests adds.
+    const input = Buffer.from(new Float32Array(range(8)).buffer);
+    const chunked = Buffer.concat([Buffer.from(`${input.length.toString(16).toUpperCase()}\r\n`), input, Buffer.from('\r\n0\r\n\r\n')]);
+    const head = (headers: string[]) => `POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: localhost\r\n${headers.join('\r\n')}\r\n\r\n`;
+    for (const headers of [
+      ['User-Agent: python-requests/2.32.3', 'Inference-Header-Content-Length: 0', 'Transfer-Encoding: chunked', `Content-Length: ${chunked.length}`],
+      [`Content-Length: ${chunked.length}`, 'Transfer-Encoding: chunked', 'Inference-Header-Content-Length: 0'],
+    ]) {
+      const r = await rawExchange(Buffer.concat([Buffer.from(head(headers)), chunked]));
+      expect(r.status).toBe(400);
+      expect(r.headers['content-type']).toBe('application/json');
+      expect(r.headers.connection).toBe('close');
+      expect(JSON.parse(r.body)).toEqual({
+        error: 'request has both Content-Length and Transfer-Encoding headers; this server refuses such requests (their framing is ambiguous): send only one of them',
+      });
+    }
+    // The same body with Transfer-Encoding alone is served, as Triton serves it.
+    const ok = await rawExchange(Buffer.concat([Buffer.from(head(['Inference-Header-Content-Length: 0', 'Transfer-Encoding: chunked'])), chunked]));
+    expect(ok.status).toBe(200);
+    expect(ok.raw.subarray(ok.raw.length - input.length).equals(input)).toBe(true);
+    // Headers past the parser's limit keep their 431, anything else it refuses its 400; both with a JSON body.
+    const huge = await rawExchange(Buffer.from(head([`X-Big: ${'a'.repeat(64 * 1024)}`])));
+    expect([huge.status, JSON.parse(huge.body)]).toEqual([431, { error: 'Request Header Fields Too Large' }]);
+    const garbage = await rawExchange(Buffer.from('NOT HTTP AT ALL\r\n\r\n'));
+    expect(garbage.status).toBe(400);
+    expect(JSON.parse(garbage.body).error).toMatch(/^Bad Request/);
   });
 
   it('still serves after all of the above', async () => {
@@ -335,5 +421,34 @@ function rawPost(path: string, body: Buffer, headers: Record<string, string>): P
       reject(err);
     });
     req.end(body);
+  });
+}
+
+/** Write `bytes` on a fresh connection and read until the server closes it (or answers with a complete Content-Length body). */
+function rawExchange(bytes: Buffer): Promise<{ status: number; headers: Record<string, string>; body: string; raw: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const chunks: Buffer[] = [];
+    const socket = net.connect(Number(u.port), u.hostname, () => socket.write(bytes));
+    const done = () => {
+      const raw = Buffer.concat(chunks);
+      const split = raw.indexOf('\r\n\r\n');
+      const lines = raw.subarray(0, split).toString('latin1').split('\r\n');
+      const headers: Record<string, string> = {};
+      for (const line of lines.slice(1)) {
+        const i = line.indexOf(':');
+        headers[line.slice(0, i).toLowerCase()] = line.slice(i + 1).trim();
+      }
+      resolve({ status: Number(lines[0]?.split(' ')[1]), headers, body: raw.subarray(split + 4).toString(), raw });
+    };
+    socket.on('data', (c: Buffer) => {
+      chunks.push(c);
+      const raw = Buffer.concat(chunks);
+      const split = raw.indexOf('\r\n\r\n');
+      const length = /\r\ncontent-length: *(\d+)/i.exec(raw.subarray(0, split).toString('latin1'));
+      if (split !== -1 && length !== null && raw.length >= split + 4 + Number(length[1])) socket.destroy();
+    });
+    socket.on('close', done);
+    socket.on('error', (e: NodeJS.ErrnoException) => (e.code === 'ECONNRESET' ? undefined : reject(e)));
   });
 }

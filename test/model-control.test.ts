@@ -137,7 +137,40 @@ describe('control mode explicit: repository API', () => {
     r = await post(worker.httpUrl + '/v2/models/uploaded/infer', { inputs: [{ name: 'INPUT0', shape: [1, 2], datatype: 'FP32', data: [1, 2] }] });
     expect(r.json().outputs[0].data).toEqual([1, 2]);
     r = await post(worker.httpUrl + '/v2/repository/models/evil/load', { parameters: { config, 'file:../../etc/evil': Buffer.from('x').toString('base64') } });
+    expect([r.status, r.json().error]).toEqual([400, "Invalid file parameter 'file:../../etc/evil' with normalized path '../../etc/evil' must stay within model directory."]);
+  });
+
+  it('model names and file overrides are refused as Triton refuses them, never naming a local path or an errno', async () => {
+    const x = Buffer.from('x').toString('base64');
+    const load = (name: string, body?: object) => post(`${worker.httpUrl}/v2/repository/models/${encodeURIComponent(name)}/load`, body);
+    // A name of whitespace only is empty.
+    for (const blank of [' ', '\t ']) {
+      const r = await load(blank);
+      expect([r.status, r.json().error]).toEqual([400, 'Model name cannot be empty. Please enter a valid name to deploy.']);
+    }
+    // '...' is a name like any other: unknown here, not a path.
+    let r = await load('...');
+    expect([r.status, r.json().error]).toEqual([500, "failed to load '...', failed to poll from model repository"]);
+    r = await post(`${worker.httpUrl}/v2/models/.../infer`, simpleBody);
+    expect(r.json().error).toContain("Request for unknown model: '...' is not found");
+    // Files without the config they belong to.
+    r = await load('uploaded2', { parameters: { 'file:1/model.onnx': x } });
+    expect([r.status, r.json().error]).toEqual([400, "Load parameter 'config' must be specified for model file override"]);
+    // A file name longer than the file system takes.
+    const long = `1/${'n'.repeat(5000)}`;
+    r = await load('uploaded2', { parameters: { config: '{}', [`file:${long}`]: x } });
+    expect([r.status, r.json().error]).toEqual([400, `Invalid file parameter 'file:${long}', the name is too long`]);
+    // A model name longer than a folder name: the override folder is not named after the model,
+    // so the load goes on (and fails here only for want of a backend), as in Triton.
+    const longName = 'm'.repeat(300);
+    r = await load(longName, { parameters: { config: '{}', 'file:1/x': x } });
     expect(r.status).toBe(400);
+    expect(r.json().error).toContain(`load failed for model '${longName}'`);
+    expect(r.json().error).toContain('no backend or platform is specified');
+    for (const error of [r.json().error as string]) {
+      expect(error).not.toMatch(/ENAMETOOLONG|\/tmp|switchyard-override/);
+    }
+    expect((await post(worker.httpUrl + '/v2/models/simple/infer', simpleBody)).status).toBe(200);
   });
 });
 

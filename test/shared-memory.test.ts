@@ -80,6 +80,39 @@ describe('system shared memory over HTTP', () => {
     expect((await get(`${worker.httpUrl}/v2/systemsharedmemory/status`)).json()).toEqual([]);
   });
 
+  it('an output offset + byte size past 2^64-1 is Triton\'s integer overflow 400 (qa L0_shared_memory test_infer_integer_overflow)', async () => {
+    expect((await post(`${worker.httpUrl}/v2/systemsharedmemory/region/in/register`, { key: inKey, offset: 0, byte_size: 128 })).status).toBe(200);
+    expect((await post(`${worker.httpUrl}/v2/systemsharedmemory/region/out/register`, { key: outKey, offset: 0, byte_size: 128 })).status).toBe(200);
+    try {
+      // The JSON tritonclient writes: a uint64 literal no JavaScript number holds exactly.
+      const body = (byteSize: string, offset: number) =>
+        JSON.stringify({
+          inputs: [
+            { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', parameters: { shared_memory_region: 'in', shared_memory_byte_size: 64, shared_memory_offset: 0 } },
+            { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { shared_memory_region: 'in', shared_memory_byte_size: 64, shared_memory_offset: 64 } },
+          ],
+          outputs: [
+            { name: 'OUTPUT0', parameters: { shared_memory_region: 'out', shared_memory_byte_size: 0, shared_memory_offset: offset } },
+            { name: 'OUTPUT1', parameters: { shared_memory_region: 'out', shared_memory_byte_size: 64, shared_memory_offset: 64 } },
+          ],
+        }).replace('"shared_memory_byte_size":0', `"shared_memory_byte_size":${byteSize}`);
+      let r = await post(`${worker.httpUrl}/v2/models/simple/infer`, body('18446744073709551584', 32));
+      expect([r.status, r.json().error]).toEqual([
+        400,
+        "Integer overflow detected: byte_size (18446744073709551584) + offset (32) exceeds maximum value (18446744073709551615) for region 'out'",
+      ]);
+      // One byte less overflows nothing: it is out of the region's bounds.
+      r = await post(`${worker.httpUrl}/v2/models/simple/infer`, body('18446744073709551583', 32));
+      expect([r.status, r.json().error]).toEqual([400, "Invalid offset + byte size for shared memory region: 'out'"]);
+      // Past uint64 it is not an unsigned integer at all.
+      r = await post(`${worker.httpUrl}/v2/models/simple/infer`, body('18446744073709551616', 32));
+      expect(r.json().error).toBe("Unable to parse 'shared_memory_byte_size': attempt to access JSON non-unsigned-integer as unsigned-integer");
+      expect((await post(`${worker.httpUrl}/v2/models/simple/infer`, body('64', 0))).status).toBe(200);
+    } finally {
+      await post(`${worker.httpUrl}/v2/systemsharedmemory/unregister`, undefined);
+    }
+  });
+
   it('a shared_memory_byte_size past the 4 GiB tensor bound is a 400 before anything is read', async () => {
     // A sparse 4.5 GiB region (tmpfs allocates nothing until written).
     const bigKey = `/${tag}_big`;

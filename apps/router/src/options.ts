@@ -173,7 +173,7 @@ const FLAGS: FlagTable<RouterOptions> = {
     help: `Requests held at once waiting for workers to start, all models together; more are answered 503 at once (default ${DEFAULT_MAX_HELD_REQUESTS}).`,
   },
   model: { kind: 'strings', key: 'models', help: 'A model this router knows before any worker of it registers (repeatable): with --queue-timeout-secs its requests wait for a first worker instead of 404.' },
-  'http-max-input-size': { kind: 'int', key: 'httpMaxInputSize', min: 1, help: 'Largest HTTP request body in bytes, after decompression (default 67108864).' },
+  'http-max-input-size': { kind: 'int', key: 'httpMaxInputSize', min: 1, help: 'Largest HTTP request JSON in bytes, after decompression: a whole body, or the JSON header of an infer request whose tensors follow as binary data (bounded by --http-max-binary-input-size) (default 67108864).' },
   ...DOOR_LIMIT_FLAGS,
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
   'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },

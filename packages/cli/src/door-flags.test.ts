@@ -19,6 +19,12 @@ describe('front-door limit flags', () => {
     }
   });
 
+  it('--http-max-binary-input-size: 4 GiB by default, 0 or more', () => {
+    expect(doorLimits(DOOR_LIMIT_DEFAULTS).httpInfer.maxBinaryInputSize).toBe(2 ** 32);
+    expect(doorLimits(parse(['--http-max-binary-input-size=1024'])).httpInfer.maxBinaryInputSize).toBe(1024);
+    for (const bad of ['-1', 'x', '1.5']) expect(() => parse([`--http-max-binary-input-size=${bad}`])).toThrow(UsageError);
+  });
+
   it('--grpc-max-inflight-per-stream: 128 by default, at least 1', () => {
     expect(doorLimits(DOOR_LIMIT_DEFAULTS).grpc.maxStreamInflight).toBe(128);
     expect(doorLimits(parse(['--grpc-max-inflight-per-stream=8'])).grpc.maxStreamInflight).toBe(8);
@@ -28,6 +34,7 @@ describe('front-door limit flags', () => {
   it('timeouts and connection caps: finite defaults a public endpoint can live with, 0 = no limit, in the doors\' units', () => {
     expect(doorLimits(DOOR_LIMIT_DEFAULTS)).toEqual({
       http: { headerTimeoutMs: 30_000, requestTimeoutMs: 120_000, maxConnections: 4096 },
+      httpInfer: { maxBinaryInputSize: 2 ** 32 },
       grpc: { maxReceiveMessageBytes: 64 * 1024 * 1024, maxStreamInflight: 128, maxConnections: 1024, maxConcurrentStreams: 1000, maxConnectionIdleMs: 300_000, keepaliveTimeMs: 7_200_000, keepaliveTimeoutMs: 20_000 },
     });
     const o = parse(['--http-header-timeout-secs=0', '--http-request-timeout-secs', '5', '--http-max-connections=0', '--grpc-max-connections=3', '--grpc-max-concurrent-streams=0']);

@@ -18,6 +18,8 @@ export interface DoorLimitOptions {
   httpRequestTimeoutSecs: number;
   /** Most open HTTP connections; 0 = no limit. */
   httpMaxConnections: number;
+  /** Most binary tensor data one HTTP infer request carries after its JSON header (`--http-max-input-size` bounds the JSON). */
+  httpMaxBinaryInputSize: number;
   /** Largest gRPC message received, in bytes, after decompression. */
   grpcMaxMessageSize: number;
   /** Most requests of one ModelStreamInfer stream in flight; further ones wait unread. */
@@ -38,6 +40,7 @@ export const DOOR_LIMIT_DEFAULTS: Readonly<DoorLimitOptions> = {
   httpHeaderTimeoutSecs: 30,
   httpRequestTimeoutSecs: 120,
   httpMaxConnections: 4096,
+  httpMaxBinaryInputSize: 2 ** 32,
   grpcMaxMessageSize: 64 * 1024 * 1024,
   grpcMaxInflightPerStream: 128,
   grpcMaxConnections: 1024,
@@ -67,6 +70,12 @@ export const DOOR_LIMIT_FLAGS: FlagTable<DoorLimitOptions> = {
     key: 'httpMaxConnections',
     min: 0,
     help: `Most open HTTP connections; further ones are closed at once (default ${D.httpMaxConnections}; 0 = no limit).`,
+  },
+  'http-max-binary-input-size': {
+    kind: 'int',
+    key: 'httpMaxBinaryInputSize',
+    min: 0,
+    help: `Most bytes of binary tensor data one HTTP infer request may carry after its JSON header (the binary tensor extension); --http-max-input-size bounds the JSON header, as in tritonserver (default ${D.httpMaxBinaryInputSize}, 4 GiB, also the most one body buffer holds).`,
   },
   'grpc-max-message-size': {
     kind: 'int',
@@ -118,7 +127,10 @@ export const DOOR_LIMIT_FLAGS: FlagTable<DoorLimitOptions> = {
 
 /** The limits in the doors' terms (`createFrontDoors`' `http` / `grpc` options). */
 export interface DoorLimits {
+  /** Every node:http door's (KServe/OpenAI and metrics). */
   readonly http: { readonly headerTimeoutMs: number; readonly requestTimeoutMs: number; readonly maxConnections: number };
+  /** The KServe/OpenAI door's only. */
+  readonly httpInfer: { readonly maxBinaryInputSize: number };
   readonly grpc: {
     readonly maxReceiveMessageBytes: number;
     readonly maxStreamInflight: number;
@@ -135,6 +147,7 @@ export function doorLimits(o: DoorLimitOptions): DoorLimits {
   const header = o.httpRequestTimeoutSecs > 0 && (o.httpHeaderTimeoutSecs === 0 || o.httpHeaderTimeoutSecs > o.httpRequestTimeoutSecs) ? o.httpRequestTimeoutSecs : o.httpHeaderTimeoutSecs;
   return {
     http: { headerTimeoutMs: header * 1000, requestTimeoutMs: o.httpRequestTimeoutSecs * 1000, maxConnections: o.httpMaxConnections },
+    httpInfer: { maxBinaryInputSize: o.httpMaxBinaryInputSize },
     grpc: {
       maxReceiveMessageBytes: o.grpcMaxMessageSize,
       maxStreamInflight: o.grpcMaxInflightPerStream,

@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseModelConfigText } from '@switchyard/model-config';
@@ -80,20 +81,25 @@ describe('model source', () => {
   });
 
   it('materialises override files inside a temp model folder only', async () => {
-    const folder = await materializeOverride('m', new Map([['1/sub/model.onnx', new Uint8Array([1, 2])]]));
+    const folder = await materializeOverride(new Map([['1/sub/model.onnx', new Uint8Array([1, 2])]]));
     try {
       expect(Array.from(await readFile(join(folder.path, '1', 'sub', 'model.onnx')))).toEqual([1, 2]);
     } finally {
       await folder.dispose();
     }
-    await expect(materializeOverride('m', new Map([['../escape', new Uint8Array(1)]]))).rejects.toThrow('must stay within model directory.');
-    await expect(materializeOverride('m', new Map([['/abs', new Uint8Array(1)]]))).rejects.toThrow('must stay within model directory.');
+    // The normalized path is shown from the model folder: no local path in the message.
+    await expect(materializeOverride(new Map([['1/../../escape', new Uint8Array(1)]]))).rejects.toThrow(
+      "Invalid file parameter 'file:1/../../escape' with normalized path '../escape' must stay within model directory.",
+    );
+    const abs = await materializeOverride(new Map([['/abs', new Uint8Array(1)]])).catch((e: Error) => e);
+    expect((abs as Error).message).toMatch(/^Invalid file parameter 'file:\/abs' with normalized path '(\.\.\/)+abs' must stay within model directory\.$/);
+    expect((abs as Error).message).not.toContain(tmpdir());
   });
 
   it('override names that clash or that the file system refuses are client errors', async () => {
     const one = new Uint8Array(1);
     const refused = async (files: [string, Uint8Array][], message: string) => {
-      const e = await materializeOverride('m', new Map(files)).then(
+      const e = await materializeOverride(new Map(files)).then(
         () => undefined,
         (err: unknown) => err,
       );
@@ -103,5 +109,6 @@ describe('model source', () => {
     await refused([['1/x', one], ['1', one]], "Invalid file parameter 'file:1', a directory has been created with that name");
     await refused([['1', one], ['1/a/b', one]], "Invalid file parameter 'file:1/a/b', directory has been created as a file");
     await refused([[`1/${'n'.repeat(300)}`, one]], 'the name is too long');
+    await refused([[`1/${'n'.repeat(300)}`, one]], `Invalid file parameter 'file:1/${'n'.repeat(300)}', the name is too long`);
   });
 });

@@ -10,10 +10,14 @@ import { internal, invalidArgument } from '@switchyard/common';
 import type { ModelConfig, ModelVersionPolicy } from '@switchyard/model-config';
 import { PLATFORM_BACKENDS } from './backend.js';
 
-/** Throws invalid_argument with Triton's messages for empty or path-traversing names. */
+/**
+ * Throws invalid_argument with Triton's messages for empty (or whitespace-only) names and names
+ * that are not one folder of a repository: a path separator, NUL, or the segments `.` / `..`.
+ * Any other name, `...` too, is an ordinary folder name (unknown unless a repository has it).
+ */
 export function validateModelName(name: string): void {
-  if (name === '') throw invalidArgument('Model name cannot be empty. Please enter a valid name to deploy.');
-  if (name.includes('/') || name.includes('\\') || name.includes('..') || name === '.' || name.includes('\0')) {
+  if (/^[ \t\n\v\f\r]*$/.test(name)) throw invalidArgument('Model name cannot be empty. Please enter a valid name to deploy.');
+  if (name.includes('/') || name.includes('\\') || name === '..' || name === '.' || name.includes('\0')) {
     throw invalidArgument(`invalid model name '${name}', model name must not contain path traversal characters`);
   }
 }

@@ -124,8 +124,11 @@ export function normalizeRequest(config: ModelConfig, request: InferRequest): No
     inputs.push({ name: input.name, datatype: input.datatype, shape, originalShape: input.shape.slice(), data: input.data });
   }
 
-  // 5. Byte sizes (Triton validates these once the data is attached).
-  for (const input of inputs) checkByteSize(input, model, prefix);
+  // 5. Byte sizes (Triton validates these once the data is attached). Triton walks its inputs in
+  // the order of its input map (an unordered_map, which lists the latest added first), so when
+  // several inputs are wrong the last one in the request is the one named (qa L0_input_validation
+  // test_input_string_shape_validation names 'INPUT1').
+  for (let i = inputs.length - 1; i >= 0; i--) checkByteSize(inputs[i] as NormalizedInput, model, prefix);
 
   return { request, batchSize, inputs, requestedOutputs };
 }

@@ -26,7 +26,8 @@ export interface HttpRequestedOutput {
   /** Top-k classification requested; 0 = none. */
   classification: number;
   /** Set when kind is 'shm'. */
-  shm?: { region: string; offset: number; byteSize: number };
+  /** Offset and byte size as sent: a `bigint` past 2^53 (up to 2^64-1), so range checks see the exact value. */
+  shm?: { region: string; offset: number | bigint; byteSize: number | bigint };
 }
 
 export interface DecodedHttpInferRequest {
@@ -313,21 +314,32 @@ function validateOutputParameter(io: JsonObject): void {
   }
 }
 
-function sharedMemoryParams(params: JsonObject): { region: string; offset: number; byteSize: number } {
+/** Offset and byte size exactly as sent (uint64): the shared-memory manager checks their sum against 2^64-1 as Triton does. */
+function sharedMemoryParams(params: JsonObject): { region: string; offset: number | bigint; byteSize: number | bigint } {
   const region = params.shared_memory_region;
   if (typeof region !== 'string') {
     throw internal("Unable to parse 'shared_memory_region': attempt to access JSON non-string as string");
   }
-  const offset = 'shared_memory_offset' in params ? uintValue(params, 'shared_memory_offset', "Unable to parse 'shared_memory_offset'") : 0;
+  const offset = 'shared_memory_offset' in params ? exactUintValue(params, 'shared_memory_offset', "Unable to parse 'shared_memory_offset'") : 0;
   const byteSize =
-    'shared_memory_byte_size' in params ? uintValue(params, 'shared_memory_byte_size', "Unable to parse 'shared_memory_byte_size'") : 0;
+    'shared_memory_byte_size' in params ? exactUintValue(params, 'shared_memory_byte_size', "Unable to parse 'shared_memory_byte_size'") : 0;
   return { region, offset, byteSize };
 }
 
+const UINT64_MAX = 2n ** 64n - 1n;
+
+/** A uint64 member (TritonJson's `AsUInt`): a non-negative integer literal up to 2^64-1. */
 function isUint(obj: JsonObject, key: string): boolean {
   const v = obj[key];
-  if (typeof v === 'bigint') return v >= 0n;
+  if (typeof v === 'bigint') return v >= 0n && v <= UINT64_MAX;
   return typeof v === 'number' && Number.isInteger(v) && v >= 0 && !isDoubleLiteralMember(obj, key);
+}
+
+/** A uint member as a number when exact, else as the exact `bigint`. */
+function exactUintValue(obj: JsonObject, key: string, context: string): number | bigint {
+  if (!isUint(obj, key)) throw internal(`${context}: attempt to access JSON non-unsigned-integer as unsigned-integer`);
+  const v = obj[key] as number | bigint;
+  return typeof v === 'bigint' && v > BigInt(Number.MAX_SAFE_INTEGER) ? v : Number(v);
 }
 
 /** A uint member as a number (values past 2^53 are clamped; no byte size or count gets there). */

@@ -68,7 +68,7 @@ describe('jsonToTensorData / tensorDataToJson round trips', () => {
 
 describe('json-data errors use Triton wording', () => {
   const cases: Array<[string, string, number[], string, string, string]> = [
-    ['INT32', '[1,2,3]', [4], 'internal', '', "Unable to parse 'data': Shape does not match true shape of 'data' field"],
+    ['INT32', '[1,2,3]', [4], 'internal', '', "Failed to parse 'data' field: shape does not match true shape"],
     ['INT32', '[1,2,3,4,5]', [4], 'internal', '', "Unable to parse 'data': Shape does not match true shape of 'data' field"],
     ['INT32', '[1,2.0]', [2], 'internal', '', "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer"],
     ['INT32', '[1,2.5]', [2], 'internal', '', "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer"],
@@ -91,7 +91,7 @@ describe('json-data errors use Triton wording', () => {
   it('a shape far larger than its data is a shape mismatch, not an allocation of the shape', () => {
     // 6e8 FP64 elements would be 4.8 GB: the buffer follows the values present instead.
     const e = err(() => jsonToTensorData('X', 'FP64', [1, 600_000_000], data('[1,2,3]')));
-    expect([e.code, e.message]).toEqual(['internal', "Unable to parse 'data': Shape does not match true shape of 'data' field"]);
+    expect([e.code, e.message]).toEqual(['internal', "Failed to parse 'data' field: shape does not match true shape"]);
     // Past the initial capacity the buffer grows and still ends exactly at the shape's size.
     const n = (1 << 16) * 3 + 5;
     const values = Array.from({ length: n }, (_, i) => i % 1000);

@@ -5,7 +5,9 @@
  * row-major order, BOOL is true/false, BYTES elements are strings (UTF-8), integers must be
  * integer literals (unsigned ones non-negative) and are truncated to the element width like a C
  * cast, FP16/BF16 are refused. Element counts are checked against the shape for fixed-size
- * types, and memory follows the values present, never the shape alone; for BYTES the engine
+ * types (more values than the shape holds: `Unable to parse 'data': Shape does not match true
+ * shape of 'data' field`; fewer: `Failed to parse 'data' field: shape does not match true
+ * shape`), and memory follows the values present, never the shape alone; for BYTES the engine
  * checks the element count (as Triton's core does).
  *
  * Output (`tensorDataToJson`) follows `WriteDataToJson`: a flat list; INT64/UINT64 beyond the
@@ -29,6 +31,7 @@ export const MAX_JSON_DATA_DEPTH = 100;
 const INITIAL_CAPACITY = 1 << 16;
 
 const SHAPE_MISMATCH = "Shape does not match true shape of 'data' field";
+const TOO_FEW_VALUES = "Failed to parse 'data' field: shape does not match true shape";
 const NOT_BOOL = 'attempt to access JSON non-boolean as boolean';
 const NOT_INT = 'attempt to access JSON non-signed-integer as signed-integer';
 const NOT_UINT = 'attempt to access JSON non-unsigned-integer as unsigned-integer';
@@ -86,7 +89,8 @@ export function jsonToTensorData(name: string, datatype: string, shape: readonly
     }
   };
   walk(data as JsonValue[], 1);
-  if (written !== count) throw internal(`Unable to parse 'data': ${SHAPE_MISMATCH}`);
+  // Fewer values than the shape holds (more were refused while walking) has its own message.
+  if (written !== count) throw internal(TOO_FEW_VALUES);
   return out;
 }
 

@@ -28,6 +28,8 @@ export interface FrontDoorsOptions {
     readonly port: number;
     readonly host: string;
     readonly maxInputSize: number;
+    /** The most binary tensor data after an infer request's JSON header (default `DEFAULT_MAX_BINARY_INPUT_SIZE`). */
+    readonly maxBinaryInputSize?: number;
     readonly headerTimeoutMs?: number;
     readonly requestTimeoutMs?: number;
     readonly maxConnections?: number;

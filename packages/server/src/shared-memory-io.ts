@@ -21,20 +21,19 @@ import type { SharedMemoryLease, SharedMemoryManager } from './shared-memory.js'
 
 export interface SharedMemoryTarget {
   region: string;
-  offset: number;
-  byteSize: number;
+  /** As the client sent it: a `bigint` past 2^53 (HTTP carries uint64), which no region reaches. */
+  offset: number | bigint;
+  byteSize: number | bigint;
 }
 
 const SHM_KEYS = ['shared_memory_region', 'shared_memory_byte_size', 'shared_memory_offset'];
 
+const exact = (v: unknown): number | bigint => (typeof v === 'bigint' ? v : Number(v ?? 0));
+
 function targetOf(parameters: Parameters): SharedMemoryTarget | undefined {
   const region = parameters['shared_memory_region'];
   if (typeof region !== 'string') return undefined;
-  return {
-    region,
-    offset: Number(parameters['shared_memory_offset'] ?? 0),
-    byteSize: Number(parameters['shared_memory_byte_size'] ?? 0),
-  };
+  return { region, offset: exact(parameters['shared_memory_offset']), byteSize: exact(parameters['shared_memory_byte_size']) };
 }
 
 function withoutShmParameters(parameters: Parameters): Parameters {
@@ -94,13 +93,16 @@ export function readSharedMemoryInputs(shm: SharedMemoryManager, request: InferR
     const target = targetOf(t.parameters);
     if (target === undefined) return t;
     // The size the client states is bounded like any tensor's before a buffer of that size is made.
-    checkInputByteSize(t.name, target.byteSize, `shared_memory_byte_size ${target.byteSize}`, { requestId: request.id, model: request.modelName });
+    checkInputByteSize(t.name, Number(target.byteSize), `shared_memory_byte_size ${target.byteSize}`, { requestId: request.id, model: request.modelName });
     shm.checkRange(target.region, target.offset, target.byteSize);
+    // Both are now within a registered region, so exact as numbers.
+    const offset = Number(target.offset);
+    const byteSize = Number(target.byteSize);
     const expected = t.shape.every((d) => Number.isSafeInteger(d) && d >= 0) ? fixedByteSize(t.datatype, t.shape) : undefined;
-    if (expected !== undefined && target.byteSize !== expected) {
-      throw invalidArgument(`unexpected total byte size ${target.byteSize} for input '${t.name}', expecting ${expected}`);
+    if (expected !== undefined && byteSize !== expected) {
+      throw invalidArgument(`unexpected total byte size ${byteSize} for input '${t.name}', expecting ${expected}`);
     }
-    return { ...t, data: shm.read(target.region, target.offset, target.byteSize), parameters: withoutShmParameters(t.parameters) };
+    return { ...t, data: shm.read(target.region, offset, byteSize), parameters: withoutShmParameters(t.parameters) };
   });
   return { ...request, inputs };
 }
@@ -137,7 +139,7 @@ export function writeSharedMemoryOutputs(
         `shared memory size specified with the request for output '${out.name}' (${target.byteSize} bytes) should be at least ${out.data.byteLength} bytes to hold the results`,
       );
     }
-    shm.write(target.region, target.offset, out.data);
+    shm.write(target.region, Number(target.offset), out.data);
     written.add(out.name);
   }
   return written;

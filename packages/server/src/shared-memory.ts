@@ -51,6 +51,9 @@ export const RESERVED_SHM_KEY_PREFIX = 'triton_python_backend_shm_region_';
 /** The largest tensor one shared-memory read may produce, in bytes (INT32_MAX). */
 export const MAX_SHM_TENSOR_BYTES = 2 ** 31 - 1;
 
+/** size_t's maximum: Triton sums offset and byte size as size_t. */
+const UINT64_MAX = 2n ** 64n - 1n;
+
 /** Largest single `fs.readSync` / `fs.writeSync` (Node refuses lengths above INT32_MAX). */
 const IO_CHUNK_BYTES = 1 << 30;
 
@@ -222,7 +225,7 @@ export class SharedMemoryManager {
    * Check that `byteSize` bytes at `offset` lie inside region `name`, with the same errors as
    * `read` / `write`; used to validate an output region before running the model.
    */
-  checkRange(name: string, offset: number, byteSize: number): void {
+  checkRange(name: string, offset: number | bigint, byteSize: number | bigint): void {
     this.#lookup(name, offset, byteSize);
   }
 
@@ -271,14 +274,18 @@ export class SharedMemoryManager {
     return fd;
   }
 
-  #lookup(name: string, offset: number, byteSize: number): Region {
+  #lookup(name: string, offset: number | bigint, byteSize: number | bigint): Region {
     const region = this.#regions.get(name);
     if (region === undefined) throw notFound(`Unable to find shared memory region: '${name}'`);
     // Triton rejects an offset at or past the region's end, even for a zero-byte access.
-    if (!Number.isSafeInteger(offset) || offset < 0 || offset >= region.byteSize) {
+    if (typeof offset === 'bigint' || !Number.isSafeInteger(offset) || offset < 0 || offset >= region.byteSize) {
       throw invalidArgument(`Invalid offset for shared memory region: '${name}'`);
     }
-    if (!Number.isSafeInteger(byteSize) || byteSize < 0 || offset + byteSize > region.byteSize) {
+    // Triton sums the two as size_t (uint64) and refuses a sum past its maximum before the bounds check.
+    if (BigInt(byteSize) > UINT64_MAX - BigInt(offset)) {
+      throw invalidArgument(`Integer overflow detected: byte_size (${byteSize}) + offset (${offset}) exceeds maximum value (${UINT64_MAX}) for region '${name}'`);
+    }
+    if (typeof byteSize === 'bigint' || !Number.isSafeInteger(byteSize) || byteSize < 0 || offset + byteSize > region.byteSize) {
       throw invalidArgument(`Invalid offset + byte size for shared memory region: '${name}'`);
     }
     return region;

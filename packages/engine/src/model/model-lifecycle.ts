@@ -154,7 +154,7 @@ export class ModelLifecycle {
     try {
       let path: string;
       if (override?.files !== undefined && override.files.size > 0) {
-        folder = await materializeOverride(name, override.files);
+        folder = await materializeOverride(override.files);
         path = folder.path;
       } else {
         path = await locateModel(this.options.modelRepositories, name);

@@ -7,7 +7,7 @@
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
-import { confinedSegments, invalidArgument } from '@switchyard/common';
+import { confinedSegments, internal, invalidArgument } from '@switchyard/common';
 import { parseVersionDir } from '../repository.js';
 
 export interface ModelSource {
@@ -74,7 +74,11 @@ export async function readModelSource(path: string): Promise<ModelSource> {
 
 /** A temporary model folder built from load-time file overrides. */
 export interface OverrideFolder {
-  /** `<temp>/<model name>`: what the loader reads instead of the repository folder. */
+  /**
+   * `<temp>/model`: what the loader reads instead of the repository folder. Not named after the
+   * model (a file override always carries its config, which names it), so any name the API
+   * accepts works here, as in Triton, whose override folder is a temporary directory too.
+   */
   path: string;
   /** Delete the temporary folder (after the versions loaded from it are unloaded). */
   dispose(): Promise<void>;
@@ -84,16 +88,26 @@ export interface OverrideFolder {
  * Write `files` (keyed by path inside the model folder, e.g. `1/model.onnx`) into a fresh temp
  * folder. Every path must stay inside the folder (the confined resolver's lexical rules: no
  * absolute path, `..` segment or NUL byte), else Triton's message, before anything is written.
+ * Messages never carry a local path or an errno name: the normalized path of a refused name is
+ * shown relative to the model folder, and a write the file system refuses for the client's name
+ * says why in words; any other failure is internal without the path (the cause keeps it, for logs).
  */
-export async function materializeOverride(modelName: string, files: ReadonlyMap<string, Uint8Array>): Promise<OverrideFolder> {
-  const base = await mkdtemp(join(tmpdir(), 'switchyard-override-'));
-  const root = join(base, modelName);
+export async function materializeOverride(files: ReadonlyMap<string, Uint8Array>): Promise<OverrideFolder> {
+  let base: string;
+  try {
+    base = await mkdtemp(join(tmpdir(), 'switchyard-override-'));
+  } catch (e) {
+    throw internal('failed to create a temporary folder for the model file override', e);
+  }
+  const root = join(base, 'model');
   const dispose = (): Promise<void> => rm(base, { recursive: true, force: true });
   try {
-    await mkdir(root, { recursive: true });
+    await mkdir(root, { recursive: true }).catch((e: unknown) => {
+      throw internal('failed to create a temporary folder for the model file override', e);
+    });
     const targets: [string, string, Uint8Array][] = [];
     for (const [name, data] of files) {
-      const refusal = `Invalid file parameter 'file:${name}' with normalized path '${resolve(root, name)}' must stay within model directory.`;
+      const refusal = `Invalid file parameter 'file:${name}' with normalized path '${relative(root, resolve(root, name))}' must stay within model directory.`;
       targets.push([name, join(root, ...confinedSegments(name, refusal)), data]);
     }
     for (const [name, target, data] of targets) {
@@ -110,7 +124,7 @@ export async function materializeOverride(modelName: string, files: ReadonlyMap<
         if (code === 'ENOTDIR' || code === 'EEXIST') throw invalidArgument(asFile, e);
         if (code === 'EISDIR') throw invalidArgument(`Invalid file parameter 'file:${name}', a directory has been created with that name`, e);
         if (code === 'ENAMETOOLONG') throw invalidArgument(`Invalid file parameter 'file:${name}', the name is too long`, e);
-        throw e;
+        throw internal(`Invalid file parameter 'file:${name}', the file could not be written`, e);
       }
     }
     return { path: root, dispose };

@@ -10,8 +10,13 @@ export interface HttpContext {
   engine: InferenceEngine;
   shm: SharedMemoryManager;
   settings: ServerSettings;
-  /** `--http-max-input-size` in bytes, applied to every body (and to decompressed bodies). */
+  /**
+   * `--http-max-input-size` in bytes: every body (and decompressed body), except the binary tensor
+   * data of an infer request using the binary extension, bounded by `maxBinaryInputSize`.
+   */
   maxInputSize: number;
+  /** The most binary tensor data one infer request may carry after its JSON header. */
+  maxBinaryInputSize: number;
   logger: Logger;
   /** Restricted API groups and the OpenAI API key, checked before any route is served. */
   access: AccessPolicy;

@@ -198,17 +198,17 @@ describe('HTTP front door: inference', () => {
     const declared = await infer('simple', big);
     expect([declared.status, declared.json()]).toEqual([
       400,
-      { error: `Request JSON size of ${LIMIT + 1} bytes exceeds the maximum allowed value of ${LIMIT} bytes. Use --http-max-input-size to increase the limit.` },
+      { error: `request JSON size of ${LIMIT + 1} bytes exceeds the maximum allowed input size of ${LIMIT} bytes. Use --http-max-input-size to increase the limit.` },
     ]);
     const chunks = (function* () {
       for (let i = 0; i < 64; i++) yield Buffer.alloc(16 * 1024, 0x20);
     })();
     const chunked = await rawRequest(port, 'POST', '/v2/models/simple/infer', { body: chunks, chunked: true });
     expect(chunked.status).toBe(400);
-    expect(chunked.text).toContain('exceeds the maximum allowed value of 65536 bytes');
+    expect(chunked.text).toContain('exceeds the maximum allowed input size of 65536 bytes');
     const bomb = zlib.gzipSync(Buffer.alloc(LIMIT * 4, 0x20));
     const inflated = await infer('simple', bomb, { 'Content-Encoding': 'gzip' });
-    expect([inflated.status, inflated.text.includes('exceeds the maximum allowed value')]).toEqual([400, true]);
+    expect([inflated.status, inflated.text.includes('exceeds the maximum allowed input size')]).toEqual([400, true]);
     // The server keeps serving on the same process afterwards.
     expect((await infer('simple', simpleJson())).status).toBe(200);
   });
@@ -235,7 +235,7 @@ describe('HTTP front door: inference', () => {
     });
     expect(res.status).toBe(400);
     expect(JSON.parse(res.text)).toEqual({
-      error: `Request JSON size of ${1 << 30} bytes exceeds the maximum allowed value of ${LIMIT} bytes. Use --http-max-input-size to increase the limit.`,
+      error: `request JSON size of ${1 << 30} bytes exceeds the maximum allowed input size of ${LIMIT} bytes. Use --http-max-input-size to increase the limit.`,
     });
   });
 
@@ -280,5 +280,90 @@ describe('HTTP front door: inference', () => {
     expect(many.text).toContain('generate expects model to produce exactly 1 response');
     const busy = await rawRequest(port, 'POST', '/v2/models/busy/generate_stream', { body: '{"INPUT0":[1]}' });
     expect([busy.status, busy.text]).toEqual([503, 'data: {"error":"[request id: <id_unknown>] Exceeds maximum queue size"}\n\n']);
+  });
+});
+
+describe('HTTP front door: binary tensor data is bounded apart from --http-max-input-size', () => {
+  const JSON_LIMIT = 1024;
+  const BINARY_LIMIT = 64 * 1024;
+  let door: HttpFrontDoor;
+  let port: number;
+  const fp32 = (n: number) => Buffer.from(new Float32Array(n).map((_, i) => i).buffer);
+  const request = (data: Buffer, headers: Record<string, string> = {}, chunked = false) => {
+    const { body, headers: h } = binaryBody(
+      { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [data.length / 4], parameters: { binary_data_size: data.length } }], parameters: { binary_data_output: true } },
+      [data],
+    );
+    return rawRequest(port, 'POST', '/v2/models/identity/infer', { body: chunked ? [body.subarray(0, 100), body.subarray(100)] : body, headers: { ...h, ...headers }, chunked });
+  };
+
+  beforeAll(async () => {
+    door = createHttpServer({
+      engine: new FakeEngine(),
+      shm: new SharedMemoryManager({ enabled: false }),
+      settings: new ServerSettings(),
+      port: 0,
+      host: '127.0.0.1',
+      maxInputSize: JSON_LIMIT,
+      maxBinaryInputSize: BINARY_LIMIT,
+    });
+    port = await door.listen();
+  });
+  afterAll(async () => {
+    await door.close();
+  });
+
+  it('serves binary data past the JSON limit, up to the binary bound', async () => {
+    const data = fp32(BINARY_LIMIT / 4);
+    const r = await request(data);
+    expect(r.status).toBe(200);
+    expect(r.body.subarray(Number(r.headers['inference-header-content-length'])).equals(data)).toBe(true);
+  });
+
+  it('refuses binary data past its bound, declared or chunked, and keeps serving', async () => {
+    const data = fp32(BINARY_LIMIT / 4 + 1);
+    const message = { error: `request binary tensor data of ${BINARY_LIMIT + 4} bytes exceeds the maximum allowed binary data size of ${BINARY_LIMIT} bytes` };
+    for (const chunked of [false, true]) {
+      const r = await request(data, {}, chunked);
+      expect([r.status, r.json()]).toEqual([400, message]);
+    }
+    expect((await request(fp32(4))).status).toBe(200);
+  });
+
+  it('a compressed binary request is bounded by --http-max-input-size as a whole, before and after decompression', async () => {
+    const { body, headers } = binaryBody({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1024], parameters: { binary_data_size: 4096 } }] }, [fp32(1024)]);
+    const r = await rawRequest(port, 'POST', '/v2/models/identity/infer', { body: zlib.gzipSync(body), headers: { ...headers, 'Content-Encoding': 'gzip' } });
+    expect(r.status).toBe(400);
+    expect(r.text).toContain(`exceeds the maximum allowed input size of ${JSON_LIMIT} bytes`);
+  });
+
+  it('a JSON header declared past the limit is refused before its body is asked for (Expect: 100-continue)', async () => {
+    const http = await import('node:http');
+    const answer = (headers: Record<string, string>) =>
+      new Promise<{ status: number; text: string; continued: boolean }>((resolve, reject) => {
+        let continued = false;
+        const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/v2/models/identity/infer', agent: false, headers: { Expect: '100-continue', ...headers } });
+        req.on('continue', () => {
+          continued = true;
+          req.destroy();
+          resolve({ status: 100, text: '', continued });
+        });
+        req.on('response', (r) => {
+          let text = '';
+          r.on('data', (c: Buffer) => (text += c.toString()));
+          r.on('end', () => resolve({ status: r.statusCode ?? 0, text, continued }));
+        });
+        req.on('error', (e) => (continued ? undefined : reject(e)));
+        req.flushHeaders();
+      });
+    const refused = await answer({ 'Content-Length': String(1 << 20), 'Inference-Header-Content-Length': String(JSON_LIMIT + 1) });
+    expect([refused.status, JSON.parse(refused.text)]).toEqual([
+      400,
+      { error: `request JSON size of ${JSON_LIMIT + 1} bytes exceeds the maximum allowed input size of ${JSON_LIMIT} bytes. Use --http-max-input-size to increase the limit.` },
+    ]);
+    const tooMuchData = await answer({ 'Content-Length': String(100 + BINARY_LIMIT + 1), 'Inference-Header-Content-Length': '100' });
+    expect(tooMuchData.status).toBe(400);
+    expect(JSON.parse(tooMuchData.text).error).toBe(`request binary tensor data of ${BINARY_LIMIT + 1} bytes exceeds the maximum allowed binary data size of ${BINARY_LIMIT} bytes`);
+    expect((await answer({ 'Content-Length': String(100 + BINARY_LIMIT), 'Inference-Header-Content-Length': '100' })).continued).toBe(true);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * `POST /v2/models/{m}[/versions/{v}]/infer`, `/generate` and `/generate_stream`.
  *
- * Infer, in Triton's order: model lookup and the decoupled check, body (size-limited),
+ * Infer, in Triton's order: model lookup and the decoupled check, body (its JSON size-limited,
+ * binary tensor data bounded apart: `inferBodyBound`),
  * decompression, `Inference-Header-Content-Length`, decode (JSON + binary, or raw binary with
  * the input deduced from the model config), shared-memory inputs read and output regions
  * checked, `engine.infer`, shared-memory outputs written, encode, compress by Accept-Encoding.
@@ -26,7 +27,7 @@ import {
 import { type ModelConfig, configDataTypeToWire } from '@switchyard/model-config';
 import { httpStatusFromErrorCode } from '../http-status.js';
 import { useSharedMemory, writeSharedMemoryOutputs } from '../shared-memory-io.js';
-import { UNSUPPORTED_ENCODING_MESSAGE, compressBody, decompressBody, readBody, requestEncoding, responseEncoding } from './http-body.js';
+import { UNSUPPORTED_ENCODING_MESSAGE, compressBody, decompressBody, inferBodyBound, readBody, requestEncoding, responseEncoding } from './http-body.js';
 import { type Headers, errorBody, send, sendError } from './http-reply.js';
 import type { HttpContext } from './http-context.js';
 import { waitForModel } from '../wait-for-model.js';
@@ -39,7 +40,7 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
   const config = ctx.engine.modelConfig(model, version);
   if (config.model_transaction_policy?.decoupled === true) throw unsupported(DECOUPLED_MESSAGE);
 
-  const raw = await readBody(req, ctx.maxInputSize);
+  const raw = await readBody(req, inferBodyBound(req, ctx.maxInputSize, ctx.maxBinaryInputSize));
   const encoding = requestEncoding(req);
   if (encoding === 'unknown') {
     sendError(res, unsupported(UNSUPPORTED_ENCODING_MESSAGE), { 'Accept-Encoding': 'gzip, deflate' });

@@ -2,11 +2,13 @@
  * The limits of every node:http door (KServe/OpenAI, metrics): how long a client may take to send
  * a request and how many connections may be open. node:http enforces them itself: a request whose
  * headers, or whole request with its body, take longer than `headerTimeoutMs` / `requestTimeoutMs`
- * is answered 408 and its connection closed; a connection beyond `maxConnections` is closed as
+ * is answered 408 (with a JSON error body, as every request node:http refuses: `http-client-error.ts`)
+ * and its connection closed; a connection beyond `maxConnections` is closed as
  * soon as it is accepted, while the others are served.
  */
 import * as http from 'node:http';
 import type { Logger } from '@switchyard/common';
+import { answerClientErrors } from './http-client-error.js';
 
 export interface HttpLimits {
   /** Longest wait for a request's headers (default DEFAULT_HTTP_HEADER_TIMEOUT_MS); 0 = none. At most requestTimeoutMs. */
@@ -41,15 +43,14 @@ export function createLimitedHttpServer(limits: HttpLimits, handler: http.Reques
     throw new RangeError(`headerTimeoutMs (${headersTimeout}) must not exceed requestTimeoutMs (${requestTimeout})`);
   }
   const timeouts = [headersTimeout, requestTimeout].filter((t) => t > 0);
-  const server = http.createServer(
-    {
-      headersTimeout,
-      requestTimeout,
-      // node checks both timeouts on this period (30 s by default): a quarter of the shortest one
-      ...(timeouts.length > 0 ? { connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(Math.min(...timeouts) / 4))) } : {}),
-    },
-    handler,
-  );
+  const server = http.createServer({
+    headersTimeout,
+    requestTimeout,
+    // node checks both timeouts on this period (30 s by default): a quarter of the shortest one
+    ...(timeouts.length > 0 ? { connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(Math.min(...timeouts) / 4))) } : {}),
+  });
+  // 408 / 431 / parse errors answered with a JSON body (`http-client-error.ts`).
+  server.on('request', answerClientErrors(server, handler, logger));
   if (maxConnections > 0) server.maxConnections = maxConnections;
   server.on('drop', (d?: { remoteAddress?: string }) => logger.debug({ remoteAddress: d?.remoteAddress, maxConnections }, 'HTTP connection refused: connection limit reached'));
   return server;

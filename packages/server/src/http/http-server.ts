@@ -20,7 +20,7 @@ import type { InferenceEngine } from '@switchyard/engine';
 import { type AccessPolicy, OPEN_ACCESS, authorizeHttp } from '../access-control.js';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
-import { DEFAULT_MAX_INPUT_SIZE, declaredLength, inputTooLarge } from './http-body.js';
+import { type BodyBound, DEFAULT_MAX_BINARY_INPUT_SIZE, DEFAULT_MAX_INPUT_SIZE, bodyBound, declaredLength, inferBodyBound } from './http-body.js';
 import { createLimitedHttpServer, type HttpLimits } from './http-limits.js';
 import type { HttpContext } from './http-context.js';
 import { CodecThread } from '../codec-thread.js';
@@ -50,8 +50,13 @@ export interface HttpServerOptions extends HttpLimits {
   port: number;
   /** Address to bind; default all interfaces. */
   host?: string;
-  /** `--http-max-input-size` in bytes (default 64 MiB): the largest request body, before and after decompression. */
+  /**
+   * `--http-max-input-size` in bytes (default 64 MiB): the largest request body, before and after
+   * decompression; for an infer request using the binary tensor extension, the largest JSON header.
+   */
   maxInputSize?: number;
+  /** The most binary tensor data after an infer request's JSON header (default `DEFAULT_MAX_BINARY_INPUT_SIZE`, 4 GiB). */
+  maxBinaryInputSize?: number;
   /** `--http-restricted-api` groups and `--openai-api-key`; default everything open. */
   access?: AccessPolicy;
   logger?: Logger;
@@ -70,6 +75,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
     shm: options.shm,
     settings: options.settings,
     maxInputSize: options.maxInputSize !== undefined && options.maxInputSize > 0 ? options.maxInputSize : DEFAULT_MAX_INPUT_SIZE,
+    maxBinaryInputSize: options.maxBinaryInputSize !== undefined && options.maxBinaryInputSize >= 0 ? options.maxBinaryInputSize : DEFAULT_MAX_BINARY_INPUT_SIZE,
     logger: options.logger ?? silentLogger,
     access: options.access ?? OPEN_ACCESS,
     codecThread: new CodecThread(),
@@ -100,10 +106,12 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
       else sendError(res, refused);
       return;
     }
+    const route = matchRoute(path);
+    const bound: BodyBound = route?.kind === 'model' && route.action === 'infer' ? inferBodyBound(req, ctx.maxInputSize, ctx.maxBinaryInputSize) : bodyBound(ctx.maxInputSize);
     const declared = declaredLength(req);
-    if (declared !== undefined && declared > ctx.maxInputSize) {
+    const error = bound.refusal ?? (declared !== undefined && declared > bound.limit ? bound.tooLarge(declared) : undefined);
+    if (error !== undefined) {
       res.setHeader('Connection', 'close');
-      const error = inputTooLarge(declared, ctx.maxInputSize);
       if (isOpenAiPath(path)) sendOpenAiError(res, error);
       else sendError(res, error);
       return;

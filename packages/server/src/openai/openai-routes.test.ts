@@ -248,7 +248,7 @@ describe('OpenAI door (/v1) driven by the openai SDK', () => {
     expect((plain.json() as { error: { message: string } }).error.message).toContain('Content-Type');
     const big = await post('/v1/completions', JSON.stringify({ model: 'tiny', prompt: 'x'.repeat(MAX_INPUT) }));
     expect(big.status).toBe(400);
-    expect((big.json() as { error: { message: string } }).error.message).toContain('exceeds the maximum allowed value');
+    expect((big.json() as { error: { message: string } }).error.message).toContain('exceeds the maximum allowed input size');
     const missing = await post('/v1/completions', JSON.stringify({ model: 'tiny' }));
     expect(missing.json()).toMatchObject({ error: { param: 'prompt' } });
   });
