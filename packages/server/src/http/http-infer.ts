@@ -31,15 +31,59 @@ import { type Headers, errorBody, send, sendError } from './http-reply.js';
 import type { HttpContext } from './http-context.js';
 import { waitForModel } from '../wait-for-model.js';
 import { OFF_LOOP_JSON_BYTES } from '../codec-thread.js';
+import type { RequestTrace } from '../trace/request-trace.js';
+import { parseTraceParent } from '../trace/traceparent.js';
 
 const DECOUPLED_MESSAGE = "HTTP end point doesn't support models with decoupled transaction policy";
 
 export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: ServerResponse, model: string, version: number | undefined): Promise<void> {
+  const recvStartNs = process.hrtime.bigint();
+  const traced: { trace: RequestTrace | undefined; sending: boolean } = { trace: undefined, sending: false };
+  try {
+    await inferTraced(ctx, req, res, model, version, recvStartNs, traced);
+  } finally {
+    // A request that ended before its response was sent (an error, a disconnect) ends its trace now.
+    if (!traced.sending) traced.trace?.end();
+  }
+}
+
+/**
+ * Triton's HTTP trace timestamps: HTTP_RECV_START when the handler starts, HTTP_RECV_END once the
+ * body is read (the request is sampled then), INFER_RESPONSE_COMPLETE when the engine answered,
+ * HTTP_SEND_START / HTTP_SEND_END around writing the response; the trace ends when the response
+ * is out (or the connection closed).
+ */
+function traceSend(traced: { trace: RequestTrace | undefined; sending: boolean }, res: ServerResponse): void {
+  const trace = traced.trace;
+  if (trace === undefined) return;
+  traced.sending = true;
+  trace.capture('HTTP_SEND_START', process.hrtime.bigint());
+  res.once('close', () => {
+    if (res.writableFinished) trace.capture('HTTP_SEND_END', process.hrtime.bigint());
+    trace.end();
+  });
+}
+
+async function inferTraced(
+  ctx: HttpContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  model: string,
+  version: number | undefined,
+  recvStartNs: bigint,
+  traced: { trace: RequestTrace | undefined; sending: boolean },
+): Promise<void> {
   await waitForModel(ctx.engine, model, res, 'close');
   const config = ctx.engine.modelConfig(model, version);
   if (config.model_transaction_policy?.decoupled === true) throw unsupported(DECOUPLED_MESSAGE);
 
   const raw = await readBody(req, ctx.maxInputSize);
+  const trace = ctx.tracer?.sample(model, parseTraceParent(req.headers.traceparent));
+  if (trace !== undefined) {
+    traced.trace = trace;
+    trace.capture('HTTP_RECV_START', recvStartNs);
+    trace.capture('HTTP_RECV_END', process.hrtime.bigint());
+  }
   const encoding = requestEncoding(req);
   if (encoding === 'unknown') {
     sendError(res, unsupported(UNSUPPORTED_ENCODING_MESSAGE), { 'Accept-Encoding': 'gzip, deflate' });
@@ -66,10 +110,11 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
   res.on('close', onClose);
   let response: InferResponse;
   try {
-    response = await ctx.engine.infer(request, { signal: abort.signal });
+    response = await ctx.engine.infer(request, trace !== undefined ? { signal: abort.signal, trace: trace.root } : { signal: abort.signal });
   } finally {
     res.off('close', onClose);
   }
+  trace?.capture('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
   if (abort.signal.aborted) return;
   writeSharedMemoryOutputs(ctx.shm, shmTargets, response);
 
@@ -86,11 +131,14 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
   const accept = req.headers['accept-encoding'];
   const coding = responseEncoding(Array.isArray(accept) ? accept.join(',') : accept);
   if (coding === 'identity') {
+    traceSend(traced, res);
     send(res, 200, encoded.chunks, headers);
     return;
   }
   headers['Content-Encoding'] = coding;
-  send(res, 200, await compressBody(Buffer.concat(encoded.chunks), coding), headers);
+  const compressed = await compressBody(Buffer.concat(encoded.chunks), coding);
+  traceSend(traced, res);
+  send(res, 200, compressed, headers);
 }
 
 /** Bytes of the outputs that will be written as JSON `data` (binary and shared-memory ones cost nothing to encode). */
