@@ -18,10 +18,11 @@ import {
   type RuntimeConfig,
 } from '@switchyard/runtime';
 import { createEngine, type Engine } from '@switchyard/engine';
-import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
+import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, TraceManager, checkTraceFilePath, createFrontDoors, initialTraceSettings } from '@switchyard/server';
 import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, isClusterMode, kvTransferAdvertise, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { levelFor } from './logger.js';
 import { renderWorkerMetrics } from './worker-metrics.js';
+import { traceConfigOf } from './trace-options.js';
 
 /** The version reported by server metadata: Triton's protocol version this worker follows. */
 export const SERVER_VERSION = '2.73.0';
@@ -126,6 +127,10 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     const size = options.responseCacheByteSize;
     logger.warn(`'--response-cache-byte-size' is deprecated: use the equivalent '--cache-config=local,size=${size}'`);
   }
+  // Tracing first: a trace file the worker could not write is a start-up error, before models load.
+  const trace = traceConfigOf(options);
+  for (const warning of trace.warnings) logger.warn(warning);
+  if (trace.config.mode === 'triton' && trace.config.file !== '') checkTraceFilePath(trace.config.file);
   const engine = await createEngine({
     modelRepositories: options.modelRepositories,
     controlMode: options.controlMode,
@@ -139,10 +144,14 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     logger: logger.child({ component: 'engine' }),
   });
 
-  const settings = new ServerSettings({
-    log_verbose_level: options.logVerbose,
-    log_format: options.logFormat,
-  });
+  const settings = new ServerSettings(
+    {
+      log_verbose_level: options.logVerbose,
+      log_format: options.logFormat,
+    },
+    initialTraceSettings(trace.config),
+  );
+  const tracer = new TraceManager(trace.config, settings, logger.child({ component: 'trace' }));
   settings.onLogSettingsChange((s) => {
     if ('level' in logger) logger.level = levelFor(s);
   });
@@ -155,6 +164,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     engine,
     shm,
     settings,
+    tracer,
     logger,
     access: accessPolicy(options),
     ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http } } : {}),
@@ -183,6 +193,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     await kvTransferPlane?.close().catch(() => {});
     await doors.close();
     await engine.shutdown();
+    await tracer.close();
     shm.close();
     throw err;
   }
@@ -220,6 +231,10 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
       }
       // revoke the lease (no-op if the drain did not finish: keys vanish with it), close NATS
       await node?.close();
+      // the last traces: spans still queued go to the collector (bounded wait), trace files close
+      await tracer.close();
+      const exported = tracer.exporterStats();
+      if (exported !== undefined) logger.info(exported, 'trace spans exported');
       shm.close();
       logger.info('worker stopped');
     })();
