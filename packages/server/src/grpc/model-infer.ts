@@ -18,6 +18,7 @@ export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<ReceivedInf
   return unary(ctx, async (received: ReceivedInferMessage, call) => {
     const readStartNs = process.hrtime.bigint();
     let trace: RequestTrace | undefined;
+    let answered = false;
     try {
       // large messages are decoded on the codec thread (infer-message.ts)
       const msg = await readInferMessage(ctx.codecThread, received);
@@ -37,6 +38,7 @@ export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<ReceivedInf
         trace?.capture('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
         const encoded = encodeInferResponse(ctx, prepared, response);
         trace?.capture('GRPC_SEND_START', process.hrtime.bigint());
+        answered = true;
         return encoded;
       } finally {
         call.removeListener('cancelled', abort);
@@ -46,7 +48,7 @@ export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<ReceivedInf
       const t = trace;
       if (t !== undefined) {
         setImmediate(() => {
-          if (!call.cancelled) t.capture('GRPC_SEND_END', process.hrtime.bigint());
+          if (answered) t.capture('GRPC_SEND_END', process.hrtime.bigint());
           t.end();
         });
       }

@@ -53,8 +53,11 @@ export class TraceManager {
     this.#logger = logger;
     if (config.mode === 'triton' && config.file !== '') this.#file = new TritonTraceFile(config.file);
     if (config.mode === 'opentelemetry') this.#exporter = new OtlpBatchExporter(config.otel, logger);
+    // Triton replaces its setting objects on an update: sampling restarts, and the indexed file the
+    // old setting was filling is finished (its traces stay there; new ones start the next index).
     settings.onTraceSettingsChange(() => {
       this.#rateCounters = new Map();
+      this.#file?.closeIndexed();
     });
   }
 
