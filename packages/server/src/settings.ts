@@ -147,6 +147,15 @@ export class ServerSettings {
     this.#traceListeners.push(listener);
   }
 
+  /**
+   * One effective trace setting of `model` ('' = global), without copying the others: what the
+   * sampler reads on every inference request.
+   */
+  traceValue(model: string, key: string): string | string[] | undefined {
+    const own = model === '' ? undefined : (this.#traceModels.get(model) as Record<string, string | string[]> | undefined);
+    return own?.[key] ?? this.#traceGlobal[key];
+  }
+
   /** Whose `key` a model's requests use: the model's own setting (its name) or the global one (''). */
   traceSettingOwner(model: string, key: TraceKey): string {
     return this.#traceModels.get(model)?.[key] !== undefined ? model : '';

@@ -57,6 +57,11 @@ function traceSend(traced: { trace: RequestTrace | undefined; sending: boolean }
   const trace = traced.trace;
   if (trace === undefined) return;
   traced.sending = true;
+  if (res.closed) {
+    // the client left while the response was being prepared: nothing will be sent
+    trace.end();
+    return;
+  }
   trace.capture('HTTP_SEND_START', process.hrtime.bigint());
   res.once('close', () => {
     if (res.writableFinished) trace.capture('HTTP_SEND_END', process.hrtime.bigint());

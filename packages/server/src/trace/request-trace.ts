@@ -5,8 +5,8 @@
  * trace manager then writes it (triton mode) or turns it into spans (opentelemetry mode).
  *
  * Bounded: at most `MAX_TRACE_ITEMS` items and `MAX_TRACE_TENSOR_CHARS` characters of tensor data
- * per trace; past them items are dropped and tensor data left empty (`truncated` counts them).
- * Anything reported after `end()` is ignored.
+ * per trace, and the trace manager's process-wide tensor text budget; past them items are dropped
+ * and tensor data left empty (`truncated` counts them). Anything reported after `end()` is ignored.
  */
 import type { InferTensor } from '@switchyard/kserve';
 import type { InferenceTrace, TraceActivity, TraceTensorActivity } from '@switchyard/engine';
@@ -48,6 +48,8 @@ export interface RequestTraceOptions {
   parent?: TraceParent;
   /** Called once, by `end()`. */
   onEnd: (trace: RequestTrace) => void;
+  /** Tensor text budget shared by every trace in flight; this trace gives its share back at `end()`. */
+  tensorChars?: { held: number; max: number };
 }
 
 export class RequestTrace {
@@ -94,6 +96,7 @@ export class RequestTrace {
   end(): void {
     if (this.#ended) return;
     this.#ended = true;
+    if (this.#options.tensorChars !== undefined) this.#options.tensorChars.held -= this.#tensorChars;
     this.#options.onEnd(this);
   }
 
@@ -121,12 +124,15 @@ export class RequestTrace {
       },
       tensor: (activity: TraceTensorActivity, tensor: InferTensor) => {
         if (!this.#tensors || this.#ended) return;
-        let data = renderTensorData(tensor, MAX_TRACE_TENSOR_CHARS - this.#tensorChars);
+        const shared = this.#options.tensorChars;
+        const room = Math.min(MAX_TRACE_TENSOR_CHARS - this.#tensorChars, shared === undefined ? Infinity : shared.max - shared.held);
+        let data = renderTensorData(tensor, room);
         if (data === undefined) {
           this.truncated++;
           data = '';
         }
         this.#tensorChars += data.length;
+        if (shared !== undefined) shared.held += data.length;
         this.#push(node, { kind: 'tensor', activity, tensor: { name: tensor.name, data, shape: tensor.shape.join(','), dtype: tensor.datatype } });
       },
       child: () => (this.#ended || this.nodes.length >= MAX_TRACE_ITEMS ? NO_TRACE : this.#node(node.id)),

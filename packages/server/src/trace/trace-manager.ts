@@ -22,6 +22,11 @@ import type { TraceParent } from './traceparent.js';
 import { TritonTraceFile, tritonTraceEntries } from './triton-trace-file.js';
 
 const WARN_EVERY_MS = 10_000;
+/**
+ * Most characters of tensor text all unfinished traces hold together: with TENSORS level on busy
+ * traffic, tensor data past it is left empty rather than growing with the number of requests.
+ */
+export const MAX_TENSOR_CHARS_IN_FLIGHT = 256 * 1024 * 1024;
 
 /** How a sampled trace is written (triton mode), fixed at sampling time. */
 interface TraceDestination {
@@ -46,6 +51,8 @@ export class TraceManager {
   #fileErrors = 0;
   #lastWarnMs = 0;
   readonly #destinations = new WeakMap<RequestTrace, TraceDestination>();
+  /** Tensor text held by traces not yet ended, process-wide (TENSORS level). */
+  readonly #tensorChars = { held: 0, max: MAX_TENSOR_CHARS_IN_FLIGHT };
 
   constructor(config: TraceConfig, settings: ServerSettings, logger: Logger) {
     this.mode = config.mode;
@@ -66,26 +73,27 @@ export class TraceManager {
    * request's W3C header (HTTP header or gRPC metadata), used in opentelemetry mode.
    */
   sample(model: string, parent?: TraceParent): RequestTrace | undefined {
-    const s = this.#settings.traceSettings(model);
-    const all = traceLevels(s.trace_level);
+    const value = (key: string) => this.#settings.traceValue(model, key);
+    const all = traceLevels(value('trace_level'));
     if (all.length === 0) return undefined;
     // Opentelemetry mode has no tensor level (tritonserver logs it as unsupported and records none).
     const levels = this.mode === 'opentelemetry' ? all.filter((l) => l === 'TIMESTAMPS') : all;
     if (this.mode === 'opentelemetry' && parent !== undefined) return this.#newTrace(levels, { logFrequency: 0, counted: false }, parent);
-    if (this.mode === 'triton' && (this.#file === undefined || s.trace_file === '')) return undefined;
-    const rate = Number(s.trace_rate);
-    if (!(rate > 0) || s.trace_count === '0') return undefined;
+    if (this.mode === 'triton' && (this.#file === undefined || value('trace_file') === '')) return undefined;
+    const rate = Number(value('trace_rate'));
+    const count = value('trace_count');
+    if (!(rate > 0) || count === '0') return undefined;
     const owner = this.#settings.traceSettingOwner(model, 'trace_rate');
     const seen = (this.#rateCounters.get(owner) ?? 0) + 1;
     this.#rateCounters.set(owner, seen % rate);
     if (seen % rate !== 0) return undefined;
-    const limited = s.trace_count !== '-1';
+    const limited = count !== '-1';
     if (!this.#settings.takeTraceCount(model)) return undefined;
     if (limited) {
       this.#countedOpen++;
-      if (this.#settings.traceSettings(model).trace_count === '0') this.#countExhausted = true;
+      if (value('trace_count') === '0') this.#countExhausted = true;
     }
-    return this.#newTrace(levels, { logFrequency: Number(s.log_frequency ?? 0), counted: limited }, undefined);
+    return this.#newTrace(levels, { logFrequency: Number(value('log_frequency') ?? 0), counted: limited }, undefined);
   }
 
   exporterStats(): ExporterStats | undefined {
@@ -101,6 +109,7 @@ export class TraceManager {
   #newTrace(levels: TraceLevels, destination: TraceDestination, parent: TraceParent | undefined): RequestTrace {
     const trace = new RequestTrace({
       levels,
+      tensorChars: this.#tensorChars,
       nextId: () => this.#nextTraceId++,
       ...(parent !== undefined ? { parent } : {}),
       onEnd: (t) => this.#ended(t),

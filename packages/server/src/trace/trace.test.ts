@@ -82,6 +82,21 @@ describe('RequestTrace', () => {
     expect(trace.truncated).toBe(10);
   });
 
+  it('shares one tensor text budget with the other traces in flight, and gives it back at end()', () => {
+    const budget = { held: 0, max: 6 };
+    const tensor = { name: 'I', datatype: 'INT8', shape: [2], data: new Uint8Array([1, 2]), parameters: {} } as never;
+    const a = new RequestTrace({ levels: ['TENSORS'], nextId: () => 1, onEnd: () => {}, tensorChars: budget });
+    const b = new RequestTrace({ levels: ['TENSORS'], nextId: () => 2, onEnd: () => {}, tensorChars: budget });
+    a.root.tensor('TENSOR_QUEUE_INPUT', tensor);
+    a.root.tensor('TENSOR_QUEUE_INPUT', tensor);
+    expect(budget.held).toBe(6);
+    b.root.tensor('TENSOR_QUEUE_INPUT', tensor);
+    expect(b.truncated).toBe(1);
+    expect(tritonTraceEntries(b)).toEqual(['{"id":2,"activity":"TENSOR_QUEUE_INPUT","tensor":{"name":"I","data":"","shape":"2","dtype":"INT8"}}']);
+    a.end();
+    expect(budget.held).toBe(0);
+  });
+
   it('TENSORS only: no timestamps, no model entry', () => {
     const trace = newTrace(['TENSORS']);
     trace.root.start('m', 1, '');
