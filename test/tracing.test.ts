@@ -324,24 +324,28 @@ describe('triton mode', () => {
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it("writes Triton's JSON trace file for HTTP and gRPC requests", async () => {
+  it("writes Triton's JSON trace file for HTTP infer, gRPC and HTTP generate requests", async () => {
     const file = join(dir, 'trace.json');
     const worker = await startWorkerProcess({
       modelRepositories: [SIMPLE_REPO],
-      args: ['--model-control-mode=explicit', '--load-model=simple', `--trace-config=triton,file=${file}`, '--trace-config=level=TIMESTAMPS', '--trace-config=rate=1'],
+      args: ['--model-control-mode=explicit', '--load-model=simple', '--load-model=simple_nobatch', `--trace-config=triton,file=${file}`, '--trace-config=level=TIMESTAMPS', '--trace-config=rate=1'],
     });
     const client = loadGrpcClients(worker.grpcAddress).inference;
     try {
       expect((await post(worker.httpUrl + '/v2/models/simple/infer', { id: 'http-1', ...simpleBody })).status).toBe(200);
       await unary(client, 'ModelInfer', simpleGrpc('grpc-1'));
       await waitFor(async () => existsSync(file) && JSON.parse(readFileSync(file, 'utf8')).some((e: any) => e.timestamps?.[0]?.name === 'GRPC_SEND_END'));
+      expect((await post(worker.httpUrl + '/v2/models/simple_nobatch/generate', { INPUT0: range(16), INPUT1: range(16) })).status).toBe(200);
+      await waitFor(async () => JSON.parse(readFileSync(file, 'utf8')).some((e: any) => e.id === 3 && e.timestamps?.[0]?.name === 'HTTP_SEND_END'));
       const entries = JSON.parse(readFileSync(file, 'utf8')) as any[];
       const byId = new Map<number, any[]>();
       for (const e of entries) byId.set(e.id, [...(byId.get(e.id) ?? []), e]);
-      expect([...byId.keys()]).toEqual([1, 2]);
+      expect([...byId.keys()]).toEqual([1, 2, 3]);
       const stamps = (id: number) => byId.get(id)!.filter((e) => e.timestamps !== undefined).map((e) => e.timestamps[0].name);
       expect(byId.get(1)!.find((e) => e.model_name !== undefined)).toEqual({ id: 1, model_name: 'simple', model_version: 1, request_id: 'http-1' });
       expect(stamps(1)).toEqual(['HTTP_RECV_START', 'HTTP_RECV_END', 'REQUEST_START', 'QUEUE_START', ...COMPUTE_EVENTS, 'REQUEST_END', 'INFER_RESPONSE_COMPLETE', 'HTTP_SEND_START', 'HTTP_SEND_END']);
+      expect(stamps(3)).toEqual(stamps(1));
+      expect(byId.get(3)!.find((e) => e.model_name !== undefined)).toEqual({ id: 3, model_name: 'simple_nobatch', model_version: 1 });
       expect(stamps(2)).toEqual(['GRPC_WAITREAD_START', 'GRPC_WAITREAD_END', 'REQUEST_START', 'QUEUE_START', ...COMPUTE_EVENTS, 'REQUEST_END', 'INFER_RESPONSE_COMPLETE', 'GRPC_SEND_START', 'GRPC_SEND_END']);
       // steady-clock nanoseconds, in order
       const ns = byId.get(1)!.filter((e) => e.timestamps !== undefined).map((e) => e.timestamps[0].ns as number);

@@ -181,12 +181,37 @@ export async function handleGenerate(
   version: number | undefined,
   streaming: boolean,
 ): Promise<void> {
+  const recvStartNs = process.hrtime.bigint();
+  const traced: { trace: RequestTrace | undefined; sending: boolean } = { trace: undefined, sending: false };
+  try {
+    await generateTraced(ctx, req, res, model, version, streaming, recvStartNs, traced);
+  } finally {
+    if (!traced.sending) traced.trace?.end();
+  }
+}
+
+async function generateTraced(
+  ctx: HttpContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  model: string,
+  version: number | undefined,
+  streaming: boolean,
+  recvStartNs: bigint,
+  traced: { trace: RequestTrace | undefined; sending: boolean },
+): Promise<void> {
   await waitForModel(ctx.engine, model, res, 'close');
   const metadata = ctx.engine.modelMetadata(model, version);
   if (requestEncoding(req) !== 'identity') {
     throw invalidArgument("Unsupported content-encoding, only 'identity' is supported.");
   }
   const body = await readBody(req, ctx.maxInputSize);
+  const trace = ctx.tracer?.sample(model, parseTraceParent(req.headers.traceparent));
+  if (trace !== undefined) {
+    traced.trace = trace;
+    trace.capture('HTTP_RECV_START', recvStartNs);
+    trace.capture('HTTP_RECV_END', process.hrtime.bigint());
+  }
   const request = decodeHttpGenerateRequest({ modelName: model, modelVersion: version, body }, metadata.inputs);
 
   const abort = new AbortController();
@@ -199,16 +224,18 @@ export async function handleGenerate(
     ctx.engine.submit(
       request,
       (result) => {
+        if (result.response !== undefined) trace?.capture('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
         if (streaming) writeStreamResult(res, result);
         else results.push(result);
         if (result.final) resolve();
       },
-      { signal: abort.signal },
+      trace !== undefined ? { signal: abort.signal, trace: trace.root } : { signal: abort.signal },
     );
   });
   res.off('close', onClose);
   if (streaming) {
     if (!res.headersSent) startStream(res, 200);
+    traceSend(traced, res);
     res.end();
     return;
   }
@@ -220,7 +247,9 @@ export async function handleGenerate(
       'generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses',
     );
   }
-  send(res, 200, encodeHttpGenerateResponse((responses[0] as InferResult).response as InferResponse), { 'Content-Type': 'application/json' });
+  const encoded = encodeHttpGenerateResponse((responses[0] as InferResult).response as InferResponse);
+  traceSend(traced, res);
+  send(res, 200, encoded, { 'Content-Type': 'application/json' });
 }
 
 function startStream(res: ServerResponse, status: number): void {
