@@ -305,6 +305,10 @@ describe('opentelemetry mode with a dead collector', () => {
       expect(results.every((r) => r.status === 200)).toBe(true);
       await waitFor(async () => worker.output().includes('dropping span') || worker.output().includes('OTLP export failed'), { message: 'no drop was logged' });
       expect((await post(worker.httpUrl + '/v2/models/simple/infer', simpleBody)).status).toBe(200);
+      const metrics = (await get(worker.metricsUrl + '/metrics')).body.toString();
+      const dropped = Number(/switchyard_worker_trace_spans_total\{outcome="dropped"\} (\d+)/.exec(metrics)?.[1]);
+      expect(dropped).toBeGreaterThan(0);
+      expect(Number(/switchyard_worker_trace_spans_queued (\d+)/.exec(metrics)?.[1])).toBeLessThanOrEqual(4);
       const exit = await worker.stop();
       expect(exit.code).toBe(0);
       const summary = worker.logs().find((l) => l.msg === 'trace spans exported');

@@ -21,7 +21,7 @@ import { createEngine, type Engine } from '@switchyard/engine';
 import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, TraceManager, checkTraceFilePath, createFrontDoors, initialTraceSettings } from '@switchyard/server';
 import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, isClusterMode, kvTransferAdvertise, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { levelFor } from './logger.js';
-import { renderWorkerMetrics } from './worker-metrics.js';
+import { renderTraceMetrics, renderWorkerMetrics } from './worker-metrics.js';
 import { traceConfigOf } from './trace-options.js';
 
 /** The version reported by server metadata: Triton's protocol version this worker follows. */
@@ -160,6 +160,9 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   // cluster mode: KV moves worker to worker over TCP (disaggregated prefill/decode); standalone: none
   const kvTransferPlane = isClusterMode(options) ? await createKvTransferPlane(runtimeConfig(options, logger)) : undefined;
   const limits = doorLimits(options);
+  const extraMetrics: Array<() => string> = [];
+  if (kvTransferPlane !== undefined) extraMetrics.push(() => renderWorkerMetrics({ kvTransfer: kvTransferPlane.counters(), pinnedBlocks: pinnedKvBlocks(engine) }));
+  if (tracer.exporterStats() !== undefined) extraMetrics.push(() => renderTraceMetrics(tracer.exporterStats()!));
   const doors = createFrontDoors({
     engine,
     shm,
@@ -175,7 +178,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
             port: options.metricsPort,
             host: options.metricsAddress,
             ...limits.http,
-            ...(kvTransferPlane !== undefined ? { extraMetrics: () => renderWorkerMetrics({ kvTransfer: kvTransferPlane.counters(), pinnedBlocks: pinnedKvBlocks(engine) }) } : {}),
+            ...(extraMetrics.length > 0 ? { extraMetrics: () => extraMetrics.map((render) => render()).join('') } : {}),
           },
         }
       : {}),
