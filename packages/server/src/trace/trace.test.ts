@@ -145,6 +145,8 @@ describe('TritonTraceFile', () => {
     file.closeIndexed();
     file.appendIndexed(['{"id":5}']);
     file.close();
+    file.appendMain(['{"id":6}']); // a trace that ends after shutdown: dropped, the file stays as it was
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toHaveLength(3);
     expect(JSON.parse(readFileSync(`${path}.0`, 'utf8'))).toEqual([{ id: 3 }, { id: 4 }]);
     expect(JSON.parse(readFileSync(`${path}.1`, 'utf8'))).toEqual([{ id: 5 }]);
   });

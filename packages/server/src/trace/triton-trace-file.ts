@@ -106,6 +106,8 @@ class JsonArrayFile {
 
 export class TritonTraceFile {
   readonly #main: JsonArrayFile;
+  /** After `close()` nothing is written: a late trace must not reopen (and truncate) a finished file. */
+  #closed = false;
   #indexed: JsonArrayFile | undefined;
   #nextIndex = 0;
   /** Traces in the open indexed file. */
@@ -117,13 +119,15 @@ export class TritonTraceFile {
 
   /** Append to `<file>`. Throws the file system's error. */
   appendMain(entries: readonly string[]): void {
+    if (this.#closed) return;
     this.#main.append(entries);
   }
 
   /** Append to the open indexed file `<file>.<n>` (opening the next one if none is open); returns its trace count. */
   appendIndexed(entries: readonly string[]): number {
+    if (this.#closed) return 0;
     this.#indexed ??= new JsonArrayFile(`${this.path}.${this.#nextIndex++}`);
-    this.#indexed.append(entries.length > 0 ? entries : []);
+    this.#indexed.append(entries);
     return ++this.#indexedTraces;
   }
 
@@ -137,5 +141,6 @@ export class TritonTraceFile {
   close(): void {
     this.closeIndexed();
     this.#main.close();
+    this.#closed = true;
   }
 }
