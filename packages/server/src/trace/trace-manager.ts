@@ -34,6 +34,8 @@ interface TraceDestination {
   logFrequency: number;
   /** Took one of a limited `trace_count`: goes to the indexed file that count fills. */
   counted: boolean;
+  /** Whose setting the indexed file belongs to: the model's own (its name) or the global one (''). */
+  owner: string;
 }
 
 export class TraceManager {
@@ -45,9 +47,8 @@ export class TraceManager {
   /** Requests seen per rate owner (a model with its own trace_rate, or '' for the global one). */
   #rateCounters = new Map<string, number>();
   #nextTraceId = 1;
-  /** Counted traces not yet written, and whether their count ran out. */
-  #countedOpen = 0;
-  #countExhausted = false;
+  /** Per count owner: counted traces not yet written, and whether the count ran out. */
+  readonly #counted = new Map<string, { open: number; exhausted: boolean }>();
   #fileErrors = 0;
   #lastWarnMs = 0;
   readonly #destinations = new WeakMap<RequestTrace, TraceDestination>();
@@ -78,22 +79,27 @@ export class TraceManager {
     if (all.length === 0) return undefined;
     // Opentelemetry mode has no tensor level (tritonserver logs it as unsupported and records none).
     const levels = this.mode === 'opentelemetry' ? all.filter((l) => l === 'TIMESTAMPS') : all;
-    if (this.mode === 'opentelemetry' && parent !== undefined) return this.#newTrace(levels, { logFrequency: 0, counted: false }, parent);
+    if (this.mode === 'opentelemetry' && parent !== undefined) return this.#newTrace(levels, { logFrequency: 0, counted: false, owner: '' }, parent);
     if (this.mode === 'triton' && (this.#file === undefined || value('trace_file') === '')) return undefined;
     const rate = Number(value('trace_rate'));
     const count = value('trace_count');
     if (!(rate > 0) || count === '0') return undefined;
-    const owner = this.#settings.traceSettingOwner(model, 'trace_rate');
-    const seen = (this.#rateCounters.get(owner) ?? 0) + 1;
-    this.#rateCounters.set(owner, seen % rate);
+    const rateOwner = this.#settings.traceSettingOwner(model, 'trace_rate');
+    const seen = (this.#rateCounters.get(rateOwner) ?? 0) + 1;
+    this.#rateCounters.set(rateOwner, seen % rate);
     if (seen % rate !== 0) return undefined;
     const limited = count !== '-1';
     if (!this.#settings.takeTraceCount(model)) return undefined;
+    const logFrequency = Number(value('log_frequency') ?? 0);
+    // the indexed file this trace may go to belongs to the setting that decides it
+    const owner = this.#settings.traceSettingOwner(model, logFrequency > 0 ? 'log_frequency' : 'trace_count');
     if (limited) {
-      this.#countedOpen++;
-      if (value('trace_count') === '0') this.#countExhausted = true;
+      const state = this.#counted.get(owner) ?? { open: 0, exhausted: false };
+      state.open++;
+      if (value('trace_count') === '0') state.exhausted = true;
+      this.#counted.set(owner, state);
     }
-    return this.#newTrace(levels, { logFrequency: Number(value('log_frequency') ?? 0), counted: limited }, undefined);
+    return this.#newTrace(levels, { logFrequency, counted: limited, owner }, undefined);
   }
 
   exporterStats(): ExporterStats | undefined {
@@ -128,9 +134,9 @@ export class TraceManager {
     const entries = tritonTraceEntries(trace);
     try {
       if (destination.logFrequency > 0) {
-        if (this.#file.appendIndexed(entries) >= destination.logFrequency) this.#file.closeIndexed();
+        if (this.#file.appendIndexed(entries, destination.owner) >= destination.logFrequency) this.#file.closeIndexed(destination.owner);
       } else if (destination.counted) {
-        this.#file.appendIndexed(entries);
+        this.#file.appendIndexed(entries, destination.owner);
       } else {
         this.#file.appendMain(entries);
       }
@@ -142,9 +148,10 @@ export class TraceManager {
         this.#logger.error({ err, file: this.#file.path, failures: this.#fileErrors }, 'failed writing trace file');
       }
     }
-    if (destination.counted && --this.#countedOpen === 0 && this.#countExhausted) {
-      this.#countExhausted = false;
-      this.#file.closeIndexed();
+    const state = destination.counted ? this.#counted.get(destination.owner) : undefined;
+    if (state !== undefined && --state.open === 0 && state.exhausted) {
+      this.#counted.delete(destination.owner);
+      this.#file.closeIndexed(destination.owner);
     }
   }
 }

@@ -2,7 +2,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SwitchyardError } from '@switchyard/common';
+import { SwitchyardError, silentLogger } from '@switchyard/common';
+import { ServerSettings } from '../settings.js';
+import { DEFAULT_TRACE_CONFIG, initialTraceSettings, type TraceConfig } from './trace-config.js';
+import { TraceManager } from './trace-manager.js';
 import { RequestTrace, MAX_TRACE_ITEMS } from './request-trace.js';
 import { formatG, renderTensorData } from './tensor-text.js';
 import { parseTraceParent } from './traceparent.js';
@@ -163,5 +166,57 @@ describe('TritonTraceFile', () => {
     expect(msg(join(dir, 'new.json'))).toBe('ok');
     expect(msg(join(dir, 'missing', 'x.json'))).toBe(`cannot write trace file '${join(dir, 'missing', 'x.json')}': folder '${join(dir, 'missing')}' does not exist`);
     expect(msg(dir)).toBe(`cannot write trace file '${dir}': it exists and is not a regular file`);
+  });
+});
+
+describe('TraceManager', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-trace-manager-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const setup = (overrides: Partial<TraceConfig>) => {
+    const config: TraceConfig = { ...DEFAULT_TRACE_CONFIG, level: ['TIMESTAMPS'], rate: 1, file: join(dir, `${Math.random()}.json`), ...overrides };
+    const settings = new ServerSettings(undefined, initialTraceSettings(config));
+    return { config, settings, manager: new TraceManager(config, settings, silentLogger) };
+  };
+  const ids = (path: string) => (JSON.parse(readFileSync(path, 'utf8')) as Array<{ id: number }>).map((e) => e.id);
+  const traced = (m: TraceManager, model: string) => {
+    const t = m.sample(model);
+    t?.capture('X', 1n);
+    t?.end();
+    return t?.rootId;
+  };
+
+  it('samples every rate-th request per setting; a model with its own rate counts on its own', () => {
+    const { settings, manager } = setup({ rate: 3 });
+    expect([1, 2, 3, 4, 5, 6].map(() => traced(manager, 'a') !== undefined)).toEqual([false, false, true, false, false, true]);
+    settings.updateTraceSettings('b', { trace_rate: '2' });
+    expect([traced(manager, 'b'), traced(manager, 'a'), traced(manager, 'b')].map((x) => x !== undefined)).toEqual([false, false, true]);
+  });
+
+  it('count runs out and is reported; OFF and a missing file trace nothing', () => {
+    const { settings, manager } = setup({ count: 2 });
+    expect([traced(manager, 'a'), traced(manager, 'a'), traced(manager, 'a')].map((x) => x !== undefined)).toEqual([true, true, false]);
+    expect(settings.traceSettings().trace_count).toBe('0');
+    expect(traced(setup({ level: [] }).manager, 'a')).toBeUndefined();
+    expect(traced(setup({ file: '' }).manager, 'a')).toBeUndefined();
+  });
+
+  it("each setting's log frequency fills indexed files of its own", async () => {
+    const { config, settings, manager } = setup({ logFrequency: 3 });
+    settings.updateTraceSettings('a', { log_frequency: '2' });
+    const order = ['a', 'b', 'a', 'b', 'a', 'b', 'a'].map((m) => [m, traced(manager, m)] as const);
+    await manager.close();
+    const idsOf = (m: string) => order.filter(([x]) => x === m).map(([, id]) => id);
+    const [a, b] = [idsOf('a'), idsOf('b')];
+    expect(ids(`${config.file}.0`)).toEqual(a.slice(0, 2));
+    expect(ids(`${config.file}.1`)).toEqual(b);
+    expect(ids(`${config.file}.2`)).toEqual(a.slice(2));
+  });
+
+  it('opentelemetry mode: a propagated context is traced whatever the rate', () => {
+    const { manager } = setup({ mode: 'opentelemetry', rate: 0, file: '' });
+    expect(manager.sample('a')).toBeUndefined();
+    const t = manager.sample('a', { traceId: '0af7651916cd43dd8448eb211c12666c', spanId: 'b7ad6b7169242424' });
+    expect(t?.parent?.spanId).toBe('b7ad6b7169242424');
+    expect(t?.root.wantsTensors).toBe(false);
   });
 });

@@ -108,10 +108,12 @@ export class TritonTraceFile {
   readonly #main: JsonArrayFile;
   /** After `close()` nothing is written: a late trace must not reopen (and truncate) a finished file. */
   #closed = false;
-  #indexed: JsonArrayFile | undefined;
+  /**
+   * Open indexed files by the setting filling them (a model with its own setting, or the global
+   * one): as tritonserver, where each setting collects its own traces, each batch is a file of its own.
+   */
+  readonly #indexed = new Map<string, { file: JsonArrayFile; traces: number }>();
   #nextIndex = 0;
-  /** Traces in the open indexed file. */
-  #indexedTraces = 0;
 
   constructor(readonly path: string) {
     this.#main = new JsonArrayFile(path);
@@ -123,19 +125,28 @@ export class TritonTraceFile {
     this.#main.append(entries);
   }
 
-  /** Append to the open indexed file `<file>.<n>` (opening the next one if none is open); returns its trace count. */
-  appendIndexed(entries: readonly string[]): number {
+  /**
+   * Append to the indexed file `<file>.<n>` that `owner`'s setting is filling (opening the next
+   * index if it has none open); returns the traces in it.
+   */
+  appendIndexed(entries: readonly string[], owner = ''): number {
     if (this.#closed) return 0;
-    this.#indexed ??= new JsonArrayFile(`${this.path}.${this.#nextIndex++}`);
-    this.#indexed.append(entries);
-    return ++this.#indexedTraces;
+    let open = this.#indexed.get(owner);
+    if (open === undefined) {
+      open = { file: new JsonArrayFile(`${this.path}.${this.#nextIndex++}`), traces: 0 };
+      this.#indexed.set(owner, open);
+    }
+    open.file.append(entries);
+    return ++open.traces;
   }
 
-  /** Finish the open indexed file; the next indexed trace starts `<file>.<n+1>`. */
-  closeIndexed(): void {
-    this.#indexed?.close();
-    this.#indexed = undefined;
-    this.#indexedTraces = 0;
+  /** Finish `owner`'s open indexed file (every one when undefined); its next trace starts a new index. */
+  closeIndexed(owner?: string): void {
+    for (const [key, open] of this.#indexed) {
+      if (owner !== undefined && key !== owner) continue;
+      open.file.close();
+      this.#indexed.delete(key);
+    }
   }
 
   close(): void {
