@@ -54,6 +54,9 @@ describe('trace flags', () => {
     expect(config.otel).toEqual({ url: 'localhost:4318/v1/traces', resource: { 'service.name': 'svc', a: 'b=c' }, bspMaxQueueSize: 100, bspScheduleDelayMs: 0, bspMaxExportBatchSize: 10 });
     expect(config.file).toBe('');
     expect(warnings).toContain("'--trace-file' is deprecated and will be ignored with opentelemetry tracing mode.");
+    expect(parse('--trace-config=mode=opentelemetry', '--trace-config=level=TENSORS').warnings).toEqual([
+      'Tensor level tracing is not supported by the mode: OPENTELEMETRY; only TIMESTAMPS are traced',
+    ]);
   });
 
   it.each([

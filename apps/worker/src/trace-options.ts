@@ -130,6 +130,9 @@ export function traceConfigOf(o: TraceFlagOptions): { config: TraceConfig; warni
     if (o.traceLogFrequency !== undefined) warnings.push("'--trace-log-frequency' is deprecated and will be ignored with opentelemetry tracing mode.");
     applyOtelSettings(config, settings.filter((x) => x.mode === 'opentelemetry'));
   }
+  if (mode === 'opentelemetry' && config.level.includes('TENSORS')) {
+    warnings.push('Tensor level tracing is not supported by the mode: OPENTELEMETRY; only TIMESTAMPS are traced');
+  }
   if (mode === 'triton' && config.level.length > 0 && config.file === '') {
     warnings.push("trace level is set but no trace file is given (--trace-config triton,file=<path>): no request is traced until one is");
   }

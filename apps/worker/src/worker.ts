@@ -131,6 +131,10 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   const trace = traceConfigOf(options);
   for (const warning of trace.warnings) logger.warn(warning);
   if (trace.config.mode === 'triton' && trace.config.file !== '') checkTraceFilePath(trace.config.file);
+  if (trace.config.level.length > 0) {
+    const { mode, level, rate, count, file, logFrequency, otel } = trace.config;
+    logger.info(mode === 'triton' ? { mode, level, rate, count, file, logFrequency } : { mode, level, rate, count, url: otel.url }, 'tracing requests');
+  }
   const engine = await createEngine({
     modelRepositories: options.modelRepositories,
     controlMode: options.controlMode,
