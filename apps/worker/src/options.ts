@@ -9,6 +9,7 @@ import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import type { WorkerRole } from '@switchyard/cluster';
 import { NAME_PATTERN } from '@switchyard/runtime';
+import { TRACE_FLAGS, TRACE_FLAG_DEFAULTS, traceConfigOf, type TraceFlagOptions } from './trace-options.js';
 
 export { UsageError, accessPolicy };
 export type { LogFormat };
@@ -18,7 +19,7 @@ export type ControlMode = 'none' | 'explicit' | 'poll';
  * Front-door limits (`--grpc-max-message-size`, ...) and access control (`--http-restricted-api`,
  * ...): the flags the router shares, from @switchyard/cli.
  */
-export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions {
+export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions, TraceFlagOptions {
   modelRepositories: string[];
   httpPort: number;
   grpcPort: number;
@@ -91,7 +92,7 @@ export const MAX_KV_TRANSFER_GBPS = 100_000;
 
 export const DEFAULTS: Omit<
   WorkerOptions,
-  'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize' | 'etcd' | 'nats' | 'redis' | 'namespace' | 'kvEvents' | 'leaseTtlSecs' | 'role' | 'kvTransferPort' | 'kvTransferAddress' | keyof AccessFlagOptions
+  'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize' | 'etcd' | 'nats' | 'redis' | 'namespace' | 'kvEvents' | 'leaseTtlSecs' | 'role' | 'kvTransferPort' | 'kvTransferAddress' | keyof AccessFlagOptions | keyof TraceFlagOptions
 > = {
   httpPort: 8000,
   grpcPort: 8001,
@@ -148,6 +149,7 @@ const FLAGS: FlagTable<WorkerOptions> = {
   'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
   ...ACCESS_FLAGS,
+  ...TRACE_FLAGS,
   'cache-config': { kind: 'strings', key: 'cacheConfig', help: "Response cache settings, '<cache>,<setting>=<value>': 'local,size=<bytes>' (repeatable; default no cache)." },
   'response-cache-byte-size': { kind: 'int', key: 'responseCacheByteSize', min: 0, help: 'Deprecated spelling of --cache-config local,size=N (0 = no cache).' },
   etcd: { kind: 'string', key: 'etcd', help: 'Cluster mode (with --nats): etcd URL(s), comma separated, e.g. http://127.0.0.1:2379.' },
@@ -185,7 +187,7 @@ const FLAGS: FlagTable<WorkerOptions> = {
 };
 
 export function parseWorkerArgs(argv: readonly string[]): WorkerOptions {
-  return validate(parseFlags(argv, FLAGS, { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false, cacheConfig: [], ...accessFlagDefaults() }));
+  return validate(parseFlags(argv, FLAGS, { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false, cacheConfig: [], ...accessFlagDefaults(), ...TRACE_FLAG_DEFAULTS() }));
 }
 
 function validate(o: WorkerOptions): WorkerOptions {
@@ -209,6 +211,7 @@ function validate(o: WorkerOptions): WorkerOptions {
   }
   responseCacheByteSize(o);
   accessPolicy(o);
+  traceConfigOf(o);
   validateCluster(o);
   return o;
 }

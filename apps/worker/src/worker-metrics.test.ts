@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { renderWorkerMetrics } from './worker-metrics.js';
+import { renderTraceMetrics, renderWorkerMetrics } from './worker-metrics.js';
+
+describe('renderTraceMetrics', () => {
+  it('renders the span outcomes and the queue', () => {
+    const text = renderTraceMetrics({ exported: 5, dropped: 7, queued: 2 });
+    expect(text).toContain('# TYPE switchyard_worker_trace_spans_total counter\n');
+    expect(text).toContain('switchyard_worker_trace_spans_total{outcome="exported"} 5\n');
+    expect(text).toContain('switchyard_worker_trace_spans_total{outcome="dropped"} 7\n');
+    expect(text).toContain('switchyard_worker_trace_spans_queued 2\n');
+  });
+});
 
 describe('renderWorkerMetrics', () => {
   it('renders the transfer byte counters by direction and the pinned-blocks gauge', () => {

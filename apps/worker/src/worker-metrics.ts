@@ -8,7 +8,15 @@
  * |---|---|---|
  * | `switchyard_worker_kv_transfer_bytes_total` | counter | direction (`out`: KV blocks served to decode workers; `in`: pulled from prefill workers) |
  * | `switchyard_worker_kv_pinned_blocks` | gauge | (KV blocks pinned by leases for decode workers and by imports in progress, over every LLM) |
+ *
+ * With `--trace-config mode=opentelemetry` (any mode of running), the span exporter's counters:
+ *
+ * | family | type | labels |
+ * |---|---|---|
+ * | `switchyard_worker_trace_spans_total` | counter | outcome (`exported`: accepted by the collector; `dropped`: queue full, collector down, refusing or too slow) |
+ * | `switchyard_worker_trace_spans_queued` | gauge | (spans waiting for export, at most `bsp_max_queue_size`) |
  */
+import type { ExporterStats } from '@switchyard/server';
 import type { KvTransferCounters } from '@switchyard/runtime';
 import { renderPrometheusText } from '@switchyard/server/internal';
 
@@ -25,6 +33,17 @@ export interface WorkerMetricsSample {
   readonly kvTransfer: KvTransferCounters;
   /** KV blocks pinned over every LLM engine (`pinnedKvBlocks`). */
   readonly pinnedBlocks: number;
+}
+
+/** The span exporter's families in Prometheus text. */
+export function renderTraceMetrics(stats: ExporterStats): string {
+  return renderPrometheusText([
+    family(`${P}trace_spans_total`, 'OpenTelemetry spans by outcome: exported = accepted by the collector, dropped = queue full or export failed.', 'counter', [
+      { labels: { outcome: 'exported' }, value: stats.exported },
+      { labels: { outcome: 'dropped' }, value: stats.dropped },
+    ]),
+    family(`${P}trace_spans_queued`, 'OpenTelemetry spans waiting for export.', 'gauge', [{ labels: {}, value: stats.queued }]),
+  ]);
 }
 
 /** The worker's families in Prometheus text. */

@@ -18,11 +18,12 @@ import {
   type RuntimeConfig,
 } from '@switchyard/runtime';
 import { createEngine, NvidiaSmiProbe, type Engine } from '@switchyard/engine';
-import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
+import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, TraceManager, checkTraceFilePath, createFrontDoors, initialTraceSettings } from '@switchyard/server';
 import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, isClusterMode, kvTransferAdvertise, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { readWorkerEnvironment } from './environment.js';
 import { levelFor } from './logger.js';
-import { renderWorkerMetrics } from './worker-metrics.js';
+import { renderTraceMetrics, renderWorkerMetrics } from './worker-metrics.js';
+import { traceConfigOf } from './trace-options.js';
 
 /** The version reported by server metadata: Triton's protocol version this worker follows. */
 export const SERVER_VERSION = '2.73.0';
@@ -134,6 +135,14 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   // The first sample is the zero of nv_energy_consumption ("since the server started").
   if (inventory.devices.length > 0) logger.info({ gpus: inventory.devices, figures: await gpus.sample() }, 'GPUs found');
   else logger.info({ reason: inventory.absence }, 'no GPU: KIND_AUTO instance groups run on the CPU, KIND_GPU ones are refused');
+  // Tracing first: a trace file the worker could not write is a start-up error, before models load.
+  const trace = traceConfigOf(options);
+  for (const warning of trace.warnings) logger.warn(warning);
+  if (trace.config.mode === 'triton' && trace.config.file !== '') checkTraceFilePath(trace.config.file);
+  if (trace.config.level.length > 0) {
+    const { mode, level, rate, count, file, logFrequency, otel } = trace.config;
+    logger.info(mode === 'triton' ? { mode, level, rate, count, file, logFrequency } : { mode, level, rate, count, url: otel.url }, 'tracing requests');
+  }
   const engine = await createEngine({
     gpus,
     minComputeCapability: options.minSupportedComputeCapability,
@@ -149,10 +158,14 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     logger: logger.child({ component: 'engine' }),
   });
 
-  const settings = new ServerSettings({
-    log_verbose_level: options.logVerbose,
-    log_format: options.logFormat,
-  });
+  const settings = new ServerSettings(
+    {
+      log_verbose_level: options.logVerbose,
+      log_format: options.logFormat,
+    },
+    initialTraceSettings(trace.config),
+  );
+  const tracer = new TraceManager(trace.config, settings, logger.child({ component: 'trace' }));
   settings.onLogSettingsChange((s) => {
     if ('level' in logger) logger.level = levelFor(s);
   });
@@ -161,10 +174,14 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   // cluster mode: KV moves worker to worker over TCP (disaggregated prefill/decode); standalone: none
   const kvTransferPlane = isClusterMode(options) ? await createKvTransferPlane(runtimeConfig(options, logger)) : undefined;
   const limits = doorLimits(options);
+  const extraMetrics: Array<() => string> = [];
+  if (kvTransferPlane !== undefined) extraMetrics.push(() => renderWorkerMetrics({ kvTransfer: kvTransferPlane.counters(), pinnedBlocks: pinnedKvBlocks(engine) }));
+  if (tracer.exporterStats() !== undefined) extraMetrics.push(() => renderTraceMetrics(tracer.exporterStats()!));
   const doors = createFrontDoors({
     engine,
     shm,
     settings,
+    tracer,
     logger,
     access: accessPolicy(options),
     ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http, ...limits.httpInfer } } : {}),
@@ -176,7 +193,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
             host: options.metricsAddress,
             ...limits.http,
             ...(options.allowGpuMetrics && inventory.devices.length > 0 ? { gpu: gpus } : {}),
-            ...(kvTransferPlane !== undefined ? { extraMetrics: () => renderWorkerMetrics({ kvTransfer: kvTransferPlane.counters(), pinnedBlocks: pinnedKvBlocks(engine) }) } : {}),
+            ...(extraMetrics.length > 0 ? { extraMetrics: () => extraMetrics.map((render) => render()).join('') } : {}),
           },
         }
       : {}),
@@ -194,6 +211,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     await kvTransferPlane?.close().catch(() => {});
     await doors.close();
     await engine.shutdown();
+    await tracer.close();
     shm.close();
     throw err;
   }
@@ -231,6 +249,10 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
       }
       // revoke the lease (no-op if the drain did not finish: keys vanish with it), close NATS
       await node?.close();
+      // the last traces: spans still queued go to the collector (bounded wait), trace files close
+      await tracer.close();
+      const exported = tracer.exporterStats();
+      if (exported !== undefined) logger.info(exported, 'trace spans exported');
       shm.close();
       logger.info('worker stopped');
     })();

@@ -31,6 +31,7 @@ export async function executeBatch(instance: BackendInstance, jobs: InferenceJob
       timing.computeEndNs - timing.computeOutputStartNs,
     );
     jobs.forEach((job, i) => {
+      job.traceCompute(timing);
       const result = outcome.results[i];
       const viaSender = outcome.viaSender?.[i] === true;
       job.executionEnded(timing, viaSender);
@@ -44,6 +45,7 @@ export async function executeBatch(instance: BackendInstance, jobs: InferenceJob
     const endNs = process.hrtime.bigint();
     const timing: ExecutionTiming = { computeStartNs: startNs, computeInputEndNs: startNs, computeOutputStartNs: endNs, computeEndNs: endNs };
     for (const job of jobs) {
+      job.traceCompute(timing);
       job.executionEnded(timing, false);
       job.fail(error, 'BACKEND');
     }

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SwitchyardError } from '@switchyard/common';
 import { createEngine, type Engine } from './engine.js';
+import type { InferenceTrace } from './types.js';
 import { buildIdentityModel, buildSimpleModel } from '@switchyard/onnx-builder';
 import { createRepository, int32s, request, SIMPLE_CONFIG, tensor, type RepositoryFixture } from './test-support/repository-fixture.js';
 
@@ -39,6 +40,32 @@ describe('engine core path', () => {
     expect(response.outputs[0]?.datatype).toBe('INT32');
     expect(int32s(response.outputs[0]!.data)).toEqual(Array.from(a, (x) => x + 1));
     expect(int32s(response.outputs[1]!.data)).toEqual(Array.from(a, (x) => x - 1));
+  });
+
+  it('reports a traced request: model, activities in order, tensors only when wanted', async () => {
+    const log: string[] = [];
+    const stamps: bigint[] = [];
+    const trace = (wantsTensors: boolean): InferenceTrace => ({
+      wantsTensors,
+      start: (m, v, id) => log.push(`start ${m} ${v} ${id}`),
+      activity: (a, ns) => {
+        log.push(a);
+        stamps.push(ns);
+      },
+      tensor: (a, t) => log.push(`${a} ${t.name}`),
+      child: () => trace(wantsTensors),
+    });
+    const inputs = [tensor('INPUT0', 'INT32', [1, 16], seq(16)), tensor('INPUT1', 'INT32', [1, 16], seq(16))];
+    await engine.infer(request('simple', inputs, { id: 't1' }), { trace: trace(false) });
+    expect(log).toEqual(['start simple 1 t1', 'REQUEST_START', 'QUEUE_START', 'COMPUTE_START', 'COMPUTE_INPUT_END', 'COMPUTE_OUTPUT_START', 'COMPUTE_END', 'REQUEST_END']);
+    expect(stamps.every((ns, i) => i === 0 || ns >= stamps[i - 1]!)).toBe(true);
+    log.length = 0;
+    await engine.infer(request('simple', inputs), { trace: trace(true) });
+    expect(log.filter((l) => l.startsWith('TENSOR'))).toEqual(['TENSOR_QUEUE_INPUT INPUT0', 'TENSOR_QUEUE_INPUT INPUT1', 'TENSOR_BACKEND_OUTPUT OUTPUT0', 'TENSOR_BACKEND_OUTPUT OUTPUT1']);
+    log.length = 0;
+    // a request refused by validation still starts and ends
+    await expect(engine.infer(request('simple', [inputs[0]!]), { trace: trace(false) })).rejects.toThrow();
+    expect(log).toEqual(['start simple 1 ', 'REQUEST_START', 'REQUEST_END']);
   });
 
   it('returns only requested outputs, in request order', async () => {

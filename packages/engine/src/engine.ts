@@ -219,32 +219,47 @@ export class Engine implements InferenceEngine {
     const resolved = this.lifecycle.tryResolve(request.modelName, request.modelVersion);
     if (resolved instanceof Error) return failEarly(resolved);
     const version: LoadedVersion = resolved;
+    const trace = options?.trace;
+    trace?.start(version.config.name, version.version, request.id);
+    trace?.activity('REQUEST_START', requestStartNs);
+    /** A request that ends before it reaches a scheduler. */
+    const endEarly = (result: InferResult): void => {
+      trace?.activity('REQUEST_END', now());
+      deliver(result);
+    };
 
     let normalized: NormalizedRequest;
     try {
       normalized = normalizeRequest(version.config, request);
     } catch (e) {
       version.stats.recordFailure('OTHER', requestStartNs, now());
-      return failEarly(toSwitchyardError(e));
+      return endEarly({ final: true, error: toSwitchyardError(e) });
     }
     const signal = options?.signal;
     if (signal?.aborted === true) {
       version.stats.recordFailure('CANCELED', requestStartNs, now());
-      return failEarly(cancelled(`${requestPrefix(request.id)}Request was cancelled`));
+      return endEarly({ final: true, error: cancelled(`${requestPrefix(request.id)}Request was cancelled`) });
     }
     // Response cache (response-cache.ts): a hit answers now; a miss inserts the final result.
     const cached = this.cache?.lookup(version, normalized, requestStartNs);
-    if (cached?.response !== undefined) return deliver({ final: true, response: cached.response });
+    if (cached?.response !== undefined) return endEarly({ final: true, response: cached.response });
     let onAbort: (() => void) | undefined;
     const stats = onStepSuccess === undefined ? version.stats : new EnsembleStepStats(version.stats, onStepSuccess);
-    const job = new InferenceJob(normalized, version.version, stats, requestStartNs, (answered) => {
-      // Outputs leave in the config's dims (Triton's output reshape), for clients, steps and the cache alike.
-      const result = reshapeResult(version.config, answered);
-      // Decoupled requests stay cancellable until their final result.
-      if (result.final && onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
-      cached?.settle(result);
-      deliver(result);
-    });
+    const job = new InferenceJob(
+      normalized,
+      version.version,
+      stats,
+      requestStartNs,
+      (answered) => {
+        // Outputs leave in the config's dims (Triton's output reshape), for clients, steps and the cache alike.
+        const result = reshapeResult(version.config, answered);
+        // Decoupled requests stay cancellable until their final result.
+        if (result.final && onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
+        cached?.settle(result);
+        deliver(result);
+      },
+      trace,
+    );
     if (signal !== undefined) {
       onAbort = () => {
         if (job.state === 'pending' && version.cancel(job)) job.failCancelled();

@@ -24,7 +24,7 @@ import type { BackendResponse, ExecutionTiming, ResponseSender } from './backend
 import type { NormalizedRequest } from './request-normalizer.js';
 import { requestPrefix } from './request-normalizer.js';
 import type { ModelStatsCollector } from './statistics.js';
-import type { FailureReason, InferResult } from './types.js';
+import type { FailureReason, InferenceTrace, InferResult } from './types.js';
 
 export type JobState = 'pending' | 'executing' | 'released';
 
@@ -53,7 +53,14 @@ export class InferenceJob {
     private readonly stats: ModelStatsCollector,
     private readonly requestStartNs: bigint,
     private readonly onResult: (result: InferResult) => void,
-  ) {}
+    /** Set when the request is traced: QUEUE_START now, compute from `executeBatch`, REQUEST_END at release. */
+    readonly trace?: InferenceTrace,
+  ) {
+    if (trace !== undefined) {
+      trace.activity('QUEUE_START', this.queueStartNs);
+      if (trace.wantsTensors) for (const input of request.request.inputs) trace.tensor('TENSOR_QUEUE_INPUT', input);
+    }
+  }
 
   get state(): JobState {
     return this.jobState;
@@ -89,6 +96,8 @@ export class InferenceJob {
       return;
     }
     this.jobState = 'released';
+    this.traceOutputs(outputs);
+    this.traceEnd();
     this.onResult({ final: true, response: this.response(outputs, {}) });
     this.stats.recordSuccess({
       batchSize: this.batchElements,
@@ -108,6 +117,7 @@ export class InferenceJob {
     }
     this.jobState = 'released';
     if (this.streaming) this.recordResponse(reason === 'CANCELED' ? 'cancel' : 'fail', now());
+    this.traceEnd();
     this.onResult({ final: true, error });
     this.stats.recordFailure(reason, this.requestStartNs, now());
     if (reason === 'CANCELED') this.notifyCancel();
@@ -166,6 +176,7 @@ export class InferenceJob {
     const isError = 'error' in response;
     if (isError) this.sawErrorResponse = true;
     this.recordResponse(isError ? 'fail' : 'success', sentNs, now());
+    if (!isError) this.traceOutputs(response.outputs);
     if (final) this.release();
     if (isError) this.onResult({ final, error: response.error });
     else this.onResult({ final, response: this.response(response.outputs, response.parameters ?? {}) });
@@ -175,10 +186,30 @@ export class InferenceJob {
   /** Final flag through the sender: counted now (failure, or success once the execution ended). */
   private release(): void {
     this.jobState = 'released';
+    this.traceEnd();
     const endNs = now();
     if (this.sawErrorResponse) this.stats.recordFailure('BACKEND', this.requestStartNs, endNs);
     else if (this.timing !== undefined) this.recordSuccess(endNs);
     else this.successEndNs = endNs;
+  }
+
+  /** The backend execution this request was part of, as Triton's compute activities (called by `executeBatch`). */
+  traceCompute(timing: ExecutionTiming): void {
+    const trace = this.trace;
+    if (trace === undefined) return;
+    trace.activity('COMPUTE_START', timing.computeStartNs);
+    trace.activity('COMPUTE_INPUT_END', timing.computeInputEndNs);
+    trace.activity('COMPUTE_OUTPUT_START', timing.computeOutputStartNs);
+    trace.activity('COMPUTE_END', timing.computeEndNs);
+  }
+
+  private traceOutputs(outputs: readonly InferTensor[]): void {
+    if (this.trace?.wantsTensors !== true) return;
+    for (const output of outputs) this.trace.tensor('TENSOR_BACKEND_OUTPUT', output);
+  }
+
+  private traceEnd(): void {
+    this.trace?.activity('REQUEST_END', now());
   }
 
   private recordSuccess(requestEndNs: bigint): void {

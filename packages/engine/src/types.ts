@@ -4,7 +4,7 @@
  * `SwitchyardError` with Triton's messages; the front doors render them.
  */
 import type { SwitchyardError } from '@switchyard/common';
-import type { DataType, InferRequest, InferResponse } from '@switchyard/kserve';
+import type { DataType, InferRequest, InferResponse, InferTensor } from '@switchyard/kserve';
 import type { LlmEndpoint } from '@switchyard/llm';
 import type { ModelConfig } from '@switchyard/model-config';
 
@@ -143,6 +143,31 @@ export interface InferResult {
 export interface SubmitOptions {
   /** Aborting cancels the request; it then ends with a `cancelled` error. */
   signal?: AbortSignal;
+  /** The request was sampled for tracing (the front door's trace manager): the engine reports to it. */
+  trace?: InferenceTrace;
+}
+
+/** Triton's timestamp activities of one request in the engine, in the order they happen. */
+export type TraceActivity = 'REQUEST_START' | 'QUEUE_START' | 'COMPUTE_START' | 'COMPUTE_INPUT_END' | 'COMPUTE_OUTPUT_START' | 'COMPUTE_END' | 'REQUEST_END';
+/** Triton's tensor activities: an input as it enters the queue, an output as the backend produced it. */
+export type TraceTensorActivity = 'TENSOR_QUEUE_INPUT' | 'TENSOR_BACKEND_OUTPUT';
+
+/**
+ * What the engine reports about a traced request (Triton's TRITONSERVER_InferenceTrace). The engine
+ * calls `start` once the model version is resolved (a request for an unknown model is never
+ * started), then activities with `process.hrtime.bigint()` timestamps (the monotonic clock Triton's
+ * steady_clock reads), ending with `REQUEST_END`. Compute activities come only from a backend
+ * execution (an ensemble has none of its own; its steps report through `child()` traces). Tensors
+ * are handed over only when `wantsTensors`. Implementations must not throw and must bound what
+ * they keep; calls arrive on the event loop, in order.
+ */
+export interface InferenceTrace {
+  readonly wantsTensors: boolean;
+  start(modelName: string, modelVersion: number, requestId: string): void;
+  activity(activity: TraceActivity, ns: bigint): void;
+  tensor(activity: TraceTensorActivity, tensor: InferTensor): void;
+  /** The trace of a request this one spawns (an ensemble step): reported with this one as its parent. */
+  child(): InferenceTrace;
 }
 
 export interface InferenceEngine {

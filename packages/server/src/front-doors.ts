@@ -15,11 +15,14 @@ import { createMetricsServer } from './metrics/metrics-server.js';
 import type { GpuMetricsSource } from './metrics/triton-metrics.js';
 import type { SharedMemoryManager } from './shared-memory.js';
 import type { ServerSettings } from './settings.js';
+import type { TraceManager } from './trace/trace-manager.js';
 
 export interface FrontDoorsOptions {
   readonly engine: InferenceEngine;
   readonly shm: SharedMemoryManager;
   readonly settings: ServerSettings;
+  /** Request tracing for both doors; default none. */
+  readonly tracer?: TraceManager;
   readonly logger: Logger;
   /** Restricted API groups per door and the OpenAI API key; default everything open. */
   readonly access?: AccessPolicy;
@@ -72,10 +75,10 @@ export function createFrontDoors(o: FrontDoorsOptions): FrontDoors {
   const doors: Array<{ name: keyof FrontDoorPorts; door: { listen(): Promise<number>; close(): Promise<void> } }> = [];
   const access = o.access ?? OPEN_ACCESS;
   if (o.http !== undefined) {
-    doors.push({ name: 'http', door: createHttpServer({ ...o.http, engine: o.engine, shm: o.shm, settings: o.settings, access, logger: o.logger.child({ component: 'http' }) }) });
+    doors.push({ name: 'http', door: createHttpServer({ ...o.http, engine: o.engine, shm: o.shm, settings: o.settings, ...(o.tracer !== undefined ? { tracer: o.tracer } : {}), access, logger: o.logger.child({ component: 'http' }) }) });
   }
   if (o.grpc !== undefined) {
-    doors.push({ name: 'grpc', door: createGrpcServer({ ...o.grpc, engine: o.engine, shm: o.shm, settings: o.settings, restrictions: access.grpc, logger: o.logger.child({ component: 'grpc' }) }) });
+    doors.push({ name: 'grpc', door: createGrpcServer({ ...o.grpc, engine: o.engine, shm: o.shm, settings: o.settings, ...(o.tracer !== undefined ? { tracer: o.tracer } : {}), restrictions: access.grpc, logger: o.logger.child({ component: 'grpc' }) }) });
   }
   if (o.metrics !== undefined) {
     doors.push({ name: 'metrics', door: createMetricsServer({ ...o.metrics, engine: o.engine, logger: o.logger.child({ component: 'metrics' }) }) });

@@ -30,3 +30,17 @@ export { createFrontDoors } from './front-doors.js';
 export { API_GROUPS, GRPC_RESTRICTED_KEY_PREFIX, OPEN_ACCESS, accessPolicy, parseRestrictions } from './access-control.js';
 export type { AccessFlags, AccessPolicy, ApiGroup, Restriction, Restrictions } from './access-control.js';
 export type { FrontDoorPorts, FrontDoors, FrontDoorsOptions } from './front-doors.js';
+export { TraceManager } from './trace/trace-manager.js';
+export {
+  DEFAULT_BSP_MAX_EXPORT_BATCH_SIZE,
+  DEFAULT_BSP_MAX_QUEUE_SIZE,
+  DEFAULT_BSP_SCHEDULE_DELAY_MS,
+  DEFAULT_OTEL_SERVICE_NAME,
+  DEFAULT_OTEL_URL,
+  DEFAULT_TRACE_CONFIG,
+  initialTraceSettings,
+} from './trace/trace-config.js';
+export type { OtelTraceConfig, TraceConfig, TraceLevels, TraceMode } from './trace/trace-config.js';
+export { checkTraceFilePath } from './trace/triton-trace-file.js';
+export { otlpUrl } from './trace/otlp-exporter.js';
+export type { ExporterStats } from './trace/otlp-exporter.js';

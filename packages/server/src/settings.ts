@@ -12,8 +12,9 @@
  * are SwitchyardErrors with Triton's messages (`server:src/grpc/grpc_server.cc` LogSettings and
  * TraceSetting, `server:src/http_server.cc` HandleLogging / HandleTrace).
  *
- * Tracing itself is not implemented: the settings are stored and reported so that clients and
- * tests which read and write them keep working.
+ * The trace settings are what the worker's trace manager (`trace/trace-manager.ts`) samples
+ * requests by; it takes trace counts through `takeTraceCount`, so `trace_count` reports the traces
+ * left, as Triton's does.
  */
 import { internal, invalidArgument, unsupported } from '@switchyard/common';
 
@@ -52,6 +53,8 @@ export const DEFAULT_TRACE_SETTINGS: Readonly<TraceSettings> = Object.freeze({
 
 export const LOG_FILE_UNSUPPORTED_MESSAGE = 'log file location can not be updated through network protocol';
 export const TRACE_FILE_UNSUPPORTED_MESSAGE = 'trace file location can not be updated through network protocol';
+/** Keys opentelemetry mode does not report (tritonserver's HandleTrace writes them for triton mode only). */
+const TRITON_MODE_ONLY = new Set(['log_frequency', 'trace_file']);
 
 /** Keys a client may update; the others are reported but fixed at start-up. */
 const TRACE_UPDATABLE = ['trace_level', 'trace_rate', 'trace_count', 'log_frequency'] as const;
@@ -73,6 +76,7 @@ export class ServerSettings {
   #traceGlobal: TraceSettings;
   /** Per-model overrides; a missing key falls back to the global setting. */
   readonly #traceModels = new Map<string, Partial<Record<TraceKey, string | string[]>>>();
+  readonly #traceListeners: Array<() => void> = [];
 
   constructor(initial?: Partial<LogSettings>, initialTrace?: Partial<TraceSettings>) {
     this.#log = { ...DEFAULT_LOG_SETTINGS, ...stripUndefined(initial ?? {}) };
@@ -131,10 +135,43 @@ export class ServerSettings {
     const merged: TraceSettings = cloneTrace(this.#traceGlobal);
     const overrides = model === undefined || model === '' ? undefined : this.#traceModels.get(model);
     if (overrides !== undefined) Object.assign(merged, cloneTrace(overrides as TraceSettings));
+    const hide = merged.trace_mode === 'opentelemetry' ? TRITON_MODE_ONLY : undefined;
     const out: TraceSettings = {};
-    for (const key of TRACE_ORDER) if (merged[key] !== undefined) out[key] = merged[key];
-    for (const [key, value] of Object.entries(merged)) if (!(key in out)) out[key] = value;
+    for (const key of TRACE_ORDER) if (merged[key] !== undefined && hide?.has(key) !== true) out[key] = merged[key];
+    for (const [key, value] of Object.entries(merged)) if (!(key in out) && hide?.has(key) !== true) out[key] = value;
     return out;
+  }
+
+  /** Register a listener called after every successful trace settings update (the sampler restarts its counting). */
+  onTraceSettingsChange(listener: () => void): void {
+    this.#traceListeners.push(listener);
+  }
+
+  /**
+   * One effective trace setting of `model` ('' = global), without copying the others: what the
+   * sampler reads on every inference request.
+   */
+  traceValue(model: string, key: string): string | string[] | undefined {
+    const own = model === '' ? undefined : (this.#traceModels.get(model) as Record<string, string | string[]> | undefined);
+    return own?.[key] ?? this.#traceGlobal[key];
+  }
+
+  /** Whose `key` a model's requests use: the model's own setting (its name) or the global one (''). */
+  traceSettingOwner(model: string, key: TraceKey): string {
+    return this.#traceModels.get(model)?.[key] !== undefined ? model : '';
+  }
+
+  /**
+   * Take one trace from `model`'s trace count (the model's own `trace_count` if it set one, else
+   * the global one). Returns false when the count is used up (0); -1 never runs out.
+   */
+  takeTraceCount(model: string): boolean {
+    const own = this.#traceModels.get(model);
+    const holder: Partial<Record<string, string | string[]>> = own?.trace_count !== undefined ? own : this.#traceGlobal;
+    const count = Number(holder.trace_count);
+    if (count === 0) return false;
+    if (count > 0) holder.trace_count = String(count - 1);
+    return true;
   }
 
   /**
@@ -156,16 +193,35 @@ export class ServerSettings {
       else if (parsed !== undefined) set[key] = parsed;
     }
     if (model === undefined || model === '') {
-      for (const key of clear) this.#traceGlobal[key] = cloneValue(this.#traceInitial[key] as string | string[]);
-      Object.assign(this.#traceGlobal, set);
+      const next = cloneTrace(this.#traceGlobal);
+      for (const key of clear) next[key] = cloneValue(this.#traceInitial[key] as string | string[]);
+      Object.assign(next, set);
+      checkTraceSetting(next);
+      this.#traceGlobal = next;
     } else {
       const overrides = { ...this.#traceModels.get(model), ...set };
       for (const key of clear) delete overrides[key];
+      checkTraceSetting({ ...cloneTrace(this.#traceGlobal), ...cloneTrace(overrides as TraceSettings) });
       if (Object.keys(overrides).length === 0) this.#traceModels.delete(model);
       else this.#traceModels.set(model, overrides);
     }
+    for (const listener of this.#traceListeners) listener();
     return this.traceSettings(model);
   }
+}
+
+/**
+ * Triton refuses a setting that traces but cannot (`TraceSetting::Valid`); a disabled one may be
+ * anything. Opentelemetry mode needs no file, and rate 0 there still traces requests that bring a
+ * trace context.
+ */
+function checkTraceSetting(t: TraceSettings): void {
+  const level = t.trace_level;
+  if (Array.isArray(level) && level.length === 1 && level[0] === 'OFF') return;
+  let reason: string | undefined;
+  if (t.trace_mode !== 'opentelemetry' && t.trace_rate === '0') reason = 'sample rate must be non-zero';
+  else if (t.trace_mode !== 'opentelemetry' && t.trace_file === '') reason = 'trace file name is not given';
+  if (reason !== undefined) throw invalidArgument(`Attempting to set invalid trace setting :${reason}`);
 }
 
 /** A trace level list → the normalised list, 'clear', or undefined (no recognised level: no change). */

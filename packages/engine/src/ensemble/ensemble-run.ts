@@ -227,7 +227,7 @@ export class EnsembleRun {
     this.options.port.submit(
       stepRequest,
       (result) => queueMicrotask(() => this.onStepResult(step, result, controller)),
-      { signal: controller.signal },
+      { signal: controller.signal, ...(this.job.trace !== undefined ? { trace: this.job.trace.child() } : {}) },
       (t) => {
         this.computeInputNs += t.inputNs;
         this.computeInferNs += t.inferNs;

@@ -9,6 +9,7 @@ import type { InferenceEngine } from '@switchyard/engine';
 import type { CodecThread } from '../codec-thread.js';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
+import type { TraceManager } from '../trace/trace-manager.js';
 import { toGrpcError } from './grpc-status.js';
 
 /** Shared by all handlers of one server; the engine, shm manager and settings are shared with the HTTP door. */
@@ -16,6 +17,8 @@ export interface GrpcContext {
   engine: InferenceEngine;
   shm: SharedMemoryManager;
   settings: ServerSettings;
+  /** Samples inference requests for tracing, shared with the HTTP door; undefined = no tracing. */
+  tracer: TraceManager | undefined;
   limits: GrpcHandlerLimits;
   logger: Logger;
   /** Decodes large ModelInfer / ModelStreamInfer messages off the event loop; owned (and closed) by the gRPC door. */

@@ -322,11 +322,17 @@ describe('gRPC front door', () => {
       const res = await client.call<{ settings: Record<string, { value: string[] }> }>('TraceSetting', {});
       expect(res.settings['trace_level']).toEqual({ value: ['OFF'] });
       expect(res.settings['trace_rate']).toEqual({ value: ['1000'] });
+      // Triton refuses a setting that would trace without a trace file (TraceSetting::Valid).
+      await expectStatus(
+        client.call('TraceSetting', { model_name: 'simple', settings: { trace_level: { value: ['TIMESTAMPS'] } } }),
+        status.INVALID_ARGUMENT,
+        'Attempting to set invalid trace setting :trace file name is not given',
+      );
       const updated = await client.call<{ settings: Record<string, { value: string[] }> }>('TraceSetting', {
         model_name: 'simple',
-        settings: { trace_level: { value: ['TIMESTAMPS'] }, trace_rate: { value: ['5'] } },
+        settings: { trace_level: { value: ['OFF'] }, trace_rate: { value: ['5'] } },
       });
-      expect(updated.settings['trace_level']).toEqual({ value: ['TIMESTAMPS'] });
+      expect(updated.settings['trace_level']).toEqual({ value: ['OFF'] });
       expect(updated.settings['trace_rate']).toEqual({ value: ['5'] });
       await expectStatus(client.call('TraceSetting', { model_name: 'nope' }), status.INVALID_ARGUMENT, 'Request for unknown model : nope');
       await expectStatus(

@@ -9,6 +9,7 @@ import type { InferenceEngine } from '@switchyard/engine';
 import type { Restrictions } from '../access-control.js';
 import { CodecThread } from '../codec-thread.js';
 import type { ServerSettings } from '../settings.js';
+import type { TraceManager } from '../trace/trace-manager.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import { adminHandlers } from './admin-handlers.js';
 import { restrictedProtocolInterceptor } from './grpc-access.js';
@@ -64,6 +65,8 @@ export interface GrpcServerOptions {
   shm: SharedMemoryManager;
   /** Log and trace settings, shared with the HTTP door. */
   settings: ServerSettings;
+  /** Request tracing (`--trace-config`), shared with the HTTP door; default none. */
+  tracer?: TraceManager;
   /** 0 picks a free port (listen() returns it). */
   port: number;
   /** Default '0.0.0.0' (Triton's `--grpc-address` default). */
@@ -120,7 +123,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const keepaliveTimeoutMs = integerOption('keepaliveTimeoutMs', options.keepaliveTimeoutMs ?? DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS, 1, 2 ** 31 - 2);
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS;
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
-  const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, limits: { maxStreamInflight }, logger, codecThread: new CodecThread() };
+  const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, tracer: options.tracer, limits: { maxStreamInflight }, logger, codecThread: new CodecThread() };
   const protos = loadGrpcProtos();
   // grpc-js would inflate every compressed message at once, each up to the limit
   installBoundedDecompression();

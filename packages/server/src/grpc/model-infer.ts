@@ -9,27 +9,50 @@ import { unary, type GrpcContext } from './grpc-context.js';
 import { encodeInferResponse, isDecoupled, lookupModel, prepareInfer } from './infer-request.js';
 import { readInferMessage, type ReceivedInferMessage } from './infer-message.js';
 import { waitForModel } from '../wait-for-model.js';
+import type { RequestTrace } from '../trace/request-trace.js';
+import { traceParentOf } from './grpc-trace.js';
 
 export const DECOUPLED_MODEL_INFER_MESSAGE = "ModelInfer RPC doesn't support models with decoupled transaction policy";
 
 export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<ReceivedInferMessage, GrpcModelInferResponse> {
   return unary(ctx, async (received: ReceivedInferMessage, call) => {
-    // large messages are decoded on the codec thread (infer-message.ts)
-    const msg = await readInferMessage(ctx.codecThread, received);
-    await waitForModel(ctx.engine, msg.header.model_name, call, 'cancelled');
-    const config = lookupModel(ctx, msg.header);
-    if (isDecoupled(config)) throw unsupported(DECOUPLED_MODEL_INFER_MESSAGE);
-    const prepared = prepareInfer(ctx, msg, config);
-    const controller = new AbortController();
-    const abort = (): void => controller.abort();
-    call.once('cancelled', abort);
-    if (call.cancelled) abort();
+    const readStartNs = process.hrtime.bigint();
+    let trace: RequestTrace | undefined;
+    let answered = false;
     try {
-      const response = await ctx.engine.infer(prepared.request, { signal: controller.signal });
-      return encodeInferResponse(ctx, prepared, response);
+      // large messages are decoded on the codec thread (infer-message.ts)
+      const msg = await readInferMessage(ctx.codecThread, received);
+      trace = ctx.tracer?.sample(msg.header.model_name, traceParentOf(call.metadata));
+      trace?.capture('GRPC_WAITREAD_START', readStartNs);
+      trace?.capture('GRPC_WAITREAD_END', process.hrtime.bigint());
+      await waitForModel(ctx.engine, msg.header.model_name, call, 'cancelled');
+      const config = lookupModel(ctx, msg.header);
+      if (isDecoupled(config)) throw unsupported(DECOUPLED_MODEL_INFER_MESSAGE);
+      const prepared = prepareInfer(ctx, msg, config);
+      const controller = new AbortController();
+      const abort = (): void => controller.abort();
+      call.once('cancelled', abort);
+      if (call.cancelled) abort();
+      try {
+        const response = await ctx.engine.infer(prepared.request, trace !== undefined ? { signal: controller.signal, trace: trace.root } : { signal: controller.signal });
+        trace?.capture('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
+        const encoded = encodeInferResponse(ctx, prepared, response);
+        trace?.capture('GRPC_SEND_START', process.hrtime.bigint());
+        answered = true;
+        return encoded;
+      } finally {
+        call.removeListener('cancelled', abort);
+        prepared.releaseSharedMemory();
+      }
     } finally {
-      call.removeListener('cancelled', abort);
-      prepared.releaseSharedMemory();
+      // grpc-js takes the response when this promise settles; by the next turn it is handed over.
+      const t = trace;
+      if (t !== undefined) {
+        setImmediate(() => {
+          if (answered) t.capture('GRPC_SEND_END', process.hrtime.bigint());
+          t.end();
+        });
+      }
     }
   });
 }

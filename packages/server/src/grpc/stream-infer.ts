@@ -44,6 +44,7 @@ import type { GrpcContext } from './grpc-context.js';
 import { GrpcStatusError } from './grpc-status.js';
 import { encodeInferResponse, isDecoupled, lookupModel, prepareInfer, type PreparedInfer } from './infer-request.js';
 import { EncodedInferMessage, inlineInferMessage, readInferMessage, type InferMessage, type ReceivedInferMessage } from './infer-message.js';
+import { traceParentOf } from './grpc-trace.js';
 
 type Call = ServerDuplexStream<ReceivedInferMessage, GrpcModelStreamInferResponse>;
 
@@ -163,15 +164,27 @@ class StreamSession {
     }
     const controller = new AbortController();
     this.#controllers.add(controller);
+    // Traced requests: the stream's metadata carries the client's context for all of its requests.
+    // A message is read whole before it gets here, so the wait/read stamps are when its turn came.
+    const trace = this.#ctx.tracer?.sample(msg.model_name, traceParentOf(this.#call.metadata));
+    if (trace !== undefined) {
+      const readNs = process.hrtime.bigint();
+      trace.capture('GRPC_WAITREAD_START', readNs);
+      trace.capture('GRPC_WAITREAD_END', readNs);
+    }
     const onResult = (result: InferResult): void => {
       if (result.final) this.#controllers.delete(controller);
+      trace?.capture('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
       const message = this.#render(prepared, decoupled, result);
       // The last result has written its outputs: the request's regions are free to go.
       if (result.final) prepared.releaseSharedMemory();
+      if (trace !== undefined && message !== undefined) trace.capture('GRPC_SEND_START', process.hrtime.bigint());
       this.#deliver(slot, message, result.final);
+      if (trace !== undefined && message !== undefined) trace.capture('GRPC_SEND_END', process.hrtime.bigint());
+      if (result.final) trace?.end();
     };
     try {
-      this.#ctx.engine.submit(prepared.request, onResult, { signal: controller.signal });
+      this.#ctx.engine.submit(prepared.request, onResult, trace !== undefined ? { signal: controller.signal, trace: trace.root } : { signal: controller.signal });
     } catch (e) {
       // The engine reports failures through onResult; a throw is a bug, answered like a failure.
       onResult({ error: toSwitchyardError(e), final: true });

@@ -5,11 +5,14 @@ import type { InferenceEngine } from '@switchyard/engine';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import type { CodecThread } from '../codec-thread.js';
+import type { TraceManager } from '../trace/trace-manager.js';
 
 export interface HttpContext {
   engine: InferenceEngine;
   shm: SharedMemoryManager;
   settings: ServerSettings;
+  /** Samples inference requests for tracing; undefined = no tracing (test doors, the router). */
+  tracer: TraceManager | undefined;
   /**
    * `--http-max-input-size` in bytes: every body (and decompressed body), except the binary tensor
    * data of an infer request using the binary extension, bounded by `maxBinaryInputSize`.

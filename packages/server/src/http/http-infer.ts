@@ -32,15 +32,64 @@ import { type Headers, errorBody, send, sendError } from './http-reply.js';
 import type { HttpContext } from './http-context.js';
 import { waitForModel } from '../wait-for-model.js';
 import { OFF_LOOP_JSON_BYTES } from '../codec-thread.js';
+import type { RequestTrace } from '../trace/request-trace.js';
+import { parseTraceParent } from '../trace/traceparent.js';
 
 const DECOUPLED_MESSAGE = "HTTP end point doesn't support models with decoupled transaction policy";
 
 export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: ServerResponse, model: string, version: number | undefined): Promise<void> {
+  const recvStartNs = process.hrtime.bigint();
+  const traced: { trace: RequestTrace | undefined; sending: boolean } = { trace: undefined, sending: false };
+  try {
+    await inferTraced(ctx, req, res, model, version, recvStartNs, traced);
+  } finally {
+    // A request that ended before its response was sent (an error, a disconnect) ends its trace now.
+    if (!traced.sending) traced.trace?.end();
+  }
+}
+
+/**
+ * Triton's HTTP trace timestamps: HTTP_RECV_START when the handler starts, HTTP_RECV_END once the
+ * body is read (the request is sampled then), INFER_RESPONSE_COMPLETE when the engine answered,
+ * HTTP_SEND_START / HTTP_SEND_END around writing the response; the trace ends when the response
+ * is out (or the connection closed).
+ */
+function traceSend(traced: { trace: RequestTrace | undefined; sending: boolean }, res: ServerResponse): void {
+  const trace = traced.trace;
+  if (trace === undefined) return;
+  traced.sending = true;
+  if (res.closed) {
+    // the client left while the response was being prepared: nothing will be sent
+    trace.end();
+    return;
+  }
+  trace.capture('HTTP_SEND_START', process.hrtime.bigint());
+  res.once('close', () => {
+    if (res.writableFinished) trace.capture('HTTP_SEND_END', process.hrtime.bigint());
+    trace.end();
+  });
+}
+
+async function inferTraced(
+  ctx: HttpContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  model: string,
+  version: number | undefined,
+  recvStartNs: bigint,
+  traced: { trace: RequestTrace | undefined; sending: boolean },
+): Promise<void> {
   await waitForModel(ctx.engine, model, res, 'close');
   const config = ctx.engine.modelConfig(model, version);
   if (config.model_transaction_policy?.decoupled === true) throw unsupported(DECOUPLED_MESSAGE);
 
   const raw = await readBody(req, inferBodyBound(req, ctx.maxInputSize, ctx.maxBinaryInputSize));
+  const trace = ctx.tracer?.sample(model, parseTraceParent(req.headers.traceparent));
+  if (trace !== undefined) {
+    traced.trace = trace;
+    trace.capture('HTTP_RECV_START', recvStartNs);
+    trace.capture('HTTP_RECV_END', process.hrtime.bigint());
+  }
   const encoding = requestEncoding(req);
   if (encoding === 'unknown') {
     sendError(res, unsupported(UNSUPPORTED_ENCODING_MESSAGE), { 'Accept-Encoding': 'gzip, deflate' });
@@ -67,10 +116,11 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
   try {
     res.on('close', onClose);
     try {
-      response = await ctx.engine.infer(shm.request, { signal: abort.signal });
+      response = await ctx.engine.infer(shm.request, trace !== undefined ? { signal: abort.signal, trace: trace.root } : { signal: abort.signal });
     } finally {
       res.off('close', onClose);
     }
+    trace?.capture('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
     if (abort.signal.aborted) return;
     writeSharedMemoryOutputs(ctx.shm, shm.targets, response);
   } finally {
@@ -90,11 +140,14 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
   const accept = req.headers['accept-encoding'];
   const coding = responseEncoding(Array.isArray(accept) ? accept.join(',') : accept);
   if (coding === 'identity') {
+    traceSend(traced, res);
     send(res, 200, encoded.chunks, headers);
     return;
   }
   headers['Content-Encoding'] = coding;
-  send(res, 200, await compressBody(Buffer.concat(encoded.chunks), coding), headers);
+  const compressed = await compressBody(Buffer.concat(encoded.chunks), coding);
+  traceSend(traced, res);
+  send(res, 200, compressed, headers);
 }
 
 /** Bytes of the outputs that will be written as JSON `data` (binary and shared-memory ones cost nothing to encode). */
@@ -132,12 +185,37 @@ export async function handleGenerate(
   version: number | undefined,
   streaming: boolean,
 ): Promise<void> {
+  const recvStartNs = process.hrtime.bigint();
+  const traced: { trace: RequestTrace | undefined; sending: boolean } = { trace: undefined, sending: false };
+  try {
+    await generateTraced(ctx, req, res, model, version, streaming, recvStartNs, traced);
+  } finally {
+    if (!traced.sending) traced.trace?.end();
+  }
+}
+
+async function generateTraced(
+  ctx: HttpContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  model: string,
+  version: number | undefined,
+  streaming: boolean,
+  recvStartNs: bigint,
+  traced: { trace: RequestTrace | undefined; sending: boolean },
+): Promise<void> {
   await waitForModel(ctx.engine, model, res, 'close');
   const metadata = ctx.engine.modelMetadata(model, version);
   if (requestEncoding(req) !== 'identity') {
     throw invalidArgument("Unsupported content-encoding, only 'identity' is supported.");
   }
   const body = await readBody(req, ctx.maxInputSize);
+  const trace = ctx.tracer?.sample(model, parseTraceParent(req.headers.traceparent));
+  if (trace !== undefined) {
+    traced.trace = trace;
+    trace.capture('HTTP_RECV_START', recvStartNs);
+    trace.capture('HTTP_RECV_END', process.hrtime.bigint());
+  }
   const request = decodeHttpGenerateRequest({ modelName: model, modelVersion: version, body }, metadata.inputs);
 
   const abort = new AbortController();
@@ -150,16 +228,18 @@ export async function handleGenerate(
     ctx.engine.submit(
       request,
       (result) => {
+        if (result.response !== undefined) trace?.capture('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
         if (streaming) writeStreamResult(res, result);
         else results.push(result);
         if (result.final) resolve();
       },
-      { signal: abort.signal },
+      trace !== undefined ? { signal: abort.signal, trace: trace.root } : { signal: abort.signal },
     );
   });
   res.off('close', onClose);
   if (streaming) {
     if (!res.headersSent) startStream(res, 200);
+    traceSend(traced, res);
     res.end();
     return;
   }
@@ -171,7 +251,9 @@ export async function handleGenerate(
       'generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses',
     );
   }
-  send(res, 200, encodeHttpGenerateResponse((responses[0] as InferResult).response as InferResponse), { 'Content-Type': 'application/json' });
+  const encoded = encodeHttpGenerateResponse((responses[0] as InferResult).response as InferResponse);
+  traceSend(traced, res);
+  send(res, 200, encoded, { 'Content-Type': 'application/json' });
 }
 
 function startStream(res: ServerResponse, status: number): void {

@@ -145,8 +145,11 @@ describe('HTTP front door: routing, metadata, control, extensions', () => {
     expect((await get('/v2/trace/setting')).json()).toEqual({
       trace_level: ['OFF'], trace_rate: '1000', trace_count: '-1', log_frequency: '0', trace_file: '', trace_mode: 'triton',
     });
-    const m = await post('/v2/models/simple/trace/setting', '{"trace_rate":"12","trace_level":["TIMESTAMPS"]}');
-    expect(m.json()).toMatchObject({ trace_rate: '12', trace_level: ['TIMESTAMPS'] });
+    // Triton refuses a level that would trace into no file (TraceSetting::Valid)
+    const invalid = await post('/v2/models/simple/trace/setting', '{"trace_level":["TIMESTAMPS"]}');
+    expect([invalid.status, invalid.json()]).toEqual([400, { error: 'Attempting to set invalid trace setting :trace file name is not given' }]);
+    const m = await post('/v2/models/simple/trace/setting', '{"trace_rate":"12","trace_level":["OFF"]}');
+    expect(m.json()).toMatchObject({ trace_rate: '12', trace_level: ['OFF'] });
     expect((await get('/v2/trace/setting')).json()).toMatchObject({ trace_rate: '1000' });
     expect((await post('/v2/models/simple/trace/setting', '{"trace_rate":null}')).json()).toMatchObject({ trace_rate: '1000' });
     const file = await post('/v2/trace/setting', '{"trace_file":"x"}');

@@ -19,6 +19,7 @@ import { type Logger, SwitchyardError, invalidArgument, silentLogger, toSwitchya
 import type { InferenceEngine } from '@switchyard/engine';
 import { type AccessPolicy, OPEN_ACCESS, authorizeHttp } from '../access-control.js';
 import type { ServerSettings } from '../settings.js';
+import type { TraceManager } from '../trace/trace-manager.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import { type BodyBound, DEFAULT_MAX_BINARY_INPUT_SIZE, DEFAULT_MAX_INPUT_SIZE, bodyBound, declaredLength, inferBodyBound } from './http-body.js';
 import { createLimitedHttpServer, type HttpLimits } from './http-limits.js';
@@ -46,6 +47,8 @@ export interface HttpServerOptions extends HttpLimits {
   engine: InferenceEngine;
   shm: SharedMemoryManager;
   settings: ServerSettings;
+  /** Request tracing (`--trace-config`), shared with the gRPC door; default none. */
+  tracer?: TraceManager;
   /** Port to bind; 0 picks an ephemeral port. Triton's default is 8000. */
   port: number;
   /** Address to bind; default all interfaces. */
@@ -74,6 +77,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
     engine: options.engine,
     shm: options.shm,
     settings: options.settings,
+    tracer: options.tracer,
     maxInputSize: options.maxInputSize !== undefined && options.maxInputSize > 0 ? options.maxInputSize : DEFAULT_MAX_INPUT_SIZE,
     maxBinaryInputSize: options.maxBinaryInputSize !== undefined && options.maxBinaryInputSize >= 0 ? options.maxBinaryInputSize : DEFAULT_MAX_BINARY_INPUT_SIZE,
     logger: options.logger ?? silentLogger,
