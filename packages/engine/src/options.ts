@@ -4,7 +4,7 @@
  * reads only the compiled form.
  */
 import { invalidArgument, silentLogger, type Logger } from '@switchyard/common';
-import { DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS } from '@switchyard/llm';
+import { DEFAULT_GENERATION_CONFIG_MODE, DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS, parseGenerationConfigMode, type GenerationConfigMode } from '@switchyard/llm';
 import type { Backend } from './backend.js';
 import { DEFAULT_LOAD_LIMITS, type LoadLimits } from './load-limits.js';
 
@@ -84,6 +84,12 @@ export interface EngineOptions {
   kvTransferTtlMs?: number;
   /** `mocker` backend: the simulated KV transfer bandwidth in Gbit/s (default 25); a number > 0. */
   kvTransferGbps?: number;
+  /**
+   * LLM backends: whether generation_config.json's sampling fields are request defaults (`auto`, the
+   * default, as vLLM) or not (`vllm`); a model's `generation_config` parameter overrides it. Its end
+   * ids apply either way.
+   */
+  generationConfig?: GenerationConfigMode;
 }
 
 export interface CompiledEngineOptions {
@@ -105,6 +111,7 @@ export interface CompiledEngineOptions {
   loadLimits: LoadLimits;
   kvTransferTtlMs: number;
   kvTransferGbps: number;
+  generationConfig: GenerationConfigMode;
 }
 
 /** Fill defaults and validate. Throws invalid_argument with Triton's wording where it has one. */
@@ -146,6 +153,7 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
   if (typeof gbps !== 'number' || !Number.isFinite(gbps) || gbps <= 0) {
     throw invalidArgument(`invalid KV transfer bandwidth ${String(gbps)}, expected a number of Gbit/s > 0`);
   }
+  const generationConfig = parseGenerationConfigMode(options.generationConfig ?? DEFAULT_GENERATION_CONFIG_MODE, 'the generation config mode');
   if (startup.length > 0 && controlMode !== 'explicit') {
     logger.warn({ startupModels: startup }, 'startup models are only used in explicit model control mode; ignoring them');
   }
@@ -166,5 +174,6 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     loadLimits,
     kvTransferTtlMs: ttlMs,
     kvTransferGbps: gbps,
+    generationConfig,
   };
 }

@@ -214,7 +214,7 @@ export class LlmEngine {
     if (n >= limit) {
       throw promptTooLongError(limit, n);
     }
-    const maxTokens = sampling.max_tokens ?? limit - n;
+    const maxTokens = sampling.max_tokens ?? Math.min(limit - n, sampling.default_max_tokens ?? Infinity);
     if (n + maxTokens > limit) {
       throw requestTooLongError(limit, n, maxTokens);
     }

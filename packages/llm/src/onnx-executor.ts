@@ -190,7 +190,7 @@ export class OnnxExecutor implements Executor {
     if (s === undefined) {
       const params = e.sampling ?? GREEDY;
       const fallback = this.seeds === null ? undefined : this.seeds.nextUint32();
-      s = createSamplerState(params, e.promptTokenIds, fallback, e.priorOutputTokenIds);
+      s = createSamplerState(params, e.promptTokenIds, fallback, e.priorOutputTokenIds, e.endTokenIds);
       this.samplers.set(e.requestId, s);
       created.set(e.requestId, s.seed);
     }
