@@ -9,6 +9,7 @@
  * (`resolveConfinedPath`): a symlink leading out of the folder is refused, never read. Failures are classified here: a missing required
  * file is `not_found`, a file that is not the JSON object we need is `invalid_argument`.
  */
+import { constants } from 'node:fs';
 import { open, readFile } from 'node:fs/promises';
 import { invalidArgument, notFound, resolveConfinedPath } from '@switchyard/common';
 import { MAX_GENERATION_CONFIG_BYTES } from './generation-config.js';
@@ -102,7 +103,8 @@ async function readText(dir: string, name: string, maxBytes?: number): Promise<s
   if (!found.exists) return undefined;
   try {
     if (maxBytes === undefined) return await readFile(found.path, 'utf8');
-    const file = await open(found.path, 'r');
+    // Non-blocking: opening a FIFO for reading would otherwise wait for a writer forever.
+    const file = await open(found.path, constants.O_RDONLY | constants.O_NONBLOCK);
     try {
       const info = await file.stat();
       if (!info.isFile()) throw invalidArgument(`${name} in '${dir}' is not a regular file`);
