@@ -8,7 +8,7 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { llmVariantRepositoryFiles, tinySpecialTokenIds } from '@switchyard/onnx-builder';
+import { WIDE_VOCAB_EXTRA_TOKEN_ID, llmVariantRepositoryFiles, tinySpecialTokenIds } from '@switchyard/onnx-builder';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
 import { startCluster, type Cluster } from './support/cluster.js';
@@ -145,6 +145,13 @@ describe('on the worker', () => {
     expect(r.text).toBe((await chat(direct, 'plain_llm', { temperature: 0, max_tokens: 5, logit_bias: NO_END })).text);
     const streamed = await chatStream(direct, 'wide_vocab_llm', { temperature: 1, seed: 9, max_tokens: 20, ignore_eos: true });
     expect(streamed).toMatchObject({ finish: 'length', tokens: 20 });
+    // the tokenizer's extra id has no embedding row: refused as the client's error, never run
+    for (const prompt of [[1, 2, WIDE_VOCAB_EXTRA_TOKEN_ID], 'look: <image_soft_token>']) {
+      const err = await direct.completions.create({ model: 'wide_vocab_llm', prompt, max_tokens: 2 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((err as Error).message).toMatch(/token id 384 is out of the model's vocabulary \(0\.\.383\)/);
+    }
+    expect(await chat(direct, 'wide_vocab_llm', { max_tokens: 2 })).toMatchObject({ tokens: 2 });
   });
 
   it('a malformed generation_config.json fails the load with a clear reason; the worker keeps serving', async () => {

@@ -229,6 +229,7 @@ export class LlmBackend implements Backend {
       },
       maxModelLen,
       eosTokenIds,
+      vocabSize,
       executor,
       onKvEvent,
       onForwardPass,
