@@ -67,9 +67,23 @@ async function chatStream(client: OpenAI, model: string, fields: Extra) {
 }
 
 describe.each([
-  ['worker', () => direct],
-  ['router', () => routed],
-])('through the %s', (_where, client) => {
+  ['worker', () => direct, () => worker.httpUrl],
+  ['router', () => routed, () => cluster.router.httpUrl],
+])('through the %s', (_where, client, httpUrl) => {
+  it("KServe generate takes the model's defaults too, and the new fields from sampling_parameters", async () => {
+    const generate = async (sampling: Extra) =>
+      (await post(`${httpUrl()}/v2/models/gen_llm/generate`, { text_input: 'hello there', exclude_input_in_output: true, sampling_parameters: JSON.stringify(sampling) })).json();
+    // default_max_tokens (16) capped by max_new_tokens (6); greedy as the plain model
+    const implicit = await generate({ logit_bias: NO_END });
+    expect(implicit).toMatchObject({ finish_reason: 'length', completion_tokens: 6 });
+    const plain = (await post(`${httpUrl()}/v2/models/plain_llm/generate`, { text_input: 'hello there', exclude_input_in_output: true, sampling_parameters: JSON.stringify({ logit_bias: NO_END, temperature: 0, max_tokens: 6 }) })).json();
+    expect(implicit.text_output).toBe(plain.text_output);
+    expect(await generate({ logit_bias: { [String(endoftext)]: 100 }, min_tokens: 2 })).toMatchObject({ finish_reason: 'stop', completion_tokens: 3 });
+    const bad = await post(`${httpUrl()}/v2/models/gen_llm/generate`, { text_input: 'hi', sampling_parameters: JSON.stringify({ logit_bias: { '999': 1 } }) });
+    expect(bad.status).toBe(400);
+    expect(bad.json().error).toMatch(/token_id 999 in logit_bias contains out-of-vocab token id/);
+  });
+
   it("generation_config.json's sampling fields are the defaults: greedy and max_new_tokens, as the same request spelled out", async () => {
     const implicit = await chat(client(), 'gen_llm', { logit_bias: NO_END });
     const spelled = await chat(client(), 'plain_llm', { logit_bias: NO_END, temperature: 0, max_tokens: 6 });
