@@ -52,6 +52,7 @@ describe('parseRouterArgs', () => {
       '--migration-limit=0',
       '--stall-probe-ms=0',
       '--health-probe-timeout-ms=2500',
+      '--generation-config=vllm',
       '--http-max-input-size=1024',
       '--log-verbose=1',
       '--log-format=ISO8601',
@@ -60,6 +61,7 @@ describe('parseRouterArgs', () => {
     expect(o).toMatchObject({
       stallProbeMs: 0,
       healthProbeTimeoutMs: 2500,
+      generationConfig: 'vllm',
       httpPort: 0,
       grpcPort: 9001,
       metricsAddress: '127.0.0.1',

@@ -10,6 +10,9 @@ import { ACCESS_FLAGS, DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, access
 import {
   DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS,
   DEFAULT_DISAGG_MIN_REMOTE_TOKENS,
+  DEFAULT_GENERATION_CONFIG_MODE,
+  GENERATION_CONFIG_MODES,
+  type GenerationConfigMode,
   DEFAULT_MAX_HELD_REQUESTS,
   DEFAULT_QUEUE_TIMEOUT_MS,
   DEFAULT_PREFILL_TIMEOUT_MS,
@@ -65,6 +68,8 @@ export interface RouterOptions extends DoorLimitOptions, AccessFlagOptions {
   stallProbeMs: number;
   /** How long a health probe waits before the worker counts as dead. */
   healthProbeTimeoutMs: number;
+  /** `auto`: requests take the sampling defaults of each model's generation config (published by its workers); `vllm`: vLLM's neutral ones. */
+  generationConfig: GenerationConfigMode;
   /** Disaggregated models: uncached prompt tokens on the decode worker at or above which the prefill goes to a prefill worker. */
   disaggMinRemoteTokens: number;
   /** Disaggregated models: a prefill worker with this many queued prefill tokens takes no more remote prefills. */
@@ -106,6 +111,7 @@ export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | 
   migrationLimit: 3,
   stallProbeMs: DEFAULT_STALL_PROBE_MS,
   healthProbeTimeoutMs: DEFAULT_PROBE_TIMEOUT_MS,
+  generationConfig: DEFAULT_GENERATION_CONFIG_MODE,
   disaggMinRemoteTokens: DEFAULT_DISAGG_MIN_REMOTE_TOKENS,
   disaggMaxPrefillQueueTokens: DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS,
   disaggPrefillTimeoutMs: DEFAULT_PREFILL_TIMEOUT_MS,
@@ -138,6 +144,12 @@ const FLAGS: FlagTable<RouterOptions> = {
   'migration-limit': { kind: 'int', key: 'migrationLimit', min: 0, help: 'Times a request may move to another worker when its worker fails (default 3; 0 = never).' },
   'stall-probe-ms': { kind: 'int', key: 'stallProbeMs', min: 0, help: `A request silent this long makes the router probe its worker; a dead worker's requests move to another worker or fail 503 (default ${DEFAULT_STALL_PROBE_MS}; 0 = never).` },
   'health-probe-timeout-ms': { kind: 'int', key: 'healthProbeTimeoutMs', min: 1, help: `How long a worker health probe waits before the worker counts as dead (default ${DEFAULT_PROBE_TIMEOUT_MS}).` },
+  'generation-config': {
+    kind: 'enum',
+    key: 'generationConfig',
+    values: GENERATION_CONFIG_MODES,
+    help: "auto: requests that do not set temperature, top_k, top_p, min_p, repetition_penalty or max_tokens take the model's generation_config.json values, as its workers publish them; vllm: neutral defaults (the model's end ids stop generation either way) (default auto).",
+  },
   'disagg-min-remote-tokens': {
     kind: 'int',
     key: 'disaggMinRemoteTokens',

@@ -58,6 +58,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
       migrationLimit: options.migrationLimit,
       stallProbeMs: options.stallProbeMs,
       probeTimeoutMs: options.healthProbeTimeoutMs,
+      generationConfig: options.generationConfig,
       queueTimeoutMs: options.queueTimeoutSecs * 1000,
       maxHeldRequests: options.maxHeldRequests,
       models: options.models,

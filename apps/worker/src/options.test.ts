@@ -103,6 +103,12 @@ describe('cluster flags', () => {
     expect(() => parseWorkerArgs([...repo, '--etcd', 'http://a:2379', '--nats', 'nats://a:4222', '--lease-ttl-secs=0'])).toThrow();
   });
 
+  it("--generation-config: auto (vLLM's default) or vllm", () => {
+    expect(parseWorkerArgs(repo).generationConfig).toBe('auto');
+    expect(parseWorkerArgs([...repo, '--generation-config=vllm']).generationConfig).toBe('vllm');
+    expect(() => parseWorkerArgs([...repo, '--generation-config=/models/qwen'])).toThrow(/--generation-config/);
+  });
+
   it('disaggregation: --role, the KV transfer server and the lease / bandwidth bounds', () => {
     const cluster = [...repo, '--etcd', 'http://e:2379', '--nats', 'nats://n:4222'];
     const d = parseWorkerArgs(cluster);

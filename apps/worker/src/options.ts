@@ -7,7 +7,7 @@
 import { ACCESS_FLAGS, DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, accessFlagDefaults, accessPolicy, flagHelpLines, parseFlags, type AccessFlagOptions, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import type { WorkerRole } from '@switchyard/cluster';
+import { DEFAULT_GENERATION_CONFIG_MODE, GENERATION_CONFIG_MODES, type GenerationConfigMode, type WorkerRole } from '@switchyard/cluster';
 import { NAME_PATTERN } from '@switchyard/runtime';
 import { TRACE_FLAGS, TRACE_FLAG_DEFAULTS, traceConfigOf, type TraceFlagOptions } from './trace-options.js';
 
@@ -76,6 +76,8 @@ export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions, Trac
   kvTransferTtlSecs: number;
   /** The simulated engine's transfer-time model: KV transfer bandwidth in Gbit/s (> 0). */
   kvTransferGbps: number;
+  /** LLMs: `auto` = generation_config.json's sampling fields are request defaults (vLLM's default); `vllm` = neutral defaults. A model's `generation_config` parameter overrides it. */
+  generationConfig: GenerationConfigMode;
 }
 
 /** The cluster namespace when --namespace is not given. */
@@ -116,6 +118,7 @@ export const DEFAULTS: Omit<
   exitTimeoutSecs: 30,
   kvTransferTtlSecs: 30,
   kvTransferGbps: 25,
+  generationConfig: DEFAULT_GENERATION_CONFIG_MODE,
 };
 
 const FLAGS: FlagTable<WorkerOptions> = {
@@ -183,6 +186,12 @@ const FLAGS: FlagTable<WorkerOptions> = {
     min: 0,
     max: MAX_KV_TRANSFER_GBPS,
     help: `Simulated engine (mocker): the KV transfer bandwidth in Gbit/s its transfer time is modelled on (default ${DEFAULTS.kvTransferGbps}; > 0).`,
+  },
+  'generation-config': {
+    kind: 'enum',
+    key: 'generationConfig',
+    values: GENERATION_CONFIG_MODES,
+    help: "LLMs: auto: requests that do not set temperature, top_k, top_p, min_p, repetition_penalty or max_tokens take the model's generation_config.json values; vllm: neutral defaults. Its end ids stop generation either way; a model's generation_config parameter overrides this (default auto).",
   },
 };
 

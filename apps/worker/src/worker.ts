@@ -154,6 +154,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     responseCacheByteSize: responseCacheByteSize(options),
     kvTransferTtlMs: options.kvTransferTtlSecs * 1000,
     kvTransferGbps: options.kvTransferGbps,
+    generationConfig: options.generationConfig,
     serverVersion: SERVER_VERSION,
     logger: logger.child({ component: 'engine' }),
   });

@@ -73,4 +73,6 @@ export { ModelRegistry } from './router/model-registry.js';
 export type { LlmTextTools, ModelEntry, RegistryChange, RegistryListener } from './router/model-registry.js';
 export { DEFAULT_INHIBIT_MS } from './router/instance-tracker.js';
 export { KV_TRANSFER_BUCKETS_S } from './router/router-stats.js';
+/** The `--generation-config` modes of workers and routers (the LLM package's, re-exported for the apps). */
+export { DEFAULT_GENERATION_CONFIG_MODE, GENERATION_CONFIG_MODES, type GenerationConfigMode } from '@switchyard/llm';
 export type { DisaggLocalReason, DisaggModelStats, DisaggPath, KvEventStats, MigrationKind, RouterMode, RouterStats, WorkerStats } from './router/router-stats.js';

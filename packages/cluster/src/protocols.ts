@@ -33,7 +33,7 @@
  * for `kind: 'llm'` also `LlmCardMetadata`.
  */
 import type { ErrorCode } from '@switchyard/common';
-import type { KvCacheEvent, KvLayout, SnapshotBlock } from '@switchyard/llm';
+import type { KvCacheEvent, KvLayout, SamplingDefaults, SnapshotBlock } from '@switchyard/llm';
 
 /** The component every worker's endpoints live under (Dynamo's `backend`). */
 export const WORKER_COMPONENT = 'backend';
@@ -334,6 +334,12 @@ export interface LlmCardMetadata extends TensorCardMetadata {
   readonly engine: 'llm' | 'mocker';
   readonly totalKvBlocks: number;
   readonly eosTokenIds: readonly number[];
+  /**
+   * The model's generation config as the worker applies it (LlmModelCard.samplingDefaults): a router
+   * compiles requests over it too (unless its own `--generation-config vllm` drops the sampling part).
+   * Absent: none (workers from before generation configs).
+   */
+  readonly samplingDefaults?: SamplingDefaults;
   /** Epoch seconds the model was loaded (OpenAI `created`). */
   readonly created: number;
   /** false: this worker publishes no KV events; routers route it in approximate mode. */

@@ -14,7 +14,7 @@
 import { describeValue, enforceLimits, ERROR_CODES, type ErrorCode, SwitchyardError, invalidArgument } from '@switchyard/common';
 import { DEFAULT_LOAD_LIMITS } from '@switchyard/engine';
 import { DATATYPES, checkInputShape, type DataType, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
-import { decodeKvCacheEvent, type GenerateOutput, type KvLayout, type KvTransferLease, type SnapshotBlock } from '@switchyard/llm';
+import { decodeKvCacheEvent, decodeSamplingDefaults, type GenerateOutput, type KvLayout, type KvTransferLease, type SnapshotBlock } from '@switchyard/llm';
 import { INSTANCE_ID_PATTERN, type JsonValue } from '@switchyard/runtime';
 import type {
   LlmCardMetadata,
@@ -775,6 +775,7 @@ export function decodeLlmCardMetadata(value: unknown): LlmCardMetadata {
     engine,
     totalKvBlocks: int(o, 'totalKvBlocks', what, 0),
     eosTokenIds: intArray(o, 'eosTokenIds', what, 0),
+    ...(o['samplingDefaults'] !== undefined ? { samplingDefaults: decodeSamplingDefaults(o['samplingDefaults'], `${what} samplingDefaults`) } : {}),
     created: int(o, 'created', what, 0),
     kvEvents: bool(o, 'kvEvents', what),
     ...(role !== undefined ? { role: role as WorkerRole } : {}),

@@ -71,8 +71,8 @@ export class Engine implements InferenceEngine {
     // BLS calls of JavaScript models come back into this engine (assigned below, before any load).
     let self: Engine | undefined;
     const javascript = new JavaScriptBackend({ bls: () => self });
-    const kvTransfer = { ttlMs: options.kvTransferTtlMs, gbps: options.kvTransferGbps };
-    const builtins = { onnxruntime: new OnnxRuntimeBackend(), javascript, llm: new LlmBackend('llm', options.loadLimits, kvTransfer), mocker: new LlmBackend('mocker', options.loadLimits, kvTransfer) };
+    const llmSettings = { ttlMs: options.kvTransferTtlMs, gbps: options.kvTransferGbps, generationConfig: options.generationConfig };
+    const builtins = { onnxruntime: new OnnxRuntimeBackend(), javascript, llm: new LlmBackend('llm', options.loadLimits, llmSettings), mocker: new LlmBackend('mocker', options.loadLimits, llmSettings) };
     const withBuiltins = { ...options, backends: { ...builtins, ...options.backends } };
     for (const root of withBuiltins.modelRepositories) {
       const info = await stat(root).catch(() => undefined);

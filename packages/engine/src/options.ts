@@ -4,7 +4,7 @@
  * reads only the compiled form.
  */
 import { invalidArgument, silentLogger, type Logger } from '@switchyard/common';
-import { DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS } from '@switchyard/llm';
+import { DEFAULT_GENERATION_CONFIG_MODE, DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS, parseGenerationConfigMode, type GenerationConfigMode } from '@switchyard/llm';
 import { DEFAULT_MIN_COMPUTE_CAPABILITY } from '@switchyard/model-config';
 import type { Backend } from './backend.js';
 import { MemoryGpuProbe } from './gpu/memory-gpu-probe.js';
@@ -98,6 +98,12 @@ export interface EngineOptions {
    * `--min-supported-compute-capability`, default 6.0); a number >= 0.
    */
   minComputeCapability?: number;
+  /**
+   * LLM backends: whether generation_config.json's sampling fields are request defaults (`auto`, the
+   * default, as vLLM) or not (`vllm`); a model's `generation_config` parameter overrides it. Its end
+   * ids apply either way.
+   */
+  generationConfig?: GenerationConfigMode;
 }
 
 export interface CompiledEngineOptions {
@@ -121,6 +127,7 @@ export interface CompiledEngineOptions {
   kvTransferGbps: number;
   gpus: GpuProbe;
   minComputeCapability: number;
+  generationConfig: GenerationConfigMode;
 }
 
 /** Fill defaults and validate. Throws invalid_argument with Triton's wording where it has one. */
@@ -166,6 +173,7 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
   if (typeof minCc !== 'number' || !Number.isFinite(minCc) || minCc < 0) {
     throw invalidArgument(`invalid minimum compute capability ${String(minCc)}, expected a number >= 0`);
   }
+  const generationConfig = parseGenerationConfigMode(options.generationConfig ?? DEFAULT_GENERATION_CONFIG_MODE, 'the generation config mode');
   if (startup.length > 0 && controlMode !== 'explicit') {
     logger.warn({ startupModels: startup }, 'startup models are only used in explicit model control mode; ignoring them');
   }
@@ -188,5 +196,6 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     kvTransferGbps: gbps,
     gpus: options.gpus ?? new MemoryGpuProbe(),
     minComputeCapability: minCc,
+    generationConfig,
   };
 }

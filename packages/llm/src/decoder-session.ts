@@ -5,13 +5,13 @@
 import * as ort from 'onnxruntime-node';
 import { runOrtSession } from '@switchyard/ort';
 
-export type DecoderTensorType = 'int64' | 'float32' | 'float16';
+export type DecoderTensorType = 'int64' | 'float32' | 'float16' | 'bool';
 
 export interface DecoderTensor {
   readonly type: DecoderTensorType | string;
   readonly dims: readonly number[];
-  /** int64: BigInt64Array; float32: Float32Array; float16: Uint16Array bit patterns. */
-  readonly data: BigInt64Array | Float32Array | Uint16Array;
+  /** int64: BigInt64Array; float32: Float32Array; float16: Uint16Array bit patterns; bool: Uint8Array of 0 / 1. */
+  readonly data: BigInt64Array | Float32Array | Uint16Array | Uint8Array;
 }
 
 /** Input or output metadata as onnxruntime reports it; symbolic dims are strings. */

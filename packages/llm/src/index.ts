@@ -49,10 +49,25 @@ export {
   DEFAULT_TEMPERATURE,
   DEFAULT_TOP_K,
   DEFAULT_TOP_P,
+  DEFAULT_MIN_TOKENS,
+  LOGIT_BIAS_LIMIT,
+  MAX_LOGIT_BIAS_ENTRIES,
+  checkLogitBiasIds,
   compileSamplingParams,
+  decodeSamplingDefaults,
   type CompiledSamplingParams,
+  type SamplingDefaults,
   type SamplingParams,
 } from './sampling-params.js';
+export {
+  DEFAULT_GENERATION_CONFIG_MODE,
+  GENERATION_CONFIG_MODES,
+  MAX_GENERATION_CONFIG_BYTES,
+  generationDefaults,
+  parseGenerationConfigMode,
+  withoutModelEos,
+  type GenerationConfigMode,
+} from './generation-config.js';
 export { createSamplerState, sample, type SampleResult, type SamplerState } from './sampling.js';
 export { StopChecker, type FinishReason, type StopStep } from './stop-checker.js';
 export { IncrementalDetokenizer, type DecodeFn, type TextDeltaSource } from './detokenizer.js';
@@ -99,6 +114,7 @@ export {
   errorParam,
   parseChatCompletionRequest,
   parseCompletionRequest,
+  samplingFor,
   type ChatCompletion,
   type ChatCompletionChunk,
   type ChatCompletionMessageParam,

@@ -5,7 +5,7 @@
 // them once for the whole cluster.
 
 import type { SwitchyardError } from '@switchyard/common';
-import type { CompiledSamplingParams } from './sampling-params.js';
+import type { CompiledSamplingParams, SamplingDefaults } from './sampling-params.js';
 import type { FinishReason } from './stop-checker.js';
 import type { ChatTemplate } from './chat-template.js';
 import type { Tokenizer } from './tokenizer.js';
@@ -84,6 +84,12 @@ export interface LlmModelCard {
   readonly totalKvBlocks: number;
   /** Model EOS ids (already applied by the engine unless `ignore_eos`). */
   readonly eosTokenIds: readonly number[];
+  /**
+   * The model's generation config as frontends apply it when they compile a request's sampling
+   * (`compileSamplingParams(fields, samplingDefaults)`): sampling defaults (none in mode `vllm`) and
+   * the extra end ids that become stop ids. Absent: none.
+   */
+  readonly samplingDefaults?: SamplingDefaults;
   /** Seconds since the epoch when the model was loaded (OpenAI `created`). */
   readonly created: number;
 }

@@ -42,6 +42,11 @@ export interface LlmEngineOptions {
   readonly maxModelLen: number;
   /** The model's end-of-sequence ids (a request's `ignore_eos` turns them off). */
   readonly eosTokenIds?: readonly number[];
+  /**
+   * Token ids the model takes (its embedding rows); prompt and prior output ids at or beyond it are
+   * refused with invalid_argument, so one request cannot fail a step that others share. Absent: not checked.
+   */
+  readonly vocabSize?: number;
   /** Built for the same numBlocks / blockSize. */
   readonly executor: Executor;
   /** Default systemClock; must be the clock a SimulatedExecutor sleeps on. */
@@ -83,6 +88,7 @@ export class LlmEngine {
   readonly kvTransfer: LlmKvTransfer | undefined;
   private readonly exchange: KvExchange | undefined;
   private readonly eos: readonly number[];
+  private readonly vocabSize: number;
   private readonly clock: Clock;
   private readonly onForwardPass: ForwardPassSink | undefined;
   private readonly streams = new Map<string, Stream>();
@@ -115,6 +121,7 @@ export class LlmEngine {
     this.core = new EngineCore(this.scheduler, options.executor, this.clock);
     this.maxModelLen = options.maxModelLen;
     this.eos = [...(options.eosTokenIds ?? [])];
+    this.vocabSize = options.vocabSize ?? Infinity;
     const layout = options.executor.kvLayout?.();
     this.exchange =
       layout === undefined
@@ -209,12 +216,13 @@ export class LlmEngine {
     if (n === 0) throw invalidArgument('the prompt is empty: at least one token is required');
     for (const t of promptTokenIds) {
       if (!Number.isSafeInteger(t) || t < 0) throw invalidArgument(`prompt token ids must be non-negative integers, got ${describeValue(t)}`);
+      if (t >= this.vocabSize) throw invalidArgument(`prompt token id ${t} is out of the model's vocabulary (0..${this.vocabSize - 1})`);
     }
     const limit = this.maxModelLen;
     if (n >= limit) {
       throw promptTooLongError(limit, n);
     }
-    const maxTokens = sampling.max_tokens ?? limit - n;
+    const maxTokens = sampling.max_tokens ?? Math.min(limit - n, sampling.default_max_tokens ?? Infinity);
     if (n + maxTokens > limit) {
       throw requestTooLongError(limit, n, maxTokens);
     }
@@ -222,6 +230,7 @@ export class LlmEngine {
     if (!Array.isArray(prior)) throw invalidArgument('outputTokenIds must be an array of token ids');
     for (const t of prior) {
       if (!Number.isSafeInteger(t) || t < 0) throw invalidArgument(`output token ids must be non-negative integers, got ${describeValue(t)}`);
+      if (t >= this.vocabSize) throw invalidArgument(`output token id ${t} is out of the model's vocabulary (0..${this.vocabSize - 1})`);
     }
     if (prior.length >= maxTokens) {
       throw invalidArgument(`max_tokens ${maxTokens} includes the ${prior.length} output tokens already generated: nothing is left to generate`);

@@ -76,6 +76,8 @@ export interface ScheduledSequence {
   readonly promptTokenIds: readonly number[];
   /** Output tokens the request brought along (LlmRequest.outputTokenIds; frozen): a sampler counts them. */
   readonly priorOutputTokenIds: readonly number[];
+  /** The ids that end the sequence (EOS unless ignore_eos, stop ids): a sampler masks them until min_tokens. */
+  readonly endTokenIds: ReadonlySet<number>;
 }
 
 export interface SchedulerOutput {
@@ -357,6 +359,7 @@ export class LlmScheduler {
       sampling: seq.sampling,
       promptTokenIds: seq.promptTokenIds,
       priorOutputTokenIds: seq.priorOutputTokenIds,
+      endTokenIds: seq.eosTokenIds,
     };
   }
 }

@@ -32,7 +32,10 @@ export interface LlmRequest {
   readonly promptTokenIds: readonly number[];
   /** Maximum generated tokens, >= 1. */
   readonly maxTokens: number;
-  /** Token ids that end generation (the EOS token is produced and counted, then generation stops). */
+  /**
+   * Token ids that end generation (the EOS token is produced and counted, then generation stops);
+   * not before `sampling.min_tokens` output tokens.
+   */
   readonly eosTokenIds?: readonly number[];
   /**
    * Disaggregation: compute the prompt's KV, sample one token, finish (reason 'length'). The scheduler
@@ -57,6 +60,8 @@ export class LlmSequence {
   readonly promptTokenIds: readonly number[];
   readonly maxTokens: number;
   readonly eosTokenIds: ReadonlySet<number>;
+  /** Output tokens before an end id may finish the sequence (sampling.min_tokens; 0 without sampling). */
+  readonly minTokens: number;
   readonly prefillOnly: boolean;
   readonly arrivalTime: number;
   readonly blockSize: number;
@@ -88,6 +93,7 @@ export class LlmSequence {
     this.promptTokenIds = Object.freeze([...promptTokenIds]);
     this.maxTokens = request.prefillOnly === true ? 1 : maxTokens;
     this.eosTokenIds = new Set(request.eosTokenIds ?? []);
+    this.minTokens = request.sampling?.min_tokens ?? 0;
     this.prefillOnly = request.prefillOnly ?? false;
     this.arrivalTime = request.arrivalTime ?? now;
     this.blockSize = blockSize;
@@ -121,7 +127,7 @@ export class LlmSequence {
   appendToken(token: number): FinishReason | null {
     this.tokens.push(token);
     this.extendHashes();
-    if (this.eosTokenIds.has(token)) return 'stop';
+    if (this.eosTokenIds.has(token) && this.numOutputTokens >= this.minTokens) return 'stop';
     if (this.numOutputTokens >= this.maxTokens) return 'length';
     return null;
   }

@@ -175,6 +175,9 @@ describe('OnnxExecutor.create', () => {
       [create(meta(sessions.FLOAT, [], {}, { 'past_key_values.0.key': ['batch_size', 'heads', 'past', D] })), /fixed num_kv_heads/],
       [create(sessions.FLOAT, { kvCacheDtype: 'fp16' }), /does not match/],
       [create(sessions.FLOAT, { vocabSize: V + 1 }), /logits are 384 wide/],
+      // an input nothing feeds would fail every request: refused at load, by name
+      [create({ ...sessions.FLOAT, inputMetadata: [...sessions.FLOAT.inputMetadata, { name: 'token_type_ids', type: 'int64', shape: ['batch_size', 'sequence_length'] }] }), /input 'token_type_ids' is not one this engine can feed/],
+      [create({ ...sessions.FLOAT, inputMetadata: [...sessions.FLOAT.inputMetadata, { name: 'use_cache_branch', type: 'int64', shape: [1] }] }), /use_cache_branch.*expected bool \[1\]/],
     ];
     for (const [fn, message] of cases) {
       let err: unknown;
@@ -330,6 +333,52 @@ describe('OnnxExecutor through EngineCore', () => {
     prompts.forEach((p, i) => h.add(`p${i}`, p, 6));
     const got = await h.drain();
     for (const [i, p] of prompts.entries()) expect(got.get(`p${i}`)).toEqual(await recompute(p, 6));
+  });
+
+  it("feeds an Optimum merged decoder's use_cache_branch: false on a batch of first chunks (empty past), true whenever a past is fed", async () => {
+    const merged = await createOrtDecoderSession(buildTinyDecoderModel({ useCacheBranch: true }));
+    try {
+      const flags: Array<[number, number]> = [];
+      const h = harness({
+        maxNumBatchedTokens: 256,
+        wrap: (spied) => ({
+          ...spied,
+          inputMetadata: merged.inputMetadata,
+          outputMetadata: merged.outputMetadata,
+          async run(feeds) {
+            await spied.run(Object.fromEntries(Object.entries(feeds).filter(([k]) => k !== 'use_cache_branch'))); // counts the call
+            flags.push([feeds['past_key_values.0.key']!.dims[2]!, (feeds['use_cache_branch']!.data as Uint8Array)[0]!]);
+            expect(feeds['use_cache_branch']).toMatchObject({ type: 'bool', dims: [1] });
+            return merged.run(feeds);
+          },
+        }),
+      });
+      const prompts = [promptOf(5, 1), promptOf(9, 2), promptOf(5, 3)];
+      prompts.forEach((p, i) => h.add(`m${i}`, p, 5));
+      const got = await h.drain();
+      for (const [i, p] of prompts.entries()) expect(got.get(`m${i}`)).toEqual(await recompute(p, 5));
+      expect(flags.length).toBeGreaterThan(2);
+      for (const [past, flag] of flags) expect(flag).toBe(past > 0 ? 1 : 0);
+      expect(flags.some(([past]) => past === 0)).toBe(true);
+    } finally {
+      await merged.release();
+    }
+  });
+
+  it('logit_bias and min_tokens steer the sampled tokens; the end ids come back once min_tokens is reached', async () => {
+    const h = harness();
+    const prompt = promptOf(6, 5);
+    const greedy = await recompute(prompt, 1);
+    const target = (greedy[0]! + 1) % V;
+    h.add('biased', prompt, 3, { logit_bias: { [String(target)]: 100 } });
+    // the greedy first token is an end id: masked for 2 tokens, then it may end the sequence
+    h.core.addRequest({ requestId: 'min', promptTokenIds: prompt, maxTokens: 6, eosTokenIds: [greedy[0]!], sampling: compileSamplingParams({ temperature: 0, min_tokens: 2, logit_bias: { [String(greedy[0]!)]: 100 } }) });
+    const got = await h.drain();
+    expect(got.get('biased')).toEqual([target, target, target]);
+    const min = got.get('min')!;
+    expect(min.slice(0, 2)).not.toContain(greedy[0]);
+    expect(min).toHaveLength(3);
+    expect(min[2]).toBe(greedy[0]);
   });
 
   it('samples from float16 logits', async () => {

@@ -19,6 +19,12 @@
 // output tokens, its random stream advanced past their draws), kept across preemption (so a
 // recomputed sequence continues its random stream), dropped by `release`.
 //
+// Optimum's merged decoder (`decoder_model_merged.onnx`) takes one more input, `use_cache_branch`
+// (bool [1]): false runs its without-past branch, which ignores the past inputs; true its with-past
+// branch. A run feeds true exactly when its past has length > 0 (some row has computed tokens; rows
+// without are left-padded under the mask as in any mixed batch) and false on a batch of first chunks,
+// whose past is empty. Any other input the executor cannot feed is refused at load, by name.
+//
 // KV transfer: with a `modelId`, blocks move as PagedKvCache's block bytes (`readBlock` / `writeBlock`).
 //
 // Failure: a session.run error rejects `execute` with `internal`; the executor touches no block
@@ -65,6 +71,10 @@ export interface OnnxExecutorOptions {
 
 const GREEDY = compileSamplingParams({ temperature: 0 });
 const PAST_KEY = /^past_key_values\.(\d+)\.key$/;
+const PAST_INPUT = /^past_key_values\.(\d+)\.(key|value)$/;
+/** Optimum merged decoders' branch switch. */
+const USE_CACHE_BRANCH = 'use_cache_branch';
+const FED_INPUTS: ReadonlySet<string> = new Set(['input_ids', 'attention_mask', 'position_ids', USE_CACHE_BRANCH]);
 
 /** What `create` reads from the session's metadata. */
 interface Signature {
@@ -73,6 +83,8 @@ interface Signature {
   readonly headDim: number;
   readonly kvDtype: KvDtype;
   readonly hasPositionIds: boolean;
+  /** Optimum merged decoder: a bool `use_cache_branch` input. */
+  readonly hasUseCacheBranch: boolean;
 }
 
 export class OnnxExecutor implements Executor {
@@ -190,7 +202,7 @@ export class OnnxExecutor implements Executor {
     if (s === undefined) {
       const params = e.sampling ?? GREEDY;
       const fallback = this.seeds === null ? undefined : this.seeds.nextUint32();
-      s = createSamplerState(params, e.promptTokenIds, fallback, e.priorOutputTokenIds);
+      s = createSamplerState(params, e.promptTokenIds, fallback, e.priorOutputTokenIds, e.endTokenIds);
       this.samplers.set(e.requestId, s);
       created.set(e.requestId, s.seed);
     }
@@ -217,6 +229,7 @@ export class OnnxExecutor implements Executor {
       attention_mask: { type: 'int64', dims: [B, P + n], data: mask },
     };
     if (this.signature.hasPositionIds) feeds['position_ids'] = { type: 'int64', dims: [B, n], data: positions };
+    if (this.signature.hasUseCacheBranch) feeds[USE_CACHE_BRANCH] = { type: 'bool', dims: [1], data: new Uint8Array([P > 0 ? 1 : 0]) };
     const rows = entries.map((e) => ({ blocks: e.blocks, length: e.numComputedTokens }));
     for (let l = 0; l < this.kv.numLayers; l++) {
       for (const kind of ['key', 'value'] as const) feeds[`past_key_values.${l}.${kind}`] = this.kv.gather(l, kind, rows, P);
@@ -259,6 +272,16 @@ function readSignature(session: DecoderSession): Signature {
     if (m === undefined && name !== 'position_ids') bad(`no '${name}' input`);
     if (m !== undefined && m.type !== 'int64') bad(`input '${name}' is ${m.type ?? 'not a tensor'}, expected int64`);
   }
+  const cacheBranch = inputs.get(USE_CACHE_BRANCH);
+  if (cacheBranch !== undefined && (cacheBranch.type !== 'bool' || cacheBranch.shape.length > 1 || (cacheBranch.shape.length === 1 && cacheBranch.shape[0] !== 1 && typeof cacheBranch.shape[0] === 'number'))) {
+    bad(`input '${USE_CACHE_BRANCH}' is ${cacheBranch.type ?? 'not a tensor'} of shape [${cacheBranch.shape.join(',')}], expected bool [1]`);
+  }
+  // Every input must be one the executor feeds: a session.run without it fails every request.
+  for (const name of inputs.keys()) {
+    if (!FED_INPUTS.has(name) && !PAST_INPUT.test(name)) {
+      bad(`input '${name}' is not one this engine can feed (input_ids, attention_mask, position_ids, past_key_values.N.key/value, use_cache_branch)`);
+    }
+  }
   const logits = outputs.get('logits') ?? bad("no 'logits' output");
   if (logits.type !== 'float32' && logits.type !== 'float16') bad(`output 'logits' is ${logits.type ?? 'not a tensor'}, expected float32 or float16`);
   const numLayers = [...inputs.keys()].filter((n) => PAST_KEY.test(n)).length;
@@ -286,6 +309,7 @@ function readSignature(session: DecoderSession): Signature {
     headDim: headDim as number,
     kvDtype,
     hasPositionIds: inputs.has('position_ids'),
+    hasUseCacheBranch: cacheBranch !== undefined,
   };
 }
 

@@ -58,6 +58,10 @@ describe('parseChatCompletionRequest', () => {
       frequency_penalty: 1,
       presence_penalty: -1,
       repetition_penalty: 1.2,
+      logit_bias: { '5': 200, '0007': -3.5 },
+      min_tokens: 4,
+      skip_special_tokens: false,
+      spaces_between_special_tokens: false,
       max_tokens: 10,
       max_completion_tokens: 20,
       n: 1,
@@ -79,7 +83,12 @@ describe('parseChatCompletionRequest', () => {
       presence_penalty: -1,
       repetition_penalty: 1.2,
       max_tokens: 20,
+      default_max_tokens: null,
       logprobs: true,
+      logit_bias: { '5': 100, '7': -3.5 },
+      min_tokens: 4,
+      skip_special_tokens: false,
+      spaces_between_special_tokens: false,
     });
     expect(r).toMatchObject({ stream: true, includeUsage: true, logprobs: true });
     expect(chat({ max_tokens: 10, max_completion_tokens: null }).sampling.max_tokens).toBe(10);
@@ -94,6 +103,14 @@ describe('parseChatCompletionRequest', () => {
     expect(paramOf(() => chat({ max_completion_tokens: 0 }))).toBe('max_completion_tokens');
     expect(paramOf(() => chat({ max_tokens: 2.5 }))).toBe('max_tokens');
     expect(paramOf(() => chat({ n: 2 }))).toBe('n');
+    expect(paramOf(() => chat({ logit_bias: { abc: 1 } }))).toBe('logit_bias');
+    expect(paramOf(() => chat({ logit_bias: { '-1': 1 } }))).toBe('logit_bias');
+    expect(paramOf(() => chat({ logit_bias: { '3': 'up' } }))).toBe('logit_bias');
+    expect(paramOf(() => chat({ logit_bias: [1] }))).toBe('logit_bias');
+    expect(paramOf(() => chat({ min_tokens: -1 }))).toBe('min_tokens');
+    expect(paramOf(() => chat({ min_tokens: 5, max_tokens: 4 }))).toBe('min_tokens');
+    expect(paramOf(() => chat({ skip_special_tokens: 'no' }))).toBe('skip_special_tokens');
+    expect(paramOf(() => chat({ spaces_between_special_tokens: 0 }))).toBe('spaces_between_special_tokens');
     expect(paramOf(() => chat({ stream: 'yes' }))).toBe('stream');
     expect(paramOf(() => chat({ stream_options: { include_usage: true } }))).toBe('stream_options');
     expect(paramOf(() => chat({ stream: true, stream_options: { include_usage: 1 } }))).toBe('stream_options.include_usage');

@@ -5,8 +5,10 @@
  * and timestamps are the caller's.
  *
  * Decoding follows OpenAI and vLLM: unknown fields are ignored; `null` means "absent"; vLLM's extra
- * sampling fields (`top_k`, `min_p`, `repetition_penalty`, `stop_token_ids`, `ignore_eos`) are
- * accepted. Every refusal is an `InvalidParamError` (code `invalid_argument`) whose `param` names the
+ * sampling fields (`top_k`, `min_p`, `repetition_penalty`, `stop_token_ids`, `ignore_eos`,
+ * `min_tokens`, `skip_special_tokens`, `spaces_between_special_tokens`) are accepted, and OpenAI's
+ * `logit_bias`. A model's own defaults (its generation config) are applied once the model is known:
+ * `samplingFor`. Every refusal is an `InvalidParamError` (code `invalid_argument`) whose `param` names the
  * field the client sent, so a front door can fill OpenAI's `error.param`.
  *
  * Response bodies are built with `openai-response.ts`.
@@ -14,7 +16,13 @@
 import { isUtf8 } from 'node:buffer';
 import { describeValue, SwitchyardError, invalidArgument, isSwitchyardError } from '@switchyard/common';
 import type { ChatMessage } from './chat-template.js';
-import { compileSamplingParams, type CompiledSamplingParams, type SamplingParams } from './sampling-params.js';
+import {
+  checkLogitBiasIds,
+  compileSamplingParams,
+  type CompiledSamplingParams,
+  type SamplingDefaults,
+  type SamplingParams,
+} from './sampling-params.js';
 
 // ---------------------------------------------------------------------------------------------------
 // Requests (what clients send; only the fields Switchyard reads)
@@ -50,6 +58,14 @@ export interface OpenAiSamplingFields {
   presence_penalty?: number | null;
   /** vLLM. */
   repetition_penalty?: number | null;
+  /** Token id (decimal string) → bias, clamped to [-100, 100]. */
+  logit_bias?: Record<string, number> | null;
+  /** vLLM. */
+  min_tokens?: number | null;
+  /** vLLM; default true. */
+  skip_special_tokens?: boolean | null;
+  /** vLLM; default true. */
+  spaces_between_special_tokens?: boolean | null;
   /** Only 1 is supported. */
   n?: number | null;
   stream?: boolean | null;
@@ -236,8 +252,13 @@ export interface ParsedOpenAiRequest {
   readonly stream: boolean;
   /** `stream_options.include_usage`: a final chunk with `usage` and no choices. */
   readonly includeUsage: boolean;
-  /** Validated; `max_tokens` already resolved from the endpoint's fields and defaults. */
+  /**
+   * Validated, `max_tokens` resolved from the endpoint's fields and defaults, but without the model's
+   * own defaults: a generation uses `samplingFor(request, card.samplingDefaults, vocabSize)`.
+   */
   readonly sampling: CompiledSamplingParams;
+  /** The request's sampling fields as validated into `sampling` (what `samplingFor` compiles again). */
+  readonly samplingFields: SamplingParams;
   readonly addSpecialTokens: boolean;
 }
 
@@ -389,7 +410,7 @@ function common(o: Json, maxTokens: { field: string; dflt: number | null }, logp
   const n = optional(o, 'n', isInteger, 'an integer');
   if (n !== undefined && n !== 1) throw new InvalidParamError('n', `only n = 1 is supported, got ${n}`);
   const addSpecialTokens = optional(o, 'add_special_tokens', isBoolean, 'a boolean') ?? addSpecialDefault;
-  return { model, stream, includeUsage, sampling: sampling(o, maxTokens, logprobs), addSpecialTokens };
+  return { model, stream, includeUsage, ...sampling(o, maxTokens, logprobs), addSpecialTokens };
 }
 
 /** Request fields passed to `compileSamplingParams` under the same name. */
@@ -405,21 +426,44 @@ const SAMPLING_FIELDS = [
   'frequency_penalty',
   'presence_penalty',
   'repetition_penalty',
+  'logit_bias',
+  'min_tokens',
+  'skip_special_tokens',
+  'spaces_between_special_tokens',
 ] as const;
+
+/**
+ * The sampling a generation runs with: the request's fields over the model's `defaults` (its
+ * generation config), logit_bias ids checked against the tokenizer's `vocabSize` (`InvalidParamError`
+ * naming `logit_bias`).
+ */
+export function samplingFor(request: ParsedOpenAiRequest, defaults: SamplingDefaults | undefined, vocabSize: number): CompiledSamplingParams {
+  const sampling = defaults === undefined ? request.sampling : compileSamplingParams(request.samplingFields, defaults);
+  try {
+    checkLogitBiasIds(sampling, vocabSize);
+  } catch (e) {
+    throw new InvalidParamError('logit_bias', (e as Error).message, e);
+  }
+  return sampling;
+}
 
 /**
  * Compile the sampling fields with `compileSamplingParams`, the one validator. It names the bad field
  * only in its message, so on failure each field is compiled alone to find which one (fields are
  * validated independently) and the error is re-thrown with that field's client name as `param`.
  */
-function sampling(o: Json, maxTokens: { field: string; dflt: number | null }, logprobs: boolean): CompiledSamplingParams {
+function sampling(
+  o: Json,
+  maxTokens: { field: string; dflt: number | null },
+  logprobs: boolean,
+): { sampling: CompiledSamplingParams; samplingFields: SamplingParams } {
   // The limit may arrive as max_completion_tokens: checked here so the message names that field.
   const max = optional(o, maxTokens.field, isInteger, 'an integer >= 1');
   if (max !== undefined && max < 1) throw new InvalidParamError(maxTokens.field, `${maxTokens.field} must be an integer >= 1, got ${max}`);
   const params: Record<string, unknown> = { logprobs, max_tokens: max ?? maxTokens.dflt };
   for (const key of SAMPLING_FIELDS) params[key] = o[key];
   try {
-    return compileSamplingParams(params as SamplingParams);
+    return { sampling: compileSamplingParams(params as SamplingParams), samplingFields: params as SamplingParams };
   } catch (e) {
     if (!isSwitchyardError(e)) throw e;
     for (const key of SAMPLING_FIELDS) {
@@ -429,6 +473,8 @@ function sampling(o: Json, maxTokens: { field: string; dflt: number | null }, lo
         throw new InvalidParamError(key, (single as Error).message, single);
       }
     }
+    // Every field is fine alone: the one check across fields is min_tokens <= max_tokens.
+    if (present(o['min_tokens'])) throw new InvalidParamError('min_tokens', e.message, e);
     throw e;
   }
 }

@@ -1,7 +1,8 @@
 /**
  * `OutputProcessor`: the frontend's half of one generation (vLLM's output processor, Dynamo's
  * backend operator). The engine streams token ids; this turns each `GenerateOutput` into the text the
- * client sees, using an `IncrementalDetokenizer` (special tokens skipped) under a `StopChecker`.
+ * client sees, using an `IncrementalDetokenizer` (special tokens skipped unless the request's
+ * `skip_special_tokens` is false) under a `StopChecker`.
  *
  * Who decides the end: the engine applies EOS, `stop_token_ids` and `max_tokens`; stop strings exist
  * only here. When a stop string ends the sequence, `process` says so once (`stoppedByString`) and the
@@ -64,7 +65,8 @@ export class OutputProcessor {
 
   constructor(options: OutputProcessorOptions) {
     const { tokenizer } = options;
-    const detokenizer = new IncrementalDetokenizer((ids) => tokenizer.decode(ids, { skipSpecialTokens: true }), options.promptTokenIds);
+    const skipSpecialTokens = options.sampling.skip_special_tokens;
+    const detokenizer = new IncrementalDetokenizer((ids) => tokenizer.decode(ids, { skipSpecialTokens }), options.promptTokenIds);
     this.stop = new StopChecker(options.sampling, detokenizer, options.eosTokenIds ?? tokenizer.eosTokenIds);
   }
 

@@ -21,7 +21,8 @@ describe('compileSamplingParams', () => {
     expect(compileSamplingParams({})).toEqual({
       temperature: 1, top_k: 0, top_p: 1, min_p: 0, seed: null, max_tokens: null, stop: [],
       stop_token_ids: [], ignore_eos: false, frequency_penalty: 0, presence_penalty: 0,
-      repetition_penalty: 1, logprobs: false,
+      repetition_penalty: 1, logprobs: false, default_max_tokens: null, logit_bias: {}, min_tokens: 0,
+      skip_special_tokens: true, spaces_between_special_tokens: true,
     });
     expect(compileSamplingParams({ top_k: -1, stop: 'x', temperature: null }).top_k).toBe(0);
     expect(compileSamplingParams({ stop: 'x' }).stop).toEqual(['x']);

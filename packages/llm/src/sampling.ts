@@ -1,5 +1,5 @@
 /**
- * Token sampling: penalties → temperature → min-p → top-k → top-p → one draw from the request's own
+ * Token sampling: logit bias and the min_tokens mask → penalties → temperature → min-p → top-k → top-p → one draw from the request's own
  * seeded PRNG; greedy argmax when temperature is 0.
  *
  * `sample` is called once per token per sequence, so it is O(V) expected with a few passes over the
@@ -71,6 +71,12 @@ export interface SamplerState {
   readonly outputCounts: Map<number, number>;
   /** Prompt token ids, kept only when repetition_penalty ≠ 1 (vLLM applies it to prompt and output). */
   readonly promptTokens: ReadonlySet<number> | null;
+  /** Ids that would end the sequence (EOS, stop ids): masked while fewer than min_tokens were generated. */
+  readonly endTokenIds: readonly number[];
+  /** logit_bias as [id, bias] pairs (parsed once). */
+  readonly bias: ReadonlyArray<readonly [number, number]>;
+  /** Tokens generated so far (prior output included). */
+  generated: number;
 }
 
 // Shared scratch (see the file comment): penalised logits, then weights; candidate token ids.
@@ -83,13 +89,15 @@ let index = new Int32Array(0);
  * `priorOutputTokenIds`: tokens this sequence already generated elsewhere (a prefill worker's first
  * token, a migrated stream): they are counted as output, and at temperature > 0 the random stream
  * skips one draw per prior token — `sample` takes exactly one draw per token then — so the state is the
- * one an uninterrupted run would have reached.
+ * one an uninterrupted run would have reached. `endTokenIds`: the ids that end the sequence, masked
+ * until `min_tokens` tokens were generated.
  */
 export function createSamplerState(
   params: CompiledSamplingParams,
   promptTokenIds: readonly number[] = [],
   fallbackSeed: number = Math.floor(Math.random() * 0x1_0000_0000),
   priorOutputTokenIds: readonly number[] = [],
+  endTokenIds: Iterable<number> = [],
 ): SamplerState {
   const seed = params.seed ?? fallbackSeed;
   const state: SamplerState = {
@@ -98,8 +106,12 @@ export function createSamplerState(
     rng: new Xoshiro128(seed),
     outputCounts: new Map(),
     promptTokens: params.repetition_penalty !== 1 ? new Set(promptTokenIds) : null,
+    endTokenIds: (params.min_tokens ?? 0) > 0 ? [...endTokenIds] : [],
+    bias: Object.entries(params.logit_bias ?? {}).map(([id, b]) => [Number(id), b] as const),
+    generated: 0,
   };
   for (const t of priorOutputTokenIds) {
+    state.generated++;
     state.outputCounts.set(t, (state.outputCounts.get(t) ?? 0) + 1);
     if (params.temperature > 0) state.rng.nextFloat();
   }
@@ -129,9 +141,12 @@ export function sample(logits: Float32Array, state: SamplerState): SampleResult 
   }
   const x = scratch.length === v ? scratch : scratch.subarray(0, v);
   x.set(logits);
+  for (const [id, b] of state.bias) if (id < v) x[id] = x[id]! + b;
+  if (state.generated < state.params.min_tokens) for (const id of state.endTokenIds) if (id < v) x[id] = -Infinity;
   applyPenalties(x, state);
 
   const tokenId = state.params.temperature === 0 ? argmax(x) : draw(x, state);
+  state.generated++;
   state.outputCounts.set(tokenId, (state.outputCounts.get(tokenId) ?? 0) + 1);
   return { tokenId, logprob: state.params.logprobs ? logSoftmaxAt(logits, tokenId) : null };
 }

@@ -15,6 +15,7 @@ const entry = (over: Partial<ScheduledSequence>): ScheduledSequence => ({
   sampling: undefined,
   promptTokenIds: [],
   priorOutputTokenIds: [],
+  endTokenIds: new Set(),
   ...over,
 });
 const output = (scheduled: ScheduledSequence[], kvUsage = 0.5): SchedulerOutput => ({

@@ -6,6 +6,7 @@
  * text and a stop string itself are never emitted (OpenAI). Text that could be the start of a stop
  * string is held back until the next token settles it, so a stop string split across tokens is still
  * caught and never half-emitted; when generation ends for any other reason the held text is released.
+ * Before `min_tokens` tokens, neither end ids nor stop strings end the sequence (vLLM): only max_tokens.
  *
  * One `StopChecker` per sequence; it owns the sequence's `TextDeltaSource` (the detokeniser) because
  * it alone knows whether a token's text should be decoded at all.
@@ -66,7 +67,8 @@ export class StopChecker {
     if (this.finished !== null) throw new Error(`StopChecker.step after finish (${this.finished})`);
     this.generated++;
 
-    if (this.stopTokens.has(tokenId) || this.eos.has(tokenId)) {
+    const ending = this.generated >= this.params.min_tokens;
+    if (ending && (this.stopTokens.has(tokenId) || this.eos.has(tokenId))) {
       const text = this.release();
       this.finished = 'stop';
       return { text, finishReason: 'stop', stopReason: this.stopTokens.has(tokenId) ? tokenId : null };
@@ -74,7 +76,7 @@ export class StopChecker {
 
     let pending = this.held + this.text.push(tokenId);
     this.held = '';
-    const stops = this.params.stop;
+    const stops = ending ? this.params.stop : [];
     if (stops.length > 0) {
       const match = earliestMatch(pending, stops);
       if (match !== null) {

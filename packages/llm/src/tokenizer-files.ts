@@ -1,15 +1,18 @@
 /**
  * Reading a Hugging Face model folder's text files: `tokenizer.json`, `tokenizer_config.json`,
- * `config.json` and, when present, `chat_template.jinja` (newer exports keep the template there
- * instead of in tokenizer_config.json). The folder is the one an Optimum/Qwen/Llama ONNX export
+ * `config.json`, `generation_config.json` (read by `generation-config.ts`; at most
+ * MAX_GENERATION_CONFIG_BYTES, a regular file) and, when present, `chat_template.jinja` (newer
+ * exports keep the template there instead of in tokenizer_config.json). The folder is the one an Optimum/Qwen/Llama ONNX export
  * produces, or the one onnx-builder's `llmFixtureRepositoryFiles()` generates for the tiny model.
  *
  * Only local files are read; nothing is downloaded. Each file goes through the confined resolver
  * (`resolveConfinedPath`): a symlink leading out of the folder is refused, never read. Failures are classified here: a missing required
  * file is `not_found`, a file that is not the JSON object we need is `invalid_argument`.
  */
-import { readFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, readFile } from 'node:fs/promises';
 import { invalidArgument, notFound, resolveConfinedPath } from '@switchyard/common';
+import { MAX_GENERATION_CONFIG_BYTES } from './generation-config.js';
 
 /** The parts of tokenizer.json we read ourselves; the rest is passed to @huggingface/tokenizers as is. */
 export interface TokenizerJson {
@@ -61,6 +64,8 @@ export interface ModelFolderFiles {
   readonly modelConfig: ModelConfigJson | undefined;
   /** Contents of chat_template.jinja; undefined when absent (then tokenizerConfig.chat_template applies). */
   readonly chatTemplateFile: string | undefined;
+  /** generation_config.json as a JSON object; undefined when absent (see `generationDefaults`). */
+  readonly generationConfig: Readonly<Record<string, unknown>> | undefined;
 }
 
 /** Reads `dir`; only tokenizer.json is required. */
@@ -73,7 +78,9 @@ export async function readModelFolder(dir: string): Promise<ModelFolderFiles> {
   }
   const configText = await readText(dir, 'tokenizer_config.json');
   const modelText = await readText(dir, 'config.json');
+  const generationText = await readText(dir, 'generation_config.json', MAX_GENERATION_CONFIG_BYTES);
   return {
+    generationConfig: generationText === undefined ? undefined : parseObject(generationText, 'generation_config.json', dir),
     tokenizerJson: tokenizerJson as TokenizerJson,
     tokenizerConfig: configText === undefined ? {} : (parseObject(configText, 'tokenizer_config.json', dir) as TokenizerConfigJson),
     modelConfig: modelText === undefined ? undefined : (parseObject(modelText, 'config.json', dir) as ModelConfigJson),
@@ -87,12 +94,29 @@ export function specialTokenContent(value: SpecialTokenValue | undefined): strin
   return typeof value === 'string' ? value : value.content;
 }
 
-/** `dir/name` through the confined resolver: a link leading out of the folder is refused, not read. */
-async function readText(dir: string, name: string): Promise<string | undefined> {
+/**
+ * `dir/name` through the confined resolver: a link leading out of the folder is refused, not read.
+ * With `maxBytes`, only a regular file of at most that size is read (else invalid_argument).
+ */
+async function readText(dir: string, name: string, maxBytes?: number): Promise<string | undefined> {
   const found = resolveConfinedPath(dir, name, `${name} of model folder '${dir}'`, 'that folder');
   if (!found.exists) return undefined;
   try {
-    return await readFile(found.path, 'utf8');
+    if (maxBytes === undefined) return await readFile(found.path, 'utf8');
+    // Non-blocking: opening a FIFO for reading would otherwise wait for a writer forever.
+    const file = await open(found.path, constants.O_RDONLY | constants.O_NONBLOCK);
+    try {
+      const info = await file.stat();
+      if (!info.isFile()) throw invalidArgument(`${name} in '${dir}' is not a regular file`);
+      if (info.size > maxBytes) throw invalidArgument(`${name} in '${dir}' is ${info.size} bytes, more than the ${maxBytes} allowed`);
+      // Read at most maxBytes + 1 whatever the file grew to since the stat.
+      const buffer = Buffer.alloc(maxBytes + 1);
+      const { bytesRead } = await file.read(buffer, 0, buffer.length, 0);
+      if (bytesRead > maxBytes) throw invalidArgument(`${name} in '${dir}' is more than the ${maxBytes} bytes allowed`);
+      return buffer.subarray(0, bytesRead).toString('utf8');
+    } finally {
+      await file.close();
+    }
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw e;

@@ -47,6 +47,9 @@ export {
   IDENTITY_FIXTURE_DATATYPES,
   CORRUPT_MODEL_TEXT,
   type GeneratedFile,
+  GEN_LLM_GENERATION_CONFIG,
+  WIDE_VOCAB_EXTRA_TOKEN_ID,
+  llmVariantRepositoryFiles,
 } from './repository-plan.js';
 export {
   buildTinyDecoderModel,

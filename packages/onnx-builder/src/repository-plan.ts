@@ -17,7 +17,7 @@ import {
   BATCH_DIM,
 } from './models.js';
 import { buildTinyDecoderModel } from './tiny-decoder.js';
-import { buildTinyTokenizerFiles } from './tiny-tokenizer-files.js';
+import { TINY_DECODER_SHAPE, buildTinyTokenizerFiles, tinySpecialTokenIds } from './tiny-tokenizer-files.js';
 
 /** One generated file: `path` is POSIX, relative to its repository root. */
 export interface GeneratedFile {
@@ -109,4 +109,46 @@ export function fixtureRepositoryFiles(): GeneratedFile[] {
  */
 export function llmFixtureRepositoryFiles(): GeneratedFile[] {
   return [...llmModelFolder('tiny_llm', 'FLOAT'), ...llmModelFolder('tiny_llm_fp16', 'FLOAT16'), ...llmModelFolder('mock_llm', null)];
+}
+
+/** The generation_config.json of `gen_llm`: Qwen3-style end ids (`<|im_end|>`, `<|endoftext|>`), greedy, 6 new tokens. */
+export const GEN_LLM_GENERATION_CONFIG = {
+  bos_token_id: tinySpecialTokenIds().endoftext,
+  eos_token_id: [tinySpecialTokenIds().imEnd, tinySpecialTokenIds().endoftext],
+  do_sample: false,
+  temperature: 0,
+  top_k: 50,
+  max_new_tokens: 6,
+  transformers_version: '4.51.0',
+};
+
+/** The id of the extra added token of `wide_vocab_llm`'s tokenizer: one past the logits, as Gemma 3's `<image_soft_token>`. */
+export const WIDE_VOCAB_EXTRA_TOKEN_ID = TINY_DECODER_SHAPE.vocabSize;
+
+/**
+ * Generated files of `test/fixtures/llm_variants_repository`: model folders real exports have and the
+ * plain fixture does not, beside `plain_llm` (tiny_llm's files, to compare with) — `gen_llm` and `gen_llm_vllm` (a generation_config.json), `merged_llm`
+ * (Optimum's `decoder_model_merged.onnx` with its `use_cache_branch` input; same weights as
+ * tiny_llm), `wide_vocab_llm` (a tokenizer with one id more than the logits, config.json's vocab_size
+ * the logits' width) and `bad_gen_llm` (a generation_config.json that is not JSON).
+ */
+export function llmVariantRepositoryFiles(): GeneratedFile[] {
+  const text = (s: string): Uint8Array => new TextEncoder().encode(s);
+  const json = (v: unknown): Uint8Array => text(`${JSON.stringify(v, null, 2)}\n`);
+  const tokenizer = buildTinyTokenizerFiles();
+  const wide = JSON.parse(tokenizer['tokenizer.json']) as { added_tokens: object[] };
+  wide.added_tokens.push({ id: WIDE_VOCAB_EXTRA_TOKEN_ID, content: '<image_soft_token>', single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
+  return [
+    ...llmModelFolder('plain_llm', 'FLOAT'),
+    ...llmModelFolder('gen_llm', 'FLOAT'),
+    file('gen_llm/1/generation_config.json', () => json(GEN_LLM_GENERATION_CONFIG)),
+    ...llmModelFolder('gen_llm_vllm', 'FLOAT'),
+    file('gen_llm_vllm/1/generation_config.json', () => json(GEN_LLM_GENERATION_CONFIG)),
+    ...llmModelFolder('merged_llm', null),
+    file('merged_llm/1/decoder_model_merged.onnx', () => buildTinyDecoderModel({ useCacheBranch: true })),
+    ...llmModelFolder('wide_vocab_llm', 'FLOAT').filter((f) => !f.path.endsWith('tokenizer.json')),
+    file('wide_vocab_llm/1/tokenizer.json', () => json(wide)),
+    ...llmModelFolder('bad_gen_llm', 'FLOAT'),
+    file('bad_gen_llm/1/generation_config.json', () => text('{"eos_token_id": [1, 2,')),
+  ];
 }

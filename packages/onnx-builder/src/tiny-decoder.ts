@@ -20,6 +20,12 @@
  * the caller gives each real token its position within its own sequence. With the FLOAT16 KV variant
  * the new keys/values are rounded to fp16 before attention uses them, so recomputing from scratch and
  * decoding incrementally see identical KV values. Only standard ai.onnx opset-17 operators are used.
+ *
+ * `useCacheBranch` builds the variant Optimum exports as `decoder_model_merged.onnx`: one more input,
+ * `use_cache_branch` (bool [1]). True: the with-past computation above. False: the without-past one,
+ * where the past inputs are ignored (their keys are never attended to; Optimum's merged graph runs a
+ * separate subgraph that does not read them). Fed correctly — false only where the past is empty —
+ * it computes exactly what the plain model does; fed false over a real past, it forgets the context.
  */
 import type { Dim } from './graph-builder.js';
 import { GraphBuilder } from './graph-builder.js';
@@ -33,6 +39,8 @@ export interface TinyDecoderOptions {
   kvType?: 'FLOAT' | 'FLOAT16';
   /** Weight seed. Default 1234. */
   seed?: number;
+  /** Optimum merged-decoder variant with a `use_cache_branch` input (see the file comment). Default false. */
+  useCacheBranch?: boolean;
 }
 
 /** Optimum's symbolic dim names, so ORT metadata reads like a real export's. */
@@ -58,7 +66,8 @@ export function buildTinyDecoderModel(options: TinyDecoderOptions = {}): Uint8Ar
   if (D % 2 !== 0) throw new Error(`headDim ${D} must be even for rotary embeddings`);
   const group = NH / NKV;
   const next = mulberry32(options.seed ?? 1234);
-  const g = new GraphBuilder(kvType === 'FLOAT' ? 'tiny_decoder' : 'tiny_decoder_fp16');
+  const merged = options.useCacheBranch === true;
+  const g = new GraphBuilder(`${kvType === 'FLOAT' ? 'tiny_decoder' : 'tiny_decoder_fp16'}${merged ? '_merged' : ''}`);
 
   g.input('input_ids', 'INT64', [BATCH, SEQ]);
   g.input('attention_mask', 'INT64', [BATCH, TOTAL]);
@@ -69,6 +78,7 @@ export function buildTinyDecoderModel(options: TinyDecoderOptions = {}): Uint8Ar
     g.input(pastKeyName(n), kvType, kvPast);
     g.input(pastValueName(n), kvType, kvPast);
   }
+  if (merged) g.input('use_cache_branch', 'BOOL', [1]);
   g.output('logits', 'FLOAT', [BATCH, SEQ, V]);
   for (let n = 0; n < L; n++) {
     g.output(presentKeyName(n), kvType, kvPresent);
@@ -128,7 +138,15 @@ export function buildTinyDecoderModel(options: TinyDecoderOptions = {}): Uint8Ar
   g.node('LessOrEqual', ['key_index', 'query_index_col'], ['causal']);
   g.node('Cast', ['attention_mask'], ['mask_bool'], { to: 9 });
   g.node('Unsqueeze', ['mask_bool', 'axes123'], ['mask_5d']);
-  g.node('And', ['causal', 'mask_5d'], ['visible']);
+  if (merged) {
+    // Without the cache branch only this call's keys (index >= past) may be attended to.
+    g.node('GreaterOrEqual', ['key_index', 'past_len'], ['key_is_new']);
+    g.node('Or', ['key_is_new', 'use_cache_branch'], ['key_usable']);
+    g.node('And', ['causal', 'mask_5d'], ['visible_any']);
+    g.node('And', ['visible_any', 'key_usable'], ['visible']);
+  } else {
+    g.node('And', ['causal', 'mask_5d'], ['visible']);
+  }
 
   // Rotary tables gathered at position_ids: [batch, 1, seq, head_dim/2].
   g.node('Gather', ['rope_cos', 'position_ids'], ['cos_bsd'], { axis: 0 });
@@ -218,5 +236,5 @@ export function buildTinyDecoderModel(options: TinyDecoderOptions = {}): Uint8Ar
   g.initializer('final_norm', 'FLOAT', [H], ones);
   const hn = rmsNorm(h, 'final_norm', 'h_final');
   g.node('MatMul', [hn, weight('lm_head', [H, V], 4 * lin(H))], ['logits']);
-  return g.buildModel({ opset: 17, metadata: { 'switchyard.model': 'tiny_decoder', 'switchyard.kv_type': kvType } });
+  return g.buildModel({ opset: 17, metadata: { 'switchyard.model': merged ? 'tiny_decoder_merged' : 'tiny_decoder', 'switchyard.kv_type': kvType } });
 }

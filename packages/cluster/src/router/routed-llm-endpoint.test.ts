@@ -51,6 +51,17 @@ function chosenSince(r: RouterCore, before: Map<string, number>): string {
 const prompt = (seed: number, n = 64): number[] => Array.from({ length: n }, (_, i) => 100 + ((seed * 31 + i * 7) % 200));
 
 describe('RoutedLlmEndpoint', () => {
+  it("carries the workers' generation-config defaults on its card; generationConfig 'vllm' drops them", async () => {
+    cluster = new MockCluster();
+    await cluster.addWorker({ generationConfig: JSON.stringify({ eos_token_id: [5, 6], temperature: 0.5, top_k: 50, max_new_tokens: 7 }) });
+    const { llm } = await start('kv');
+    // the mocker generates to max_tokens (no end ids); top_k 50 is Hugging Face's default, not the model's
+    expect(llm.card.samplingDefaults).toEqual({ temperature: 0.5, max_tokens: 7 });
+    await router!.close();
+    const neutral = await start('kv', new MemoryRoutingTable(), { generationConfig: 'vllm' });
+    expect(neutral.llm.card.samplingDefaults).toBeUndefined();
+  });
+
   it('kv mode sends a repeated prompt to the worker that cached it (real KV events)', async () => {
     cluster = new MockCluster();
     await cluster.addWorker();

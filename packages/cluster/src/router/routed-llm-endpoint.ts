@@ -63,6 +63,8 @@ import {
   type LlmEndpoint,
   type LlmEngineMetrics,
   type LlmModelCard,
+  type GenerationConfigMode,
+  type SamplingDefaults,
   type Tokenizer,
 } from '@switchyard/llm';
 import {
@@ -100,6 +102,8 @@ export interface LlmRoutingOptions {
   readonly approxTtlMs?: number;
   /** Conditional disaggregation thresholds and the prefill timeout; default DEFAULT_DISAGG_OPTIONS. */
   readonly disagg?: DisaggOptions;
+  /** `vllm`: the workers' published sampling defaults are not applied (their end ids still are); default `auto`. */
+  readonly generationConfig?: GenerationConfigMode;
 }
 
 export interface RoutedLlmEndpointDeps {
@@ -188,6 +192,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
       contextLength: e.card.contextLength!,
       totalKvBlocks: llm.totalKvBlocks,
       eosTokenIds: llm.eosTokenIds,
+      ...samplingDefaultsOf(llm.samplingDefaults, this.deps.options.generationConfig),
       created: llm.created,
     };
   }
@@ -448,4 +453,11 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
 function wireSampling(s: CompiledSamplingParams, maxTokens: number | null): { readonly [k: string]: unknown } {
   const { stop: _stop, ...rest } = s;
   return { ...rest, max_tokens: maxTokens };
+}
+
+/** The card's samplingDefaults as this router applies them: in mode `vllm` only the end ids. */
+function samplingDefaultsOf(defaults: SamplingDefaults | undefined, mode: GenerationConfigMode | undefined): { samplingDefaults?: SamplingDefaults } {
+  if (defaults === undefined) return {};
+  if (mode !== 'vllm') return { samplingDefaults: defaults };
+  return defaults.eos_token_ids === undefined ? {} : { samplingDefaults: { eos_token_ids: defaults.eos_token_ids } };
 }

@@ -18,6 +18,7 @@
 import { randomUUID } from 'node:crypto';
 import { type Logger, invalidArgument, silentLogger } from '@switchyard/common';
 import { DEFAULT_OVERLAP_WEIGHT, DEFAULT_ROUTER_TEMPERATURE, KvIndexer, type RoutingTable, type WorkerId } from '@switchyard/kv-router';
+import { DEFAULT_GENERATION_CONFIG_MODE, parseGenerationConfigMode, type GenerationConfigMode } from '@switchyard/llm';
 import type { Discovery, EventPlane, Namespace, RequestPlane } from '@switchyard/runtime';
 import { componentName, requestFiguresSubject, namespace as toNamespace } from '@switchyard/runtime';
 import { ROUTER_COMPONENT } from '../protocols.js';
@@ -59,6 +60,11 @@ export interface RouterCoreOptions {
   readonly stallProbeMs?: number;
   /** How long a health probe waits for the answer before calling the instance dead; default 1000. */
   readonly probeTimeoutMs?: number;
+  /**
+   * `auto` (default): requests through this router take the sampling defaults each model's workers
+   * publish (their generation config); `vllm`: vLLM's neutral defaults (the end ids apply either way).
+   */
+  readonly generationConfig?: GenerationConfigMode;
   /**
    * Conditional disaggregation (models with prefill workers; disagg-policy.ts): uncached prompt tokens at
    * or above which a prefill goes remote (default DEFAULT_DISAGG_MIN_REMOTE_TOKENS, 512; 0 = always),
@@ -106,6 +112,7 @@ interface CompiledRouterOptions {
   readonly inhibitMs: number;
   readonly stallProbeMs: number;
   readonly probeTimeoutMs: number;
+  readonly generationConfig: GenerationConfigMode;
   readonly disagg: DisaggOptions;
   readonly queueTimeoutMs: number;
   readonly maxHeldRequests: number;
@@ -130,6 +137,7 @@ function compileOptions(o: RouterCoreOptions): CompiledRouterOptions {
   if (!Number.isFinite(stallProbeMs) || stallProbeMs < 0) throw invalidArgument(`stallProbeMs must be a number >= 0, got ${stallProbeMs}`);
   const probeTimeoutMs = o.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS;
   if (!Number.isFinite(probeTimeoutMs) || probeTimeoutMs <= 0) throw invalidArgument(`probeTimeoutMs must be a number > 0, got ${probeTimeoutMs}`);
+  const generationConfig = parseGenerationConfigMode(o.generationConfig ?? DEFAULT_GENERATION_CONFIG_MODE, 'generationConfig');
   const minRemoteTokens = o.disagg?.minRemoteTokens ?? DEFAULT_DISAGG_MIN_REMOTE_TOKENS;
   if (!Number.isSafeInteger(minRemoteTokens) || minRemoteTokens < 0) throw invalidArgument(`disagg.minRemoteTokens must be an integer >= 0, got ${minRemoteTokens}`);
   const maxPrefillQueueTokens = o.disagg?.maxPrefillQueueTokens ?? DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS;
@@ -157,6 +165,7 @@ function compileOptions(o: RouterCoreOptions): CompiledRouterOptions {
     disagg: { minRemoteTokens, maxPrefillQueueTokens, prefillTimeoutMs },
     stallProbeMs,
     probeTimeoutMs,
+    generationConfig,
     mode,
     overlapWeight,
     temperature,
@@ -236,7 +245,7 @@ export async function startRouterCore(options: RouterCoreOptions): Promise<Route
       stats,
       loadOf: (worker) => kv.loadOf(worker),
       prober,
-      options: { mode: c.mode, overlapWeight: c.overlapWeight, temperature: c.temperature, migrationLimit: c.migrationLimit, stallProbeMs: c.stallProbeMs, disagg: c.disagg },
+      options: { mode: c.mode, overlapWeight: c.overlapWeight, temperature: c.temperature, migrationLimit: c.migrationLimit, stallProbeMs: c.stallProbeMs, disagg: c.disagg, generationConfig: c.generationConfig },
       logger,
     },
   });

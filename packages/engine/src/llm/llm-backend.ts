@@ -5,9 +5,14 @@
  * Both keep the KV cache in the engine's paged blocks with prefix caching and KV events.
  *
  * A version folder is a Hugging Face model folder: `tokenizer.json` (required), `tokenizer_config.json`
- * (chat template, special tokens), `config.json` (EOS ids, max_position_embeddings), `chat_template.jinja`
+ * (chat template, special tokens), `config.json` (EOS ids, max_position_embeddings, vocab_size),
+ * `generation_config.json` (extra end ids; sampling defaults in mode `auto`), `chat_template.jinja`
  * (optional), and for `llm` the ONNX file (`default_model_filename`, default `model.onnx`). A user's
  * export drops in unchanged. Engine settings are config parameters (llm-options.ts).
+ *
+ * Vocabulary: tokens are sampled from the first `vocab_size` logits (config.json's, as vLLM sizes
+ * the LM head; else the tokenizer's), never beyond the tokenizer's ids: Gemma 3's tokenizer has one
+ * id more than its logits, which that id then never is.
  *
  * One `LlmEngine` per loaded version, shared by the version's instances (continuous batching happens
  * inside the engine, not across instances). The ONNX session runs on its own worker thread
@@ -25,18 +30,22 @@
  * KV transfer (disaggregated prefill/decode): the endpoint's `kvTransfer` leases and imports blocks.
  * Its layout's model identity is, for `llm`, a SHA-256 digest of the ONNX file's bytes (two workers
  * loading the same export agree); for `mocker`, a digest of config.json's architecture fields. Lease
- * TTL and the mocker's simulated bandwidth are engine options (`LlmTransferSettings`).
+ * TTL and the mocker's simulated bandwidth are engine options (`LlmBackendSettings`).
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { enforceLimits, resolveConfinedPath, unavailable, type Logger } from '@switchyard/common';
+import { enforceLimits, invalidArgument, resolveConfinedPath, unavailable, type Logger } from '@switchyard/common';
 import {
   ChatTemplate,
   LlmEngine,
   SimulatedExecutor,
   Tokenizer,
+  generationDefaults,
   readModelFolder,
+  withoutModelEos,
   type Executor,
+  type GenerationConfigMode,
+  type SamplingDefaults,
   type ForwardPassSink,
   type KvEventSink,
   type LlmEndpoint,
@@ -100,13 +109,15 @@ class LlmModel implements BackendModel {
   }
 }
 
-/** Engine-wide KV transfer settings of the LLM backends (EngineOptions.kvTransferTtlMs / kvTransferGbps). */
-export interface LlmTransferSettings {
+/** Engine-wide settings of the LLM backends (EngineOptions.kvTransferTtlMs / kvTransferGbps / generationConfig). */
+export interface LlmBackendSettings {
   readonly ttlMs: number;
   readonly gbps: number;
+  /** A model's `generation_config` parameter overrides it. */
+  readonly generationConfig: GenerationConfigMode;
 }
 
-const DEFAULT_TRANSFER: LlmTransferSettings = { ttlMs: DEFAULT_KV_TRANSFER_TTL_MS, gbps: DEFAULT_KV_TRANSFER_GBPS };
+const DEFAULT_SETTINGS: LlmBackendSettings = { ttlMs: DEFAULT_KV_TRANSFER_TTL_MS, gbps: DEFAULT_KV_TRANSFER_GBPS, generationConfig: 'auto' };
 
 /** SHA-256 of a file's bytes, hex, streamed (model files may be large). */
 export async function fileDigest(path: string): Promise<string> {
@@ -119,7 +130,7 @@ export class LlmBackend implements Backend {
   constructor(
     readonly name: LlmKind,
     private readonly limits: LoadLimits = DEFAULT_LOAD_LIMITS,
-    private readonly transfer: LlmTransferSettings = DEFAULT_TRANSFER,
+    private readonly transfer: LlmBackendSettings = DEFAULT_SETTINGS,
     /** Whether onnxruntime-node's CUDA execution provider is installed (tests substitute it). */
     private readonly cudaStatus: () => ProviderStatus = () => cudaProviderStatus(),
   ) {}
@@ -154,10 +165,14 @@ export class LlmBackend implements Backend {
     let files: ModelFolderFiles;
     let tokenizer: Tokenizer;
     let chatTemplate: ChatTemplate | undefined;
+    let generation: SamplingDefaults;
+    let vocabSize: number;
     try {
       files = await readModelFolder(versionPath);
       tokenizer = Tokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig, files.modelConfig);
       chatTemplate = ChatTemplate.fromTokenizerConfig(files.tokenizerConfig, files.chatTemplateFile);
+      generation = generationDefaults(files.generationConfig, options.generationConfig ?? this.transfer.generationConfig);
+      vocabSize = sampledVocabSize(tokenizer.vocabSize, files.modelConfig?.vocab_size);
     } catch (e) {
       return fail(e instanceof Error ? e.message : String(e), e);
     }
@@ -172,7 +187,7 @@ export class LlmBackend implements Backend {
       executor = new SimulatedExecutor({
         speedupRatio: options.speedupRatio,
         seed: options.seed,
-        vocabSize: tokenizer.vocabSize,
+        vocabSize,
         kvTransfer: { blockSize: options.blockSize, modelConfig: files.modelConfig, gbps: this.transfer.gbps },
       });
     } else {
@@ -190,7 +205,7 @@ export class LlmBackend implements Backend {
       // The digest is read while the session loads (large files take a while either way).
       const modelId = fileDigest(file).catch((e: unknown) => fail(`unable to read '${file}': ${e instanceof Error ? e.message : String(e)}`, e));
       modelId.catch(() => {}); // awaited by createOnnxLlmExecutor; not unhandled when the session fails first
-      const created = await createOnnxLlmExecutor(file, options, tokenizer.vocabSize, checkKv, modelId, gpu).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
+      const created = await createOnnxLlmExecutor(file, options, vocabSize, checkKv, modelId, gpu).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
       executor = created.executor;
       releaseExecutor = created.release;
     }
@@ -198,6 +213,8 @@ export class LlmBackend implements Backend {
     // Mocker tokens are random ids: an EOS among them would end a simulated request at random, so the
     // mocker generates to max_tokens as Dynamo's does.
     const eosTokenIds = this.name === 'mocker' ? [] : [...tokenizer.eosTokenIds];
+    // The generation config's other end ids stop requests as stop ids (not the mocker's, as above).
+    const samplingDefaults = this.name === 'mocker' ? withoutModelEos(generation, generation.eos_token_ids ?? []) : withoutModelEos(generation, eosTokenIds);
     // KV events fan out to whoever listens (the cluster worker's publisher); with no listener the
     // block manager's callback is one empty-set check.
     const kvListeners = new Set<KvEventSink>();
@@ -233,6 +250,7 @@ export class LlmBackend implements Backend {
       },
       maxModelLen,
       eosTokenIds,
+      vocabSize,
       executor,
       onKvEvent,
       onForwardPass,
@@ -246,6 +264,7 @@ export class LlmBackend implements Backend {
         contextLength: maxModelLen,
         totalKvBlocks: options.numBlocks,
         eosTokenIds,
+        samplingDefaults,
         created: Math.floor(Date.now() / 1000),
       },
       tokenizer,
@@ -272,4 +291,17 @@ export class LlmBackend implements Backend {
     logger.info({ model: modelName, kind: this.name, blockSize: options.blockSize, numBlocks: options.numBlocks, maxModelLen }, 'LLM engine ready');
     return new LlmModel(endpoint, engine, options, logger, releaseExecutor);
   }
+}
+
+/**
+ * How many logits tokens are sampled from: config.json's `vocab_size` (the LM head's width, as vLLM
+ * takes it) when it is given and below the tokenizer's size, else the tokenizer's (padding rows of an
+ * LM head past the tokenizer's ids are never sampled: no text could be decoded for them).
+ */
+export function sampledVocabSize(tokenizerVocabSize: number, configVocabSize: unknown): number {
+  if (configVocabSize === undefined || configVocabSize === null) return tokenizerVocabSize;
+  if (typeof configVocabSize !== 'number' || !Number.isSafeInteger(configVocabSize) || configVocabSize < 1) {
+    throw invalidArgument(`config.json: vocab_size must be a positive integer, got ${String(configVocabSize)}`);
+  }
+  return Math.min(tokenizerVocabSize, configVocabSize);
 }

@@ -19,7 +19,15 @@
 import { randomUUID } from 'node:crypto';
 import { describeValue, internal, invalidArgument, toSwitchyardError, type Logger } from '@switchyard/common';
 import { deserializeBytesElements, modelParameters, serializeBytesElements, type InferTensor, type ParameterValue } from '@switchyard/kserve';
-import { compileSamplingParams, OutputProcessor, textPromptTokens, type LlmEndpoint, type SamplingParams } from '@switchyard/llm';
+import {
+  checkLogitBiasIds,
+  compileSamplingParams,
+  OutputProcessor,
+  textPromptTokens,
+  type LlmEndpoint,
+  type SamplingDefaults,
+  type SamplingParams,
+} from '@switchyard/llm';
 import type { BackendInstance, ExecutionOutcome, ResponseSender } from '../backend.js';
 import type { NormalizedInput, NormalizedRequest } from '../request-normalizer.js';
 
@@ -69,7 +77,8 @@ export class LlmInstance implements BackendInstance {
     const { endpoint } = this.options;
     let parsed: ParsedLlmRequest;
     try {
-      parsed = parseLlmRequest(normalized, this.options.defaultMaxTokens);
+      parsed = parseLlmRequest(normalized, this.options.defaultMaxTokens, endpoint.card.samplingDefaults);
+      checkLogitBiasIds(parsed.sampling, endpoint.tokenizer.vocabSize);
     } catch (e) {
       sender.send({ error: toSwitchyardError(e) }, true);
       return;
@@ -182,8 +191,11 @@ function boolParameter(value: ParameterValue | undefined, name: string): boolean
   return value;
 }
 
-/** The request's prompt, mode and validated sampling (invalid_argument naming the bad field). */
-export function parseLlmRequest(request: NormalizedRequest, defaultMaxTokens: number): ParsedLlmRequest {
+/**
+ * The request's prompt, mode and validated sampling (invalid_argument naming the bad field), over the
+ * model's `defaults` (its generation config) when given.
+ */
+export function parseLlmRequest(request: NormalizedRequest, defaultMaxTokens: number, defaults?: SamplingDefaults): ParsedLlmRequest {
   const prompt = bytesInput(request, 'text_input');
   if (prompt === undefined) throw invalidArgument("input 'text_input' is required");
   // The parameters vLLM's backend sees (`request.parameters()`): not the sequence id, flags, priority or timeout.
@@ -218,7 +230,7 @@ export function parseLlmRequest(request: NormalizedRequest, defaultMaxTokens: nu
     }
   }
   if (fields['max_tokens'] === undefined || fields['max_tokens'] === null) fields['max_tokens'] = defaultMaxTokens;
-  const sampling = compileSamplingParams(fields as SamplingParams);
+  const sampling = compileSamplingParams(fields as SamplingParams, defaults);
   const stream = boolInput(request, 'stream') ?? boolParameter(params['stream'], 'stream') ?? false;
   const excludeInput = boolInput(request, 'exclude_input_in_output') ?? boolParameter(params['exclude_input_in_output'], 'exclude_input_in_output') ?? false;
   return { prompt, stream, excludeInput, sampling };

@@ -17,8 +17,10 @@
  * | `speedup_ratio`          | 1                              | `mocker`: simulated time is divided by it |
  * | `seed`                   | unset / 0                      | `llm`: seeds the stream each unseeded request draws its own seed from (reproducible for the same arrival order; unset: random, as in vLLM); `mocker`: the token stream seed |
  * | `default_max_tokens`     | 16                             | KServe generate: `max_tokens` when a request gives none (vLLM's default) |
+ * | `generation_config`      | the worker's `--generation-config` (`auto`) | `auto`: generation_config.json's sampling fields are the defaults of requests that do not set them; `vllm`: only its end ids apply (vLLM's `--generation-config`) |
  */
 import { invalidArgument } from '@switchyard/common';
+import type { GenerationConfigMode } from '@switchyard/llm';
 import type { ModelConfig } from '@switchyard/model-config';
 
 export type LlmKind = 'llm' | 'mocker';
@@ -39,6 +41,8 @@ export interface LlmModelOptions {
   /** The config set `seed`: unseeded `llm` requests then draw their seeds from a stream it starts (reproducible for the same arrival order); else each draws a random seed, as in vLLM. */
   readonly seedGiven: boolean;
   readonly defaultMaxTokens: number;
+  /** undefined: the worker's default (EngineOptions.generationConfig). */
+  readonly generationConfig: GenerationConfigMode | undefined;
 }
 
 export const DEFAULT_MAX_MODEL_LEN = 2048;
@@ -56,6 +60,7 @@ const KNOWN = new Set([
   'speedup_ratio',
   'seed',
   'default_max_tokens',
+  'generation_config',
 ]);
 
 /** Parameter keys this backend does not know (the loader warns about them; they do not fail the load). */
@@ -94,6 +99,8 @@ export function compileLlmOptions(config: ModelConfig, kind: LlmKind): LlmModelO
   const dtype = raw('kv_cache_dtype') ?? 'auto';
   if (dtype !== 'auto' && dtype !== 'fp32' && dtype !== 'fp16') fail('kv_cache_dtype', "'auto', 'fp32' or 'fp16'");
   const maxModelLen = raw('max_model_len') === undefined ? undefined : int('max_model_len', 0, 2);
+  const mode = raw('generation_config');
+  const generationConfig = mode === undefined || mode === 'auto' || mode === 'vllm' ? mode : fail('generation_config', "'auto' or 'vllm'");
   return {
     blockSize: int('block_size', mocker ? 64 : 16, 1),
     numBlocks: int('num_gpu_blocks', mocker ? 16384 : 1024, 1),
@@ -108,5 +115,6 @@ export function compileLlmOptions(config: ModelConfig, kind: LlmKind): LlmModelO
     seed: int('seed', 0, 0),
     seedGiven: raw('seed') !== undefined,
     defaultMaxTokens: int('default_max_tokens', 16, 1),
+    generationConfig,
   };
 }

@@ -27,6 +27,7 @@ import {
   openAiModel,
   parseChatCompletionRequest,
   parseCompletionRequest,
+  samplingFor,
 } from '@switchyard/llm';
 import { decompressBody, readBody, requestEncoding } from '../http/http-body.js';
 import type { HttpContext } from '../http/http-context.js';
@@ -86,8 +87,10 @@ async function completions(ctx: HttpContext, req: IncomingMessage, res: ServerRe
   await runGeneration(res, { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler }, ctx.logger);
 }
 
+/** The generation's common part; its sampling is the request's over the model's generation config. */
 function generation(id: string, endpoint: LlmEndpoint, request: ParsedOpenAiRequest) {
-  return { endpoint, requestId: id, sampling: request.sampling, stream: request.stream, includeUsage: request.includeUsage };
+  const sampling = samplingFor(request, endpoint.card.samplingDefaults, endpoint.tokenizer.vocabSize);
+  return { endpoint, requestId: id, sampling, stream: request.stream, includeUsage: request.includeUsage };
 }
 
 function assemblerOptions(id: string, endpoint: LlmEndpoint, request: ParsedOpenAiRequest, logprobs: boolean): AssemblerOptions {

@@ -118,6 +118,8 @@ export interface RepositoryOptions {
   /** decoupled_error and seq_sum. */
   extras?: boolean;
   speedup?: number;
+  /** The mocker LLM's generation_config.json (JSON text); default none. */
+  generationConfig?: string;
 }
 
 /** A model repository in a temp folder: the mocker LLM, the tensor model and/or the extras. */
@@ -130,6 +132,7 @@ export async function writeRepository(options: RepositoryOptions = {}): Promise<
   if (options.llm !== false) {
     await put(`${LLM}/config.pbtxt`, mockLlmConfig(options.speedup !== undefined ? { speedup: options.speedup } : {}));
     for (const f of llmFixtureRepositoryFiles()) if (f.path.startsWith(`${LLM}/`) && !f.path.endsWith('config.pbtxt')) await put(f.path, f.build());
+    if (options.generationConfig !== undefined) await put(`${LLM}/1/generation_config.json`, options.generationConfig);
   }
   if (options.tensor === true) {
     await put(`${TENSOR}/config.pbtxt`, ADD_SUB_CONFIG);
