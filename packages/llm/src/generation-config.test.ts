@@ -8,7 +8,7 @@ import { buildTinyTokenizerFiles } from '@switchyard/onnx-builder';
 import { MAX_GENERATION_CONFIG_BYTES, generationDefaults, parseGenerationConfigMode, withoutModelEos } from './generation-config.js';
 import { compileSamplingParams, decodeSamplingDefaults } from './sampling-params.js';
 import { StopChecker } from './stop-checker.js';
-import { readModelFolder } from './tokenizer-files.js';
+import { MODEL_FOLDER_FILE_BYTES, readModelFolder } from './tokenizer-files.js';
 
 /** Qwen3-0.6B's generation_config.json. */
 const QWEN3 = { bos_token_id: 151643, do_sample: true, eos_token_id: [151645, 151643], pad_token_id: 151643, temperature: 0.6, top_k: 20, top_p: 0.95, transformers_version: '4.51.0' };
@@ -163,6 +163,19 @@ describe('readModelFolder: generation_config.json', () => {
     const d = folder(undefined);
     expect(spawnSync('mkfifo', [join(d, 'generation_config.json')]).status).toBe(0);
     expect(await refusedAsync(readModelFolder(d))).toMatch(/not a regular file/);
+  });
+
+  it('every file of the folder is bounded and must be a regular file: a FIFO or a huge tokenizer.json fails the load, never hangs it', async () => {
+    for (const name of ['tokenizer_config.json', 'config.json', 'chat_template.jinja']) {
+      const d = folder(undefined);
+      expect(spawnSync('mkfifo', [join(d, name)]).status).toBe(0);
+      expect(await refusedAsync(readModelFolder(d))).toMatch(new RegExp(`${name.replace('.', '\\.')} in .* is not a regular file`));
+      rmSync(d, { recursive: true });
+    }
+    const d = folder(undefined);
+    // sparse: its size is what the stat says, nothing is written
+    expect(spawnSync('truncate', ['-s', String(MODEL_FOLDER_FILE_BYTES['tokenizer.json'] + 1), join(d, 'tokenizer.json')]).status).toBe(0);
+    expect(await refusedAsync(readModelFolder(d))).toMatch(/tokenizer\.json in .* is 268435457 bytes, more than the 268435456 allowed/);
   });
 
   it('a link out of the folder is refused, not read', async () => {

@@ -6,11 +6,13 @@
  * produces, or the one onnx-builder's `llmFixtureRepositoryFiles()` generates for the tiny model.
  *
  * Only local files are read; nothing is downloaded. Each file goes through the confined resolver
- * (`resolveConfinedPath`): a symlink leading out of the folder is refused, never read. Failures are classified here: a missing required
- * file is `not_found`, a file that is not the JSON object we need is `invalid_argument`.
+ * (`resolveConfinedPath`): a symlink leading out of the folder is refused, never read. Each must be a
+ * regular file (a FIFO would block the load forever) of at most its `MODEL_FOLDER_FILE_BYTES` bound,
+ * read with one buffer of its size. Failures are classified here: a missing required file is
+ * `not_found`, a file that is not the JSON object we need, or too big, is `invalid_argument`.
  */
 import { constants } from 'node:fs';
-import { open, readFile } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { invalidArgument, notFound, resolveConfinedPath } from '@switchyard/common';
 import { MAX_GENERATION_CONFIG_BYTES } from './generation-config.js';
 
@@ -68,23 +70,35 @@ export interface ModelFolderFiles {
   readonly generationConfig: Readonly<Record<string, unknown>> | undefined;
 }
 
+/**
+ * The most bytes each file may have: several times the largest real exports (Gemma 3's tokenizer.json
+ * is 33 MB, its tokenizer_config.json 1.2 MB; templates and configs are kilobytes).
+ */
+export const MODEL_FOLDER_FILE_BYTES = {
+  'tokenizer.json': 256 * 1024 * 1024,
+  'tokenizer_config.json': 64 * 1024 * 1024,
+  'config.json': 16 * 1024 * 1024,
+  'chat_template.jinja': 4 * 1024 * 1024,
+  'generation_config.json': MAX_GENERATION_CONFIG_BYTES,
+} as const;
+
 /** Reads `dir`; only tokenizer.json is required. */
 export async function readModelFolder(dir: string): Promise<ModelFolderFiles> {
-  const tokenizerText = await readText(dir, 'tokenizer.json');
+  const tokenizerText = await readText(dir, 'tokenizer.json', MODEL_FOLDER_FILE_BYTES['tokenizer.json']);
   if (tokenizerText === undefined) throw notFound(`model folder '${dir}' has no tokenizer.json`);
   const tokenizerJson = parseObject(tokenizerText, 'tokenizer.json', dir);
   if (typeof tokenizerJson['model'] !== 'object' || tokenizerJson['model'] === null) {
     throw invalidArgument(`tokenizer.json in '${dir}' has no "model" object`);
   }
-  const configText = await readText(dir, 'tokenizer_config.json');
-  const modelText = await readText(dir, 'config.json');
-  const generationText = await readText(dir, 'generation_config.json', MAX_GENERATION_CONFIG_BYTES);
+  const configText = await readText(dir, 'tokenizer_config.json', MODEL_FOLDER_FILE_BYTES['tokenizer_config.json']);
+  const modelText = await readText(dir, 'config.json', MODEL_FOLDER_FILE_BYTES['config.json']);
+  const generationText = await readText(dir, 'generation_config.json', MODEL_FOLDER_FILE_BYTES['generation_config.json']);
   return {
     generationConfig: generationText === undefined ? undefined : parseObject(generationText, 'generation_config.json', dir),
     tokenizerJson: tokenizerJson as TokenizerJson,
     tokenizerConfig: configText === undefined ? {} : (parseObject(configText, 'tokenizer_config.json', dir) as TokenizerConfigJson),
     modelConfig: modelText === undefined ? undefined : (parseObject(modelText, 'config.json', dir) as ModelConfigJson),
-    chatTemplateFile: await readText(dir, 'chat_template.jinja'),
+    chatTemplateFile: await readText(dir, 'chat_template.jinja', MODEL_FOLDER_FILE_BYTES['chat_template.jinja']),
   };
 }
 
@@ -96,24 +110,28 @@ export function specialTokenContent(value: SpecialTokenValue | undefined): strin
 
 /**
  * `dir/name` through the confined resolver: a link leading out of the folder is refused, not read.
- * With `maxBytes`, only a regular file of at most that size is read (else invalid_argument).
+ * Only a regular file of at most `maxBytes` is read (else invalid_argument).
  */
-async function readText(dir: string, name: string, maxBytes?: number): Promise<string | undefined> {
+async function readText(dir: string, name: string, maxBytes: number): Promise<string | undefined> {
   const found = resolveConfinedPath(dir, name, `${name} of model folder '${dir}'`, 'that folder');
   if (!found.exists) return undefined;
   try {
-    if (maxBytes === undefined) return await readFile(found.path, 'utf8');
     // Non-blocking: opening a FIFO for reading would otherwise wait for a writer forever.
     const file = await open(found.path, constants.O_RDONLY | constants.O_NONBLOCK);
     try {
       const info = await file.stat();
       if (!info.isFile()) throw invalidArgument(`${name} in '${dir}' is not a regular file`);
       if (info.size > maxBytes) throw invalidArgument(`${name} in '${dir}' is ${info.size} bytes, more than the ${maxBytes} allowed`);
-      // Read at most maxBytes + 1 whatever the file grew to since the stat.
-      const buffer = Buffer.alloc(maxBytes + 1);
-      const { bytesRead } = await file.read(buffer, 0, buffer.length, 0);
-      if (bytesRead > maxBytes) throw invalidArgument(`${name} in '${dir}' is more than the ${maxBytes} bytes allowed`);
-      return buffer.subarray(0, bytesRead).toString('utf8');
+      // One byte more than the stat said: a file that grew since is seen to have grown.
+      const buffer = Buffer.allocUnsafe(info.size + 1);
+      let filled = 0;
+      while (filled < buffer.length) {
+        const { bytesRead } = await file.read(buffer, filled, buffer.length - filled, filled);
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+      if (filled > info.size) throw invalidArgument(`${name} in '${dir}' changed while it was read`);
+      return buffer.subarray(0, filled).toString('utf8');
     } finally {
       await file.close();
     }
