@@ -4,7 +4,7 @@
  * readiness and statistics queries. Transport-neutral; every failure is a SwitchyardError.
  */
 import { stat } from 'node:fs/promises';
-import { cancelled, invalidArgument, toSwitchyardError, unavailable, type SwitchyardError } from '@switchyard/common';
+import { cancelled, internal, invalidArgument, toSwitchyardError, unavailable, type SwitchyardError } from '@switchyard/common';
 import type { InferRequest, InferResponse } from '@switchyard/kserve';
 import type { LlmEndpoint } from '@switchyard/llm';
 import { configDataTypeToWire, type ModelConfig } from '@switchyard/model-config';
@@ -71,7 +71,19 @@ export class Engine implements InferenceEngine {
     let self: Engine | undefined;
     const javascript = new JavaScriptBackend({ bls: () => self });
     const kvTransfer = { ttlMs: options.kvTransferTtlMs, gbps: options.kvTransferGbps };
-    const builtins = { onnxruntime: new OnnxRuntimeBackend(), javascript, llm: new LlmBackend('llm', options.loadLimits, kvTransfer), mocker: new LlmBackend('mocker', options.loadLimits, kvTransfer) };
+    const settings = options.backendSettings;
+    for (const { backend, setting } of settings.ignored) {
+      options.logger.warn({ backend, setting }, `backend setting '${setting}' has no effect without '${backend},enable-global-threadpool=true'`);
+    }
+    if (settings.otherBackends.length > 0) {
+      options.logger.warn({ backends: settings.otherBackends }, 'backend settings for backends this server does not have: no effect');
+    }
+    const builtins = {
+      onnxruntime: new OnnxRuntimeBackend(settings.onnxruntime),
+      javascript,
+      llm: new LlmBackend('llm', options.loadLimits, kvTransfer, settings.llm),
+      mocker: new LlmBackend('mocker', options.loadLimits, kvTransfer, settings.mocker),
+    };
     const withBuiltins = { ...options, backends: { ...builtins, ...options.backends } };
     for (const root of withBuiltins.modelRepositories) {
       const info = await stat(root).catch(() => undefined);
@@ -82,6 +94,11 @@ export class Engine implements InferenceEngine {
     const engine = new Engine(withBuiltins, new ModelLifecycle(withBuiltins, submitStep));
     self = engine;
     await engine.start();
+    if (options.exitOnError && !engine.lifecycle.allLoaded()) {
+      // tritonserver's --exit-on-error: the reasons were logged model by model as they failed
+      await engine.shutdown();
+      throw internal('failed to load all models');
+    }
     return engine;
   }
 

@@ -7,6 +7,7 @@ import { invalidArgument, silentLogger, type Logger } from '@switchyard/common';
 import { DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS } from '@switchyard/llm';
 import type { Backend } from './backend.js';
 import { DEFAULT_LOAD_LIMITS, type LoadLimits } from './load-limits.js';
+import { compileBackendConfig, type BackendCommandLine, type BackendSettings } from './backend-config.js';
 
 export type ControlMode = 'none' | 'explicit' | 'poll';
 
@@ -14,6 +15,8 @@ export type ControlMode = 'none' | 'explicit' | 'poll';
 export const DEFAULT_SERVER_NAME = 'triton';
 export const DEFAULT_SERVER_VERSION = '2.73.0';
 export const DEFAULT_POLL_INTERVAL_SECS = 15;
+/** tritonserver's `--model-load-thread-count` default. */
+export const DEFAULT_MODEL_LOAD_THREAD_COUNT = 4;
 /** LLM engines: KV transfer lease TTL (30 000 ms) and the mocker's simulated bandwidth (25 Gbit/s). */
 export { DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS };
 
@@ -84,6 +87,18 @@ export interface EngineOptions {
   kvTransferTtlMs?: number;
   /** `mocker` backend: the simulated KV transfer bandwidth in Gbit/s (default 25); a number > 0. */
   kvTransferGbps?: number;
+  /**
+   * Backend settings from the command line (`--backend-config`): backend name (`''` for all) →
+   * setting → value; see backend-config.ts for what each built-in backend reads. Default none.
+   */
+  backendConfig?: BackendCommandLine;
+  /**
+   * true: `createEngine` fails ("failed to load all models") when a start-up model does not load, after
+   * releasing what did (tritonserver's `--exit-on-error`). false (default): it serves what loaded.
+   */
+  exitOnError?: boolean;
+  /** Most models loading at once, at start-up and in a poll pass (tritonserver's `--model-load-thread-count`; default 4). */
+  modelLoadThreadCount?: number;
 }
 
 export interface CompiledEngineOptions {
@@ -105,6 +120,9 @@ export interface CompiledEngineOptions {
   loadLimits: LoadLimits;
   kvTransferTtlMs: number;
   kvTransferGbps: number;
+  backendSettings: BackendSettings;
+  exitOnError: boolean;
+  modelLoadThreadCount: number;
 }
 
 /** Fill defaults and validate. Throws invalid_argument with Triton's wording where it has one. */
@@ -146,6 +164,10 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
   if (typeof gbps !== 'number' || !Number.isFinite(gbps) || gbps <= 0) {
     throw invalidArgument(`invalid KV transfer bandwidth ${String(gbps)}, expected a number of Gbit/s > 0`);
   }
+  const loadThreads = options.modelLoadThreadCount ?? DEFAULT_MODEL_LOAD_THREAD_COUNT;
+  if (!Number.isSafeInteger(loadThreads) || loadThreads < 1) {
+    throw invalidArgument(`invalid model load thread count ${String(loadThreads)}, expected a positive integer`);
+  }
   if (startup.length > 0 && controlMode !== 'explicit') {
     logger.warn({ startupModels: startup }, 'startup models are only used in explicit model control mode; ignoring them');
   }
@@ -166,5 +188,8 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     loadLimits,
     kvTransferTtlMs: ttlMs,
     kvTransferGbps: gbps,
+    backendSettings: compileBackendConfig(options.backendConfig),
+    exitOnError: options.exitOnError ?? false,
+    modelLoadThreadCount: loadThreads,
   };
 }

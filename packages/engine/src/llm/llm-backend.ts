@@ -113,6 +113,8 @@ export class LlmBackend implements Backend {
     readonly name: LlmKind,
     private readonly limits: LoadLimits = DEFAULT_LOAD_LIMITS,
     private readonly transfer: LlmTransferSettings = DEFAULT_TRANSFER,
+    /** Parameter defaults from the command line (`--backend-config=<llm|mocker>,<parameter>=<value>`); a model's own parameters win. */
+    private readonly parameterDefaults: Readonly<Record<string, string>> = {},
   ) {}
 
   async autoCompleteConfig(context: BackendModelContext): Promise<ModelConfig> {
@@ -128,7 +130,7 @@ export class LlmBackend implements Backend {
       fail(`the '${this.name}' backend serves decoupled models only: set model_transaction_policy { decoupled: true }`);
     }
     if (config.max_batch_size !== 0) fail(`the '${this.name}' backend batches inside its engine: set max_batch_size: 0`);
-    const options = compileLlmOptions(config, this.name);
+    const options = compileLlmOptions(config, this.name, undefined, this.parameterDefaults);
     // Refused before anything is read or allocated (see load-limits.ts).
     const limitPrefix = `unable to load model '${modelName}'`;
     enforceLimits(limitPrefix, llmLimitChecks(options, this.limits));

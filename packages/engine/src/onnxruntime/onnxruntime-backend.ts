@@ -28,6 +28,7 @@ import { autoCompleteOnnxConfig, checkOnnxIo, type OnnxIo, type OnnxIoInfo } fro
 import { checkOrtStrings, concatBatch, configTypeOfOrt, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
 import { SessionLoadError, SessionThread, type WireTensor, type WireValueMetadata } from './session-thread.js';
 import type { NormalizedRequest } from '../request-normalizer.js';
+import { DEFAULT_BACKEND_SETTINGS, type OnnxRuntimeSettings } from '../backend-config.js';
 
 const now = (): bigint => process.hrtime.bigint();
 
@@ -72,22 +73,25 @@ function graphLevel(config: ModelConfig): 'disabled' | 'basic' | 'extended' | 'a
   }
 }
 
-function sessionOptions(config: ModelConfig): ort.InferenceSession.SessionOptions {
-  const intra = intParameter(config, 'intra_op_thread_count', 1);
-  const inter = intParameter(config, 'inter_op_thread_count', 1);
+function sessionOptions(config: ModelConfig, settings: OnnxRuntimeSettings): ort.InferenceSession.SessionOptions {
+  // The command line's global threadpool settings win over the model's parameters (as in Triton);
+  // there 0 leaves the count to onnxruntime (one thread per core).
+  const global = settings.sessionThreads;
+  const intra = global !== undefined ? global.intraOp : Math.max(intParameter(config, 'intra_op_thread_count', 1), 1);
+  const inter = global !== undefined ? global.interOp : Math.max(intParameter(config, 'inter_op_thread_count', 1), 1);
   return {
     executionProviders: ['cpu'],
     graphOptimizationLevel: graphLevel(config),
-    intraOpNumThreads: intra > 0 ? intra : 1,
-    interOpNumThreads: inter > 0 ? inter : 1,
+    ...(intra > 0 ? { intraOpNumThreads: intra } : {}),
+    ...(inter > 0 ? { interOpNumThreads: inter } : {}),
     executionMode: intParameter(config, 'execution_mode', 0) === 1 ? 'parallel' : 'sequential',
     logSeverityLevel: 3,
   };
 }
 
-async function createSession(context: BackendModelContext, path: string): Promise<SessionThread> {
+async function createSession(context: BackendModelContext, path: string, settings: OnnxRuntimeSettings): Promise<SessionThread> {
   try {
-    return await SessionThread.create(path, sessionOptions(context.config));
+    return await SessionThread.create(path, sessionOptions(context.config, settings));
   } catch (e) {
     const message = e instanceof SessionLoadError ? e.message : `cannot start a session thread: ${e instanceof Error ? e.message : String(e)}`;
     throw unavailable(`unable to load model '${context.modelName}': onnx runtime error: ${message}`, e);
@@ -232,13 +236,14 @@ class OnnxRuntimeModel implements BackendModel {
     private readonly context: BackendModelContext,
     private readonly modelFile: string,
     private firstSession: SessionThread | undefined,
+    private readonly settings: OnnxRuntimeSettings,
   ) {}
 
   async createInstance(spec: InstanceSpec): Promise<BackendInstance> {
     // The session used for the I/O check on load becomes the first instance's session.
     let session = this.firstSession;
     this.firstSession = undefined;
-    session ??= await createSession(this.context, this.modelFile);
+    session ??= await createSession(this.context, this.modelFile, this.settings);
     return new OnnxRuntimeInstance(spec.name, session, this.context.config);
   }
 
@@ -251,12 +256,15 @@ class OnnxRuntimeModel implements BackendModel {
 export class OnnxRuntimeBackend implements Backend {
   readonly name = 'onnxruntime';
 
+  /** `settings`: the command line's (`--backend-config=onnxruntime,...` and the global default-max-batch-size). */
+  constructor(private readonly settings: OnnxRuntimeSettings = DEFAULT_BACKEND_SETTINGS.onnxruntime) {}
+
   async autoCompleteConfig(context: BackendModelContext): Promise<ModelConfig> {
     const config = context.config;
     if (config.input.length + config.batch_input.length > 0 && config.output.length > 0) return config;
-    const session = await createSession(context, await resolveModelFile(context));
+    const session = await createSession(context, await resolveModelFile(context), this.settings);
     try {
-      const completed = autoCompleteOnnxConfig(config, sessionIo(session));
+      const completed = autoCompleteOnnxConfig(config, sessionIo(session), this.settings.defaultMaxBatchSize);
       if (completed.max_batch_size !== config.max_batch_size) {
         context.logger.warn(
           { maxBatchSize: completed.max_batch_size },
@@ -271,13 +279,13 @@ export class OnnxRuntimeBackend implements Backend {
 
   async loadModel(context: BackendModelContext): Promise<BackendModel> {
     const modelFile = await resolveModelFile(context);
-    const session = await createSession(context, modelFile);
+    const session = await createSession(context, modelFile, this.settings);
     try {
       checkOnnxIo(context.config, sessionIo(session));
     } catch (e) {
       await session.release();
       throw e;
     }
-    return new OnnxRuntimeModel(context, modelFile, session);
+    return new OnnxRuntimeModel(context, modelFile, session, this.settings);
   }
 }
