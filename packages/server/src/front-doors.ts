@@ -14,6 +14,9 @@ import { createHttpServer } from './http/http-server.js';
 import { createMetricsServer } from './metrics/metrics-server.js';
 import type { SharedMemoryManager } from './shared-memory.js';
 import type { ServerSettings } from './settings.js';
+import type { MetricsSettings } from './metrics/triton-metrics.js';
+import type { HeaderForwardPattern } from './header-forward.js';
+import type { CompressionLevel } from './grpc/response-compression.js';
 
 export interface FrontDoorsOptions {
   readonly engine: InferenceEngine;
@@ -27,6 +30,7 @@ export interface FrontDoorsOptions {
     readonly port: number;
     readonly host: string;
     readonly maxInputSize: number;
+    readonly headerForwardPattern?: HeaderForwardPattern;
     readonly headerTimeoutMs?: number;
     readonly requestTimeoutMs?: number;
     readonly maxConnections?: number;
@@ -41,11 +45,18 @@ export interface FrontDoorsOptions {
     readonly maxConnectionIdleMs?: number;
     readonly keepaliveTimeMs?: number;
     readonly keepaliveTimeoutMs?: number;
+    readonly headerForwardPattern?: HeaderForwardPattern;
+    readonly inferResponseCompression?: CompressionLevel;
   };
   readonly metrics?: {
     readonly port: number;
     readonly host: string;
     readonly extraMetrics?: () => string;
+    /** false: no nv_cpu_* families (`--allow-cpu-metrics=false`). Default true. */
+    readonly cpu?: boolean;
+    /** `--metrics-interval-ms`: CPU figures sampled on this period; undefined = at each scrape. */
+    readonly cpuIntervalMs?: number;
+    readonly settings?: MetricsSettings;
     readonly headerTimeoutMs?: number;
     readonly requestTimeoutMs?: number;
     readonly maxConnections?: number;
@@ -73,7 +84,8 @@ export function createFrontDoors(o: FrontDoorsOptions): FrontDoors {
     doors.push({ name: 'grpc', door: createGrpcServer({ ...o.grpc, engine: o.engine, shm: o.shm, settings: o.settings, restrictions: access.grpc, logger: o.logger.child({ component: 'grpc' }) }) });
   }
   if (o.metrics !== undefined) {
-    doors.push({ name: 'metrics', door: createMetricsServer({ ...o.metrics, engine: o.engine, logger: o.logger.child({ component: 'metrics' }) }) });
+    const { cpu, ...metrics } = o.metrics;
+    doors.push({ name: 'metrics', door: createMetricsServer({ ...metrics, ...(cpu === false ? { cpu: null } : {}), engine: o.engine, logger: o.logger.child({ component: 'metrics' }) }) });
   }
   const close = async (): Promise<void> => {
     await Promise.allSettled(doors.map(({ door }) => door.close()));

@@ -13,6 +13,8 @@ import type { SharedMemoryManager } from '../shared-memory.js';
 import { adminHandlers } from './admin-handlers.js';
 import { restrictedProtocolInterceptor } from './grpc-access.js';
 import { installBoundedDecompression } from './bounded-decompression.js';
+import type { HeaderForwardPattern } from '../header-forward.js';
+import { installResponseCompression, type CompressionLevel } from './response-compression.js';
 import type { GrpcContext } from './grpc-context.js';
 import { healthHandlers, modelHandlers } from './model-handlers.js';
 import { withOffLoopInferDecoding } from './infer-message.js';
@@ -91,6 +93,10 @@ export interface GrpcServerOptions {
   shutdownTimeoutMs?: number;
   /** `--grpc-restricted-protocol` groups (metadata keys prefixed `triton-grpc-protocol-`); default none. */
   restrictions?: Restrictions;
+  /** `--grpc-header-forward-pattern`, compiled (`compileHeaderForwardPattern`); default none. */
+  headerForwardPattern?: HeaderForwardPattern;
+  /** `--grpc-infer-response-compression-level` (default none); see response-compression.ts. */
+  inferResponseCompression?: CompressionLevel;
   logger?: Logger;
 }
 
@@ -120,10 +126,11 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const keepaliveTimeoutMs = integerOption('keepaliveTimeoutMs', options.keepaliveTimeoutMs ?? DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS, 1, 2 ** 31 - 2);
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS;
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
-  const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, limits: { maxStreamInflight }, logger, codecThread: new CodecThread() };
+  const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, limits: { maxStreamInflight }, logger, codecThread: new CodecThread(), headerForward: options.headerForwardPattern, compression: options.inferResponseCompression ?? 'none' };
   const protos = loadGrpcProtos();
   // grpc-js would inflate every compressed message at once, each up to the limit
   installBoundedDecompression();
+  if (ctx.compression !== 'none') installResponseCompression();
 
   const server = new Server({
     'grpc.max_receive_message_length': maxReceiveBytes,

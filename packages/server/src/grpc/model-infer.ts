@@ -9,6 +9,7 @@ import { unary, type GrpcContext } from './grpc-context.js';
 import { encodeInferResponse, isDecoupled, lookupModel, prepareInfer } from './infer-request.js';
 import { readInferMessage, type ReceivedInferMessage } from './infer-message.js';
 import { waitForModel } from '../wait-for-model.js';
+import { markCompressed, startCompressedResponses } from './response-compression.js';
 
 export const DECOUPLED_MODEL_INFER_MESSAGE = "ModelInfer RPC doesn't support models with decoupled transaction policy";
 
@@ -19,14 +20,15 @@ export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<ReceivedInf
     await waitForModel(ctx.engine, msg.header.model_name, call, 'cancelled');
     const config = lookupModel(ctx, msg.header);
     if (isDecoupled(config)) throw unsupported(DECOUPLED_MODEL_INFER_MESSAGE);
-    const prepared = prepareInfer(ctx, msg, config);
+    const prepared = prepareInfer(ctx, msg, config, call.metadata);
     const controller = new AbortController();
     const abort = (): void => controller.abort();
     call.once('cancelled', abort);
     if (call.cancelled) abort();
     try {
       const response = await ctx.engine.infer(prepared.request, { signal: controller.signal });
-      return encodeInferResponse(ctx, prepared, response);
+      const encoded = encodeInferResponse(ctx, prepared, response);
+      return markCompressed(encoded, startCompressedResponses(ctx.compression, call));
     } finally {
       call.removeListener('cancelled', abort);
     }

@@ -31,6 +31,7 @@ import { type Headers, errorBody, send, sendError } from './http-reply.js';
 import type { HttpContext } from './http-context.js';
 import { waitForModel } from '../wait-for-model.js';
 import { OFF_LOOP_JSON_BYTES } from '../codec-thread.js';
+import { forwardHeaders, rawHeaderPairs } from '../header-forward.js';
 
 const DECOUPLED_MESSAGE = "HTTP end point doesn't support models with decoupled transaction policy";
 
@@ -57,6 +58,7 @@ export async function handleInfer(ctx: HttpContext, req: IncomingMessage, res: S
         : decodeHttpInferRequest(src, headerLength);
   // Inputs are read from their regions and output regions checked before the model runs, as Triton does.
   const request = readSharedMemoryInputs(ctx.shm, decoded.request);
+  forwardHeaders(ctx.headerForward, rawHeaderPairs(req.rawHeaders), request.parameters);
   const shmTargets = sharedMemoryOutputTargets(ctx.shm, request);
 
   const abort = new AbortController();

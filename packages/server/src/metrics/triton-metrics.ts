@@ -82,10 +82,23 @@ const CPU_GAUGES: readonly [name: string, help: string, value: (c: CpuSample) =>
 
 const labelsOf = (s: Snapshot): { model: string; version: string } => ({ model: s.statistics.name, version: s.statistics.version });
 
+/** tritonserver's `--metrics-config` settings this server honours. */
+export interface MetricsSettings {
+  /** `counter_latencies`: the per-model `*_duration_us` counters (default true). */
+  readonly counterLatencies: boolean;
+}
+
+export const DEFAULT_METRICS_SETTINGS: MetricsSettings = { counterLatencies: true };
+
+/** The latency counters `counter_latencies=false` leaves out (Triton's: request, queue and the three compute phases). */
+const isLatencyCounter = (name: string): boolean => name.endsWith('_duration_us');
+
 export interface TritonMetricsOptions {
   engine: Pick<InferenceEngine, 'metricsSnapshot' | 'llmEndpoints'>;
   /** Host CPU/memory figures; null leaves the nv_cpu_* families out (Triton's --allow-cpu-metrics=false). */
   cpu: CpuMetricsSource | null;
+  /** Default DEFAULT_METRICS_SETTINGS. */
+  settings?: MetricsSettings;
 }
 
 export class TritonMetrics {
@@ -125,7 +138,8 @@ export class TritonMetrics {
         }
       },
     });
-    for (const [name, help, value] of MODEL_COUNTERS) perModelCounter(name, help, value);
+    const settings = options.settings ?? DEFAULT_METRICS_SETTINGS;
+    for (const [name, help, value] of MODEL_COUNTERS) if (settings.counterLatencies || !isLatencyCounter(name)) perModelCounter(name, help, value);
     for (const [name, help, value] of CACHE_COUNTERS) perModelCounter(name, help, value, (s) => s.responseCacheEnabled === true);
     for (const [name, help, value] of MODEL_GAUGES) {
       new Gauge({
