@@ -31,7 +31,7 @@ describe('compileBackendConfig (--backend-config)', () => {
     expect(pooled.ignored).toEqual([]);
     const unpooled = compileBackendConfig({ onnxruntime: { intra_op_thread_count: '2' } });
     expect(unpooled.onnxruntime.sessionThreads).toBeUndefined();
-    expect(unpooled.ignored).toEqual([{ backend: 'onnxruntime', setting: 'intra_op_thread_count' }]);
+    expect(unpooled.ignored).toEqual([{ backend: 'onnxruntime', setting: 'intra_op_thread_count', why: "it applies only with 'onnxruntime,enable-global-threadpool=true', as in Triton" }]);
   });
 
   it('takes LLM model parameters as backend defaults, checked like the parameters', () => {
@@ -43,10 +43,14 @@ describe('compileBackendConfig (--backend-config)', () => {
     expect(compileBackendConfig({ tensorflow: { version: '2' }, python: { 'shm-default-byte-size': '1' } }).otherBackends).toEqual(['tensorflow', 'python']);
   });
 
-  it('refuses unknown settings of its own backends and absurd values', () => {
-    expect(invalid(() => compileBackendConfig({ onnxruntime: { intra_op_threads: '2' } }))).toMatch(/^unknown 'onnxruntime' setting 'intra_op_threads': the 'onnxruntime' backend takes default-max-batch-size, enable-global-threadpool/);
-    expect(invalid(() => compileBackendConfig({ '': { 'backend-directory': '/x' } }))).toMatch(/^unknown global setting 'backend-directory'/);
-    expect(invalid(() => compileBackendConfig({ javascript: { x: '1' } }))).toMatch(/takes no settings/);
+  it('ignores, and lists, settings its backends do not read, as Triton backends ignore them', () => {
+    const s = compileBackendConfig({ onnxruntime: { enable_mem_arena: '0' }, '': { 'backend-directory': '/x' }, javascript: { 'shm-default-byte-size': '1' }, llm: { max_num_seq: '8' } });
+    expect(s.ignored.map((i) => `${i.backend}/${i.setting}`)).toEqual(['/backend-directory', 'onnxruntime/enable_mem_arena', 'javascript/shm-default-byte-size', 'llm/max_num_seq']);
+    expect(s.ignored[1]!.why).toMatch(/^the 'onnxruntime' backend reads default-max-batch-size, enable-global-threadpool/);
+    expect(s.llm).toEqual({});
+  });
+
+  it('refuses absurd values of the settings it reads', () => {
     expect(invalid(() => compileBackendConfig({ onnxruntime: { 'enable-global-threadpool': '1', intra_op_thread_count: '100000' } }))).toMatch(/from 0 to 1024, got '100000'/);
     expect(invalid(() => compileBackendConfig({ onnxruntime: { intra_op_thread_count: '-1' } }))).toMatch(/got '-1'/);
     expect(invalid(() => compileBackendConfig({ onnxruntime: { 'enable-global-threadpool': 'maybe' } }))).toMatch(/must be true or false/);

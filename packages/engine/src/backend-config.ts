@@ -13,9 +13,11 @@
  * | `llm`, `mocker` | any model parameter of the LLM backends (`max_num_seqs`, `block_size`, ...) | that parameter's default for every model of the backend; a model's own `parameters` win |
  * | `javascript` | none | |
  *
- * A setting these backends do not have is refused (a typo must not pass for a setting). Settings of
- * backends this engine does not have (tensorrt, python, ...) are kept in `otherBackends` so the app
- * can say they have no effect: a tritonserver command line still runs.
+ * The values of the settings above are checked (an absurd one is refused). A setting these backends
+ * do not read is ignored, as Triton's backends ignore settings they do not know (command lines in
+ * the wild pass `onnxruntime,enable_mem_arena=0` and the like), and listed in `ignored` so the app
+ * can say so; settings of backends this engine does not have (tensorrt, python, ...) are listed in
+ * `otherBackends`. Either way a tritonserver command line still runs.
  */
 import { invalidArgument } from '@switchyard/common';
 import type { ModelConfig } from '@switchyard/model-config';
@@ -39,8 +41,11 @@ export interface BackendSettings {
   readonly mocker: Readonly<Record<string, string>>;
   /** Backends given settings that this engine does not have (their settings have no effect). */
   readonly otherBackends: readonly string[];
-  /** onnxruntime thread counts given without `enable-global-threadpool` (ignored, as in Triton). */
-  readonly ignored: ReadonlyArray<{ backend: string; setting: string }>;
+  /**
+   * Settings given to a built-in backend (or to all, `backend: ''`) that have no effect: unknown to
+   * it, or onnxruntime thread counts without `enable-global-threadpool` (ignored, as in Triton).
+   */
+  readonly ignored: ReadonlyArray<{ backend: string; setting: string; why: string }>;
 }
 
 export const DEFAULT_BACKEND_SETTINGS: BackendSettings = {
@@ -71,18 +76,19 @@ function boolSetting(backend: string, setting: string, value: string): boolean {
   throw invalidArgument(`${backend} setting '${setting}' must be true or false, got '${value}'`);
 }
 
-function refuse(backend: string, setting: string, known: readonly string[]): never {
-  const takes = known.length === 0 ? 'takes no settings' : `takes ${known.join(', ')}`;
-  throw invalidArgument(`unknown ${backend === '' ? 'global' : `'${backend}'`} setting '${setting}': ${backend === '' ? 'the global settings are' : `the '${backend}' backend`} ${takes}`);
+function unknown(backend: string, setting: string, known: readonly string[]): { backend: string; setting: string; why: string } {
+  const reads = known.length === 0 ? 'reads no settings' : `reads ${known.join(', ')}`;
+  return { backend, setting, why: `${backend === '' ? 'the global settings are default-max-batch-size only' : `the '${backend}' backend ${reads}`}` };
 }
 
 /** Check the command line's backend settings. Throws invalid_argument naming the setting. */
 export function compileBackendConfig(map: BackendCommandLine = {}): BackendSettings {
   const global = map[''] ?? {};
+  const ignored: Array<{ backend: string; setting: string; why: string }> = [];
   let defaultMaxBatchSize = ONNX_DEFAULT_MAX_BATCH_SIZE;
   for (const [setting, value] of Object.entries(global)) {
-    if (setting !== 'default-max-batch-size') refuse('', setting, ['default-max-batch-size']);
-    defaultMaxBatchSize = intSetting('', setting, value, MAX_DEFAULT_BATCH);
+    if (setting === 'default-max-batch-size') defaultMaxBatchSize = intSetting('', setting, value, MAX_DEFAULT_BATCH);
+    else ignored.push(unknown('', setting, []));
   }
 
   const ort = map['onnxruntime'] ?? {};
@@ -94,22 +100,30 @@ export function compileBackendConfig(map: BackendCommandLine = {}): BackendSetti
     else if (setting === 'enable-global-threadpool') globalPool = boolSetting('onnxruntime', setting, value);
     else if (setting === 'intra_op_thread_count') threads.intraOp = intSetting('onnxruntime', setting, value, MAX_THREADS);
     else if (setting === 'inter_op_thread_count') threads.interOp = intSetting('onnxruntime', setting, value, MAX_THREADS);
-    else refuse('onnxruntime', setting, ortKeys);
+    else ignored.push(unknown('onnxruntime', setting, ortKeys));
   }
-  const ignored = globalPool ? [] : ['intra_op_thread_count', 'inter_op_thread_count'].filter((s) => s in ort).map((setting) => ({ backend: 'onnxruntime', setting }));
+  if (!globalPool) {
+    for (const setting of ['intra_op_thread_count', 'inter_op_thread_count'].filter((s) => s in ort)) {
+      ignored.push({ backend: 'onnxruntime', setting, why: "it applies only with 'onnxruntime,enable-global-threadpool=true', as in Triton" });
+    }
+  }
 
   const llmDefaults = (kind: LlmKind): Record<string, string> => {
-    const given = map[kind] ?? {};
-    for (const [setting, value] of Object.entries(given)) {
-      if (!KNOWN_LLM_PARAMETERS.has(setting)) refuse(kind, setting, [...KNOWN_LLM_PARAMETERS]);
+    const defaults: Record<string, string> = {};
+    for (const [setting, value] of Object.entries(map[kind] ?? {})) {
+      if (!KNOWN_LLM_PARAMETERS.has(setting)) {
+        ignored.push(unknown(kind, setting, [...KNOWN_LLM_PARAMETERS]));
+        continue;
+      }
       // the same checks as a model's own parameter, with the flag named in the message
       const probe = { name: kind, parameters: { [setting]: { string_value: value } } } as unknown as ModelConfig;
       compileLlmOptions(probe, kind, `${kind} setting '${setting}'`);
+      defaults[setting] = value;
     }
-    return { ...given };
+    return defaults;
   };
 
-  for (const setting of Object.keys(map['javascript'] ?? {})) refuse('javascript', setting, []);
+  for (const setting of Object.keys(map['javascript'] ?? {})) ignored.push(unknown('javascript', setting, []));
 
   return {
     onnxruntime: { defaultMaxBatchSize, ...(globalPool ? { sessionThreads: threads } : {}) },

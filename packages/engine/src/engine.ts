@@ -72,8 +72,8 @@ export class Engine implements InferenceEngine {
     const javascript = new JavaScriptBackend({ bls: () => self });
     const kvTransfer = { ttlMs: options.kvTransferTtlMs, gbps: options.kvTransferGbps };
     const settings = options.backendSettings;
-    for (const { backend, setting } of settings.ignored) {
-      options.logger.warn({ backend, setting }, `backend setting '${setting}' has no effect without '${backend},enable-global-threadpool=true'`);
+    for (const { backend, setting, why } of settings.ignored) {
+      options.logger.warn({ backend: backend === '' ? undefined : backend, setting }, `backend setting '${setting}' has no effect: ${why}`);
     }
     if (settings.otherBackends.length > 0) {
       options.logger.warn({ backends: settings.otherBackends }, 'backend settings for backends this server does not have: no effect');
