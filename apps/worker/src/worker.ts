@@ -21,6 +21,7 @@ import { createEngine, type Engine } from '@switchyard/engine';
 import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
 import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, isClusterMode, kvTransferAdvertise, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { levelFor } from './logger.js';
+import { backendCommandLine, headerForwardPatterns, metricsSettings } from './setting-flags.js';
 import { renderWorkerMetrics } from './worker-metrics.js';
 
 /** The version reported by server metadata: Triton's protocol version this worker follows. */
@@ -130,7 +131,13 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     modelRepositories: options.modelRepositories,
     controlMode: options.controlMode,
     startupModels: options.startupModels,
-    strictModelConfig: options.strictModelConfig,
+    strictModelConfig: options.strictModelConfig || options.disableAutoCompleteConfig,
+    strictReadiness: options.strictReadiness,
+    exitOnError: options.exitOnError,
+    // tritonserver takes 0 as 1
+    modelLoadThreadCount: Math.max(options.modelLoadThreadCount, 1),
+    backendConfig: backendCommandLine(options),
+    serverName: options.serverId,
     pollIntervalSecs: options.repositoryPollSecs,
     responseCacheByteSize: responseCacheByteSize(options),
     kvTransferTtlMs: options.kvTransferTtlSecs * 1000,
@@ -140,6 +147,10 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   });
 
   const settings = new ServerSettings({
+    log_file: options.logFile ?? '',
+    log_info: options.logInfo,
+    log_warning: options.logWarning,
+    log_error: options.logError,
     log_verbose_level: options.logVerbose,
     log_format: options.logFormat,
   });
@@ -151,19 +162,35 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   // cluster mode: KV moves worker to worker over TCP (disaggregated prefill/decode); standalone: none
   const kvTransferPlane = isClusterMode(options) ? await createKvTransferPlane(runtimeConfig(options, logger)) : undefined;
   const limits = doorLimits(options);
+  const forward = headerForwardPatterns(options);
   const doors = createFrontDoors({
     engine,
     shm,
     settings,
     logger,
     access: accessPolicy(options),
-    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http } } : {}),
-    ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, ...limits.grpc } } : {}),
+    ...(options.allowHttp
+      ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http, ...(forward.http !== undefined ? { headerForwardPattern: forward.http } : {}) } }
+      : {}),
+    ...(options.allowGrpc
+      ? {
+          grpc: {
+            port: options.grpcPort,
+            host: options.grpcAddress,
+            ...limits.grpc,
+            inferResponseCompression: options.grpcInferResponseCompressionLevel,
+            ...(forward.grpc !== undefined ? { headerForwardPattern: forward.grpc } : {}),
+          },
+        }
+      : {}),
     ...(options.allowMetrics
       ? {
           metrics: {
             port: options.metricsPort,
             host: options.metricsAddress,
+            cpu: options.allowCpuMetrics,
+            cpuIntervalMs: options.metricsIntervalMs,
+            settings: metricsSettings(options),
             ...limits.http,
             ...(kvTransferPlane !== undefined ? { extraMetrics: () => renderWorkerMetrics({ kvTransfer: kvTransferPlane.counters(), pinnedBlocks: pinnedKvBlocks(engine) }) } : {}),
           },
