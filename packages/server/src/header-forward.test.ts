@@ -21,7 +21,7 @@ describe('header forwarding', () => {
 
   it('never forwards names the server reads as request controls', () => {
     const all = compileHeaderForwardPattern('.*');
-    for (const name of ['sequence_id', 'Sequence_Start', 'sequence_end', 'priority', 'timeout', 'binary_data_output', 'triton_enable_empty_final_response', 'TRITON_x']) {
+    for (const name of ['sequence_id', 'Sequence_Start', 'sequence_end', 'priority', 'timeout', 'binary_data_output', 'triton_enable_empty_final_response', 'TRITON_x', '__proto__']) {
       expect(all.forwards(name), name).toBe(false);
     }
     expect(all.forwards('x-anything')).toBe(true);

@@ -28,7 +28,8 @@ export const MAX_FORWARDED_NAME_LENGTH = 256;
 /** Most headers one request may forward. */
 export const MAX_FORWARDED_HEADERS = 64;
 
-const CONTROL_PARAMETERS = new Set(['sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout', 'binary_data_output']);
+/** Names never forwarded: the request controls, and `__proto__` (a parameter map is a plain object). */
+const CONTROL_PARAMETERS = new Set(['sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout', 'binary_data_output', '__proto__']);
 
 export interface HeaderForwardPattern {
   /** The pattern as the operator gave it. */

@@ -9,6 +9,7 @@ import type { InferenceEngine } from '@switchyard/engine';
 import type { CodecThread } from '../codec-thread.js';
 import type { HeaderForwardPattern } from '../header-forward.js';
 import type { CompressionLevel } from './response-compression.js';
+import type { GrpcModelInferResponse } from '@switchyard/kserve';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import { toGrpcError } from './grpc-status.js';
@@ -26,6 +27,8 @@ export interface GrpcContext {
   headerForward: HeaderForwardPattern | undefined;
   /** `--grpc-infer-response-compression-level` for ModelInfer / ModelStreamInfer responses. */
   compression: CompressionLevel;
+  /** The ModelInfer response serializer, for compressing a response before grpc-js sends it. */
+  serializeInferResponse: (response: GrpcModelInferResponse) => Buffer;
 }
 
 /** Limits the handlers apply (the server applies the transport ones itself). */

@@ -6,6 +6,7 @@ import * as net from 'node:net';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { silentLogger, type Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
+import type { GrpcModelInferResponse } from '@switchyard/kserve';
 import type { Restrictions } from '../access-control.js';
 import { CodecThread } from '../codec-thread.js';
 import type { ServerSettings } from '../settings.js';
@@ -126,8 +127,19 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const keepaliveTimeoutMs = integerOption('keepaliveTimeoutMs', options.keepaliveTimeoutMs ?? DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS, 1, 2 ** 31 - 2);
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS;
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
-  const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, limits: { maxStreamInflight }, logger, codecThread: new CodecThread(), headerForward: options.headerForwardPattern, compression: options.inferResponseCompression ?? 'none' };
   const protos = loadGrpcProtos();
+  const serializeInferResponse = protos.inferenceService['ModelInfer']!.responseSerialize as (response: GrpcModelInferResponse) => Buffer;
+  const ctx: GrpcContext = {
+    engine: options.engine,
+    shm: options.shm,
+    settings: options.settings,
+    limits: { maxStreamInflight },
+    logger,
+    codecThread: new CodecThread(),
+    headerForward: options.headerForwardPattern,
+    compression: options.inferResponseCompression ?? 'none',
+    serializeInferResponse,
+  };
   // grpc-js would inflate every compressed message at once, each up to the limit
   installBoundedDecompression();
   if (ctx.compression !== 'none') installResponseCompression();

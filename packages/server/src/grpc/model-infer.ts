@@ -9,7 +9,7 @@ import { unary, type GrpcContext } from './grpc-context.js';
 import { encodeInferResponse, isDecoupled, lookupModel, prepareInfer } from './infer-request.js';
 import { readInferMessage, type ReceivedInferMessage } from './infer-message.js';
 import { waitForModel } from '../wait-for-model.js';
-import { markCompressed, startCompressedResponses } from './response-compression.js';
+import { compressResponse, startCompressedResponses } from './response-compression.js';
 
 export const DECOUPLED_MODEL_INFER_MESSAGE = "ModelInfer RPC doesn't support models with decoupled transaction policy";
 
@@ -28,7 +28,8 @@ export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<ReceivedInf
     try {
       const response = await ctx.engine.infer(prepared.request, { signal: controller.signal });
       const encoded = encodeInferResponse(ctx, prepared, response);
-      return markCompressed(encoded, startCompressedResponses(ctx.compression, call));
+      // compressed on libuv's thread pool, not the event loop
+      return await compressResponse(encoded, startCompressedResponses(ctx.compression, call), ctx.serializeInferResponse);
     } finally {
       call.removeListener('cancelled', abort);
     }
