@@ -126,6 +126,25 @@ describe('--exit-on-error and --strict-readiness (qa L0_lifecycle)', () => {
     }
   });
 
+  it('a repository that is not there: exit 1, or with --exit-on-error=false up but neither live nor ready, metadata answered (test_parse_error_noexit)', async () => {
+    const r = run(['--model-repository=/tmp/xyzx-switchyard-absent', ...EPHEMERAL_PORT_ARGS]);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toContain("repository path is not a valid directory: '/tmp/xyzx-switchyard-absent'");
+    const worker = await startWorkerProcess({ modelRepositories: ['/tmp/xyzx-switchyard-absent', goodRepo], args: ['--strict-readiness=true', '--exit-on-error=false'] });
+    const client = loadGrpcClients(worker.grpcAddress).inference;
+    try {
+      expect((await get(`${worker.httpUrl}/v2/health/live`)).status).toBe(400);
+      expect((await get(`${worker.httpUrl}/v2/health/ready`)).status).toBe(400);
+      expect(await unary(client, 'ServerLive', {})).toEqual({ live: false });
+      expect(await unary(client, 'ServerReady', {})).toEqual({ ready: false });
+      expect((await get(`${worker.httpUrl}/v2`)).json()).toMatchObject({ name: 'triton' });
+      expect(await unary(client, 'ServerMetadata', {})).toMatchObject({ name: 'triton' });
+    } finally {
+      client.close();
+      await worker.stop();
+    }
+  });
+
   it('--strict-readiness=false: ready while up, even with a model that did not load', async () => {
     const worker = await startWorkerProcess({ modelRepositories: [brokenRepo], args: ['--strict-readiness=false', '--exit-on-error=false'] });
     const client = loadGrpcClients(worker.grpcAddress).inference;

@@ -134,6 +134,8 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     strictModelConfig: options.strictModelConfig || options.disableAutoCompleteConfig,
     strictReadiness: options.strictReadiness,
     exitOnError: options.exitOnError,
+    // tritonserver --exit-on-error=false keeps a server that failed to initialize up, not live
+    initFailure: options.exitOnError ? 'throw' : 'not-live',
     // tritonserver takes 0 as 1
     modelLoadThreadCount: Math.max(options.modelLoadThreadCount, 1),
     backendConfig: backendCommandLine(options),

@@ -50,6 +50,8 @@ function tensorMetadata(config: ModelConfig, io: ModelConfig['input'] | ModelCon
 
 export class Engine implements InferenceEngine {
   private live = true;
+  /** Why the engine failed to initialize (`initFailure: 'not-live'`): it loads nothing and is never live. */
+  private initError: string | undefined;
   private stopping = false;
   private pollTimer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
@@ -85,14 +87,25 @@ export class Engine implements InferenceEngine {
       mocker: new LlmBackend('mocker', options.loadLimits, kvTransfer, settings.mocker),
     };
     const withBuiltins = { ...options, backends: { ...builtins, ...options.backends } };
+    let initError: string | undefined;
     for (const root of withBuiltins.modelRepositories) {
       const info = await stat(root).catch(() => undefined);
-      if (!info?.isDirectory()) throw invalidArgument(`repository path is not a valid directory: '${root}'`);
+      if (info?.isDirectory()) continue;
+      const message = `repository path is not a valid directory: '${root}'`;
+      if (options.initFailure === 'throw') throw invalidArgument(message);
+      initError ??= message;
     }
     // Ensemble steps come back into this engine too.
     const submitStep = (...args: Parameters<Engine['submit']>): void => (self as Engine).submit(...args);
     const engine = new Engine(withBuiltins, new ModelLifecycle(withBuiltins, submitStep));
     self = engine;
+    if (initError !== undefined) {
+      // tritonserver --exit-on-error=false: up, failed to initialize, answering health and metadata
+      engine.initError = initError;
+      engine.live = false;
+      options.logger.error({ err: initError }, 'failed to initialize: serving health and metadata only (not live, not ready)');
+      return engine;
+    }
     await engine.start();
     if (options.exitOnError && !engine.lifecycle.allLoaded()) {
       // tritonserver's --exit-on-error: the reasons were logged model by model as they failed
@@ -211,6 +224,7 @@ export class Engine implements InferenceEngine {
   async loadModel(name: string, options?: LoadModelOptions): Promise<void> {
     if (this.options.controlMode !== 'explicit') throw unavailable(CONTROL_DISABLED);
     if (this.stopping) throw unavailable('Server is stopping');
+    if (this.initError !== undefined) throw unavailable('Server not ready');
     await this.lifecycle.load(name, options);
   }
 

@@ -99,6 +99,13 @@ export interface EngineOptions {
   exitOnError?: boolean;
   /** Most models loading at once, at start-up and in a poll pass (tritonserver's `--model-load-thread-count`; default 4). */
   modelLoadThreadCount?: number;
+  /**
+   * A repository path that is not a folder: `'throw'` (default) fails creation; `'not-live'` gives
+   * the engine tritonserver keeps running with `--exit-on-error=false` when it failed to initialize
+   * (qa L0_lifecycle test_parse_error_noexit): nothing loaded, not live, not ready, server metadata
+   * still answered.
+   */
+  initFailure?: 'throw' | 'not-live';
 }
 
 export interface CompiledEngineOptions {
@@ -123,6 +130,7 @@ export interface CompiledEngineOptions {
   backendSettings: BackendSettings;
   exitOnError: boolean;
   modelLoadThreadCount: number;
+  initFailure: 'throw' | 'not-live';
 }
 
 /** Fill defaults and validate. Throws invalid_argument with Triton's wording where it has one. */
@@ -191,5 +199,6 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     backendSettings: compileBackendConfig(options.backendConfig),
     exitOnError: options.exitOnError ?? false,
     modelLoadThreadCount: loadThreads,
+    initFailure: options.initFailure ?? 'throw',
   };
 }

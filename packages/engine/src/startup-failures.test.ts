@@ -66,3 +66,17 @@ describe('modelLoadThreadCount', () => {
     await engine.shutdown();
   });
 });
+
+describe("initFailure: 'not-live' (tritonserver --exit-on-error=false with a repository that is not there)", () => {
+  it('throws by default; not-live gives an engine that is up, not live, not ready, answering metadata', async () => {
+    await expect(createEngine({ modelRepositories: ['/nonexistent/xyzx'] })).rejects.toThrow("repository path is not a valid directory: '/nonexistent/xyzx'");
+    repo = await createRepository({ simple });
+    const engine = await createEngine({ modelRepositories: ['/nonexistent/xyzx', repo.root], initFailure: 'not-live', controlMode: 'explicit', startupModels: ['simple'] });
+    expect(engine.isLive()).toBe(false);
+    expect(engine.isReady()).toBe(false);
+    expect(engine.serverMetadata().name).toBe('triton');
+    expect(engine.isModelReady('simple')).toBe(false);
+    await expect(engine.loadModel('simple')).rejects.toMatchObject({ code: 'unavailable', message: 'Server not ready' });
+    await engine.shutdown();
+  });
+});
