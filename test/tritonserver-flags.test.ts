@@ -241,6 +241,27 @@ describe('header forwarding, gRPC response compression, metrics settings', () =>
     expect(JSON.parse(deserializeStrings(response.raw_output_contents[0])[0]!)).toEqual({ 'x-trace-id': 'abc' });
   });
 
+  it('gRPC ModelStreamInfer: compressed responses and forwarded metadata reach a stock client intact', async () => {
+    const metadata = new grpc.Metadata();
+    metadata.set('x-trace', 'stream-1');
+    const call = client.ModelStreamInfer(metadata);
+    const responses: any[] = [];
+    const done = new Promise<void>((resolve, reject) => {
+      call.on('data', (r: any) => responses.push(r));
+      call.on('end', resolve);
+      call.on('error', reject);
+    });
+    for (let i = 0; i < 3; i++) call.write({ model_name: 'echo', id: `r${i}`, inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [4], contents: { fp32_contents: [i, i, i, i] } }] });
+    call.end();
+    await done;
+    expect(responses.map((r) => [r.error_message, r.infer_response.id])).toEqual([
+      ['', 'r0'],
+      ['', 'r1'],
+      ['', 'r2'],
+    ]);
+    for (const r of responses) expect(JSON.parse(deserializeStrings(r.infer_response.raw_output_contents[0])[0]!)).toEqual({ 'x-trace': 'stream-1' });
+  });
+
   it('gRPC compression on the wire: deflate when the client accepts it, none when it does not', async () => {
     const def = protoLoader.loadSync(['grpc_service.proto'], { includeDirs: [join(repoRoot(), 'proto')], keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
     const method = (def['inference.GRPCInferenceService'] as any).ModelInfer;

@@ -198,4 +198,14 @@ describe('json logger', () => {
     expect(lines[0]).toMatchObject({ a: 1, msg: 'shown', pid: process.pid });
     expect(String(lines[0]!['time'])).toMatch(/^\d{4}-\d\d-\d\dT/);
   });
+
+  it('--log-info=false / --log-warning=false keep the more severe levels only', () => {
+    const chunks: string[] = [];
+    const destination = new Writable({ write: (c: Buffer, _e, cb) => (chunks.push(c.toString()), cb()) });
+    const logger = createLogger({ verbose: 0, format: 'default', info: false, warning: false, destination });
+    logger.info('no');
+    logger.warn('no');
+    logger.error('yes');
+    expect(chunks.join('').trim().split('\n').map((l) => (JSON.parse(l) as { msg: string }).msg)).toEqual(['yes']);
+  });
 });

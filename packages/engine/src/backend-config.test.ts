@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { buildIdentityModel } from '@switchyard/onnx-builder';
+import { buildIdentityModel, buildSimpleModel } from '@switchyard/onnx-builder';
 import { compileBackendConfig, DEFAULT_BACKEND_SETTINGS } from './backend-config.js';
 import { createEngine } from './engine.js';
-import { createRepository } from './test-support/repository-fixture.js';
+import { createRepository, int32s, request, SIMPLE_CONFIG, tensor } from './test-support/repository-fixture.js';
 
 const invalid = (f: () => unknown): string => {
   try {
@@ -55,6 +55,21 @@ describe('compileBackendConfig (--backend-config)', () => {
     expect(invalid(() => compileBackendConfig({ onnxruntime: { intra_op_thread_count: '-1' } }))).toMatch(/got '-1'/);
     expect(invalid(() => compileBackendConfig({ onnxruntime: { 'enable-global-threadpool': 'maybe' } }))).toMatch(/must be true or false/);
     expect(invalid(() => compileBackendConfig({ '': { 'default-max-batch-size': '1e9999' } }))).toMatch(/default-max-batch-size/);
+  });
+
+  it('runs ONNX sessions with the global threadpool thread counts (0: onnxruntime picks)', async () => {
+    const repo = await createRepository({ simple: { config: SIMPLE_CONFIG, versions: { 1: { 'model.onnx': buildSimpleModel() } } } });
+    for (const counts of [{ intra_op_thread_count: '2', inter_op_thread_count: '1' }, { intra_op_thread_count: '0', inter_op_thread_count: '0' }]) {
+      const engine = await createEngine({ modelRepositories: [repo.root], exitOnError: true, backendConfig: { onnxruntime: { 'enable-global-threadpool': 'true', ...counts } } });
+      try {
+        const a = Int32Array.from({ length: 16 }, (_, i) => i);
+        const res = await engine.infer(request('simple', [tensor('INPUT0', 'INT32', [1, 16], a), tensor('INPUT1', 'INT32', [1, 16], a)]));
+        expect(int32s(res.outputs[0]!.data)).toEqual(Array.from(a, (x) => 2 * x));
+      } finally {
+        await engine.shutdown();
+      }
+    }
+    await repo.cleanup();
   });
 
   it('auto-completes a batchable ONNX model with the configured default-max-batch-size', async () => {
