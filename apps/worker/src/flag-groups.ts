@@ -137,7 +137,7 @@ const GRPC: Table = {
     key: 'grpcInferResponseCompressionLevel',
     values: ['none', 'low', 'medium', 'high'],
     ignoreCase: true,
-    help: 'Compress ModelInfer / ModelStreamInfer responses (gzip, when the client accepts it): none, low, medium or high (default none).',
+    help: 'Compress ModelInfer / ModelStreamInfer responses: low gzip, medium / high deflate (as gRPC core picks among what the client accepts; uncompressed when it accepts neither) (default none).',
   },
   ...pick(DOOR_LIMIT_FLAGS, 'grpc-keepalive-'),
   'grpc-keepalive-permit-without-calls': { kind: 'bool', inert: "the server's keepalive pings run whether or not calls are in flight.", help: 'Allow keepalive pings without calls in flight.' },
@@ -196,7 +196,7 @@ const BACKEND: Table = {
   'backend-config': {
     kind: 'strings',
     key: 'backendConfig',
-    help: "Backend setting, repeatable: '[<backend>,]<setting>=<value>'. Global: default-max-batch-size=<n> (auto-complete, default 4). onnxruntime: enable-global-threadpool=<bool>, intra_op_thread_count=<n>, inter_op_thread_count=<n> (with the global threadpool: every session's thread counts, overriding the model configs); default-max-batch-size=<n>.",
+    help: "Backend setting, repeatable: '[<backend>,]<setting>=<value>'. Global: default-max-batch-size=<n> (auto-complete, default 4). onnxruntime: enable-global-threadpool=<bool>, intra_op_thread_count=<n>, inter_op_thread_count=<n> (with the global threadpool: every session's thread counts, overriding the model configs); default-max-batch-size=<n>. llm, mocker: any LLM model parameter (max_num_seqs=<n>, ...), its default for every model of the backend. Settings a backend does not read are logged and ignored.",
   },
 };
 
