@@ -212,6 +212,8 @@ describe('header forwarding, gRPC response compression, metrics settings', () =>
         '--metrics-config=counter_latencies=false',
         '--metrics-interval-ms=100',
         '--allow-cpu-metrics=false',
+        // an interceptor in grpc-js's call chain: the call's metadata must still be the one that was read
+        '--grpc-restricted-protocol=model-repository:k=v',
       ],
     });
     client = loadGrpcClients(worker.grpcAddress).inference;
