@@ -185,17 +185,14 @@ describe('--log-file', () => {
     expect(stdout).toBe('');
   });
 
-  it('refuses a symbolic link and a missing folder: exit 1 with the path and the reason', () => {
+  it('refuses a symbolic link: exit 1 with the path and the reason, the link target untouched', () => {
     const target = join(root, 'elsewhere');
     writeFileSync(target, 'untouched');
     symlinkSync(target, join(root, 'link.log'));
-    let r = run([`--model-repository=${goodRepo}`, ...EPHEMERAL_PORT_ARGS, `--log-file=${join(root, 'link.log')}`]);
+    const r = run([`--model-repository=${goodRepo}`, ...EPHEMERAL_PORT_ARGS, `--log-file=${join(root, 'link.log')}`]);
     expect(r.status).toBe(1);
     expect(r.stderr).toBe(`switchyard worker: cannot open log file '${join(root, 'link.log')}': it is a symbolic link\n`);
     expect(readFileSync(target, 'utf8')).toBe('untouched');
-    r = run([`--model-repository=${goodRepo}`, ...EPHEMERAL_PORT_ARGS, `--log-file=${join(root, 'missing', 'x.log')}`]);
-    expect(r.status).toBe(1);
-    expect(r.stderr).toContain('its folder does not exist');
   });
 });
 
@@ -304,17 +301,12 @@ describe('header forwarding, gRPC response compression, metrics settings', () =>
   });
 });
 
-describe('absurd values exit 2 with the reason', () => {
-  it.each([
-    ['--model-load-thread-count=100000', "flag '--model-load-thread-count' must be an integer <= 256, got '100000'"],
-    ['--metrics-config=bogus=1', "unknown --metrics-config setting 'bogus'"],
-    ['--grpc-infer-response-compression-level=max', "must be one of none, low, medium, high; got 'max'"],
-    ['--backend-config=onnxruntime,intra_op_thread_count=-1', "--backend-config: onnxruntime setting 'intra_op_thread_count' must be an integer from 0 to 1024, got '-1'"],
-    ['--http-header-forward-pattern=(a)\\1', "flag '--http-header-forward-pattern': not a valid RE2 regular expression"],
-    ['--grpc-use-ssl=true', "flag '--grpc-use-ssl' is not supported by this worker"],
-  ])('%s', (flag, message) => {
-    const r = run([`--model-repository=${goodRepo}`, flag]);
+describe('absurd values', () => {
+  // each flag's reasons are unit-tested (apps/worker/src/options.test.ts); here, what a user sees
+  it('exit 2 with the reason and the help on stderr', () => {
+    const r = run([`--model-repository=${goodRepo}`, '--model-load-thread-count=100000']);
     expect(r.status).toBe(2);
-    expect(r.stderr).toContain(message);
+    expect(r.stderr).toMatch(/^switchyard worker: flag '--model-load-thread-count' must be an integer <= 256, got '100000'\n\nusage: switchyard worker/);
+    expect(r.stdout).toBe('');
   });
 });
