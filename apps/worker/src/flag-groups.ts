@@ -85,7 +85,7 @@ const MODEL_REPOSITORY: Table = {
   },
   'repository-poll-secs': { kind: 'int', key: 'repositoryPollSecs', min: 1, help: `Seconds between repository scans in poll mode (default ${DEFAULTS.repositoryPollSecs}).` },
   'load-model': { kind: 'strings', key: 'startupModels', help: "Model to load at start in explicit mode; repeatable; '*' loads all." },
-  'model-config-name': { kind: 'string', key: 'modelConfigName', help: 'Load configs/<name>.pbtxt instead of config.pbtxt (not supported: a usage error).' },
+  'model-config-name': { kind: 'string', key: 'modelConfigName', help: "Read each model's configs/<name>.pbtxt where it has one, else its config.pbtxt (a file name: no spaces or path separators)." },
   'model-load-thread-count': {
     kind: 'int',
     key: 'modelLoadThreadCount',

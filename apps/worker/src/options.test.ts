@@ -280,6 +280,14 @@ describe("tritonserver's flags", () => {
     expect(inertFlagNotes(o)[0]).toEqual({ flag: '--backend-directory', reason: 'backends, caches and repository agents are built in, not loaded from shared libraries.' });
   });
 
+  it('--model-config-name: a file name in configs/, checked', () => {
+    expect(parseWorkerArgs(['--model-repository=/m', '--model-config-name=h100']).modelConfigName).toBe('h100');
+    expect(usage(['--model-config-name='])).toBe('Error: empty argument for --model-config-name');
+    expect(usage(['--model-config-name=../../etc/passwd'])).toMatch(/without spaces or path separators/);
+    expect(usage(['--model-config-name=a b'])).toMatch(/without spaces or path separators/);
+    expect(usage(['--model-config-name=..'])).toMatch(/invalid model config name/);
+  });
+
   it('--disable-auto-complete-config takes no value; the metrics address follows --http-address unless given', () => {
     expect(parseWorkerArgs(['--model-repository=/m', '--disable-auto-complete-config']).disableAutoCompleteConfig).toBe(true);
     expect(parseWorkerArgs(['--model-repository=/m', '--http-address=127.0.0.1']).metricsAddress).toBe('127.0.0.1');
@@ -293,7 +301,6 @@ describe("tritonserver's flags", () => {
     expect(usage(['--allow-vertex-ai=1'])).toMatch(/Vertex AI/);
     expect(usage(['--model-namespacing=true'])).toMatch(/unique across all repositories/);
     expect(usage(['--reuse-http-port=true'])).toMatch(/its own ports/);
-    expect(usage(['--model-config-name=h100'])).toMatch(/config.pbtxt only/);
     expect(usage(['--model-namespacing=false', '--allow-sagemaker=false', '--reuse-grpc-port=false'])).toBe('accepted');
   });
 

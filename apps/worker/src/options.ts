@@ -9,6 +9,7 @@ import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import type { WorkerRole } from '@switchyard/cluster';
 import { NAME_PATTERN } from '@switchyard/runtime';
+import { checkModelConfigName } from '@switchyard/engine';
 import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_GBPS, MAX_KV_TRANSFER_TTL_SECS, MAX_MODEL_LOAD_THREAD_COUNT } from './defaults.js';
 import { WORKER_FLAG_GROUPS } from './flag-groups.js';
 import { backendSettings, headerForwardPatterns, metricsSettings } from './setting-flags.js';
@@ -35,8 +36,9 @@ export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions {
   disableAutoCompleteConfig: boolean;
   /** Most models loading at once; 0 counts as 1 (default 4). */
   modelLoadThreadCount: number;
-  /** Refused when given (REFUSED): kept only to say so. */
+  /** `--model-config-name`: read `configs/<name>.pbtxt` where a model has it, else `config.pbtxt`. */
   modelConfigName?: string;
+  /** Refused when true (REFUSED): kept only to say so. */
   modelNamespacing?: boolean;
   reuseHttpPort?: boolean;
   reuseGrpcPort?: boolean;
@@ -124,11 +126,9 @@ const FLAGS: FlagTable<WorkerOptions> = mergeFlagGroups(WORKER_FLAG_GROUPS);
 
 /**
  * Flags that ask for something the worker cannot do: a usage error (with the reason) when given
- * this way, rather than a server that quietly does something else. A boolean flag is refused when
- * true; `--model-config-name` whenever given.
+ * this way, rather than a server that quietly does something else: each boolean one when true.
  */
 const REFUSED: ReadonlyArray<[flag: string, asked: (o: WorkerOptions) => boolean, why: string]> = [
-  ['model-config-name', (o) => o.modelConfigName !== undefined, 'models load from their config.pbtxt only'],
   ['model-namespacing', (o) => o.modelNamespacing === true, 'model names are unique across all repositories'],
   ['reuse-http-port', (o) => o.reuseHttpPort === true, 'each worker binds its own ports'],
   ['reuse-grpc-port', (o) => o.reuseGrpcPort === true, 'each worker binds its own ports'],
@@ -175,6 +175,11 @@ function validate(o: WorkerOptions): WorkerOptions {
   }
   if (o.startupModels.includes('*') && o.startupModels.length > 1) {
     throw new UsageError("Wildcard model name '*' must be the ONLY startup model if specified at all.");
+  }
+  try {
+    checkModelConfigName(o.modelConfigName);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
   }
   checkPortCollision(o);
   responseCacheByteSize(o);

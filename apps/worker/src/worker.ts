@@ -136,6 +136,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     exitOnError: options.exitOnError,
     // tritonserver --exit-on-error=false keeps a server that failed to initialize up, not live
     initFailure: options.exitOnError ? 'throw' : 'not-live',
+    ...(options.modelConfigName !== undefined ? { modelConfigName: options.modelConfigName } : {}),
     // tritonserver takes 0 as 1
     modelLoadThreadCount: Math.max(options.modelLoadThreadCount, 1),
     backendConfig: backendCommandLine(options),

@@ -106,6 +106,11 @@ export interface EngineOptions {
    * still answered.
    */
   initFailure?: 'throw' | 'not-live';
+  /**
+   * tritonserver's `--model-config-name`: read each model's `configs/<name>.pbtxt` when it has one,
+   * else its `config.pbtxt`. A plain file name: no path separators, no whitespace, not `.`/`..`.
+   */
+  modelConfigName?: string;
 }
 
 export interface CompiledEngineOptions {
@@ -131,6 +136,17 @@ export interface CompiledEngineOptions {
   exitOnError: boolean;
   modelLoadThreadCount: number;
   initFailure: 'throw' | 'not-live';
+  modelConfigName: string | undefined;
+}
+
+/** `modelConfigName` must name a file in the model's `configs/` folder, nothing else. */
+export function checkModelConfigName(name: string | undefined): string | undefined {
+  if (name === undefined) return undefined;
+  if (name === '') throw invalidArgument('Error: empty argument for --model-config-name');
+  if (/[\s/\\]/.test(name) || name === '.' || name === '..' || name.includes('\0')) {
+    throw invalidArgument(`invalid model config name '${name}': a file name in the model's configs/ folder, without spaces or path separators`);
+  }
+  return name;
 }
 
 /** Fill defaults and validate. Throws invalid_argument with Triton's wording where it has one. */
@@ -200,5 +216,6 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     exitOnError: options.exitOnError ?? false,
     modelLoadThreadCount: loadThreads,
     initFailure: options.initFailure ?? 'throw',
+    modelConfigName: checkModelConfigName(options.modelConfigName),
   };
 }

@@ -82,6 +82,7 @@ export class ModelLifecycle {
     this.ensembles = new EnsembleDependencies({
       roots: options.modelRepositories,
       autoComplete: options.autoComplete,
+      ...(options.modelConfigName !== undefined ? { configName: options.modelConfigName } : {}),
       readyVersions: (name) => this.readyVersions(name),
       readyModelNames: () => this.readyModelNames(),
       failureOf: (name) => this.failureOf(name),
@@ -168,7 +169,7 @@ export class ModelLifecycle {
       } else {
         path = await locateModel(this.options.modelRepositories, name);
       }
-      const source = await readModelSource(path);
+      const source = await readModelSource(path, this.options.modelConfigName);
       if (!hasOverride) {
         const stamp = `${source.configStamp}#${[...source.versionStamps].map(([v, st]) => `${v}=${st}`).join('#')}`;
         if (onlyIfChanged && record.lastStamp === stamp) return;
