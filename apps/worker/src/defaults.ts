@@ -55,6 +55,8 @@ export const DEFAULTS: Omit<
   | 'metricsConfig'
   | 'backendConfig'
   | 'inertFlags'
+  | 'grpcMaxConnectionAge'
+  | 'grpcMaxConnectionAgeGrace'
 > = {
   serverId: 'triton',
   httpPort: 8000,

@@ -147,8 +147,20 @@ const GRPC: Table = {
     "client pings are answered at any rate (the HTTP/2 layer's own flood limits apply).",
   ),
   'grpc-http2-max-ping-strikes': inertNumber('Bad pings tolerated before GOAWAY.', "client pings are answered at any rate (the HTTP/2 layer's own flood limits apply)."),
-  'grpc-max-connection-age': inertNumber('Longest life of a gRPC connection, ms.', 'connections are closed when idle (--grpc-max-connection-idle-secs), not by age.'),
-  'grpc-max-connection-age-grace': inertNumber('Grace period after --grpc-max-connection-age, ms.', 'connections are closed when idle, not by age.'),
+  'grpc-max-connection-age': {
+    kind: 'int',
+    key: 'grpcMaxConnectionAge',
+    min: 0,
+    max: 2 ** 31 - 2,
+    help: 'Milliseconds a gRPC connection may live; then GOAWAY and clients reconnect (default: no limit; 0 = no limit).',
+  },
+  'grpc-max-connection-age-grace': {
+    kind: 'int',
+    key: 'grpcMaxConnectionAgeGrace',
+    min: 0,
+    max: 2 ** 31 - 2,
+    help: 'Milliseconds the calls of a connection past --grpc-max-connection-age may still run before they are cancelled (default: no limit; 0 = no limit).',
+  },
   ...pick(ACCESS_FLAGS, 'grpc-'),
 };
 

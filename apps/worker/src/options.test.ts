@@ -280,6 +280,12 @@ describe("tritonserver's flags", () => {
     expect(inertFlagNotes(o)[0]).toEqual({ flag: '--backend-directory', reason: 'backends, caches and repository agents are built in, not loaded from shared libraries.' });
   });
 
+  it('--grpc-max-connection-age / -grace: ms, no limit by default', () => {
+    expect(parseWorkerArgs(['--model-repository=/m'])).not.toHaveProperty('grpcMaxConnectionAge');
+    expect(parseWorkerArgs(['--model-repository=/m', '--grpc-max-connection-age=60000', '--grpc-max-connection-age-grace=5000'])).toMatchObject({ grpcMaxConnectionAge: 60000, grpcMaxConnectionAgeGrace: 5000 });
+    expect(usage(['--grpc-max-connection-age=-1'])).toMatch(/>= 0/);
+  });
+
   it('--model-config-name: a file name in configs/, checked', () => {
     expect(parseWorkerArgs(['--model-repository=/m', '--model-config-name=h100']).modelConfigName).toBe('h100');
     expect(usage(['--model-config-name='])).toBe('Error: empty argument for --model-config-name');

@@ -50,6 +50,9 @@ export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions {
   httpHeaderForwardPattern?: string;
   grpcHeaderForwardPattern?: string;
   grpcInferResponseCompressionLevel: CompressionLevel;
+  /** `--grpc-max-connection-age` / `-grace`, ms; undefined or 0 = no limit (tritonserver's default). */
+  grpcMaxConnectionAge?: number;
+  grpcMaxConnectionAgeGrace?: number;
   /** `--backend-config` values as given, repeatable; see `backendSettings()`. */
   backendConfig: string[];
   /** Report the nv_cpu_* families (default true). */

@@ -182,6 +182,8 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
             host: options.grpcAddress,
             ...limits.grpc,
             inferResponseCompression: options.grpcInferResponseCompressionLevel,
+            ...(options.grpcMaxConnectionAge ? { maxConnectionAgeMs: options.grpcMaxConnectionAge } : {}),
+            ...(options.grpcMaxConnectionAgeGrace ? { maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGrace } : {}),
             ...(forward.grpc !== undefined ? { headerForwardPattern: forward.grpc } : {}),
           },
         }

@@ -47,6 +47,8 @@ export interface FrontDoorsOptions {
     readonly keepaliveTimeoutMs?: number;
     readonly headerForwardPattern?: HeaderForwardPattern;
     readonly inferResponseCompression?: CompressionLevel;
+    readonly maxConnectionAgeMs?: number;
+    readonly maxConnectionAgeGraceMs?: number;
   };
   readonly metrics?: {
     readonly port: number;

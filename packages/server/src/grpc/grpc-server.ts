@@ -90,6 +90,13 @@ export interface GrpcServerOptions {
   keepaliveTimeMs?: number;
   /** ... and close it when a ping is not answered within this (default DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS): dead peers free their calls and slot. */
   keepaliveTimeoutMs?: number;
+  /**
+   * tritonserver's `--grpc-max-connection-age`: a connection older than this many ms is sent GOAWAY
+   * (clients reconnect), after `maxConnectionAgeGraceMs` more its calls are cancelled. Default
+   * undefined (no age limit), as in tritonserver.
+   */
+  maxConnectionAgeMs?: number;
+  maxConnectionAgeGraceMs?: number;
   /** How long close() lets in-flight calls finish before cancelling them. */
   shutdownTimeoutMs?: number;
   /** `--grpc-restricted-protocol` groups (metadata keys prefixed `triton-grpc-protocol-`); default none. */
@@ -125,6 +132,8 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const maxConnectionIdleMs = integerOption('maxConnectionIdleMs', options.maxConnectionIdleMs ?? DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS, 0, 2 ** 31 - 2);
   const keepaliveTimeMs = integerOption('keepaliveTimeMs', options.keepaliveTimeMs ?? DEFAULT_GRPC_KEEPALIVE_TIME_MS, 1, 2 ** 31 - 2);
   const keepaliveTimeoutMs = integerOption('keepaliveTimeoutMs', options.keepaliveTimeoutMs ?? DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS, 1, 2 ** 31 - 2);
+  const maxConnectionAgeMs = options.maxConnectionAgeMs === undefined ? undefined : integerOption('maxConnectionAgeMs', options.maxConnectionAgeMs, 1, 2 ** 31 - 2);
+  const maxConnectionAgeGraceMs = options.maxConnectionAgeGraceMs === undefined ? undefined : integerOption('maxConnectionAgeGraceMs', options.maxConnectionAgeGraceMs, 1, 2 ** 31 - 2);
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS;
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
   const protos = loadGrpcProtos();
@@ -151,6 +160,8 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
     ...(maxConnectionIdleMs > 0 ? { 'grpc.max_connection_idle_ms': maxConnectionIdleMs } : {}),
     'grpc.keepalive_time_ms': keepaliveTimeMs,
     'grpc.keepalive_timeout_ms': keepaliveTimeoutMs,
+    ...(maxConnectionAgeMs !== undefined ? { 'grpc.max_connection_age_ms': maxConnectionAgeMs } : {}),
+    ...(maxConnectionAgeGraceMs !== undefined ? { 'grpc.max_connection_age_grace_ms': maxConnectionAgeGraceMs } : {}),
     interceptors: options.restrictions !== undefined && options.restrictions.size > 0 ? [restrictedProtocolInterceptor(options.restrictions)] : [],
   });
   // large ModelInfer / ModelStreamInfer messages reach the handlers undecoded (infer-message.ts)
