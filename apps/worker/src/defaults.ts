@@ -20,6 +20,8 @@ export const MAX_KV_TRANSFER_TTL_SECS = 3600;
 export const MAX_KV_TRANSFER_GBPS = 100_000;
 /** Most models loading at once (`--model-load-thread-count`): each load may start instance threads of its own. */
 export const MAX_MODEL_LOAD_THREAD_COUNT = 256;
+/** Most retries of a failed model load (`--model-load-retry-count`): each may take as long as a load. */
+export const MAX_MODEL_LOAD_RETRY_COUNT = 100;
 
 /** The options every command line starts from; the optional and repeatable ones are absent or empty. */
 export const DEFAULTS: Omit<
@@ -75,6 +77,7 @@ export const DEFAULTS: Omit<
   strictReadiness: true,
   exitOnError: true,
   modelLoadThreadCount: 4,
+  modelLoadRetryCount: 0,
   repositoryPollSecs: 15,
   allowClientShm: false,
   httpMaxInputSize: 64 * 1024 * 1024,

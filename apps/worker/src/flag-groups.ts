@@ -15,7 +15,7 @@
  * Groups are data: adding a feature's flags (e.g. tracing) is adding a group to `WORKER_FLAG_GROUPS`.
  */
 import { ACCESS_FLAGS, DOOR_LIMIT_FLAGS, type FlagGroup, type FlagTable } from '@switchyard/cli';
-import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, DEFAULTS, MAX_KV_TRANSFER_GBPS, MAX_KV_TRANSFER_TTL_SECS, MAX_MODEL_LOAD_THREAD_COUNT } from './defaults.js';
+import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, DEFAULTS, MAX_KV_TRANSFER_GBPS, MAX_KV_TRANSFER_TTL_SECS, MAX_MODEL_LOAD_RETRY_COUNT, MAX_MODEL_LOAD_THREAD_COUNT } from './defaults.js';
 import type { WorkerOptions } from './options.js';
 
 type Table = FlagTable<WorkerOptions>;
@@ -93,7 +93,13 @@ const MODEL_REPOSITORY: Table = {
     max: MAX_MODEL_LOAD_THREAD_COUNT,
     help: `Most models loading at once (default ${DEFAULTS.modelLoadThreadCount}; 0 counts as 1; at most ${MAX_MODEL_LOAD_THREAD_COUNT}).`,
   },
-  'model-load-retry-count': inertNumber('Times to retry a failed model load.', 'a failed load is reported, not retried.'),
+  'model-load-retry-count': {
+    kind: 'int',
+    key: 'modelLoadRetryCount',
+    min: 0,
+    max: MAX_MODEL_LOAD_RETRY_COUNT,
+    help: `Times a model version that failed to load is tried again (default 0; at most ${MAX_MODEL_LOAD_RETRY_COUNT}).`,
+  },
   'model-namespacing': { kind: 'bool', key: 'modelNamespacing', help: 'Serve same-named models of different repositories (not supported: true is a usage error).' },
   'enable-peer-access': { kind: 'bool', inert: NO_GPU, help: 'Enable CUDA peer access between GPUs.' },
 };

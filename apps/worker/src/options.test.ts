@@ -228,6 +228,7 @@ describe("tritonserver's flags", () => {
       exitOnError: true,
       strictReadiness: true,
       modelLoadThreadCount: 4,
+      modelLoadRetryCount: 0,
       metricsIntervalMs: 2000,
       grpcInferResponseCompressionLevel: 'none',
       logInfo: true,
@@ -278,6 +279,11 @@ describe("tritonserver's flags", () => {
       'allow-gpu-metrics',
     ]);
     expect(inertFlagNotes(o)[0]).toEqual({ flag: '--backend-directory', reason: 'backends, caches and repository agents are built in, not loaded from shared libraries.' });
+  });
+
+  it('--model-load-retry-count: live, bounded', () => {
+    expect(parseWorkerArgs(['--model-repository=/m', '--model-load-retry-count=2']).modelLoadRetryCount).toBe(2);
+    expect(usage(['--model-load-retry-count=1000'])).toMatch(/<= 100/);
   });
 
   it('--grpc-max-connection-age / -grace: ms, no limit by default', () => {

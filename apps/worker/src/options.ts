@@ -36,6 +36,8 @@ export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions {
   disableAutoCompleteConfig: boolean;
   /** Most models loading at once; 0 counts as 1 (default 4). */
   modelLoadThreadCount: number;
+  /** Times a failed version load is tried again (default 0). */
+  modelLoadRetryCount: number;
   /** `--model-config-name`: read `configs/<name>.pbtxt` where a model has it, else `config.pbtxt`. */
   modelConfigName?: string;
   /** Refused when true (REFUSED): kept only to say so. */

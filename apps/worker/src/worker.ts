@@ -139,6 +139,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     ...(options.modelConfigName !== undefined ? { modelConfigName: options.modelConfigName } : {}),
     // tritonserver takes 0 as 1
     modelLoadThreadCount: Math.max(options.modelLoadThreadCount, 1),
+    modelLoadRetryCount: options.modelLoadRetryCount,
     backendConfig: backendCommandLine(options),
     serverName: options.serverId,
     pollIntervalSecs: options.repositoryPollSecs,

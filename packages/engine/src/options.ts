@@ -111,6 +111,8 @@ export interface EngineOptions {
    * else its `config.pbtxt`. A plain file name: no path separators, no whitespace, not `.`/`..`.
    */
   modelConfigName?: string;
+  /** tritonserver's `--model-load-retry-count`: times a failed version load is tried again (default 0). */
+  modelLoadRetryCount?: number;
 }
 
 export interface CompiledEngineOptions {
@@ -137,6 +139,7 @@ export interface CompiledEngineOptions {
   modelLoadThreadCount: number;
   initFailure: 'throw' | 'not-live';
   modelConfigName: string | undefined;
+  modelLoadRetryCount: number;
 }
 
 /** `modelConfigName` must name a file in the model's `configs/` folder, nothing else. */
@@ -192,6 +195,10 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
   if (!Number.isSafeInteger(loadThreads) || loadThreads < 1) {
     throw invalidArgument(`invalid model load thread count ${String(loadThreads)}, expected a positive integer`);
   }
+  const loadRetries = options.modelLoadRetryCount ?? 0;
+  if (!Number.isSafeInteger(loadRetries) || loadRetries < 0) {
+    throw invalidArgument(`invalid model load retry count ${String(loadRetries)}, expected a non-negative integer`);
+  }
   if (startup.length > 0 && controlMode !== 'explicit') {
     logger.warn({ startupModels: startup }, 'startup models are only used in explicit model control mode; ignoring them');
   }
@@ -217,5 +224,6 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     modelLoadThreadCount: loadThreads,
     initFailure: options.initFailure ?? 'throw',
     modelConfigName: checkModelConfigName(options.modelConfigName),
+    modelLoadRetryCount: loadRetries,
   };
 }

@@ -80,3 +80,36 @@ describe("initFailure: 'not-live' (tritonserver --exit-on-error=false with a rep
     await engine.shutdown();
   });
 });
+
+describe('modelLoadRetryCount (--model-load-retry-count)', () => {
+  // initialize fails while the marker file is absent, and creates it: the second attempt loads
+  const flaky = (marker: string) => ({
+    config: 'name: "flaky"\nbackend: "javascript"\ninput [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]\noutput [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\ninstance_group [ { count: 1 kind: KIND_CPU } ]',
+    versions: {
+      1: {
+        'model.js': `import { existsSync, writeFileSync } from 'node:fs';
+export class TritonModel {
+  initialize() {
+    if (!existsSync(${JSON.stringify(marker)})) { writeFileSync(${JSON.stringify(marker)}, 'x'); throw new Error('not yet'); }
+  }
+  execute(requests) { return requests.map(() => ({ outputs: [] })); }
+}
+`,
+      },
+    },
+  });
+
+  it('tries a failed version load again, up to the count', async () => {
+    repo = await createRepository();
+    await repo.addModel('flaky', flaky(`${repo.root}/marker-0`));
+    const noRetry = await createEngine({ modelRepositories: [repo.root] });
+    expect(noRetry.isModelReady('flaky')).toBe(false);
+    await noRetry.shutdown();
+    await repo.remove('flaky');
+    await repo.addModel('flaky', flaky(`${repo.root}/marker-1`));
+    const retrying = await createEngine({ modelRepositories: [repo.root], modelLoadRetryCount: 1, exitOnError: true });
+    expect(retrying.isModelReady('flaky')).toBe(true);
+    await retrying.shutdown();
+    await expect(createEngine({ modelRepositories: [repo.root], modelLoadRetryCount: -1 })).rejects.toThrow('invalid model load retry count -1');
+  });
+});

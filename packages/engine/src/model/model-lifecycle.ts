@@ -213,6 +213,18 @@ export class ModelLifecycle {
     }
   }
 
+  /** `loadVersion`, tried again up to `modelLoadRetryCount` times when it fails (tritonserver's `--model-load-retry-count`). */
+  private async loadVersionWithRetries(name: string, base: ModelConfig, source: ModelSource, version: number): Promise<LoadedVersion> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await loadVersion(this.loader, base, source, version);
+      } catch (e) {
+        if (attempt > this.options.modelLoadRetryCount) throw e;
+        this.options.logger.warn({ model: name, version, attempt, err: failureReason(e) }, 'model version failed to load; retrying');
+      }
+    }
+  }
+
   private async applyVersions(record: ModelRecord, base: ModelConfig, source: ModelSource, versions: number[], force: boolean): Promise<void> {
     const configChanged = force || record.configStamp !== source.configStamp;
     const wanted = new Set(versions);
@@ -229,7 +241,7 @@ export class ModelLifecycle {
         slot.reason = '';
       }
       try {
-        const loaded = await loadVersion(this.loader, base, source, version);
+        const loaded = await this.loadVersionWithRetries(record.name, base, source, version);
         const previous = slot.serving;
         slot.serving = loaded;
         slot.state = 'READY';
