@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_TTL_SECS, UsageError, kvTransferAdvertise, accessPolicy, helpText, inertFlagNotes, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
+import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_TTL_SECS, UsageError, kvTransferAdvertise, accessPolicy, grpcTlsFiles, helpText, inertFlagNotes, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
 import { backendCommandLine, metricsSettings } from './setting-flags.js';
 
 describe('parseWorkerArgs', () => {
@@ -281,6 +281,15 @@ describe("tritonserver's flags", () => {
     expect(inertFlagNotes(o)[0]).toEqual({ flag: '--backend-directory', reason: 'backends, caches and repository agents are built in, not loaded from shared libraries.' });
   });
 
+  it('--grpc-use-ssl needs the certificate and key; mutual implies it and needs the root certificate', () => {
+    expect(usage(['--grpc-use-ssl=true'])).toBe('--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key');
+    expect(usage(['--grpc-use-ssl-mutual', '--grpc-server-cert=c.pem', '--grpc-server-key=k.pem'])).toBe('--grpc-use-ssl-mutual needs --grpc-root-cert');
+    const o = parseWorkerArgs(['--model-repository=/m', '--grpc-use-ssl-mutual=true', '--grpc-server-cert=c.pem', '--grpc-server-key=k.pem', '--grpc-root-cert=ca.pem']);
+    expect(grpcTlsFiles(o)).toEqual({ cert: 'c.pem', key: 'k.pem', rootCert: 'ca.pem', mutual: true });
+    expect(grpcTlsFiles(parseWorkerArgs(['--model-repository=/m', '--grpc-server-cert=c.pem']))).toBeUndefined();
+    expect(grpcTlsFiles(parseWorkerArgs(['--model-repository=/m', '--grpc-use-ssl', '--grpc-server-cert=c.pem', '--grpc-server-key=k.pem']))).toEqual({ cert: 'c.pem', key: 'k.pem', mutual: false });
+  });
+
   it('--model-load-retry-count: live, bounded', () => {
     expect(parseWorkerArgs(['--model-repository=/m', '--model-load-retry-count=2']).modelLoadRetryCount).toBe(2);
     expect(usage(['--model-load-retry-count=1000'])).toMatch(/<= 100/);
@@ -307,8 +316,6 @@ describe("tritonserver's flags", () => {
   });
 
   it("refuses what it cannot honour, saying why, rather than doing something else", () => {
-    expect(usage(['--grpc-use-ssl=true'])).toBe("flag '--grpc-use-ssl' is not supported by this worker: gRPC is served without TLS; terminate TLS in front of the worker");
-    expect(usage(['--grpc-use-ssl-mutual'])).toMatch(/not supported/);
     expect(usage(['--allow-sagemaker=true'])).toMatch(/SageMaker endpoints are not served/);
     expect(usage(['--allow-vertex-ai=1'])).toMatch(/Vertex AI/);
     expect(usage(['--model-namespacing=true'])).toMatch(/unique across all repositories/);

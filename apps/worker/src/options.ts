@@ -44,14 +44,18 @@ export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions {
   modelNamespacing?: boolean;
   reuseHttpPort?: boolean;
   reuseGrpcPort?: boolean;
-  grpcUseSsl?: boolean;
-  grpcUseSslMutual?: boolean;
   allowSagemaker?: boolean;
   allowVertexAi?: boolean;
   /** Request headers / metadata keys matching these (case-insensitive, partial match) become string request parameters. */
   httpHeaderForwardPattern?: string;
   grpcHeaderForwardPattern?: string;
   grpcInferResponseCompressionLevel: CompressionLevel;
+  /** `--grpc-use-ssl` / `--grpc-use-ssl-mutual` (which implies the first) with the PEM files they read; see `grpcTlsFiles()`. */
+  grpcUseSsl?: boolean;
+  grpcUseSslMutual?: boolean;
+  grpcServerCert?: string;
+  grpcServerKey?: string;
+  grpcRootCert?: string;
   /** `--grpc-max-connection-age` / `-grace`, ms; undefined or 0 = no limit (tritonserver's default). */
   grpcMaxConnectionAge?: number;
   grpcMaxConnectionAgeGrace?: number;
@@ -137,8 +141,6 @@ const REFUSED: ReadonlyArray<[flag: string, asked: (o: WorkerOptions) => boolean
   ['model-namespacing', (o) => o.modelNamespacing === true, 'model names are unique across all repositories'],
   ['reuse-http-port', (o) => o.reuseHttpPort === true, 'each worker binds its own ports'],
   ['reuse-grpc-port', (o) => o.reuseGrpcPort === true, 'each worker binds its own ports'],
-  ['grpc-use-ssl', (o) => o.grpcUseSsl === true, 'gRPC is served without TLS; terminate TLS in front of the worker'],
-  ['grpc-use-ssl-mutual', (o) => o.grpcUseSslMutual === true, 'gRPC is served without TLS; terminate TLS in front of the worker'],
   ['allow-sagemaker', (o) => o.allowSagemaker === true, 'the SageMaker endpoints are not served'],
   ['allow-vertex-ai', (o) => o.allowVertexAi === true, 'the Vertex AI endpoints are not served'],
 ];
@@ -186,6 +188,7 @@ function validate(o: WorkerOptions): WorkerOptions {
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
+  grpcTlsFiles(o);
   checkPortCollision(o);
   responseCacheByteSize(o);
   backendSettings(o);
@@ -194,6 +197,23 @@ function validate(o: WorkerOptions): WorkerOptions {
   accessPolicy(o);
   validateCluster(o);
   return o;
+}
+
+/**
+ * The PEM files gRPC TLS is served with, or undefined for plaintext. `--grpc-use-ssl` needs the
+ * server certificate and key, `--grpc-use-ssl-mutual` (which implies it, as in tritonserver) the
+ * root certificate too; the files are read when the worker starts. Without either flag the file
+ * flags are ignored, as tritonserver ignores them.
+ */
+export function grpcTlsFiles(o: Pick<WorkerOptions, 'grpcUseSsl' | 'grpcUseSslMutual' | 'grpcServerCert' | 'grpcServerKey' | 'grpcRootCert'>): { cert: string; key: string; rootCert?: string; mutual: boolean } | undefined {
+  const mutual = o.grpcUseSslMutual === true;
+  if (!mutual && o.grpcUseSsl !== true) return undefined;
+  const flag = mutual ? '--grpc-use-ssl-mutual' : '--grpc-use-ssl';
+  if (o.grpcServerCert === undefined || o.grpcServerCert === '' || o.grpcServerKey === undefined || o.grpcServerKey === '') {
+    throw new UsageError(`${flag} needs --grpc-server-cert and --grpc-server-key`);
+  }
+  if (mutual && (o.grpcRootCert === undefined || o.grpcRootCert === '')) throw new UsageError('--grpc-use-ssl-mutual needs --grpc-root-cert');
+  return { cert: o.grpcServerCert, key: o.grpcServerKey, ...(mutual ? { rootCert: o.grpcRootCert! } : {}), mutual };
 }
 
 /**

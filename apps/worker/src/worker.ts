@@ -18,8 +18,9 @@ import {
   type RuntimeConfig,
 } from '@switchyard/runtime';
 import { createEngine, type Engine } from '@switchyard/engine';
-import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
-import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, isClusterMode, kvTransferAdvertise, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
+import { readFileSync } from 'node:fs';
+import { type FrontDoorPorts, type GrpcTls, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
+import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, grpcTlsFiles, isClusterMode, kvTransferAdvertise, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { levelFor } from './logger.js';
 import { backendCommandLine, headerForwardPatterns, metricsSettings } from './setting-flags.js';
 import { renderWorkerMetrics } from './worker-metrics.js';
@@ -122,7 +123,28 @@ async function joinCluster(options: WorkerOptions, engine: Engine, logger: Logge
   }
 }
 
+/** The gRPC TLS files read (`--grpc-use-ssl`), or undefined; a file that cannot be read fails the start with its flag, path and reason. */
+function readGrpcTls(options: WorkerOptions): GrpcTls | undefined {
+  const files = grpcTlsFiles(options);
+  if (files === undefined) return undefined;
+  const read = (flag: string, path: string): Buffer => {
+    try {
+      return readFileSync(path);
+    } catch (e) {
+      throw new Error(`cannot read ${flag} '${path}': ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    }
+  };
+  return {
+    cert: read('--grpc-server-cert', files.cert),
+    key: read('--grpc-server-key', files.key),
+    ...(files.rootCert !== undefined ? { rootCert: read('--grpc-root-cert', files.rootCert) } : {}),
+    mutual: files.mutual,
+  };
+}
+
 export async function startWorker(options: WorkerOptions, logger: Logger & { level?: string }, hooks: WorkerHooks = {}): Promise<RunningWorker> {
+  // before anything is built: a file that cannot be read fails the start with nothing to undo
+  const tls = readGrpcTls(options);
   if (options.responseCacheByteSize !== undefined) {
     const size = options.responseCacheByteSize;
     logger.warn(`'--response-cache-byte-size' is deprecated: use the equivalent '--cache-config=local,size=${size}'`);
@@ -185,6 +207,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
             inferResponseCompression: options.grpcInferResponseCompressionLevel,
             ...(options.grpcMaxConnectionAge ? { maxConnectionAgeMs: options.grpcMaxConnectionAge } : {}),
             ...(options.grpcMaxConnectionAgeGrace ? { maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGrace } : {}),
+            ...(tls !== undefined ? { tls } : {}),
             ...(forward.grpc !== undefined ? { headerForwardPattern: forward.grpc } : {}),
           },
         }

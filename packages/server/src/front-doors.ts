@@ -17,6 +17,7 @@ import type { ServerSettings } from './settings.js';
 import type { MetricsSettings } from './metrics/triton-metrics.js';
 import type { HeaderForwardPattern } from './header-forward.js';
 import type { CompressionLevel } from './grpc/response-compression.js';
+import type { GrpcTls } from './grpc/grpc-server.js';
 
 export interface FrontDoorsOptions {
   readonly engine: InferenceEngine;
@@ -49,6 +50,7 @@ export interface FrontDoorsOptions {
     readonly inferResponseCompression?: CompressionLevel;
     readonly maxConnectionAgeMs?: number;
     readonly maxConnectionAgeGraceMs?: number;
+    readonly tls?: GrpcTls;
   };
   readonly metrics?: {
     readonly port: number;

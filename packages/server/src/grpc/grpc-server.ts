@@ -97,6 +97,12 @@ export interface GrpcServerOptions {
    */
   maxConnectionAgeMs?: number;
   maxConnectionAgeGraceMs?: number;
+  /**
+   * tritonserver's `--grpc-use-ssl` / `--grpc-use-ssl-mutual`: serve gRPC over TLS with this PEM
+   * certificate chain and key; `rootCert` (PEM) and `mutual`: require client certificates signed by
+   * it. Default undefined: plaintext.
+   */
+  tls?: GrpcTls;
   /** How long close() lets in-flight calls finish before cancelling them. */
   shutdownTimeoutMs?: number;
   /** `--grpc-restricted-protocol` groups (metadata keys prefixed `triton-grpc-protocol-`); default none. */
@@ -106,6 +112,13 @@ export interface GrpcServerOptions {
   /** `--grpc-infer-response-compression-level` (default none); see response-compression.ts. */
   inferResponseCompression?: CompressionLevel;
   logger?: Logger;
+}
+
+export interface GrpcTls {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+  readonly rootCert?: Buffer;
+  readonly mutual: boolean;
 }
 
 export interface GrpcFrontDoor {
@@ -183,7 +196,19 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   return {
     listen: () =>
       new Promise<number>((resolve, reject) => {
-        const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
+        let credentials: ServerCredentials;
+        try {
+          const tls = options.tls;
+          credentials =
+            tls === undefined
+              ? ServerCredentials.createInsecure()
+              : ServerCredentials.createSsl(tls.rootCert ?? null, [{ cert_chain: tls.cert, private_key: tls.key }], tls.mutual);
+        } catch (e) {
+          reject(e instanceof Error ? e : new Error(String(e)));
+          return;
+        }
+        // with TLS credentials grpc-js's own secure server does the handshake on each injected socket
+        const injector = server.createConnectionInjector(credentials);
         listener.on('connection', (socket: net.Socket) => injector.injectConnection(socket));
         listener.once('error', reject);
         listener.listen(options.port, host, () => {
