@@ -9,7 +9,7 @@
  *   folders, thread pools of a C++ server). Its value is still checked, then dropped; the worker
  *   logs a note naming it at start-up, so a command line written for tritonserver runs unchanged;
  * - refused at some values (`validate` in options.ts): a flag whose meaning the worker cannot honour
- *   (TLS, SageMaker, namespacing, ...) is a usage error when it asks for that, rather than a
+ *   (SageMaker, Vertex AI, namespacing, port reuse) is a usage error when it asks for that, rather than a
  *   server that quietly does something else.
  *
  * Groups are data: adding a feature's flags (e.g. tracing) is adding a group to `WORKER_FLAG_GROUPS`.
