@@ -20,7 +20,8 @@ let client: GrpcClient;
 beforeAll(async () => {
   worker = await startWorkerProcess({
     modelRepositories: ['test/fixtures/javascript_repository'],
-    args: ['--model-control-mode=explicit', ...MODELS.map((m) => `--load-model=${m}`)],
+    // syntax_error must fail to load while the rest serve: tritonserver's --exit-on-error=false
+    args: ['--model-control-mode=explicit', ...MODELS.map((m) => `--load-model=${m}`), '--exit-on-error=false'],
   });
   client = loadGrpcClients(worker.grpcAddress).inference;
 });

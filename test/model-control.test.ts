@@ -17,7 +17,8 @@ const simpleBody = { inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape: 
 describe('control mode none: everything loads at start, broken models are UNAVAILABLE', () => {
   let worker: WorkerProcess;
   beforeAll(async () => {
-    worker = await startWorkerProcess({ modelRepositories: [FIXTURES] });
+    // the broken models are the point here: serve the rest, as tritonserver does with --exit-on-error=false
+    worker = await startWorkerProcess({ modelRepositories: [FIXTURES], args: ['--exit-on-error=false'] });
   });
   afterAll(async () => {
     await worker?.stop();

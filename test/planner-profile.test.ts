@@ -40,7 +40,9 @@ beforeAll(async () => {
     overlay: { square_int32: 'test/fixtures/javascript_repository/square_int32' },
     files: { ...files, 'mock_llm/config.pbtxt': new TextEncoder().encode(MOCK_CONFIG) },
   });
+  // only the mocker and square_int32 serve here: the ONNX LLMs' files are not built
   rmSync(join(repo.path, 'tiny_llm'), { recursive: true, force: true });
+  rmSync(join(repo.path, 'tiny_llm_fp16'), { recursive: true, force: true });
   worker = await startWorkerProcess({ modelRepositories: [repo.path] });
   dir = mkdtempSync(join(tmpdir(), 'switchyard-profile-'));
 }, 60_000);

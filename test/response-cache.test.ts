@@ -61,7 +61,8 @@ describe('a server with a 1 MB local cache', () => {
   let worker: WorkerProcess;
   let client: GrpcClient;
   beforeAll(async () => {
-    worker = await startWorkerProcess({ modelRepositories: [repo.path], args: ['--cache-config', 'local,size=1048576'] });
+    // decoupled_cache must fail to load (no cache for decoupled models) while the rest serve: tritonserver's --exit-on-error=false
+    worker = await startWorkerProcess({ modelRepositories: [repo.path], args: ['--cache-config', 'local,size=1048576', '--exit-on-error=false'] });
     ({ inference: client } = loadGrpcClients(worker.grpcAddress));
   });
   afterAll(async () => {

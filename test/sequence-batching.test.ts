@@ -105,7 +105,8 @@ let client: GrpcClient;
 
 beforeAll(async () => {
   repo = prepareRepository();
-  worker = await startWorkerProcess({ modelRepositories: [repo.path] });
+  // seq_bad_control_config must fail to load while the rest serve (tritonserver: --exit-on-error=false)
+  worker = await startWorkerProcess({ modelRepositories: [repo.path], args: ['--exit-on-error=false'] });
   client = loadGrpcClients(worker.grpcAddress).inference;
 }, 60_000);
 

@@ -1,18 +1,36 @@
 /**
  * `switchyard worker`: parse flags, start the worker, drain on SIGTERM/SIGINT and exit 0.
- * Exit codes: 0 clean stop, 1 start-up failure, 2 bad usage. Losing the cluster lease is logged, not
- * fatal: the worker keeps serving and registers again when etcd answers.
+ * Exit codes: 0 clean stop, 1 start-up failure (a log file that cannot be opened, a port in use, a
+ * model that failed to load under --exit-on-error), 2 bad usage. Losing the cluster lease is logged,
+ * not fatal: the worker keeps serving and registers again when etcd answers.
  */
 import { parseCommandLine, stopOnSignals } from '@switchyard/cli';
-import { createLogger } from './logger.js';
-import { helpText, parseWorkerArgs } from './options.js';
+import { LogFileError, createLogger, openLogFile } from './logger.js';
+import { helpText, inertFlagNotes, parseWorkerArgs } from './options.js';
 import { startWorker, type RunningWorker } from './worker.js';
 
 export async function main(argv: readonly string[]): Promise<void> {
   const options = parseCommandLine('worker', argv, parseWorkerArgs, helpText);
   if (options === undefined) return;
 
-  const logger = createLogger({ verbose: options.logVerbose, format: options.logFormat });
+  let destination;
+  try {
+    destination = options.logFile === undefined ? undefined : openLogFile(options.logFile);
+  } catch (err) {
+    if (!(err instanceof LogFileError)) throw err;
+    process.stderr.write(`switchyard worker: ${err.message}\n`);
+    process.exitCode = 1;
+    return;
+  }
+  const logger = createLogger({
+    verbose: options.logVerbose,
+    format: options.logFormat,
+    info: options.logInfo,
+    warning: options.logWarning,
+    error: options.logError,
+    ...(destination !== undefined ? { destination } : {}),
+  });
+  for (const { flag, reason } of inertFlagNotes(options)) logger.info({ flag }, `${flag} is accepted for tritonserver command lines and has no effect here: ${reason}`);
   let worker: RunningWorker;
   try {
     worker = await startWorker(options, logger);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_TTL_SECS, UsageError, kvTransferAdvertise, accessPolicy, helpText, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
+import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_TTL_SECS, UsageError, kvTransferAdvertise, accessPolicy, grpcTlsFiles, helpText, inertFlagNotes, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
+import { backendCommandLine, metricsSettings } from './setting-flags.js';
 
 describe('parseWorkerArgs', () => {
   it('applies tritonserver defaults', () => {
@@ -212,5 +213,174 @@ describe('front-door limits', () => {
   it('takes the timeout and connection flags', () => {
     const o = parseWorkerArgs(['--model-repository=/m', '--http-request-timeout-secs=5', '--http-max-connections=0', '--grpc-max-concurrent-streams=10']);
     expect(o).toMatchObject({ httpRequestTimeoutSecs: 5, httpHeaderTimeoutSecs: 30, httpMaxConnections: 0, grpcMaxConcurrentStreams: 10 });
+  });
+
+});
+
+describe("tritonserver's flags", () => {
+  const usage = (argv: string[]): string => {
+    try {
+      parseWorkerArgs(['--model-repository=/m', ...argv]);
+    } catch (e) {
+      expect(e).toBeInstanceOf(UsageError);
+      return (e as Error).message;
+    }
+    return 'accepted';
+  };
+
+  it("keeps tritonserver's defaults for the new flags", () => {
+    expect(parseWorkerArgs(['--model-repository=/m'])).toMatchObject({
+      serverId: 'triton',
+      exitOnError: true,
+      strictReadiness: true,
+      modelLoadThreadCount: 4,
+      modelLoadRetryCount: 0,
+      metricsIntervalMs: 2000,
+      grpcInferResponseCompressionLevel: 'none',
+      logInfo: true,
+      logWarning: true,
+      logError: true,
+      allowCpuMetrics: true,
+      inertFlags: [],
+    });
+  });
+
+  it('reads the flags qa test.sh files pass, checking the inert ones and noting them', () => {
+    const o = parseWorkerArgs([
+      '--model-repository=/m',
+      '--backend-directory=/opt/tritonserver/backends',
+      '--repoagent-directory=/opt/tritonserver/repoagents',
+      '--cache-directory=/opt/tritonserver/caches',
+      '--log-verbose=true',
+      '--exit-on-error=false',
+      '--strict-readiness=false',
+      '--exit-timeout-secs=5',
+      '--pinned-memory-pool-byte-size=256M',
+      '--cuda-memory-pool-byte-size=0:1G',
+      '--min-supported-compute-capability=7.5',
+      '--backend-config=onnxruntime,default-max-batch-size=5',
+      '--backend-config=python,shm-default-byte-size=1048576',
+      '--model-load-thread-count=2',
+      '--model-control-mode=EXPLICIT',
+      '--id=inference:0',
+      '--http-thread-count=16',
+      '--buffer-manager-thread-count=2',
+      '--rate-limit=execution_count',
+      '--rate-limit-resource=R1:10:0',
+      '--allow-gpu-metrics=false',
+      '--grpc-use-ssl=false',
+    ]);
+    expect(o).toMatchObject({ logVerbose: 1, exitOnError: false, strictReadiness: false, exitTimeoutSecs: 5, modelLoadThreadCount: 2, controlMode: 'explicit', serverId: 'inference:0' });
+    expect(o.inertFlags).toEqual([
+      'backend-directory',
+      'repoagent-directory',
+      'cache-directory',
+      'pinned-memory-pool-byte-size',
+      'cuda-memory-pool-byte-size',
+      'min-supported-compute-capability',
+      'http-thread-count',
+      'buffer-manager-thread-count',
+      'rate-limit',
+      'rate-limit-resource',
+      'allow-gpu-metrics',
+    ]);
+    expect(inertFlagNotes(o)[0]).toEqual({ flag: '--backend-directory', reason: 'backends, caches and repository agents are built in, not loaded from shared libraries.' });
+  });
+
+  it('--grpc-use-ssl needs the certificate and key; mutual implies it and needs the root certificate', () => {
+    expect(usage(['--grpc-use-ssl=true'])).toBe('--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key');
+    expect(usage(['--grpc-use-ssl-mutual', '--grpc-server-cert=c.pem', '--grpc-server-key=k.pem'])).toBe('--grpc-use-ssl-mutual needs --grpc-root-cert');
+    const o = parseWorkerArgs(['--model-repository=/m', '--grpc-use-ssl-mutual=true', '--grpc-server-cert=c.pem', '--grpc-server-key=k.pem', '--grpc-root-cert=ca.pem']);
+    expect(grpcTlsFiles(o)).toEqual({ cert: 'c.pem', key: 'k.pem', rootCert: 'ca.pem', mutual: true });
+    expect(grpcTlsFiles(parseWorkerArgs(['--model-repository=/m', '--grpc-server-cert=c.pem']))).toBeUndefined();
+    expect(grpcTlsFiles(parseWorkerArgs(['--model-repository=/m', '--grpc-use-ssl', '--grpc-server-cert=c.pem', '--grpc-server-key=k.pem']))).toEqual({ cert: 'c.pem', key: 'k.pem', mutual: false });
+  });
+
+  it('--model-load-retry-count: live, bounded', () => {
+    expect(parseWorkerArgs(['--model-repository=/m', '--model-load-retry-count=2']).modelLoadRetryCount).toBe(2);
+    expect(usage(['--model-load-retry-count=1000'])).toMatch(/<= 100/);
+  });
+
+  it('--grpc-max-connection-age / -grace: ms, no limit by default', () => {
+    expect(parseWorkerArgs(['--model-repository=/m'])).not.toHaveProperty('grpcMaxConnectionAge');
+    expect(parseWorkerArgs(['--model-repository=/m', '--grpc-max-connection-age=60000', '--grpc-max-connection-age-grace=5000'])).toMatchObject({ grpcMaxConnectionAge: 60000, grpcMaxConnectionAgeGrace: 5000 });
+    expect(usage(['--grpc-max-connection-age=-1'])).toMatch(/>= 0/);
+  });
+
+  it('--model-config-name: a file name in configs/, checked', () => {
+    expect(parseWorkerArgs(['--model-repository=/m', '--model-config-name=h100']).modelConfigName).toBe('h100');
+    expect(usage(['--model-config-name='])).toBe('Error: empty argument for --model-config-name');
+    expect(usage(['--model-config-name=../../etc/passwd'])).toMatch(/without spaces or path separators/);
+    expect(usage(['--model-config-name=a b'])).toMatch(/without spaces or path separators/);
+    expect(usage(['--model-config-name=..'])).toMatch(/invalid model config name/);
+  });
+
+  it('--disable-auto-complete-config takes no value; the metrics address follows --http-address unless given', () => {
+    expect(parseWorkerArgs(['--model-repository=/m', '--disable-auto-complete-config']).disableAutoCompleteConfig).toBe(true);
+    expect(parseWorkerArgs(['--model-repository=/m', '--http-address=127.0.0.1']).metricsAddress).toBe('127.0.0.1');
+    expect(parseWorkerArgs(['--model-repository=/m', '--http-address=127.0.0.1', '--metrics-address=0.0.0.0']).metricsAddress).toBe('0.0.0.0');
+  });
+
+  it("refuses what it cannot honour, saying why, rather than doing something else", () => {
+    expect(usage(['--allow-sagemaker=true'])).toMatch(/SageMaker endpoints are not served/);
+    expect(usage(['--allow-vertex-ai=1'])).toMatch(/Vertex AI/);
+    expect(usage(['--model-namespacing=true'])).toMatch(/unique across all repositories/);
+    expect(usage(['--reuse-http-port=true'])).toMatch(/its own ports/);
+    expect(usage(['--model-namespacing=false', '--allow-sagemaker=false', '--reuse-grpc-port=false'])).toBe('accepted');
+  });
+
+  it('exits 2 on absurd values, with the reason', () => {
+    expect(usage(['--model-load-thread-count=100000'])).toBe("flag '--model-load-thread-count' must be an integer <= 256, got '100000'");
+    expect(usage(['--metrics-interval-ms=0'])).toMatch(/>= 1/);
+    expect(usage(['--grpc-infer-response-compression-level=max'])).toBe("flag '--grpc-infer-response-compression-level' must be one of none, low, medium, high; got 'max'");
+    expect(usage(['--grpc-infer-thread-count=1'])).toMatch(/>= 2/);
+    expect(usage(['--pinned-memory-pool-byte-size=lots'])).toBe("flag '--pinned-memory-pool-byte-size' expects <integer>, got 'lots'");
+    expect(usage(['--cuda-memory-pool-byte-size=0'])).toMatch(/<device>:<bytes>/);
+    expect(usage(['--http-port=70000'])).toMatch(/<= 65535/);
+    expect(usage(['--http-port=9000', '--grpc-port=9000', '--grpc-address=0.0.0.0'])).toBe('The server cannot listen to HTTP requests and GRPC requests at the same address and port 0.0.0.0:9000');
+    expect(usage(['--http-port=0', '--grpc-port=0', '--metrics-port=0'])).toBe('accepted');
+  });
+
+  it("--backend-config: tritonserver's format and messages, then the engine's checks", () => {
+    expect(backendCommandLine({ backendConfig: ['onnxruntime,enable-global-threadpool=1', 'default-max-batch-size=8', 'onnxruntime,intra_op_thread_count=2', 'llm,max_num_seqs=a,b'] })).toEqual({
+      onnxruntime: { 'enable-global-threadpool': '1', intra_op_thread_count: '2' },
+      '': { 'default-max-batch-size': '8' },
+      llm: { max_num_seqs: 'a,b' },
+    });
+    expect(usage(['--backend-config=,x=1'])).toMatch(/^No backend specified\. --backend-config option format is <backend name>,<setting>=<value> or <setting>=<value>\. Got ,x=1/);
+    expect(usage(['--backend-config=onnxruntime,x'])).toBe("--backend-config option format is '<backend name>,<setting>=<value>'. Got onnxruntime,x");
+    expect(usage(['--backend-config=onnxruntime,=1'])).toMatch(/option format/);
+    expect(usage(['--backend-config=onnxruntime,intra_op_thread_count=-4'])).toMatch(/^--backend-config: onnxruntime setting 'intra_op_thread_count' must be an integer/);
+    expect(usage(['--backend-config=llm,max_num_seqs=0'])).toBe("--backend-config: llm setting 'max_num_seqs' must be an integer >= 1, got '0'");
+    expect(usage(['--backend-config=onnxruntime,enable_mem_arena=0', '--backend-config=tensorflow,version=2'])).toBe('accepted');
+  });
+
+  it('--metrics-config: the settings tritonserver has, the rest refused', () => {
+    expect(metricsSettings({ metricsConfig: [] })).toEqual({ counterLatencies: true });
+    expect(metricsSettings({ metricsConfig: ['counter_latencies=false', 'summary_latencies=false', 'summary_quantiles=0.5:0.05,0.9:0.01'] })).toEqual({ counterLatencies: false });
+    expect(usage(['--metrics-config=summary_latencies=true'])).toMatch(/summary_latencies=true is not supported/);
+    expect(usage(['--metrics-config=bogus=1'])).toMatch(/^unknown --metrics-config setting 'bogus'/);
+    expect(usage(['--metrics-config=counter_latencies'])).toMatch(/<setting>=<value>/);
+    expect(usage(['--metrics-config=gpu,counter_latencies=1'])).toMatch(/<setting>=<value>/);
+    expect(usage(['--metrics-config=summary_quantiles=1.5:0.1'])).toMatch(/each number in \(0, 1\)/);
+    expect(usage(['--metrics-config=counter_latencies=perhaps'])).toMatch(/true or false/);
+  });
+
+  it('header forward patterns are RE2 patterns, refused with the reason otherwise', () => {
+    expect(usage(['--http-header-forward-pattern=^x-', '--grpc-header-forward-pattern=trace'])).toBe('accepted');
+    expect(usage(['--http-header-forward-pattern=(a)\\1'])).toMatch(/^flag '--http-header-forward-pattern': not a valid RE2 regular expression/);
+    expect(usage(['--grpc-header-forward-pattern=(?<=a)b'])).toMatch(/^flag '--grpc-header-forward-pattern': not a valid RE2/);
+  });
+
+  it('--help lists every tritonserver flag, in its groups', () => {
+    const help = helpText();
+    for (const group of ['Server:', 'Logging:', 'Model Repository:', 'HTTP:', 'GRPC:', 'Sagemaker:', 'Vertex:', 'Metrics:', 'Backend:', 'Repository Agent:', 'Response Cache:', 'Rate Limiter:', 'Memory/Device Management:', 'DEPRECATED:']) {
+      expect(help).toContain(`\n${group}\n`);
+    }
+    expect(help.indexOf('\nServer:')).toBeLessThan(help.indexOf('\nLogging:'));
+    expect(help.indexOf('\nLogging:')).toBeLessThan(help.indexOf('\nModel Repository:'));
+    for (const flag of ['id', 'log-file', 'strict-readiness', 'exit-on-error', 'model-load-thread-count', 'backend-config', 'backend-directory', 'metrics-config', 'metrics-interval-ms', 'grpc-infer-response-compression-level', 'http-header-forward-pattern', 'grpc-header-forward-pattern', 'cuda-memory-pool-byte-size', 'host-policy', 'model-load-gpu-limit', 'rate-limit-resource', 'enable-peer-access', 'grpc-infer-thread-count', 'grpc-max-response-pool-size', 'model-config-name']) {
+      expect(help).toContain(`--${flag}`);
+    }
   });
 });

@@ -4,23 +4,78 @@
  * User-facing defaults live in `DEFAULTS`; `parseWorkerArgs` is the one place that turns argv into
  * `WorkerOptions` and rejects anything malformed with a `UsageError` (exit code 2).
  */
-import { ACCESS_FLAGS, DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, accessFlagDefaults, accessPolicy, flagHelpLines, parseFlags, type AccessFlagOptions, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
+import { UsageError, accessFlagDefaults, accessPolicy, flagGroupHelpLines, mergeFlagGroups, parseFlags, type AccessFlagOptions, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import { DEFAULT_GENERATION_CONFIG_MODE, GENERATION_CONFIG_MODES, type GenerationConfigMode, type WorkerRole } from '@switchyard/cluster';
+import type { GenerationConfigMode, WorkerRole } from '@switchyard/cluster';
 import { NAME_PATTERN } from '@switchyard/runtime';
-import { TRACE_FLAGS, TRACE_FLAG_DEFAULTS, traceConfigOf, type TraceFlagOptions } from './trace-options.js';
+import { TRACE_FLAG_DEFAULTS, traceConfigOf, type TraceFlagOptions } from './trace-options.js';
+import { checkModelConfigName } from '@switchyard/engine';
+import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_GBPS, MAX_KV_TRANSFER_TTL_SECS, MAX_MODEL_LOAD_THREAD_COUNT } from './defaults.js';
+import { WORKER_FLAG_GROUPS } from './flag-groups.js';
+import { backendSettings, headerForwardPatterns, metricsSettings } from './setting-flags.js';
 
 export { UsageError, accessPolicy };
 export type { LogFormat };
 export type ControlMode = 'none' | 'explicit' | 'poll';
+/** `--grpc-infer-response-compression-level`, tritonserver's names. */
+export type CompressionLevel = 'none' | 'low' | 'medium' | 'high';
 
 /**
  * Front-door limits (`--grpc-max-message-size`, ...) and access control (`--http-restricted-api`,
  * ...): the flags the router shares, from @switchyard/cli.
  */
 export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions, TraceFlagOptions {
+  /** `--id`: the server metadata's `name` (tritonserver's server id; default "triton"). */
+  serverId: string;
   modelRepositories: string[];
+  /** Exit 1 when a model fails to load at start-up (tritonserver's default true). */
+  exitOnError: boolean;
+  /** Server readiness requires every model to be ready (default true). */
+  strictReadiness: boolean;
+  /** `--disable-auto-complete-config`: the same as `--strict-model-config=true`. */
+  disableAutoCompleteConfig: boolean;
+  /** Most models loading at once; 0 counts as 1 (default 4). */
+  modelLoadThreadCount: number;
+  /** Times a failed version load is tried again (default 0). */
+  modelLoadRetryCount: number;
+  /** `--model-config-name`: read `configs/<name>.pbtxt` where a model has it, else `config.pbtxt`. */
+  modelConfigName?: string;
+  /** Refused when true (REFUSED): kept only to say so. */
+  modelNamespacing?: boolean;
+  reuseHttpPort?: boolean;
+  reuseGrpcPort?: boolean;
+  allowSagemaker?: boolean;
+  allowVertexAi?: boolean;
+  /** Request headers / metadata keys matching these (case-insensitive, partial match) become string request parameters. */
+  httpHeaderForwardPattern?: string;
+  grpcHeaderForwardPattern?: string;
+  grpcInferResponseCompressionLevel: CompressionLevel;
+  /** `--grpc-use-ssl` / `--grpc-use-ssl-mutual` (which implies the first) with the PEM files they read; see `grpcTlsFiles()`. */
+  grpcUseSsl?: boolean;
+  grpcUseSslMutual?: boolean;
+  grpcServerCert?: string;
+  grpcServerKey?: string;
+  grpcRootCert?: string;
+  /** `--grpc-max-connection-age` / `-grace`, ms; undefined or 0 = no limit (tritonserver's default). */
+  grpcMaxConnectionAge?: number;
+  grpcMaxConnectionAgeGrace?: number;
+  /** `--backend-config` values as given, repeatable; see `backendSettings()`. */
+  backendConfig: string[];
+  /** Report the nv_cpu_* families (default true). */
+  allowCpuMetrics: boolean;
+  /** Milliseconds between samples of the nv_cpu_* gauges (default 2000). */
+  metricsIntervalMs: number;
+  /** `--metrics-config` values as given, repeatable; see `metricsSettings()`. */
+  metricsConfig: string[];
+  /** `--log-info` / `--log-warning` / `--log-error` (default true). */
+  logInfo: boolean;
+  logWarning: boolean;
+  logError: boolean;
+  /** Write the logs to this file instead of stdout; undefined = stdout. */
+  logFile?: string;
+  /** The inert flags given (names without `--`), logged at start-up; see `inertFlagNotes()`. */
+  inertFlags: string[];
   httpPort: number;
   grpcPort: number;
   metricsPort: number;
@@ -80,127 +135,47 @@ export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions, Trac
   generationConfig: GenerationConfigMode;
 }
 
-/** The cluster namespace when --namespace is not given. */
-export const DEFAULT_CLUSTER_NAMESPACE = 'default';
-/** The worker role when --role is not given: today's workers, prefill and decode in one. */
-export const DEFAULT_WORKER_ROLE: WorkerRole = 'aggregated';
+export { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_GBPS, MAX_KV_TRANSFER_TTL_SECS, MAX_MODEL_LOAD_THREAD_COUNT };
+
+/** Every flag, from the groups `--help` prints. */
+const FLAGS: FlagTable<WorkerOptions> = mergeFlagGroups(WORKER_FLAG_GROUPS);
+
 /**
- * Longest `--kv-transfer-ttl-secs`: a lease pins KV blocks that nothing else can use until the decode
- * worker pulls them, so a router that died mid-request must not hold them for long.
+ * Flags that ask for something the worker cannot do: a usage error (with the reason) when given
+ * this way, rather than a server that quietly does something else: each boolean one when true.
  */
-export const MAX_KV_TRANSFER_TTL_SECS = 3600;
-/** Widest `--kv-transfer-gbps`: above any interconnect (NVLink 5 moves 14,400 Gbit/s), so a typo cannot make transfers free. */
-export const MAX_KV_TRANSFER_GBPS = 100_000;
-
-export const DEFAULTS: Omit<
-  WorkerOptions,
-  'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize' | 'etcd' | 'nats' | 'redis' | 'namespace' | 'kvEvents' | 'leaseTtlSecs' | 'role' | 'kvTransferPort' | 'kvTransferAddress' | keyof AccessFlagOptions | keyof TraceFlagOptions
-> = {
-  httpPort: 8000,
-  grpcPort: 8001,
-  metricsPort: 8002,
-  httpAddress: '0.0.0.0',
-  grpcAddress: '0.0.0.0',
-  metricsAddress: '0.0.0.0',
-  allowHttp: true,
-  allowGrpc: true,
-  allowMetrics: true,
-  allowGpuMetrics: true,
-  minSupportedComputeCapability: 6.0,
-  controlMode: 'none',
-  strictModelConfig: false,
-  repositoryPollSecs: 15,
-  allowClientShm: false,
-  httpMaxInputSize: 64 * 1024 * 1024,
-  ...DOOR_LIMIT_DEFAULTS,
-  logVerbose: 0,
-  logFormat: 'default',
-  exitTimeoutSecs: 30,
-  kvTransferTtlSecs: 30,
-  kvTransferGbps: 25,
-  generationConfig: DEFAULT_GENERATION_CONFIG_MODE,
-};
-
-const FLAGS: FlagTable<WorkerOptions> = {
-  'model-repository': { kind: 'strings', key: 'modelRepositories', help: 'Model repository root; repeat for several roots (a root given twice counts once) (required).' },
-  'model-store': { kind: 'strings', key: 'modelRepositories', help: 'Alias of --model-repository.' },
-  'http-port': { kind: 'int', key: 'httpPort', min: 0, help: `HTTP/REST port (default ${DEFAULTS.httpPort}; 0 picks a free port).` },
-  'grpc-port': { kind: 'int', key: 'grpcPort', min: 0, help: `gRPC port (default ${DEFAULTS.grpcPort}).` },
-  'metrics-port': { kind: 'int', key: 'metricsPort', min: 0, help: `Prometheus metrics port (default ${DEFAULTS.metricsPort}).` },
-  'http-address': { kind: 'string', key: 'httpAddress', help: 'Address the HTTP server binds (default 0.0.0.0).' },
-  'grpc-address': { kind: 'string', key: 'grpcAddress', help: 'Address the gRPC server binds (default 0.0.0.0).' },
-  'metrics-address': { kind: 'string', key: 'metricsAddress', help: 'Address the metrics server binds (default 0.0.0.0).' },
-  'allow-http': { kind: 'bool', key: 'allowHttp', help: 'Serve HTTP/REST (default true).' },
-  'allow-grpc': { kind: 'bool', key: 'allowGrpc', help: 'Serve gRPC (default true).' },
-  'allow-metrics': { kind: 'bool', key: 'allowMetrics', help: 'Serve Prometheus metrics (default true).' },
-  'allow-gpu-metrics': { kind: 'bool', key: 'allowGpuMetrics', help: 'Serve the nv_gpu_* metrics of the GPUs nvidia-smi reports (default true; none without GPUs).' },
-  'min-supported-compute-capability': {
-    kind: 'number',
-    key: 'minSupportedComputeCapability',
-    min: 0,
-    max: 100,
-    help: 'GPUs with a lower CUDA compute capability get no instances (default 6.0).',
-  },
-  'model-control-mode': { kind: 'enum', key: 'controlMode', values: ['none', 'explicit', 'poll'], help: 'none: load all at start; explicit: load via --load-model and the repository API; poll: rescan the repositories (default none).' },
-  'load-model': { kind: 'strings', key: 'startupModels', help: "Model to load at start in explicit mode; repeatable; '*' loads all." },
-  'strict-model-config': { kind: 'bool', key: 'strictModelConfig', help: 'true: require a complete config.pbtxt; false: auto-complete ONNX models from the model file (default false).' },
-  'repository-poll-secs': { kind: 'int', key: 'repositoryPollSecs', min: 1, help: `Seconds between repository scans in poll mode (default ${DEFAULTS.repositoryPollSecs}).` },
-  'allow-client-shm': { kind: 'bool', key: 'allowClientShm', help: 'Allow clients to register system shared memory regions (default false).' },
-  'http-max-input-size': { kind: 'int', key: 'httpMaxInputSize', min: 1, help: 'Largest HTTP request JSON in bytes, after decompression: a whole body, or the JSON header of an infer request whose tensors follow as binary data (bounded by --http-max-binary-input-size) (default 67108864).' },
-  ...DOOR_LIMIT_FLAGS,
-  'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
-  'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
-  'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
-  ...ACCESS_FLAGS,
-  ...TRACE_FLAGS,
-  'cache-config': { kind: 'strings', key: 'cacheConfig', help: "Response cache settings, '<cache>,<setting>=<value>': 'local,size=<bytes>' (repeatable; default no cache)." },
-  'response-cache-byte-size': { kind: 'int', key: 'responseCacheByteSize', min: 0, help: 'Deprecated spelling of --cache-config local,size=N (0 = no cache).' },
-  etcd: { kind: 'string', key: 'etcd', help: 'Cluster mode (with --nats): etcd URL(s), comma separated, e.g. http://127.0.0.1:2379.' },
-  nats: { kind: 'string', key: 'nats', help: 'Cluster mode (with --etcd): NATS URL(s) with JetStream, comma separated, e.g. nats://127.0.0.1:4222.' },
-  redis: { kind: 'string', key: 'redis', help: 'Redis URL (redis:// or rediss://); cluster mode only. Accepted and checked; the worker does not use Redis yet.' },
-  'kv-events': { kind: 'bool', key: 'kvEvents', help: 'Cluster mode: publish the LLMs\' KV events for KV-aware routing (default true; false: routers fall back to approximate mode).' },
-  'lease-ttl-secs': { kind: 'int', key: 'leaseTtlSecs', min: 1, help: 'Cluster mode: TTL of the etcd lease the worker registers under, in seconds (default 10). Routers drop a worker whose lease expired.' },
-  namespace: { kind: 'string', key: 'namespace', help: `Cluster namespace: 1-63 of a-z 0-9 _ -, starting with a letter or digit (default ${DEFAULT_CLUSTER_NAMESPACE}).` },
-  role: {
-    kind: 'enum',
-    key: 'role',
-    values: ['aggregated', 'prefill', 'decode'],
-    help: `Cluster mode: aggregated prefills and decodes; prefill runs only the prefill of disaggregated requests and hands its KV to a decode worker; decode takes that KV (and still prefills when the router says so) (default ${DEFAULT_WORKER_ROLE}).`,
-  },
-  'kv-transfer-port': { kind: 'int', key: 'kvTransferPort', min: 0, max: 65535, help: 'Cluster mode: port of the KV transfer server other workers pull KV blocks from (default 0: a free port).' },
-  'kv-transfer-address': {
-    kind: 'string',
-    key: 'kvTransferAddress',
-    help: 'Cluster mode: host name or IP other workers reach the KV transfer server at, or host:port when a port forward stands in between (default: a non-loopback address of this host, the listening port).',
-  },
-  'kv-transfer-ttl-secs': {
-    kind: 'int',
-    key: 'kvTransferTtlSecs',
-    min: 1,
-    max: MAX_KV_TRANSFER_TTL_SECS,
-    help: `Seconds a prefill's KV blocks stay pinned for the decode worker to pull, unless released sooner (default ${DEFAULTS.kvTransferTtlSecs}; at most ${MAX_KV_TRANSFER_TTL_SECS}).`,
-  },
-  'kv-transfer-gbps': {
-    kind: 'number',
-    key: 'kvTransferGbps',
-    min: 0,
-    max: MAX_KV_TRANSFER_GBPS,
-    help: `Simulated engine (mocker): the KV transfer bandwidth in Gbit/s its transfer time is modelled on (default ${DEFAULTS.kvTransferGbps}; > 0).`,
-  },
-  'generation-config': {
-    kind: 'enum',
-    key: 'generationConfig',
-    values: GENERATION_CONFIG_MODES,
-    help: "LLMs: auto: requests that do not set temperature, top_k, top_p, min_p, repetition_penalty or max_tokens take the model's generation_config.json values; vllm: neutral defaults. Its end ids stop generation either way; a model's generation_config parameter overrides this (default auto).",
-  },
-};
+const REFUSED: ReadonlyArray<[flag: string, asked: (o: WorkerOptions) => boolean, why: string]> = [
+  ['model-namespacing', (o) => o.modelNamespacing === true, 'model names are unique across all repositories'],
+  ['reuse-http-port', (o) => o.reuseHttpPort === true, 'each worker binds its own ports'],
+  ['reuse-grpc-port', (o) => o.reuseGrpcPort === true, 'each worker binds its own ports'],
+  ['allow-sagemaker', (o) => o.allowSagemaker === true, 'the SageMaker endpoints are not served'],
+  ['allow-vertex-ai', (o) => o.allowVertexAi === true, 'the Vertex AI endpoints are not served'],
+];
 
 export function parseWorkerArgs(argv: readonly string[]): WorkerOptions {
-  return validate(parseFlags(argv, FLAGS, { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false, cacheConfig: [], ...accessFlagDefaults(), ...TRACE_FLAG_DEFAULTS() }));
+  const given = new Set<string>();
+  const o = parseFlags(
+    argv,
+    FLAGS,
+    { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false, cacheConfig: [], metricsConfig: [], backendConfig: [], inertFlags: [] as string[], ...accessFlagDefaults(), ...TRACE_FLAG_DEFAULTS() },
+    given,
+  );
+  o.inertFlags = [...given].filter((name) => FLAGS[name]?.inert !== undefined);
+  // tritonserver: the metrics server binds --http-address unless told otherwise
+  if (!given.has('metrics-address')) o.metricsAddress = o.httpAddress;
+  return validate(o);
+}
+
+/** What an inert flag is logged with at start-up: each flag given and why it has no effect. */
+export function inertFlagNotes(o: Pick<WorkerOptions, 'inertFlags'>): Array<{ flag: string; reason: string }> {
+  return o.inertFlags.map((name) => ({ flag: `--${name}`, reason: FLAGS[name]!.inert! }));
 }
 
 function validate(o: WorkerOptions): WorkerOptions {
   if (o.help) return o;
+  for (const [flag, asked, why] of REFUSED) {
+    if (asked(o)) throw new UsageError(`flag '--${flag}' is not supported by this worker: ${why}`);
+  }
   if (o.modelRepositories.length === 0) throw new UsageError('--model-repository is required');
   // tritonserver keeps its repository paths in a set: a root given twice is one root, not every
   // model twice ("not unique"). Same folder by its resolved path; the first spelling is kept.
@@ -210,19 +185,65 @@ function validate(o: WorkerOptions): WorkerOptions {
   // the flag table's bounds are inclusive; a bandwidth of 0 would make every transfer infinitely long
   if (!(o.kvTransferGbps > 0)) throw new UsageError(`flag '--kv-transfer-gbps' must be a number > 0, got '${o.kvTransferGbps}'`);
   if (o.startupModels.length > 0 && o.controlMode !== 'explicit') {
-    throw new UsageError('--load-model may only be used with --model-control-mode=explicit');
+    throw new UsageError("Error: Use of '--load-model' requires setting '--model-control-mode=explicit' as well.");
   }
   if (o.startupModels.includes('*') && o.startupModels.length > 1) {
     throw new UsageError("Wildcard model name '*' must be the ONLY startup model if specified at all.");
   }
-  for (const port of [o.httpPort, o.grpcPort, o.metricsPort]) {
-    if (port > 65535) throw new UsageError(`port ${port} is out of range`);
+  try {
+    checkModelConfigName(o.modelConfigName);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
   }
+  grpcTlsFiles(o);
+  checkPortCollision(o);
   responseCacheByteSize(o);
+  backendSettings(o);
+  metricsSettings(o);
+  headerForwardPatterns(o);
   accessPolicy(o);
   traceConfigOf(o);
   validateCluster(o);
   return o;
+}
+
+/**
+ * The PEM files gRPC TLS is served with, or undefined for plaintext. `--grpc-use-ssl` needs the
+ * server certificate and key, `--grpc-use-ssl-mutual` (which implies it, as in tritonserver) the
+ * root certificate too; the files are read when the worker starts. Without either flag the file
+ * flags are ignored, as tritonserver ignores them.
+ */
+export function grpcTlsFiles(o: Pick<WorkerOptions, 'grpcUseSsl' | 'grpcUseSslMutual' | 'grpcServerCert' | 'grpcServerKey' | 'grpcRootCert'>): { cert: string; key: string; rootCert?: string; mutual: boolean } | undefined {
+  const mutual = o.grpcUseSslMutual === true;
+  if (!mutual && o.grpcUseSsl !== true) return undefined;
+  const flag = mutual ? '--grpc-use-ssl-mutual' : '--grpc-use-ssl';
+  if (o.grpcServerCert === undefined || o.grpcServerCert === '' || o.grpcServerKey === undefined || o.grpcServerKey === '') {
+    throw new UsageError(`${flag} needs --grpc-server-cert and --grpc-server-key`);
+  }
+  if (mutual && (o.grpcRootCert === undefined || o.grpcRootCert === '')) throw new UsageError('--grpc-use-ssl-mutual needs --grpc-root-cert');
+  return { cert: o.grpcServerCert, key: o.grpcServerKey, ...(mutual ? { rootCert: o.grpcRootCert! } : {}), mutual };
+}
+
+/**
+ * tritonserver's check: two enabled front doors may not bind the same address and port (port 0
+ * picks a free port for each, so it never collides).
+ */
+function checkPortCollision(o: WorkerOptions): void {
+  const doors: Array<[string, boolean, string, number]> = [
+    ['HTTP', o.allowHttp, o.httpAddress, o.httpPort],
+    ['GRPC', o.allowGrpc, o.grpcAddress, o.grpcPort],
+    ['metrics', o.allowMetrics, o.metricsAddress, o.metricsPort],
+  ];
+  const open = doors.filter(([, allowed, , port]) => allowed && port !== 0);
+  for (let i = 0; i < open.length; i++) {
+    for (let j = i + 1; j < open.length; j++) {
+      const [a, , address, port] = open[i]!;
+      const [b, , otherAddress, otherPort] = open[j]!;
+      if (address === otherAddress && port === otherPort) {
+        throw new UsageError(`The server cannot listen to ${a} requests and ${b} requests at the same address and port ${address}:${port}`);
+      }
+    }
+  }
 }
 
 /**
@@ -356,6 +377,10 @@ export function responseCacheByteSize(o: Pick<WorkerOptions, 'cacheConfig' | 're
 }
 
 export function helpText(): string {
+  return helpLines().join('\n') + '\n';
+}
+
+function helpLines(): string[] {
   const lines = [
     'usage: switchyard worker --model-repository DIR [flags]',
     '       switchyard worker --model-repository DIR --etcd URL --nats URL [--redis URL] [--namespace NS] [flags]',
@@ -367,8 +392,11 @@ export function helpText(): string {
     'decode across worker pools: a prefill worker keeps a prompt\'s KV pinned and a decode worker pulls it',
     'over TCP from the address the prefill worker advertises (--kv-transfer-port / --kv-transfer-address).',
     '',
+    "Every tritonserver flag is accepted: those that mean nothing here (GPU memory, shared-library folders,",
+    "thread pools) are checked and logged at start-up as having no effect ('Accepted; no effect here').",
+    '',
     'flags:',
-    ...flagHelpLines(FLAGS),
+    ...flagGroupHelpLines(WORKER_FLAG_GROUPS),
   ];
-  return lines.join('\n') + '\n';
+  return lines;
 }

@@ -18,10 +18,12 @@ import {
   type RuntimeConfig,
 } from '@switchyard/runtime';
 import { createEngine, NvidiaSmiProbe, type Engine } from '@switchyard/engine';
-import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, TraceManager, checkTraceFilePath, createFrontDoors, initialTraceSettings } from '@switchyard/server';
-import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, isClusterMode, kvTransferAdvertise, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
+import { readFileSync } from 'node:fs';
+import { type FrontDoorPorts, type GrpcTls, ServerSettings, SharedMemoryManager, TraceManager, checkTraceFilePath, createFrontDoors, initialTraceSettings } from '@switchyard/server';
+import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, grpcTlsFiles, isClusterMode, kvTransferAdvertise, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { readWorkerEnvironment } from './environment.js';
 import { levelFor } from './logger.js';
+import { backendCommandLine, headerForwardPatterns, metricsSettings } from './setting-flags.js';
 import { renderTraceMetrics, renderWorkerMetrics } from './worker-metrics.js';
 import { traceConfigOf } from './trace-options.js';
 
@@ -123,7 +125,28 @@ async function joinCluster(options: WorkerOptions, engine: Engine, logger: Logge
   }
 }
 
+/** The gRPC TLS files read (`--grpc-use-ssl`), or undefined; a file that cannot be read fails the start with its flag, path and reason. */
+function readGrpcTls(options: WorkerOptions): GrpcTls | undefined {
+  const files = grpcTlsFiles(options);
+  if (files === undefined) return undefined;
+  const read = (flag: string, path: string): Buffer => {
+    try {
+      return readFileSync(path);
+    } catch (e) {
+      throw new Error(`cannot read ${flag} '${path}': ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    }
+  };
+  return {
+    cert: read('--grpc-server-cert', files.cert),
+    key: read('--grpc-server-key', files.key),
+    ...(files.rootCert !== undefined ? { rootCert: read('--grpc-root-cert', files.rootCert) } : {}),
+    mutual: files.mutual,
+  };
+}
+
 export async function startWorker(options: WorkerOptions, logger: Logger & { level?: string }, hooks: WorkerHooks = {}): Promise<RunningWorker> {
+  // before anything is built: a file that cannot be read fails the start with nothing to undo
+  const tls = readGrpcTls(options);
   if (options.responseCacheByteSize !== undefined) {
     const size = options.responseCacheByteSize;
     logger.warn(`'--response-cache-byte-size' is deprecated: use the equivalent '--cache-config=local,size=${size}'`);
@@ -149,7 +172,17 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     modelRepositories: options.modelRepositories,
     controlMode: options.controlMode,
     startupModels: options.startupModels,
-    strictModelConfig: options.strictModelConfig,
+    strictModelConfig: options.strictModelConfig || options.disableAutoCompleteConfig,
+    strictReadiness: options.strictReadiness,
+    exitOnError: options.exitOnError,
+    // tritonserver --exit-on-error=false keeps a server that failed to initialize up, not live
+    initFailure: options.exitOnError ? 'throw' : 'not-live',
+    ...(options.modelConfigName !== undefined ? { modelConfigName: options.modelConfigName } : {}),
+    // tritonserver takes 0 as 1
+    modelLoadThreadCount: Math.max(options.modelLoadThreadCount, 1),
+    modelLoadRetryCount: options.modelLoadRetryCount,
+    backendConfig: backendCommandLine(options),
+    serverName: options.serverId,
     pollIntervalSecs: options.repositoryPollSecs,
     responseCacheByteSize: responseCacheByteSize(options),
     kvTransferTtlMs: options.kvTransferTtlSecs * 1000,
@@ -161,6 +194,10 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
 
   const settings = new ServerSettings(
     {
+      log_file: options.logFile ?? '',
+      log_info: options.logInfo,
+      log_warning: options.logWarning,
+      log_error: options.logError,
       log_verbose_level: options.logVerbose,
       log_format: options.logFormat,
     },
@@ -178,6 +215,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   const extraMetrics: Array<() => string> = [];
   if (kvTransferPlane !== undefined) extraMetrics.push(() => renderWorkerMetrics({ kvTransfer: kvTransferPlane.counters(), pinnedBlocks: pinnedKvBlocks(engine) }));
   if (tracer.exporterStats() !== undefined) extraMetrics.push(() => renderTraceMetrics(tracer.exporterStats()!));
+  const forward = headerForwardPatterns(options);
   const doors = createFrontDoors({
     engine,
     shm,
@@ -185,13 +223,31 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     tracer,
     logger,
     access: accessPolicy(options),
-    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http, ...limits.httpInfer } } : {}),
-    ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, ...limits.grpc } } : {}),
+    ...(options.allowHttp
+      ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http, ...limits.httpInfer, ...(forward.http !== undefined ? { headerForwardPattern: forward.http } : {}) } }
+      : {}),
+    ...(options.allowGrpc
+      ? {
+          grpc: {
+            port: options.grpcPort,
+            host: options.grpcAddress,
+            ...limits.grpc,
+            inferResponseCompression: options.grpcInferResponseCompressionLevel,
+            ...(options.grpcMaxConnectionAge ? { maxConnectionAgeMs: options.grpcMaxConnectionAge } : {}),
+            ...(options.grpcMaxConnectionAgeGrace ? { maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGrace } : {}),
+            ...(tls !== undefined ? { tls } : {}),
+            ...(forward.grpc !== undefined ? { headerForwardPattern: forward.grpc } : {}),
+          },
+        }
+      : {}),
     ...(options.allowMetrics
       ? {
           metrics: {
             port: options.metricsPort,
             host: options.metricsAddress,
+            cpu: options.allowCpuMetrics,
+            cpuIntervalMs: options.metricsIntervalMs,
+            settings: metricsSettings(options),
             ...limits.http,
             ...(options.allowGpuMetrics && inventory.devices.length > 0 ? { gpu: gpus } : {}),
             ...(extraMetrics.length > 0 ? { extraMetrics: () => extraMetrics.map((render) => render()).join('') } : {}),

@@ -1,8 +1,8 @@
 // @switchyard/cli: what the apps' command lines share (flags → options, the JSON logger).
-export { UsageError, flagHelpLines, parseFlags } from './flags.js';
-export type { FlagKind, FlagSpec, FlagTable } from './flags.js';
-export { createLogger, levelFor } from './json-logger.js';
-export type { LogFormat, LogLevelSettings } from './json-logger.js';
+export { UsageError, flagGroupHelpLines, flagHelpLines, mergeFlagGroups, parseFlags } from './flags.js';
+export type { FlagGroup, FlagKind, FlagSpec, FlagTable } from './flags.js';
+export { LogFileError, createLogger, levelFor, openLogFile } from './json-logger.js';
+export type { LogFormat, LogLevelSettings, LoggerOptions } from './json-logger.js';
 export { stopOnSignals } from './signals.js';
 export type { SignalLogger } from './signals.js';
 export { parseCommandLine } from './command-line.js';

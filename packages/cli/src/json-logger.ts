@@ -4,7 +4,8 @@
  * timestamp form and `--log-verbose` the level; `levelFor` maps Triton's log settings (the worker's
  * `/v2/logging`) to a pino level at run time.
  */
-import { pino, type Logger as PinoLogger, type LevelWithSilent } from 'pino';
+import { constants, fstatSync, openSync, closeSync } from 'node:fs';
+import { pino, type DestinationStream, type Logger as PinoLogger, type LevelWithSilent } from 'pino';
 
 /** `--log-format`: epoch milliseconds (`default`) or ISO 8601 timestamps. */
 export type LogFormat = 'default' | 'ISO8601';
@@ -16,15 +17,56 @@ export interface LogLevelSettings {
   log_verbose_level: number;
 }
 
-export function createLogger(options: { verbose: number; format: LogFormat; destination?: NodeJS.WritableStream }): PinoLogger {
+export interface LoggerOptions {
+  verbose: number;
+  format: LogFormat;
+  /** `--log-info` / `--log-warning` / `--log-error` (default true each). */
+  info?: boolean;
+  warning?: boolean;
+  error?: boolean;
+  /** Default stdout. */
+  destination?: NodeJS.WritableStream | DestinationStream;
+}
+
+export function createLogger(options: LoggerOptions): PinoLogger {
   return pino(
     {
       base: { pid: process.pid },
-      level: levelFor({ log_info: true, log_warning: true, log_error: true, log_verbose_level: options.verbose }),
+      level: levelFor({ log_info: options.info ?? true, log_warning: options.warning ?? true, log_error: options.error ?? true, log_verbose_level: options.verbose }),
       timestamp: options.format === 'ISO8601' ? pino.stdTimeFunctions.isoTime : pino.stdTimeFunctions.epochTime,
     },
     options.destination ?? process.stdout,
   );
+}
+
+/** The log file could not be opened; the message names the path and the reason. */
+export class LogFileError extends Error {
+  override readonly name = 'LogFileError';
+}
+
+/**
+ * `--log-file`: a destination appending to `path`, created with mode 0600 when absent (logs may
+ * carry model names, addresses and request ids). Refused, with the reason: a path whose last part
+ * is a symbolic link (O_NOFOLLOW: in a shared folder another user could point it at a file of
+ * ours), anything that is not a regular file (a FIFO would block the server on its first line, a
+ * folder cannot take lines), and whatever the OS refuses (missing folder, no permission). Writes
+ * are synchronous so the last lines before an exit are in the file.
+ */
+export function openLogFile(path: string): DestinationStream {
+  if (path === '') throw new LogFileError('--log-file needs a file path');
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ELOOP' ? 'it is a symbolic link' : code === 'ENOENT' ? 'its folder does not exist' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a folder' : (e as Error).message;
+    throw new LogFileError(`cannot open log file '${path}': ${why}`);
+  }
+  if (!fstatSync(fd).isFile()) {
+    closeSync(fd);
+    throw new LogFileError(`cannot open log file '${path}': not a regular file`);
+  }
+  return pino.destination({ dest: fd, sync: true });
 }
 
 /** The most verbose level the settings allow. Verbose levels win over the info/warning/error switches. */

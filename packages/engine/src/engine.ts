@@ -4,7 +4,7 @@
  * readiness and statistics queries. Transport-neutral; every failure is a SwitchyardError.
  */
 import { stat } from 'node:fs/promises';
-import { cancelled, invalidArgument, toSwitchyardError, unavailable, type SwitchyardError } from '@switchyard/common';
+import { cancelled, internal, invalidArgument, toSwitchyardError, unavailable, type SwitchyardError } from '@switchyard/common';
 import type { InferRequest, InferResponse } from '@switchyard/kserve';
 import type { LlmEndpoint } from '@switchyard/llm';
 import { configDataTypeToWire, type ModelConfig } from '@switchyard/model-config';
@@ -51,6 +51,8 @@ function tensorMetadata(config: ModelConfig, io: ModelConfig['input'] | ModelCon
 
 export class Engine implements InferenceEngine {
   private live = true;
+  /** Why the engine failed to initialize (`initFailure: 'not-live'`): it loads nothing and is never live. */
+  private initError: string | undefined;
   private stopping = false;
   private pollTimer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
@@ -72,17 +74,45 @@ export class Engine implements InferenceEngine {
     let self: Engine | undefined;
     const javascript = new JavaScriptBackend({ bls: () => self });
     const llmSettings = { ttlMs: options.kvTransferTtlMs, gbps: options.kvTransferGbps, generationConfig: options.generationConfig };
-    const builtins = { onnxruntime: new OnnxRuntimeBackend(), javascript, llm: new LlmBackend('llm', options.loadLimits, llmSettings), mocker: new LlmBackend('mocker', options.loadLimits, llmSettings) };
+    const settings = options.backendSettings;
+    for (const { backend, setting, why } of settings.ignored) {
+      options.logger.warn({ backend: backend === '' ? undefined : backend, setting }, `backend setting '${setting}' has no effect: ${why}`);
+    }
+    if (settings.otherBackends.length > 0) {
+      options.logger.warn({ backends: settings.otherBackends }, 'backend settings for backends this server does not have: no effect');
+    }
+    const builtins = {
+      onnxruntime: new OnnxRuntimeBackend({ settings: settings.onnxruntime }),
+      javascript,
+      llm: new LlmBackend('llm', options.loadLimits, llmSettings, settings.llm),
+      mocker: new LlmBackend('mocker', options.loadLimits, llmSettings, settings.mocker),
+    };
     const withBuiltins = { ...options, backends: { ...builtins, ...options.backends } };
+    let initError: string | undefined;
     for (const root of withBuiltins.modelRepositories) {
       const info = await stat(root).catch(() => undefined);
-      if (!info?.isDirectory()) throw invalidArgument(`repository path is not a valid directory: '${root}'`);
+      if (info?.isDirectory()) continue;
+      const message = `repository path is not a valid directory: '${root}'`;
+      if (options.initFailure === 'throw') throw invalidArgument(message);
+      initError ??= message;
     }
     // Ensemble steps come back into this engine too.
     const submitStep = (...args: Parameters<Engine['submit']>): void => (self as Engine).submit(...args);
     const engine = new Engine(withBuiltins, new ModelLifecycle(withBuiltins, submitStep));
     self = engine;
+    if (initError !== undefined) {
+      // tritonserver --exit-on-error=false: up, failed to initialize, answering health and metadata
+      engine.initError = initError;
+      engine.live = false;
+      options.logger.error({ err: initError }, 'failed to initialize: serving health and metadata only (not live, not ready)');
+      return engine;
+    }
     await engine.start();
+    if (options.exitOnError && !engine.lifecycle.allLoaded()) {
+      // tritonserver's --exit-on-error: the reasons were logged model by model as they failed
+      await engine.shutdown();
+      throw internal('failed to load all models');
+    }
     return engine;
   }
 
@@ -195,6 +225,7 @@ export class Engine implements InferenceEngine {
   async loadModel(name: string, options?: LoadModelOptions): Promise<void> {
     if (this.options.controlMode !== 'explicit') throw unavailable(CONTROL_DISABLED);
     if (this.stopping) throw unavailable('Server is stopping');
+    if (this.initError !== undefined) throw unavailable('Server not ready');
     await this.lifecycle.load(name, options);
   }
 

@@ -10,6 +10,7 @@ import type { Backend } from './backend.js';
 import { MemoryGpuProbe } from './gpu/memory-gpu-probe.js';
 import type { GpuProbe } from './gpu/gpu-probe.js';
 import { DEFAULT_LOAD_LIMITS, type LoadLimits } from './load-limits.js';
+import { compileBackendConfig, type BackendCommandLine, type BackendSettings } from './backend-config.js';
 
 export type ControlMode = 'none' | 'explicit' | 'poll';
 
@@ -17,6 +18,8 @@ export type ControlMode = 'none' | 'explicit' | 'poll';
 export const DEFAULT_SERVER_NAME = 'triton';
 export const DEFAULT_SERVER_VERSION = '2.73.0';
 export const DEFAULT_POLL_INTERVAL_SECS = 15;
+/** tritonserver's `--model-load-thread-count` default. */
+export const DEFAULT_MODEL_LOAD_THREAD_COUNT = 4;
 /** LLM engines: KV transfer lease TTL (30 000 ms) and the mocker's simulated bandwidth (25 Gbit/s). */
 export { DEFAULT_KV_TRANSFER_GBPS, DEFAULT_KV_TRANSFER_TTL_MS };
 
@@ -104,6 +107,32 @@ export interface EngineOptions {
    * ids apply either way.
    */
   generationConfig?: GenerationConfigMode;
+  /**
+   * Backend settings from the command line (`--backend-config`): backend name (`''` for all) →
+   * setting → value; see backend-config.ts for what each built-in backend reads. Default none.
+   */
+  backendConfig?: BackendCommandLine;
+  /**
+   * true: `createEngine` fails ("failed to load all models") when a start-up model does not load, after
+   * releasing what did (tritonserver's `--exit-on-error`). false (default): it serves what loaded.
+   */
+  exitOnError?: boolean;
+  /** Most models loading at once, at start-up and in a poll pass (tritonserver's `--model-load-thread-count`; default 4). */
+  modelLoadThreadCount?: number;
+  /**
+   * A repository path that is not a folder: `'throw'` (default) fails creation; `'not-live'` gives
+   * the engine tritonserver keeps running with `--exit-on-error=false` when it failed to initialize
+   * (qa L0_lifecycle test_parse_error_noexit): nothing loaded, not live, not ready, server metadata
+   * still answered.
+   */
+  initFailure?: 'throw' | 'not-live';
+  /**
+   * tritonserver's `--model-config-name`: read each model's `configs/<name>.pbtxt` when it has one,
+   * else its `config.pbtxt`. A plain file name: no path separators, no whitespace, not `.`/`..`.
+   */
+  modelConfigName?: string;
+  /** tritonserver's `--model-load-retry-count`: times a failed version load is tried again (default 0). */
+  modelLoadRetryCount?: number;
 }
 
 export interface CompiledEngineOptions {
@@ -128,6 +157,22 @@ export interface CompiledEngineOptions {
   gpus: GpuProbe;
   minComputeCapability: number;
   generationConfig: GenerationConfigMode;
+  backendSettings: BackendSettings;
+  exitOnError: boolean;
+  modelLoadThreadCount: number;
+  initFailure: 'throw' | 'not-live';
+  modelConfigName: string | undefined;
+  modelLoadRetryCount: number;
+}
+
+/** `modelConfigName` must name a file in the model's `configs/` folder, nothing else. */
+export function checkModelConfigName(name: string | undefined): string | undefined {
+  if (name === undefined) return undefined;
+  if (name === '') throw invalidArgument('Error: empty argument for --model-config-name');
+  if (/[\s/\\]/.test(name) || name === '.' || name === '..' || name.includes('\0')) {
+    throw invalidArgument(`invalid model config name '${name}': a file name in the model's configs/ folder, without spaces or path separators`);
+  }
+  return name;
 }
 
 /** Fill defaults and validate. Throws invalid_argument with Triton's wording where it has one. */
@@ -174,6 +219,14 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     throw invalidArgument(`invalid minimum compute capability ${String(minCc)}, expected a number >= 0`);
   }
   const generationConfig = parseGenerationConfigMode(options.generationConfig ?? DEFAULT_GENERATION_CONFIG_MODE, 'the generation config mode');
+  const loadThreads = options.modelLoadThreadCount ?? DEFAULT_MODEL_LOAD_THREAD_COUNT;
+  if (!Number.isSafeInteger(loadThreads) || loadThreads < 1) {
+    throw invalidArgument(`invalid model load thread count ${String(loadThreads)}, expected a positive integer`);
+  }
+  const loadRetries = options.modelLoadRetryCount ?? 0;
+  if (!Number.isSafeInteger(loadRetries) || loadRetries < 0) {
+    throw invalidArgument(`invalid model load retry count ${String(loadRetries)}, expected a non-negative integer`);
+  }
   if (startup.length > 0 && controlMode !== 'explicit') {
     logger.warn({ startupModels: startup }, 'startup models are only used in explicit model control mode; ignoring them');
   }
@@ -197,5 +250,11 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     gpus: options.gpus ?? new MemoryGpuProbe(),
     minComputeCapability: minCc,
     generationConfig,
+    backendSettings: compileBackendConfig(options.backendConfig),
+    exitOnError: options.exitOnError ?? false,
+    modelLoadThreadCount: loadThreads,
+    initFailure: options.initFailure ?? 'throw',
+    modelConfigName: checkModelConfigName(options.modelConfigName),
+    modelLoadRetryCount: loadRetries,
   };
 }

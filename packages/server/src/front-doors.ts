@@ -16,6 +16,10 @@ import type { GpuMetricsSource } from './metrics/triton-metrics.js';
 import type { SharedMemoryManager } from './shared-memory.js';
 import type { ServerSettings } from './settings.js';
 import type { TraceManager } from './trace/trace-manager.js';
+import type { MetricsSettings } from './metrics/triton-metrics.js';
+import type { HeaderForwardPattern } from './header-forward.js';
+import type { CompressionLevel } from './grpc/response-compression.js';
+import type { GrpcTls } from './grpc/grpc-server.js';
 
 export interface FrontDoorsOptions {
   readonly engine: InferenceEngine;
@@ -33,6 +37,7 @@ export interface FrontDoorsOptions {
     readonly maxInputSize: number;
     /** The most binary tensor data after an infer request's JSON header (default `DEFAULT_MAX_BINARY_INPUT_SIZE`). */
     readonly maxBinaryInputSize?: number;
+    readonly headerForwardPattern?: HeaderForwardPattern;
     readonly headerTimeoutMs?: number;
     readonly requestTimeoutMs?: number;
     readonly maxConnections?: number;
@@ -47,6 +52,11 @@ export interface FrontDoorsOptions {
     readonly maxConnectionIdleMs?: number;
     readonly keepaliveTimeMs?: number;
     readonly keepaliveTimeoutMs?: number;
+    readonly headerForwardPattern?: HeaderForwardPattern;
+    readonly inferResponseCompression?: CompressionLevel;
+    readonly maxConnectionAgeMs?: number;
+    readonly maxConnectionAgeGraceMs?: number;
+    readonly tls?: GrpcTls;
   };
   readonly metrics?: {
     readonly port: number;
@@ -54,6 +64,11 @@ export interface FrontDoorsOptions {
     readonly extraMetrics?: () => string;
     /** The GPUs' figures for `nv_gpu_*` / `nv_energy_consumption`; absent: no GPU families. */
     readonly gpu?: GpuMetricsSource;
+    /** false: no nv_cpu_* families (`--allow-cpu-metrics=false`). Default true. */
+    readonly cpu?: boolean;
+    /** `--metrics-interval-ms`: CPU figures sampled on this period; undefined = at each scrape. */
+    readonly cpuIntervalMs?: number;
+    readonly settings?: MetricsSettings;
     readonly headerTimeoutMs?: number;
     readonly requestTimeoutMs?: number;
     readonly maxConnections?: number;
@@ -81,7 +96,8 @@ export function createFrontDoors(o: FrontDoorsOptions): FrontDoors {
     doors.push({ name: 'grpc', door: createGrpcServer({ ...o.grpc, engine: o.engine, shm: o.shm, settings: o.settings, ...(o.tracer !== undefined ? { tracer: o.tracer } : {}), restrictions: access.grpc, logger: o.logger.child({ component: 'grpc' }) }) });
   }
   if (o.metrics !== undefined) {
-    doors.push({ name: 'metrics', door: createMetricsServer({ ...o.metrics, engine: o.engine, logger: o.logger.child({ component: 'metrics' }) }) });
+    const { cpu, ...metrics } = o.metrics;
+    doors.push({ name: 'metrics', door: createMetricsServer({ ...metrics, ...(cpu === false ? { cpu: null } : {}), engine: o.engine, logger: o.logger.child({ component: 'metrics' }) }) });
   }
   const close = async (): Promise<void> => {
     await Promise.allSettled(doors.map(({ door }) => door.close()));

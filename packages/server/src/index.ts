@@ -21,6 +21,12 @@ export {
 export type { GrpcFrontDoor, GrpcServerOptions } from './grpc/grpc-server.js';
 export { DEFAULT_METRICS_HOST, DEFAULT_METRICS_PORT, createMetricsServer } from './metrics/metrics-server.js';
 export type { MetricsFrontDoor, MetricsServerOptions } from './metrics/metrics-server.js';
+export { DEFAULT_METRICS_SETTINGS } from './metrics/triton-metrics.js';
+export { MAX_FORWARDED_HEADERS, MAX_FORWARDED_NAME_LENGTH, compileHeaderForwardPattern } from './header-forward.js';
+export type { HeaderForwardPattern } from './header-forward.js';
+export type { CompressionLevel } from './grpc/response-compression.js';
+export type { GrpcTls } from './grpc/grpc-server.js';
+export type { MetricsSettings } from './metrics/triton-metrics.js';
 export { CLIENT_SHM_DISABLED_MESSAGE, DEFAULT_SHM_DIR, SharedMemoryManager } from './shared-memory.js';
 export type { SharedMemoryLease } from './shared-memory.js';
 export type { SystemShmRegionStatus } from './shared-memory.js';

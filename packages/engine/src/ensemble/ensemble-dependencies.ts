@@ -29,6 +29,8 @@ import { locateModel } from '../repository.js';
 export interface DependencyHost {
   readonly roots: readonly string[];
   readonly autoComplete: boolean;
+  /** `--model-config-name`: which configuration file a model folder is read with. */
+  readonly configName?: string;
   /** READY versions of a model, ascending. */
   readyVersions(name: string): LoadedVersion[];
   readyModelNames(): string[];
@@ -67,7 +69,7 @@ export class EnsembleDependencies {
   /** The config of `name` as on disk, or the override; undefined when it cannot be read or parsed. */
   async peek(name: string, overrideConfig?: string): Promise<ModelConfig | undefined> {
     try {
-      const source = await readModelSource(await locateModel(this.host.roots, name));
+      const source = await readModelSource(await locateModel(this.host.roots, name), this.host.configName);
       return buildBaseConfig(name, source, overrideConfig, this.host.autoComplete);
     } catch {
       return undefined;

@@ -144,8 +144,8 @@ describe('which backends can use GPUs', () => {
   it('onnxruntime and llm need the CUDA provider; the mocker computes nothing and runs anywhere', () => {
     expect(new OnnxRuntimeBackend({ cudaStatus: missing }).gpuSupport()).toEqual({ usable: false, reason: 'no provider here' });
     expect(new OnnxRuntimeBackend({ cudaStatus: present }).gpuSupport()).toEqual({ usable: true });
-    expect(new LlmBackend('llm', undefined, undefined, missing).gpuSupport()).toEqual({ usable: false, reason: 'no provider here' });
-    expect(new LlmBackend('llm', undefined, undefined, present).gpuSupport()).toEqual({ usable: true });
-    expect(new LlmBackend('mocker', undefined, undefined, missing).gpuSupport()).toEqual({ usable: true });
+    expect(new LlmBackend('llm', undefined, undefined, undefined, missing).gpuSupport()).toEqual({ usable: false, reason: 'no provider here' });
+    expect(new LlmBackend('llm', undefined, undefined, undefined, present).gpuSupport()).toEqual({ usable: true });
+    expect(new LlmBackend('mocker', undefined, undefined, undefined, missing).gpuSupport()).toEqual({ usable: true });
   });
 });

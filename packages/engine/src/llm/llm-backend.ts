@@ -131,6 +131,8 @@ export class LlmBackend implements Backend {
     readonly name: LlmKind,
     private readonly limits: LoadLimits = DEFAULT_LOAD_LIMITS,
     private readonly transfer: LlmBackendSettings = DEFAULT_SETTINGS,
+    /** Parameter defaults from the command line (`--backend-config=<llm|mocker>,<parameter>=<value>`); a model's own parameters win. */
+    private readonly parameterDefaults: Readonly<Record<string, string>> = {},
     /** Whether onnxruntime-node's CUDA execution provider is installed (tests substitute it). */
     private readonly cudaStatus: () => ProviderStatus = () => cudaProviderStatus(),
   ) {}
@@ -155,7 +157,7 @@ export class LlmBackend implements Backend {
       fail(`the '${this.name}' backend serves decoupled models only: set model_transaction_policy { decoupled: true }`);
     }
     if (config.max_batch_size !== 0) fail(`the '${this.name}' backend batches inside its engine: set max_batch_size: 0`);
-    const options = compileLlmOptions(config, this.name);
+    const options = compileLlmOptions(config, this.name, undefined, this.parameterDefaults);
     // Refused before anything is read or allocated (see load-limits.ts).
     const limitPrefix = `unable to load model '${modelName}'`;
     enforceLimits(limitPrefix, llmLimitChecks(options, this.limits));

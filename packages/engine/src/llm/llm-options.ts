@@ -47,7 +47,8 @@ export interface LlmModelOptions {
 
 export const DEFAULT_MAX_MODEL_LEN = 2048;
 
-const KNOWN = new Set([
+/** The parameters the LLM backends read (also their `--backend-config` settings). */
+export const KNOWN_LLM_PARAMETERS: ReadonlySet<string> = new Set([
   'block_size',
   'num_gpu_blocks',
   'max_num_seqs',
@@ -65,16 +66,21 @@ const KNOWN = new Set([
 
 /** Parameter keys this backend does not know (the loader warns about them; they do not fail the load). */
 export function unknownLlmParameters(config: ModelConfig): string[] {
-  return Object.keys(config.parameters).filter((k) => !KNOWN.has(k));
+  return Object.keys(config.parameters).filter((k) => !KNOWN_LLM_PARAMETERS.has(k));
 }
 
-export function compileLlmOptions(config: ModelConfig, kind: LlmKind): LlmModelOptions {
+/**
+ * `defaults`: parameter values used where the config has none (the backend's `--backend-config`
+ * settings). `subject`: who a bad value is reported against (default the model's parameter).
+ */
+export function compileLlmOptions(config: ModelConfig, kind: LlmKind, subject?: string, defaults: Readonly<Record<string, string>> = {}): LlmModelOptions {
   const raw = (key: string): string | undefined => {
-    const v = config.parameters[key]?.string_value;
+    const v = config.parameters[key]?.string_value ?? defaults[key];
     return v === undefined || v.trim() === '' ? undefined : v.trim();
   };
   const fail = (key: string, what: string): never => {
-    throw invalidArgument(`unable to load model '${config.name}': parameter '${key}' must be ${what}, got '${raw(key) ?? ''}'`);
+    const who = subject ?? `unable to load model '${config.name}': parameter '${key}'`;
+    throw invalidArgument(`${who} must be ${what}, got '${raw(key) ?? ''}'`);
   };
   const int = (key: string, dflt: number, min: number): number => {
     const v = raw(key);

@@ -21,6 +21,7 @@ import { EnsembleDependencies } from '../ensemble/ensemble-dependencies.js';
 import type { EnsemblePort } from '../ensemble/ensemble-port.js';
 import type { CompiledEngineOptions } from '../options.js';
 import type { LoadedVersion } from './loaded-version.js';
+import { LoadSlots } from './load-slots.js';
 import { buildBaseConfig, failureReason, loadVersion, type LoaderContext } from './model-loader.js';
 import { materializeOverride, readModelSource, type ModelSource, type OverrideFolder } from './model-source.js';
 import { listRepositoryModels, locateModel, selectVersions, unknownModelLoadMessage, validateModelName } from '../repository.js';
@@ -42,6 +43,12 @@ interface ModelRecord {
   name: string;
   slots: Map<number, VersionSlot>;
   modelError: string | undefined;
+  /**
+   * The model was found but has no version to load: Triton lists it among the model states with
+   * no version, which makes a strict server not ready (a config that does not parse, by contrast,
+   * leaves the model out of the states).
+   */
+  noVersion: boolean;
   configStamp: string | undefined;
   /** Stamp of the whole folder at the last repository load attempt (poll skips unchanged). */
   lastStamp: string | undefined;
@@ -55,6 +62,8 @@ export class ModelLifecycle {
   /** Ensembles: load order, dependency checks, cascading unloads (ensemble-dependencies.ts). */
   private readonly ensembles: EnsembleDependencies;
   private readonly changeListeners = new Set<() => void>();
+  /** `--model-load-thread-count`: how many models read and build at once. */
+  private readonly loadSlots: LoadSlots;
 
   /** `submitStep`: how ensemble steps reach the engine (see `EnsemblePort.submit`); without it ensembles do not load. */
   constructor(
@@ -74,9 +83,11 @@ export class ModelLifecycle {
       gpus: options.gpus,
       minComputeCapability: options.minComputeCapability,
     };
+    this.loadSlots = new LoadSlots(options.modelLoadThreadCount);
     this.ensembles = new EnsembleDependencies({
       roots: options.modelRepositories,
       autoComplete: options.autoComplete,
+      ...(options.modelConfigName !== undefined ? { configName: options.modelConfigName } : {}),
       readyVersions: (name) => this.readyVersions(name),
       readyModelNames: () => this.readyModelNames(),
       failureOf: (name) => this.failureOf(name),
@@ -104,7 +115,7 @@ export class ModelLifecycle {
   private record(name: string): ModelRecord {
     let record = this.records.get(name);
     if (record === undefined) {
-      record = { name, slots: new Map(), modelError: undefined, configStamp: undefined, lastStamp: undefined, chain: Promise.resolve() };
+      record = { name, slots: new Map(), modelError: undefined, noVersion: false, configStamp: undefined, lastStamp: undefined, chain: Promise.resolve() };
       this.records.set(name, record);
     }
     return record;
@@ -147,7 +158,11 @@ export class ModelLifecycle {
    * @param onlyIfChanged poll mode: skip when the folder is unchanged since the last attempt,
    *   so a model that failed is not retried (and re-logged) until someone edits it.
    */
-  private async loadNow(record: ModelRecord, override: LoadModelOptions | undefined, onlyIfChanged: boolean): Promise<void> {
+  private loadNow(record: ModelRecord, override: LoadModelOptions | undefined, onlyIfChanged: boolean): Promise<void> {
+    return this.loadSlots.run(() => this.loadInSlot(record, override, onlyIfChanged));
+  }
+
+  private async loadInSlot(record: ModelRecord, override: LoadModelOptions | undefined, onlyIfChanged: boolean): Promise<void> {
     const name = record.name;
     const hasOverride = override !== undefined && (override.config !== undefined || (override.files?.size ?? 0) > 0);
     let folder: OverrideFolder | undefined;
@@ -159,7 +174,7 @@ export class ModelLifecycle {
       } else {
         path = await locateModel(this.options.modelRepositories, name);
       }
-      const source = await readModelSource(path);
+      const source = await readModelSource(path, this.options.modelConfigName);
       if (!hasOverride) {
         const stamp = `${source.configStamp}#${[...source.versionStamps].map(([v, st]) => `${v}=${st}`).join('#')}`;
         if (onlyIfChanged && record.lastStamp === stamp) return;
@@ -177,7 +192,10 @@ export class ModelLifecycle {
       }
       const versions = selectVersions(base.version_policy, source.versions);
       if (versions.length === 0) {
-        if (record.slots.size === 0) record.modelError = 'no version is available';
+        if (record.slots.size === 0) {
+          record.modelError = 'no version is available';
+          record.noVersion = true;
+        }
         throw internal(`failed to load '${name}', no version is available`);
       }
       let force = hasOverride;
@@ -193,9 +211,22 @@ export class ModelLifecycle {
         force ||= check.changed;
       }
       record.modelError = undefined;
+      record.noVersion = false;
       await this.applyVersions(record, base, source, versions, force);
     } finally {
       await folder?.dispose();
+    }
+  }
+
+  /** `loadVersion`, tried again up to `modelLoadRetryCount` times when it fails (tritonserver's `--model-load-retry-count`). */
+  private async loadVersionWithRetries(name: string, base: ModelConfig, source: ModelSource, version: number): Promise<LoadedVersion> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await loadVersion(this.loader, base, source, version);
+      } catch (e) {
+        if (attempt > this.options.modelLoadRetryCount) throw e;
+        this.options.logger.warn({ model: name, version, attempt, err: failureReason(e) }, 'model version failed to load; retrying');
+      }
     }
   }
 
@@ -215,7 +246,7 @@ export class ModelLifecycle {
         slot.reason = '';
       }
       try {
-        const loaded = await loadVersion(this.loader, base, source, version);
+        const loaded = await this.loadVersionWithRetries(record.name, base, source, version);
         const previous = slot.serving;
         slot.serving = loaded;
         slot.state = 'READY';
@@ -281,6 +312,7 @@ export class ModelLifecycle {
     return this.serialize(name, async (record) => {
       for (const slot of record.slots.values()) await this.unloadSlot(slot);
       record.modelError = undefined;
+      record.noVersion = false;
       record.configStamp = undefined;
       record.lastStamp = undefined;
     });
@@ -361,11 +393,26 @@ export class ModelLifecycle {
   /** Strict readiness: no version is loading, unloading or failed (unloaded on purpose is fine). */
   allVersionsReady(): boolean {
     for (const record of this.records.values()) {
+      if (record.noVersion && record.slots.size === 0) return false;
       for (const slot of record.slots.values()) {
         if (slot.state === 'READY') continue;
         if (slot.state === 'UNAVAILABLE' && slot.reason === UNLOADED_REASON) continue;
         return false;
       }
+    }
+    return true;
+  }
+
+  /**
+   * Start-up, tritonserver's "failed to load all models" check: every model the start-up loads
+   * tried (all of them in none/poll mode, the `--load-model` ones in explicit mode) is known, has a
+   * version, and every version is READY. A model whose config does not parse, a name given twice
+   * across repositories or a `--load-model` name that is not in the repositories all fail it.
+   */
+  allLoaded(): boolean {
+    for (const record of this.records.values()) {
+      if (record.modelError !== undefined || record.slots.size === 0) return false;
+      for (const slot of record.slots.values()) if (slot.state !== 'READY') return false;
     }
     return true;
   }

@@ -57,11 +57,11 @@ export function buildBaseConfig(name: string, source: ModelSource, overrideConfi
   if (overrideConfig !== undefined) {
     config = parseModelConfigJson(overrideConfig);
   } else if (source.configText !== undefined) {
-    config = parseModelConfigText(source.configText, join(source.path, 'config.pbtxt'));
+    config = parseModelConfigText(source.configText, join(source.path, source.configFile));
   } else if (autoComplete) {
-    config = parseModelConfigText('', join(source.path, 'config.pbtxt'));
+    config = parseModelConfigText('', join(source.path, source.configFile));
   } else {
-    throw invalidArgument(`model configuration file '${join(source.path, 'config.pbtxt')}' is required when auto-complete is disabled (strict model config)`);
+    throw invalidArgument(`model configuration file '${join(source.path, source.configFile)}' is required when auto-complete is disabled (strict model config)`);
   }
   const newestFirst = [...source.versions].reverse().map((v) => source.versionFiles.get(v) ?? []);
   config = completeBackendFields(config, name, newestFirst, autoComplete);

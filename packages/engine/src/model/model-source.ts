@@ -13,8 +13,10 @@ import { parseVersionDir } from '../repository.js';
 export interface ModelSource {
   /** The model folder. */
   path: string;
-  /** Contents of `config.pbtxt`, or undefined when absent. */
+  /** Contents of the model's configuration file, or undefined when absent. */
   configText: string | undefined;
+  /** That file, relative to the model folder: `config.pbtxt`, or `configs/<name>.pbtxt` (`--model-config-name`). */
+  configFile: string;
   /** Version numbers present on disk, ascending. */
   versions: number[];
   /** File names directly inside each version folder. */
@@ -46,7 +48,11 @@ async function stampOf(path: string): Promise<string> {
   return parts.join('|');
 }
 
-export async function readModelSource(path: string): Promise<ModelSource> {
+/**
+ * Read a model folder. `configName` (tritonserver's `--model-config-name`, already checked to be a
+ * plain name): use `configs/<configName>.pbtxt` when the model has it, else `config.pbtxt`.
+ */
+export async function readModelSource(path: string, configName?: string): Promise<ModelSource> {
   const entries = await readdir(path, { withFileTypes: true });
   const versions: number[] = [];
   const versionFiles = new Map<number, string[]>();
@@ -67,9 +73,12 @@ export async function readModelSource(path: string): Promise<ModelSource> {
       configParts.push(`${e.name}:${info.size}:${info.mtimeMs}`);
     }
   }
-  const configText = await readFile(join(path, 'config.pbtxt'), 'utf8').catch(() => undefined);
+  const custom = configName === undefined ? undefined : join('configs', `${configName}.pbtxt`);
+  const customText = custom === undefined ? undefined : await readFile(join(path, custom), 'utf8').catch(() => undefined);
+  const configFile = customText !== undefined ? custom! : 'config.pbtxt';
+  const configText = customText ?? (await readFile(join(path, 'config.pbtxt'), 'utf8').catch(() => undefined));
   versions.sort((a, b) => a - b);
-  return { path, configText, versions, versionFiles, configStamp: configParts.join('|'), versionStamps };
+  return { path, configText, configFile, versions, versionFiles, configStamp: configParts.join('|'), versionStamps };
 }
 
 /** A temporary model folder built from load-time file overrides. */

@@ -35,6 +35,7 @@ import { checkOrtStrings, concatBatch, configTypeOfOrt, fromWireTensor, splitBat
 import { batchInputTensor, compileRaggedLayout, raggedFeed, scatterOutput, type RaggedLayout } from './ragged-batch.js';
 import { SessionLoadError, SessionThread, type WireTensor, type WireValueMetadata } from './session-thread.js';
 import type { NormalizedRequest } from '../request-normalizer.js';
+import { DEFAULT_BACKEND_SETTINGS, type OnnxRuntimeSettings } from '../backend-config.js';
 
 const now = (): bigint => process.hrtime.bigint();
 
@@ -83,15 +84,18 @@ function graphLevel(config: ModelConfig): 'disabled' | 'basic' | 'extended' | 'a
 type SessionDevice = { kind: 'cpu' } | { kind: 'cuda'; deviceId: number };
 const CPU: SessionDevice = { kind: 'cpu' };
 
-function sessionOptions(config: ModelConfig, device: SessionDevice): ort.InferenceSession.SessionOptions {
-  const intra = intParameter(config, 'intra_op_thread_count', 1);
-  const inter = intParameter(config, 'inter_op_thread_count', 1);
+function sessionOptions(config: ModelConfig, settings: OnnxRuntimeSettings, device: SessionDevice): ort.InferenceSession.SessionOptions {
+  // The command line's global threadpool settings win over the model's parameters (as in Triton);
+  // there 0 leaves the count to onnxruntime (one thread per core).
+  const global = settings.sessionThreads;
+  const intra = global !== undefined ? global.intraOp : Math.max(intParameter(config, 'intra_op_thread_count', 1), 1);
+  const inter = global !== undefined ? global.interOp : Math.max(intParameter(config, 'inter_op_thread_count', 1), 1);
   return {
     // ONNX Runtime places the nodes the CUDA provider cannot run on its CPU provider by itself.
     executionProviders: device.kind === 'cuda' ? [{ name: 'cuda', deviceId: device.deviceId }] : ['cpu'],
     graphOptimizationLevel: graphLevel(config),
-    intraOpNumThreads: intra > 0 ? intra : 1,
-    interOpNumThreads: inter > 0 ? inter : 1,
+    ...(intra > 0 ? { intraOpNumThreads: intra } : {}),
+    ...(inter > 0 ? { interOpNumThreads: inter } : {}),
     executionMode: intParameter(config, 'execution_mode', 0) === 1 ? 'parallel' : 'sequential',
     logSeverityLevel: 3,
   };
@@ -100,9 +104,9 @@ function sessionOptions(config: ModelConfig, device: SessionDevice): ort.Inferen
 /** Said after ONNX Runtime's own message when a CUDA session fails to start. */
 const CUDA_SESSION_HINT = 'the CUDA execution provider needs the NVIDIA driver, CUDA 12 and cuDNN 9 libraries on the library path';
 
-async function createSession(context: BackendModelContext, path: string, device: SessionDevice = CPU): Promise<SessionThread> {
+async function createSession(context: BackendModelContext, path: string, settings: OnnxRuntimeSettings, device: SessionDevice = CPU): Promise<SessionThread> {
   try {
-    return await SessionThread.create(path, sessionOptions(context.config, device));
+    return await SessionThread.create(path, sessionOptions(context.config, settings, device));
   } catch (e) {
     const message = e instanceof SessionLoadError ? e.message : `cannot start a session thread: ${e instanceof Error ? e.message : String(e)}`;
     const where = device.kind === 'cuda' ? ` (GPU ${device.deviceId}: ${CUDA_SESSION_HINT})` : '';
@@ -273,6 +277,7 @@ class OnnxRuntimeModel implements BackendModel {
     private readonly modelFile: string,
     private firstSession: SessionThread | undefined,
     private readonly cudaStatus: () => ProviderStatus,
+    private readonly settings: OnnxRuntimeSettings,
   ) {}
 
   async createInstance(spec: InstanceSpec): Promise<BackendInstance> {
@@ -280,7 +285,7 @@ class OnnxRuntimeModel implements BackendModel {
     // The (CPU) session used for the I/O check on load becomes the first CPU instance's session.
     let session = this.firstSession;
     this.firstSession = undefined;
-    session ??= await createSession(this.context, this.modelFile);
+    session ??= await createSession(this.context, this.modelFile, this.settings);
     return new OnnxRuntimeInstance(spec.name, session, this.context.config);
   }
 
@@ -291,7 +296,7 @@ class OnnxRuntimeModel implements BackendModel {
     }
     // No CPU instance will take the load-time session: free it before the GPU sessions start.
     if (this.context.config.instance_group.every((g) => g.kind === 'KIND_GPU')) await this.release();
-    return createSession(this.context, this.modelFile, { kind: 'cuda', deviceId: spec.deviceId });
+    return createSession(this.context, this.modelFile, this.settings, { kind: 'cuda', deviceId: spec.deviceId });
   }
 
   async release(): Promise<void> {
@@ -303,14 +308,18 @@ class OnnxRuntimeModel implements BackendModel {
 export interface OnnxRuntimeBackendOptions {
   /** Whether the CUDA execution provider is installed; default `cudaProviderStatus` (tests substitute it). */
   cudaStatus?: () => ProviderStatus;
+  /** The command line's (`--backend-config=onnxruntime,...` and the global default-max-batch-size). */
+  settings?: OnnxRuntimeSettings;
 }
 
 export class OnnxRuntimeBackend implements Backend {
   readonly name = 'onnxruntime';
   readonly #cudaStatus: () => ProviderStatus;
+  private readonly settings: OnnxRuntimeSettings;
 
   constructor(options: OnnxRuntimeBackendOptions = {}) {
     this.#cudaStatus = options.cudaStatus ?? (() => cudaProviderStatus());
+    this.settings = options.settings ?? DEFAULT_BACKEND_SETTINGS.onnxruntime;
   }
 
   gpuSupport(): GpuSupport {
@@ -321,9 +330,9 @@ export class OnnxRuntimeBackend implements Backend {
   async autoCompleteConfig(context: BackendModelContext): Promise<ModelConfig> {
     const config = context.config;
     if (config.input.length + config.batch_input.length > 0 && config.output.length > 0) return config;
-    const session = await createSession(context, await resolveModelFile(context));
+    const session = await createSession(context, await resolveModelFile(context), this.settings);
     try {
-      const completed = autoCompleteOnnxConfig(config, sessionIo(session));
+      const completed = autoCompleteOnnxConfig(config, sessionIo(session), this.settings.defaultMaxBatchSize);
       if (completed.max_batch_size !== config.max_batch_size) {
         context.logger.warn(
           { maxBatchSize: completed.max_batch_size },
@@ -338,13 +347,13 @@ export class OnnxRuntimeBackend implements Backend {
 
   async loadModel(context: BackendModelContext): Promise<BackendModel> {
     const modelFile = await resolveModelFile(context);
-    const session = await createSession(context, modelFile);
+    const session = await createSession(context, modelFile, this.settings);
     try {
       checkOnnxIo(context.config, sessionIo(session));
     } catch (e) {
       await session.release();
       throw e;
     }
-    return new OnnxRuntimeModel(context, modelFile, session, this.#cudaStatus);
+    return new OnnxRuntimeModel(context, modelFile, session, this.#cudaStatus, this.settings);
   }
 }

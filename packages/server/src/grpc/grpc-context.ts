@@ -7,6 +7,9 @@ import type { handleUnaryCall, ServerUnaryCall } from '@grpc/grpc-js';
 import type { Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
 import type { CodecThread } from '../codec-thread.js';
+import type { HeaderForwardPattern } from '../header-forward.js';
+import type { CompressionLevel } from './response-compression.js';
+import type { GrpcModelInferResponse } from '@switchyard/kserve';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import type { TraceManager } from '../trace/trace-manager.js';
@@ -23,6 +26,12 @@ export interface GrpcContext {
   logger: Logger;
   /** Decodes large ModelInfer / ModelStreamInfer messages off the event loop; owned (and closed) by the gRPC door. */
   codecThread: CodecThread;
+  /** `--grpc-header-forward-pattern`: metadata that reaches the model as request parameters; undefined = none. */
+  headerForward: HeaderForwardPattern | undefined;
+  /** `--grpc-infer-response-compression-level` for ModelInfer / ModelStreamInfer responses. */
+  compression: CompressionLevel;
+  /** The ModelInfer response serializer, for compressing a response before grpc-js sends it. */
+  serializeInferResponse: (response: GrpcModelInferResponse) => Buffer;
 }
 
 /** Limits the handlers apply (the server applies the transport ones itself). */

@@ -406,3 +406,25 @@ describe('gRPC front door with client shared memory disabled', () => {
     }
   });
 });
+
+describe('--grpc-max-connection-age', () => {
+  it('sends GOAWAY to a connection older than the age; none without it', async () => {
+    const { connect } = await import('node:http2');
+    const goawayWithin = async (options: { maxConnectionAgeMs?: number }, ms: number): Promise<boolean> => {
+      const server = createGrpcServer({ engine: new FakeEngine(), shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1', ...options });
+      const port = await server.listen();
+      const session = connect(`http://127.0.0.1:${port}`);
+      try {
+        return await new Promise<boolean>((resolve) => {
+          session.once('goaway', () => resolve(true));
+          setTimeout(() => resolve(false), ms);
+        });
+      } finally {
+        session.destroy();
+        await server.close();
+      }
+    };
+    expect(await goawayWithin({ maxConnectionAgeMs: 100 }, 3000)).toBe(true);
+    expect(await goawayWithin({}, 500)).toBe(false);
+  });
+});

@@ -6,6 +6,7 @@ import * as net from 'node:net';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { silentLogger, type Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
+import type { GrpcModelInferResponse } from '@switchyard/kserve';
 import type { Restrictions } from '../access-control.js';
 import { CodecThread } from '../codec-thread.js';
 import type { ServerSettings } from '../settings.js';
@@ -14,6 +15,8 @@ import type { SharedMemoryManager } from '../shared-memory.js';
 import { adminHandlers } from './admin-handlers.js';
 import { restrictedProtocolInterceptor } from './grpc-access.js';
 import { installBoundedDecompression } from './bounded-decompression.js';
+import type { HeaderForwardPattern } from '../header-forward.js';
+import { installResponseCompression, type CompressionLevel } from './response-compression.js';
 import type { GrpcContext } from './grpc-context.js';
 import { healthHandlers, modelHandlers } from './model-handlers.js';
 import { withOffLoopInferDecoding } from './infer-message.js';
@@ -90,11 +93,35 @@ export interface GrpcServerOptions {
   keepaliveTimeMs?: number;
   /** ... and close it when a ping is not answered within this (default DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS): dead peers free their calls and slot. */
   keepaliveTimeoutMs?: number;
+  /**
+   * tritonserver's `--grpc-max-connection-age`: a connection older than this many ms is sent GOAWAY
+   * (clients reconnect), after `maxConnectionAgeGraceMs` more its calls are cancelled. Default
+   * undefined (no age limit), as in tritonserver.
+   */
+  maxConnectionAgeMs?: number;
+  maxConnectionAgeGraceMs?: number;
+  /**
+   * tritonserver's `--grpc-use-ssl` / `--grpc-use-ssl-mutual`: serve gRPC over TLS with this PEM
+   * certificate chain and key; `rootCert` (PEM) and `mutual`: require client certificates signed by
+   * it. Default undefined: plaintext.
+   */
+  tls?: GrpcTls;
   /** How long close() lets in-flight calls finish before cancelling them. */
   shutdownTimeoutMs?: number;
   /** `--grpc-restricted-protocol` groups (metadata keys prefixed `triton-grpc-protocol-`); default none. */
   restrictions?: Restrictions;
+  /** `--grpc-header-forward-pattern`, compiled (`compileHeaderForwardPattern`); default none. */
+  headerForwardPattern?: HeaderForwardPattern;
+  /** `--grpc-infer-response-compression-level` (default none); see response-compression.ts. */
+  inferResponseCompression?: CompressionLevel;
   logger?: Logger;
+}
+
+export interface GrpcTls {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+  readonly rootCert?: Buffer;
+  readonly mutual: boolean;
 }
 
 export interface GrpcFrontDoor {
@@ -121,12 +148,27 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const maxConnectionIdleMs = integerOption('maxConnectionIdleMs', options.maxConnectionIdleMs ?? DEFAULT_GRPC_MAX_CONNECTION_IDLE_MS, 0, 2 ** 31 - 2);
   const keepaliveTimeMs = integerOption('keepaliveTimeMs', options.keepaliveTimeMs ?? DEFAULT_GRPC_KEEPALIVE_TIME_MS, 1, 2 ** 31 - 2);
   const keepaliveTimeoutMs = integerOption('keepaliveTimeoutMs', options.keepaliveTimeoutMs ?? DEFAULT_GRPC_KEEPALIVE_TIMEOUT_MS, 1, 2 ** 31 - 2);
+  const maxConnectionAgeMs = options.maxConnectionAgeMs === undefined ? undefined : integerOption('maxConnectionAgeMs', options.maxConnectionAgeMs, 1, 2 ** 31 - 2);
+  const maxConnectionAgeGraceMs = options.maxConnectionAgeGraceMs === undefined ? undefined : integerOption('maxConnectionAgeGraceMs', options.maxConnectionAgeGraceMs, 1, 2 ** 31 - 2);
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS;
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
-  const ctx: GrpcContext = { engine: options.engine, shm: options.shm, settings: options.settings, tracer: options.tracer, limits: { maxStreamInflight }, logger, codecThread: new CodecThread() };
   const protos = loadGrpcProtos();
+  const serializeInferResponse = protos.inferenceService['ModelInfer']!.responseSerialize as (response: GrpcModelInferResponse) => Buffer;
+  const ctx: GrpcContext = {
+    engine: options.engine,
+    shm: options.shm,
+    settings: options.settings,
+    tracer: options.tracer,
+    limits: { maxStreamInflight },
+    logger,
+    codecThread: new CodecThread(),
+    headerForward: options.headerForwardPattern,
+    compression: options.inferResponseCompression ?? 'none',
+    serializeInferResponse,
+  };
   // grpc-js would inflate every compressed message at once, each up to the limit
   installBoundedDecompression();
+  if (ctx.compression !== 'none') installResponseCompression();
 
   const server = new Server({
     'grpc.max_receive_message_length': maxReceiveBytes,
@@ -135,6 +177,8 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
     ...(maxConnectionIdleMs > 0 ? { 'grpc.max_connection_idle_ms': maxConnectionIdleMs } : {}),
     'grpc.keepalive_time_ms': keepaliveTimeMs,
     'grpc.keepalive_timeout_ms': keepaliveTimeoutMs,
+    ...(maxConnectionAgeMs !== undefined ? { 'grpc.max_connection_age_ms': maxConnectionAgeMs } : {}),
+    ...(maxConnectionAgeGraceMs !== undefined ? { 'grpc.max_connection_age_grace_ms': maxConnectionAgeGraceMs } : {}),
     interceptors: options.restrictions !== undefined && options.restrictions.size > 0 ? [restrictedProtocolInterceptor(options.restrictions)] : [],
   });
   // large ModelInfer / ModelStreamInfer messages reach the handlers undecoded (infer-message.ts)
@@ -156,7 +200,19 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   return {
     listen: () =>
       new Promise<number>((resolve, reject) => {
-        const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
+        let credentials: ServerCredentials;
+        try {
+          const tls = options.tls;
+          credentials =
+            tls === undefined
+              ? ServerCredentials.createInsecure()
+              : ServerCredentials.createSsl(tls.rootCert ?? null, [{ cert_chain: tls.cert, private_key: tls.key }], tls.mutual);
+        } catch (e) {
+          reject(e instanceof Error ? e : new Error(String(e)));
+          return;
+        }
+        // with TLS credentials grpc-js's own secure server does the handshake on each injected socket
+        const injector = server.createConnectionInjector(credentials);
         listener.on('connection', (socket: net.Socket) => injector.injectConnection(socket));
         listener.once('error', reject);
         listener.listen(options.port, host, () => {

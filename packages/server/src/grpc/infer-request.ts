@@ -4,13 +4,22 @@
  * inputs and validate shared-memory outputs; after the engine answers, write shared-memory
  * outputs, apply classification and encode the response.
  */
+import type { Metadata } from '@grpc/grpc-js';
 import type { GrpcModelInferResponse, InferRequest, InferResponse } from '@switchyard/kserve';
+import { forwardHeaders } from '../header-forward.js';
 import { classificationCounts, encodeModelInferResponse, parseModelVersion } from '@switchyard/kserve';
 import type { ModelConfig } from '@switchyard/model-config';
 import type { GrpcInferHeader } from '../codec-thread.js';
 import type { GrpcContext } from './grpc-context.js';
 import type { InferMessage } from './infer-message.js';
 import { useSharedMemory, writeSharedMemoryOutputs, type SharedMemoryTarget } from '../shared-memory-io.js';
+
+/** A call's metadata as name/value pairs; binary (`-bin`) values are not text and are left out. */
+function* metadataPairs(metadata: Metadata): Iterable<readonly [string, string]> {
+  for (const [name, values] of Object.entries(metadata.getMap())) {
+    if (typeof values === 'string') yield [name, values];
+  }
+}
 
 /**
  * The configuration of the requested model version. Throws invalid_argument for a malformed
@@ -45,11 +54,12 @@ export interface PreparedInfer {
  * Triton's messages. A prepared request holds its shared memory regions until the caller calls
  * `releaseSharedMemory` (a throw here holds nothing).
  */
-export function prepareInfer(ctx: GrpcContext, message: InferMessage, config: ModelConfig): PreparedInfer {
+export function prepareInfer(ctx: GrpcContext, message: InferMessage, config: ModelConfig, metadata: Metadata): PreparedInfer {
   const msg = message.header;
   const decoded = message.decode();
   const shm = useSharedMemory(ctx.shm, decoded.request);
   const request = shm.request;
+  forwardHeaders(ctx.headerForward, metadataPairs(metadata), request.parameters);
   return {
     request,
     enableEmptyFinalResponse: decoded.enableEmptyFinalResponse,

@@ -11,6 +11,7 @@ import { readInferMessage, type ReceivedInferMessage } from './infer-message.js'
 import { waitForModel } from '../wait-for-model.js';
 import type { RequestTrace } from '../trace/request-trace.js';
 import { traceParentOf } from './grpc-trace.js';
+import { compressResponse, startCompressedResponses } from './response-compression.js';
 
 export const DECOUPLED_MODEL_INFER_MESSAGE = "ModelInfer RPC doesn't support models with decoupled transaction policy";
 
@@ -28,7 +29,7 @@ export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<ReceivedInf
       await waitForModel(ctx.engine, msg.header.model_name, call, 'cancelled');
       const config = lookupModel(ctx, msg.header);
       if (isDecoupled(config)) throw unsupported(DECOUPLED_MODEL_INFER_MESSAGE);
-      const prepared = prepareInfer(ctx, msg, config);
+      const prepared = prepareInfer(ctx, msg, config, call.metadata);
       const controller = new AbortController();
       const abort = (): void => controller.abort();
       call.once('cancelled', abort);
@@ -37,9 +38,11 @@ export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<ReceivedInf
         const response = await ctx.engine.infer(prepared.request, trace !== undefined ? { signal: controller.signal, trace: trace.root } : { signal: controller.signal });
         trace?.capture('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
         const encoded = encodeInferResponse(ctx, prepared, response);
+        // compressed on libuv's thread pool, not the event loop
+        const compressed = await compressResponse(encoded, startCompressedResponses(ctx.compression, call), ctx.serializeInferResponse);
         trace?.capture('GRPC_SEND_START', process.hrtime.bigint());
         answered = true;
-        return encoded;
+        return compressed;
       } finally {
         call.removeListener('cancelled', abort);
         prepared.releaseSharedMemory();

@@ -43,6 +43,7 @@ import type { ModelConfig } from '@switchyard/model-config';
 import type { GrpcContext } from './grpc-context.js';
 import { GrpcStatusError } from './grpc-status.js';
 import { encodeInferResponse, isDecoupled, lookupModel, prepareInfer, type PreparedInfer } from './infer-request.js';
+import { markCompressed, startCompressedResponses, type CallCompression } from './response-compression.js';
 import { EncodedInferMessage, inlineInferMessage, readInferMessage, type InferMessage, type ReceivedInferMessage } from './infer-message.js';
 import { traceParentOf } from './grpc-trace.js';
 
@@ -75,6 +76,8 @@ class StreamSession {
   #tail: Promise<void> | undefined;
   /** Aborted when the client cancels: stops a wait in `engine.waitForModel`. */
   readonly #waits = new AbortController();
+  /** `--grpc-infer-response-compression-level`: how this stream's responses are sent; undefined = uncompressed. */
+  #compression: CallCompression | undefined;
 
   constructor(ctx: GrpcContext, call: Call) {
     this.#ctx = ctx;
@@ -82,6 +85,7 @@ class StreamSession {
   }
 
   start(): void {
+    this.#compression = startCompressedResponses(this.#ctx.compression, this.#call);
     this.#call.on('data', (msg: ReceivedInferMessage) => {
       if (this.#closed) return;
       this.#open += 1;
@@ -157,7 +161,7 @@ class StreamSession {
     const slot = decoupled ? undefined : this.#enqueue();
     let prepared: PreparedInfer;
     try {
-      prepared = prepareInfer(this.#ctx, message, config);
+      prepared = prepareInfer(this.#ctx, message, config, this.#call.metadata);
     } catch (e) {
       this.#deliver(slot, streamInferError(toSwitchyardError(e).message, { id }), true);
       return;
@@ -260,7 +264,7 @@ class StreamSession {
     if (this.#closed || this.#call.cancelled) return;
     // false: the buffer is full (the client reads slower than we answer); stop taking requests
     // until it drains. What is already in flight still writes.
-    if (!this.#call.write(message) && !this.#congested) {
+    if (!this.#call.write(markCompressed(message, this.#compression)) && !this.#congested) {
       this.#congested = true;
       this.#call.once('drain', () => {
         this.#congested = false;

@@ -6,6 +6,7 @@ import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import type { CodecThread } from '../codec-thread.js';
 import type { TraceManager } from '../trace/trace-manager.js';
+import type { HeaderForwardPattern } from '../header-forward.js';
 
 export interface HttpContext {
   engine: InferenceEngine;
@@ -25,4 +26,6 @@ export interface HttpContext {
   access: AccessPolicy;
   /** Decodes large inference requests off the event loop; owned (and closed) by the HTTP door. */
   codecThread: CodecThread;
+  /** `--http-header-forward-pattern`: headers that reach the model as request parameters; undefined = none. */
+  headerForward: HeaderForwardPattern | undefined;
 }

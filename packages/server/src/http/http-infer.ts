@@ -34,6 +34,7 @@ import { waitForModel } from '../wait-for-model.js';
 import { OFF_LOOP_JSON_BYTES } from '../codec-thread.js';
 import type { RequestTrace } from '../trace/request-trace.js';
 import { parseTraceParent } from '../trace/traceparent.js';
+import { forwardHeaders, rawHeaderPairs } from '../header-forward.js';
 
 const DECOUPLED_MESSAGE = "HTTP end point doesn't support models with decoupled transaction policy";
 
@@ -108,6 +109,7 @@ async function inferTraced(
   // Inputs are read from their regions and output regions checked before the model runs, as
   // Triton does; the regions stay held until the request is over.
   const shm = useSharedMemory(ctx.shm, decoded.request);
+  forwardHeaders(ctx.headerForward, rawHeaderPairs(req.rawHeaders), shm.request.parameters);
   const abort = new AbortController();
   const onClose = () => {
     if (!res.writableEnded) abort.abort();

@@ -38,6 +38,7 @@ import {
 import { handleCudaSharedMemory, handleLogging, handleSystemSharedMemory, handleTrace } from './http-extensions.js';
 import { handleGenerate, handleInfer } from './http-infer.js';
 import { sendError, sendJson } from './http-reply.js';
+import type { HeaderForwardPattern } from '../header-forward.js';
 import { type Route, allowedMethods, isOpenAiPath, matchRoute } from './http-router.js';
 import { handleOpenAi } from '../openai/openai-routes.js';
 import { sendOpenAiError, sendOpenAiStatus } from '../openai/openai-errors.js';
@@ -62,6 +63,8 @@ export interface HttpServerOptions extends HttpLimits {
   maxBinaryInputSize?: number;
   /** `--http-restricted-api` groups and `--openai-api-key`; default everything open. */
   access?: AccessPolicy;
+  /** `--http-header-forward-pattern`, compiled (`compileHeaderForwardPattern`); default none. */
+  headerForwardPattern?: HeaderForwardPattern;
   logger?: Logger;
 }
 
@@ -83,6 +86,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
     logger: options.logger ?? silentLogger,
     access: options.access ?? OPEN_ACCESS,
     codecThread: new CodecThread(),
+    headerForward: options.headerForwardPattern,
   };
   let inFlight = 0;
   let closing = false;

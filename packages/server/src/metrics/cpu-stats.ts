@@ -103,3 +103,31 @@ export class ProcCpuSampler implements CpuMetricsSource {
     }
   }
 }
+
+/**
+ * `--metrics-interval-ms`: samples `source` every `intervalMs` on a timer (the first sample at
+ * once), and answers each scrape with the latest sample, as Triton's metrics thread does: a scrape
+ * costs no /proc read, and utilisation covers one interval whatever the scrape rate. `stop()` ends
+ * the timer (the door calls it on close); the timer never keeps the process alive.
+ */
+export class IntervalCpuSampler implements CpuMetricsSource {
+  #latest: CpuSample;
+  readonly #timer: NodeJS.Timeout;
+
+  constructor(source: CpuMetricsSource, intervalMs: number) {
+    if (!Number.isSafeInteger(intervalMs) || intervalMs < 1) throw new RangeError(`metrics interval must be a positive integer of ms, got ${intervalMs}`);
+    this.#latest = source.sample();
+    this.#timer = setInterval(() => {
+      this.#latest = source.sample();
+    }, intervalMs);
+    this.#timer.unref();
+  }
+
+  sample(): CpuSample {
+    return this.#latest;
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+  }
+}

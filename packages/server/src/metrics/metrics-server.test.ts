@@ -2,7 +2,7 @@ import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { InferenceEngine, ModelMetricsSnapshot } from '@switchyard/engine';
 import { FakeEngine, fakeStatistics } from '../test-support/fake-engine.js';
-import { cpuUtilization, parseMemInfo, parseProcStat, ProcCpuSampler, type CpuMetricsSource } from './cpu-stats.js';
+import { cpuUtilization, IntervalCpuSampler, parseMemInfo, parseProcStat, ProcCpuSampler, type CpuMetricsSource } from './cpu-stats.js';
 import { createMetricsServer, type MetricsFrontDoor } from './metrics-server.js';
 import { formatValue } from './prometheus-text.js';
 import { TritonMetrics } from './triton-metrics.js';
@@ -273,5 +273,43 @@ describe('metrics front door with extra families', () => {
     } finally {
       await door.close();
     }
+  });
+});
+
+describe('--metrics-config and --metrics-interval-ms', () => {
+  it('counter_latencies=false leaves out exactly the *_duration_us counters', async () => {
+    const engine = new FakeEngine();
+    engine.snapshot = [snapshot('simple', '1', 2)];
+    const text = await new TritonMetrics({ engine, cpu: fixedCpu, settings: { counterLatencies: false } }).render();
+    const families = (t: string): string[] => [...t.matchAll(/^# TYPE (\S+)/gm)].map((m) => m[1]!);
+    const all = families(EXPECTED);
+    expect(families(text)).toEqual(all.filter((f) => !f.endsWith('_duration_us')));
+    expect(all.filter((f) => f.endsWith('_duration_us'))).toEqual([
+      'nv_inference_request_duration_us',
+      'nv_inference_queue_duration_us',
+      'nv_inference_compute_input_duration_us',
+      'nv_inference_compute_infer_duration_us',
+      'nv_inference_compute_output_duration_us',
+    ]);
+  });
+
+  it('samples the CPU source on its interval and answers scrapes from the last sample', async () => {
+    let n = 0;
+    const counting: CpuMetricsSource = { sample: () => ({ utilization: 0, memoryTotalBytes: 100, memoryUsedBytes: ++n }) };
+    const sampler = new IntervalCpuSampler(counting, 20);
+    try {
+      expect(n).toBe(1);
+      expect(sampler.sample().memoryUsedBytes).toBe(1);
+      expect(sampler.sample().memoryUsedBytes).toBe(1); // a scrape does not sample
+      await new Promise((r) => setTimeout(r, 110));
+      expect(n).toBeGreaterThanOrEqual(3);
+      expect(sampler.sample().memoryUsedBytes).toBe(n);
+    } finally {
+      sampler.stop();
+    }
+    const stopped = n;
+    await new Promise((r) => setTimeout(r, 60));
+    expect(n).toBe(stopped);
+    expect(() => new IntervalCpuSampler(counting, 0)).toThrow(RangeError);
   });
 });

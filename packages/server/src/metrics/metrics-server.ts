@@ -9,8 +9,8 @@ import type { AddressInfo } from 'node:net';
 import { silentLogger, type Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
 import { createLimitedHttpServer, type HttpLimits } from '../http/http-limits.js';
-import { ProcCpuSampler, type CpuMetricsSource } from './cpu-stats.js';
-import { TritonMetrics, type GpuMetricsSource } from './triton-metrics.js';
+import { IntervalCpuSampler, ProcCpuSampler, type CpuMetricsSource } from './cpu-stats.js';
+import { TritonMetrics, type GpuMetricsSource, type MetricsSettings } from './triton-metrics.js';
 
 export const DEFAULT_METRICS_PORT = 8002;
 export const DEFAULT_METRICS_HOST = '0.0.0.0';
@@ -26,6 +26,13 @@ export interface MetricsServerOptions extends HttpLimits {
   cpu?: CpuMetricsSource | null;
   /** GPU figures (the engine's `GpuProbe`); absent or null: no nv_gpu_* families, as on a host without GPUs. */
   gpu?: GpuMetricsSource | null;
+  /**
+   * `--metrics-interval-ms`: sample the CPU source every this many ms and answer scrapes with the
+   * latest sample; undefined samples at each scrape.
+   */
+  cpuIntervalMs?: number;
+  /** `--metrics-config` settings; default DEFAULT_METRICS_SETTINGS. */
+  settings?: MetricsSettings;
   /**
    * More families owned by the caller (e.g. the router's own), as Prometheus text appended after the
    * engine's, called once per scrape. It must not repeat a family the engine already renders. A
@@ -53,7 +60,9 @@ function sendJsonError(res: ServerResponse, status: number, message: string): vo
 export function createMetricsServer(options: MetricsServerOptions): MetricsFrontDoor {
   const host = options.host ?? DEFAULT_METRICS_HOST;
   const logger = (options.logger ?? silentLogger).child({ component: 'metrics' });
-  const metrics = new TritonMetrics({ engine: options.engine, cpu: options.cpu === undefined ? new ProcCpuSampler() : options.cpu, gpu: options.gpu ?? null });
+  const source = options.cpu === undefined ? new ProcCpuSampler() : options.cpu;
+  const interval = source !== null && options.cpuIntervalMs !== undefined ? new IntervalCpuSampler(source, options.cpuIntervalMs) : undefined;
+  const metrics = new TritonMetrics({ engine: options.engine, cpu: interval ?? source, gpu: options.gpu ?? null, ...(options.settings !== undefined ? { settings: options.settings } : {}) });
 
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     if (req.method !== 'GET') {
@@ -97,6 +106,7 @@ export function createMetricsServer(options: MetricsServerOptions): MetricsFront
       }),
     close: () =>
       new Promise<void>((resolve) => {
+        interval?.stop();
         if (!server.listening) {
           resolve();
           return;

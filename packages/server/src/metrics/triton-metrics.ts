@@ -98,12 +98,25 @@ export interface GpuMetricsSource {
 
 const labelsOf = (s: Snapshot): { model: string; version: string } => ({ model: s.statistics.name, version: s.statistics.version });
 
+/** tritonserver's `--metrics-config` settings this server honours. */
+export interface MetricsSettings {
+  /** `counter_latencies`: the per-model `*_duration_us` counters (default true). */
+  readonly counterLatencies: boolean;
+}
+
+export const DEFAULT_METRICS_SETTINGS: MetricsSettings = { counterLatencies: true };
+
+/** The latency counters `counter_latencies=false` leaves out (Triton's: request, queue and the three compute phases). */
+const isLatencyCounter = (name: string): boolean => name.endsWith('_duration_us');
+
 export interface TritonMetricsOptions {
   engine: Pick<InferenceEngine, 'metricsSnapshot' | 'llmEndpoints'>;
   /** Host CPU/memory figures; null leaves the nv_cpu_* families out (Triton's --allow-cpu-metrics=false). */
   cpu: CpuMetricsSource | null;
   /** GPU figures; null (or a source with no GPU) leaves the nv_gpu_* and nv_energy_consumption families out. */
   gpu?: GpuMetricsSource | null;
+  /** Default DEFAULT_METRICS_SETTINGS. */
+  settings?: MetricsSettings;
 }
 
 export class TritonMetrics {
@@ -146,7 +159,8 @@ export class TritonMetrics {
         }
       },
     });
-    for (const [name, help, value] of MODEL_COUNTERS) perModelCounter(name, help, value);
+    const settings = options.settings ?? DEFAULT_METRICS_SETTINGS;
+    for (const [name, help, value] of MODEL_COUNTERS) if (settings.counterLatencies || !isLatencyCounter(name)) perModelCounter(name, help, value);
     for (const [name, help, value] of CACHE_COUNTERS) perModelCounter(name, help, value, (s) => s.responseCacheEnabled === true);
     const perGpu = this.#gpuSource !== null;
     if (perGpu) {
