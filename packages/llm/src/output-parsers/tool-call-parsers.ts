@@ -1,0 +1,332 @@
+/**
+ * Tool-call parsers (vLLM's `--tool-call-parser`), streaming: text deltas in, content and tool-call
+ * events out (`parser-events.ts`). Each follows its vLLM namesake's format and non-streaming result:
+ *
+ * - `hermes` (Qwen 2.5 / 3, Hermes): `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, any
+ *   number of them; content is the text before the first call (text between and after calls is
+ *   dropped).
+ * - `llama3_json` (Llama 3.1 / 3.2 JSON): the output starts (after whitespace) with `<|python_tag|>`
+ *   or `{`; then JSON objects `{"name": ..., "parameters" | "arguments": {...}}` separated by `;`. No
+ *   content. Any other output is content.
+ * - `mistral`: `[TOOL_CALLS]` then a JSON list of `{"name", "arguments"}` objects; content is the text
+ *   before the marker. `[TOOL_CALLS]` is a special token: this parser needs special tokens kept in
+ *   the text (vLLM's adjust_request sets skip_special_tokens false), `skipSpecialTokens: false`.
+ * - `pythonic` (Llama 3.2 / 4, ToolACE): the whole output is `[f(a=1), g(b="x")]`. The list is held
+ *   until the output ends, then parsed (`python-calls.ts`); it is content when it does not parse.
+ *
+ * A call whose JSON turns out not to be a call before its name is known (not an object, a name that
+ * is not a string) is given back as content, markers included, as vLLM does for the whole output;
+ * once the name was sent the call stands, even if its JSON ends badly (vLLM's streaming parsers
+ * cannot take sent deltas back either). A call cut by the end of the output keeps what was sent.
+ */
+import { JsonCallScanner } from './json-call-scanner.js';
+import { emit, findMarker, type ParserEvent, type StreamParser } from './parser-events.js';
+import { parsePythonCalls } from './python-calls.js';
+
+/** One JSON call in progress: sends its name when known, then its argument pieces. */
+class JsonCall {
+  readonly scanner = new JsonCallScanner();
+  index: number | undefined;
+  private sent = 0;
+
+  constructor(private readonly owner: { calls: number }) {}
+
+  get named(): boolean {
+    return this.index !== undefined;
+  }
+
+  /** Feed text; returns how many characters the call used. Emits what became known. */
+  feed(text: string, out: ParserEvent[]): number {
+    const used = this.scanner.feed(text);
+    const s = this.scanner;
+    if (this.index === undefined && s.name !== undefined && !s.failed) {
+      this.index = this.owner.calls++;
+      emit(out, { type: 'tool_call', index: this.index, name: s.name });
+    }
+    if (this.index !== undefined) {
+      emit(out, { type: 'tool_args', index: this.index, text: s.args.slice(this.sent) });
+      this.sent = s.args.length;
+      if (s.done && !s.argsSeen && this.sent === 0) {
+        emit(out, { type: 'tool_args', index: this.index, text: '{}' });
+        this.sent = 2;
+      }
+    }
+    return used;
+  }
+}
+
+const HERMES_START = '<tool_call>';
+const HERMES_END = '</tool_call>';
+
+export class HermesToolParser implements StreamParser {
+  calls = 0;
+  private buf = '';
+  private mode: 'text' | 'call' | 'after' = 'text';
+  private call: JsonCall | undefined;
+  /** The current call's text from its start marker, given back as content if it is no call. */
+  private callText = '';
+
+  push(text: string): ParserEvent[] {
+    this.buf += text;
+    return this.run(false);
+  }
+  finish(): ParserEvent[] {
+    return this.run(true);
+  }
+
+  private content(out: ParserEvent[], text: string): void {
+    if (this.calls === 0) emit(out, { type: 'content', text });
+  }
+
+  private run(final: boolean): ParserEvent[] {
+    const out: ParserEvent[] = [];
+    for (;;) {
+      if (this.mode === 'text') {
+        const { index, hold } = findMarker(this.buf, HERMES_START);
+        if (index === -1) {
+          const keep = final ? 0 : hold;
+          this.content(out, this.buf.slice(0, this.buf.length - keep));
+          this.buf = this.buf.slice(this.buf.length - keep);
+          return out;
+        }
+        this.content(out, this.buf.slice(0, index));
+        this.buf = this.buf.slice(index + HERMES_START.length);
+        this.mode = 'call';
+        this.call = new JsonCall(this);
+        this.callText = HERMES_START;
+      } else if (this.mode === 'call') {
+        const call = this.call as JsonCall;
+        const used = call.feed(this.buf, out);
+        this.callText += this.buf.slice(0, used);
+        this.buf = this.buf.slice(used);
+        if (call.scanner.failed && !call.named) {
+          // Not a call: its text is content, and scanning for markers goes on after it.
+          this.content(out, this.callText);
+          this.mode = 'text';
+        } else if (call.scanner.done || call.scanner.failed) {
+          this.mode = 'after';
+        } else {
+          if (final && !call.named) this.content(out, this.callText);
+          return out;
+        }
+      } else {
+        const { index, hold } = findMarker(this.buf, HERMES_END);
+        if (index === -1) {
+          // Text after a call that is not its end marker: dropped, but a new call may start in it.
+          const start = findMarker(this.buf, HERMES_START);
+          if (start.index !== -1) {
+            this.buf = this.buf.slice(start.index);
+            this.mode = 'text';
+            continue;
+          }
+          this.buf = final ? '' : this.buf.slice(this.buf.length - Math.max(hold, start.hold));
+          return out;
+        }
+        this.buf = this.buf.slice(index + HERMES_END.length);
+        this.mode = 'text';
+      }
+    }
+  }
+}
+
+const PYTHON_TAG = '<|python_tag|>';
+
+export class Llama3JsonToolParser implements StreamParser {
+  calls = 0;
+  private buf = '';
+  /** Everything read before the first call was named (content if it is no call). */
+  private seen = '';
+  private mode: 'start' | 'content' | 'between' | 'call' | 'drop' = 'start';
+  private call: JsonCall | undefined;
+
+  push(text: string): ParserEvent[] {
+    this.buf += text;
+    return this.run(false);
+  }
+  finish(): ParserEvent[] {
+    return this.run(true);
+  }
+
+  private run(final: boolean): ParserEvent[] {
+    const out: ParserEvent[] = [];
+    for (;;) {
+      switch (this.mode) {
+        case 'start': {
+          const body = this.buf.trimStart();
+          if (body.startsWith(PYTHON_TAG)) {
+            this.seen += this.buf.slice(0, this.buf.length - body.length + PYTHON_TAG.length);
+            this.buf = body.slice(PYTHON_TAG.length);
+            this.mode = 'between';
+          } else if (body.startsWith('{')) {
+            this.seen += this.buf.slice(0, this.buf.length - body.length);
+            this.buf = body;
+            this.mode = 'between';
+          } else if (!final && PYTHON_TAG.startsWith(body)) {
+            return out; // '' or a piece of the tag: undecided
+          } else {
+            this.mode = 'content';
+          }
+          break;
+        }
+        case 'content':
+          emit(out, { type: 'content', text: this.seen + this.buf });
+          this.seen = '';
+          this.buf = '';
+          return out;
+        case 'between': {
+          const m = /^[\s;]*/.exec(this.buf) as RegExpExecArray;
+          if (this.calls === 0) this.seen += m[0];
+          this.buf = this.buf.slice(m[0].length);
+          if (this.buf === '') {
+            if (final && this.calls === 0) this.mode = 'content';
+            else return out;
+          } else if (this.buf.startsWith('{')) {
+            this.call = new JsonCall(this);
+            this.mode = 'call';
+          } else this.mode = this.calls === 0 ? 'content' : 'drop';
+          break;
+        }
+        case 'call': {
+          const call = this.call as JsonCall;
+          const used = call.feed(this.buf, out);
+          if (!call.named) this.seen += this.buf.slice(0, used);
+          this.buf = this.buf.slice(used);
+          if (call.scanner.failed && !call.named) this.mode = this.calls === 0 ? 'content' : 'drop';
+          else if (call.scanner.done || call.scanner.failed) this.mode = 'between';
+          else {
+            if (final && !call.named && this.calls === 0) {
+              this.mode = 'content';
+              break;
+            }
+            return out;
+          }
+          break;
+        }
+        case 'drop':
+          this.buf = '';
+          return out;
+      }
+    }
+  }
+}
+
+const MISTRAL_MARKER = '[TOOL_CALLS]';
+
+export class MistralToolParser implements StreamParser {
+  calls = 0;
+  private buf = '';
+  private mode: 'text' | 'open' | 'list' | 'single' | 'call' | 'after' = 'text';
+  private inList = false;
+  private call: JsonCall | undefined;
+  private markerSeen = false;
+
+  push(text: string): ParserEvent[] {
+    this.buf += text;
+    return this.run(false);
+  }
+  finish(): ParserEvent[] {
+    return this.run(true);
+  }
+
+  private run(final: boolean): ParserEvent[] {
+    const out: ParserEvent[] = [];
+    for (;;) {
+      if (this.mode === 'text' || this.mode === 'after') {
+        const { index, hold } = findMarker(this.buf, MISTRAL_MARKER);
+        const keep = index === -1 && !final ? hold : 0;
+        const before = index === -1 ? this.buf.slice(0, this.buf.length - keep) : this.buf.slice(0, index);
+        if (!this.markerSeen) emit(out, { type: 'content', text: before });
+        if (index === -1) {
+          this.buf = this.buf.slice(this.buf.length - keep);
+          return out;
+        }
+        this.markerSeen = true;
+        this.buf = this.buf.slice(index + MISTRAL_MARKER.length);
+        this.mode = 'open';
+      } else if (this.mode === 'open') {
+        this.buf = this.buf.trimStart();
+        if (this.buf === '') return out;
+        if (this.buf.startsWith('[')) {
+          this.buf = this.buf.slice(1);
+          this.inList = true;
+          this.mode = 'list';
+        } else if (this.buf.startsWith('{')) {
+          this.inList = false;
+          this.call = new JsonCall(this);
+          this.mode = 'call';
+        } else this.mode = 'after';
+      } else if (this.mode === 'list') {
+        const m = /^[\s,]*/.exec(this.buf) as RegExpExecArray;
+        this.buf = this.buf.slice(m[0].length);
+        if (this.buf === '') return out;
+        if (this.buf.startsWith('{')) {
+          this.call = new JsonCall(this);
+          this.mode = 'call';
+        } else {
+          if (this.buf.startsWith(']')) this.buf = this.buf.slice(1);
+          this.mode = 'after';
+        }
+      } else {
+        const call = this.call as JsonCall;
+        const used = call.feed(this.buf, out);
+        this.buf = this.buf.slice(used);
+        if (call.scanner.done || call.scanner.failed) this.mode = this.inList && call.scanner.done ? 'list' : 'after';
+        else return out;
+      }
+    }
+  }
+}
+
+export class PythonicToolParser implements StreamParser {
+  private buf = '';
+  private mode: 'start' | 'content' | 'held' = 'start';
+
+  push(text: string): ParserEvent[] {
+    this.buf += text;
+    return this.run(false);
+  }
+  finish(): ParserEvent[] {
+    return this.run(true);
+  }
+
+  private run(final: boolean): ParserEvent[] {
+    const out: ParserEvent[] = [];
+    if (this.mode === 'start') {
+      const body = this.buf.trimStart();
+      if (body.startsWith('[')) this.mode = 'held';
+      else if (body !== '') this.mode = 'content';
+      else if (!final) return out;
+    }
+    if (this.mode === 'held' && final) {
+      const calls = parsePythonCalls(this.buf);
+      if (calls !== undefined) {
+        calls.forEach((c, index) => {
+          out.push({ type: 'tool_call', index, name: c.name });
+          emit(out, { type: 'tool_args', index, text: c.arguments });
+        });
+        this.buf = '';
+        return out;
+      }
+      this.mode = 'content';
+    }
+    if (this.mode === 'content' || final) {
+      emit(out, { type: 'content', text: this.buf });
+      this.buf = '';
+    }
+    return out;
+  }
+}
+
+/** A tool-call parser by name, and what it needs from detokenisation. */
+export interface ToolCallParserSpec {
+  readonly create: () => StreamParser;
+  /** false: the parser reads special tokens (Mistral's `[TOOL_CALLS]`), so they stay in the text. */
+  readonly skipSpecialTokens: boolean;
+}
+
+export const TOOL_CALL_PARSERS: Readonly<Record<string, ToolCallParserSpec>> = Object.freeze({
+  hermes: { create: () => new HermesToolParser(), skipSpecialTokens: true },
+  llama3_json: { create: () => new Llama3JsonToolParser(), skipSpecialTokens: true },
+  mistral: { create: () => new MistralToolParser(), skipSpecialTokens: false },
+  pythonic: { create: () => new PythonicToolParser(), skipSpecialTokens: true },
+});
