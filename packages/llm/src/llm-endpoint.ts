@@ -12,6 +12,7 @@ import type { Tokenizer } from './tokenizer.js';
 import type { KvEventSink, KvSnapshot } from './kv-events.js';
 import type { KvImport, KvTransferLease, LlmKvTransfer } from './kv-transfer.js';
 import type { ForwardPassSink } from './engine-core.js';
+import type { OutputParsingConfig } from './output-parsers/chat-parsing.js';
 
 /** One generation, as an engine receives it. */
 export interface GenerateRequest {
@@ -86,6 +87,11 @@ export interface LlmModelCard {
   readonly eosTokenIds: readonly number[];
   /** Seconds since the epoch when the model was loaded (OpenAI `created`). */
   readonly created: number;
+  /**
+   * How chat outputs of this model are parsed (tool calls, reasoning), from its config parameters;
+   * absent or partial: the front door's flags fill in (`resolveOutputParsing`).
+   */
+  readonly outputParsing?: OutputParsingConfig;
 }
 
 /** Histogram in Prometheus form: cumulative counts per upper bound (`+Inf` is `count`). */

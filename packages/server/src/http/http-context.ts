@@ -5,6 +5,7 @@ import type { InferenceEngine } from '@switchyard/engine';
 import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import type { CodecThread } from '../codec-thread.js';
+import type { OutputParsingConfig } from '@switchyard/llm';
 
 export interface HttpContext {
   engine: InferenceEngine;
@@ -17,4 +18,9 @@ export interface HttpContext {
   access: AccessPolicy;
   /** Decodes large inference requests off the event loop; owned (and closed) by the HTTP door. */
   codecThread: CodecThread;
+  /**
+   * `--enable-auto-tool-choice`, `--tool-call-parser`, `--reasoning-parser`: the OpenAI door's chat
+   * output parsing for models whose config names none (`LlmModelCard.outputParsing` wins).
+   */
+  outputParsing: OutputParsingConfig;
 }

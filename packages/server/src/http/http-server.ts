@@ -39,6 +39,7 @@ import { handleGenerate, handleInfer } from './http-infer.js';
 import { sendError, sendJson } from './http-reply.js';
 import { type Route, allowedMethods, isOpenAiPath, matchRoute } from './http-router.js';
 import { handleOpenAi } from '../openai/openai-routes.js';
+import type { OutputParsingConfig } from '@switchyard/llm';
 import { sendOpenAiError, sendOpenAiStatus } from '../openai/openai-errors.js';
 
 /** The limits (`http-limits.ts`): header / request timeouts and the connection cap. */
@@ -54,6 +55,11 @@ export interface HttpServerOptions extends HttpLimits {
   maxInputSize?: number;
   /** `--http-restricted-api` groups and `--openai-api-key`; default everything open. */
   access?: AccessPolicy;
+  /**
+   * `--enable-auto-tool-choice`, `--tool-call-parser`, `--reasoning-parser`: chat output parsing for
+   * models whose config names none; default none (checked names: `checkOutputParsing`).
+   */
+  outputParsing?: OutputParsingConfig;
   logger?: Logger;
 }
 
@@ -73,6 +79,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
     logger: options.logger ?? silentLogger,
     access: options.access ?? OPEN_ACCESS,
     codecThread: new CodecThread(),
+    outputParsing: options.outputParsing ?? {},
   };
   let inFlight = 0;
   let closing = false;

@@ -21,8 +21,10 @@ import {
   type LlmEndpoint,
   type OpenAiModelList,
   type ParsedOpenAiRequest,
+  chatParsingFor,
   chatPrompt,
   completionPrompt,
+  resolveOutputParsing,
   decodeJsonBody,
   openAiModel,
   parseChatCompletionRequest,
@@ -70,10 +72,20 @@ async function chatCompletions(ctx: HttpContext, req: IncomingMessage, res: Serv
   const request = parseChatCompletionRequest(await readJson(ctx, req));
   if (request.model !== undefined) await waitForModel(ctx.engine, request.model, res, 'close');
   const endpoint = endpointFor(ctx.engine, request.model);
-  const prompt = await chatPrompt(endpoint, request.messages, { templateKwargs: request.chatTemplateKwargs, addSpecialTokens: request.addSpecialTokens });
+  // The model's parsers over this door's flags; a tool_choice they cannot honour is refused before rendering.
+  const plan = chatParsingFor(resolveOutputParsing(endpoint.card.outputParsing, ctx.outputParsing), request, toolCallId);
+  const prompt = await chatPrompt(endpoint, request.messages, {
+    templateKwargs: request.chatTemplateKwargs,
+    addSpecialTokens: request.addSpecialTokens,
+    tools: request.tools,
+  });
   const id = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
-  const assembler = new ChatAssembler(assemblerOptions(id, endpoint, request, request.logprobs));
-  await runGeneration(res, { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler }, ctx.logger);
+  const assembler = new ChatAssembler(assemblerOptions(id, endpoint, request, request.logprobs), plan.parsing);
+  await runGeneration(
+    res,
+    { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler, skipSpecialTokens: plan.skipSpecialTokens },
+    ctx.logger,
+  );
 }
 
 async function completions(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -84,6 +96,11 @@ async function completions(ctx: HttpContext, req: IncomingMessage, res: ServerRe
   const id = `cmpl-${randomUUID().replaceAll('-', '')}`;
   const assembler = new CompletionAssembler(assemblerOptions(id, endpoint, request, request.logprobs !== null), request.echo ? prompt.promptText : '');
   await runGeneration(res, { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler }, ctx.logger);
+}
+
+/** vLLM's tool call ids: `chatcmpl-tool-` and 32 hex digits. */
+function toolCallId(): string {
+  return `chatcmpl-tool-${randomUUID().replaceAll('-', '')}`;
 }
 
 function generation(id: string, endpoint: LlmEndpoint, request: ParsedOpenAiRequest) {
