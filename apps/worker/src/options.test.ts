@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_TTL_SECS, UsageError, kvTransferAdvertise, accessPolicy, helpText, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
+import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_TTL_SECS, UsageError, kvTransferAdvertise, accessPolicy, helpText, outputParsing, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
 
 describe('parseWorkerArgs', () => {
   it('applies tritonserver defaults', () => {
@@ -12,6 +12,14 @@ describe('parseWorkerArgs', () => {
     expect(o.httpMaxInputSize).toBe(64 * 1024 * 1024);
     expect(o.allowClientShm).toBe(false);
     expect(o).toMatchObject(DEFAULTS);
+  });
+
+  it("takes vLLM's OpenAI parsing flags (default none), checked as the door checks them", () => {
+    expect(outputParsing(parseWorkerArgs(['--model-repository=/m']))).toEqual({ enableAutoToolChoice: false });
+    const o = parseWorkerArgs(['--model-repository=/m', '--enable-auto-tool-choice', '--tool-call-parser', 'pythonic', '--reasoning-parser=deepseek_r1']);
+    expect(outputParsing(o)).toEqual({ enableAutoToolChoice: true, toolCallParser: 'pythonic', reasoningParser: 'deepseek_r1' });
+    expect(() => parseWorkerArgs(['--model-repository=/m', '--enable-auto-tool-choice=true'])).toThrow(new UsageError('--enable-auto-tool-choice requires --tool-call-parser'));
+    expect(() => parseWorkerArgs(['--model-repository=/m', '--tool-call-parser=hermes3'])).toThrow(UsageError);
   });
 
   it('accepts repeated repositories and startup models, = and space forms', () => {

@@ -4,13 +4,30 @@
  * User-facing defaults live in `DEFAULTS`; `parseWorkerArgs` is the one place that turns argv into
  * `WorkerOptions` and rejects anything malformed with a `UsageError` (exit code 2).
  */
-import { ACCESS_FLAGS, DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, accessFlagDefaults, accessPolicy, flagHelpLines, parseFlags, type AccessFlagOptions, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
+import {
+  ACCESS_FLAGS,
+  DOOR_LIMIT_DEFAULTS,
+  DOOR_LIMIT_FLAGS,
+  OPENAI_PARSING_DEFAULTS,
+  OPENAI_PARSING_FLAGS,
+  UsageError,
+  accessFlagDefaults,
+  accessPolicy,
+  flagHelpLines,
+  outputParsing,
+  parseFlags,
+  type AccessFlagOptions,
+  type DoorLimitOptions,
+  type FlagTable,
+  type LogFormat,
+  type OpenAiParsingOptions,
+} from '@switchyard/cli';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import type { WorkerRole } from '@switchyard/cluster';
 import { NAME_PATTERN } from '@switchyard/runtime';
 
-export { UsageError, accessPolicy };
+export { UsageError, accessPolicy, outputParsing };
 export type { LogFormat };
 export type ControlMode = 'none' | 'explicit' | 'poll';
 
@@ -18,7 +35,7 @@ export type ControlMode = 'none' | 'explicit' | 'poll';
  * Front-door limits (`--grpc-max-message-size`, ...) and access control (`--http-restricted-api`,
  * ...): the flags the router shares, from @switchyard/cli.
  */
-export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions {
+export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions, OpenAiParsingOptions {
   modelRepositories: string[];
   httpPort: number;
   grpcPort: number;
@@ -87,7 +104,7 @@ export const MAX_KV_TRANSFER_GBPS = 100_000;
 
 export const DEFAULTS: Omit<
   WorkerOptions,
-  'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize' | 'etcd' | 'nats' | 'redis' | 'namespace' | 'kvEvents' | 'leaseTtlSecs' | 'role' | 'kvTransferPort' | 'kvTransferAddress' | keyof AccessFlagOptions
+  'modelRepositories' | 'startupModels' | 'help' | 'cacheConfig' | 'responseCacheByteSize' | 'etcd' | 'nats' | 'redis' | 'namespace' | 'kvEvents' | 'leaseTtlSecs' | 'role' | 'kvTransferPort' | 'kvTransferAddress' | keyof AccessFlagOptions | keyof OpenAiParsingOptions
 > = {
   httpPort: 8000,
   grpcPort: 8001,
@@ -134,6 +151,7 @@ const FLAGS: FlagTable<WorkerOptions> = {
   'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
   ...ACCESS_FLAGS,
+  ...OPENAI_PARSING_FLAGS,
   'cache-config': { kind: 'strings', key: 'cacheConfig', help: "Response cache settings, '<cache>,<setting>=<value>': 'local,size=<bytes>' (repeatable; default no cache)." },
   'response-cache-byte-size': { kind: 'int', key: 'responseCacheByteSize', min: 0, help: 'Deprecated spelling of --cache-config local,size=N (0 = no cache).' },
   etcd: { kind: 'string', key: 'etcd', help: 'Cluster mode (with --nats): etcd URL(s), comma separated, e.g. http://127.0.0.1:2379.' },
@@ -171,7 +189,7 @@ const FLAGS: FlagTable<WorkerOptions> = {
 };
 
 export function parseWorkerArgs(argv: readonly string[]): WorkerOptions {
-  return validate(parseFlags(argv, FLAGS, { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false, cacheConfig: [], ...accessFlagDefaults() }));
+  return validate(parseFlags(argv, FLAGS, { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false, cacheConfig: [], ...accessFlagDefaults(), ...OPENAI_PARSING_DEFAULTS }));
 }
 
 function validate(o: WorkerOptions): WorkerOptions {
@@ -195,6 +213,7 @@ function validate(o: WorkerOptions): WorkerOptions {
   }
   responseCacheByteSize(o);
   accessPolicy(o);
+  outputParsing(o);
   validateCluster(o);
   return o;
 }

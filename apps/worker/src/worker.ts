@@ -19,7 +19,7 @@ import {
 } from '@switchyard/runtime';
 import { createEngine, type Engine } from '@switchyard/engine';
 import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
-import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, isClusterMode, kvTransferAdvertise, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
+import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, outputParsing, isClusterMode, kvTransferAdvertise, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { levelFor } from './logger.js';
 import { renderWorkerMetrics } from './worker-metrics.js';
 
@@ -157,7 +157,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     settings,
     logger,
     access: accessPolicy(options),
-    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http } } : {}),
+    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http, outputParsing: outputParsing(options) } } : {}),
     ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, ...limits.grpc } } : {}),
     ...(options.allowMetrics
       ? {

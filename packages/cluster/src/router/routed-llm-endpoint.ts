@@ -189,6 +189,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
       totalKvBlocks: llm.totalKvBlocks,
       eosTokenIds: llm.eosTokenIds,
       created: llm.created,
+      ...(llm.outputParsing === undefined ? {} : { outputParsing: llm.outputParsing }),
     };
   }
   get tokenizer(): Tokenizer {

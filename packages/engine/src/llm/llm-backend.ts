@@ -226,6 +226,7 @@ export class LlmBackend implements Backend {
         totalKvBlocks: options.numBlocks,
         eosTokenIds,
         created: Math.floor(Date.now() / 1000),
+        ...(Object.keys(options.outputParsing).length === 0 ? {} : { outputParsing: options.outputParsing }),
       },
       tokenizer,
       chatTemplate,

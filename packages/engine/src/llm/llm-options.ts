@@ -17,8 +17,12 @@
  * | `speedup_ratio`          | 1                              | `mocker`: simulated time is divided by it |
  * | `seed`                   | unset / 0                      | `llm`: seeds the stream each unseeded request draws its own seed from (reproducible for the same arrival order; unset: random, as in vLLM); `mocker`: the token stream seed |
  * | `default_max_tokens`     | 16                             | KServe generate: `max_tokens` when a request gives none (vLLM's default) |
+ * | `tool_call_parser`       | unset                          | OpenAI chat: the model's tool-call format (`hermes`, `llama3_json`, `mistral`, `pythonic`; vLLM's `--tool-call-parser`); unset: the front door's flag |
+ * | `enable_auto_tool_choice`| true when `tool_call_parser` is set | OpenAI chat: `tool_choice: "auto"` parses calls (vLLM's `--enable-auto-tool-choice`) |
+ * | `reasoning_parser`       | unset                          | OpenAI chat: `deepseek_r1` or `qwen3` splits `<think>…</think>` into `reasoning_content` (vLLM's `--reasoning-parser`) |
  */
 import { invalidArgument } from '@switchyard/common';
+import { REASONING_PARSERS, TOOL_CALL_PARSERS, type OutputParsingConfig } from '@switchyard/llm';
 import type { ModelConfig } from '@switchyard/model-config';
 
 export type LlmKind = 'llm' | 'mocker';
@@ -39,6 +43,8 @@ export interface LlmModelOptions {
   /** The config set `seed`: unseeded `llm` requests then draw their seeds from a stream it starts (reproducible for the same arrival order); else each draws a random seed, as in vLLM. */
   readonly seedGiven: boolean;
   readonly defaultMaxTokens: number;
+  /** The model's chat output parsing; fields unset leave the front door's flags in force. */
+  readonly outputParsing: OutputParsingConfig;
 }
 
 export const DEFAULT_MAX_MODEL_LEN = 2048;
@@ -56,6 +62,9 @@ const KNOWN = new Set([
   'speedup_ratio',
   'seed',
   'default_max_tokens',
+  'tool_call_parser',
+  'enable_auto_tool_choice',
+  'reasoning_parser',
 ]);
 
 /** Parameter keys this backend does not know (the loader warns about them; they do not fail the load). */
@@ -94,6 +103,15 @@ export function compileLlmOptions(config: ModelConfig, kind: LlmKind): LlmModelO
   const dtype = raw('kv_cache_dtype') ?? 'auto';
   if (dtype !== 'auto' && dtype !== 'fp32' && dtype !== 'fp16') fail('kv_cache_dtype', "'auto', 'fp32' or 'fp16'");
   const maxModelLen = raw('max_model_len') === undefined ? undefined : int('max_model_len', 0, 2);
+  const parser = (key: string, known: Readonly<Record<string, unknown>>): string | undefined => {
+    const v = raw(key);
+    if (v !== undefined && !Object.hasOwn(known, v)) fail(key, `one of ${Object.keys(known).join(', ')}`);
+    return v;
+  };
+  const toolCallParser = parser('tool_call_parser', TOOL_CALL_PARSERS);
+  const reasoningParser = parser('reasoning_parser', REASONING_PARSERS);
+  const autoGiven = raw('enable_auto_tool_choice') !== undefined;
+  const enableAutoToolChoice = bool('enable_auto_tool_choice', toolCallParser !== undefined);
   return {
     blockSize: int('block_size', mocker ? 64 : 16, 1),
     numBlocks: int('num_gpu_blocks', mocker ? 16384 : 1024, 1),
@@ -108,5 +126,10 @@ export function compileLlmOptions(config: ModelConfig, kind: LlmKind): LlmModelO
     seed: int('seed', 0, 0),
     seedGiven: raw('seed') !== undefined,
     defaultMaxTokens: int('default_max_tokens', 16, 1),
+    outputParsing: {
+      ...(toolCallParser === undefined ? {} : { toolCallParser }),
+      ...(reasoningParser === undefined ? {} : { reasoningParser }),
+      ...(autoGiven || toolCallParser !== undefined ? { enableAutoToolChoice } : {}),
+    },
   };
 }
