@@ -11,9 +11,9 @@ import { type FlagTable, UsageError } from './flags.js';
 export interface OpenAiParsingOptions {
   /** `tool_choice: "auto"` parses tool calls with `--tool-call-parser` (which it needs). */
   enableAutoToolChoice: boolean;
-  /** The tool-call parser of models whose config names none. */
+  /** The tool-call parser of models whose config sets no parsing parameter. */
   toolCallParser?: string;
-  /** The reasoning parser of models whose config names none. */
+  /** The reasoning parser of models whose config sets no parsing parameter. */
   reasoningParser?: string;
 }
 
@@ -23,17 +23,17 @@ export const OPENAI_PARSING_FLAGS: FlagTable<OpenAiParsingOptions> = {
   'enable-auto-tool-choice': {
     kind: 'bool',
     key: 'enableAutoToolChoice',
-    help: 'OpenAI chat: parse tool calls when tool_choice is "auto" (the default with tools); needs --tool-call-parser (default false).',
+    help: 'OpenAI chat: parse tool calls when tool_choice is "auto" (the default with tools), for models whose config sets no parsing parameter; needs --tool-call-parser (default false).',
   },
   'tool-call-parser': {
     kind: 'string',
     key: 'toolCallParser',
-    help: `OpenAI chat: the tool-call format of models whose config sets no tool_call_parser: ${TOOL_CALL_PARSER_NAMES.join(', ')} (default none).`,
+    help: `OpenAI chat: the tool-call format of models whose config sets no parsing parameter: ${TOOL_CALL_PARSER_NAMES.join(', ')} (default none).`,
   },
   'reasoning-parser': {
     kind: 'string',
     key: 'reasoningParser',
-    help: `OpenAI chat: split <think>...</think> into reasoning_content for models whose config sets no reasoning_parser: ${REASONING_PARSER_NAMES.join(', ')} (default none).`,
+    help: `OpenAI chat: split <think>...</think> into reasoning_content for models whose config sets no parsing parameter: ${REASONING_PARSER_NAMES.join(', ')} (default none).`,
   },
 };
 

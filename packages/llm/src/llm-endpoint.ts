@@ -89,7 +89,7 @@ export interface LlmModelCard {
   readonly created: number;
   /**
    * How chat outputs of this model are parsed (tool calls, reasoning), from its config parameters;
-   * absent or partial: the front door's flags fill in (`resolveOutputParsing`).
+   * absent or empty: by the front door's flags (`resolveOutputParsing`).
    */
   readonly outputParsing?: OutputParsingConfig;
 }

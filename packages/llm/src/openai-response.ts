@@ -18,7 +18,6 @@ import type {
   ChatCompletionChunk,
   ChatLogprobs,
   ChatToolCall,
-  ChatToolCallDelta,
   Completion,
   CompletionChunk,
   CompletionLogprobs,
@@ -116,29 +115,43 @@ export class ChatAssembler {
     this.started = true;
     this.tokens.push(...p.tokens);
     const end = choiceEnd(p);
-    const delta = this.parse(p.text, end !== null);
-    if (end !== null && this.parsing?.require !== undefined && this.calls.length === 0 && this.failed === undefined) {
+    const deltas = this.parse(p.text, end !== null);
+    if (end !== null && this.parsing?.require !== undefined && this.calls.length === 0) {
       const wanted = this.parsing.require === 'any' ? 'a function' : `the function '${this.parsing.require.name}'`;
       this.failed = internal(`tool_choice requires the model to call ${wanted}, but its output holds no tool call the tool call parser recognises`);
+      return [];
     }
-    if (this.failed !== undefined) return [];
-    const choiceEnd_ = end === null ? null : this.calls.length > 0 ? { finishReason: 'tool_calls' as const, stopReason: end.stopReason } : end;
-    if (choiceEnd_ !== null) this.end = choiceEnd_;
+    const finish = end === null ? null : this.calls.length > 0 ? { finishReason: 'tool_calls' as const, stopReason: end.stopReason } : end;
+    if (finish !== null) this.end = finish;
     const { head, includeUsage, logprobs, tokenText } = this.options;
     const lp = logprobs && p.tokens.length > 0 ? chatLogprobs(p.tokens, tokenText) : null;
     const chunks: ChatCompletionChunk[] = [];
     if (first) chunks.push(chatChunk(head, { delta: { role: 'assistant', content: '' } }, includeUsage));
-    if (Object.keys(delta).length > 0 || choiceEnd_ !== null || lp !== null) chunks.push(chatChunk(head, { delta, end: choiceEnd_, logprobs: lp }, includeUsage));
+    // The last chunk of this output carries its logprobs and the finish reason (an empty delta if need be).
+    if (deltas.length === 0 && (finish !== null || lp !== null)) deltas.push({});
+    deltas.forEach((delta, i) => {
+      const last = i === deltas.length - 1;
+      chunks.push(chatChunk(head, { delta, end: last ? finish : null, logprobs: last ? lp : null }, includeUsage));
+    });
     return chunks;
   }
 
-  /** Run `text` through the parser (if any) into this output's delta, and keep the totals. */
-  private parse(text: string, final: boolean): ChatCompletionChunk['choices'][number]['delta'] {
+  /**
+   * Run `text` through the parser (if any) into this output's deltas, and keep the totals. A tool
+   * call's first delta (index, id, type, name, `arguments: ''`) is a chunk of its own, as OpenAI
+   * streams it; its argument pieces follow in the next.
+   */
+  private parse(text: string, final: boolean): Array<ChatCompletionChunk['choices'][number]['delta']> {
     const parsing = this.parsing;
     const events: ParserEvent[] = parsing === undefined ? [{ type: 'content', text }] : parsing.parser.push(text);
     if (parsing !== undefined && final) events.push(...parsing.parser.finish());
-    const delta: ChatCompletionChunk['choices'][number]['delta'] = {};
-    const toolDeltas: ChatToolCallDelta[] = [];
+    type Delta = ChatCompletionChunk['choices'][number]['delta'];
+    const deltas: Delta[] = [];
+    let delta: Delta = {};
+    const close = (): void => {
+      if (Object.keys(delta).length > 0) deltas.push(delta);
+      delta = {};
+    };
     for (const e of events) {
       if (e.type === 'content') {
         if (e.text === '') continue;
@@ -156,18 +169,21 @@ export class ChatAssembler {
         const index = this.calls.length;
         this.callIndex.set(e.index, index);
         this.calls.push({ id, type: 'function', function: { name: e.name, arguments: '' } });
-        toolDeltas.push({ index, id, type: 'function', function: { name: e.name, arguments: '' } });
+        close();
+        delta.tool_calls = [{ index, id, type: 'function', function: { name: e.name, arguments: '' } }];
+        close();
       } else {
         const index = this.callIndex.get(e.index);
-        if (index === undefined) continue;
+        if (index === undefined || e.text === '') continue;
         (this.calls[index] as ChatToolCall).function.arguments += e.text;
-        const last = toolDeltas[toolDeltas.length - 1];
+        const calls = (delta.tool_calls ??= []);
+        const last = calls[calls.length - 1];
         if (last !== undefined && last.index === index) last.function.arguments += e.text;
-        else toolDeltas.push({ index, function: { arguments: e.text } });
+        else calls.push({ index, function: { arguments: e.text } });
       }
     }
-    if (toolDeltas.length > 0) delta.tool_calls = toolDeltas;
-    return delta;
+    close();
+    return deltas;
   }
 
   usageChunk(usage: OpenAiUsage): ChatCompletionChunk {

@@ -48,6 +48,7 @@ export {
   CORRUPT_MODEL_TEXT,
   type GeneratedFile,
 } from './repository-plan.js';
+export { buildScriptedDecoderModel, type ScriptedDecoderOptions } from './scripted-decoder.js';
 export {
   buildTinyDecoderModel,
   pastKeyName,

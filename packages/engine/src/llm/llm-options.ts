@@ -17,9 +17,12 @@
  * | `speedup_ratio`          | 1                              | `mocker`: simulated time is divided by it |
  * | `seed`                   | unset / 0                      | `llm`: seeds the stream each unseeded request draws its own seed from (reproducible for the same arrival order; unset: random, as in vLLM); `mocker`: the token stream seed |
  * | `default_max_tokens`     | 16                             | KServe generate: `max_tokens` when a request gives none (vLLM's default) |
- * | `tool_call_parser`       | unset                          | OpenAI chat: the model's tool-call format (`hermes`, `llama3_json`, `mistral`, `pythonic`; vLLM's `--tool-call-parser`); unset: the front door's flag |
+ * | `tool_call_parser`       | unset                          | OpenAI chat: the model's tool-call format (`hermes`, `llama3_json`, `mistral`, `pythonic`; vLLM's `--tool-call-parser`) |
  * | `enable_auto_tool_choice`| true when `tool_call_parser` is set | OpenAI chat: `tool_choice: "auto"` parses calls (vLLM's `--enable-auto-tool-choice`) |
  * | `reasoning_parser`       | unset                          | OpenAI chat: `deepseek_r1` or `qwen3` splits `<think>…</think>` into `reasoning_content` (vLLM's `--reasoning-parser`) |
+ *
+ * A model that sets any of the last three is parsed by them alone; one that sets none, by the front
+ * door's flags (`--enable-auto-tool-choice`, `--tool-call-parser`, `--reasoning-parser`).
  */
 import { invalidArgument } from '@switchyard/common';
 import { REASONING_PARSERS, TOOL_CALL_PARSERS, type OutputParsingConfig } from '@switchyard/llm';
@@ -43,7 +46,7 @@ export interface LlmModelOptions {
   /** The config set `seed`: unseeded `llm` requests then draw their seeds from a stream it starts (reproducible for the same arrival order); else each draws a random seed, as in vLLM. */
   readonly seedGiven: boolean;
   readonly defaultMaxTokens: number;
-  /** The model's chat output parsing; fields unset leave the front door's flags in force. */
+  /** The model's chat output parsing; empty: the front door's flags apply (`resolveOutputParsing`). */
   readonly outputParsing: OutputParsingConfig;
 }
 

@@ -1,6 +1,6 @@
 /**
  * `chatParsingFor`: which parsers a chat request's output goes through, from the model's settings
- * (`OutputParsingConfig`, its config.pbtxt parameters, on the card) over the front door's flags
+ * (`OutputParsingConfig`, its config.pbtxt parameters, on the card) or else the front door's flags
  * (vLLM's `--enable-auto-tool-choice`, `--tool-call-parser`, `--reasoning-parser`), and the
  * request's `tools` / `tool_choice`, decided as vLLM's serving_chat decides:
  *
@@ -29,16 +29,18 @@ export interface OutputParsingConfig {
 }
 
 /**
- * The model's settings over the door's: each parser name from the model when it names one; auto
- * tool choice on when the model enables it, or names a parser without saying, else the door's flag.
+ * A model that sets any of its parsing settings is parsed by its settings alone (auto tool choice on
+ * when it names a tool-call parser without saying otherwise); a model that sets none, by the door's
+ * flags. Mixing the two would give a model a parser meant for others (a door's reasoning parser
+ * turning a tool-calling model's whole output into reasoning).
  */
 export function resolveOutputParsing(model: OutputParsingConfig | undefined, door: OutputParsingConfig | undefined): OutputParsingConfig {
-  const toolCallParser = model?.toolCallParser ?? door?.toolCallParser;
-  const reasoningParser = model?.reasoningParser ?? door?.reasoningParser;
-  const enableAutoToolChoice = model?.enableAutoToolChoice ?? (model?.toolCallParser !== undefined ? true : (door?.enableAutoToolChoice ?? false));
+  const own = model !== undefined && (model.toolCallParser !== undefined || model.reasoningParser !== undefined || model.enableAutoToolChoice !== undefined);
+  const chosen = own ? model : (door ?? {});
+  const enableAutoToolChoice = chosen.enableAutoToolChoice ?? (own && chosen.toolCallParser !== undefined);
   return {
-    ...(toolCallParser === undefined ? {} : { toolCallParser }),
-    ...(reasoningParser === undefined ? {} : { reasoningParser }),
+    ...(chosen.toolCallParser === undefined ? {} : { toolCallParser: chosen.toolCallParser }),
+    ...(chosen.reasoningParser === undefined ? {} : { reasoningParser: chosen.reasoningParser }),
     enableAutoToolChoice,
   };
 }

@@ -20,7 +20,7 @@ export interface HttpContext {
   codecThread: CodecThread;
   /**
    * `--enable-auto-tool-choice`, `--tool-call-parser`, `--reasoning-parser`: the OpenAI door's chat
-   * output parsing for models whose config names none (`LlmModelCard.outputParsing` wins).
+   * output parsing of models whose config sets none of theirs (`resolveOutputParsing`).
    */
   outputParsing: OutputParsingConfig;
 }

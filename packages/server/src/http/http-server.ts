@@ -56,8 +56,8 @@ export interface HttpServerOptions extends HttpLimits {
   /** `--http-restricted-api` groups and `--openai-api-key`; default everything open. */
   access?: AccessPolicy;
   /**
-   * `--enable-auto-tool-choice`, `--tool-call-parser`, `--reasoning-parser`: chat output parsing for
-   * models whose config names none; default none (checked names: `checkOutputParsing`).
+   * `--enable-auto-tool-choice`, `--tool-call-parser`, `--reasoning-parser`: chat output parsing of
+   * models whose config sets none of theirs (`resolveOutputParsing`); default none.
    */
   outputParsing?: OutputParsingConfig;
   logger?: Logger;
