@@ -22,8 +22,10 @@ export class JsonCallScanner {
   raw = '';
   /** The function name, once its string value is complete. */
   name: string | undefined;
-  /** The arguments value so far, laid out as json.dumps does. */
-  args = '';
+  /** Characters of the arguments value so far (laid out as json.dumps does). */
+  argsLength = 0;
+  /** The arguments text not yet taken (`takeArgs`). */
+  private argsPending = '';
   /** An arguments key was met. */
   argsSeen = false;
   private phase: Phase = 'before';
@@ -153,8 +155,18 @@ export class JsonCallScanner {
     else this.phase = 'failed';
   }
 
+  /** The arguments text laid out since the last call: pieces in order, each handed out once. */
+  takeArgs(): string {
+    const piece = this.argsPending;
+    this.argsPending = '';
+    return piece;
+  }
+
   private append(text: string): void {
-    if (this.target === 'args') this.args += text;
+    if (this.target === 'args') {
+      this.argsPending += text;
+      this.argsLength += text.length;
+    }
     else if (this.target === 'name') this.nameText += text;
   }
 

@@ -164,6 +164,25 @@ describe('streaming: any split into deltas gives the whole output’s result, an
     );
   });
 
+  it('long outputs one character at a time cost linear time (held whitespace, held calls, long arguments)', () => {
+    const n = 200_000;
+    const started = performance.now();
+    for (const [options, head, tail] of [
+      [{ reasoningParser: 'qwen3' }, '', '<think>x</think>y'],
+      [{ toolCallParser: 'llama3_json' }, '', '{"name": "f", "arguments": {"a": 1}}'],
+      [{ toolCallParser: 'pythonic' }, '', '[f(a=1)]'],
+      [{ toolCallParser: 'hermes' }, '<tool_call>{"name": "f", "arguments": {"a": "', '"}}</tool_call>'],
+      [{ reasoningParser: 'deepseek_r1', toolCallParser: 'mistral' }, '', '</think>[TOOL_CALLS][]'],
+    ] as Array<[Options, string, string]>) {
+      const parser = chatOutputParser(options);
+      const events: ParserEvent[] = [...parser.push(head)];
+      for (let i = 0; i < n; i++) events.push(...parser.push(' '));
+      events.push(...parser.push(tail), ...parser.finish());
+      expect(collectEvents(events)).toEqual(whole(options, head + ' '.repeat(n) + tail));
+    }
+    expect(performance.now() - started).toBeLessThan(10_000);
+  });
+
   it('unknown parser names are refused with the known ones listed', () => {
     expect(() => chatOutputParser({ toolCallParser: 'nope' })).toThrow(/unknown tool call parser 'nope' \(known: hermes, llama3_json, mistral, pythonic\)/);
     expect(() => chatOutputParser({ reasoningParser: 'r2' })).toThrow(/known: deepseek_r1, qwen3/);

@@ -70,3 +70,23 @@ export function collectEvents(events: readonly ParserEvent[]): ParsedOutput {
   }
   return { content, reasoning, toolCalls };
 }
+
+/**
+ * Leading whitespace held apart while a parser waits to see how an output starts: appended, never
+ * read until the decision (reading a string built by appending flattens it, which done per delta
+ * would cost quadratic time on a long run of whitespace). `push` returns the text after the
+ * whitespace, once there is some.
+ */
+export class LeadingSpace {
+  space = '';
+  private done = false;
+
+  push(text: string): string {
+    if (this.done) return text;
+    const m = /^\s*/.exec(text) as RegExpExecArray;
+    this.space += m[0];
+    if (m[0].length === text.length) return '';
+    this.done = true;
+    return text.slice(m[0].length);
+  }
+}

@@ -12,7 +12,7 @@
  *
  * The text after `</think>` is content exactly as written (vLLM keeps its leading newlines too).
  */
-import { emit, findMarker, type ParserEvent, type StreamParser } from './parser-events.js';
+import { LeadingSpace, emit, findMarker, type ParserEvent, type StreamParser } from './parser-events.js';
 
 export const THINK_START = '<think>';
 export const THINK_END = '</think>';
@@ -59,11 +59,13 @@ export class DeepSeekR1ReasoningParser implements StreamParser {
 }
 
 export class Qwen3ReasoningParser implements StreamParser {
+  /** After the leading whitespace while undecided ('start'), else the text not yet settled. */
   private buf = '';
+  private readonly lead = new LeadingSpace();
   private mode: 'start' | 'reasoning' | 'content' = 'start';
 
   push(text: string): ParserEvent[] {
-    this.buf += text;
+    this.buf += this.mode === 'start' ? this.lead.push(text) : text;
     return this.run(false);
   }
   finish(): ParserEvent[] {
@@ -73,13 +75,15 @@ export class Qwen3ReasoningParser implements StreamParser {
   private run(final: boolean): ParserEvent[] {
     const out: ParserEvent[] = [];
     if (this.mode === 'start') {
-      const body = this.buf.trimStart();
-      if (body.startsWith(THINK_START)) {
-        this.buf = body.slice(THINK_START.length);
+      if (this.buf.startsWith(THINK_START)) {
+        this.buf = this.buf.slice(THINK_START.length);
         this.mode = 'reasoning';
-      } else if (!final && THINK_START.startsWith(body)) {
-        return out;
-      } else this.mode = 'content';
+      } else if (!final && THINK_START.startsWith(this.buf)) {
+        return out; // '' or a piece of the marker: undecided
+      } else {
+        this.buf = this.lead.space + this.buf;
+        this.mode = 'content';
+      }
     }
     if (this.mode === 'reasoning') {
       const end = findMarker(this.buf, THINK_END);

@@ -20,14 +20,13 @@
  * cannot take sent deltas back either). A call cut by the end of the output keeps what was sent.
  */
 import { JsonCallScanner } from './json-call-scanner.js';
-import { emit, findMarker, type ParserEvent, type StreamParser } from './parser-events.js';
+import { LeadingSpace, emit, findMarker, type ParserEvent, type StreamParser } from './parser-events.js';
 import { parsePythonCalls } from './python-calls.js';
 
 /** One JSON call in progress: sends its name when known, then its argument pieces. */
 class JsonCall {
   readonly scanner = new JsonCallScanner();
   index: number | undefined;
-  private sent = 0;
 
   constructor(private readonly owner: { calls: number }) {}
 
@@ -44,12 +43,9 @@ class JsonCall {
       emit(out, { type: 'tool_call', index: this.index, name: s.name });
     }
     if (this.index !== undefined) {
-      emit(out, { type: 'tool_args', index: this.index, text: s.args.slice(this.sent) });
-      this.sent = s.args.length;
-      if (s.done && !s.argsSeen && this.sent === 0) {
-        emit(out, { type: 'tool_args', index: this.index, text: '{}' });
-        this.sent = 2;
-      }
+      // Pieces laid out before the name was known wait in the scanner until now.
+      emit(out, { type: 'tool_args', index: this.index, text: s.takeArgs() });
+      if (s.done && s.argsLength === 0) emit(out, { type: 'tool_args', index: this.index, text: '{}' });
     }
     return used;
   }
@@ -134,13 +130,14 @@ const PYTHON_TAG = '<|python_tag|>';
 export class Llama3JsonToolParser implements StreamParser {
   calls = 0;
   private buf = '';
+  private readonly lead = new LeadingSpace();
   /** Everything read before the first call was named (content if it is no call). */
   private seen = '';
   private mode: 'start' | 'content' | 'between' | 'call' | 'drop' = 'start';
   private call: JsonCall | undefined;
 
   push(text: string): ParserEvent[] {
-    this.buf += text;
+    this.buf += this.mode === 'start' ? this.lead.push(text) : text;
     return this.run(false);
   }
   finish(): ParserEvent[] {
@@ -152,18 +149,18 @@ export class Llama3JsonToolParser implements StreamParser {
     for (;;) {
       switch (this.mode) {
         case 'start': {
-          const body = this.buf.trimStart();
-          if (body.startsWith(PYTHON_TAG)) {
-            this.seen += this.buf.slice(0, this.buf.length - body.length + PYTHON_TAG.length);
-            this.buf = body.slice(PYTHON_TAG.length);
+          // this.buf is what follows the leading whitespace (held in this.lead)
+          if (this.buf.startsWith(PYTHON_TAG)) {
+            this.seen += this.lead.space + PYTHON_TAG;
+            this.buf = this.buf.slice(PYTHON_TAG.length);
             this.mode = 'between';
-          } else if (body.startsWith('{')) {
-            this.seen += this.buf.slice(0, this.buf.length - body.length);
-            this.buf = body;
+          } else if (this.buf.startsWith('{')) {
+            this.seen += this.lead.space;
             this.mode = 'between';
-          } else if (!final && PYTHON_TAG.startsWith(body)) {
+          } else if (!final && PYTHON_TAG.startsWith(this.buf)) {
             return out; // '' or a piece of the tag: undecided
           } else {
+            this.buf = this.lead.space + this.buf;
             this.mode = 'content';
           }
           break;
@@ -279,10 +276,11 @@ export class MistralToolParser implements StreamParser {
 
 export class PythonicToolParser implements StreamParser {
   private buf = '';
+  private readonly lead = new LeadingSpace();
   private mode: 'start' | 'content' | 'held' = 'start';
 
   push(text: string): ParserEvent[] {
-    this.buf += text;
+    this.buf += this.mode === 'start' ? this.lead.push(text) : text;
     return this.run(false);
   }
   finish(): ParserEvent[] {
@@ -292,10 +290,10 @@ export class PythonicToolParser implements StreamParser {
   private run(final: boolean): ParserEvent[] {
     const out: ParserEvent[] = [];
     if (this.mode === 'start') {
-      const body = this.buf.trimStart();
-      if (body.startsWith('[')) this.mode = 'held';
-      else if (body !== '') this.mode = 'content';
-      else if (!final) return out;
+      if (this.buf !== '' || final) {
+        this.mode = this.buf.startsWith('[') ? 'held' : 'content';
+        this.buf = this.lead.space + this.buf;
+      } else return out;
     }
     if (this.mode === 'held' && final) {
       const calls = parsePythonCalls(this.buf);
