@@ -82,7 +82,8 @@ function itParsesEveryFormat(client: () => OpenAI): void {
       expect(message.content).toBe(m.content);
       expect(message.reasoning_content).toBe(m.reasoning);
       expect(message.tool_calls!.map((c) => (c as OpenAI.ChatCompletionMessageFunctionToolCall).function)).toEqual(m.calls);
-      for (const c of message.tool_calls!) expect(c.id).toMatch(/^chatcmpl-tool-[0-9a-f]{32}$/);
+      // vLLM's ids; Mistral's templates take only 9 letters and digits
+      for (const c of message.tool_calls!) expect(c.id).toMatch(model === 'scripted_mistral' ? /^[A-Za-z0-9]{9}$/ : /^chatcmpl-tool-[0-9a-f]{32}$/);
       expect(await streamed(client(), model)).toEqual({ content: m.content ?? '', reasoning: m.reasoning ?? '', finish: 'tool_calls', calls: m.calls });
     });
   }

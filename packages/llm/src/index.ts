@@ -139,7 +139,7 @@ export { ChatOutputParser, chatOutputParser, checkParserName, type ParserKind } 
 export { chatParsingFor, checkOutputParsing, resolveOutputParsing, type ChatParsingPlan, type OutputParsingConfig } from './output-parsers/chat-parsing.js';
 export { collectEvents, type ParsedOutput, type ParserEvent, type StreamParser } from './output-parsers/parser-events.js';
 export { REASONING_PARSERS } from './output-parsers/reasoning-parsers.js';
-export { TOOL_CALL_PARSERS, type ToolCallParserSpec } from './output-parsers/tool-call-parsers.js';
+export { TOOL_CALL_PARSERS, type ToolCallIdStyle, type ToolCallParserSpec } from './output-parsers/tool-call-parsers.js';
 export { chatPrompt, completionPrompt, textPromptTokens, type ChatPromptOptions, type PreprocessedPrompt, type PreprocessorEndpoint } from './preprocessor.js';
 export { LlmEngine, type LlmEngineOptions } from './llm-engine.js';
 export { E2E_BUCKETS_S, Histogram, ITL_BUCKETS_S, TTFT_BUCKETS_S } from './histogram.js';

@@ -65,7 +65,7 @@ interface ChoiceEnd {
 export interface ChatParsing {
   /** The choice's parser (`chatOutputParser`); fed every text delta, finished with the choice. */
   readonly parser: StreamParser;
-  /** A new tool call id (vLLM's `chatcmpl-tool-<32 hex>`); the caller's, so assembling stays pure. */
+  /** A new tool call id (vLLM's `chatcmpl-tool-<32 hex>`, Mistral's 9 letters and digits); the caller's, so assembling stays pure. */
   readonly toolCallId: () => string;
   /**
    * `tool_choice: 'required'` ('any') or a named function: the output must call a function (that

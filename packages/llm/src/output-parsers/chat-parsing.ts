@@ -16,7 +16,7 @@
 import { InvalidParamError, type ToolChoice } from '../openai-protocol.js';
 import type { ChatParsing } from '../openai-response.js';
 import { chatOutputParser, checkParserName } from './chat-output-parser.js';
-import { TOOL_CALL_PARSERS } from './tool-call-parsers.js';
+import { TOOL_CALL_PARSERS, type ToolCallIdStyle } from './tool-call-parsers.js';
 
 /** Output parsing settings of a model or of a front door; every field optional. */
 export interface OutputParsingConfig {
@@ -59,8 +59,11 @@ export interface ChatParsingPlan {
   readonly skipSpecialTokens: boolean;
 }
 
-/** Refuses (InvalidParamError, param `tool_choice`) a tool choice the settings cannot honour. */
-export function chatParsingFor(config: OutputParsingConfig, request: { readonly toolChoice: ToolChoice }, toolCallId: () => string): ChatParsingPlan {
+/**
+ * Refuses (InvalidParamError, param `tool_choice`) a tool choice the settings cannot honour.
+ * `toolCallId` makes a new id in the parser's style (randomness is the caller's).
+ */
+export function chatParsingFor(config: OutputParsingConfig, request: { readonly toolChoice: ToolChoice }, toolCallId: (style: ToolCallIdStyle) => string): ChatParsingPlan {
   const choice = request.toolChoice;
   let toolCallParser: string | undefined;
   let require: ChatParsing['require'];
@@ -83,6 +86,7 @@ export function chatParsingFor(config: OutputParsingConfig, request: { readonly 
   const reasoningParser = config.reasoningParser;
   if (toolCallParser === undefined && reasoningParser === undefined) return { parsing: undefined, skipSpecialTokens: true };
   const parser = chatOutputParser({ toolCallParser, reasoningParser });
-  const skipSpecialTokens = toolCallParser === undefined ? true : (TOOL_CALL_PARSERS[toolCallParser]?.skipSpecialTokens ?? true);
-  return { parsing: { parser, toolCallId, ...(require === undefined ? {} : { require }) }, skipSpecialTokens };
+  const spec = toolCallParser === undefined ? undefined : TOOL_CALL_PARSERS[toolCallParser];
+  const style = spec?.idStyle ?? 'vllm';
+  return { parsing: { parser, toolCallId: () => toolCallId(style), ...(require === undefined ? {} : { require }) }, skipSpecialTokens: spec?.skipSpecialTokens ?? true };
 }

@@ -28,6 +28,8 @@ export class JsonCallScanner {
   private argsPending = '';
   /** An arguments key was met. */
   argsSeen = false;
+  /** The arguments value is complete. */
+  argsEnded = false;
   private phase: Phase = 'before';
   private keyText = '';
   private key = '';
@@ -47,10 +49,13 @@ export class JsonCallScanner {
     return this.phase === 'failed';
   }
 
-  /** Read characters of `text` until the object closes or fails; returns how many were read. */
-  feed(text: string): number {
+  /**
+   * Read characters of `text` until the object closes or fails (or, with `untilArgumentsEnd`, until
+   * the arguments value is complete); returns how many were read.
+   */
+  feed(text: string, untilArgumentsEnd = false): number {
     let i = 0;
-    while (i < text.length && this.phase !== 'done' && this.phase !== 'failed') this.step(text[i++] as string);
+    while (i < text.length && this.phase !== 'done' && this.phase !== 'failed' && !(untilArgumentsEnd && this.argsEnded)) this.step(text[i++] as string);
     return i;
   }
 
@@ -172,6 +177,7 @@ export class JsonCallScanner {
 
   private endValue(): void {
     this.phase = 'afterValue';
+    if (this.target === 'args') this.argsEnded = true;
     if (this.target !== 'name') return;
     let name: unknown;
     try {

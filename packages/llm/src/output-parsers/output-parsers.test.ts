@@ -74,6 +74,18 @@ describe('tool-call parsers, whole outputs (vLLM results)', () => {
     });
   });
 
+  it('mistral v11 and later: [TOOL_CALLS]name{...} and [TOOL_CALLS]name[ARGS]{...}, one marker per call', () => {
+    expect(whole({ toolCallParser: 'mistral' }, 'Ok.[TOOL_CALLS]get_weather{"city": "Paris"}[TOOL_CALLS]get_time[ARGS]{"tz":"CET"}')).toEqual({
+      content: 'Ok.',
+      reasoning: '',
+      toolCalls: [
+        { name: 'get_weather', arguments: '{"city": "Paris"}' },
+        { name: 'get_time', arguments: '{"tz": "CET"}' },
+      ],
+    });
+    expect(whole({ toolCallParser: 'mistral' }, '[TOOL_CALLS]not a name{"a": 1}').toolCalls).toEqual([]);
+  });
+
   it('pythonic: a list of calls with literal keyword arguments', () => {
     expect(whole({ toolCallParser: 'pythonic' }, '[get_weather(city="Paris", units=\'c\'), search(q=["a", (1, 2)], opts={"k": None, 1: True}, x=.5)]')).toEqual({
       content: '',
@@ -115,6 +127,7 @@ describe('streaming: any split into deltas gives the whole output’s result, an
     [{ toolCallParser: 'llama3_json' }, '<|python_tag|>{"name": "a", "parameters": {"x": 1}}; {"name": "b", "arguments": {"y": 2}}'],
     [{ toolCallParser: 'llama3_json' }, '<|python_ta'],
     [{ toolCallParser: 'mistral' }, 'Sure [TOOL_CALLS] [{"name": "a", "arguments": {"q": "x"}}, {"name": "b", "arguments": {"n": 2}}]'],
+    [{ toolCallParser: 'mistral' }, 'Sure [TOOL_CALLS]a{"q": "x}"}[TOOL_CALLS]b[ARGS]{"n": [2, {}]}'],
     [{ toolCallParser: 'pythonic' }, '[get_weather(city="Paris"), now()]'],
     [{ reasoningParser: 'deepseek_r1', toolCallParser: 'hermes' }, '<think>x</thin</think>ok<tool_call>{"name": "f", "arguments": {"a": "<think>"}}</tool_call>'],
     [{ reasoningParser: 'qwen3' }, '  <think>reason</think>answer'],
@@ -139,7 +152,7 @@ describe('streaming: any split into deltas gives the whole output’s result, an
   }
 
   it('random texts built from markers and JSON pieces: split and whole agree for every parser', () => {
-    const piece = fc.constantFrom(...MARKERS, '{"name": "f", "arguments": {"a": [1, "}"]}}', '{"name": 1}', ' ', '\n', 'text', '[f(a=1)]', ';', ',', ']', '[', '"', '{', '}');
+    const piece = fc.constantFrom(...MARKERS, '{"name": "f", "arguments": {"a": [1, "}"]}}', 'g[ARGS]', 'h', '{"name": 1}', ' ', '\n', 'text', '[f(a=1)]', ';', ',', ']', '[', '"', '{', '}');
     const parsers: Options[] = [
       { toolCallParser: 'hermes' },
       { toolCallParser: 'llama3_json' },

@@ -8,8 +8,9 @@
  * - `llama3_json` (Llama 3.1 / 3.2 JSON): the output starts (after whitespace) with `<|python_tag|>`
  *   or `{`; then JSON objects `{"name": ..., "parameters" | "arguments": {...}}` separated by `;`. No
  *   content. Any other output is content.
- * - `mistral`: `[TOOL_CALLS]` then a JSON list of `{"name", "arguments"}` objects; content is the text
- *   before the marker. `[TOOL_CALLS]` is a special token: this parser needs special tokens kept in
+ * - `mistral`: `[TOOL_CALLS]` then a JSON list of `{"name", "arguments"}` objects, or (v11 tokenizers
+ *   and later) `[TOOL_CALLS]name{...}` / `[TOOL_CALLS]name[ARGS]{...}` per call; content is the text
+ *   before the first marker; call ids are Mistral's 9 letters and digits. `[TOOL_CALLS]` is a special token: this parser needs special tokens kept in
  *   the text (vLLM's adjust_request sets skip_special_tokens false), `skipSpecialTokens: false`.
  * - `pythonic` (Llama 3.2 / 4, ToolACE): the whole output is `[f(a=1), g(b="x")]`. The list is held
  *   until the output ends, then parsed (`python-calls.ts`); it is content when it does not parse.
@@ -35,8 +36,8 @@ class JsonCall {
   }
 
   /** Feed text; returns how many characters the call used. Emits what became known. */
-  feed(text: string, out: ParserEvent[]): number {
-    const used = this.scanner.feed(text);
+  feed(text: string, out: ParserEvent[], untilArgumentsEnd = false): number {
+    const used = this.scanner.feed(text, untilArgumentsEnd);
     const s = this.scanner;
     if (this.index === undefined && s.name !== undefined && !s.failed) {
       this.index = this.owner.calls++;
@@ -208,11 +209,20 @@ export class Llama3JsonToolParser implements StreamParser {
 }
 
 const MISTRAL_MARKER = '[TOOL_CALLS]';
+/** Mistral's v13 tokenizers put `[ARGS]` between a call's name and its arguments. */
+const MISTRAL_ARGS = '[ARGS]';
+/** Longest function name read in the `[TOOL_CALLS]name{...}` form before the text is taken for no call. */
+const MAX_MISTRAL_NAME = 256;
 
+/**
+ * Both of Mistral's formats, as vLLM reads them: `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`
+ * (tokenizers before v11) and `[TOOL_CALLS]name{...}` / `[TOOL_CALLS]name[ARGS]{...}`, one marker per
+ * call (v11 and later), told apart by what follows the marker.
+ */
 export class MistralToolParser implements StreamParser {
   calls = 0;
   private buf = '';
-  private mode: 'text' | 'open' | 'list' | 'single' | 'call' | 'after' = 'text';
+  private mode: 'text' | 'open' | 'list' | 'call' | 'name' | 'named' | 'after' = 'text';
   private inList = false;
   private call: JsonCall | undefined;
   private markerSeen = false;
@@ -251,7 +261,26 @@ export class MistralToolParser implements StreamParser {
           this.inList = false;
           this.call = new JsonCall(this);
           this.mode = 'call';
-        } else this.mode = 'after';
+        } else this.mode = 'name';
+      } else if (this.mode === 'name') {
+        // `name{` or `name[ARGS]{`: the name ends where the arguments start
+        const brace = this.buf.indexOf('{');
+        if (brace === -1) {
+          if (this.buf.length > MAX_MISTRAL_NAME || final) this.mode = 'after';
+          else return out;
+          continue;
+        }
+        let name = this.buf.slice(0, brace).trim();
+        if (name.endsWith(MISTRAL_ARGS)) name = name.slice(0, -MISTRAL_ARGS.length).trimEnd();
+        this.buf = this.buf.slice(brace);
+        if (!/^[A-Za-z0-9_.-]+$/.test(name)) {
+          this.mode = 'after';
+          continue;
+        }
+        this.call = new JsonCall(this);
+        // The scanner reads the arguments as the value of a call object it is given the head of.
+        this.call.feed(`{"name": ${JSON.stringify(name)}, "arguments": `, out);
+        this.mode = 'named';
       } else if (this.mode === 'list') {
         const m = /^[\s,]*/.exec(this.buf) as RegExpExecArray;
         this.buf = this.buf.slice(m[0].length);
@@ -263,6 +292,15 @@ export class MistralToolParser implements StreamParser {
           if (this.buf.startsWith(']')) this.buf = this.buf.slice(1);
           this.mode = 'after';
         }
+      } else if (this.mode === 'named') {
+        const call = this.call as JsonCall;
+        const used = call.feed(this.buf, out, true);
+        this.buf = this.buf.slice(used);
+        if (call.scanner.argsEnded) {
+          call.feed('}', out);
+          this.mode = 'after';
+        } else if (call.scanner.failed) this.mode = 'after';
+        else return out;
       } else {
         const call = this.call as JsonCall;
         const used = call.feed(this.buf, out);
@@ -315,16 +353,23 @@ export class PythonicToolParser implements StreamParser {
   }
 }
 
+/**
+ * The form of the ids a parser's calls get: vLLM's `chatcmpl-tool-` + 32 hex digits, or Mistral's
+ * 9 letters and digits (its templates refuse any other id when the call comes back in the history).
+ */
+export type ToolCallIdStyle = 'vllm' | 'mistral';
+
 /** A tool-call parser by name, and what it needs from detokenisation. */
 export interface ToolCallParserSpec {
   readonly create: () => StreamParser;
   /** false: the parser reads special tokens (Mistral's `[TOOL_CALLS]`), so they stay in the text. */
   readonly skipSpecialTokens: boolean;
+  readonly idStyle: ToolCallIdStyle;
 }
 
 export const TOOL_CALL_PARSERS: Readonly<Record<string, ToolCallParserSpec>> = Object.freeze({
-  hermes: { create: () => new HermesToolParser(), skipSpecialTokens: true },
-  llama3_json: { create: () => new Llama3JsonToolParser(), skipSpecialTokens: true },
-  mistral: { create: () => new MistralToolParser(), skipSpecialTokens: false },
-  pythonic: { create: () => new PythonicToolParser(), skipSpecialTokens: true },
+  hermes: { create: () => new HermesToolParser(), skipSpecialTokens: true, idStyle: 'vllm' },
+  llama3_json: { create: () => new Llama3JsonToolParser(), skipSpecialTokens: true, idStyle: 'vllm' },
+  mistral: { create: () => new MistralToolParser(), skipSpecialTokens: false, idStyle: 'mistral' },
+  pythonic: { create: () => new PythonicToolParser(), skipSpecialTokens: true, idStyle: 'vllm' },
 });

@@ -9,7 +9,7 @@
  * (`chatPrompt` / `completionPrompt`) → `runGeneration`. Every error of this door is rendered here
  * or in `runGeneration`, with OpenAI's body; none escapes to the KServe renderer.
  */
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SwitchyardError, invalidArgument, notFound } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
@@ -21,6 +21,7 @@ import {
   type LlmEndpoint,
   type OpenAiModelList,
   type ParsedOpenAiRequest,
+  type ToolCallIdStyle,
   chatParsingFor,
   chatPrompt,
   completionPrompt,
@@ -98,8 +99,11 @@ async function completions(ctx: HttpContext, req: IncomingMessage, res: ServerRe
   await runGeneration(res, { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler }, ctx.logger);
 }
 
-/** vLLM's tool call ids: `chatcmpl-tool-` and 32 hex digits. */
-function toolCallId(): string {
+const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+/** vLLM's tool call ids: `chatcmpl-tool-` and 32 hex digits; for Mistral's parser 9 letters and digits, as vLLM makes them. */
+function toolCallId(style: ToolCallIdStyle): string {
+  if (style === 'mistral') return Array.from({ length: 9 }, () => ALPHANUMERIC[randomInt(ALPHANUMERIC.length)]).join('');
   return `chatcmpl-tool-${randomUUID().replaceAll('-', '')}`;
 }
 

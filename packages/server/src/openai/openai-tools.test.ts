@@ -43,11 +43,12 @@ describe('OpenAI door: tools, tool calls, reasoning, content parts (openai SDK)'
   const hermes = endpoint('hermes', HERMES, { toolCallParser: 'hermes' });
   const llama = endpoint('llama', '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}', { toolCallParser: 'llama3_json' });
   const pythonic = endpoint('pythonic', '[get_weather(city="Paris"), get_time(tz=\'CET\')]', { toolCallParser: 'pythonic' });
+  const mistral = endpoint('mistral', 'On it.[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', { toolCallParser: 'mistral' });
   const thinker = endpoint('thinker', THINKING, { toolCallParser: 'hermes', reasoningParser: 'qwen3' });
   const plain = endpoint('plain', 'Paris is sunny.', { toolCallParser: 'hermes' });
   const noParser = endpoint('no-parser', HERMES);
   const parts = endpoint('parts', 'ok', undefined, PARTS_TEMPLATE);
-  for (const e of [hermes, llama, pythonic, thinker, plain, noParser, parts]) engine.llms.set(e.card.name, e);
+  for (const e of [hermes, llama, pythonic, mistral, thinker, plain, noParser, parts]) engine.llms.set(e.card.name, e);
   let door: HttpFrontDoor;
   let client: OpenAI;
   const { tokenizer } = tinyTokenizer();
@@ -126,6 +127,17 @@ describe('OpenAI door: tools, tool calls, reasoning, content parts (openai SDK)'
       expect(s.calls.map((c) => c.function), model).toEqual(calls);
       expect(s.content, model).toBe('');
     }
+  });
+
+  it("mistral (v13 form): the call, content before the marker, Mistral's 9-character ids", async () => {
+    const r = await client.chat.completions.create({ model: 'mistral', messages: user, tools });
+    expect(r.choices[0]!.message.content).toBe('On it.');
+    const call = r.choices[0]!.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(call.function).toEqual({ name: 'get_weather', arguments: '{"city": "Paris"}' });
+    expect(call.id).toMatch(/^[A-Za-z0-9]{9}$/);
+    const s = await streamed({ model: 'mistral', messages: user, tools, stream: true });
+    expect(s.calls.map((c) => c.function)).toEqual([{ name: 'get_weather', arguments: '{"city": "Paris"}' }]);
+    expect(s.calls[0]!.id).toMatch(/^[A-Za-z0-9]{9}$/);
   });
 
   it('qwen3 reasoning: reasoning_content apart, streamed as its own delta, tool calls after it', async () => {
