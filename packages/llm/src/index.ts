@@ -138,7 +138,7 @@ export { OutputProcessor, type OutputProcessorOptions, type ProcessedOutput, typ
 export { ChatOutputParser, chatOutputParser, checkParserName, type ParserKind } from './output-parsers/chat-output-parser.js';
 export { chatParsingFor, checkOutputParsing, resolveOutputParsing, type ChatParsingPlan, type OutputParsingConfig } from './output-parsers/chat-parsing.js';
 export { collectEvents, type ParsedOutput, type ParserEvent, type StreamParser } from './output-parsers/parser-events.js';
-export { REASONING_PARSERS } from './output-parsers/reasoning-parsers.js';
+export { REASONING_PARSERS, promptEndsReasoning, type ReasoningContext } from './output-parsers/reasoning-parsers.js';
 export { TOOL_CALL_PARSERS, type ToolCallIdStyle, type ToolCallParserSpec } from './output-parsers/tool-call-parsers.js';
 export { chatPrompt, completionPrompt, textPromptTokens, type ChatPromptOptions, type PreprocessedPrompt, type PreprocessorEndpoint } from './preprocessor.js';
 export { LlmEngine, type LlmEngineOptions } from './llm-engine.js';

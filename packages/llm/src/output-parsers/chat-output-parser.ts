@@ -9,7 +9,7 @@
  */
 import { invalidArgument } from '@switchyard/common';
 import { emit, type ParserEvent, type StreamParser } from './parser-events.js';
-import { REASONING_PARSERS } from './reasoning-parsers.js';
+import { REASONING_PARSERS, type ReasoningContext } from './reasoning-parsers.js';
 import { TOOL_CALL_PARSERS } from './tool-call-parsers.js';
 
 export class ChatOutputParser implements StreamParser {
@@ -46,8 +46,9 @@ export function checkParserName(kind: ParserKind, name: string, where: string): 
   return name;
 }
 
-export function chatOutputParser(options: { toolCallParser?: string | undefined; reasoningParser?: string | undefined }): ChatOutputParser {
-  const reasoning = options.reasoningParser === undefined ? undefined : REASONING_PARSERS[checkParserName('reasoning', options.reasoningParser, 'reasoning_parser')]!();
+/** `context`: the request as the reasoning parser may need it (its rendered prompt, its template variables). */
+export function chatOutputParser(options: { toolCallParser?: string | undefined; reasoningParser?: string | undefined }, context: ReasoningContext = {}): ChatOutputParser {
+  const reasoning = options.reasoningParser === undefined ? undefined : REASONING_PARSERS[checkParserName('reasoning', options.reasoningParser, 'reasoning_parser')]!(context);
   const tools = options.toolCallParser === undefined ? undefined : TOOL_CALL_PARSERS[checkParserName('tool call', options.toolCallParser, 'tool_call_parser')]!.create();
   return new ChatOutputParser(reasoning, tools);
 }

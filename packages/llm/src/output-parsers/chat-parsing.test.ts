@@ -29,7 +29,7 @@ describe('chatParsingFor', () => {
   it('none: no tool parsing (the reasoning parser still runs); nothing configured: no parsing at all', () => {
     expect(chatParsingFor({ enableAutoToolChoice: false }, { toolChoice: 'none' }, id)).toEqual({ parsing: undefined, skipSpecialTokens: true });
     const plan = chatParsingFor(door, { toolChoice: 'none' }, id);
-    expect(plan.parsing!.parser.push('a</think><tool_call>')).toEqual([
+    expect(plan.parsing!({}).parser.push('a</think><tool_call>')).toEqual([
       { type: 'reasoning', text: 'a' },
       { type: 'content', text: '<tool_call>' },
     ]);
@@ -43,8 +43,8 @@ describe('chatParsingFor', () => {
     expect(refusal(() => chatParsingFor({ enableAutoToolChoice: false }, { toolChoice: 'required' }, id))).toContain("tool_choice 'required' needs a tool call parser");
     expect(refusal(() => chatParsingFor({ enableAutoToolChoice: false }, { toolChoice: { name: 'f' } }, id))).toContain("tool_choice naming 'f' needs a tool call parser");
     // required and named work without auto tool choice
-    expect(chatParsingFor({ toolCallParser: 'hermes', enableAutoToolChoice: false }, { toolChoice: 'required' }, id).parsing!.require).toBe('any');
-    expect(chatParsingFor({ toolCallParser: 'hermes' }, { toolChoice: { name: 'f' } }, id).parsing!.require).toEqual({ name: 'f' });
+    expect(chatParsingFor({ toolCallParser: 'hermes', enableAutoToolChoice: false }, { toolChoice: 'required' }, id).parsing!({}).require).toBe('any');
+    expect(chatParsingFor({ toolCallParser: 'hermes' }, { toolChoice: { name: 'f' } }, id).parsing!({}).require).toEqual({ name: 'f' });
   });
 
   it('mistral keeps special tokens in the text ([TOOL_CALLS] is one); the others do not', () => {

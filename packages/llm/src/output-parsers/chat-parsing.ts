@@ -16,6 +16,7 @@
 import { InvalidParamError, type ToolChoice } from '../openai-protocol.js';
 import type { ChatParsing } from '../openai-response.js';
 import { chatOutputParser, checkParserName } from './chat-output-parser.js';
+import type { ReasoningContext } from './reasoning-parsers.js';
 import { TOOL_CALL_PARSERS, type ToolCallIdStyle } from './tool-call-parsers.js';
 
 /** Output parsing settings of a model or of a front door; every field optional. */
@@ -53,8 +54,11 @@ export function checkOutputParsing(config: OutputParsingConfig, where: string): 
 }
 
 export interface ChatParsingPlan {
-  /** undefined: the output is all content. */
-  readonly parsing: ChatParsing | undefined;
+  /**
+   * The choice's parsing once the prompt is rendered (reasoning parsers read it: a prompt that closed
+   * `</think>` turned thinking off); undefined: the output is all content.
+   */
+  readonly parsing: ((context: ReasoningContext) => ChatParsing) | undefined;
   /** Keep special tokens in the text (a parser reads them). */
   readonly skipSpecialTokens: boolean;
 }
@@ -85,8 +89,14 @@ export function chatParsingFor(config: OutputParsingConfig, request: { readonly 
   }
   const reasoningParser = config.reasoningParser;
   if (toolCallParser === undefined && reasoningParser === undefined) return { parsing: undefined, skipSpecialTokens: true };
-  const parser = chatOutputParser({ toolCallParser, reasoningParser });
   const spec = toolCallParser === undefined ? undefined : TOOL_CALL_PARSERS[toolCallParser];
   const style = spec?.idStyle ?? 'vllm';
-  return { parsing: { parser, toolCallId: () => toolCallId(style), ...(require === undefined ? {} : { require }) }, skipSpecialTokens: spec?.skipSpecialTokens ?? true };
+  return {
+    parsing: (context) => ({
+      parser: chatOutputParser({ toolCallParser, reasoningParser }, context),
+      toolCallId: () => toolCallId(style),
+      ...(require === undefined ? {} : { require }),
+    }),
+    skipSpecialTokens: spec?.skipSpecialTokens ?? true,
+  };
 }

@@ -109,14 +109,26 @@ describe('reasoning parsers', () => {
     expect(whole({ reasoningParser: 'deepseek_r1' }, 'still thinking')).toEqual({ content: '', reasoning: 'still thinking', toolCalls: [] });
   });
 
-  it('qwen3: reasoning only after a leading <think>; tool calls only in the content', () => {
+  it('qwen3: a leading <think>, or the prompt opening it, reasons until </think>; tool calls only in the content', () => {
     const out = '<think>\nI should call it.\n</think>\n\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>';
     expect(whole({ reasoningParser: 'qwen3', toolCallParser: 'hermes' }, out)).toEqual({
       content: '\n\n',
       reasoning: '\nI should call it.\n',
       toolCalls: [{ name: 'f', arguments: '{"a": 1}' }],
     });
-    expect(whole({ reasoningParser: 'qwen3' }, 'plain </think> answer')).toEqual({ content: 'plain </think> answer', reasoning: '', toolCalls: [] });
+    // Qwen3.5: the template opened <think> in the prompt
+    expect(whole({ reasoningParser: 'qwen3' }, 'plan\n</think>\n\nanswer')).toEqual({ content: '\n\nanswer', reasoning: 'plan\n', toolCalls: [] });
+  });
+
+  it('thinking off (the prompt closed </think>, or enable_thinking false for qwen3): content, unless the output opens <think>', () => {
+    const closed = '<|im_start|>assistant\n<think>\n\n</think>\n\n';
+    const parse = (parser: string, text: string, context: Parameters<typeof chatOutputParser>[1]) => collectEvents(feed(chatOutputParser({ reasoningParser: parser }, context), [text]));
+    expect(parse('qwen3', 'plain </think> answer', { promptText: closed })).toEqual({ content: 'plain </think> answer', reasoning: '', toolCalls: [] });
+    expect(parse('deepseek_r1', 'plain answer', { promptText: closed })).toEqual({ content: 'plain answer', reasoning: '', toolCalls: [] });
+    expect(parse('qwen3', 'plain answer', { promptText: '<|im_start|>assistant\n', templateKwargs: { enable_thinking: false } })).toEqual({ content: 'plain answer', reasoning: '', toolCalls: [] });
+    expect(parse('qwen3', '<think>again</think>x', { promptText: closed })).toEqual({ content: 'x', reasoning: 'again', toolCalls: [] });
+    // a prompt whose last marker opens <think> (history turns closed theirs)
+    expect(parse('qwen3', 'r</think>c', { promptText: '<think>a</think>b<|im_start|>assistant\n<think>\n' })).toEqual({ content: 'c', reasoning: 'r', toolCalls: [] });
   });
 });
 
@@ -131,6 +143,7 @@ describe('streaming: any split into deltas gives the whole output’s result, an
     [{ toolCallParser: 'pythonic' }, '[get_weather(city="Paris"), now()]'],
     [{ reasoningParser: 'deepseek_r1', toolCallParser: 'hermes' }, '<think>x</thin</think>ok<tool_call>{"name": "f", "arguments": {"a": "<think>"}}</tool_call>'],
     [{ reasoningParser: 'qwen3' }, '  <think>reason</think>answer'],
+    [{ reasoningParser: 'qwen3' }, '  plan</think>answer'],
   ];
   for (const [options, text] of samples) {
     it(`${JSON.stringify(options)} ${JSON.stringify(text.slice(0, 40))}`, () => {

@@ -81,7 +81,8 @@ async function chatCompletions(ctx: HttpContext, req: IncomingMessage, res: Serv
     tools: request.tools,
   });
   const id = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
-  const assembler = new ChatAssembler(assemblerOptions(id, endpoint, request, request.logprobs), plan.parsing);
+  const parsing = plan.parsing?.({ promptText: prompt.promptText, templateKwargs: request.chatTemplateKwargs });
+  const assembler = new ChatAssembler(assemblerOptions(id, endpoint, request, request.logprobs), parsing);
   await runGeneration(
     res,
     { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler, skipSpecialTokens: plan.skipSpecialTokens },
