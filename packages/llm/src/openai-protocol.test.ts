@@ -123,6 +123,11 @@ describe('parseChatCompletionRequest: tools and tool calls', () => {
     expect(r.toolChoice).toBe('auto');
     expect(r.messages[1]).toEqual({ role: 'assistant', content: '', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: { city: 'Paris' } } }] });
     expect(r.messages[2]).toEqual({ role: 'tool', content: '20 C', tool_call_id: 'call_1' });
+    const withReasoning = chat({ messages: [{ role: 'assistant', content: 'x', reasoning_content: 'because' }, { role: 'assistant', content: 'y', reasoning: 'so' }] });
+    expect(withReasoning.messages).toEqual([
+      { role: 'assistant', content: 'x', reasoning_content: 'because' },
+      { role: 'assistant', content: 'y', reasoning_content: 'so' },
+    ]);
   });
 
   it('tool_choice: none, auto, required, a named function; vLLM refusals', () => {

@@ -51,6 +51,8 @@ export interface ChatCompletionMessageParam {
   tool_calls?: ChatToolCall[];
   /** Tool turns: the call this message answers. */
   tool_call_id?: string;
+  /** Assistant turns (vLLM): the reasoning, for templates that render it again (`reasoning` is taken too). */
+  reasoning_content?: string | null;
 }
 
 /** Sampling fields both endpoints accept (OpenAI names plus vLLM's extras). */
@@ -492,7 +494,7 @@ function parseMessages(value: unknown): ChatMessage[] {
     const at = `messages[${i}]`;
     if (!isPlainObject(m)) throw new InvalidParamError(at, `${at} must be an object`);
     if (!isString(m.role) || m.role === '') throw new InvalidParamError(`${at}.role`, `${at}.role must be a non-empty string`);
-    const message: { role: string; content: ChatMessage['content']; name?: string; tool_calls?: unknown[]; tool_call_id?: string } = {
+    const message: { role: string; content: ChatMessage['content']; name?: string; tool_calls?: unknown[]; tool_call_id?: string; reasoning_content?: string } = {
       role: m.role,
       content: messageContent(m.content, `${at}.content`),
     };
@@ -500,6 +502,12 @@ function parseMessages(value: unknown): ChatMessage[] {
     if (present(m.tool_calls)) {
       const calls = historyToolCalls(m.tool_calls, `${at}.tool_calls`);
       if (calls.length > 0) message.tool_calls = calls;
+    }
+    // An assistant turn's reasoning, for templates that render it again (Qwen3 during tool use), as vLLM passes it.
+    const reasoning = present(m.reasoning_content) ? m.reasoning_content : m.reasoning;
+    if (present(reasoning)) {
+      if (!isString(reasoning)) throw new InvalidParamError(`${at}.reasoning_content`, `${at}.reasoning_content must be a string`);
+      message.reasoning_content = reasoning;
     }
     if (present(m.tool_call_id)) {
       if (!isString(m.tool_call_id)) throw new InvalidParamError(`${at}.tool_call_id`, `${at}.tool_call_id must be a string`);
