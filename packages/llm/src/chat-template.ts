@@ -117,7 +117,7 @@ const RESERVED = new Set(['messages', 'add_generation_prompt', 'raise_exception'
  * syntax tree. Templates that only print content, or test `content is string`, get a string.
  */
 export function detectContentFormat(source: string): ContentFormat {
-  return /\{%-?\s*for\s+[\w\s,]+\s+in\s+[\w.]+(?:\[\s*['"]content['"]\s*\]|\.content)\s*(?:\||-?%\})/.test(source) ? 'openai' : 'string';
+  return /\{%-?\s*for\s+\w+(?:\s*,\s*\w+)*\s+in\s+\w+(?:\.\w+)*(?:\[\s*['"]content['"]\s*\]|\.content)\s*(?:\||-?%\})/.test(source) ? 'openai' : 'string';
 }
 
 function pickTemplate(value: TokenizerConfigJson['chat_template']): string | undefined {
