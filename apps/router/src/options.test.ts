@@ -12,7 +12,7 @@ import {
   DEFAULT_HTTP_MAX_CONNECTIONS,
   DEFAULT_HTTP_REQUEST_TIMEOUT_MS,
 } from '@switchyard/server';
-import { DEFAULTS, UsageError, accessPolicy, helpText, parseRouterArgs } from './options.js';
+import { DEFAULTS, UsageError, accessPolicy, helpText, outputParsing, parseRouterArgs } from './options.js';
 
 const ETCD = '--etcd=http://127.0.0.1:2379';
 const NATS = ['--nats', 'nats://127.0.0.1:4222'];
@@ -32,8 +32,16 @@ const usage = (argv: string[]): string => {
 describe('parseRouterArgs', () => {
   it('applies the documented defaults', () => {
     const o = parseRouterArgs(INFRA);
-    expect(o).toEqual({ ...DEFAULTS, etcd: 'http://127.0.0.1:2379', nats: 'nats://127.0.0.1:4222', redis: 'redis://127.0.0.1:6379', help: false, models: [], httpRestrictedApi: [], grpcRestrictedProtocol: [] });
+    expect(o).toEqual({ ...DEFAULTS, etcd: 'http://127.0.0.1:2379', nats: 'nats://127.0.0.1:4222', redis: 'redis://127.0.0.1:6379', help: false, models: [], httpRestrictedApi: [], grpcRestrictedProtocol: [], enableAutoToolChoice: false });
     expect(o).toMatchObject({ httpPort: 8080, grpcPort: 8081, metricsPort: 8082, routerMode: 'kv', kvOverlapScoreWeight: 1, routerTemperature: 0, migrationLimit: 3 });
+  });
+
+  it("takes vLLM's OpenAI parsing flags, checked as the door checks them", () => {
+    const o = parseRouterArgs([...INFRA, '--enable-auto-tool-choice', '--tool-call-parser=hermes', '--reasoning-parser', 'qwen3']);
+    expect(outputParsing(o)).toEqual({ enableAutoToolChoice: true, toolCallParser: 'hermes', reasoningParser: 'qwen3' });
+    expect(() => parseRouterArgs([...INFRA, '--enable-auto-tool-choice'])).toThrow(new UsageError('--enable-auto-tool-choice requires --tool-call-parser'));
+    expect(() => parseRouterArgs([...INFRA, '--tool-call-parser=json'])).toThrow("--tool-call-parser: unknown tool call parser 'json' (known: hermes, llama3_json, mistral, pythonic)");
+    expect(() => parseRouterArgs([...INFRA, '--reasoning-parser=r1'])).toThrow('known: deepseek_r1, qwen3');
   });
 
   it('reads every routing and front-door flag', () => {

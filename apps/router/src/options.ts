@@ -6,7 +6,24 @@
  * User-facing defaults live in `DEFAULTS`; `parseRouterArgs` is the one place that turns argv into
  * `RouterOptions` and rejects anything malformed with a `UsageError` (exit code 2).
  */
-import { ACCESS_FLAGS, DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, UsageError, accessFlagDefaults, accessPolicy, flagHelpLines, parseFlags, type AccessFlagOptions, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
+import {
+  ACCESS_FLAGS,
+  DOOR_LIMIT_DEFAULTS,
+  DOOR_LIMIT_FLAGS,
+  OPENAI_PARSING_DEFAULTS,
+  OPENAI_PARSING_FLAGS,
+  UsageError,
+  accessFlagDefaults,
+  accessPolicy,
+  flagHelpLines,
+  outputParsing,
+  parseFlags,
+  type AccessFlagOptions,
+  type DoorLimitOptions,
+  type FlagTable,
+  type LogFormat,
+  type OpenAiParsingOptions,
+} from '@switchyard/cli';
 import {
   DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS,
   DEFAULT_DISAGG_MIN_REMOTE_TOKENS,
@@ -24,7 +41,7 @@ import {
 } from '@switchyard/cluster';
 import { MAX_MODEL_NAME_LENGTH, NAME_PATTERN } from '@switchyard/runtime';
 
-export { UsageError, accessPolicy };
+export { UsageError, accessPolicy, outputParsing };
 export type { RouterMode };
 
 /** `--router-mode` values (the router core's `RouterMode`). */
@@ -40,7 +57,7 @@ export const DEFAULT_NAMESPACE = 'default';
  * Front-door limits (`--grpc-max-message-size`, ...) and access control (`--http-restricted-api`,
  * ...): the worker's flags, from @switchyard/cli.
  */
-export interface RouterOptions extends DoorLimitOptions, AccessFlagOptions {
+export interface RouterOptions extends DoorLimitOptions, AccessFlagOptions, OpenAiParsingOptions {
   httpPort: number;
   grpcPort: number;
   metricsPort: number;
@@ -94,7 +111,7 @@ export interface RouterOptions extends DoorLimitOptions, AccessFlagOptions {
   help: boolean;
 }
 
-export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | 'models' | keyof AccessFlagOptions> = {
+export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | 'models' | keyof AccessFlagOptions | keyof OpenAiParsingOptions> = {
   httpPort: 8080,
   grpcPort: 8081,
   metricsPort: 8082,
@@ -191,10 +208,11 @@ const FLAGS: FlagTable<RouterOptions> = {
   'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
   ...ACCESS_FLAGS,
+  ...OPENAI_PARSING_FLAGS,
 };
 
 export function parseRouterArgs(argv: readonly string[]): RouterOptions {
-  const out = parseFlags(argv, FLAGS, { ...DEFAULTS, etcd: '', nats: '', redis: '', models: [], help: false, ...accessFlagDefaults() });
+  const out = parseFlags(argv, FLAGS, { ...DEFAULTS, etcd: '', nats: '', redis: '', models: [], help: false, ...accessFlagDefaults(), ...OPENAI_PARSING_DEFAULTS });
   return validate(out);
 }
 
@@ -217,6 +235,7 @@ function validate(o: RouterOptions): RouterOptions {
     if (m === '' || m.length > MAX_MODEL_NAME_LENGTH) throw new UsageError(`flag '--model' expects a model name of 1-${MAX_MODEL_NAME_LENGTH} characters, got '${m.slice(0, 80)}'`);
   }
   accessPolicy(o);
+  outputParsing(o);
   return o;
 }
 

@@ -15,7 +15,7 @@ import { startRouterCore, type RouterStats } from '@switchyard/cluster';
 import type { Logger } from '@switchyard/common';
 import { connectRuntime } from '@switchyard/runtime';
 import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
-import { type RouterOptions, accessPolicy } from './options.js';
+import { type RouterOptions, accessPolicy, outputParsing } from './options.js';
 import { renderRouterMetrics } from './router-metrics.js';
 
 /** How long core.close() and the runtime's close() may take each once the doors are shut. */
@@ -86,7 +86,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
     settings,
     logger,
     access: accessPolicy(options),
-    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http, ...limits.httpInfer } } : {}),
+    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http, ...limits.httpInfer, outputParsing: outputParsing(options) } } : {}),
     ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, ...limits.grpc } } : {}),
     ...(options.allowMetrics
       ? {

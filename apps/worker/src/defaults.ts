@@ -4,7 +4,7 @@
  * without an import cycle.
  */
 import { DEFAULT_GENERATION_CONFIG_MODE, type WorkerRole } from '@switchyard/cluster';
-import { DOOR_LIMIT_DEFAULTS } from '@switchyard/cli';
+import { DOOR_LIMIT_DEFAULTS, type OpenAiParsingOptions } from '@switchyard/cli';
 import type { WorkerOptions } from './options.js';
 import type { TraceFlagOptions } from './trace-options.js';
 
@@ -64,6 +64,7 @@ export const DEFAULTS: Omit<
   | 'grpcMaxConnectionAge'
   | 'grpcMaxConnectionAgeGrace'
   | keyof TraceFlagOptions
+  | keyof OpenAiParsingOptions
 > = {
   serverId: 'triton',
   httpPort: 8000,

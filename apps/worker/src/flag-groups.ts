@@ -14,7 +14,7 @@
  *
  * Groups are data: adding a feature's flags (e.g. tracing) is adding a group to `WORKER_FLAG_GROUPS`.
  */
-import { ACCESS_FLAGS, DOOR_LIMIT_FLAGS, type FlagGroup, type FlagTable } from '@switchyard/cli';
+import { ACCESS_FLAGS, DOOR_LIMIT_FLAGS, OPENAI_PARSING_FLAGS, type FlagGroup, type FlagTable } from '@switchyard/cli';
 import { GENERATION_CONFIG_MODES } from '@switchyard/cluster';
 import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, DEFAULTS, MAX_KV_TRANSFER_GBPS, MAX_KV_TRANSFER_TTL_SECS, MAX_MODEL_LOAD_RETRY_COUNT, MAX_MODEL_LOAD_THREAD_COUNT } from './defaults.js';
 import type { WorkerOptions } from './options.js';
@@ -275,6 +275,7 @@ const FRONT_DOOR_LIMITS: Table = { ...pick(DOOR_LIMIT_FLAGS, 'http-'), ...pick(D
 
 const OPENAI: Table = {
   ...pick(ACCESS_FLAGS, 'openai-'),
+  ...(OPENAI_PARSING_FLAGS as Table),
   'generation-config': {
     kind: 'enum',
     key: 'generationConfig',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_TTL_SECS, UsageError, kvTransferAdvertise, accessPolicy, grpcTlsFiles, helpText, inertFlagNotes, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
+import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_TTL_SECS, UsageError, kvTransferAdvertise, accessPolicy, grpcTlsFiles, helpText, inertFlagNotes, outputParsing, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
 import { backendCommandLine, metricsSettings } from './setting-flags.js';
 
 describe('parseWorkerArgs', () => {
@@ -13,6 +13,14 @@ describe('parseWorkerArgs', () => {
     expect(o.httpMaxInputSize).toBe(64 * 1024 * 1024);
     expect(o.allowClientShm).toBe(false);
     expect(o).toMatchObject(DEFAULTS);
+  });
+
+  it("takes vLLM's OpenAI parsing flags (default none), checked as the door checks them", () => {
+    expect(outputParsing(parseWorkerArgs(['--model-repository=/m']))).toEqual({ enableAutoToolChoice: false });
+    const o = parseWorkerArgs(['--model-repository=/m', '--enable-auto-tool-choice', '--tool-call-parser', 'pythonic', '--reasoning-parser=deepseek_r1']);
+    expect(outputParsing(o)).toEqual({ enableAutoToolChoice: true, toolCallParser: 'pythonic', reasoningParser: 'deepseek_r1' });
+    expect(() => parseWorkerArgs(['--model-repository=/m', '--enable-auto-tool-choice=true'])).toThrow(new UsageError('--enable-auto-tool-choice requires --tool-call-parser'));
+    expect(() => parseWorkerArgs(['--model-repository=/m', '--tool-call-parser=hermes3'])).toThrow(UsageError);
   });
 
   it('accepts repeated repositories and startup models, = and space forms', () => {
@@ -271,18 +279,17 @@ describe("tritonserver's flags", () => {
       '--grpc-use-ssl=false',
     ]);
     expect(o).toMatchObject({ logVerbose: 1, exitOnError: false, strictReadiness: false, exitTimeoutSecs: 5, modelLoadThreadCount: 2, controlMode: 'explicit', serverId: 'inference:0' });
+    // --min-supported-compute-capability and --allow-gpu-metrics are live (GPU placement, nv_gpu_* metrics)
     expect(o.inertFlags).toEqual([
       'backend-directory',
       'repoagent-directory',
       'cache-directory',
       'pinned-memory-pool-byte-size',
       'cuda-memory-pool-byte-size',
-      'min-supported-compute-capability',
       'http-thread-count',
       'buffer-manager-thread-count',
       'rate-limit',
       'rate-limit-resource',
-      'allow-gpu-metrics',
     ]);
     expect(inertFlagNotes(o)[0]).toEqual({ flag: '--backend-directory', reason: 'backends, caches and repository agents are built in, not loaded from shared libraries.' });
   });

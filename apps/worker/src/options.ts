@@ -4,7 +4,21 @@
  * User-facing defaults live in `DEFAULTS`; `parseWorkerArgs` is the one place that turns argv into
  * `WorkerOptions` and rejects anything malformed with a `UsageError` (exit code 2).
  */
-import { UsageError, accessFlagDefaults, accessPolicy, flagGroupHelpLines, mergeFlagGroups, parseFlags, type AccessFlagOptions, type DoorLimitOptions, type FlagTable, type LogFormat } from '@switchyard/cli';
+import {
+  OPENAI_PARSING_DEFAULTS,
+  UsageError,
+  accessFlagDefaults,
+  accessPolicy,
+  flagGroupHelpLines,
+  mergeFlagGroups,
+  outputParsing,
+  parseFlags,
+  type AccessFlagOptions,
+  type DoorLimitOptions,
+  type FlagTable,
+  type LogFormat,
+  type OpenAiParsingOptions,
+} from '@switchyard/cli';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import type { GenerationConfigMode, WorkerRole } from '@switchyard/cluster';
@@ -15,7 +29,7 @@ import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSF
 import { WORKER_FLAG_GROUPS } from './flag-groups.js';
 import { backendSettings, headerForwardPatterns, metricsSettings } from './setting-flags.js';
 
-export { UsageError, accessPolicy };
+export { UsageError, accessPolicy, outputParsing };
 export type { LogFormat };
 export type ControlMode = 'none' | 'explicit' | 'poll';
 /** `--grpc-infer-response-compression-level`, tritonserver's names. */
@@ -25,7 +39,7 @@ export type CompressionLevel = 'none' | 'low' | 'medium' | 'high';
  * Front-door limits (`--grpc-max-message-size`, ...) and access control (`--http-restricted-api`,
  * ...): the flags the router shares, from @switchyard/cli.
  */
-export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions, TraceFlagOptions {
+export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions, TraceFlagOptions, OpenAiParsingOptions {
   /** `--id`: the server metadata's `name` (tritonserver's server id; default "triton"). */
   serverId: string;
   modelRepositories: string[];
@@ -157,7 +171,7 @@ export function parseWorkerArgs(argv: readonly string[]): WorkerOptions {
   const o = parseFlags(
     argv,
     FLAGS,
-    { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false, cacheConfig: [], metricsConfig: [], backendConfig: [], inertFlags: [] as string[], ...accessFlagDefaults(), ...TRACE_FLAG_DEFAULTS() },
+    { ...DEFAULTS, modelRepositories: [], startupModels: [], help: false, cacheConfig: [], metricsConfig: [], backendConfig: [], inertFlags: [] as string[], ...accessFlagDefaults(), ...TRACE_FLAG_DEFAULTS(), ...OPENAI_PARSING_DEFAULTS },
     given,
   );
   o.inertFlags = [...given].filter((name) => FLAGS[name]?.inert !== undefined);
@@ -203,6 +217,7 @@ function validate(o: WorkerOptions): WorkerOptions {
   headerForwardPatterns(o);
   accessPolicy(o);
   traceConfigOf(o);
+  outputParsing(o);
   validateCluster(o);
   return o;
 }

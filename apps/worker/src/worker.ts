@@ -20,7 +20,7 @@ import {
 import { createEngine, NvidiaSmiProbe, type Engine } from '@switchyard/engine';
 import { readFileSync } from 'node:fs';
 import { type FrontDoorPorts, type GrpcTls, ServerSettings, SharedMemoryManager, TraceManager, checkTraceFilePath, createFrontDoors, initialTraceSettings } from '@switchyard/server';
-import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, grpcTlsFiles, isClusterMode, kvTransferAdvertise, openModelControlDoors, responseCacheByteSize, type WorkerOptions } from './options.js';
+import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, grpcTlsFiles, isClusterMode, kvTransferAdvertise, openModelControlDoors, outputParsing, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { readWorkerEnvironment } from './environment.js';
 import { levelFor } from './logger.js';
 import { backendCommandLine, headerForwardPatterns, metricsSettings } from './setting-flags.js';
@@ -224,7 +224,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     logger,
     access: accessPolicy(options),
     ...(options.allowHttp
-      ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http, ...limits.httpInfer, ...(forward.http !== undefined ? { headerForwardPattern: forward.http } : {}) } }
+      ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http, ...limits.httpInfer, outputParsing: outputParsing(options), ...(forward.http !== undefined ? { headerForwardPattern: forward.http } : {}) } }
       : {}),
     ...(options.allowGrpc
       ? {

@@ -10,3 +10,5 @@ export { DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, doorLimits } from './door-flags.
 export type { DoorLimitOptions, DoorLimits } from './door-flags.js';
 export { ACCESS_FLAGS, accessFlagDefaults, accessPolicy } from './access-flags.js';
 export type { AccessFlagOptions } from './access-flags.js';
+export { OPENAI_PARSING_DEFAULTS, OPENAI_PARSING_FLAGS, outputParsing } from './openai-flags.js';
+export type { OpenAiParsingOptions } from './openai-flags.js';

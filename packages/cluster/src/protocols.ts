@@ -33,7 +33,7 @@
  * for `kind: 'llm'` also `LlmCardMetadata`.
  */
 import type { ErrorCode } from '@switchyard/common';
-import type { KvCacheEvent, KvLayout, SamplingDefaults, SnapshotBlock } from '@switchyard/llm';
+import type { KvCacheEvent, KvLayout, OutputParsingConfig, SamplingDefaults, SnapshotBlock } from '@switchyard/llm';
 
 /** The component every worker's endpoints live under (Dynamo's `backend`). */
 export const WORKER_COMPONENT = 'backend';
@@ -348,6 +348,8 @@ export interface LlmCardMetadata extends TensorCardMetadata {
   readonly role?: WorkerRole;
   /** Where this worker serves and takes KV blocks; absent when it has no transfer plane. */
   readonly kvTransfer?: { readonly address: string; readonly layout: KvLayout };
+  /** The model's chat output parsing (its config parameters, `LlmModelCard.outputParsing`); absent: the router's flags. */
+  readonly outputParsing?: OutputParsingConfig;
 }
 
 /** `ModelCard.metadata` of a KServe tensor model (`kind: 'tensor'`): enough to answer metadata and config without a round trip. */

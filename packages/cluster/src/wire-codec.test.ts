@@ -239,6 +239,19 @@ describe('disaggregation fields', () => {
     expectInvalid(() => decodeLlmCardMetadata({ ...meta, kvTransfer: { address: ':80', layout } }), /address/);
     expectInvalid(() => decodeLlmCardMetadata({ ...meta, kvTransfer: { address: 'h:80', layout: { ...layout, headDim: 0 } } }), /headDim/);
   });
+
+  it("decodes an LLM card's chat output parsing: known parser names only", () => {
+    const meta = {
+      modelMetadata: { name: 'm' }, modelConfig: { name: 'm' }, versions: ['1'], decoupled: true,
+      engine: 'llm', totalKvBlocks: 64, eosTokenIds: [2], created: 1700000000, kvEvents: true,
+      outputParsing: { toolCallParser: 'hermes', enableAutoToolChoice: true, reasoningParser: 'qwen3' },
+    };
+    expect(decodeLlmCardMetadata(viaJson(meta))).toEqual(meta);
+    expectInvalid(() => decodeLlmCardMetadata({ ...meta, outputParsing: { toolCallParser: 'x' } }), /unknown tool call parser 'x'/);
+    expectInvalid(() => decodeLlmCardMetadata({ ...meta, outputParsing: { reasoningParser: 1 } }), /reasoningParser/);
+    expectInvalid(() => decodeLlmCardMetadata({ ...meta, outputParsing: { enableAutoToolChoice: 'yes' } }), /enableAutoToolChoice/);
+    expectInvalid(() => decodeLlmCardMetadata({ ...meta, outputParsing: [] }), /outputParsing/);
+  });
 });
 
 describe('snapshot, events and metadata', () => {

@@ -14,7 +14,7 @@
 import { describeValue, enforceLimits, ERROR_CODES, type ErrorCode, SwitchyardError, invalidArgument } from '@switchyard/common';
 import { DEFAULT_LOAD_LIMITS } from '@switchyard/engine';
 import { DATATYPES, checkInputShape, type DataType, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
-import { decodeKvCacheEvent, decodeSamplingDefaults, type GenerateOutput, type KvLayout, type KvTransferLease, type SnapshotBlock } from '@switchyard/llm';
+import { checkOutputParsing, decodeKvCacheEvent, decodeSamplingDefaults, type GenerateOutput, type KvLayout, type KvTransferLease, type OutputParsingConfig, type SnapshotBlock } from '@switchyard/llm';
 import { INSTANCE_ID_PATTERN, type JsonValue } from '@switchyard/runtime';
 import type {
   LlmCardMetadata,
@@ -770,6 +770,7 @@ export function decodeLlmCardMetadata(value: unknown): LlmCardMetadata {
     const t = obj(o['kvTransfer'], `${what} kvTransfer`);
     kvTransfer = { address: decodeTransferAddress(t['address'], `${what} kvTransfer`), layout: decodeKvLayout(t['layout'], `${what} kvTransfer layout`) };
   }
+  const outputParsing = o['outputParsing'] === undefined ? undefined : decodeOutputParsing(o['outputParsing'], `${what} outputParsing`);
   return {
     ...decodeTensorCardMetadata(o),
     engine,
@@ -780,7 +781,31 @@ export function decodeLlmCardMetadata(value: unknown): LlmCardMetadata {
     kvEvents: bool(o, 'kvEvents', what),
     ...(role !== undefined ? { role: role as WorkerRole } : {}),
     ...(kvTransfer !== undefined ? { kvTransfer } : {}),
+    ...(outputParsing !== undefined ? { outputParsing } : {}),
   };
+}
+
+/** The model's chat output parsing: known parser names only (`checkOutputParsing`). */
+function decodeOutputParsing(value: unknown, what: string): OutputParsingConfig {
+  const o = obj(value, what);
+  const name = (key: string): string | undefined => {
+    const v = o[key];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string') throw invalidArgument(`${what}: '${key}' must be a string`);
+    return v;
+  };
+  const toolCallParser = name('toolCallParser');
+  const reasoningParser = name('reasoningParser');
+  const auto = o['enableAutoToolChoice'];
+  if (auto !== undefined && typeof auto !== 'boolean') throw invalidArgument(`${what}: 'enableAutoToolChoice' must be a boolean`);
+  return checkOutputParsing(
+    {
+      ...(toolCallParser === undefined ? {} : { toolCallParser }),
+      ...(reasoningParser === undefined ? {} : { reasoningParser }),
+      ...(auto === undefined ? {} : { enableAutoToolChoice: auto }),
+    },
+    what,
+  );
 }
 
 /** A card's role; absent = 'aggregated' (protocols.ts LlmCardMetadata.role). */

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildTinyTokenizerFiles, tinySpecialTokenIds } from '@switchyard/onnx-builder';
 import { isSwitchyardError } from '@switchyard/common';
-import { ChatTemplate, type ChatMessage } from './chat-template.js';
+import { ChatTemplate, detectContentFormat, type ChatMessage } from './chat-template.js';
 import { Tokenizer } from './tokenizer.js';
 
 const messages: ChatMessage[] = [
@@ -85,5 +85,17 @@ describe('ChatTemplate (ChatML of the tiny model)', () => {
     } finally {
       rmSync(bare, { recursive: true, force: true });
     }
+  });
+});
+
+describe('detectContentFormat (vLLM --chat-template-content-format auto)', () => {
+  it("'openai' for templates that loop over a message's content parts, 'string' for the rest", () => {
+    // Gemma 3, Llama 4, Qwen2-VL
+    expect(detectContentFormat("{%- for item in message['content'] -%}{%- if item['type'] == 'text' -%}{{ item['text'] }}{%- endif -%}{%- endfor -%}")).toBe('openai');
+    expect(detectContentFormat("{%- for content in message['content'] | sort(attribute='type') %}{{ content['text'] }}{% endfor %}")).toBe('openai');
+    expect(detectContentFormat('{% for content in message.content %}{{ content.text }}{% endfor %}')).toBe('openai');
+    // ChatML, Llama 3
+    expect(detectContentFormat("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] }}{% endfor %}")).toBe('string');
+    expect(detectContentFormat("{{ message['content'] | trim }}{% for m in messages %}{% endfor %}")).toBe('string');
   });
 });

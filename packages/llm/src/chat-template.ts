@@ -14,13 +14,29 @@ import { Template } from '@huggingface/jinja';
 import { invalidArgument, notFound } from '@switchyard/common';
 import { readModelFolder, specialTokenContent, type TokenizerConfigJson } from './tokenizer-files.js';
 
-/** One chat message. `content` is text; multimodal parts are not supported yet. */
+/** A text part of a message's content, as templates that iterate over content get it. */
+export interface ChatTextPart {
+  readonly type: 'text';
+  readonly text: string;
+}
+
+/**
+ * One chat message. `content` is text or text parts: `ChatTemplate.contentFormat` says which form
+ * the template reads (the preprocessor converts). Other fields (`name`, `tool_calls`,
+ * `tool_call_id`, ...) pass through to the template.
+ */
 export interface ChatMessage {
   readonly role: string;
-  readonly content: string;
-  /** Optional extra fields some templates read (`name`, `tool_calls`, ...), passed through. */
+  readonly content: string | readonly ChatTextPart[];
   readonly [key: string]: unknown;
 }
+
+/**
+ * How a template reads `message.content` (vLLM's `--chat-template-content-format auto`): 'openai'
+ * when it loops over it (Gemma 3, Llama 4, vision templates: the parts as a list of
+ * `{type, text}`), else 'string' (parts joined with '\n').
+ */
+export type ContentFormat = 'string' | 'openai';
 
 export interface RenderOptions {
   /** Append the opening of an assistant turn, so the model continues as the assistant. Default false. */
@@ -39,6 +55,7 @@ export interface TemplateSpecialTokens {
 
 export class ChatTemplate {
   private readonly template: Template;
+  readonly contentFormat: ContentFormat;
 
   /** `source` is the Jinja text; throws `invalid_argument` when it does not parse. */
   constructor(
@@ -50,6 +67,7 @@ export class ChatTemplate {
     } catch (e) {
       throw invalidArgument(`chat template does not parse: ${(e as Error).message}`, e);
     }
+    this.contentFormat = detectContentFormat(source);
   }
 
   /**
@@ -92,6 +110,15 @@ export class ChatTemplate {
 
 /** Names the template engine defines itself (redeclaring them fails) or that render sets. */
 const RESERVED = new Set(['messages', 'add_generation_prompt', 'raise_exception', 'range', 'strftime_now', 'namespace']);
+
+/**
+ * 'openai' when the template has a `for` loop over a message's content (`for x in message['content']`,
+ * `message.content`, or a variable that iterates messages); vLLM decides the same on the template's
+ * syntax tree. Templates that only print content, or test `content is string`, get a string.
+ */
+export function detectContentFormat(source: string): ContentFormat {
+  return /\{%-?\s*for\s+\w+(?:\s*,\s*\w+)*\s+in\s+\w+(?:\.\w+)*(?:\[\s*['"]content['"]\s*\]|\.content)\s*(?:\||-?%\})/.test(source) ? 'openai' : 'string';
+}
 
 function pickTemplate(value: TokenizerConfigJson['chat_template']): string | undefined {
   if (value === undefined) return undefined;

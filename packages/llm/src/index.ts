@@ -1,6 +1,6 @@
 export {};
 export { OFF_LOOP_TOKENIZE_CHARS, Tokenizer, type EncodeOptions, type DecodeOptions } from './tokenizer.js';
-export { ChatTemplate, type ChatMessage, type RenderOptions, type TemplateSpecialTokens } from './chat-template.js';
+export { ChatTemplate, detectContentFormat, type ChatMessage, type ChatTextPart, type ContentFormat, type RenderOptions, type TemplateSpecialTokens } from './chat-template.js';
 export {
   readModelFolder,
   type ModelFolderFiles,
@@ -121,6 +121,10 @@ export {
   type ChatCompletionRequest,
   type ChatContentPart,
   type ChatLogprobs,
+  type ChatTool,
+  type ChatToolCall,
+  type ChatToolCallDelta,
+  type ToolChoice,
   type Completion,
   type CompletionChunk,
   type CompletionLogprobs,
@@ -142,10 +146,16 @@ export {
   openAiModel,
   openAiUsage,
   type AssemblerOptions,
+  type ChatParsing,
   type ResponseHead,
   type TokenText,
 } from './openai-response.js';
 export { OutputProcessor, type OutputProcessorOptions, type ProcessedOutput, type ProcessedToken } from './output-processor.js';
+export { ChatOutputParser, chatOutputParser, checkParserName, type ParserKind } from './output-parsers/chat-output-parser.js';
+export { chatParsingFor, checkOutputParsing, resolveOutputParsing, type ChatParsingPlan, type OutputParsingConfig } from './output-parsers/chat-parsing.js';
+export { collectEvents, type ParsedOutput, type ParserEvent, type StreamParser } from './output-parsers/parser-events.js';
+export { REASONING_PARSERS, promptEndsReasoning, type ReasoningContext } from './output-parsers/reasoning-parsers.js';
+export { TOOL_CALL_PARSERS, type ToolCallIdStyle, type ToolCallParserSpec } from './output-parsers/tool-call-parsers.js';
 export { chatPrompt, completionPrompt, textPromptTokens, type ChatPromptOptions, type PreprocessedPrompt, type PreprocessorEndpoint } from './preprocessor.js';
 export { LlmEngine, type LlmEngineOptions } from './llm-engine.js';
 export { E2E_BUCKETS_S, Histogram, ITL_BUCKETS_S, TTFT_BUCKETS_S } from './histogram.js';

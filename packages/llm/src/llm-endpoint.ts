@@ -12,6 +12,7 @@ import type { Tokenizer } from './tokenizer.js';
 import type { KvEventSink, KvSnapshot } from './kv-events.js';
 import type { KvImport, KvTransferLease, LlmKvTransfer } from './kv-transfer.js';
 import type { ForwardPassSink } from './engine-core.js';
+import type { OutputParsingConfig } from './output-parsers/chat-parsing.js';
 
 /** One generation, as an engine receives it. */
 export interface GenerateRequest {
@@ -92,6 +93,11 @@ export interface LlmModelCard {
   readonly samplingDefaults?: SamplingDefaults;
   /** Seconds since the epoch when the model was loaded (OpenAI `created`). */
   readonly created: number;
+  /**
+   * How chat outputs of this model are parsed (tool calls, reasoning), from its config parameters;
+   * absent or empty: by the front door's flags (`resolveOutputParsing`).
+   */
+  readonly outputParsing?: OutputParsingConfig;
 }
 
 /** Histogram in Prometheus form: cumulative counts per upper bound (`+Inf` is `count`). */

@@ -38,9 +38,10 @@ describe('parseChatCompletionRequest', () => {
     });
     expect(r.messages).toEqual([
       { role: 'system', content: 'sys' },
-      { role: 'user', content: 'a\nb', name: 'bob' },
+      { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }], name: 'bob' },
       { role: 'assistant', content: '' },
     ]);
+    expect(r).toMatchObject({ tools: undefined, toolChoice: 'none' });
     expect(r).toMatchObject({ model: 'm', stream: false, includeUsage: false, logprobs: false, addSpecialTokens: false, chatTemplateKwargs: {} });
     expect(r.sampling).toMatchObject({ temperature: 1, max_tokens: null, stop: [], logprobs: false });
   });
@@ -120,6 +121,61 @@ describe('parseChatCompletionRequest', () => {
     expect(paramOf(() => chat({ messages: [{ content: 'x' }] }))).toBe('messages[0].role');
     expect(paramOf(() => chat({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: {} }] }] }))).toBe('messages[0].content[0].type');
     expect(paramOf(() => parseChatCompletionRequest([]))).toBeNull();
+  });
+});
+
+describe('parseChatCompletionRequest: tools and tool calls', () => {
+  const tool = { type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } };
+
+  it('keeps tools as sent, assistant tool_calls with parsed arguments, and tool_call_id', () => {
+    const r = chat({
+      tools: [tool],
+      messages: [
+        { role: 'user', content: 'weather?' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: '20 C' },
+      ],
+    });
+    expect(r.tools).toEqual([tool]);
+    expect(r.toolChoice).toBe('auto');
+    expect(r.messages[1]).toEqual({ role: 'assistant', content: '', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: { city: 'Paris' } } }] });
+    expect(r.messages[2]).toEqual({ role: 'tool', content: '20 C', tool_call_id: 'call_1' });
+    const withReasoning = chat({ messages: [{ role: 'assistant', content: 'x', reasoning_content: 'because' }, { role: 'assistant', content: 'y', reasoning: 'so' }] });
+    expect(withReasoning.messages).toEqual([
+      { role: 'assistant', content: 'x', reasoning_content: 'because' },
+      { role: 'assistant', content: 'y', reasoning_content: 'so' },
+    ]);
+  });
+
+  it('tool_choice: none, auto, required, a named function; vLLM refusals', () => {
+    expect(chat({ tools: [tool], tool_choice: 'none' }).toolChoice).toBe('none');
+    expect(chat({ tool_choice: 'none' }).toolChoice).toBe('none');
+    expect(chat({ tools: [tool], tool_choice: 'required' }).toolChoice).toBe('required');
+    expect(chat({ tools: [], tool_choice: 'required' })).toMatchObject({ toolChoice: 'none', tools: undefined });
+    expect(chat({ tools: [tool], tool_choice: { type: 'function', function: { name: 'get_weather' } } }).toolChoice).toEqual({ name: 'get_weather' });
+    const refused = (fields: Record<string, unknown>): string => {
+      try {
+        chat(fields);
+      } catch (e) {
+        return `${errorParam(e)}: ${(e as Error).message}`;
+      }
+      return 'accepted';
+    };
+    expect(refused({ tool_choice: 'auto' })).toBe('tool_choice: When using `tool_choice`, `tools` must be set.');
+    expect(refused({ tools: [tool], tool_choice: { type: 'function', function: { name: 'other' } } })).toBe(
+      'tool_choice: The tool specified in `tool_choice` does not match any of the specified `tools`',
+    );
+    expect(refused({ tools: [tool], tool_choice: 'sometimes' })).toContain('Only named tools, "none", "auto" or "required" are supported.');
+    expect(refused({ tools: [{ type: 'retrieval' }] })).toMatch(/^tools\[0\]\.type: /);
+    expect(refused({ tools: [{ type: 'function', function: { name: '' } }] })).toMatch(/^tools\[0\]\.function\.name: /);
+    expect(refused({ tools: 'x' })).toMatch(/^tools: /);
+    expect(refused({ messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{bad' } }] }] })).toMatch(
+      /^messages\[0\]\.tool_calls\[0\]\.function\.arguments: .*not valid JSON/,
+    );
+    expect(refused({ messages: [{ role: 'tool', content: 'x', tool_call_id: 3 }] })).toMatch(/^messages\[0\]\.tool_call_id: /);
+    expect(refused({ messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: {} }] }] })).toMatch(
+      /^messages\[0\]\.content\[0\]\.type: messages\[0\]\.content\[0\]\.type "input_audio" is not supported: the model takes text only, so only 'text' parts are$/,
+    );
   });
 });
 

@@ -27,17 +27,40 @@ import {
 // ---------------------------------------------------------------------------------------------------
 // Requests (what clients send; only the fields Switchyard reads)
 
-/** One part of a message's content array. Only `text` parts are accepted. */
+/** One part of a message's content array. Only `text` parts are accepted (the models served take text only). */
 export interface ChatContentPart {
   type: string;
   text?: string;
 }
 
+/** A tool call of an assistant message (request history) or of a response's message. */
+export interface ChatToolCall {
+  id: string;
+  type: 'function';
+  /** `arguments` is JSON text. */
+  function: { name: string; arguments: string };
+}
+
+/** A function the model may call (`tools[]`), given to the chat template as sent. */
+export interface ChatTool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
+}
+
 export interface ChatCompletionMessageParam {
   role: string;
-  /** A string or text parts (joined with '\n', as vLLM does); `null` for an assistant turn without text. */
+  /**
+   * A string or text parts (given to the template as parts when it iterates over them, else joined
+   * with '\n', as vLLM does); `null` for an assistant turn without text.
+   */
   content: string | ChatContentPart[] | null;
   name?: string;
+  /** Assistant turns: the calls it made (their `arguments` reach the template parsed, as vLLM gives them). */
+  tool_calls?: ChatToolCall[];
+  /** Tool turns: the call this message answers. */
+  tool_call_id?: string;
+  /** Assistant turns (vLLM): the reasoning, for templates that render it again (`reasoning` is taken too). */
+  reasoning_content?: string | null;
 }
 
 /** Sampling fields both endpoints accept (OpenAI names plus vLLM's extras). */
@@ -92,6 +115,10 @@ export interface ChatCompletionRequest extends OpenAiSamplingFields {
   top_logprobs?: number | null;
   /** vLLM: extra variables for the chat template (`enable_thinking`, ...). */
   chat_template_kwargs?: Record<string, unknown> | null;
+  /** Functions the model may call; the chat template gets them as `tools`. */
+  tools?: ChatTool[] | null;
+  /** Default 'auto' with tools, 'none' without. */
+  tool_choice?: 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } } | null;
 }
 
 export interface CompletionRequest extends OpenAiSamplingFields {
@@ -111,7 +138,7 @@ export interface CompletionRequest extends OpenAiSamplingFields {
 // ---------------------------------------------------------------------------------------------------
 // Responses
 
-export type OpenAiFinishReason = 'stop' | 'length';
+export type OpenAiFinishReason = 'stop' | 'length' | 'tool_calls';
 
 export interface OpenAiUsage {
   prompt_tokens: number;
@@ -142,7 +169,11 @@ export interface ChatCompletion {
   system_fingerprint?: string;
   choices: Array<{
     index: number;
-    message: { role: 'assistant'; content: string };
+    /**
+     * `content` is null when the choice holds only tool calls or reasoning; `reasoning_content` (vLLM)
+     * and `tool_calls` are present only when the output had them.
+     */
+    message: { role: 'assistant'; content: string | null; reasoning_content?: string; tool_calls?: ChatToolCall[] };
     logprobs: ChatLogprobs | null;
     finish_reason: OpenAiFinishReason;
     /** vLLM: the stop string or stop token id that ended the choice, else null. */
@@ -160,14 +191,26 @@ export interface ChatCompletionChunk {
   /** Empty only in the final usage chunk. */
   choices: Array<{
     index: number;
-    /** `role` only in the first chunk; `{}` in a final chunk without text. */
-    delta: { role?: 'assistant'; content?: string };
+    /**
+     * `role` only in the first chunk; `{}` in a final chunk without text. A tool call streams as
+     * OpenAI's: its first delta has `index`, `id`, `type` and `function.name` (with `arguments: ''`),
+     * later ones `index` and the next piece of `function.arguments`.
+     */
+    delta: { role?: 'assistant'; content?: string; reasoning_content?: string; tool_calls?: ChatToolCallDelta[] };
     logprobs: ChatLogprobs | null;
     finish_reason: OpenAiFinishReason | null;
     stop_reason?: string | number | null;
   }>;
   /** Present only when the request set `stream_options.include_usage`: null except in the last chunk. */
   usage?: OpenAiUsage | null;
+}
+
+/** One entry of a chunk's `delta.tool_calls`. */
+export interface ChatToolCallDelta {
+  index: number;
+  id?: string;
+  type?: 'function';
+  function: { name?: string; arguments: string };
 }
 
 export interface Completion {
@@ -262,8 +305,15 @@ export interface ParsedOpenAiRequest {
   readonly addSpecialTokens: boolean;
 }
 
+/** `tool_choice` after validation: a named function is `{ name }`. */
+export type ToolChoice = 'none' | 'auto' | 'required' | { readonly name: string };
+
 export interface ParsedChatRequest extends ParsedOpenAiRequest {
   readonly messages: readonly ChatMessage[];
+  /** The request's tools as sent (validated), for the template; undefined when none were sent. */
+  readonly tools: readonly ChatTool[] | undefined;
+  /** 'auto' when tools were sent without a choice, 'none' without tools (OpenAI's defaults). */
+  readonly toolChoice: ToolChoice;
   /** Report the chosen tokens' logprobs. */
   readonly logprobs: boolean;
   readonly chatTemplateKwargs: Readonly<Record<string, unknown>>;
@@ -344,9 +394,12 @@ export function parseChatCompletionRequest(body: unknown): ParsedChatRequest {
     throw new InvalidParamError('top_logprobs', 'top_logprobs > 0 is not supported: only the logprob of the chosen token is reported');
   }
   const kwargs = optional(o, 'chat_template_kwargs', isPlainObject, 'an object') ?? {};
+  const { tools, toolChoice } = parseTools(o);
   return {
     ...common(o, { field: maxField, dflt: null }, logprobs, false),
     messages,
+    tools,
+    toolChoice,
     logprobs,
     chatTemplateKwargs: kwargs,
   };
@@ -487,27 +540,112 @@ function parseMessages(value: unknown): ChatMessage[] {
     const at = `messages[${i}]`;
     if (!isPlainObject(m)) throw new InvalidParamError(at, `${at} must be an object`);
     if (!isString(m.role) || m.role === '') throw new InvalidParamError(`${at}.role`, `${at}.role must be a non-empty string`);
-    const message: { role: string; content: string; name?: string } = { role: m.role, content: messageContent(m.content, `${at}.content`) };
+    const message: { role: string; content: ChatMessage['content']; name?: string; tool_calls?: unknown[]; tool_call_id?: string; reasoning_content?: string } = {
+      role: m.role,
+      content: messageContent(m.content, `${at}.content`),
+    };
     if (isString(m.name)) message.name = m.name;
+    if (present(m.tool_calls)) {
+      const calls = historyToolCalls(m.tool_calls, `${at}.tool_calls`);
+      if (calls.length > 0) message.tool_calls = calls;
+    }
+    // An assistant turn's reasoning, for templates that render it again (Qwen3 during tool use), as vLLM passes it.
+    const reasoning = present(m.reasoning_content) ? m.reasoning_content : m.reasoning;
+    if (present(reasoning)) {
+      if (!isString(reasoning)) throw new InvalidParamError(`${at}.reasoning_content`, `${at}.reasoning_content must be a string`);
+      message.reasoning_content = reasoning;
+    }
+    if (present(m.tool_call_id)) {
+      if (!isString(m.tool_call_id)) throw new InvalidParamError(`${at}.tool_call_id`, `${at}.tool_call_id must be a string`);
+      message.tool_call_id = m.tool_call_id;
+    }
     return message;
   });
 }
 
-function messageContent(content: unknown, at: string): string {
+/**
+ * A message's content: a string, or its text parts as `{type: 'text', text}` (the preprocessor joins
+ * them for templates that expect a string). Any other part type is refused, naming it.
+ */
+function messageContent(content: unknown, at: string): ChatMessage['content'] {
   if (!present(content)) return '';
   if (isString(content)) return content;
   if (!Array.isArray(content)) throw new InvalidParamError(at, `${at} must be a string or a list of content parts`);
-  return content
-    .map((part: unknown, j) => {
-      const pat = `${at}[${j}]`;
-      if (!isPlainObject(part)) throw new InvalidParamError(pat, `${pat} must be an object`);
-      if (part.type !== TEXT_PART) {
-        throw new InvalidParamError(`${pat}.type`, `${pat}.type ${describeValue(part.type)} is not supported: only text parts are`);
+  return content.map((part: unknown, j) => {
+    const pat = `${at}[${j}]`;
+    if (!isPlainObject(part)) throw new InvalidParamError(pat, `${pat} must be an object`);
+    if (part.type !== TEXT_PART) {
+      throw new InvalidParamError(`${pat}.type`, `${pat}.type ${describeValue(part.type)} is not supported: the model takes text only, so only 'text' parts are`);
+    }
+    if (!isString(part.text)) throw new InvalidParamError(`${pat}.text`, `${pat}.text must be a string`);
+    return { type: TEXT_PART, text: part.text };
+  });
+}
+
+/**
+ * An assistant message's `tool_calls`, for the template: `function.arguments` JSON text is parsed
+ * into its value, as vLLM does before rendering (Hugging Face templates expect a mapping); arguments
+ * already given as an object pass unchanged.
+ */
+function historyToolCalls(value: unknown, at: string): unknown[] {
+  if (!Array.isArray(value)) throw new InvalidParamError(at, `${at} must be a list`);
+  return value.map((call: unknown, j) => {
+    const cat = `${at}[${j}]`;
+    if (!isPlainObject(call)) throw new InvalidParamError(cat, `${cat} must be an object`);
+    const fn = call.function;
+    if (!isPlainObject(fn)) throw new InvalidParamError(`${cat}.function`, `${cat}.function must be an object`);
+    if (!isString(fn.name)) throw new InvalidParamError(`${cat}.function.name`, `${cat}.function.name must be a string`);
+    let args: unknown = fn.arguments ?? {};
+    if (isString(args)) {
+      try {
+        args = JSON.parse(args) as unknown;
+      } catch (e) {
+        throw new InvalidParamError(`${cat}.function.arguments`, `${cat}.function.arguments is not valid JSON: ${(e as Error).message}`, e);
       }
-      if (!isString(part.text)) throw new InvalidParamError(`${pat}.text`, `${pat}.text must be a string`);
-      return part.text;
-    })
-    .join('\n');
+    }
+    const out: Record<string, unknown> = { ...call, type: call.type ?? 'function', function: { ...fn, arguments: args } };
+    if (present(call.id) && !isString(call.id)) throw new InvalidParamError(`${cat}.id`, `${cat}.id must be a string`);
+    return out;
+  });
+}
+
+/**
+ * `tools` and `tool_choice`, checked as vLLM checks them (its messages): tool_choice defaults to
+ * 'auto' with tools and 'none' without; a choice other than 'none' needs tools; 'required' with an
+ * empty list behaves as 'none' (OpenAI); a named function must be one of the tools.
+ */
+function parseTools(o: Json): { tools: ChatTool[] | undefined; toolChoice: ToolChoice } {
+  let tools: ChatTool[] | undefined;
+  if (present(o.tools)) {
+    if (!Array.isArray(o.tools)) throw new InvalidParamError('tools', 'tools must be a list');
+    tools = o.tools.map((t: unknown, i) => {
+      const at = `tools[${i}]`;
+      if (!isPlainObject(t)) throw new InvalidParamError(at, `${at} must be an object`);
+      if (t.type !== 'function') throw new InvalidParamError(`${at}.type`, `${at}.type must be 'function', got ${describeValue(t.type)}`);
+      const fn = t.function;
+      if (!isPlainObject(fn)) throw new InvalidParamError(`${at}.function`, `${at}.function must be an object`);
+      if (!isString(fn.name) || fn.name === '') throw new InvalidParamError(`${at}.function.name`, `${at}.function.name must be a non-empty string`);
+      if (present(fn.description) && !isString(fn.description)) throw new InvalidParamError(`${at}.function.description`, `${at}.function.description must be a string`);
+      if (present(fn.parameters) && !isPlainObject(fn.parameters)) throw new InvalidParamError(`${at}.function.parameters`, `${at}.function.parameters must be an object`);
+      return t as unknown as ChatTool;
+    });
+  }
+  const choice = o.tool_choice;
+  if (!present(choice)) return { tools, toolChoice: tools !== undefined && tools.length > 0 ? 'auto' : 'none' };
+  if (choice === 'none') return { tools, toolChoice: 'none' };
+  if (tools === undefined) throw new InvalidParamError('tool_choice', 'When using `tool_choice`, `tools` must be set.');
+  if (choice === 'auto') return { tools, toolChoice: 'auto' };
+  if (choice === 'required') return tools.length === 0 ? { tools: undefined, toolChoice: 'none' } : { tools, toolChoice: 'required' };
+  const usage = 'Correct usage: `{"type": "function", "function": {"name": "my_function"}}`';
+  if (!isPlainObject(choice)) {
+    throw new InvalidParamError('tool_choice', `Invalid value for \`tool_choice\`: ${describeValue(choice)}! Only named tools, "none", "auto" or "required" are supported.`);
+  }
+  const fn = choice.function;
+  if (!isPlainObject(fn)) throw new InvalidParamError('tool_choice', `Invalid value for \`function\`: \`${describeValue(fn)}\` in \`tool_choice\`! ${usage}`);
+  if (!isString(fn.name) || fn.name === '') throw new InvalidParamError('tool_choice', `Invalid \`name\` in \`function\`: \`${describeValue(fn.name)}\` in \`tool_choice\`! ${usage}`);
+  const name = fn.name;
+  if (!tools.some((t) => t.function.name === name)) throw new InvalidParamError('tool_choice', 'The tool specified in `tool_choice` does not match any of the specified `tools`');
+  return { tools, toolChoice: { name } };
 }
 
 function parsePrompt(value: unknown): CompletionPrompt {

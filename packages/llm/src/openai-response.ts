@@ -11,10 +11,13 @@
  * `finish_reason`; with `include_usage` every chunk has `usage: null` and one more chunk with no
  * choices carries the usage; the caller then writes `[DONE]`.
  */
+import { type SwitchyardError, internal } from '@switchyard/common';
+import type { ParserEvent, StreamParser } from './output-parsers/parser-events.js';
 import type {
   ChatCompletion,
   ChatCompletionChunk,
   ChatLogprobs,
+  ChatToolCall,
   Completion,
   CompletionChunk,
   CompletionLogprobs,
@@ -56,6 +59,23 @@ interface ChoiceEnd {
 }
 
 /**
+ * How a chat choice's text is parsed (reasoning, tool calls), and what the request's `tool_choice`
+ * demands of it. Absent: the text is all content.
+ */
+export interface ChatParsing {
+  /** The choice's parser (`chatOutputParser`); fed every text delta, finished with the choice. */
+  readonly parser: StreamParser;
+  /** A new tool call id (vLLM's `chatcmpl-tool-<32 hex>`, Mistral's 9 letters and digits); the caller's, so assembling stays pure. */
+  readonly toolCallId: () => string;
+  /**
+   * `tool_choice: 'required'` ('any') or a named function: the output must call a function (that
+   * one: calls to others are left out). vLLM forces this with guided decoding; here the parser reads
+   * the model's own call format, and an output without such a call fails the request (`failure`).
+   */
+  readonly require?: 'any' | { readonly name: string };
+}
+
+/**
  * OpenAI has no 'abort' finish reason; a caller that lets an engine abort reach a connected client
  * reports 'stop' (the text so far is all there is).
  */
@@ -68,24 +88,102 @@ function choiceEnd(p: Pick<ProcessedOutput, 'finishReason' | 'stopReason'>): Cho
 export class ChatAssembler {
   private started = false;
   private content = '';
+  private reasoning = '';
+  private readonly calls: ChatToolCall[] = [];
+  /** The parser's call index → the index the client sees (calls a named tool_choice leaves out have none). */
+  private readonly callIndex = new Map<number, number>();
   private readonly tokens: ProcessedToken[] = [];
   private end: ChoiceEnd | null = null;
+  private failed: SwitchyardError | undefined;
 
-  constructor(private readonly options: AssemblerOptions) {}
+  constructor(
+    private readonly options: AssemblerOptions,
+    private readonly parsing?: ChatParsing,
+  ) {}
+
+  /**
+   * Set when the output broke the request's `tool_choice` (see ChatParsing.require): the caller fails
+   * the request with it instead of finishing; `add` returns nothing more from then on.
+   */
+  get failure(): SwitchyardError | undefined {
+    return this.failed;
+  }
 
   add(p: ProcessedOutput): ChatCompletionChunk[] {
+    if (this.failed !== undefined) return [];
     const first = !this.started;
     this.started = true;
-    this.content += p.text;
     this.tokens.push(...p.tokens);
     const end = choiceEnd(p);
-    if (end !== null) this.end = end;
+    const deltas = this.parse(p.text, end !== null);
+    if (end !== null && this.parsing?.require !== undefined && this.calls.length === 0) {
+      const wanted = this.parsing.require === 'any' ? 'a function' : `the function '${this.parsing.require.name}'`;
+      this.failed = internal(`tool_choice requires the model to call ${wanted}, but its output holds no tool call the tool call parser recognises`);
+      return [];
+    }
+    const finish = end === null ? null : this.calls.length > 0 ? { finishReason: 'tool_calls' as const, stopReason: end.stopReason } : end;
+    if (finish !== null) this.end = finish;
     const { head, includeUsage, logprobs, tokenText } = this.options;
     const lp = logprobs && p.tokens.length > 0 ? chatLogprobs(p.tokens, tokenText) : null;
     const chunks: ChatCompletionChunk[] = [];
-    if (first) chunks.push(chatChunk(head, { text: '', first: true }, includeUsage));
-    if (p.text !== '' || end !== null || lp !== null) chunks.push(chatChunk(head, { text: p.text, end, logprobs: lp }, includeUsage));
+    if (first) chunks.push(chatChunk(head, { delta: { role: 'assistant', content: '' } }, includeUsage));
+    // The last chunk of this output carries its logprobs and the finish reason (an empty delta if need be).
+    if (deltas.length === 0 && (finish !== null || lp !== null)) deltas.push({});
+    deltas.forEach((delta, i) => {
+      const last = i === deltas.length - 1;
+      chunks.push(chatChunk(head, { delta, end: last ? finish : null, logprobs: last ? lp : null }, includeUsage));
+    });
     return chunks;
+  }
+
+  /**
+   * Run `text` through the parser (if any) into this output's deltas, and keep the totals. A tool
+   * call's first delta (index, id, type, name, `arguments: ''`) is a chunk of its own, as OpenAI
+   * streams it; its argument pieces follow in the next.
+   */
+  private parse(text: string, final: boolean): Array<ChatCompletionChunk['choices'][number]['delta']> {
+    const parsing = this.parsing;
+    const events: ParserEvent[] = parsing === undefined ? [{ type: 'content', text }] : parsing.parser.push(text);
+    if (parsing !== undefined && final) events.push(...parsing.parser.finish());
+    type Delta = ChatCompletionChunk['choices'][number]['delta'];
+    const deltas: Delta[] = [];
+    let delta: Delta = {};
+    const close = (): void => {
+      if (Object.keys(delta).length > 0) deltas.push(delta);
+      delta = {};
+    };
+    for (const e of events) {
+      if (e.type === 'content') {
+        if (e.text === '') continue;
+        this.content += e.text;
+        delta.content = (delta.content ?? '') + e.text;
+      } else if (e.type === 'reasoning') {
+        if (e.text === '') continue;
+        this.reasoning += e.text;
+        delta.reasoning_content = (delta.reasoning_content ?? '') + e.text;
+      } else if (e.type === 'tool_call') {
+        const require = parsing?.require;
+        // A named tool_choice keeps only the calls to that function (numbered from 0 among themselves).
+        if (require !== undefined && require !== 'any' && e.name !== require.name) continue;
+        const id = (parsing as ChatParsing).toolCallId();
+        const index = this.calls.length;
+        this.callIndex.set(e.index, index);
+        this.calls.push({ id, type: 'function', function: { name: e.name, arguments: '' } });
+        close();
+        delta.tool_calls = [{ index, id, type: 'function', function: { name: e.name, arguments: '' } }];
+        close();
+      } else {
+        const index = this.callIndex.get(e.index);
+        if (index === undefined || e.text === '') continue;
+        (this.calls[index] as ChatToolCall).function.arguments += e.text;
+        const calls = (delta.tool_calls ??= []);
+        const last = calls[calls.length - 1];
+        if (last !== undefined && last.index === index) last.function.arguments += e.text;
+        else calls.push({ index, function: { arguments: e.text } });
+      }
+    }
+    close();
+    return deltas;
   }
 
   usageChunk(usage: OpenAiUsage): ChatCompletionChunk {
@@ -97,6 +195,11 @@ export class ChatAssembler {
   response(usage: OpenAiUsage): ChatCompletion {
     const { head, logprobs, tokenText } = this.options;
     const end = this.end ?? { finishReason: 'stop', stopReason: null };
+    const message: ChatCompletion['choices'][number]['message'] = { role: 'assistant', content: this.content };
+    // vLLM: no content beside tool calls or reasoning is null, not ''.
+    if (this.content === '' && (this.calls.length > 0 || this.reasoning !== '')) message.content = null;
+    if (this.reasoning !== '') message.reasoning_content = this.reasoning;
+    if (this.calls.length > 0) message.tool_calls = this.calls;
     return {
       id: head.id,
       object: 'chat.completion',
@@ -105,7 +208,7 @@ export class ChatAssembler {
       choices: [
         {
           index: 0,
-          message: { role: 'assistant', content: this.content },
+          message,
           logprobs: logprobs ? chatLogprobs(this.tokens, tokenText) : null,
           finish_reason: end.finishReason,
           stop_reason: end.stopReason,
@@ -224,19 +327,12 @@ function completionLogprobs(tokens: readonly ProcessedToken[], tokenText: TokenT
   return out;
 }
 
-/**
- * One chat chunk with one choice. `delta.role` when `first`; `content` when there is text or it is
- * the first chunk (OpenAI sends `content: ""` with the role); `{}` otherwise. `includeUsage` adds
- * `usage: null`.
- */
+/** One chat chunk with one choice; `includeUsage` adds `usage: null`. */
 function chatChunk(
   head: ResponseHead,
-  piece: { text: string; first?: boolean; end?: ChoiceEnd | null; logprobs?: ChatLogprobs | null },
+  piece: { delta: ChatCompletionChunk['choices'][number]['delta']; end?: ChoiceEnd | null; logprobs?: ChatLogprobs | null },
   includeUsage: boolean,
 ): ChatCompletionChunk {
-  const delta: { role?: 'assistant'; content?: string } = {};
-  if (piece.first === true) delta.role = 'assistant';
-  if (piece.text !== '' || piece.first === true) delta.content = piece.text;
   const chunk: ChatCompletionChunk = {
     id: head.id,
     object: 'chat.completion.chunk',
@@ -245,7 +341,7 @@ function chatChunk(
     choices: [
       {
         index: 0,
-        delta,
+        delta: piece.delta,
         logprobs: piece.logprobs ?? null,
         finish_reason: piece.end?.finishReason ?? null,
         stop_reason: piece.end?.stopReason ?? null,

@@ -25,6 +25,16 @@ describe('OutputProcessor', () => {
   const text = 'The quick brown fox jumps over the lazy dog.';
   const ids = tokenizer.encode(text);
 
+  it('keeps special tokens in the text when a parser reads them (skipSpecialTokens false), never the EOS', () => {
+    const keep = new OutputProcessor({ tokenizer, sampling: compileSamplingParams({}), promptTokenIds: [], eosTokenIds: [imEnd], skipSpecialTokens: false });
+    keep.process(out([imStart, ...ids]));
+    keep.process(out([imEnd], 'stop'));
+    expect(keep.text).toBe(`<|im_start|>${text}`);
+    const skip = processor();
+    skip.process(out([imStart, ...ids], 'stop'));
+    expect(skip.text).toBe(text);
+  });
+
   it('streams the text, skips the EOS token, counts it', () => {
     const p = processor();
     let all = '';

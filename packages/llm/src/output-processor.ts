@@ -53,6 +53,8 @@ export interface OutputProcessorOptions {
    * Ignored when sampling.ignore_eos.
    */
   readonly eosTokenIds?: readonly number[];
+  /** Leave special tokens out of the text (default true); false when a parser reads them (Mistral's `[TOOL_CALLS]`). */
+  readonly skipSpecialTokens?: boolean;
 }
 
 const NOTHING: ProcessedOutput = { text: '', tokens: [], finishReason: null, stopReason: null, stoppedByString: false };
@@ -65,7 +67,8 @@ export class OutputProcessor {
 
   constructor(options: OutputProcessorOptions) {
     const { tokenizer } = options;
-    const skipSpecialTokens = options.sampling.skip_special_tokens;
+    // the request's skip_special_tokens, unless a parser reads special tokens (then they stay)
+    const skipSpecialTokens = options.sampling.skip_special_tokens && (options.skipSpecialTokens ?? true);
     const detokenizer = new IncrementalDetokenizer((ids) => tokenizer.decode(ids, { skipSpecialTokens }), options.promptTokenIds);
     this.stop = new StopChecker(options.sampling, detokenizer, options.eosTokenIds ?? tokenizer.eosTokenIds);
   }

@@ -9,7 +9,7 @@
  * tokenizer thread: tokenizing megabytes held the event loop for seconds.
  */
 import { invalidArgument } from '@switchyard/common';
-import type { ChatMessage } from './chat-template.js';
+import type { ChatMessage, ChatTemplate } from './chat-template.js';
 import { promptTooLongError, refuseOverlongPromptText } from './context-length.js';
 import type { LlmEndpoint } from './llm-endpoint.js';
 import { InvalidParamError, type CompletionPrompt } from './openai-protocol.js';
@@ -26,6 +26,8 @@ export interface PreprocessedPrompt {
 export interface ChatPromptOptions {
   /** Extra template variables (vLLM's chat_template_kwargs). */
   readonly templateKwargs?: Readonly<Record<string, unknown>>;
+  /** The request's tools, given to the template as `tools` (a list of `{type: 'function', function}`), as transformers does. */
+  readonly tools?: readonly unknown[] | undefined;
   /** Run the tokenizer's post processor; default false (chat templates write BOS themselves). */
   readonly addSpecialTokens?: boolean;
 }
@@ -40,10 +42,18 @@ export async function chatPrompt(endpoint: PreprocessorEndpoint, messages: reado
   if (template === undefined) {
     throw invalidArgument(`model '${endpoint.card.name}' has no chat template, so it cannot serve chat completions; use /v1/completions`);
   }
-  const promptText = template.render(messages, { add_generation_prompt: true, extra: options.templateKwargs ?? {} });
+  const extra: Record<string, unknown> = { ...options.templateKwargs };
+  if (options.tools !== undefined) extra['tools'] = options.tools;
+  const promptText = template.render(templateMessages(template, messages), { add_generation_prompt: true, extra });
   const promptTokenIds = await textPromptTokens(endpoint, promptText, options.addSpecialTokens ?? false);
   if (promptTokenIds.length === 0) throw new InvalidParamError('messages', 'the rendered chat prompt is empty');
   return { promptTokenIds, promptText };
+}
+
+/** Messages in the content form the template reads: text parts joined with '\n' unless it iterates over them. */
+export function templateMessages(template: ChatTemplate, messages: readonly ChatMessage[]): readonly ChatMessage[] {
+  if (template.contentFormat === 'openai') return messages;
+  return messages.map((m) => (typeof m.content === 'string' ? m : { ...m, content: m.content.map((p) => p.text).join('\n') }));
 }
 
 /**

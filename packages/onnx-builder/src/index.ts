@@ -51,6 +51,7 @@ export {
   WIDE_VOCAB_EXTRA_TOKEN_ID,
   llmVariantRepositoryFiles,
 } from './repository-plan.js';
+export { buildScriptedDecoderModel, type ScriptedDecoderOptions } from './scripted-decoder.js';
 export {
   buildTinyDecoderModel,
   pastKeyName,

@@ -8,6 +8,7 @@
  */
 import type { InferenceEngine } from '@switchyard/engine';
 import type { Logger } from '@switchyard/common';
+import type { OutputParsingConfig } from '@switchyard/llm';
 import { type AccessPolicy, OPEN_ACCESS } from './access-control.js';
 import { createGrpcServer } from './grpc/grpc-server.js';
 import { createHttpServer } from './http/http-server.js';
@@ -41,6 +42,8 @@ export interface FrontDoorsOptions {
     readonly headerTimeoutMs?: number;
     readonly requestTimeoutMs?: number;
     readonly maxConnections?: number;
+    /** The OpenAI door's chat output parsing flags (HttpServerOptions.outputParsing). */
+    readonly outputParsing?: OutputParsingConfig;
   };
   readonly grpc?: {
     readonly port: number;

@@ -33,6 +33,7 @@ export type { SystemShmRegionStatus } from './shared-memory.js';
 export { DEFAULT_LOG_SETTINGS, DEFAULT_TRACE_SETTINGS, ServerSettings } from './settings.js';
 export type { LogSettings, TraceSettings } from './settings.js';
 export { createFrontDoors } from './front-doors.js';
+export { REASONING_PARSER_NAMES, TOOL_CALL_PARSER_NAMES, compileOutputParsing, type OutputParsingFlags } from './openai/output-parsing-flags.js';
 export { API_GROUPS, GRPC_RESTRICTED_KEY_PREFIX, OPEN_ACCESS, accessPolicy, parseRestrictions } from './access-control.js';
 export type { AccessFlags, AccessPolicy, ApiGroup, Restriction, Restrictions } from './access-control.js';
 export type { FrontDoorPorts, FrontDoors, FrontDoorsOptions } from './front-doors.js';

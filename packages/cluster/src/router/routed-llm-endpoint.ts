@@ -194,6 +194,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
       eosTokenIds: llm.eosTokenIds,
       ...samplingDefaultsOf(llm.samplingDefaults, this.deps.options.generationConfig),
       created: llm.created,
+      ...(llm.outputParsing === undefined ? {} : { outputParsing: llm.outputParsing }),
     };
   }
   get tokenizer(): Tokenizer {

@@ -138,6 +138,7 @@ export async function buildModelCard(engine: InferenceEngine, model: string, tar
     created: llm.card.created,
     kvEvents: target.kvEvents !== false && llm.kv !== undefined,
     role: target.role ?? 'aggregated',
+    ...(llm.card.outputParsing === undefined ? {} : { outputParsing: { ...llm.card.outputParsing } }),
   };
   const address = llm.kvTransfer !== undefined ? await target.kvTransferAddress?.() : undefined;
   const withTransfer: LlmCardMetadata = address !== undefined ? { ...metadata, kvTransfer: { address, layout: { ...llm.kvTransfer!.layout } } } : metadata;

@@ -268,6 +268,7 @@ export class LlmBackend implements Backend {
         eosTokenIds,
         samplingDefaults,
         created: Math.floor(Date.now() / 1000),
+        ...(Object.keys(options.outputParsing).length === 0 ? {} : { outputParsing: options.outputParsing }),
       },
       tokenizer,
       chatTemplate,

@@ -18,9 +18,15 @@
  * | `seed`                   | unset / 0                      | `llm`: seeds the stream each unseeded request draws its own seed from (reproducible for the same arrival order; unset: random, as in vLLM); `mocker`: the token stream seed |
  * | `default_max_tokens`     | 16                             | KServe generate: `max_tokens` when a request gives none (vLLM's default) |
  * | `generation_config`      | the worker's `--generation-config` (`auto`) | `auto`: generation_config.json's sampling fields are the defaults of requests that do not set them; `vllm`: only its end ids apply (vLLM's `--generation-config`) |
+ * | `tool_call_parser`       | unset                          | OpenAI chat: the model's tool-call format (`hermes`, `llama3_json`, `mistral`, `pythonic`; vLLM's `--tool-call-parser`) |
+ * | `enable_auto_tool_choice`| true when `tool_call_parser` is set | OpenAI chat: `tool_choice: "auto"` parses calls (vLLM's `--enable-auto-tool-choice`) |
+ * | `reasoning_parser`       | unset                          | OpenAI chat: `deepseek_r1` or `qwen3` splits `<think>…</think>` into `reasoning_content` (vLLM's `--reasoning-parser`) |
+ *
+ * A model that sets any of the three parsing parameters is parsed by them alone; one that sets none, by the front
+ * door's flags (`--enable-auto-tool-choice`, `--tool-call-parser`, `--reasoning-parser`).
  */
 import { invalidArgument } from '@switchyard/common';
-import type { GenerationConfigMode } from '@switchyard/llm';
+import { REASONING_PARSERS, TOOL_CALL_PARSERS, type GenerationConfigMode, type OutputParsingConfig } from '@switchyard/llm';
 import type { ModelConfig } from '@switchyard/model-config';
 
 export type LlmKind = 'llm' | 'mocker';
@@ -43,6 +49,8 @@ export interface LlmModelOptions {
   readonly defaultMaxTokens: number;
   /** undefined: the worker's default (EngineOptions.generationConfig). */
   readonly generationConfig: GenerationConfigMode | undefined;
+  /** The model's chat output parsing; empty: the front door's flags apply (`resolveOutputParsing`). */
+  readonly outputParsing: OutputParsingConfig;
 }
 
 export const DEFAULT_MAX_MODEL_LEN = 2048;
@@ -62,6 +70,9 @@ export const KNOWN_LLM_PARAMETERS: ReadonlySet<string> = new Set([
   'seed',
   'default_max_tokens',
   'generation_config',
+  'tool_call_parser',
+  'enable_auto_tool_choice',
+  'reasoning_parser',
 ]);
 
 /** Parameter keys this backend does not know (the loader warns about them; they do not fail the load). */
@@ -107,6 +118,15 @@ export function compileLlmOptions(config: ModelConfig, kind: LlmKind, subject?: 
   const maxModelLen = raw('max_model_len') === undefined ? undefined : int('max_model_len', 0, 2);
   const mode = raw('generation_config');
   const generationConfig = mode === undefined || mode === 'auto' || mode === 'vllm' ? mode : fail('generation_config', "'auto' or 'vllm'");
+  const parser = (key: string, known: Readonly<Record<string, unknown>>): string | undefined => {
+    const v = raw(key);
+    if (v !== undefined && !Object.hasOwn(known, v)) fail(key, `one of ${Object.keys(known).join(', ')}`);
+    return v;
+  };
+  const toolCallParser = parser('tool_call_parser', TOOL_CALL_PARSERS);
+  const reasoningParser = parser('reasoning_parser', REASONING_PARSERS);
+  const autoGiven = raw('enable_auto_tool_choice') !== undefined;
+  const enableAutoToolChoice = bool('enable_auto_tool_choice', toolCallParser !== undefined);
   return {
     blockSize: int('block_size', mocker ? 64 : 16, 1),
     numBlocks: int('num_gpu_blocks', mocker ? 16384 : 1024, 1),
@@ -122,5 +142,10 @@ export function compileLlmOptions(config: ModelConfig, kind: LlmKind, subject?: 
     seedGiven: raw('seed') !== undefined,
     defaultMaxTokens: int('default_max_tokens', 16, 1),
     generationConfig,
+    outputParsing: {
+      ...(toolCallParser === undefined ? {} : { toolCallParser }),
+      ...(reasoningParser === undefined ? {} : { reasoningParser }),
+      ...(autoGiven || toolCallParser !== undefined ? { enableAutoToolChoice } : {}),
+    },
   };
 }

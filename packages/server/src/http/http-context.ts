@@ -7,6 +7,7 @@ import type { SharedMemoryManager } from '../shared-memory.js';
 import type { CodecThread } from '../codec-thread.js';
 import type { TraceManager } from '../trace/trace-manager.js';
 import type { HeaderForwardPattern } from '../header-forward.js';
+import type { OutputParsingConfig } from '@switchyard/llm';
 
 export interface HttpContext {
   engine: InferenceEngine;
@@ -28,4 +29,9 @@ export interface HttpContext {
   codecThread: CodecThread;
   /** `--http-header-forward-pattern`: headers that reach the model as request parameters; undefined = none. */
   headerForward: HeaderForwardPattern | undefined;
+  /**
+   * `--enable-auto-tool-choice`, `--tool-call-parser`, `--reasoning-parser`: the OpenAI door's chat
+   * output parsing of models whose config sets none of theirs (`resolveOutputParsing`).
+   */
+  outputParsing: OutputParsingConfig;
 }

@@ -41,6 +41,7 @@ import { sendError, sendJson } from './http-reply.js';
 import type { HeaderForwardPattern } from '../header-forward.js';
 import { type Route, allowedMethods, isOpenAiPath, matchRoute } from './http-router.js';
 import { handleOpenAi } from '../openai/openai-routes.js';
+import type { OutputParsingConfig } from '@switchyard/llm';
 import { sendOpenAiError, sendOpenAiStatus } from '../openai/openai-errors.js';
 
 /** The limits (`http-limits.ts`): header / request timeouts and the connection cap. */
@@ -65,6 +66,11 @@ export interface HttpServerOptions extends HttpLimits {
   access?: AccessPolicy;
   /** `--http-header-forward-pattern`, compiled (`compileHeaderForwardPattern`); default none. */
   headerForwardPattern?: HeaderForwardPattern;
+  /**
+   * `--enable-auto-tool-choice`, `--tool-call-parser`, `--reasoning-parser`: chat output parsing of
+   * models whose config sets none of theirs (`resolveOutputParsing`); default none.
+   */
+  outputParsing?: OutputParsingConfig;
   logger?: Logger;
 }
 
@@ -87,6 +93,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
     access: options.access ?? OPEN_ACCESS,
     codecThread: new CodecThread(),
     headerForward: options.headerForwardPattern,
+    outputParsing: options.outputParsing ?? {},
   };
   let inFlight = 0;
   let closing = false;

@@ -36,6 +36,8 @@ export interface Generation {
   readonly includeUsage: boolean;
   /** Builds the bodies; owned by this generation. */
   readonly assembler: ChatAssembler | CompletionAssembler;
+  /** Leave special tokens out of the text; default true (false when a tool-call parser reads them). */
+  readonly skipSpecialTokens?: boolean;
 }
 
 export async function runGeneration(res: ServerResponse, g: Generation, logger: Logger): Promise<void> {
@@ -53,6 +55,7 @@ export async function runGeneration(res: ServerResponse, g: Generation, logger: 
     sampling: g.sampling,
     promptTokenIds: g.promptTokenIds,
     eosTokenIds: g.endpoint.card.eosTokenIds,
+    skipSpecialTokens: g.skipSpecialTokens ?? true,
   });
   const sse = new SseWriter(res);
   let cachedTokens = 0;
@@ -70,6 +73,11 @@ export async function runGeneration(res: ServerResponse, g: Generation, logger: 
       }
       const chunks = g.assembler.add(p);
       if (g.stream) for (const chunk of chunks) sse.data(chunk);
+      // The output broke the request's tool_choice (ChatAssembler.failure): stop generating.
+      if ('failure' in g.assembler && g.assembler.failure !== undefined) {
+        failure = g.assembler.failure;
+        break;
+      }
     }
   } catch (e) {
     // After the client's answer is settled (stop string) an engine error changes nothing.

@@ -9,7 +9,7 @@
  * (`chatPrompt` / `completionPrompt`) → `runGeneration`. Every error of this door is rendered here
  * or in `runGeneration`, with OpenAI's body; none escapes to the KServe renderer.
  */
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SwitchyardError, invalidArgument, notFound } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
@@ -21,8 +21,11 @@ import {
   type LlmEndpoint,
   type OpenAiModelList,
   type ParsedOpenAiRequest,
+  type ToolCallIdStyle,
+  chatParsingFor,
   chatPrompt,
   completionPrompt,
+  resolveOutputParsing,
   decodeJsonBody,
   openAiModel,
   parseChatCompletionRequest,
@@ -71,10 +74,21 @@ async function chatCompletions(ctx: HttpContext, req: IncomingMessage, res: Serv
   const request = parseChatCompletionRequest(await readJson(ctx, req));
   if (request.model !== undefined) await waitForModel(ctx.engine, request.model, res, 'close');
   const endpoint = endpointFor(ctx.engine, request.model);
-  const prompt = await chatPrompt(endpoint, request.messages, { templateKwargs: request.chatTemplateKwargs, addSpecialTokens: request.addSpecialTokens });
+  // The model's parsers over this door's flags; a tool_choice they cannot honour is refused before rendering.
+  const plan = chatParsingFor(resolveOutputParsing(endpoint.card.outputParsing, ctx.outputParsing), request, toolCallId);
+  const prompt = await chatPrompt(endpoint, request.messages, {
+    templateKwargs: request.chatTemplateKwargs,
+    addSpecialTokens: request.addSpecialTokens,
+    tools: request.tools,
+  });
   const id = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
-  const assembler = new ChatAssembler(assemblerOptions(id, endpoint, request, request.logprobs));
-  await runGeneration(res, { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler }, ctx.logger);
+  const parsing = plan.parsing?.({ promptText: prompt.promptText, templateKwargs: request.chatTemplateKwargs });
+  const assembler = new ChatAssembler(assemblerOptions(id, endpoint, request, request.logprobs), parsing);
+  await runGeneration(
+    res,
+    { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler, skipSpecialTokens: plan.skipSpecialTokens },
+    ctx.logger,
+  );
 }
 
 async function completions(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -85,6 +99,14 @@ async function completions(ctx: HttpContext, req: IncomingMessage, res: ServerRe
   const id = `cmpl-${randomUUID().replaceAll('-', '')}`;
   const assembler = new CompletionAssembler(assemblerOptions(id, endpoint, request, request.logprobs !== null), request.echo ? prompt.promptText : '');
   await runGeneration(res, { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler }, ctx.logger);
+}
+
+const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+/** vLLM's tool call ids: `chatcmpl-tool-` and 32 hex digits; for Mistral's parser 9 letters and digits, as vLLM makes them. */
+function toolCallId(style: ToolCallIdStyle): string {
+  if (style === 'mistral') return Array.from({ length: 9 }, () => ALPHANUMERIC[randomInt(ALPHANUMERIC.length)]).join('');
+  return `chatcmpl-tool-${randomUUID().replaceAll('-', '')}`;
 }
 
 /** The generation's common part; its sampling is the request's over the model's generation config. */

@@ -23,13 +23,16 @@ import {
   type LlmEndpoint,
   type LlmEngineMetrics,
   type LlmModelCard,
+  type OutputParsingConfig,
 } from '@switchyard/llm';
 import { buildTinyTokenizerFiles, tinySpecialTokenIds } from '@switchyard/onnx-builder';
 
 export interface FakeLlmOptions {
   readonly name: string;
-  /** Default true: the tiny model's ChatML template. */
-  readonly chatTemplate?: boolean;
+  /** Default true: the tiny model's ChatML template; or this template. */
+  readonly chatTemplate?: boolean | ChatTemplate;
+  /** The card's chat output parsing (the model's config parameters). */
+  readonly outputParsing?: OutputParsingConfig;
   /** The generated text. Default: 'Hello world! The quick brown fox.' */
   readonly reply?: (request: GenerateRequest) => string;
   /** Repeat the reply forever instead of ending with EOS (until max_tokens, the context or an abort). */
@@ -76,7 +79,7 @@ export class FakeLlmEndpoint implements LlmEndpoint {
   constructor(private readonly options: FakeLlmOptions) {
     const { tokenizer, chatTemplate } = tinyTokenizer();
     this.tokenizer = tokenizer;
-    this.chatTemplate = options.chatTemplate === false ? undefined : chatTemplate;
+    this.chatTemplate = options.chatTemplate === false ? undefined : options.chatTemplate instanceof ChatTemplate ? options.chatTemplate : chatTemplate;
     this.card = {
       name: options.name,
       kind: 'mocker',
@@ -85,6 +88,7 @@ export class FakeLlmEndpoint implements LlmEndpoint {
       totalKvBlocks: 64,
       eosTokenIds: [tinySpecialTokenIds().imEnd],
       created: 1_700_000_000,
+      ...(options.outputParsing === undefined ? {} : { outputParsing: options.outputParsing }),
     };
   }
 

@@ -171,3 +171,34 @@ export function crash(): Behaviour {
     await sleep(10_000, undefined, { signal: context.signal }).catch(() => {});
   };
 }
+
+/**
+ * A worker whose model always answers `reply` (token ids), whatever the prompt: output token n is
+ * `reply[n]`, continuing after `outputTokenIds` as a real engine does; after the last one it
+ * finishes 'stop' (the model's EOS). `crashAfter`: after that many outputs of one attempt the
+ * process dies (stream cut), as long as the shared `crashes` budget lasts.
+ */
+export function scriptedReply(reply: readonly number[], options: { crashAfter?: number; crashes?: { left: number } } = {}): Behaviour {
+  return async function* (request, context, worker) {
+    const prior = request.outputTokenIds ?? [];
+    for (let n = prior.length, i = 0; n < reply.length; n++, i++) {
+      await sleep(1);
+      if (context.signal.aborted) {
+        yield { tokenIds: [], finishReason: 'abort', stopReason: null };
+        return;
+      }
+      if (options.crashAfter !== undefined && i === options.crashAfter && (options.crashes === undefined || options.crashes.left-- > 0)) {
+        worker.plane.crash();
+        await sleep(10_000, undefined, { signal: context.signal }).catch(() => {});
+        return;
+      }
+      const last = n === reply.length - 1;
+      yield {
+        tokenIds: [reply[n] as number],
+        finishReason: last ? 'stop' : null,
+        stopReason: null,
+        ...(last ? { usage: { promptTokens: request.promptTokenIds.length, completionTokens: reply.length, cachedTokens: 0 } } : {}),
+      };
+    }
+  };
+}

@@ -1,0 +1,102 @@
+/**
+ * `chatParsingFor`: which parsers a chat request's output goes through, from the model's settings
+ * (`OutputParsingConfig`, its config.pbtxt parameters, on the card) or else the front door's flags
+ * (vLLM's `--enable-auto-tool-choice`, `--tool-call-parser`, `--reasoning-parser`), and the
+ * request's `tools` / `tool_choice`, decided as vLLM's serving_chat decides:
+ *
+ * - `tool_choice: 'none'` (or no tools): no tool-call parsing; the reasoning parser still runs.
+ * - `'auto'` (the default with tools): needs auto tool choice enabled and a parser, else 400 with
+ *   vLLM's message; calls found → `tool_calls`, finish_reason 'tool_calls'.
+ * - `'required'` / a named function: vLLM forces the call with guided decoding, which this server
+ *   does not have; it reads the model's own call format with the tool-call parser instead (which
+ *   must be set: 400 otherwise) and fails the request when the output calls no function, or another
+ *   than the named one (`ChatParsing.require`). Templates of tool-calling models tell the model to
+ *   call in that format when given tools.
+ */
+import { InvalidParamError, type ToolChoice } from '../openai-protocol.js';
+import type { ChatParsing } from '../openai-response.js';
+import { chatOutputParser, checkParserName } from './chat-output-parser.js';
+import type { ReasoningContext } from './reasoning-parsers.js';
+import { TOOL_CALL_PARSERS, type ToolCallIdStyle } from './tool-call-parsers.js';
+
+/** Output parsing settings of a model or of a front door; every field optional. */
+export interface OutputParsingConfig {
+  /** A `TOOL_CALL_PARSERS` name. */
+  readonly toolCallParser?: string;
+  /** tool_choice 'auto' parses tool calls (needs `toolCallParser`). */
+  readonly enableAutoToolChoice?: boolean;
+  /** A `REASONING_PARSERS` name. */
+  readonly reasoningParser?: string;
+}
+
+/**
+ * A model that sets any of its parsing settings is parsed by its settings alone (auto tool choice on
+ * when it names a tool-call parser without saying otherwise); a model that sets none, by the door's
+ * flags. Mixing the two would give a model a parser meant for others (a door's reasoning parser
+ * turning a tool-calling model's whole output into reasoning).
+ */
+export function resolveOutputParsing(model: OutputParsingConfig | undefined, door: OutputParsingConfig | undefined): OutputParsingConfig {
+  const own = model !== undefined && (model.toolCallParser !== undefined || model.reasoningParser !== undefined || model.enableAutoToolChoice !== undefined);
+  const chosen = own ? model : (door ?? {});
+  const enableAutoToolChoice = chosen.enableAutoToolChoice ?? (own && chosen.toolCallParser !== undefined);
+  return {
+    ...(chosen.toolCallParser === undefined ? {} : { toolCallParser: chosen.toolCallParser }),
+    ...(chosen.reasoningParser === undefined ? {} : { reasoningParser: chosen.reasoningParser }),
+    enableAutoToolChoice,
+  };
+}
+
+/** A config's parser names checked (`invalid_argument` naming `where` and the known names). */
+export function checkOutputParsing(config: OutputParsingConfig, where: string): OutputParsingConfig {
+  if (config.toolCallParser !== undefined) checkParserName('tool call', config.toolCallParser, where);
+  if (config.reasoningParser !== undefined) checkParserName('reasoning', config.reasoningParser, where);
+  return config;
+}
+
+export interface ChatParsingPlan {
+  /**
+   * The choice's parsing once the prompt is rendered (reasoning parsers read it: a prompt that closed
+   * `</think>` turned thinking off); undefined: the output is all content.
+   */
+  readonly parsing: ((context: ReasoningContext) => ChatParsing) | undefined;
+  /** Keep special tokens in the text (a parser reads them). */
+  readonly skipSpecialTokens: boolean;
+}
+
+/**
+ * Refuses (InvalidParamError, param `tool_choice`) a tool choice the settings cannot honour.
+ * `toolCallId` makes a new id in the parser's style (randomness is the caller's).
+ */
+export function chatParsingFor(config: OutputParsingConfig, request: { readonly toolChoice: ToolChoice }, toolCallId: (style: ToolCallIdStyle) => string): ChatParsingPlan {
+  const choice = request.toolChoice;
+  let toolCallParser: string | undefined;
+  let require: ChatParsing['require'];
+  if (choice === 'auto') {
+    if (config.enableAutoToolChoice !== true || config.toolCallParser === undefined) {
+      throw new InvalidParamError('tool_choice', '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set');
+    }
+    toolCallParser = config.toolCallParser;
+  } else if (choice !== 'none') {
+    const what = choice === 'required' ? "tool_choice 'required'" : `tool_choice naming '${choice.name}'`;
+    if (config.toolCallParser === undefined) {
+      throw new InvalidParamError(
+        'tool_choice',
+        `${what} needs a tool call parser (--tool-call-parser, or the model's tool_call_parser parameter): calls are read from the model's own format, not forced by guided decoding`,
+      );
+    }
+    toolCallParser = config.toolCallParser;
+    require = choice === 'required' ? 'any' : { name: choice.name };
+  }
+  const reasoningParser = config.reasoningParser;
+  if (toolCallParser === undefined && reasoningParser === undefined) return { parsing: undefined, skipSpecialTokens: true };
+  const spec = toolCallParser === undefined ? undefined : TOOL_CALL_PARSERS[toolCallParser];
+  const style = spec?.idStyle ?? 'vllm';
+  return {
+    parsing: (context) => ({
+      parser: chatOutputParser({ toolCallParser, reasoningParser }, context),
+      toolCallId: () => toolCallId(style),
+      ...(require === undefined ? {} : { require }),
+    }),
+    skipSpecialTokens: spec?.skipSpecialTokens ?? true,
+  };
+}
