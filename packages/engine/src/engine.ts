@@ -14,6 +14,7 @@ import { InferenceJob } from './inference-job.js';
 import { inferViaSubmit } from './infer-via-submit.js';
 import { JavaScriptBackend } from './javascript/javascript-backend.js';
 import { LlmBackend } from './llm/llm-backend.js';
+import { EmbeddingBackend } from './embedding/embedding-backend.js';
 import { NO_LABELS } from './labels.js';
 import { reshapeResult } from './output-reshape.js';
 import type { LoadedVersion } from './model/loaded-version.js';
@@ -72,7 +73,7 @@ export class Engine implements InferenceEngine {
     let self: Engine | undefined;
     const javascript = new JavaScriptBackend({ bls: () => self });
     const llmSettings = { ttlMs: options.kvTransferTtlMs, gbps: options.kvTransferGbps, generationConfig: options.generationConfig };
-    const builtins = { onnxruntime: new OnnxRuntimeBackend(), javascript, llm: new LlmBackend('llm', options.loadLimits, llmSettings), mocker: new LlmBackend('mocker', options.loadLimits, llmSettings) };
+    const builtins = { onnxruntime: new OnnxRuntimeBackend(), javascript, llm: new LlmBackend('llm', options.loadLimits, llmSettings), mocker: new LlmBackend('mocker', options.loadLimits, llmSettings), embedding: new EmbeddingBackend() };
     const withBuiltins = { ...options, backends: { ...builtins, ...options.backends } };
     for (const root of withBuiltins.modelRepositories) {
       const info = await stat(root).catch(() => undefined);
