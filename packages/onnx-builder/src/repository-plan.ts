@@ -89,12 +89,12 @@ function embeddingModelFolder(model: string, options: SentenceTransformersFolder
  * Generated files of `test/fixtures/embedding_repository` (hand-written config.pbtxt files beside
  * them): `tiny_embed` (mean pooling, Normalize module, token_type_ids, max_seq_length 32, dynamic
  * batching) and `tiny_embed_cls` (CLS pooling, no Normalize, no token_type_ids, Matryoshka
- * dimensions [8, 16], max_seq_length 16).
+ * dimensions [8, 16], max_seq_length 64).
  */
 export function embeddingFixtureRepositoryFiles(): GeneratedFile[] {
   return [
     ...embeddingModelFolder('tiny_embed', { pooling: 'mean', normalize: true, maxSeqLength: 32 }),
-    ...embeddingModelFolder('tiny_embed_cls', { pooling: 'cls', normalize: false, maxSeqLength: 16, matryoshka: [8, 16], tokenTypeIds: false }),
+    ...embeddingModelFolder('tiny_embed_cls', { pooling: 'cls', normalize: false, maxSeqLength: 64, matryoshka: [8, 16], tokenTypeIds: false }),
   ];
 }
 

@@ -57,7 +57,7 @@ export function buildTinyEncoderModel(options: TinyEncoderOptions = {}): Uint8Ar
     g.initializer(name, 'FLOAT', dims, uniformFloats(next, dims.reduce((a, b) => a * b, 1), limit));
   };
   weight('word_embeddings', [V, H], 1);
-  weight('token_type_embeddings', [T, H], 0.2);
+  if (withTypes) weight('token_type_embeddings', [T, H], 0.2);
   weight('position_embeddings', [P, H], 0.2);
   weight('dense.weight', [H, H], Math.sqrt(3 / H));
   weight('dense.bias', [H], 0.1);
