@@ -37,12 +37,13 @@ function inputsOf(input: unknown): EmbeddingInput[] {
   if (typeof input === 'string') return [{ text: input }];
   if (!Array.isArray(input)) return bad(`input must be a string, a list of strings, a list of token ids or a list of lists of token ids, got ${describeValue(input)}`);
   if (input.length === 0) return bad('input must not be empty');
-  enforceLimits('', [{ what: "'input'", value: input.length, max: MAX_EMBEDDING_INPUTS, unit: 'inputs', why: 'the inputs of one embeddings request' }]);
   const first = input[0];
+  if (typeof first !== 'number') enforceLimits('', [{ what: "'input'", value: input.length, max: MAX_EMBEDDING_INPUTS, unit: 'inputs', why: 'the inputs of one embeddings request' }]);
   if (typeof first === 'string') {
     return input.map((s, i) => (typeof s === 'string' ? { text: s } : bad(`input[${i}] must be a string like input[0], got ${describeValue(s)}`)));
   }
   if (typeof first === 'number') {
+    enforceLimits('', [{ what: "the token ids of 'input'", value: input.length, max: MAX_EMBEDDING_TOKEN_IDS, unit: 'tokens', why: 'the tokens of one embeddings request' }]);
     input.forEach((id, i) => isTokenId(id) || bad(`input[${i}] must be a token id (an integer >= 0), got ${describeValue(id)}`));
     return [{ ids: input as number[] }];
   }
