@@ -212,6 +212,25 @@ describe('embeddings', () => {
     await worker?.stop();
     repo?.remove();
   });
+  it('serves the same model over KServe infer (token ids, parameters, per-request refusals)', async () => {
+    const ref = await Reference.open(join(repo.path, 'tiny_embed_cls', '1'));
+    const ids = ref.ids('hello world');
+    const infer = (body: object) => post(`${worker.httpUrl}/v2/models/tiny_embed_cls/infer`, JSON.stringify(body), { 'Content-Type': 'application/json' });
+    const ok = await infer({ inputs: [{ name: 'input_ids', datatype: 'INT64', shape: [1, ids.length], data: ids }], parameters: { dimensions: 16 } });
+    expect(ok.status).toBe(200);
+    const outputs = (ok.json() as { outputs: Array<{ name: string; shape: number[]; data: number[] }> }).outputs;
+    expect(outputs.find((o) => o.name === 'prompt_tokens')).toMatchObject({ shape: [1, 1], data: [ids.length] });
+    const embedding = outputs.find((o) => o.name === 'embedding')!;
+    expect(embedding.shape).toEqual([1, 16]);
+    expectClose(embedding.data, await ref.embed(ids, 'cls', false, 16));
+    const tooLong = await infer({ inputs: [{ name: 'input_ids', datatype: 'INT64', shape: [1, 65], data: Array(65).fill(1) }] });
+    expect([tooLong.status, tooLong.json().error]).toEqual([400, "This model's maximum context length is 64 tokens. However, you requested 65 tokens in the input for embedding generation. Please reduce the length of the input."]);
+    const both = await infer({ inputs: [{ name: 'input_ids', datatype: 'INT64', shape: [1, 1], data: [1] }, { name: 'text_input', datatype: 'BYTES', shape: [1, 1], data: ['a'] }] });
+    expect(both.status).toBe(400);
+    const badTruncate = await infer({ inputs: [{ name: 'text_input', datatype: 'BYTES', shape: [1, 1], data: ['a'] }], parameters: { truncate_prompt_tokens: 100 } });
+    expect([badTruncate.status, badTruncate.json().error]).toEqual([400, 'truncate_prompt_tokens value (100) is greater than max_model_len (64). Please, select a smaller truncation size.']);
+  });
+
   embeddingsSuite('on a worker', () => `${worker.httpUrl}/v1`, () => repo.path, () => `${worker.httpUrl}/v2/models/tiny_embed/stats`);
 });
 

@@ -65,6 +65,12 @@ function completeIo(config: ModelConfig): ModelConfig {
   return out;
 }
 
+/** An integer request parameter: a JSON number, or a gRPC `int64_param` (a bigint); else undefined. */
+function integerParameter(v: unknown): number | undefined {
+  if (typeof v === 'bigint') return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : undefined;
+  return typeof v === 'number' && Number.isSafeInteger(v) ? v : undefined;
+}
+
 /** One sequence to embed, checked. */
 interface Sequence {
   readonly request: number;
@@ -196,6 +202,8 @@ class EmbeddingInstance implements BackendInstance {
       const input = given!;
       const rows = input.shape.length >= 2 ? input.shape[0]! : 1;
       const width = input.shape[input.shape.length - 1] ?? 0;
+      // Refused before anything is copied: a sequence longer than the model takes and not truncated.
+      if (truncate === undefined && width > this.options.maxSeqLength) throw invalidArgument(embeddingTooLongMessage(this.options.maxSeqLength, width));
       const all = new BigInt64Array(input.data.buffer.slice(input.data.byteOffset, input.data.byteOffset + input.data.byteLength));
       const vocab = this.tokenizer.vocabSize;
       ids = [];
@@ -220,9 +228,10 @@ class EmbeddingInstance implements BackendInstance {
   }
 
   /** vLLM's checks of `dimensions`. */
-  private dimensionsOf(value: unknown, model: string): number | undefined {
-    if (value === undefined) return undefined;
-    if (typeof value !== 'number' || !Number.isInteger(value)) throw invalidArgument(`parameter '${EMBEDDING_DIMENSIONS_PARAMETER}' must be an integer`);
+  private dimensionsOf(raw: unknown, model: string): number | undefined {
+    if (raw === undefined) return undefined;
+    const value = integerParameter(raw);
+    if (value === undefined) throw invalidArgument(`parameter '${EMBEDDING_DIMENSIONS_PARAMETER}' must be an integer`);
     const allowed = this.options.matryoshka;
     if (allowed === undefined) throw invalidArgument(`Model "${model}" does not support matryoshka representation, changing output dimensions will lead to poor results.`);
     if (allowed !== 'any' && !allowed.includes(value)) {
@@ -233,9 +242,10 @@ class EmbeddingInstance implements BackendInstance {
   }
 
   /** vLLM's `truncate_prompt_tokens`: -1 = the model's length, k >= 1 keeps the last k tokens. */
-  private truncationOf(value: unknown): number | undefined {
-    if (value === undefined) return undefined;
-    if (typeof value !== 'number' || !Number.isInteger(value) || (value < 1 && value !== -1)) {
+  private truncationOf(raw: unknown): number | undefined {
+    if (raw === undefined) return undefined;
+    const value = integerParameter(raw);
+    if (value === undefined || (value < 1 && value !== -1)) {
       throw invalidArgument(`parameter '${EMBEDDING_TRUNCATE_PARAMETER}' must be -1 or an integer >= 1`);
     }
     const max = this.options.maxSeqLength;
