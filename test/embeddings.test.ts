@@ -139,6 +139,12 @@ function embeddingsSuite(name: string, url: () => string, repoPath: () => string
       });
     });
 
+    it('takes the vector of an export that pools itself (sentence_embedding), normalised per modules.json', async () => {
+      const res = await client.embeddings.create({ model: 'tiny_embed_pooled', input: TEXTS, encoding_format: 'float' });
+      // Same weights as tiny_embed: the model's own mean, not the CLS its Pooling module names.
+      for (const [i, text] of TEXTS.entries()) expectClose(res.data[i]!.embedding, await mean.embed(mean.ids(text), 'mean', true));
+    });
+
     it('refuses an input over max_seq_length with vLLM message; truncate_prompt_tokens keeps the last tokens', async () => {
       const long = 'The quick brown fox jumps over the lazy dog. '.repeat(6);
       const ids = mean.ids(long);
@@ -177,7 +183,7 @@ function embeddingsSuite(name: string, url: () => string, repoPath: () => string
 
     it('lists the embedding models on /v1/models', async () => {
       const ids = (await client.models.list()).data.map((m) => m.id);
-      expect(ids).toEqual(expect.arrayContaining(['tiny_embed', 'tiny_embed_cls']));
+      expect(ids).toEqual(expect.arrayContaining(['tiny_embed', 'tiny_embed_cls', 'tiny_embed_pooled']));
       expect((await client.models.retrieve('tiny_embed')).id).toBe('tiny_embed');
     });
 
@@ -236,7 +242,7 @@ describe('embeddings', () => {
 
 describe('embeddings through a router', () => {
   beforeAll(async () => {
-    cluster = await startCluster({ fixture: 'embedding_repository', files: files(), workers: [[]], waitForModels: ['tiny_embed', 'tiny_embed_cls'] });
+    cluster = await startCluster({ fixture: 'embedding_repository', files: files(), workers: [[]], waitForModels: ['tiny_embed', 'tiny_embed_cls', 'tiny_embed_pooled'] });
   }, 60_000);
   afterAll(async () => {
     await cluster?.stop();

@@ -38,6 +38,12 @@ export interface TinyEncoderOptions {
   readonly seed?: number;
   /** Include the `token_type_ids` input (BERT exports do; MPNet / XLM-R ones do not). Default true. */
   readonly tokenTypeIds?: boolean;
+  /**
+   * Export the whole sentence-transformers pipeline, as Optimum does for a `SentenceTransformer`:
+   * outputs `token_embeddings` [batch, seq, hidden] and `sentence_embedding` [batch, hidden] (the
+   * masked mean of the tokens, not normalised) instead of `last_hidden_state`. Default false.
+   */
+  readonly pooled?: boolean;
 }
 
 const BATCH = 'batch_size';
@@ -51,7 +57,10 @@ export function buildTinyEncoderModel(options: TinyEncoderOptions = {}): Uint8Ar
   g.input('input_ids', 'INT64', [BATCH, SEQ]);
   g.input('attention_mask', 'INT64', [BATCH, SEQ]);
   if (withTypes) g.input('token_type_ids', 'INT64', [BATCH, SEQ]);
-  g.output('last_hidden_state', 'FLOAT', [BATCH, SEQ, H]);
+  const pooled = options.pooled ?? false;
+  const tokens = pooled ? 'token_embeddings' : 'last_hidden_state';
+  g.output(tokens, 'FLOAT', [BATCH, SEQ, H]);
+  if (pooled) g.output('sentence_embedding', 'FLOAT', [BATCH, H]);
 
   const weight = (name: string, dims: number[], limit: number): void => {
     g.initializer(name, 'FLOAT', dims, uniformFloats(next, dims.reduce((a, b) => a * b, 1), limit));
@@ -92,7 +101,14 @@ export function buildTinyEncoderModel(options: TinyEncoderOptions = {}): Uint8Ar
   g.node('MatMul', ['mixed', 'dense.weight'], ['proj']);
   g.node('Add', ['proj', 'dense.bias'], ['proj_b']);
   g.node('Tanh', ['proj_b'], ['act']);
-  g.node('Add', [emb, 'act'], ['last_hidden_state']);
+  g.node('Add', [emb, 'act'], [tokens]);
+  if (pooled) {
+    g.node('Mul', [tokens, 'mask3'], ['out_masked']);
+    g.node('ReduceSum', ['out_masked', 'axes_seq'], ['out_sum'], { keepdims: 0 });
+    g.node('ReduceSum', ['mask3', 'axes_seq'], ['out_count'], { keepdims: 0 });
+    g.node('Add', ['out_count', 'tiny'], ['out_den']);
+    g.node('Div', ['out_sum', 'out_den'], ['sentence_embedding']);
+  }
   return g.buildModel();
 }
 
