@@ -17,13 +17,16 @@
  * truncation and normalisation follow on the event loop (small: batch × seq × hidden).
  *
  * Each instance owns its ONNX session on its own thread (`SessionThread`), so a forward pass never
- * blocks the event loop; text is tokenized off the loop when long (`encodeOffLoop`).
+ * blocks the event loop; text is tokenized off the loop when long (`encodeOffLoop`). A KIND_GPU
+ * instance runs its session on the CUDA execution provider of its device (`gpuSupport` tells the
+ * loader when that provider is missing, so KIND_GPU is refused with the reason).
  */
 import { invalidArgument, resolveConfinedPath, toSwitchyardError, unavailable, type Logger, type SwitchyardError } from '@switchyard/common';
 import { type InferTensor, deserializeStringElements, modelParameters } from '@switchyard/kserve';
 import { Tokenizer, readModelFolder } from '@switchyard/llm';
 import type { ModelConfig } from '@switchyard/model-config';
-import type { Backend, BackendInstance, BackendModel, BackendModelContext, BackendResult, ExecutionOutcome, InstanceSpec } from '../backend.js';
+import { cudaProviderStatus, type ProviderStatus } from '@switchyard/ort';
+import type { Backend, BackendInstance, BackendModel, BackendModelContext, BackendResult, ExecutionOutcome, GpuSupport, InstanceSpec } from '../backend.js';
 import type { NormalizedRequest } from '../request-normalizer.js';
 import { SessionThread, type WireTensor } from '../onnxruntime/session-thread.js';
 import {
@@ -95,7 +98,11 @@ class EmbeddingModel implements BackendModel {
     const { modelName } = this.context;
     let thread: SessionThread;
     try {
-      thread = await SessionThread.create(this.file, { graphOptimizationLevel: 'all', intraOpNumThreads: 1 });
+      thread = await SessionThread.create(this.file, {
+        graphOptimizationLevel: 'all',
+        intraOpNumThreads: 1,
+        ...(spec.kind === 'KIND_GPU' ? { executionProviders: [{ name: 'cuda', deviceId: spec.deviceId }] } : {}),
+      });
     } catch (e) {
       throw unavailable(`unable to load model '${modelName}': ${e instanceof Error ? e.message : String(e)}`, e);
     }
@@ -303,6 +310,17 @@ class EmbeddingInstance implements BackendInstance {
 
 export class EmbeddingBackend implements Backend {
   readonly name = 'embedding';
+
+  constructor(
+    /** Whether onnxruntime-node's CUDA execution provider is installed (tests substitute it). */
+    private readonly cudaStatus: () => ProviderStatus = () => cudaProviderStatus(),
+  ) {}
+
+  /** KIND_GPU instances run their session on the CUDA provider, which must be installed. */
+  gpuSupport(): GpuSupport {
+    const cuda = this.cudaStatus();
+    return cuda.available ? { usable: true } : { usable: false, reason: cuda.reason };
+  }
 
   async autoCompleteConfig(context: BackendModelContext): Promise<ModelConfig> {
     return completeIo(context.config);
