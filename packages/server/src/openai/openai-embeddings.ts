@@ -11,7 +11,7 @@
  * usage: {prompt_tokens, total_tokens}}`; `encoding_format: "base64"` gives each embedding as the
  * base64 of its little-endian float32 bytes (as OpenAI; the SDK decodes it so).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { internal, notFound } from '@switchyard/common';
 import {
   EMBEDDING_BACKEND,
@@ -65,7 +65,8 @@ async function modelFor(engine: InferenceEngine, model: string | undefined): Pro
   return model;
 }
 
-export async function handleEmbeddings(engine: InferenceEngine, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+/** Answer one embeddings request whose body (`body`, decoded JSON) the door has read; throws what it refuses. */
+export async function handleEmbeddings(engine: InferenceEngine, res: ServerResponse, body: unknown): Promise<void> {
   const request = parseEmbeddingsRequest(body);
   if (request.model !== undefined) await waitForModel(engine, request.model, res, 'close');
   const model = await modelFor(engine, request.model);

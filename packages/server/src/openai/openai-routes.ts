@@ -52,7 +52,7 @@ export async function handleOpenAi(ctx: HttpContext, req: IncomingMessage, res: 
       case 'completions':
         return await completions(ctx, req, res);
       case 'embeddings':
-        return await handleEmbeddings(ctx.engine, req, res, await readJson(ctx, req));
+        return await handleEmbeddings(ctx.engine, res, await readJson(ctx, req));
     }
   } catch (e) {
     // Expected failures are SwitchyardErrors; anything else is a bug worth a warning.
