@@ -18,11 +18,13 @@
 // goodput under a stated TTFT / TPOT SLO, TTFT and TPOT p50/p99.
 // Planner (issue 12, bench/planner.mjs): the cluster simulator on a sinusoidal day, the planner in load
 // and sla mode against static peak and static mean provisioning: SLO attainment and worker-seconds.
+// Embeddings (bench/embeddings.mjs): OpenAI /v1/embeddings on the tiny encoder with dynamic batching
+// off and on, one-sentence and 32-sentence requests, embeddings/s and the on/off ratio.
 // Cluster hop (bench/cluster-hop.mjs): one worker and one router over private etcd, NATS and
 // Redis; `simple` over HTTP and gRPC at c=1 and 16 and streaming chat on `mock_llm` at c=1 and 8, each
 // straight to the worker and through the router, with router/direct ratios (what the hop costs).
 //
-//   node bench/run.mjs [--quick] [--only worker,batching,llm,routing,disagg,planner,cluster,kv-transfer]     (default: every section)
+//   node bench/run.mjs [--quick] [--only worker,batching,embeddings,llm,routing,disagg,planner,cluster,kv-transfer]     (default: every section)
 //   node scripts/with-node.mjs 26 -- npm run bench -- --quick                     (on another Node.js line)
 // Every process it starts (workers, routers, bare servers) runs on the Node.js running this script;
 // the report and the results file name say which one.
@@ -37,6 +39,7 @@ import { measureSessionRun } from './lib/raw-ort.mjs';
 import { httpPost, inferBodies } from './lib/clients.mjs';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
 import { measureBatching } from './batching.mjs';
+import { measureEmbeddings } from './embeddings.mjs';
 import { measureReplay } from './llm-replay.mjs';
 import { measureOnnxLlm } from './llm-onnx.mjs';
 import { measureRouting } from './llm-routing.mjs';
@@ -48,7 +51,7 @@ import { measurePlanner } from './planner.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const QUICK = process.argv.includes('--quick');
-const SECTIONS = ['worker', 'batching', 'llm', 'routing', 'disagg', 'planner', 'cluster', 'kv-transfer'];
+const SECTIONS = ['worker', 'batching', 'embeddings', 'llm', 'routing', 'disagg', 'planner', 'cluster', 'kv-transfer'];
 const ONLY = onlySections(process.argv.slice(2));
 const DURATION_MS = QUICK ? 800 : 2500;
 const CONCURRENCY = [1, 16, 64];
@@ -183,6 +186,8 @@ if (ONLY.has('worker')) {
 }
 // Issue 3: dynamic batching on/off and raw session.run at the batch sizes formed (bench/batching.mjs).
 if (ONLY.has('batching')) results.batching = await measureBatching({ quick: QUICK, bare: results.bare['http-binary'] });
+// OpenAI /v1/embeddings with dynamic batching on and off (bench/embeddings.mjs).
+if (ONLY.has('embeddings')) results.embeddings = await measureEmbeddings({ quick: QUICK });
 // Issue 4: the simulated executor's replay in virtual time (bench/llm-replay.mjs).
 if (ONLY.has('llm')) results.llmReplay = await measureReplay({ quick: QUICK });
 // Issue 4: the ONNX executor on the tiny decoder: continuous batching gain and prefix-cache TTFT (bench/llm-onnx.mjs).

@@ -14,6 +14,7 @@ import { InferenceJob } from './inference-job.js';
 import { inferViaSubmit } from './infer-via-submit.js';
 import { JavaScriptBackend } from './javascript/javascript-backend.js';
 import { LlmBackend } from './llm/llm-backend.js';
+import { EmbeddingBackend } from './embedding/embedding-backend.js';
 import { NO_LABELS } from './labels.js';
 import { reshapeResult } from './output-reshape.js';
 import type { LoadedVersion } from './model/loaded-version.js';
@@ -86,6 +87,7 @@ export class Engine implements InferenceEngine {
       javascript,
       llm: new LlmBackend('llm', options.loadLimits, llmSettings, settings.llm),
       mocker: new LlmBackend('mocker', options.loadLimits, llmSettings, settings.mocker),
+      embedding: new EmbeddingBackend(),
     };
     const withBuiltins = { ...options, backends: { ...builtins, ...options.backends } };
     let initError: string | undefined;

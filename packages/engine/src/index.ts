@@ -24,6 +24,7 @@ export type {
   InstanceSpec,
   ResponseSender,
 } from './backend.js';
+export * from './embedding/embedding-io.js';
 export { JavaScriptBackend } from './javascript/javascript-backend.js';
 export type { JavaScriptBackendOptions } from './javascript/javascript-backend.js';
 export type { NormalizedInput, NormalizedRequest } from './request-normalizer.js';

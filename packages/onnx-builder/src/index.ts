@@ -44,6 +44,7 @@ export {
   exampleRepositoryFiles,
   fixtureRepositoryFiles,
   llmFixtureRepositoryFiles,
+  embeddingFixtureRepositoryFiles,
   IDENTITY_FIXTURE_DATATYPES,
   CORRUPT_MODEL_TEXT,
   type GeneratedFile,
@@ -70,3 +71,12 @@ export {
   type TinyDecoderShape,
   type TinyTokenizerFiles,
 } from './tiny-tokenizer-files.js';
+export {
+  buildTinyEncoderModel,
+  sentenceTransformersFiles,
+  TINY_ENCODER_SHAPE,
+  type TinyEncoderOptions,
+  type TinyEncoderShape,
+  type TinyPoolingMode,
+  type SentenceTransformersFolderOptions,
+} from './tiny-encoder.js';

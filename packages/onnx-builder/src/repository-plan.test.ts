@@ -97,7 +97,9 @@ describe.each(REPOS)('%s on disk', (dir, files) => {
         if (model === 'bad_config') return; // its config is broken on purpose
         // An LLM's config declares its text interface (text_input → text_output); the decoder's ONNX
         // signature is checked by the LLM engine's executor when it loads.
-        if (/backend:\s*"llm"/.test(readFileSync(configPath, 'utf8'))) return;
+        // An embedding model's config declares its text / token-id interface (embedding-io.ts); its
+        // backend reads the encoder's signature at load.
+        if (/backend:\s*"(llm|embedding)"/.test(readFileSync(configPath, 'utf8'))) return;
         // Sequence models also take the batcher's control inputs, which configs list apart.
         const sequence = /sequence_batching/.test(readFileSync(configPath, 'utf8'));
         check(config.inputs, sequence ? session.inputMetadata.filter((m) => config.inputs.some((s) => s.name === m.name)) : session.inputMetadata);

@@ -17,6 +17,7 @@ import {
   BATCH_DIM,
 } from './models.js';
 import { buildTinyDecoderModel } from './tiny-decoder.js';
+import { buildTinyEncoderModel, sentenceTransformersFiles, type SentenceTransformersFolderOptions } from './tiny-encoder.js';
 import { TINY_DECODER_SHAPE, buildTinyTokenizerFiles, tinySpecialTokenIds } from './tiny-tokenizer-files.js';
 
 /** One generated file: `path` is POSIX, relative to its repository root. */
@@ -64,6 +65,39 @@ export function exampleRepositoryFiles(): GeneratedFile[] {
     file('text_classifier/1/model.onnx', () => buildTextClassifierModel()),
     ...llmModelFolder('tiny_llm', 'FLOAT'),
     ...llmModelFolder('mock_llm', null),
+    ...embeddingModelFolder('tiny_embedding', { pooling: 'mean', normalize: true, maxSeqLength: 64 }),
+  ];
+}
+
+/**
+ * A sentence-transformers model folder as version 1 of `model`: the tiny encoder's model.onnx plus
+ * the tokenizer and sentence-transformers files (tiny-encoder.ts). `matryoshka` lands in config.json
+ * as `matryoshka_dimensions`; `tokenTypeIds: false` builds an export without that input.
+ */
+function embeddingModelFolder(model: string, options: SentenceTransformersFolderOptions & { matryoshka?: number[]; tokenTypeIds?: boolean; pooled?: boolean }): GeneratedFile[] {
+  const files = sentenceTransformersFiles(options);
+  if (options.matryoshka !== undefined) {
+    files['config.json'] = `${JSON.stringify({ ...JSON.parse(files['config.json']!), matryoshka_dimensions: options.matryoshka }, null, 2)}\n`;
+  }
+  return [
+    file(`${model}/1/model.onnx`, () => buildTinyEncoderModel({ tokenTypeIds: options.tokenTypeIds ?? true, pooled: options.pooled ?? false })),
+    ...Object.entries(files).map(([name, text]) => file(`${model}/1/${name}`, () => new TextEncoder().encode(text))),
+  ];
+}
+
+/**
+ * Generated files of `test/fixtures/embedding_repository` (hand-written config.pbtxt files beside
+ * them): `tiny_embed` (mean pooling, Normalize module, token_type_ids, max_seq_length 32, dynamic
+ * batching) and `tiny_embed_cls` (CLS pooling, no Normalize, no token_type_ids, Matryoshka
+ * dimensions [8, 16], max_seq_length 64) and `tiny_embed_pooled` (an export that pools itself:
+ * `sentence_embedding` = the mean of its `token_embeddings`, although its Pooling module says CLS;
+ * Normalize module).
+ */
+export function embeddingFixtureRepositoryFiles(): GeneratedFile[] {
+  return [
+    ...embeddingModelFolder('tiny_embed', { pooling: 'mean', normalize: true, maxSeqLength: 32 }),
+    ...embeddingModelFolder('tiny_embed_cls', { pooling: 'cls', normalize: false, maxSeqLength: 64, matryoshka: [8, 16], tokenTypeIds: false }),
+    ...embeddingModelFolder('tiny_embed_pooled', { pooling: 'cls', normalize: true, maxSeqLength: 32, pooled: true }),
   ];
 }
 

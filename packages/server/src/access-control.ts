@@ -149,7 +149,7 @@ export function httpRouteGroup(route: Route): ApiGroup {
       return 'model-repository';
     case 'openai':
       // Listing models is metadata, as `GET /v2/models/{m}` is; the load API stays apart.
-      return route.action === 'chat_completions' || route.action === 'completions' ? 'inference' : 'metadata';
+      return route.action === 'models' || route.action === 'model' ? 'metadata' : 'inference';
     case 'model':
       switch (route.action) {
         case 'metadata':

@@ -29,7 +29,9 @@ describe('matchRoute', () => {
     expect(matchRoute('/v1/models')).toEqual({ kind: 'openai', action: 'models' });
     expect(matchRoute('/v1/models/Qwen%2FQwen3-0.6B')).toEqual({ kind: 'openai', action: 'model', model: 'Qwen/Qwen3-0.6B' });
     expect(matchRoute('/v1/models/org/name')).toEqual({ kind: 'openai', action: 'model', model: 'org/name' });
-    expect(matchRoute('/v1/embeddings')).toBeUndefined();
+    expect(matchRoute('/v1/embeddings')).toEqual({ kind: 'openai', action: 'embeddings' });
+    expect(matchRoute('/v1/audio/speech')).toBeUndefined();
+    expect(allowedMethods({ kind: 'openai', action: 'embeddings' })).toEqual(['POST']);
     expect(allowedMethods({ kind: 'openai', action: 'completions' })).toEqual(['POST']);
     expect(allowedMethods({ kind: 'openai', action: 'model', model: 'm' })).toEqual(['GET']);
   });

@@ -11,7 +11,7 @@
  */
 
 export type ModelAction = 'metadata' | 'ready' | 'infer' | 'generate' | 'generate_stream' | 'config' | 'stats';
-export type OpenAiAction = 'chat_completions' | 'completions' | 'models' | 'model';
+export type OpenAiAction = 'chat_completions' | 'completions' | 'embeddings' | 'models' | 'model';
 export type ShmAction = 'status' | 'register' | 'unregister';
 
 export type Route =
@@ -37,6 +37,7 @@ const REPOSITORY_RE = /^\/v2\/repository(?:\/([^/]+))?\/(?:(index)|models\/([^/]
 const OPENAI_ROUTES: Readonly<Record<string, OpenAiAction>> = {
   '/v1/chat/completions': 'chat_completions',
   '/v1/completions': 'completions',
+  '/v1/embeddings': 'embeddings',
   '/v1/models': 'models',
 };
 const OPENAI_MODEL_RE = /^\/v1\/models\/(.+)$/;
@@ -105,7 +106,7 @@ export function allowedMethods(route: Route): readonly string[] {
     case 'repository_control':
       return ['POST'];
     case 'openai':
-      return route.action === 'chat_completions' || route.action === 'completions' ? ['POST'] : ['GET'];
+      return route.action === 'models' || route.action === 'model' ? ['GET'] : ['POST'];
     default:
       return ['GET'];
   }

@@ -284,7 +284,7 @@ describe('OpenAI door (/v1) driven by the openai SDK', () => {
   });
 
   it('unknown /v1 paths are 404 and wrong methods 405, both with OpenAI bodies', async () => {
-    const missing = await rawRequest(port, 'GET', '/v1/embeddings');
+    const missing = await rawRequest(port, 'GET', '/v1/audio/speech');
     expect(missing.status).toBe(404);
     expect(missing.json()).toMatchObject({ error: { type: 'invalid_request_error' } });
     const wrong = await rawRequest(port, 'GET', '/v1/chat/completions');

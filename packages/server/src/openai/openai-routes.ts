@@ -1,6 +1,7 @@
 /**
  * The OpenAI front door on the worker's HTTP port, beside KServe (as vLLM's OpenAI server):
- * `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`, `GET /v1/models/{id}`.
+ * `POST /v1/chat/completions`, `POST /v1/completions`, `POST /v1/embeddings` (openai-embeddings.ts),
+ * `GET /v1/models`, `GET /v1/models/{id}` (LLMs and embedding models).
  *
  * Steps of a generation request: body (size-limited by `--http-max-input-size`, gzip/deflate
  * accepted, JSON content type) → decode and validate (`parseChatCompletionRequest` /
@@ -39,19 +40,22 @@ import type { OpenAiAction } from '../http/http-router.js';
 import { waitForModel } from '../wait-for-model.js';
 import { sendOpenAiError } from './openai-errors.js';
 import { runGeneration } from './openai-generation.js';
+import { embeddingModelEntry, embeddingModels, handleEmbeddings } from './openai-embeddings.js';
 
 /** Serve one `/v1` route; never throws (errors are answered here). */
 export async function handleOpenAi(ctx: HttpContext, req: IncomingMessage, res: ServerResponse, action: OpenAiAction, model?: string): Promise<void> {
   try {
     switch (action) {
       case 'models':
-        return listModels(ctx.engine, res);
+        return await listModels(ctx.engine, res);
       case 'model':
-        return retrieveModel(ctx.engine, res, model ?? '');
+        return await retrieveModel(ctx.engine, res, model ?? '');
       case 'chat_completions':
         return await chatCompletions(ctx, req, res);
       case 'completions':
         return await completions(ctx, req, res);
+      case 'embeddings':
+        return await handleEmbeddings(ctx.engine, res, await readJson(ctx, req));
     }
   } catch (e) {
     // Expected failures are SwitchyardErrors; anything else is a bug worth a warning.
@@ -61,12 +65,17 @@ export async function handleOpenAi(ctx: HttpContext, req: IncomingMessage, res: 
   }
 }
 
-function listModels(engine: InferenceEngine, res: ServerResponse): void {
-  const list: OpenAiModelList = { object: 'list', data: (engine.llmEndpoints?.() ?? []).map((e) => openAiModel(e.card)) };
+async function listModels(engine: InferenceEngine, res: ServerResponse): Promise<void> {
+  const llms = (engine.llmEndpoints?.() ?? []).map((e) => openAiModel(e.card));
+  const embeddings = (await embeddingModels(engine)).map(embeddingModelEntry);
+  const list: OpenAiModelList = { object: 'list', data: [...llms, ...embeddings].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)) };
   sendJson(res, 200, JSON.stringify(list));
 }
 
-function retrieveModel(engine: InferenceEngine, res: ServerResponse, model: string): void {
+async function retrieveModel(engine: InferenceEngine, res: ServerResponse, model: string): Promise<void> {
+  if (engine.llmEndpoint?.(model) === undefined && (await embeddingModels(engine)).includes(model)) {
+    return sendJson(res, 200, JSON.stringify(embeddingModelEntry(model)));
+  }
   sendJson(res, 200, JSON.stringify(openAiModel(endpointFor(engine, model).card)));
 }
 
