@@ -192,10 +192,12 @@ describe('OpenAI door (/v1) driven by the openai SDK', () => {
     const cases: Array<[Record<string, unknown>, string]> = [
       [{ temperature: -1 }, 'temperature'],
       [{ top_p: 0 }, 'top_p'],
-      [{ n: 2 }, 'n'],
+      [{ n: 0 }, 'n'],
+      [{ n: 129 }, 'n'],
+      [{ top_logprobs: 2 }, 'top_logprobs'],
       [{ max_completion_tokens: 0 }, 'max_completion_tokens'],
       [{ stop: [''] }, 'stop'],
-      [{ top_logprobs: 3, logprobs: true }, 'top_logprobs'],
+      [{ top_logprobs: 21, logprobs: true }, 'top_logprobs'],
     ];
     for (const [fields, param] of cases) {
       const err = await client.chat.completions
