@@ -85,6 +85,7 @@ describe('parseChatCompletionRequest', () => {
       max_tokens: 20,
       default_max_tokens: null,
       logprobs: true,
+      top_logprobs: 0,
       logit_bias: { '5': 100, '7': -3.5 },
       min_tokens: 4,
       skip_special_tokens: false,
@@ -137,7 +138,7 @@ describe('parseCompletionRequest', () => {
     expect(completion({ prompt: [[1], [2, 3]] }).prompts).toEqual([{ tokenIds: [1] }, { tokenIds: [2, 3] }]);
     expect(paramOf(() => completion({ prompt: ['a', [1]] }))).toBe('prompt');
     expect(paramOf(() => completion({ prompt: [[1], []] }))).toBe('prompt');
-    expect(paramOf(() => completion({ prompt: [[1], [-1]] }))).toBe('prompt');
+    expect(paramOf(() => completion({ prompt: [[1], ['a']] }))).toBe('prompt');
     expect(paramOf(() => completion({ prompt: [] }))).toBe('prompt');
     expect(paramOf(() => completion({ prompt: undefined }))).toBe('prompt');
   });
