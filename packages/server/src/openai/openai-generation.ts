@@ -6,8 +6,10 @@
  * each choice is its own engine request (vLLM V1 fans `n` out the same way), with its own assembler,
  * OutputProcessor and abort. For prefix caching, the first choice of a prompt goes alone: its
  * siblings start once it produced its first output, when the prompt's full KV blocks are computed and
- * cached, so they are prefix-cache hits (on a worker; through a router, KV-aware routing sends them to
- * the worker that now holds those blocks). Streamed chunks of different choices interleave, each with
+ * cached, so they are prefix-cache hits (on a worker; through a router, KV-aware routing favours the
+ * worker holding those blocks once its KV events reached the router — with one worker for the model
+ * always). The price is one prefill's latency for the siblings; vLLM V1 instead caches a step's blocks
+ * as it schedules them, which this engine does not (it promotes blocks after their forward pass). Streamed chunks of different choices interleave, each with
  * its `index`. Usage counts each prompt once, the completion tokens of every choice, and per prompt the
  * most cached tokens any of its choices had (the siblings' hits on the first choice's blocks).
  *
