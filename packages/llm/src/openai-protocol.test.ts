@@ -157,6 +157,8 @@ describe('parseCompletionRequest', () => {
     expect(paramOf(() => completion({ logprobs: true }))).toBe('logprobs');
     expect(paramOf(() => completion({ echo: true, logprobs: 0 }))).toBe('echo');
     expect(paramOf(() => completion({ best_of: 2 }))).toBe('best_of');
+    expect(paramOf(() => completion({ best_of: 0 }))).toBe('best_of');
+    expect(completion({ best_of: 1, n: 2 }).n).toBe(2);
   });
 });
 

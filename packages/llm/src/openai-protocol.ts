@@ -378,7 +378,9 @@ export function parseCompletionRequest(body: unknown): ParsedCompletionRequest {
   const echo = optional(o, 'echo', isBoolean, 'a boolean') ?? false;
   if (echo && logprobs !== null) throw new InvalidParamError('echo', 'echo with logprobs is not supported (prompt logprobs are not computed)');
   const bestOf = optional(o, 'best_of', isInteger, 'an integer');
-  if (bestOf !== undefined && bestOf !== 1) throw new InvalidParamError('best_of', 'only best_of = 1 is supported (as in vLLM V1)');
+  if (bestOf !== undefined && bestOf < 1) throw new InvalidParamError('best_of', `best_of must be at least 1, got ${bestOf}`);
+  // vLLM V1's refusal, word for word: it dropped best_of (n choices are n independent samples).
+  if (bestOf !== undefined && bestOf > 1) throw new InvalidParamError('best_of', 'vLLM V1 does not yet support best_of.');
   const c = common(o, { field: 'max_tokens', dflt: DEFAULT_COMPLETION_MAX_TOKENS }, { logprobs: logprobs !== null, top: logprobs ?? 0 }, true);
   if (prompts.length * c.n > MAX_CHOICES) {
     throw new InvalidParamError(prompts.length > 1 ? 'prompt' : 'n', `a request may ask for at most ${MAX_CHOICES} choices (prompts × n), got ${prompts.length * c.n}`);
