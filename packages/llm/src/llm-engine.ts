@@ -59,10 +59,10 @@ export interface LlmEngineOptions {
   readonly kvTransferTtlMs?: number;
 }
 
-/** Per-request state between `generate` and the final output. */
 /** What an output says about its tokens' probabilities (GenerateOutput's fields of that name). */
 type TokenScores = Pick<GenerateOutput, 'logprobs' | 'topLogprobs'>;
 
+/** Per-request state between `generate` and the final output. */
 interface Stream {
   readonly request: GenerateRequest;
   readonly sequence: LlmSequence;

@@ -393,7 +393,7 @@ export interface TopLogprobs {
 }
 
 /**
- * The `k` largest logits (k <= logits.length is not required), best first, lower id first on ties,
+ * The `k` largest logits (every one when k >= logits.length), best first, lower id first on ties,
  * as logprobs `logits[i] - norm` (`norm` = logSumExp(logits)). One pass with a size-k min-heap of ids:
  * O(V log k), no pass over the vocabulary per alternative.
  */
