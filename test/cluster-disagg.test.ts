@@ -116,9 +116,13 @@ describe('disaggregated prefill and decode', () => {
       const [p0, d0] = await Promise.all([workerMetrics(prefill), workerMetrics(decode)]);
       // long: remote (the decode worker holds none of it)
       const shared = story(`${model} A`, 4);
-      const long = await both(model, `${shared} ${story('first tail', 2)}`, { max_tokens: 24, temperature: 0, logprobs: 0 });
+      const long = await both(model, `${shared} ${story('first tail', 2)}`, { max_tokens: 24, temperature: 0, logprobs: 3 });
       expect(long.cluster.choices[0]!.text).toBe(long.reference.choices[0]!.text);
-      expect(long.cluster.choices[0]!.logprobs!.tokens).toEqual(long.reference.choices[0]!.logprobs!.tokens);
+      const [lc, lr] = [long.cluster.choices[0]!.logprobs!, long.reference.choices[0]!.logprobs!];
+      expect(lc.tokens).toEqual(lr.tokens);
+      // the alternatives too: the first token's from the prefill worker, the rest from the decode worker
+      expect(lc.top_logprobs!.map((t) => Object.keys(t))).toEqual(lr.top_logprobs!.map((t) => Object.keys(t)));
+      lc.token_logprobs!.forEach((lp, i) => expect(lp).toBeCloseTo(lr.token_logprobs![i]!, 3));
       expect(long.cluster.usage).toMatchObject({ completion_tokens: 24, prompt_tokens: long.reference.usage!.prompt_tokens });
       const m1 = await routerMetrics();
       expect(disagg(m1, model, 'remote') - disagg(m0, model, 'remote')).toBe(1);

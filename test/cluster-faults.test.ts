@@ -37,32 +37,42 @@ const metrics = (): Promise<string> => metricsText(cluster.router.metricsUrl);
 
 interface Streamed {
   id: string;
+  /** Choice 0's text. */
   text: string;
+  /** Each choice's text, by index. */
+  texts: string[];
   chunks: number;
+  /** Choice 0's finish reason. */
   finish: string | null | undefined;
+  finishes: Array<string | null | undefined>;
   usage: OpenAI.CompletionUsage | null | undefined;
 }
-async function chat(content: string, maxTokens: number, onChunk?: (n: number) => Promise<void>): Promise<Streamed> {
+async function chat(content: string, maxTokens: number, onChunk?: (n: number) => Promise<void>, n = 1): Promise<Streamed> {
   const stream = await openai.chat.completions.create({
     model: 'mock_llm',
     messages: [{ role: 'user', content }],
     max_tokens: maxTokens,
     temperature: 0,
+    n,
     stream: true,
     stream_options: { include_usage: true },
   });
-  const r: Streamed = { id: '', text: '', chunks: 0, finish: undefined, usage: undefined };
+  const r: Streamed = { id: '', text: '', texts: [], chunks: 0, finish: undefined, finishes: [], usage: undefined };
   for await (const chunk of stream) {
     r.id = chunk.id;
-    const delta = chunk.choices[0]?.delta.content ?? '';
-    if (delta !== '') {
-      r.text += delta;
-      r.chunks++;
-      await onChunk?.(r.chunks);
+    for (const c of chunk.choices) {
+      const delta = c.delta.content ?? '';
+      if (delta !== '') {
+        r.texts[c.index] = (r.texts[c.index] ?? '') + delta;
+        r.chunks++;
+        await onChunk?.(r.chunks);
+      }
+      r.finishes[c.index] = c.finish_reason ?? r.finishes[c.index];
     }
-    r.finish = chunk.choices[0]?.finish_reason ?? r.finish;
     if (chunk.usage) r.usage = chunk.usage;
   }
+  r.text = r.texts[0] ?? '';
+  r.finish = r.finishes[0];
   return r;
 }
 
@@ -113,7 +123,7 @@ describe('cluster faults', () => {
     expect(spent).toBeLessThan(150);
   }, 30_000);
 
-  it('kill -9 of the streaming worker: the stream migrates and completes with the undisturbed text', async () => {
+  it('kill -9 of the streaming worker: the stream migrates and each of its n = 2 choices completes with the undisturbed text', async () => {
     // the reference: an undisturbed request's text is what the mocker's token function says
     const baseline = await chat(PROMPT, 200);
     expect(baseline.usage).toMatchObject({ completion_tokens: 200 });
@@ -126,19 +136,19 @@ describe('cluster faults', () => {
     const t0 = Date.now();
     let killedAt = 0;
     const migrated = await chat(`${PROMPT} again`, 200, async (n) => {
-      if (victim !== undefined || n < 20) return;
+      if (victim !== undefined || n < 40) return;
       const now = await metrics();
       victim = ids.findIndex((id) => routingDecisions(now, id) > routingDecisions(before, id));
       expect(victim).toBeGreaterThanOrEqual(0);
       await cluster.workers[victim]!.stop('SIGKILL');
       killedAt = Date.now();
-    });
+    }, 2);
     const recovered = Date.now() - killedAt;
     expect(victim).toBeDefined();
-    expect(migrated.finish).toBe('length');
-    expect(migrated.usage).toMatchObject({ completion_tokens: 200 });
-    // no token lost or repeated across the migration
-    expect(migrated.text).toBe(mockerText(tokenizer, migrated.id, migrated.usage!.prompt_tokens, 200));
+    expect(migrated.finishes).toEqual(['length', 'length']);
+    expect(migrated.usage).toMatchObject({ completion_tokens: 400 });
+    // no token lost or repeated across the migration, in either choice (engine request `<index>_<id>`)
+    for (const i of [0, 1]) expect(migrated.texts[i]).toBe(mockerText(tokenizer, `${i}_${migrated.id}`, migrated.usage!.prompt_tokens, 200));
     const after = await metrics();
     expect(total(after, 'switchyard_router_migrations_total')).toBeGreaterThan(migrationsBefore);
     expect(total(after, 'switchyard_router_stall_probe_aborts_total')).toBeGreaterThanOrEqual(1);

@@ -19,6 +19,7 @@ import { metricsText } from './lib/metrics.js';
 import { get, post, serializeStrings, deserializeStrings } from './lib/tensors.js';
 import { grpc, isFinalResponse, loadGrpcClients, streamInfer, unary, unaryError } from './lib/grpc-client.js';
 import { waitFor } from './lib/wait-for.js';
+import { batchedCompletionLogprobs, chatTopLogprobs, nChoicesShareThePrompt } from './lib/openai-choices.js';
 
 let cluster: Cluster;
 let openai: OpenAI;
@@ -130,6 +131,15 @@ describe('OpenAI through the router', () => {
     const res = await openai.completions.create({ model: 'tiny_llm', prompt: 'The quick brown fox', max_tokens: 4, temperature: 0 });
     expect(res.choices[0]!.finish_reason).toBe('length');
     expect(res.usage).toMatchObject({ completion_tokens: 4 });
+  });
+
+  it('n = 3 choices through the router: own seeds, the prompt shared from the prefix cache, streamed with indexes', async () => {
+    await nChoicesShareThePrompt(openai, 'tiny_llm', 'router');
+  });
+
+  it('logprobs with alternatives cross the cluster wire (chat top_logprobs; batched completions × n)', async () => {
+    await chatTopLogprobs(openai, 'tiny_llm');
+    await batchedCompletionLogprobs(openai, 'tiny_llm');
   });
 
   it('rejects bad requests at the router in OpenAI shape', async () => {

@@ -12,6 +12,7 @@ import { fixtureRepository, type FixtureRepository } from './lib/fixture-reposit
 import { isFinalResponse, loadGrpcClients, streamInfer, type GrpcClient } from './lib/grpc-client.js';
 import { get, post, serializeStrings, deserializeStrings, serverSentEvents } from './lib/tensors.js';
 import { waitFor } from './lib/wait-for.js';
+import { batchedCompletionLogprobs, chatTopLogprobs, nChoicesShareThePrompt } from './lib/openai-choices.js';
 
 let repo: FixtureRepository;
 let worker: WorkerProcess;
@@ -139,6 +140,18 @@ describe('OpenAI endpoints with the official SDK', () => {
     expect(second.choices[0]!.message.content).toBe(first.choices[0]!.message.content);
     expect(first.usage!.prompt_tokens).toBeGreaterThan(16);
     expect(second.usage!.prompt_tokens_details?.cached_tokens).toBeGreaterThanOrEqual(16);
+  });
+
+  it('n = 3 choices: own seeds (seed + i), the prompt computed once and shared from the prefix cache, streamed with indexes', async () => {
+    await nChoicesShareThePrompt(openai, 'tiny_llm', 'worker');
+  });
+
+  it('chat logprobs with top_logprobs: the greedy token leads its alternatives, streamed or not', async () => {
+    await chatTopLogprobs(openai, 'tiny_llm');
+  });
+
+  it('completions: a batch of prompts × n with logprobs, indexed prompt-major', async () => {
+    await batchedCompletionLogprobs(openai, 'tiny_llm');
   });
 
   it('streams chat chunks with usage at the end', async () => {

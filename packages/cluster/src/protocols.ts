@@ -116,6 +116,8 @@ export interface WireGenerateOutput {
   readonly finishReason: 'stop' | 'length' | 'abort' | null;
   readonly stopReason: number | null;
   readonly logprobs?: readonly number[];
+  /** One per token id: the most likely tokens there, best first (-Infinity travels as null, as in `logprobs`). */
+  readonly topLogprobs?: ReadonlyArray<{ readonly tokenIds: readonly number[]; readonly logprobs: readonly number[] }>;
   readonly usage?: { readonly promptTokens: number; readonly completionTokens: number; readonly cachedTokens: number };
   /** Prefill-only requests: on the final output when it finished with 'length'. */
   readonly kvTransfer?: WireKvTransferHandle;

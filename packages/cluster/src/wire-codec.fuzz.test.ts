@@ -189,7 +189,7 @@ describe('cluster wire round trips (fuzz)', () => {
     });
   });
 
-  it('generate outputs survive the wire, -Infinity logprobs included', () => {
+  it('generate outputs survive the wire, -Infinity logprobs and top logprobs included', () => {
     const output = fc.record({
       tokenIds: fc.array(fc.nat(1000), { maxLength: 4 }),
       finishReason: fc.constantFrom(null, 'stop' as const, 'length' as const, 'abort' as const),
@@ -198,6 +198,18 @@ describe('cluster wire round trips (fuzz)', () => {
       logprobs: fc.array(fc.oneof(fc.double({ max: 0, noNaN: true }).map((x) => x + 0), fc.constant(-Infinity)), { maxLength: 4 }),
     });
     fuzz(output, (o) => {
+      expect(generateOutputFromWire(decodeWireGenerateOutput(viaJson(generateOutputToWire(o))))).toEqual(o);
+    });
+    // top logprobs: one entry per token, each up to 20 alternatives
+    const logprob = fc.oneof(fc.double({ max: 0, noNaN: true }).map((x) => x + 0), fc.constant(-Infinity));
+    const top = fc.array(fc.tuple(fc.nat(1000), logprob), { maxLength: 20 }).map((pairs) => ({ tokenIds: pairs.map((p) => p[0]), logprobs: pairs.map((p) => p[1]) }));
+    const withTop = fc.array(top, { maxLength: 4 }).map((topLogprobs) => ({
+      tokenIds: topLogprobs.map((_, i) => i),
+      finishReason: null,
+      stopReason: null,
+      topLogprobs,
+    }));
+    fuzz(withTop, (o) => {
       expect(generateOutputFromWire(decodeWireGenerateOutput(viaJson(generateOutputToWire(o))))).toEqual(o);
     });
   });

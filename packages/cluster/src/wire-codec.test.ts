@@ -142,6 +142,27 @@ describe('generate codecs', () => {
     expectInvalid(() => decodeWireGenerateOutput({ tokenIds: [], finishReason: 'eos', stopReason: null }), /finishReason/);
     expectInvalid(() => decodeWireGenerateOutput({ tokenIds: [], finishReason: null, stopReason: null, usage: { promptTokens: 1 } }), /completionTokens/);
   });
+
+  it('round-trips top logprobs, one entry per token, and refuses malformed ones', () => {
+    const o: GenerateOutput = {
+      tokenIds: [5, 6],
+      finishReason: null,
+      stopReason: null,
+      logprobs: [-0.5, -1],
+      topLogprobs: [
+        { tokenIds: [5, 9], logprobs: [-0.5, -Infinity] },
+        { tokenIds: [1, 6], logprobs: [-0.1, -1] },
+      ],
+    };
+    expect(generateOutputFromWire(decodeWireGenerateOutput(viaJson(generateOutputToWire(o))))).toEqual(o);
+    const base = { tokenIds: [5], finishReason: null, stopReason: null };
+    expectInvalid(() => decodeWireGenerateOutput({ ...base, topLogprobs: [] }), /one entry per token/);
+    expectInvalid(() => decodeWireGenerateOutput({ ...base, topLogprobs: [{ tokenIds: [1, 2], logprobs: [-1] }] }), /same length/);
+    expectInvalid(() => decodeWireGenerateOutput({ ...base, topLogprobs: [{ tokenIds: [-1], logprobs: [-1] }] }), /tokenIds\[0\]/);
+    expectInvalid(() => decodeWireGenerateOutput({ ...base, topLogprobs: [{ tokenIds: [1], logprobs: ['x'] }] }), /logprobs\[0\]/);
+    const many = Array.from({ length: 21 }, (_, i) => i);
+    expectInvalid(() => decodeWireGenerateOutput({ ...base, topLogprobs: [{ tokenIds: many, logprobs: many.map(() => -1) }] }), /at most 20/);
+  });
 });
 
 describe('disaggregation fields', () => {

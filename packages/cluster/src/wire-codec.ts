@@ -14,7 +14,7 @@
 import { describeValue, enforceLimits, ERROR_CODES, type ErrorCode, SwitchyardError, invalidArgument } from '@switchyard/common';
 import { DEFAULT_LOAD_LIMITS } from '@switchyard/engine';
 import { DATATYPES, checkInputShape, type DataType, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
-import { checkOutputParsing, decodeKvCacheEvent, decodeSamplingDefaults, type GenerateOutput, type KvLayout, type KvTransferLease, type OutputParsingConfig, type SnapshotBlock } from '@switchyard/llm';
+import { MAX_TOP_LOGPROBS, checkOutputParsing, decodeKvCacheEvent, decodeSamplingDefaults, type GenerateOutput, type KvLayout, type KvTransferLease, type OutputParsingConfig, type SnapshotBlock } from '@switchyard/llm';
 import { INSTANCE_ID_PATTERN, type JsonValue } from '@switchyard/runtime';
 import type {
   LlmCardMetadata,
@@ -92,6 +92,14 @@ function arr(o: Obj, field: string, what: string): readonly unknown[] {
 function intArray(o: Obj, field: string, what: string, min: number): number[] {
   return arr(o, field, what).map((x, i) => {
     if (typeof x !== 'number' || !Number.isSafeInteger(x) || x < min) throw invalidArgument(`${what}: '${field}[${i}]' must be an integer >= ${min}`);
+    return x;
+  });
+}
+/** Natural-log probabilities: numbers, and null for -Infinity (not JSON: JSON.stringify writes null). */
+function logprobArray(o: Obj, field: string, what: string): number[] {
+  return arr(o, field, what).map((x, i) => {
+    if (x === null) return -Infinity;
+    if (typeof x !== 'number') throw invalidArgument(`${what}: '${field}[${i}]' must be a number`);
     return x;
   });
 }
@@ -488,6 +496,7 @@ export function generateOutputToWire(output: GenerateOutput, extras: GenerateOut
     finishReason: output.finishReason,
     stopReason: output.stopReason,
     ...(output.logprobs !== undefined ? { logprobs: [...output.logprobs] } : {}),
+    ...(output.topLogprobs !== undefined ? { topLogprobs: output.topLogprobs.map((t) => ({ tokenIds: [...t.tokenIds], logprobs: [...t.logprobs] })) } : {}),
     ...(output.usage !== undefined
       ? { usage: { promptTokens: output.usage.promptTokens, completionTokens: output.usage.completionTokens, cachedTokens: output.usage.cachedTokens } }
       : {}),
@@ -516,13 +525,21 @@ export function decodeWireGenerateOutput(value: unknown): WireGenerateOutput {
   }
   const sr = o['stopReason'];
   if (sr !== null && (typeof sr !== 'number' || !Number.isSafeInteger(sr))) throw invalidArgument(`${what}: 'stopReason' must be an integer or null`);
-  let logprobs: number[] | undefined;
-  if (o['logprobs'] !== undefined) {
-    logprobs = arr(o, 'logprobs', what).map((x, i) => {
-      // -Infinity is not JSON: JSON.stringify turns it into null, read back as -Infinity
-      if (x === null) return -Infinity;
-      if (typeof x !== 'number') throw invalidArgument(`${what}: 'logprobs[${i}]' must be a number`);
-      return x;
+  const logprobs = o['logprobs'] === undefined ? undefined : logprobArray(o, 'logprobs', what);
+  const tokenIds = intArray(o, 'tokenIds', what, 0);
+  let topLogprobs: WireGenerateOutput['topLogprobs'];
+  if (o['topLogprobs'] !== undefined) {
+    const list = arr(o, 'topLogprobs', what);
+    if (list.length !== tokenIds.length) throw invalidArgument(`${what}: 'topLogprobs' must hold one entry per token id`);
+    topLogprobs = list.map((entry, i) => {
+      const w = `${what} topLogprobs[${i}]`;
+      const t = obj(entry, w);
+      const ids = intArray(t, 'tokenIds', w, 0);
+      const lps = logprobArray(t, 'logprobs', w);
+      if (ids.length !== lps.length || ids.length > MAX_TOP_LOGPROBS) {
+        throw invalidArgument(`${w}: 'tokenIds' and 'logprobs' must have the same length, at most ${MAX_TOP_LOGPROBS}`);
+      }
+      return { tokenIds: ids, logprobs: lps };
     });
   }
   let usage: WireGenerateOutput['usage'];
@@ -538,10 +555,11 @@ export function decodeWireGenerateOutput(value: unknown): WireGenerateOutput {
   }
   const kvImport = o['kvImport'] === undefined ? undefined : decodeKvImportReport(o['kvImport'], `${what} kvImport`);
   return {
-    tokenIds: intArray(o, 'tokenIds', what, 0),
+    tokenIds,
     finishReason: fr,
     stopReason: sr,
     ...(logprobs !== undefined ? { logprobs } : {}),
+    ...(topLogprobs !== undefined ? { topLogprobs } : {}),
     ...(usage !== undefined ? { usage } : {}),
     ...(kvTransfer !== undefined ? { kvTransfer } : {}),
     ...(kvImport !== undefined ? { kvImport } : {}),

@@ -13,6 +13,7 @@ import type { Executor } from './executor.js';
 import type { LlmScheduler, SchedulerOutput, SequenceOutput } from './llm-scheduler.js';
 import type { LlmRequest } from './llm-sequence.js';
 import type { Clock, VirtualClock } from './timing-model.js';
+import type { TopLogprobs } from './sampling.js';
 
 export interface RequestMetrics {
   readonly requestId: string;
@@ -59,6 +60,8 @@ export interface StepResult {
   readonly outputs: readonly SequenceOutput[];
   /** The executor's logprobs of this step's sampled tokens, by request id (only those that asked). */
   readonly logprobs?: ReadonlyMap<string, number>;
+  /** The executor's top logprobs of this step's sampled positions, by request id (only those that asked). */
+  readonly topLogprobs?: ReadonlyMap<string, TopLogprobs>;
   /** The executor's `seeds` of this step (samplers created in it). */
   readonly seeds?: ReadonlyMap<string, number>;
   readonly numScheduled: number;
@@ -152,7 +155,7 @@ export class EngineCore {
         if (o.finishReason !== null) m.finishTime = now;
       }
       const forwardPass = forwardPassFigures(out, now - startedAt, now);
-      return { outputs, numScheduled: out.scheduled.length, elapsedMs: res.elapsedMs, logprobs: res.logprobs, seeds: res.seeds, forwardPass };
+      return { outputs, numScheduled: out.scheduled.length, elapsedMs: res.elapsedMs, logprobs: res.logprobs, topLogprobs: res.topLogprobs, seeds: res.seeds, forwardPass };
     } finally {
       this.stepping = false;
     }

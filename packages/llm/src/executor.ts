@@ -10,6 +10,7 @@
 
 import type { KvLayout } from './kv-transfer.js';
 import type { SchedulerOutput } from './llm-scheduler.js';
+import type { TopLogprobs } from './sampling.js';
 
 /** Result of one step. A value. */
 export interface ExecutorOutput {
@@ -20,6 +21,8 @@ export interface ExecutorOutput {
    * (absent or without the id otherwise; executors that do not sample from a model never give one).
    */
   readonly logprobs?: ReadonlyMap<string, number>;
+  /** The most likely tokens at each sampled position, only for requests whose sampling.top_logprobs > 0. */
+  readonly topLogprobs?: ReadonlyMap<string, TopLogprobs>;
   /** How long the step took (simulated or measured), in ms. */
   readonly elapsedMs: number;
   /**

@@ -52,6 +52,7 @@ export {
   DEFAULT_MIN_TOKENS,
   LOGIT_BIAS_LIMIT,
   MAX_LOGIT_BIAS_ENTRIES,
+  MAX_TOP_LOGPROBS,
   checkLogitBiasIds,
   compileSamplingParams,
   decodeSamplingDefaults,
@@ -68,7 +69,7 @@ export {
   withoutModelEos,
   type GenerationConfigMode,
 } from './generation-config.js';
-export { createSamplerState, sample, type SampleResult, type SamplerState } from './sampling.js';
+export { createSamplerState, sample, type SampleResult, type SamplerState, type TopLogprobs } from './sampling.js';
 export { StopChecker, type FinishReason, type StopStep } from './stop-checker.js';
 export { IncrementalDetokenizer, type DecodeFn, type TextDeltaSource } from './detokenizer.js';
 export { LlmSequence, type LlmRequest, type SequenceStatus } from './llm-sequence.js';
@@ -110,6 +111,8 @@ export { kvLayoutMismatch, type KvBlockData, type KvImport, type KvLayout, type 
 export {
   DEFAULT_COMPLETION_MAX_TOKENS,
   InvalidParamError,
+  MAX_CHOICES,
+  MAX_N,
   decodeJsonBody,
   errorParam,
   parseChatCompletionRequest,
@@ -125,6 +128,7 @@ export {
   type ChatToolCall,
   type ChatToolCallDelta,
   type ToolChoice,
+  type ChatTokenLogprob,
   type Completion,
   type CompletionChunk,
   type CompletionLogprobs,
@@ -145,6 +149,7 @@ export {
   CompletionAssembler,
   openAiModel,
   openAiUsage,
+  withChoices,
   type AssemblerOptions,
   type ChatParsing,
   type ResponseHead,

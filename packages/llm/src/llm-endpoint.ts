@@ -7,6 +7,7 @@
 import type { SwitchyardError } from '@switchyard/common';
 import type { CompiledSamplingParams, SamplingDefaults } from './sampling-params.js';
 import type { FinishReason } from './stop-checker.js';
+import type { TopLogprobs } from './sampling.js';
 import type { ChatTemplate } from './chat-template.js';
 import type { Tokenizer } from './tokenizer.js';
 import type { KvEventSink, KvSnapshot } from './kv-events.js';
@@ -68,6 +69,8 @@ export interface GenerateOutput {
   readonly stopReason: number | null;
   /** Natural-log probabilities of `tokenIds` when sampling.logprobs, else absent. */
   readonly logprobs?: readonly number[];
+  /** One entry per `tokenIds` entry when sampling.top_logprobs > 0 (and the executor samples a model), else absent. */
+  readonly topLogprobs?: readonly TopLogprobs[];
   readonly usage?: GenerateUsage;
   /** On the final output of a `prefillOnly` request that finished with 'length': where its KV waits. */
   readonly kvTransfer?: KvTransferLease;

@@ -59,6 +59,9 @@ export interface LlmEngineOptions {
   readonly kvTransferTtlMs?: number;
 }
 
+/** What an output says about its tokens' probabilities (GenerateOutput's fields of that name). */
+type TokenScores = Pick<GenerateOutput, 'logprobs' | 'topLogprobs'>;
+
 /** Per-request state between `generate` and the final output. */
 interface Stream {
   readonly request: GenerateRequest;
@@ -325,8 +328,10 @@ export class LlmEngine {
       if (result.forwardPass !== undefined) this.onForwardPass?.(result.forwardPass);
       for (const o of result.outputs) {
         const lp = result.logprobs?.get(o.requestId);
+        const top = result.topLogprobs?.get(o.requestId);
         const lease = o.pinnedBlocks === undefined ? undefined : this.lease(o.requestId, o.pinnedBlocks, result.seeds?.get(o.requestId));
-        this.deliver(o.requestId, o.newTokenIds, o.finishReason, lp === undefined ? undefined : [lp], lease);
+        const scores: TokenScores = { ...(lp === undefined ? {} : { logprobs: [lp] }), ...(top === undefined ? {} : { topLogprobs: [top] }) };
+        this.deliver(o.requestId, o.newTokenIds, o.finishReason, scores, lease);
       }
       this.exchange?.expire();
       this.applyAborts();
@@ -353,7 +358,7 @@ export class LlmEngine {
     return this.exchange.grant(pinned, seed ?? s.request.sampling.seed ?? 0);
   }
 
-  private deliver(requestId: string, tokenIds: readonly number[], reason: FinishReason | null, logprobs?: readonly number[], lease?: KvTransferLease): void {
+  private deliver(requestId: string, tokenIds: readonly number[], reason: FinishReason | null, scores: TokenScores = {}, lease?: KvTransferLease): void {
     const s = this.streams.get(requestId);
     if (s === undefined || s.done) return;
     const now = this.clock.now();
@@ -370,12 +375,12 @@ export class LlmEngine {
     s.completionTokens += tokenIds.length;
     this.generationTokens += tokenIds.length;
     if (reason === null) {
-      this.push(s, { tokenIds, finishReason: null, stopReason: null, ...(logprobs === undefined ? {} : { logprobs }) });
+      this.push(s, { tokenIds, finishReason: null, stopReason: null, ...scores });
       return;
     }
     const last = tokenIds[tokenIds.length - 1];
     const stopReason = reason === 'stop' && last !== undefined && s.stopTokenIds.has(last) ? last : null;
-    this.finishStream(s, reason, stopReason, tokenIds, logprobs, lease);
+    this.finishStream(s, reason, stopReason, tokenIds, scores, lease);
   }
 
   private finishStream(
@@ -383,7 +388,7 @@ export class LlmEngine {
     reason: FinishReason,
     stopReason: number | null,
     tokenIds: readonly number[] = [],
-    logprobs?: readonly number[],
+    scores: TokenScores = {},
     lease?: KvTransferLease,
   ): void {
     s.done = true;
@@ -397,7 +402,7 @@ export class LlmEngine {
       tokenIds,
       finishReason: reason,
       stopReason,
-      ...(logprobs === undefined ? {} : { logprobs }),
+      ...scores,
       usage: { promptTokens: s.sequence.promptLength, completionTokens: s.completionTokens, cachedTokens: s.cachedTokens ?? 0 },
       ...(lease === undefined ? {} : { kvTransfer: lease }),
     });

@@ -38,7 +38,7 @@ import type { ScheduledSequence, SchedulerOutput } from './llm-scheduler.js';
 import type { KvLayout } from './kv-transfer.js';
 import { PagedKvCache, type KvDtype } from './paged-kv-cache.js';
 import { compileSamplingParams } from './sampling-params.js';
-import { Xoshiro128, createSamplerState, sample, type SamplerState } from './sampling.js';
+import { Xoshiro128, createSamplerState, sample, type SamplerState, type TopLogprobs } from './sampling.js';
 
 export interface OnnxExecutorOptions {
   /** KV blocks (slots) to hold: the KvBlockManager's numBlocks. */
@@ -171,6 +171,7 @@ export class OnnxExecutor implements Executor {
     }
     const sampledTokens = new Map<string, number>();
     const logprobs = new Map<string, number>();
+    const topLogprobs = new Map<string, TopLogprobs>();
     const seeds = new Map<string, number>();
     for (const [n, entries] of groups) {
       const logits = await this.run(entries, n);
@@ -179,9 +180,10 @@ export class OnnxExecutor implements Executor {
         const picked = sample(this.lastLogits(logits, b, n), this.sampler(e, seeds));
         sampledTokens.set(e.requestId, picked.tokenId);
         if (picked.logprob !== null) logprobs.set(e.requestId, picked.logprob);
+        if (picked.top !== null) topLogprobs.set(e.requestId, picked.top);
       });
     }
-    return { sampledTokens, ...(logprobs.size > 0 ? { logprobs } : {}), seeds, elapsedMs: performance.now() - start };
+    return { sampledTokens, ...(logprobs.size > 0 ? { logprobs } : {}), ...(topLogprobs.size > 0 ? { topLogprobs } : {}), seeds, elapsedMs: performance.now() - start };
   }
 
   /** Row b's logits at its last new position, cut to the vocabulary, as float32. */

@@ -86,6 +86,7 @@ describe('parseChatCompletionRequest', () => {
       max_tokens: 20,
       default_max_tokens: null,
       logprobs: true,
+      top_logprobs: 0,
       logit_bias: { '5': 100, '7': -3.5 },
       min_tokens: 4,
       skip_special_tokens: false,
@@ -103,7 +104,9 @@ describe('parseChatCompletionRequest', () => {
     expect(paramOf(() => chat({ repetition_penalty: 0 }))).toBe('repetition_penalty');
     expect(paramOf(() => chat({ max_completion_tokens: 0 }))).toBe('max_completion_tokens');
     expect(paramOf(() => chat({ max_tokens: 2.5 }))).toBe('max_tokens');
-    expect(paramOf(() => chat({ n: 2 }))).toBe('n');
+    expect(paramOf(() => chat({ n: 0 }))).toBe('n');
+    expect(paramOf(() => chat({ n: 129 }))).toBe('n');
+    expect(paramOf(() => chat({ n: 1.5 }))).toBe('n');
     expect(paramOf(() => chat({ logit_bias: { abc: 1 } }))).toBe('logit_bias');
     expect(paramOf(() => chat({ logit_bias: { '-1': 1 } }))).toBe('logit_bias');
     expect(paramOf(() => chat({ logit_bias: { '3': 'up' } }))).toBe('logit_bias');
@@ -115,7 +118,9 @@ describe('parseChatCompletionRequest', () => {
     expect(paramOf(() => chat({ stream: 'yes' }))).toBe('stream');
     expect(paramOf(() => chat({ stream_options: { include_usage: true } }))).toBe('stream_options');
     expect(paramOf(() => chat({ stream: true, stream_options: { include_usage: 1 } }))).toBe('stream_options.include_usage');
-    expect(paramOf(() => chat({ top_logprobs: 2 }))).toBe('top_logprobs');
+    expect(paramOf(() => chat({ top_logprobs: 2 }))).toBe('top_logprobs'); // without logprobs: true
+    expect(paramOf(() => chat({ top_logprobs: 21, logprobs: true }))).toBe('top_logprobs');
+    expect(paramOf(() => chat({ top_logprobs: -1, logprobs: true }))).toBe('top_logprobs');
     expect(paramOf(() => chat({ model: 3 }))).toBe('model');
     expect(paramOf(() => chat({ messages: [] }))).toBe('messages');
     expect(paramOf(() => chat({ messages: [{ content: 'x' }] }))).toBe('messages[0].role');
@@ -180,13 +185,16 @@ describe('parseChatCompletionRequest: tools and tool calls', () => {
 });
 
 describe('parseCompletionRequest', () => {
-  it('accepts text, one-element text lists, token ids and one-element id lists', () => {
-    expect(completion({}).prompt).toEqual({ text: 'hi' });
-    expect(completion({ prompt: ['a'] }).prompt).toEqual({ text: 'a' });
-    expect(completion({ prompt: [1, 2] }).prompt).toEqual({ tokenIds: [1, 2] });
-    expect(completion({ prompt: [[1, 2]] }).prompt).toEqual({ tokenIds: [1, 2] });
-    expect(paramOf(() => completion({ prompt: ['a', 'b'] }))).toBe('prompt');
-    expect(paramOf(() => completion({ prompt: [[1], [2]] }))).toBe('prompt');
+  it('accepts text, token ids, and batches of either', () => {
+    expect(completion({}).prompts).toEqual([{ text: 'hi' }]);
+    expect(completion({ prompt: ['a'] }).prompts).toEqual([{ text: 'a' }]);
+    expect(completion({ prompt: [1, 2] }).prompts).toEqual([{ tokenIds: [1, 2] }]);
+    expect(completion({ prompt: [[1, 2]] }).prompts).toEqual([{ tokenIds: [1, 2] }]);
+    expect(completion({ prompt: ['a', 'b'] }).prompts).toEqual([{ text: 'a' }, { text: 'b' }]);
+    expect(completion({ prompt: [[1], [2, 3]] }).prompts).toEqual([{ tokenIds: [1] }, { tokenIds: [2, 3] }]);
+    expect(paramOf(() => completion({ prompt: ['a', [1]] }))).toBe('prompt');
+    expect(paramOf(() => completion({ prompt: [[1], []] }))).toBe('prompt');
+    expect(paramOf(() => completion({ prompt: [[1], ['a']] }))).toBe('prompt');
     expect(paramOf(() => completion({ prompt: [] }))).toBe('prompt');
     expect(paramOf(() => completion({ prompt: undefined }))).toBe('prompt');
   });
@@ -198,10 +206,15 @@ describe('parseCompletionRequest', () => {
     expect(completion({ max_tokens: null }).sampling.max_tokens).toBe(16);
     expect(completion({ logprobs: 0 })).toMatchObject({ logprobs: 0, sampling: { logprobs: true } });
     expect(completion({ echo: true }).echo).toBe(true);
-    expect(paramOf(() => completion({ logprobs: 2 }))).toBe('logprobs');
+    expect(completion({ logprobs: 5 })).toMatchObject({ logprobs: 5, sampling: { logprobs: true, top_logprobs: 5 } });
+    expect(completion({ logprobs: 20 }).sampling.top_logprobs).toBe(20);
+    expect(paramOf(() => completion({ logprobs: 21 }))).toBe('logprobs');
+    expect(paramOf(() => completion({ logprobs: -1 }))).toBe('logprobs');
     expect(paramOf(() => completion({ logprobs: true }))).toBe('logprobs');
     expect(paramOf(() => completion({ echo: true, logprobs: 0 }))).toBe('echo');
     expect(paramOf(() => completion({ best_of: 2 }))).toBe('best_of');
+    expect(paramOf(() => completion({ best_of: 0 }))).toBe('best_of');
+    expect(completion({ best_of: 1, n: 2 }).n).toBe(2);
   });
 });
 
@@ -238,5 +251,34 @@ describe('decodeJsonBody', () => {
     expect(jsonNestingOverflow(`["${'['.repeat(300)}"]`)).toBe(-1);
     expect(jsonNestingOverflow(`["\\"${'{'.repeat(300)}", "\\\\"]`)).toBe(-1);
     expect(jsonNestingOverflow(`["\\\\", [[1]]]`, 2)).toBe(8);
+  });
+});
+
+describe('n, top_logprobs and batched prompts', () => {
+  it('n defaults to 1 and takes 1..128 on both endpoints', () => {
+    expect(parseChatCompletionRequest({ messages: [{ role: 'user', content: 'x' }] }).n).toBe(1);
+    expect(parseChatCompletionRequest({ messages: [{ role: 'user', content: 'x' }], n: 128 }).n).toBe(128);
+    expect(parseCompletionRequest({ prompt: 'x', n: 3 }).n).toBe(3);
+  });
+
+  it('chat top_logprobs goes into the sampling only with logprobs', () => {
+    const r = parseChatCompletionRequest({ messages: [{ role: 'user', content: 'x' }], logprobs: true, top_logprobs: 20 });
+    expect(r.sampling).toMatchObject({ logprobs: true, top_logprobs: 20 });
+    expect(r.samplingFields).toMatchObject({ logprobs: true, top_logprobs: 20 });
+    const none = parseChatCompletionRequest({ messages: [{ role: 'user', content: 'x' }], logprobs: false, top_logprobs: 0 });
+    expect(none.sampling).toMatchObject({ logprobs: false, top_logprobs: 0 });
+  });
+
+  it('bounds prompts × n', () => {
+    const prompts = Array.from({ length: 9 }, () => 'p');
+    expect(parseCompletionRequest({ prompt: prompts, n: 113 }).prompts).toHaveLength(9);
+    let err: unknown;
+    try {
+      parseCompletionRequest({ prompt: prompts, n: 114 });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(InvalidParamError);
+    expect((err as InvalidParamError).param).toBe('prompt');
   });
 });

@@ -17,6 +17,7 @@ import { isUtf8 } from 'node:buffer';
 import { describeValue, SwitchyardError, invalidArgument, isSwitchyardError } from '@switchyard/common';
 import type { ChatMessage } from './chat-template.js';
 import {
+  MAX_TOP_LOGPROBS,
   checkLogitBiasIds,
   compileSamplingParams,
   type CompiledSamplingParams,
@@ -89,7 +90,7 @@ export interface OpenAiSamplingFields {
   skip_special_tokens?: boolean | null;
   /** vLLM; default true. */
   spaces_between_special_tokens?: boolean | null;
-  /** Only 1 is supported. */
+  /** Choices per prompt, 1..MAX_N (OpenAI's range); default 1. */
   n?: number | null;
   stream?: boolean | null;
   /** Only allowed with `stream: true`. */
@@ -111,7 +112,7 @@ export interface ChatCompletionRequest extends OpenAiSamplingFields {
   max_completion_tokens?: number | null;
   max_tokens?: number | null;
   logprobs?: boolean | null;
-  /** Only 0 (or absent) is supported: no alternatives are reported. */
+  /** Alternatives per position, 0..MAX_TOP_LOGPROBS; > 0 requires `logprobs: true` (vLLM). */
   top_logprobs?: number | null;
   /** vLLM: extra variables for the chat template (`enable_thinking`, ...). */
   chat_template_kwargs?: Record<string, unknown> | null;
@@ -123,15 +124,15 @@ export interface ChatCompletionRequest extends OpenAiSamplingFields {
 
 export interface CompletionRequest extends OpenAiSamplingFields {
   model?: string;
-  /** Text, a one-element list of text, token ids, or a one-element list of token ids. */
+  /** Text, token ids, or a list of either (a batch: `n` choices per prompt, indexed prompt-major as in vLLM). */
   prompt: string | string[] | number[] | number[][];
   /** Default 16, as in OpenAI and vLLM. */
   max_tokens?: number | null;
-  /** Only 0 is supported: the chosen token's logprob, no alternatives. */
+  /** The chosen token's logprob and this many alternatives per position, 0..MAX_TOP_LOGPROBS (vLLM's limit). */
   logprobs?: number | null;
   /** Prepend the prompt text to the completion. Not with `logprobs`. */
   echo?: boolean | null;
-  /** Only 1 (or absent). */
+  /** Only 1 (or absent), as vLLM V1, which dropped best_of. */
   best_of?: number | null;
 }
 
@@ -147,12 +148,19 @@ export interface OpenAiUsage {
   prompt_tokens_details: { cached_tokens: number };
 }
 
-/** Chat `logprobs`: one entry per generated token. `top_logprobs` is always empty (no alternatives). */
-export interface ChatLogprobs {
-  content: Array<{ token: string; logprob: number; bytes: number[]; top_logprobs: never[] }>;
+/** One token with its logprob (clamped to >= -9999, as vLLM: -Infinity is not JSON) and UTF-8 bytes. */
+export interface ChatTokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
 }
 
-/** Completions `logprobs` (legacy shape); `top_logprobs` holds only the chosen token. */
+/** Chat `logprobs`: one entry per generated token; `top_logprobs` the request's `top_logprobs` most likely, best first. */
+export interface ChatLogprobs {
+  content: Array<ChatTokenLogprob & { top_logprobs: ChatTokenLogprob[] }>;
+}
+
+/** Completions `logprobs` (legacy shape); `top_logprobs` holds the chosen token and the alternatives. */
 export interface CompletionLogprobs {
   tokens: string[];
   token_logprobs: number[];
@@ -303,6 +311,8 @@ export interface ParsedOpenAiRequest {
   /** The request's sampling fields as validated into `sampling` (what `samplingFor` compiles again). */
   readonly samplingFields: SamplingParams;
   readonly addSpecialTokens: boolean;
+  /** Choices per prompt (`n`), 1..MAX_N. */
+  readonly n: number;
 }
 
 /** `tool_choice` after validation: a named function is `{ name }`. */
@@ -323,11 +333,17 @@ export interface ParsedChatRequest extends ParsedOpenAiRequest {
 export type CompletionPrompt = { readonly text: string } | { readonly tokenIds: readonly number[] };
 
 export interface ParsedCompletionRequest extends ParsedOpenAiRequest {
-  readonly prompt: CompletionPrompt;
-  /** `logprobs` as sent: null = none; 0 = the chosen tokens' logprobs. */
+  /** One or more (a batch); choice `p * n + i` is the i-th choice of prompt p. */
+  readonly prompts: readonly CompletionPrompt[];
+  /** `logprobs` as sent: null = none; k = the chosen tokens' logprobs and k alternatives. */
   readonly logprobs: number | null;
   readonly echo: boolean;
 }
+
+/** Most choices per prompt (OpenAI's range for `n`). */
+export const MAX_N = 128;
+/** Most choices one request may ask for (prompts × n): each is an engine request. */
+export const MAX_CHOICES = 1024;
 
 /** OpenAI's (and vLLM's) default `max_tokens` for `/v1/completions`. */
 export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
@@ -389,14 +405,14 @@ export function parseChatCompletionRequest(body: unknown): ParsedChatRequest {
   // max_completion_tokens wins over the deprecated max_tokens (OpenAI, vLLM).
   const maxField = present(o.max_completion_tokens) ? 'max_completion_tokens' : 'max_tokens';
   const logprobs = optional(o, 'logprobs', isBoolean, 'a boolean') ?? false;
-  const top = optional(o, 'top_logprobs', isInteger, 'an integer');
-  if (top !== undefined && top !== 0) {
-    throw new InvalidParamError('top_logprobs', 'top_logprobs > 0 is not supported: only the logprob of the chosen token is reported');
-  }
+  const top = optional(o, 'top_logprobs', isInteger, 'an integer') ?? 0;
+  if (top < 0 || top > MAX_TOP_LOGPROBS) throw new InvalidParamError('top_logprobs', `top_logprobs must be an integer in [0, ${MAX_TOP_LOGPROBS}], got ${top}`);
+  // vLLM's wording.
+  if (top > 0 && !logprobs) throw new InvalidParamError('top_logprobs', 'when using `top_logprobs`, `logprobs` must be set to true.');
   const kwargs = optional(o, 'chat_template_kwargs', isPlainObject, 'an object') ?? {};
   const { tools, toolChoice } = parseTools(o);
   return {
-    ...common(o, { field: maxField, dflt: null }, logprobs, false),
+    ...common(o, { field: maxField, dflt: null }, { logprobs, top }, false),
     messages,
     tools,
     toolChoice,
@@ -407,18 +423,24 @@ export function parseChatCompletionRequest(body: unknown): ParsedChatRequest {
 
 export function parseCompletionRequest(body: unknown): ParsedCompletionRequest {
   const o = object(body);
-  const prompt = parsePrompt(o.prompt);
+  const prompts = parsePrompts(o.prompt);
   const logprobs = optional(o, 'logprobs', isInteger, 'an integer') ?? null;
-  if (logprobs !== null && logprobs !== 0) {
-    throw new InvalidParamError('logprobs', 'logprobs > 0 is not supported: use 0 for the logprob of the chosen token (no alternatives are reported)');
+  if (logprobs !== null && (logprobs < 0 || logprobs > MAX_TOP_LOGPROBS)) {
+    throw new InvalidParamError('logprobs', `logprobs must be an integer in [0, ${MAX_TOP_LOGPROBS}], got ${logprobs}`);
   }
   const echo = optional(o, 'echo', isBoolean, 'a boolean') ?? false;
   if (echo && logprobs !== null) throw new InvalidParamError('echo', 'echo with logprobs is not supported (prompt logprobs are not computed)');
   const bestOf = optional(o, 'best_of', isInteger, 'an integer');
-  if (bestOf !== undefined && bestOf !== 1) throw new InvalidParamError('best_of', 'only best_of = 1 is supported');
+  if (bestOf !== undefined && bestOf < 1) throw new InvalidParamError('best_of', `best_of must be at least 1, got ${bestOf}`);
+  // vLLM V1's refusal, word for word: it dropped best_of (n choices are n independent samples).
+  if (bestOf !== undefined && bestOf > 1) throw new InvalidParamError('best_of', 'vLLM V1 does not yet support best_of.');
+  const c = common(o, { field: 'max_tokens', dflt: DEFAULT_COMPLETION_MAX_TOKENS }, { logprobs: logprobs !== null, top: logprobs ?? 0 }, true);
+  if (prompts.length * c.n > MAX_CHOICES) {
+    throw new InvalidParamError(prompts.length > 1 ? 'prompt' : 'n', `a request may ask for at most ${MAX_CHOICES} choices (prompts × n), got ${prompts.length * c.n}`);
+  }
   return {
-    ...common(o, { field: 'max_tokens', dflt: DEFAULT_COMPLETION_MAX_TOKENS }, logprobs !== null, true),
-    prompt,
+    ...c,
+    prompts,
     logprobs,
     echo,
   };
@@ -451,7 +473,12 @@ function optional<T>(o: Json, key: string, ok: (v: unknown) => v is T, what: str
 }
 
 /** The fields both endpoints read: model, streaming, n, and the sampling parameters. */
-function common(o: Json, maxTokens: { field: string; dflt: number | null }, logprobs: boolean, addSpecialDefault: boolean): ParsedOpenAiRequest {
+function common(
+  o: Json,
+  maxTokens: { field: string; dflt: number | null },
+  logprobs: { logprobs: boolean; top: number },
+  addSpecialDefault: boolean,
+): ParsedOpenAiRequest {
   const model = optional(o, 'model', isString, 'a string');
   if (model === '') throw new InvalidParamError('model', 'model must not be empty');
   const stream = optional(o, 'stream', isBoolean, 'a boolean') ?? false;
@@ -460,10 +487,10 @@ function common(o: Json, maxTokens: { field: string; dflt: number | null }, logp
   const usage = options?.include_usage;
   if (present(usage) && !isBoolean(usage)) throw new InvalidParamError('stream_options.include_usage', 'stream_options.include_usage must be a boolean');
   const includeUsage = usage === true;
-  const n = optional(o, 'n', isInteger, 'an integer');
-  if (n !== undefined && n !== 1) throw new InvalidParamError('n', `only n = 1 is supported, got ${n}`);
+  const n = optional(o, 'n', isInteger, 'an integer') ?? 1;
+  if (n < 1 || n > MAX_N) throw new InvalidParamError('n', `n must be an integer in [1, ${MAX_N}], got ${n}`);
   const addSpecialTokens = optional(o, 'add_special_tokens', isBoolean, 'a boolean') ?? addSpecialDefault;
-  return { model, stream, includeUsage, ...sampling(o, maxTokens, logprobs), addSpecialTokens };
+  return { model, stream, includeUsage, ...sampling(o, maxTokens, logprobs), addSpecialTokens, n };
 }
 
 /** Request fields passed to `compileSamplingParams` under the same name. */
@@ -508,12 +535,12 @@ export function samplingFor(request: ParsedOpenAiRequest, defaults: SamplingDefa
 function sampling(
   o: Json,
   maxTokens: { field: string; dflt: number | null },
-  logprobs: boolean,
+  logprobs: { logprobs: boolean; top: number },
 ): { sampling: CompiledSamplingParams; samplingFields: SamplingParams } {
   // The limit may arrive as max_completion_tokens: checked here so the message names that field.
   const max = optional(o, maxTokens.field, isInteger, 'an integer >= 1');
   if (max !== undefined && max < 1) throw new InvalidParamError(maxTokens.field, `${maxTokens.field} must be an integer >= 1, got ${max}`);
-  const params: Record<string, unknown> = { logprobs, max_tokens: max ?? maxTokens.dflt };
+  const params: Record<string, unknown> = { logprobs: logprobs.logprobs, top_logprobs: logprobs.top, max_tokens: max ?? maxTokens.dflt };
   for (const key of SAMPLING_FIELDS) params[key] = o[key];
   try {
     return { sampling: compileSamplingParams(params as SamplingParams), samplingFields: params as SamplingParams };
@@ -648,17 +675,13 @@ function parseTools(o: Json): { tools: ChatTool[] | undefined; toolChoice: ToolC
   return { tools, toolChoice: { name } };
 }
 
-function parsePrompt(value: unknown): CompletionPrompt {
-  if (isString(value)) return { text: value };
-  if (!Array.isArray(value) || value.length === 0) {
-    throw new InvalidParamError('prompt', 'prompt must be a string, a list of one string, or a list of token ids');
-  }
-  if (value.every(isInteger)) return { tokenIds: value };
-  if (value.length > 1 && (value.every(isString) || value.every(Array.isArray))) {
-    throw new InvalidParamError('prompt', 'batched prompts are not supported: send one prompt per request');
-  }
-  const only = value[0] as unknown;
-  if (isString(only)) return { text: only };
-  if (Array.isArray(only) && only.length > 0 && only.every(isInteger)) return { tokenIds: only };
-  throw new InvalidParamError('prompt', 'prompt must be a string, a list of one string, or a list of token ids');
+const PROMPT_SHAPE = 'prompt must be a string, a list of token ids, or a non-empty list of strings or of token id lists';
+
+function parsePrompts(value: unknown): CompletionPrompt[] {
+  if (isString(value)) return [{ text: value }];
+  if (!Array.isArray(value) || value.length === 0) throw new InvalidParamError('prompt', PROMPT_SHAPE);
+  if (value.every(isInteger)) return [{ tokenIds: value }];
+  if (value.every(isString)) return value.map((text) => ({ text }));
+  if (value.every((p) => Array.isArray(p) && p.length > 0 && p.every(isInteger))) return (value as number[][]).map((tokenIds) => ({ tokenIds }));
+  throw new InvalidParamError('prompt', PROMPT_SHAPE);
 }

@@ -3,7 +3,8 @@
  * `OutputProcessor` reported. Pure: the caller supplies the id, the `created` second and the model
  * name (`ResponseHead`), the transport and the timing.
  *
- * One assembler per request (`ChatAssembler` or `CompletionAssembler`). Feed it every processed
+ * One assembler per choice (`ChatAssembler` or `CompletionAssembler`; a request with `n` > 1 or a
+ * batch of prompts has several, each with its `index`, and `withChoices` joins their bodies). Feed it every processed
  * output with `add`, which also returns the stream chunks to send now (a non-streaming caller ignores
  * them); after the sequence ended, `usageChunk` (streaming with `include_usage`) or `response`
  * (non-streaming) finishes. A stream, as OpenAI and vLLM send it: chat's first chunk carries
@@ -18,6 +19,7 @@ import type {
   ChatCompletionChunk,
   ChatLogprobs,
   ChatToolCall,
+  ChatTokenLogprob,
   Completion,
   CompletionChunk,
   CompletionLogprobs,
@@ -43,8 +45,10 @@ export interface AssemblerOptions {
   readonly head: ResponseHead;
   /** Add `usage: null` to every chunk (the request's `stream_options.include_usage`). */
   readonly includeUsage: boolean;
-  /** Report logprobs of the chosen tokens. */
+  /** Report logprobs of the chosen tokens (and the alternatives the engine reported with them). */
   readonly logprobs: boolean;
+  /** The choice's `index` in every body and chunk; default 0. */
+  readonly index?: number;
   /** Text of one token for logprobs: the tokenizer's decode of that id alone. */
   readonly tokenText: TokenText;
 }
@@ -126,12 +130,13 @@ export class ChatAssembler {
     const { head, includeUsage, logprobs, tokenText } = this.options;
     const lp = logprobs && p.tokens.length > 0 ? chatLogprobs(p.tokens, tokenText) : null;
     const chunks: ChatCompletionChunk[] = [];
-    if (first) chunks.push(chatChunk(head, { delta: { role: 'assistant', content: '' } }, includeUsage));
+    const index = this.options.index ?? 0;
+    if (first) chunks.push(chatChunk(head, index, { delta: { role: 'assistant', content: '' } }, includeUsage));
     // The last chunk of this output carries its logprobs and the finish reason (an empty delta if need be).
     if (deltas.length === 0 && (finish !== null || lp !== null)) deltas.push({});
     deltas.forEach((delta, i) => {
       const last = i === deltas.length - 1;
-      chunks.push(chatChunk(head, { delta, end: last ? finish : null, logprobs: last ? lp : null }, includeUsage));
+      chunks.push(chatChunk(head, index, { delta, end: last ? finish : null, logprobs: last ? lp : null }, includeUsage));
     });
     return chunks;
   }
@@ -207,7 +212,7 @@ export class ChatAssembler {
       model: head.model,
       choices: [
         {
-          index: 0,
+          index: this.options.index ?? 0,
           message,
           logprobs: logprobs ? chatLogprobs(this.tokens, tokenText) : null,
           finish_reason: end.finishReason,
@@ -251,7 +256,7 @@ export class CompletionAssembler {
     }
     const text = first ? this.echo + p.text : p.text;
     if (text === '' && end === null && lp === null) return [];
-    return [completionChunk(head, { text, end, logprobs: lp }, includeUsage)];
+    return [completionChunk(head, this.options.index ?? 0, { text, end, logprobs: lp }, includeUsage)];
   }
 
   usageChunk(usage: OpenAiUsage): CompletionChunk {
@@ -269,7 +274,7 @@ export class CompletionAssembler {
       model: head.model,
       choices: [
         {
-          index: 0,
+          index: this.options.index ?? 0,
           text: this.text,
           logprobs: logprobs ? completionLogprobs(this.tokens, tokenText, this.echo.length) : null,
           finish_reason: end.finishReason,
@@ -300,13 +305,31 @@ export function openAiUsage(promptTokens: number, completionTokens: number, cach
   };
 }
 
+/**
+ * One body for several choices (`n` > 1, a batch of prompts): the first body with the choices of
+ * every body, in the order given (each assembler's own `index`).
+ */
+export function withChoices<T extends { choices: unknown[] }>(bodies: readonly T[]): T {
+  const first = bodies[0];
+  if (first === undefined) throw new Error('withChoices: no bodies');
+  return { ...first, choices: bodies.flatMap((b) => b.choices) };
+}
+
 const encoder = new TextEncoder();
+
+/** Lowest logprob reported: -Infinity is not JSON (vLLM clamps the same way). */
+const MIN_LOGPROB = -9999;
+const reported = (logprob: number | undefined): number => Math.max(logprob ?? 0, MIN_LOGPROB);
+
+function chatTokenLogprob(token: string, logprob: number | undefined): ChatTokenLogprob {
+  return { token, logprob: reported(logprob), bytes: [...encoder.encode(token)] };
+}
 
 function chatLogprobs(tokens: readonly ProcessedToken[], tokenText: TokenText): ChatLogprobs {
   return {
     content: tokens.map((t) => {
-      const token = tokenText(t.id);
-      return { token, logprob: t.logprob ?? 0, bytes: [...encoder.encode(token)], top_logprobs: [] };
+      const top = t.top === undefined ? [] : t.top.tokenIds.map((id, i) => chatTokenLogprob(tokenText(id), t.top?.logprobs[i]));
+      return { ...chatTokenLogprob(tokenText(t.id), t.logprob), top_logprobs: top };
     }),
   };
 }
@@ -317,10 +340,16 @@ function completionLogprobs(tokens: readonly ProcessedToken[], tokenText: TokenT
   let at = offset;
   for (const t of tokens) {
     const token = tokenText(t.id);
-    const logprob = t.logprob ?? 0;
+    const logprob = reported(t.logprob);
     out.tokens.push(token);
     out.token_logprobs.push(logprob);
-    out.top_logprobs.push({ [token]: logprob });
+    // The chosen token, then the alternatives (vLLM's order; a text seen twice keeps its first entry).
+    const top: Record<string, number> = { [token]: logprob };
+    t.top?.tokenIds.forEach((id, i) => {
+      const text = tokenText(id);
+      if (!Object.hasOwn(top, text)) top[text] = reported(t.top?.logprobs[i]);
+    });
+    out.top_logprobs.push(top);
     out.text_offset.push(at);
     at += token.length;
   }
@@ -330,6 +359,7 @@ function completionLogprobs(tokens: readonly ProcessedToken[], tokenText: TokenT
 /** One chat chunk with one choice; `includeUsage` adds `usage: null`. */
 function chatChunk(
   head: ResponseHead,
+  index: number,
   piece: { delta: ChatCompletionChunk['choices'][number]['delta']; end?: ChoiceEnd | null; logprobs?: ChatLogprobs | null },
   includeUsage: boolean,
 ): ChatCompletionChunk {
@@ -340,7 +370,7 @@ function chatChunk(
     model: head.model,
     choices: [
       {
-        index: 0,
+        index,
         delta: piece.delta,
         logprobs: piece.logprobs ?? null,
         finish_reason: piece.end?.finishReason ?? null,
@@ -354,6 +384,7 @@ function chatChunk(
 
 function completionChunk(
   head: ResponseHead,
+  index: number,
   piece: { text: string; end?: ChoiceEnd | null; logprobs?: CompletionLogprobs | null },
   includeUsage: boolean,
 ): CompletionChunk {
@@ -364,7 +395,7 @@ function completionChunk(
     model: head.model,
     choices: [
       {
-        index: 0,
+        index,
         text: piece.text,
         logprobs: piece.logprobs ?? null,
         finish_reason: piece.end?.finishReason ?? null,

@@ -18,12 +18,15 @@ import type { GenerateOutput } from './llm-endpoint.js';
 import type { CompiledSamplingParams } from './sampling-params.js';
 import { StopChecker, type FinishReason } from './stop-checker.js';
 import type { Tokenizer } from './tokenizer.js';
+import type { TopLogprobs } from './sampling.js';
 
 /** One generated token the client saw, with its logprob when the request asked for them. */
 export interface ProcessedToken {
   readonly id: number;
   /** Natural log; undefined when the engine reported none. */
   readonly logprob: number | undefined;
+  /** The most likely tokens at this position when the request asked for them, else undefined. */
+  readonly top?: TopLogprobs;
 }
 
 /** What one engine output means to the client. */
@@ -101,7 +104,8 @@ export class OutputProcessor {
       const id = output.tokenIds[i] as number;
       const step = this.stop.step(id);
       text += step.text;
-      tokens.push({ id, logprob: output.logprobs?.[i] });
+      const top = output.topLogprobs?.[i];
+      tokens.push(top === undefined ? { id, logprob: output.logprobs?.[i] } : { id, logprob: output.logprobs?.[i], top });
       if (step.finishReason !== null) {
         this.end(step.finishReason, step.stopReason);
         this.fullText += text;

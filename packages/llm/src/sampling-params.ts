@@ -43,6 +43,11 @@ export interface SamplingParams {
   /** Report the log-probability of each chosen token (one extra pass over the vocabulary). */
   logprobs?: boolean | null;
   /**
+   * With `logprobs`: also report this many most likely tokens at each position, 0..MAX_TOP_LOGPROBS
+   * (vLLM's `logprobs` count, OpenAI's `top_logprobs`). Default 0. Ignored without `logprobs`.
+   */
+  top_logprobs?: number | null;
+  /**
    * OpenAI: token id (a decimal string, as JSON object keys are) → bias added to its logit before
    * sampling. Values are clamped to [-100, 100] as OpenAI does. Ids beyond the logits are ignored by
    * the sampler; front doors refuse ids outside the tokenizer's vocabulary (`checkLogitBiasIds`).
@@ -70,6 +75,8 @@ export const DEFAULT_FREQUENCY_PENALTY = 0;
 export const DEFAULT_PRESENCE_PENALTY = 0;
 export const DEFAULT_REPETITION_PENALTY = 1;
 export const DEFAULT_MIN_TOKENS = 0;
+/** Most alternatives a request may ask for per position (vLLM's default `max_logprobs`). */
+export const MAX_TOP_LOGPROBS = 20;
 /** OpenAI's range for a logit_bias value; values outside it are clamped. */
 export const LOGIT_BIAS_LIMIT = 100;
 
@@ -113,6 +120,8 @@ export interface CompiledSamplingParams {
   readonly presence_penalty: number;
   readonly repetition_penalty: number;
   readonly logprobs: boolean;
+  /** Alternatives reported per position, 0..MAX_TOP_LOGPROBS; always 0 when `logprobs` is false. */
+  readonly top_logprobs: number;
   /** Token id (decimal string) → bias in [-100, 100]; `{}` = none. */
   readonly logit_bias: Readonly<Record<string, number>>;
   readonly min_tokens: number;
@@ -172,6 +181,8 @@ export function compileSamplingParams(params: SamplingParams = {}, defaults: Sam
     throw invalidArgument(`min_tokens must be less than or equal to max_tokens=${requestedMax}, got ${min_tokens}`);
   }
   const logit_bias = logitBias(p.logit_bias);
+  const logprobs = bool('logprobs', p.logprobs);
+  const topLogprobs = int('top_logprobs', p.top_logprobs, (x) => x >= 0 && x <= MAX_TOP_LOGPROBS, `an integer in [0, ${MAX_TOP_LOGPROBS}]`) ?? 0;
   const ignore_eos = bool('ignore_eos', p.ignore_eos);
 
   let stop: string[] = [];
@@ -209,7 +220,8 @@ export function compileSamplingParams(params: SamplingParams = {}, defaults: Sam
     frequency_penalty,
     presence_penalty,
     repetition_penalty,
-    logprobs: bool('logprobs', p.logprobs),
+    logprobs,
+    top_logprobs: logprobs ? topLogprobs : 0,
     logit_bias,
     min_tokens,
     skip_special_tokens: bool('skip_special_tokens', p.skip_special_tokens, true),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compileSamplingParams, type SamplingParams } from './sampling-params.js';
-import { Xoshiro128, createSamplerState, sample, type SamplerState } from './sampling.js';
+import { Xoshiro128, createSamplerState, logSumExp, sample, topLogprobs, type SamplerState } from './sampling.js';
 
 const state = (p: SamplingParams, prompt: number[] = [], seed = 1): SamplerState =>
   createSamplerState(compileSamplingParams(p), prompt, seed);
@@ -21,7 +21,7 @@ describe('compileSamplingParams', () => {
     expect(compileSamplingParams({})).toEqual({
       temperature: 1, top_k: 0, top_p: 1, min_p: 0, seed: null, max_tokens: null, stop: [],
       stop_token_ids: [], ignore_eos: false, frequency_penalty: 0, presence_penalty: 0,
-      repetition_penalty: 1, logprobs: false, default_max_tokens: null, logit_bias: {}, min_tokens: 0,
+      repetition_penalty: 1, logprobs: false, top_logprobs: 0, default_max_tokens: null, logit_bias: {}, min_tokens: 0,
       skip_special_tokens: true, spaces_between_special_tokens: true,
     });
     expect(compileSamplingParams({ top_k: -1, stop: 'x', temperature: null }).top_k).toBe(0);
@@ -222,5 +222,47 @@ describe('sample', () => {
       const cont = createSamplerState(params, [4, 5, 6], 99, tokens.slice(0, k));
       expect(rows.slice(k).map((r) => sample(r, cont).tokenId)).toEqual(tokens.slice(k));
     }
+  });
+});
+
+describe('top logprobs', () => {
+  it('reports the k most likely tokens of the raw logits, best first, lower id on ties', () => {
+    const probs = [0.05, 0.3, 0.1, 0.3, 0.25];
+    const l = logitsOf(probs);
+    const top = topLogprobs(l, 3, logSumExp(l));
+    expect(top.tokenIds).toEqual([1, 3, 4]);
+    top.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(Math.log(probs[top.tokenIds[i]!]!), 6));
+    expect(topLogprobs(l, 10, logSumExp(l)).tokenIds).toEqual([1, 3, 4, 2, 0]);
+    expect(topLogprobs(l, 0, 0).tokenIds).toEqual([]);
+  });
+
+  it('matches a full sort on a large random vocabulary', () => {
+    const rng = new Xoshiro128(3);
+    const l = Float32Array.from({ length: 5000 }, () => Math.floor(rng.nextFloat() * 400) / 10);
+    const want = [...l.keys()].sort((a, b) => l[b]! - l[a]! || a - b).slice(0, 20);
+    expect(topLogprobs(l, 20, logSumExp(l)).tokenIds).toEqual(want);
+  });
+
+  it('sample adds them only when asked, from the logits before penalties and temperature', () => {
+    const l = logitsOf([0.1, 0.6, 0.3]);
+    expect(sample(l, state({ temperature: 0, logprobs: true })).top).toBeNull();
+    expect(sample(l, state({ temperature: 0, top_logprobs: 2 })).top).toBeNull(); // logprobs off
+    const s = state({ temperature: 0.5, seed: 2, logprobs: true, top_logprobs: 2, presence_penalty: 2 });
+    const r = sample(l, s);
+    expect(r.top?.tokenIds).toEqual([1, 2]);
+    expect(r.top?.logprobs[0]).toBeCloseTo(Math.log(0.6), 6);
+    expect(r.logprob).toBeCloseTo(Math.log([0.1, 0.6, 0.3][r.tokenId]!), 6);
+    // The greedy token is the best alternative, with the same logprob.
+    const g = sample(l, state({ temperature: 0, logprobs: true, top_logprobs: 3 }));
+    expect(g.top?.tokenIds[0]).toBe(g.tokenId);
+    expect(g.top?.logprobs[0]).toBe(g.logprob);
+  });
+
+  it('a -Infinity logit has logprob -Infinity; top_logprobs is validated', () => {
+    const l = Float32Array.from([0, -Infinity, 0]);
+    expect(topLogprobs(l, 3, logSumExp(l)).logprobs[2]).toBe(-Infinity);
+    expect(() => compileSamplingParams({ logprobs: true, top_logprobs: 21 })).toThrow(/top_logprobs/);
+    expect(() => compileSamplingParams({ logprobs: true, top_logprobs: -1 })).toThrow(/top_logprobs/);
+    expect(compileSamplingParams({ logprobs: false, top_logprobs: 5 }).top_logprobs).toBe(0);
   });
 });

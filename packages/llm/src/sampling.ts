@@ -125,6 +125,8 @@ export interface SampleResult {
    * and temperature, like vLLM's default `raw_logprobs`); `null` unless params.logprobs.
    */
   readonly logprob: number | null;
+  /** The params.top_logprobs most likely tokens under the same distribution; `null` when it is 0. */
+  readonly top: TopLogprobs | null;
 }
 
 /**
@@ -148,7 +150,11 @@ export function sample(logits: Float32Array, state: SamplerState): SampleResult 
   const tokenId = state.params.temperature === 0 ? argmax(x) : draw(x, state);
   state.generated++;
   state.outputCounts.set(tokenId, (state.outputCounts.get(tokenId) ?? 0) + 1);
-  return { tokenId, logprob: state.params.logprobs ? logSoftmaxAt(logits, tokenId) : null };
+  if (!state.params.logprobs) return { tokenId, logprob: null, top: null };
+  // One log-sum-exp per token serves the chosen token and every alternative.
+  const norm = logSumExp(logits);
+  const k = state.params.top_logprobs;
+  return { tokenId, logprob: logits[tokenId]! - norm, top: k > 0 ? topLogprobs(logits, k, norm) : null };
 }
 
 /** OpenAI frequency/presence penalties on output tokens, then vLLM's repetition penalty. */
@@ -367,9 +373,60 @@ function selectNucleus(cand: Int32Array, n: number, w: Float32Array, need: numbe
 
 /** log softmax(logits)[i], by log-sum-exp around the max. */
 export function logSoftmaxAt(logits: Float32Array, i: number): number {
+  return logits[i]! - logSumExp(logits);
+}
+
+/** log Σ exp(logits), around the max (so log softmax(logits)[i] = logits[i] - logSumExp(logits)). */
+export function logSumExp(logits: Float32Array): number {
   let max = -Infinity;
   for (let j = 0; j < logits.length; j++) if (logits[j]! > max) max = logits[j]!;
+  if (max === -Infinity || max === Infinity) return max;
   let sum = 0;
   for (let j = 0; j < logits.length; j++) sum += Math.exp(logits[j]! - max);
-  return logits[i]! - max - Math.log(sum);
+  return max + Math.log(sum);
+}
+
+/** The most likely tokens at one position, best first (ties: lower id first), with their natural-log probabilities. */
+export interface TopLogprobs {
+  readonly tokenIds: readonly number[];
+  readonly logprobs: readonly number[];
+}
+
+/**
+ * The `k` largest logits (every one when k >= logits.length), best first, lower id first on ties,
+ * as logprobs `logits[i] - norm` (`norm` = logSumExp(logits)). One pass with a size-k min-heap of ids:
+ * O(V log k), no pass over the vocabulary per alternative.
+ */
+export function topLogprobs(logits: Float32Array, k: number, norm: number): TopLogprobs {
+  const size = Math.min(k, logits.length);
+  // Min-heap on (logit asc, id desc): the root is the weakest kept entry.
+  const heapIds = new Int32Array(size);
+  let n = 0;
+  const weaker = (a: number, b: number): boolean => logits[a]! < logits[b]! || (logits[a] === logits[b] && a > b);
+  for (let i = 0; i < logits.length; i++) {
+    if (n < size) {
+      let c = n++;
+      while (c > 0) {
+        const parent = (c - 1) >> 1;
+        if (!weaker(i, heapIds[parent]!)) break;
+        heapIds[c] = heapIds[parent]!;
+        c = parent;
+      }
+      heapIds[c] = i;
+      continue;
+    }
+    if (!weaker(heapIds[0]!, i)) continue;
+    let c = 0;
+    for (;;) {
+      let child = 2 * c + 1;
+      if (child >= n) break;
+      if (child + 1 < n && weaker(heapIds[child + 1]!, heapIds[child]!)) child++;
+      if (!weaker(heapIds[child]!, i)) break;
+      heapIds[c] = heapIds[child]!;
+      c = child;
+    }
+    heapIds[c] = i;
+  }
+  const ids = [...heapIds.subarray(0, n)].sort((a, b) => (weaker(a, b) ? 1 : weaker(b, a) ? -1 : 0));
+  return { tokenIds: ids, logprobs: ids.map((id) => logits[id]! - norm) };
 }

@@ -207,6 +207,7 @@ export class DisaggregatedPrefill {
     const target = instanceAddress(endpointAddress(e.card.namespace, e.card.component, GENERATE_ENDPOINT), instance);
     const tokens: number[] = [];
     const logprobs: number[] = [];
+    const topLogprobs: NonNullable<WireGenerateOutput['topLogprobs']>[number][] = [];
     let marked = false;
     let final: WireGenerateOutput | undefined;
     try {
@@ -218,6 +219,7 @@ export class DisaggregatedPrefill {
         if (final !== undefined) throw new Error('prefill worker sent an output after its final one');
         tokens.push(...out.tokenIds);
         if (out.logprobs !== undefined) logprobs.push(...out.logprobs);
+        if (out.topLogprobs !== undefined) topLogprobs.push(...out.topLogprobs);
         if (tokens.length > 0 && !marked) {
           marked = true;
           void deps.table.markPrefillDone(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: markPrefillDone failed'));
@@ -225,7 +227,7 @@ export class DisaggregatedPrefill {
         if (out.finishReason !== null) final = out;
       }
       if (final === undefined) throw new Error('prefill stream ended without a final output');
-      const whole: WireGenerateOutput = { ...final, tokenIds: tokens, ...(logprobs.length > 0 ? { logprobs } : {}) };
+      const whole: WireGenerateOutput = { ...final, tokenIds: tokens, ...(logprobs.length > 0 ? { logprobs } : {}), ...(topLogprobs.length > 0 ? { topLogprobs } : {}) };
       const cachedTokens = final.usage?.cachedTokens ?? 0;
       if (final.finishReason === 'stop' && tokens.length <= 1) return { kind: 'finished', output: whole, cachedTokens };
       if (final.finishReason === 'length' && tokens.length === 1) {

@@ -76,7 +76,7 @@ import {
   instanceAddress,
   isRetriable,
 } from '@switchyard/runtime';
-import { GENERATE_ENDPOINT, type WireKvTransferHandle, type WireLoad } from '../protocols.js';
+import { GENERATE_ENDPOINT, type WireGenerateOutput, type WireKvTransferHandle, type WireLoad } from '../protocols.js';
 import { decodeWireGenerateOutput, generateRequestToWire, toJson } from '../wire-codec.js';
 import { DEFAULT_DISAGG_OPTIONS, type DisaggOptions, DisaggregatedPrefill } from './disagg-prefill.js';
 import type { HealthProber } from './health-prober.js';
@@ -297,7 +297,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
                 cachedTokens = Math.min(pre.cachedTokens, prompt.length);
                 cachedFixed = true;
                 tokensOut(pre.output.tokenIds);
-                const logprobs = pre.output.logprobs !== undefined ? { logprobs: pre.output.logprobs } : {};
+                const logprobs = tokenScores(pre.output);
                 if (pre.kind === 'finished') {
                   const fin = this.finish(pre.output.finishReason!, pre.output.stopReason, prompt.length, generated.length, cachedTokens, started);
                   yield { ...fin, tokenIds: pre.output.tokenIds, ...logprobs };
@@ -339,12 +339,12 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
             }
             tokensOut(out.tokenIds);
             if (out.finishReason === null) {
-              yield { tokenIds: out.tokenIds, finishReason: null, stopReason: null, ...(out.logprobs ? { logprobs: out.logprobs } : {}) };
+              yield { tokenIds: out.tokenIds, finishReason: null, stopReason: null, ...tokenScores(out) };
               continue;
             }
             if (attempt === 0 && !cachedFixed && out.usage !== undefined) cachedTokens = out.usage.cachedTokens;
             const fin = this.finish(out.finishReason, out.stopReason, prompt.length, generated.length, cachedTokens ?? 0, started);
-            yield { ...fin, tokenIds: out.tokenIds, ...(out.logprobs ? { logprobs: out.logprobs } : {}) };
+            yield { ...fin, tokenIds: out.tokenIds, ...tokenScores(out) };
             return;
           }
           throw internal(`worker ${instance} ended generation of '${request.requestId}' without a finish reason`);
@@ -461,4 +461,9 @@ function samplingDefaultsOf(defaults: SamplingDefaults | undefined, mode: Genera
   if (defaults === undefined) return {};
   if (mode !== 'vllm') return { samplingDefaults: defaults };
   return defaults.eos_token_ids === undefined ? {} : { samplingDefaults: { eos_token_ids: defaults.eos_token_ids } };
+}
+
+/** The probability fields of a worker's output, as the caller gets them. */
+function tokenScores(out: WireGenerateOutput): Pick<GenerateOutput, 'logprobs' | 'topLogprobs'> {
+  return { ...(out.logprobs !== undefined ? { logprobs: out.logprobs } : {}), ...(out.topLogprobs !== undefined ? { topLogprobs: out.topLogprobs } : {}) };
 }

@@ -192,10 +192,12 @@ describe('OpenAI door (/v1) driven by the openai SDK', () => {
     const cases: Array<[Record<string, unknown>, string]> = [
       [{ temperature: -1 }, 'temperature'],
       [{ top_p: 0 }, 'top_p'],
-      [{ n: 2 }, 'n'],
+      [{ n: 0 }, 'n'],
+      [{ n: 129 }, 'n'],
+      [{ top_logprobs: 2 }, 'top_logprobs'],
       [{ max_completion_tokens: 0 }, 'max_completion_tokens'],
       [{ stop: [''] }, 'stop'],
-      [{ top_logprobs: 3, logprobs: true }, 'top_logprobs'],
+      [{ top_logprobs: 21, logprobs: true }, 'top_logprobs'],
     ];
     for (const [fields, param] of cases) {
       const err = await client.chat.completions
@@ -281,6 +283,56 @@ describe('OpenAI door (/v1) driven by the openai SDK', () => {
     }
     await vi.waitFor(() => expect(endless.abortedRequests).toContain(id));
     expect(endless.signals.get(id)!.aborted).toBe(true);
+  });
+
+  it('n choices: one engine request each (<index>_<id>, seed + index), the first alone until its first output', async () => {
+    const before = tiny.requests.length;
+    const r = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], n: 3, seed: 5, max_tokens: 2 });
+    const sent = tiny.requests.slice(before);
+    expect(sent.map((q) => q.requestId)).toEqual([0, 1, 2].map((i) => `${i}_${r.id}`));
+    expect(sent.map((q) => q.sampling.seed)).toEqual([5, 6, 7]);
+    expect(r.choices.map((c) => [c.index, c.message.content])).toEqual([0, 1, 2].map((i) => [i, tokenizer.decode(tokenizer.encode(REPLY).slice(0, 2))]));
+    // the prompt counted once, the completions summed; cached tokens are the fake's per request
+    expect(r.usage).toMatchObject({ prompt_tokens: sent[0]!.promptTokenIds.length, completion_tokens: 6, prompt_tokens_details: { cached_tokens: 16 } });
+
+    // without a seed each choice draws its own; one choice keeps the response id as its request id
+    await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], n: 2, max_tokens: 1 });
+    expect(tiny.requests.slice(-2).map((q) => q.sampling.seed)).toEqual([null, null]);
+    const one = await client.completions.create({ model: 'tiny', prompt: 'x', max_tokens: 1 });
+    expect(tiny.requests.at(-1)!.requestId).toBe(one.id);
+
+    // a batch of prompts: prompt-major indexes, each prompt's choices from seed, seed + 1
+    const batch = await client.completions.create({ model: 'tiny', prompt: ['a', 'b c'], n: 2, seed: 9, max_tokens: 1 });
+    expect(batch.choices.map((c) => c.index)).toEqual([0, 1, 2, 3]);
+    const last = tiny.requests.slice(-4);
+    expect(last.map((q) => [q.requestId, q.sampling.seed, tokenizer.decode([...q.promptTokenIds])])).toEqual([
+      [`0_${batch.id}`, 9, 'a'],
+      [`1_${batch.id}`, 10, 'a'],
+      [`2_${batch.id}`, 9, 'b c'],
+      [`3_${batch.id}`, 10, 'b c'],
+    ].sort((x, y) => last.findIndex((q) => q.requestId === x[0]) - last.findIndex((q) => q.requestId === y[0])));
+    expect(batch.usage!.prompt_tokens).toBe(tokenizer.encode('a').length + tokenizer.encode('b c').length);
+  });
+
+  it('n choices: a failure of any choice is the whole answer (one error event mid-stream, a 500 otherwise)', async () => {
+    const raw = await post('/v1/completions', JSON.stringify({ model: 'failing', prompt: 'Hello', stream: true, n: 2 }));
+    expect(raw.text.match(/"error"/g)).toHaveLength(1);
+    expect(raw.text.endsWith('data: [DONE]\n\n')).toBe(true);
+    const plain = await post('/v1/chat/completions', JSON.stringify({ model: 'failing', messages: [{ role: 'user', content: 'hi' }], n: 3 }));
+    expect(plain.status).toBe(500);
+    expect(plain.json()).toMatchObject({ error: { message: 'executor exploded' } });
+  });
+
+  it('n choices: a client that disconnects aborts every choice', async () => {
+    const stream = await client.chat.completions.create({ model: 'endless', messages: [{ role: 'user', content: 'go' }], stream: true, n: 2 });
+    let id = '';
+    const seen = new Set<number>();
+    for await (const chunk of stream) {
+      id = chunk.id;
+      for (const c of chunk.choices) if (c.delta.content) seen.add(c.index);
+      if (seen.size === 2) break;
+    }
+    await vi.waitFor(() => expect(endless.abortedRequests).toEqual(expect.arrayContaining([`0_${id}`, `1_${id}`])));
   });
 
   it('unknown /v1 paths are 404 and wrong methods 405, both with OpenAI bodies', async () => {

@@ -39,7 +39,7 @@ import { sendJson } from '../http/http-reply.js';
 import type { OpenAiAction } from '../http/http-router.js';
 import { waitForModel } from '../wait-for-model.js';
 import { sendOpenAiError } from './openai-errors.js';
-import { runGeneration } from './openai-generation.js';
+import { choiceRequests, runGeneration, type GenerationChoice } from './openai-generation.js';
 import { embeddingModelEntry, embeddingModels, handleEmbeddings } from './openai-embeddings.js';
 
 /** Serve one `/v1` route; never throws (errors are answered here). */
@@ -91,23 +91,26 @@ async function chatCompletions(ctx: HttpContext, req: IncomingMessage, res: Serv
     tools: request.tools,
   });
   const id = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
-  const parsing = plan.parsing?.({ promptText: prompt.promptText, templateKwargs: request.chatTemplateKwargs });
-  const assembler = new ChatAssembler(assemblerOptions(id, endpoint, request, request.logprobs), parsing);
-  await runGeneration(
-    res,
-    { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler, skipSpecialTokens: plan.skipSpecialTokens },
-    ctx.logger,
-  );
+  // each choice parses its own output (parsers keep state)
+  const parsingFor = () => plan.parsing?.({ promptText: prompt.promptText, templateKwargs: request.chatTemplateKwargs });
+  const choices = choicesOf(id, endpoint, request, [prompt.promptTokenIds], (index) => new ChatAssembler(assemblerOptions(id, endpoint, request, request.logprobs, index), parsingFor()));
+  await runGeneration(res, { ...generation(id, endpoint, request), choices, skipSpecialTokens: plan.skipSpecialTokens }, ctx.logger);
 }
 
 async function completions(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const request = parseCompletionRequest(await readJson(ctx, req));
   if (request.model !== undefined) await waitForModel(ctx.engine, request.model, res, 'close');
   const endpoint = endpointFor(ctx.engine, request.model);
-  const prompt = await completionPrompt(endpoint, request.prompt, request.addSpecialTokens);
+  const prompts = await Promise.all(request.prompts.map((p) => completionPrompt(endpoint, p, request.addSpecialTokens)));
   const id = `cmpl-${randomUUID().replaceAll('-', '')}`;
-  const assembler = new CompletionAssembler(assemblerOptions(id, endpoint, request, request.logprobs !== null), request.echo ? prompt.promptText : '');
-  await runGeneration(res, { ...generation(id, endpoint, request), promptTokenIds: prompt.promptTokenIds, assembler }, ctx.logger);
+  const choices = choicesOf(
+    id,
+    endpoint,
+    request,
+    prompts.map((p) => p.promptTokenIds),
+    (index, prompt) => new CompletionAssembler(assemblerOptions(id, endpoint, request, request.logprobs !== null, index), request.echo ? (prompts[prompt]?.promptText ?? '') : ''),
+  );
+  await runGeneration(res, { ...generation(id, endpoint, request), choices }, ctx.logger);
 }
 
 const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -118,17 +121,39 @@ function toolCallId(style: ToolCallIdStyle): string {
   return `chatcmpl-tool-${randomUUID().replaceAll('-', '')}`;
 }
 
-/** The generation's common part; its sampling is the request's over the model's generation config. */
+/** The generation's common part. */
 function generation(id: string, endpoint: LlmEndpoint, request: ParsedOpenAiRequest) {
-  const sampling = samplingFor(request, endpoint.card.samplingDefaults, endpoint.tokenizer.vocabSize);
-  return { endpoint, requestId: id, sampling, stream: request.stream, includeUsage: request.includeUsage };
+  return { endpoint, requestId: id, stream: request.stream, includeUsage: request.includeUsage };
 }
 
-function assemblerOptions(id: string, endpoint: LlmEndpoint, request: ParsedOpenAiRequest, logprobs: boolean): AssemblerOptions {
+/**
+ * `request.n` choices per prompt, prompt-major (choice `p * n + i`, as vLLM); their sampling is the
+ * request's over the model's generation config, with each choice's seed (`choiceRequests`).
+ */
+function choicesOf(
+  id: string,
+  endpoint: LlmEndpoint,
+  request: ParsedOpenAiRequest,
+  prompts: ReadonlyArray<readonly number[]>,
+  assembler: (index: number, prompt: number) => ChatAssembler | CompletionAssembler,
+): GenerationChoice[] {
+  const sampling = samplingFor(request, endpoint.card.samplingDefaults, endpoint.tokenizer.vocabSize);
+  return prompts.flatMap((promptTokenIds, prompt) =>
+    choiceRequests(id, request.n, prompt, prompts.length, sampling).map((c, i) => ({
+      ...c,
+      prompt,
+      promptTokenIds,
+      assembler: assembler(prompt * request.n + i, prompt),
+    })),
+  );
+}
+
+function assemblerOptions(id: string, endpoint: LlmEndpoint, request: ParsedOpenAiRequest, logprobs: boolean, index: number): AssemblerOptions {
   return {
     head: { id, created: Math.floor(Date.now() / 1000), model: request.model ?? endpoint.card.name },
     includeUsage: request.includeUsage,
     logprobs,
+    index,
     tokenText: (tokenId) => endpoint.tokenizer.decode([tokenId]),
   };
 }
