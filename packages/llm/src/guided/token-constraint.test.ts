@@ -1,0 +1,124 @@
+/**
+ * Token-level guided decoding over the tiny byte-level BPE tokenizer: masks equal a token-by-token
+ * check, the trie walk agrees with it, end ids only at completion (and then alone), and sampling
+ * random logits under a constraint always yields a document that parses and validates.
+ */
+import { describe, expect, it } from 'vitest';
+import { buildTinyTokenizerFiles, tinySpecialTokenIds } from '@switchyard/onnx-builder';
+import { fc, fuzz, validates } from '@switchyard/testing/fuzz';
+import { Tokenizer } from '../tokenizer.js';
+import { compileSamplingParams } from '../sampling-params.js';
+import { createSamplerState, sample } from '../sampling.js';
+import { initialState, isAccepting, step, type JsonState } from './json-automaton.js';
+import { guidedRoot, type GuidedDecoding } from './json-schema.js';
+import { compileTokenConstraint, JsonTokenConstraint } from './token-constraint.js';
+import { TokenVocabulary } from './token-vocabulary.js';
+
+const files = buildTinyTokenizerFiles();
+const tokenizer = Tokenizer.fromJson(JSON.parse(files['tokenizer.json']), JSON.parse(files['tokenizer_config.json']), JSON.parse(files['config.json']));
+const vocab = TokenVocabulary.fromTokenizer(tokenizer);
+const EOS = tinySpecialTokenIds().imEnd;
+
+const SCHEMA = {
+  type: 'object',
+  properties: { answer: { enum: ['yes', 'no'] }, count: { type: 'integer' }, note: { type: 'string' }, tags: { type: 'array', items: { type: 'boolean' }, maxItems: 3 } },
+  required: ['answer', 'count'],
+  additionalProperties: false,
+};
+const SPEC: GuidedDecoding = { kind: 'json_schema', schema: SCHEMA };
+
+/** The allowed ids of `state` by stepping every token on its own. */
+function bruteForce(state: JsonState, ends: readonly number[]): number[] {
+  const out: number[] = [];
+  vocab.tokenBytes.forEach((bytes, id) => {
+    if (bytes === null) return;
+    let s: JsonState | null = state;
+    for (const b of bytes) if ((s = step(s, b)) === null) return;
+    out.push(id);
+  });
+  if (isAccepting(state)) out.push(...ends);
+  return out.sort((a, b) => a - b);
+}
+
+function maskedIds(c: JsonTokenConstraint, width = vocab.size): number[] {
+  const logits = new Float32Array(width);
+  c.mask(logits);
+  return [...logits.keys()].filter((i) => logits[i] !== -Infinity);
+}
+
+describe('TokenVocabulary', () => {
+  it('maps byte-level tokens back to their bytes and leaves special tokens out', () => {
+    expect(vocab.size).toBe(tokenizer.vocabSize);
+    for (const id of tokenizer.specialTokenIds) expect(vocab.tokenBytes[id]).toBeNull();
+    let whole = 0;
+    for (let id = 0; id < vocab.size; id++) {
+      const bytes = vocab.tokenBytes[id];
+      const text = tokenizer.decode([id]);
+      if (bytes === null || bytes === undefined || text.includes('\uFFFD')) continue;
+      expect(Buffer.from(bytes).equals(Buffer.from(text, 'utf8'))).toBe(true);
+      whole++;
+    }
+    expect(whole).toBeGreaterThan(200);
+    const text = 'The capital of France is Paris.';
+    const ids = tokenizer.encode(text);
+    expect(Buffer.concat(ids.map((id) => vocab.tokenBytes[id]!)).toString('utf8')).toBe(text);
+  });
+});
+
+describe('JsonTokenConstraint', () => {
+  it('masks exactly the tokens the automaton can take, with the end ids only once complete', () => {
+    const c = compileTokenConstraint(SPEC, vocab, [EOS]) as JsonTokenConstraint;
+    let state = initialState(guidedRoot(SPEC));
+    const text = '{"answer": "yes", "count": 42, "tags": [true]}';
+    for (const id of tokenizer.encode(text)) {
+      expect(maskedIds(c)).toEqual(bruteForce(state, [EOS]));
+      expect(c.isComplete()).toBe(false);
+      expect(c.advance(id)).toBe(true);
+      for (const b of vocab.tokenBytes[id]!) state = step(state, b)!;
+    }
+    expect(c.isComplete()).toBe(true);
+    // Complete and nothing can follow: the end id is forced.
+    expect(maskedIds(c)).toEqual([EOS]);
+    // Logits wider than the vocabulary (a padded LM head): the padding is masked too.
+    expect(maskedIds(c, vocab.size + 10)).toEqual([EOS]);
+    expect(c.advance(EOS)).toBe(true);
+  });
+
+  it('a token outside the language leaves only the end ids', () => {
+    const c = compileTokenConstraint({ kind: 'json' }, vocab, [EOS]) as JsonTokenConstraint;
+    expect(c.advance(tokenizer.encode('x')[0]!)).toBe(false);
+    expect(maskedIds(c)).toEqual([EOS]);
+  });
+
+  it('random logits sampled under the constraint always give a document that parses and validates', () => {
+    let complete = 0;
+    fuzz(
+      fc.tuple(fc.integer(), fc.constantFrom<GuidedDecoding>(SPEC, { kind: 'json' })),
+      ([seed, spec]) => {
+        const params = compileSamplingParams({ temperature: 1, seed, guided_decoding: spec });
+        const state = createSamplerState(params, [], 0, [], [EOS], compileTokenConstraint(spec, vocab, [EOS]));
+        let rng = seed >>> 0;
+        const logits = new Float32Array(vocab.size);
+        const out: number[] = [];
+        for (let i = 0; i < 400; i++) {
+          for (let j = 0; j < logits.length; j++) {
+            rng = (Math.imul(rng, 1664525) + 1013904223) >>> 0;
+            logits[j] = (rng / 2 ** 32) * 8;
+          }
+          // Push the structural tokens up, so documents finish inside the budget.
+          for (const ch of ['"', '}', ']', ',', '1', 'true', ' "']) logits[tokenizer.encode(ch)[0]!] = logits[tokenizer.encode(ch)[0]!]! + 3;
+          const { tokenId } = sample(logits, state);
+          if (tokenId === EOS) break;
+          out.push(tokenId);
+        }
+        if (state.constraint!.isComplete()) {
+          complete++;
+          const value = JSON.parse(tokenizer.decode(out)) as unknown;
+          expect(validates(value, spec.kind === 'json' ? { type: 'object' } : SCHEMA)).toBe(true);
+        }
+      },
+      { scale: 0.2, timeLimitMs: 10_000 },
+    );
+    expect(complete).toBeGreaterThan(10);
+  });
+});
