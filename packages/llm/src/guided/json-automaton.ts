@@ -16,7 +16,7 @@
  */
 import { MAX_GUIDED_DEPTH, minDepth, type ArrayNode, type LiteralNode, type ObjectNode, type SchemaNode } from './json-schema.js';
 
-export const MAX_WS = 32;
+export const MAX_WS = 16;
 export const MAX_NUMBER_BYTES = 24;
 
 type Frame = ValueFrame | ObjectFrame | ArrayFrame | StringFrame | LiteralFrame | NumberFrame | DoneFrame;
