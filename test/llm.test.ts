@@ -14,6 +14,7 @@ import { fixtureRepository, type FixtureRepository } from './lib/fixture-reposit
 import { isFinalResponse, loadGrpcClients, streamInfer, type GrpcClient } from './lib/grpc-client.js';
 import { get, post, serializeStrings, deserializeStrings, serverSentEvents } from './lib/tensors.js';
 import { waitFor } from './lib/wait-for.js';
+import { STRUCTURED_SCHEMA } from './lib/structured-output.js';
 
 let repo: FixtureRepository;
 let worker: WorkerProcess;
@@ -200,18 +201,6 @@ describe('OpenAI endpoints with the official SDK', () => {
   });
 });
 
-/** A schema the tiny random decoder can finish well inside its context (enum, integer, boolean, bounded array). */
-export const STRUCTURED_SCHEMA = {
-  type: 'object',
-  properties: {
-    answer: { enum: ['yes', 'no', 'maybe'] },
-    count: { type: 'integer' },
-    ok: { type: 'boolean' },
-    tags: { type: 'array', items: { anyOf: [{ type: 'null' }, { const: 7 }] }, maxItems: 2 },
-  },
-  required: ['answer', 'count', 'ok', 'tags'],
-  additionalProperties: false,
-} as const;
 const STRUCTURED_FORMAT = { type: 'json_schema', json_schema: { name: 'verdict', schema: STRUCTURED_SCHEMA, strict: true } } as const;
 
 describe('structured output (response_format) on the ONNX model', () => {
