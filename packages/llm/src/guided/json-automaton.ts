@@ -118,6 +118,51 @@ export function canContinue(state: JsonState): boolean {
   return state.some((f) => f.t !== 'done');
 }
 
+/**
+ * True when the state is one alternative inside a string, after a whole character (and not in an
+ * escape): `stringTokenClass` then decides every token but those it says to walk.
+ */
+export function inPlainString(state: JsonState): boolean {
+  if (state.length !== 1) return false;
+  const f = state[0]!;
+  return f.t === 'str' && f.esc === 0 && f.u8 === 0;
+}
+
+/**
+ * What a token does inside a string after a whole character, whatever the stack: `allowed` (plain
+ * string bytes only, possibly ending inside a UTF-8 character), `never` (a control character or a
+ * malformed UTF-8 sequence comes before any quote or backslash), or `walk` (it reaches a quote or a
+ * backslash: the automaton must decide).
+ */
+export function stringTokenClass(bytes: Uint8Array): 'allowed' | 'never' | 'walk' {
+  let u8 = 0;
+  let lo = 0x80;
+  let hi = 0xbf;
+  for (const b of bytes) {
+    if (u8 > 0) {
+      if (b < lo || b > hi) return 'never';
+      u8--;
+      lo = 0x80;
+      hi = 0xbf;
+      continue;
+    }
+    if (b < 0x80) {
+      if (b === 0x22 || b === 0x5c) return 'walk';
+      if (b < 0x20) return 'never';
+      continue;
+    }
+    if (b >= 0xc2 && b <= 0xdf) u8 = 1;
+    else if (b === 0xe0) (u8 = 2), (lo = 0xa0);
+    else if ((b >= 0xe1 && b <= 0xec) || b === 0xee || b === 0xef) u8 = 2;
+    else if (b === 0xed) (u8 = 2), (hi = 0x9f);
+    else if (b === 0xf0) (u8 = 3), (lo = 0x90);
+    else if (b >= 0xf1 && b <= 0xf3) u8 = 3;
+    else if (b === 0xf4) (u8 = 3), (hi = 0x8f);
+    else return 'never';
+  }
+  return 'allowed';
+}
+
 /** A string that identifies the state (for caching masks): equal keys ⇒ same future. */
 export function stateKey(state: JsonState): string {
   if (state.length === 1) return frameKey(state[0]!);
@@ -148,7 +193,7 @@ function frameKey(f: Frame | null): string {
         s += `a${nodeId(f.node)},${f.phase},${f.n},${f.ws};`;
         break;
       case 'str':
-        s += `s${f.key ? 1 : 0},${f.esc},${f.u8},${f.lo},${f.hi},${JSON.stringify(f.acc)};`;
+        s += `s${f.key ? 1 : 0},${f.esc},${f.u8},${f.lo},${f.hi},${f.key && keyMatters(f) ? JSON.stringify(f.acc) : ''};`;
         break;
       case 'lit':
         s += `l${f.pos},${f.keyOf === null ? 0 : 1},${f.texts.map(nodeId).join(',')};`;
@@ -162,6 +207,17 @@ function frameKey(f: Frame | null): string {
     }
   }
   return s;
+}
+
+/**
+ * Whether a key's bytes so far can still change what follows: only through the duplicate check at
+ * its closing quote, so not when it has no escape and no key already seen starts with its bytes.
+ */
+function keyMatters(f: StringFrame): boolean {
+  const obj = f.up as ObjectFrame;
+  if (obj.seen.length === 0) return false;
+  if (f.acc.includes('\\')) return true;
+  return obj.seen.some((k) => Buffer.from(k, 'utf8').toString('latin1').startsWith(f.acc));
 }
 
 function dedupe(frames: Frame[]): Frame[] {

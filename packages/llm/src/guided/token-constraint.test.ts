@@ -69,7 +69,7 @@ describe('JsonTokenConstraint', () => {
   it('masks exactly the tokens the automaton can take, with the end ids only once complete', () => {
     const c = compileTokenConstraint(SPEC, vocab, [EOS]) as JsonTokenConstraint;
     let state = initialState(guidedRoot(SPEC));
-    const text = '{"answer": "yes", "count": 42, "tags": [true]}';
+    const text = '{"answer": "yes", "note": "The café \\"is\\" near 日本\\u00e9.", "count": 42, "tags": [true]}';
     for (const id of tokenizer.encode(text)) {
       expect(maskedIds(c)).toEqual(bruteForce(state, [EOS]));
       expect(c.isComplete()).toBe(false);
@@ -82,6 +82,17 @@ describe('JsonTokenConstraint', () => {
     // Logits wider than the vocabulary (a padded LM head): the padding is masked too.
     expect(maskedIds(c, vocab.size + 10)).toEqual([EOS]);
     expect(c.advance(EOS)).toBe(true);
+  });
+
+  it('masks free keys and strings of json_object exactly too', () => {
+    const c = compileTokenConstraint({ kind: 'json' }, vocab, [EOS]) as JsonTokenConstraint;
+    let state = initialState(guidedRoot({ kind: 'json' }));
+    for (const id of tokenizer.encode('{"The world": ["é", {"x\\n": null}], "n": -1.5e3}')) {
+      expect(maskedIds(c)).toEqual(bruteForce(state, [EOS]));
+      expect(c.advance(id)).toBe(true);
+      for (const b of vocab.tokenBytes[id]!) state = step(state, b)!;
+    }
+    expect(maskedIds(c)).toEqual([EOS]);
   });
 
   it('a token outside the language leaves only the end ids', () => {

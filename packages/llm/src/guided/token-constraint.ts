@@ -6,14 +6,16 @@
  * The mask of a state: every token whose bytes the automaton can take from that state, found by
  * walking the vocabulary's trie with the automaton (shared prefixes are stepped once; a subtree is
  * skipped at the first byte no alternative takes), plus the end ids when the document is complete.
- * Masks are cached by state key per vocabulary (LRU, `MASK_CACHE_ENTRIES`): inside a string, between
- * array items and at other repeating states a mask costs one lookup.
+ * Inside a string (the widest walk: nearly every token fits) the tokens made only of plain string
+ * bytes are allowed as a precomputed bitset, and only those that reach a quote or a backslash (a few
+ * percent of a vocabulary) are walked, in their own trie. Masks are cached
+ * by state key per vocabulary (LRU, `MASK_CACHE_ENTRIES`): at repeating states a mask costs one lookup.
  *
  * Called from `sample` only: synchronous, one sequence per constraint, never shared.
  */
 import { guidedRoot, type GuidedDecoding } from './json-schema.js';
-import { canContinue, initialState, isAccepting, stateKey, step, type JsonState } from './json-automaton.js';
-import type { TokenVocabulary } from './token-vocabulary.js';
+import { canContinue, inPlainString, initialState, isAccepting, stringTokenClass, stateKey, step, type JsonState } from './json-automaton.js';
+import { TokenVocabulary } from './token-vocabulary.js';
 
 export interface TokenConstraint {
   /** Set the logits of every token not allowed next to -Infinity (in place; ids past the vocabulary too). */
@@ -98,7 +100,13 @@ export class JsonTokenConstraint implements TokenConstraint {
       this.cache.set(key, hit);
       return hit;
     }
-    const bits = canContinue(state) ? walk(this.vocab, state, words) : new Uint32Array(words);
+    let bits: Uint32Array;
+    if (!canContinue(state)) bits = new Uint32Array(words);
+    else if (inPlainString(state)) {
+      const classes = stringClasses(this.vocab);
+      bits = classes.plain.slice();
+      walk(classes.others, state, bits);
+    } else bits = walk(this.vocab, state, new Uint32Array(words));
     if (isAccepting(state)) for (const id of this.endTokenIds) if (id < this.vocab.size) bits[id >>> 5]! |= 1 << (id & 31);
     this.cache.set(key, bits);
     if (this.cache.size > MASK_CACHE_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
@@ -112,23 +120,43 @@ export class JsonTokenConstraint implements TokenConstraint {
   }
 }
 
-/** Every token the automaton can take from `state`, by a depth-first walk of the trie. */
-function walk(vocab: TokenVocabulary, state: JsonState, words: number): Uint32Array {
-  const bits = new Uint32Array(words);
-  const { childStart, childByte, childNode, tokenStart, tokenIds } = vocab;
+/** Adds to `bits` every token of `vocab` the automaton can take from `state` (a depth-first walk of the trie). */
+function walk(vocab: TokenVocabulary, state: JsonState, bits: Uint32Array): Uint32Array {
+  const { firstChild, nextSibling, nodeByte, tokenStart, tokenIds } = vocab;
   const visit = (node: number, s: JsonState): void => {
-    const end = childStart[node + 1]!;
-    for (let e = childStart[node]!; e < end; e++) {
-      const next = step(s, childByte[e]!);
+    for (let c = firstChild[node]!; c !== -1; c = nextSibling[c]!) {
+      const next = step(s, nodeByte[c]!);
       if (next === null) continue;
-      const c = childNode[e]!;
       for (let t = tokenStart[c]!, te = tokenStart[c + 1]!; t < te; t++) {
         const id = tokenIds[t]!;
         bits[id >>> 5]! |= 1 << (id & 31);
       }
-      if (childStart[c + 1]! > childStart[c]!) visit(c, next);
+      if (firstChild[c] !== -1) visit(c, next);
     }
   };
   visit(0, state);
   return bits;
+}
+
+interface StringClasses {
+  /** Tokens `stringTokenClass` allows in any string. */
+  readonly plain: Uint32Array;
+  /** Tokens it says to walk (they reach a quote or backslash), in their own trie (same ids). */
+  readonly others: TokenVocabulary;
+}
+
+/** The vocabulary split for strings, computed once per vocabulary. */
+function stringClasses(vocab: TokenVocabulary): StringClasses {
+  const known = vocab.derived.get('json-string') as StringClasses | undefined;
+  if (known !== undefined) return known;
+  const plain = new Uint32Array((vocab.size + 31) >>> 5);
+  const others = vocab.tokenBytes.map((bytes, id) => {
+    if (bytes === null) return null;
+    const kind = stringTokenClass(bytes);
+    if (kind === 'allowed') plain[id >>> 5]! |= 1 << (id & 31);
+    return kind === 'walk' ? bytes : null;
+  });
+  const classes = { plain, others: TokenVocabulary.fromTokenBytes(others) };
+  vocab.derived.set('json-string', classes);
+  return classes;
 }

@@ -2,9 +2,9 @@
  * `TokenVocabulary`: every token's bytes (what it adds to the output text) in a prefix tree, built
  * once per tokenizer, so a constraint walks shared prefixes once (`token-constraint.ts`).
  *
- * The trie is flat typed arrays: node i's children are `childStart[i] .. childStart[i+1]` in
- * `childByte` / `childNode` (sorted by byte); `tokensAt[i]` lists the tokens whose bytes end at node i
- * (several tokens may share bytes). Tokens without bytes (special tokens, unknown ids, empty
+ * The trie is flat typed arrays (first-child / next-sibling lists, built in one pass over the tokens
+ * sorted by bytes); `tokenStart` / `tokenIds` list the tokens whose bytes end at each node (several
+ * tokens may share bytes). Tokens without bytes (special tokens, unknown ids, empty
  * strings) are not in the trie: a constraint never allows them, except the end ids it is given.
  */
 import type { Tokenizer } from '../tokenizer.js';
@@ -13,9 +13,12 @@ export class TokenVocabulary {
   private constructor(
     /** Width of the logits the masks cover (token ids are below it). */
     readonly size: number,
-    readonly childStart: Int32Array,
-    readonly childByte: Uint8Array,
-    readonly childNode: Int32Array,
+    /** Trie as first-child / next-sibling lists (-1: none), siblings in byte order; node 0 is the root. */
+    readonly firstChild: Int32Array,
+    readonly nextSibling: Int32Array,
+    /** The byte on the edge into each node. */
+    readonly nodeByte: Uint8Array,
+    /** Tokens ending at node i: tokenIds[tokenStart[i] .. tokenStart[i+1]). */
     readonly tokenStart: Int32Array,
     readonly tokenIds: Int32Array,
     /** Trie nodes (the root is node 0). */
@@ -24,47 +27,53 @@ export class TokenVocabulary {
     readonly tokenBytes: ReadonlyArray<Uint8Array | null>,
   ) {}
 
+  /** Per-constraint-kind data derived from this vocabulary once (e.g. `token-constraint.ts`'s string classes). */
+  readonly derived = new Map<string, unknown>();
+
   /** From each token's bytes (`null`: never generated under a constraint). */
   static fromTokenBytes(tokens: ReadonlyArray<Uint8Array | null>): TokenVocabulary {
-    // Build with per-node maps, then flatten breadth-first.
-    const children: Array<Map<number, number>> = [new Map()];
-    const ends: number[][] = [[]];
-    tokens.forEach((bytes, id) => {
-      if (bytes === null || bytes.length === 0) return;
-      let node = 0;
-      for (const b of bytes) {
-        let next = children[node]!.get(b);
-        if (next === undefined) {
-          next = children.length;
-          children.push(new Map());
-          ends.push([]);
-          children[node]!.set(b, next);
-        }
-        node = next;
-      }
-      ends[node]!.push(id);
+    // Sorted, each token shares its prefix with the path of the one before: one pass, nodes in
+    // preorder, children created in byte order, end nodes non-decreasing.
+    const ids: number[] = [];
+    tokens.forEach((b, id) => {
+      if (b !== null && b.length > 0) ids.push(id);
     });
-    const n = children.length;
-    const childStart = new Int32Array(n + 1);
-    const childByte = new Uint8Array(n - 1);
-    const childNode = new Int32Array(n - 1);
-    let e = 0;
-    for (let i = 0; i < n; i++) {
-      childStart[i] = e;
-      for (const [b, c] of [...children[i]!].sort((x, y) => x[0] - y[0])) {
-        childByte[e] = b;
-        childNode[e++] = c;
+    ids.sort((a, b) => Buffer.compare(tokens[a]!, tokens[b]!) || a - b);
+    let total = 1;
+    for (const id of ids) total += tokens[id]!.length;
+    const firstChild = new Int32Array(total).fill(-1);
+    const nextSibling = new Int32Array(total).fill(-1);
+    const nodeByte = new Uint8Array(total);
+    const lastChild = new Int32Array(total).fill(-1);
+    const endNode = new Int32Array(ids.length);
+    const path: number[] = [0]; // path[d]: node at depth d of the previous token
+    let prev: Uint8Array = new Uint8Array(0);
+    let n = 1;
+    ids.forEach((id, k) => {
+      const bytes = tokens[id]!;
+      let common = 0;
+      while (common < prev.length && common < bytes.length && prev[common] === bytes[common]) common++;
+      path.length = common + 1;
+      for (let d = common; d < bytes.length; d++) {
+        const parent = path[d]!;
+        const node = n++;
+        nodeByte[node] = bytes[d]!;
+        if (lastChild[parent] === -1) firstChild[parent] = node;
+        else nextSibling[lastChild[parent]!] = node;
+        lastChild[parent] = node;
+        path.push(node);
       }
-    }
-    childStart[n] = e;
+      endNode[k] = path[bytes.length]!;
+      prev = bytes;
+    });
     const tokenStart = new Int32Array(n + 1);
-    const all: number[] = [];
-    for (let i = 0; i < n; i++) {
-      tokenStart[i] = all.length;
-      all.push(...ends[i]!);
+    const tokenIds = new Int32Array(ids.length);
+    let k = 0;
+    for (let node = 0; node <= n; node++) {
+      tokenStart[node] = k;
+      while (k < ids.length && endNode[k] === node) tokenIds[k] = ids[k++]!;
     }
-    tokenStart[n] = all.length;
-    return new TokenVocabulary(tokens.length, childStart, childByte, childNode, tokenStart, Int32Array.from(all), n, tokens);
+    return new TokenVocabulary(tokens.length, firstChild.subarray(0, n), nextSibling.subarray(0, n), nodeByte.subarray(0, n), tokenStart, tokenIds, n, tokens);
   }
 
   /**
