@@ -95,6 +95,21 @@ describe('JsonTokenConstraint', () => {
     expect(maskedIds(c)).toEqual([EOS]);
   });
 
+  it('a continuation resumes the document after its prior tokens; min_tokens yields to a complete document', () => {
+    const prior = tokenizer.encode('{"answer": "no", "count": 1, "tags": [');
+    const params = compileSamplingParams({ temperature: 0, guided_decoding: SPEC, min_tokens: 50 });
+    const state = createSamplerState(params, [], 0, prior, [EOS], compileTokenConstraint(SPEC, vocab, [EOS]));
+    const logits = new Float32Array(vocab.size);
+    logits[EOS] = 10;
+    logits[tokenizer.encode(']')[0]!] = 5;
+    logits[tokenizer.encode('}')[0]!] = 4;
+    // Inside the array: EOS is out (incomplete and below min_tokens); `]` then `}` finish it; then EOS is forced.
+    expect(sample(logits, state).tokenId).toBe(tokenizer.encode(']')[0]);
+    expect(sample(logits, state).tokenId).toBe(tokenizer.encode('}')[0]);
+    expect(state.constraint!.isComplete()).toBe(true);
+    expect(sample(logits, state).tokenId).toBe(EOS);
+  });
+
   it('a token outside the language leaves only the end ids', () => {
     const c = compileTokenConstraint({ kind: 'json' }, vocab, [EOS]) as JsonTokenConstraint;
     expect(c.advance(tokenizer.encode('x')[0]!)).toBe(false);
