@@ -81,6 +81,9 @@ describe('compileJsonSchema', () => {
     let union: unknown = { type: 'object', properties: { x: { type: 'integer' } } };
     for (let i = 0; i < 8; i++) union = { anyOf: [union, union] };
     expect(refusal(() => compileJsonSchema(union))).toContain(`at most ${MAX_UNION_ALTERNATIVES} alternatives`);
+    // Options told apart by their first byte do not add up: 40 scalars of distinct types and many open objects' values.
+    compileJsonSchema({ anyOf: Array.from({ length: 40 }, (_, i) => ({ const: `v${i}` })).concat([{ type: 'object' }, { type: 'array' }, { type: 'integer' }] as never[]) });
+    compileJsonSchema({ anyOf: Array.from({ length: 60 }, (_, i) => ({ type: 'object', properties: { [`k${i}`]: { type: 'integer' } }, required: [`k${i}`] })) });
     // Large maxItems: the automaton keeps a count, not the items.
     const big = compileJsonSchema({ type: 'array', items: { type: 'integer' }, maxItems: 1_000_000_000 });
     let s: JsonState | null = initialState(big);

@@ -156,19 +156,57 @@ export function minDepth(n: SchemaNode, visiting: Set<SchemaNode> = new Set()): 
   return d;
 }
 
-/** Most union alternatives open at once under `n` (sum over a union's options; max over children). */
+/** First bytes a value of `n` may start with (whitespace aside). */
+function firstBytes(n: SchemaNode, out: Set<number>, onPath: Set<SchemaNode> = new Set()): Set<number> {
+  if (onPath.has(n)) return out;
+  onPath.add(n);
+  switch (n.k) {
+    case 'object':
+      out.add(0x7b);
+      break;
+    case 'array':
+      out.add(0x5b);
+      break;
+    case 'string':
+      out.add(0x22);
+      break;
+    case 'number':
+      for (const c of '-0123456789') out.add(c.charCodeAt(0));
+      break;
+    case 'literal':
+      for (const t of n.texts) out.add(t[0]!);
+      break;
+    case 'union':
+      for (const o of n.options) firstBytes(o, out, onPath);
+      break;
+  }
+  onPath.delete(n);
+  return out;
+}
+
+/**
+ * Most union alternatives open at once under `n`: a union's options split on their first byte, so
+ * the most options sharing one first byte (their own counts added); the most over an object's or an
+ * array's children.
+ */
 function alternatives(n: SchemaNode, onPath: Set<SchemaNode>): number {
-  if (onPath.has(n)) return 1; // ANY_VALUE's cycle: its unions are decided by the first byte
+  if (onPath.has(n)) return 1; // ANY_VALUE's cycle
   onPath.add(n);
   let r = 1;
-  if (n.k === 'union') r = n.options.reduce((s, o) => s + alternatives(o, onPath), 0);
-  else if (n.k === 'array') r = alternatives(n.items, onPath);
+  if (n.k === 'union') {
+    const perByte = new Map<number, number>();
+    for (const o of n.options) {
+      const a = alternatives(o, onPath);
+      for (const b of firstBytes(o, new Set())) perByte.set(b, Math.min(1e9, (perByte.get(b) ?? 0) + a));
+    }
+    r = Math.max(1, ...perByte.values());
+  } else if (n.k === 'array') r = alternatives(n.items, onPath);
   else if (n.k === 'object') {
     for (const p of n.props.values()) r = Math.max(r, alternatives(p, onPath));
     if (n.additional !== null) r = Math.max(r, alternatives(n.additional, onPath));
   }
   onPath.delete(n);
-  return Math.min(r, 1e9);
+  return r;
 }
 
 class Compiler {
@@ -220,18 +258,9 @@ class Compiler {
       if (Object.keys(o).some((k) => KNOWN.has(k) && k !== key && k !== '$defs' && k !== 'definitions')) {
         throw this.error(at, `${key} beside other keywords is not supported: put them inside each alternative`);
       }
-      const options = list.map((sub, i) => this.node(sub, `${at}/${key}/${i}`, refs)).filter((n): n is SchemaNode => n !== null);
-      if (options.length === 0) return null;
-      return options.length === 1 ? options[0]! : { k: 'union', options };
+      return unionOf(list.map((sub, i) => this.node(sub, `${at}/${key}/${i}`, refs)));
     }
-    const types = this.types(o, at);
-    const options: SchemaNode[] = [];
-    for (const t of types) {
-      const n = this.typed(t, o, at, refs);
-      if (n !== null) options.push(n);
-    }
-    if (options.length === 0) return null;
-    return options.length === 1 ? options[0]! : { k: 'union', options };
+    return unionOf(this.types(o, at).map((t) => this.typed(t, o, at, refs)));
   }
 
   private types(o: Record<string, unknown>, at: string): string[] {
@@ -345,6 +374,21 @@ class Compiler {
     this.defs.set(ref, n);
     return n;
   }
+}
+
+/** The union of `nodes` (null: unsatisfiable, dropped); literal options merged into one, nested unions flattened. */
+function unionOf(nodes: ReadonlyArray<SchemaNode | null>): SchemaNode | null {
+  const options: SchemaNode[] = [];
+  const texts = new Map<string, Uint8Array>();
+  const add = (n: SchemaNode): void => {
+    if (n.k === 'union' && n !== ANY_VALUE) n.options.forEach(add);
+    else if (n.k === 'literal') for (const t of n.texts) texts.set(Buffer.from(t).toString('latin1'), t);
+    else options.push(n);
+  };
+  for (const n of nodes) if (n !== null) add(n);
+  if (texts.size > 0) options.push({ k: 'literal', texts: [...texts.values()] });
+  if (options.length === 0) return null;
+  return options.length === 1 ? options[0]! : { k: 'union', options };
 }
 
 function jsonType(v: unknown): string {
