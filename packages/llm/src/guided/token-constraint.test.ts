@@ -12,7 +12,7 @@ import { createSamplerState, sample } from '../sampling.js';
 import { initialState, isAccepting, step, type JsonState } from './json-automaton.js';
 import { guidedRoot, type GuidedDecoding } from './json-schema.js';
 import { compileTokenConstraint, JsonTokenConstraint } from './token-constraint.js';
-import { TokenVocabulary } from './token-vocabulary.js';
+import { MAX_TOKEN_BYTES, TokenVocabulary } from './token-vocabulary.js';
 
 const files = buildTinyTokenizerFiles();
 const tokenizer = Tokenizer.fromJson(JSON.parse(files['tokenizer.json']), JSON.parse(files['tokenizer_config.json']), JSON.parse(files['config.json']));
@@ -62,6 +62,17 @@ describe('TokenVocabulary', () => {
     const text = 'The capital of France is Paris.';
     const ids = tokenizer.encode(text);
     expect(Buffer.concat(ids.map((id) => vocab.tokenBytes[id]!)).toString('utf8')).toBe(text);
+  });
+
+  it('leaves out tokens longer than MAX_TOKEN_BYTES', () => {
+    const enc = new TextEncoder();
+    const v = TokenVocabulary.fromTokenBytes([enc.encode('"'.padEnd(MAX_TOKEN_BYTES + 1, 'a')), enc.encode('{'), enc.encode('}'), null]);
+    expect(v.tokenBytes[0]).toBeNull();
+    const c = compileTokenConstraint({ kind: 'json' }, v, [3]) as JsonTokenConstraint;
+    expect(c.advance(1)).toBe(true);
+    const logits = new Float32Array(4);
+    c.mask(logits);
+    expect([...logits]).toEqual([-Infinity, -Infinity, 0, -Infinity]);
   });
 });
 

@@ -108,6 +108,9 @@ export class JsonTokenConstraint implements TokenConstraint {
       walk(classes.others, state, bits);
     } else bits = walk(this.vocab, state, new Uint32Array(words));
     if (isAccepting(state)) for (const id of this.endTokenIds) if (id < this.vocab.size) bits[id >>> 5]! |= 1 << (id & 31);
+    // A vocabulary without some byte the document needs (never a byte-level one) would leave nothing:
+    // end the sequence rather than fail the whole batch's step.
+    if (bits.every((w) => w === 0)) bits = this.onlyEnds(words);
     this.cache.set(key, bits);
     if (this.cache.size > MASK_CACHE_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
     return bits;

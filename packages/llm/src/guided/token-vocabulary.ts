@@ -9,6 +9,12 @@
  */
 import type { Tokenizer } from '../tokenizer.js';
 
+/**
+ * Tokens longer than this many bytes are left out (never generated under a constraint): no real
+ * vocabulary has them, and the trie walk recurses once per byte.
+ */
+export const MAX_TOKEN_BYTES = 1024;
+
 export class TokenVocabulary {
   private constructor(
     /** Width of the logits the masks cover (token ids are below it). */
@@ -30,11 +36,13 @@ export class TokenVocabulary {
   /** Per-constraint-kind data derived from this vocabulary once (e.g. `token-constraint.ts`'s string classes). */
   readonly derived = new Map<string, unknown>();
 
-  /** From each token's bytes (`null`: never generated under a constraint). */
-  static fromTokenBytes(tokens: ReadonlyArray<Uint8Array | null>): TokenVocabulary {
+  /** From each token's bytes (`null`: never generated under a constraint; so are tokens over `MAX_TOKEN_BYTES`). */
+  static fromTokenBytes(tokenBytes: ReadonlyArray<Uint8Array | null>): TokenVocabulary {
+    let tokens = tokenBytes;
     // Sorted, each token shares its prefix with the path of the one before: one pass, nodes in
     // preorder, children created in byte order, end nodes non-decreasing.
     const ids: number[] = [];
+    tokens = tokens.map((b) => (b !== null && b.length > MAX_TOKEN_BYTES ? null : b));
     tokens.forEach((b, id) => {
       if (b !== null && b.length > 0) ids.push(id);
     });
