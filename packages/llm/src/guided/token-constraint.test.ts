@@ -121,6 +121,15 @@ describe('JsonTokenConstraint', () => {
     expect(sample(logits, state).tokenId).toBe(EOS);
   });
 
+  it('a vocabulary missing a byte the document needs ends the sequence instead of leaving nothing', () => {
+    const v = TokenVocabulary.fromTokenBytes([new TextEncoder().encode('{'), null]);
+    const c = compileTokenConstraint({ kind: 'json_schema', schema: { type: 'object', properties: { a: { type: 'null' } }, required: ['a'] } }, v, [1]) as JsonTokenConstraint;
+    expect(c.advance(0)).toBe(true);
+    const logits = new Float32Array(2);
+    c.mask(logits);
+    expect([...logits]).toEqual([-Infinity, 0]);
+  });
+
   it('a token outside the language leaves only the end ids', () => {
     const c = compileTokenConstraint({ kind: 'json' }, vocab, [EOS]) as JsonTokenConstraint;
     expect(c.advance(tokenizer.encode('x')[0]!)).toBe(false);

@@ -46,7 +46,9 @@ export class TokenVocabulary {
     tokens.forEach((b, id) => {
       if (b !== null && b.length > 0) ids.push(id);
     });
-    ids.sort((a, b) => Buffer.compare(tokens[a]!, tokens[b]!) || a - b);
+    // Latin-1 strings compare code unit by code unit, i.e. byte by byte, and natively.
+    const keys = tokens.map((b) => (b === null ? '' : Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('latin1')));
+    ids.sort((a, b) => (keys[a]! < keys[b]! ? -1 : keys[a]! > keys[b]! ? 1 : a - b));
     let total = 1;
     for (const id of ids) total += tokens[id]!.length;
     const firstChild = new Int32Array(total).fill(-1);
