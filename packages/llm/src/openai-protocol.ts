@@ -7,7 +7,7 @@
  * Decoding follows OpenAI and vLLM: unknown fields are ignored; `null` means "absent"; vLLM's extra
  * sampling fields (`top_k`, `min_p`, `repetition_penalty`, `stop_token_ids`, `ignore_eos`,
  * `min_tokens`, `skip_special_tokens`, `spaces_between_special_tokens`) are accepted, and OpenAI's
- * `logit_bias`. A model's own defaults (its generation config) are applied once the model is known:
+ * `logit_bias`; `response_format` becomes `guided_decoding` (`guided/response-format.ts`). A model's own defaults (its generation config) are applied once the model is known:
  * `samplingFor`. Every refusal is an `InvalidParamError` (code `invalid_argument`) whose `param` names the
  * field the client sent, so a front door can fill OpenAI's `error.param`.
  *

@@ -1,6 +1,6 @@
 /**
- * Token sampling: logit bias and the min_tokens mask → penalties → temperature → min-p → top-k → top-p → one draw from the request's own
- * seeded PRNG; greedy argmax when temperature is 0.
+ * Token sampling: logit bias and the min_tokens mask → the guided-decoding constraint's mask → penalties → temperature → min-p → top-k →
+ * top-p → one draw from the request's own seeded PRNG; greedy argmax when temperature is 0.
  *
  * `sample` is called once per token per sequence, so it is O(V) expected with a few passes over the
  * vocabulary and no per-call allocation: one set of scratch buffers, grown to the largest vocabulary
