@@ -20,11 +20,13 @@
 // and sla mode against static peak and static mean provisioning: SLO attainment and worker-seconds.
 // Embeddings (bench/embeddings.mjs): OpenAI /v1/embeddings on the tiny encoder with dynamic batching
 // off and on, one-sentence and 32-sentence requests, embeddings/s and the on/off ratio.
+// Guided decoding (bench/guided-decoding.mjs): sample() and the engine on a 151,936-token vocabulary,
+// with and without a JSON-schema / json_object constraint: added time per generated token.
 // Cluster hop (bench/cluster-hop.mjs): one worker and one router over private etcd, NATS and
 // Redis; `simple` over HTTP and gRPC at c=1 and 16 and streaming chat on `mock_llm` at c=1 and 8, each
 // straight to the worker and through the router, with router/direct ratios (what the hop costs).
 //
-//   node bench/run.mjs [--quick] [--only worker,batching,embeddings,llm,routing,disagg,planner,cluster,kv-transfer]     (default: every section)
+//   node bench/run.mjs [--quick] [--only worker,batching,embeddings,llm,guided,routing,disagg,planner,cluster,kv-transfer]     (default: every section)
 //   node scripts/with-node.mjs 26 -- npm run bench -- --quick                     (on another Node.js line)
 // Every process it starts (workers, routers, bare servers) runs on the Node.js running this script;
 // the report and the results file name say which one.
@@ -42,6 +44,7 @@ import { measureBatching } from './batching.mjs';
 import { measureEmbeddings } from './embeddings.mjs';
 import { measureReplay } from './llm-replay.mjs';
 import { measureOnnxLlm } from './llm-onnx.mjs';
+import { measureGuidedDecoding } from './guided-decoding.mjs';
 import { measureRouting } from './llm-routing.mjs';
 import { measureDecisions } from './routing-decision.mjs';
 import { measureDisagg } from './llm-disagg.mjs';
@@ -51,7 +54,7 @@ import { measurePlanner } from './planner.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const QUICK = process.argv.includes('--quick');
-const SECTIONS = ['worker', 'batching', 'embeddings', 'llm', 'routing', 'disagg', 'planner', 'cluster', 'kv-transfer'];
+const SECTIONS = ['worker', 'batching', 'embeddings', 'llm', 'guided', 'routing', 'disagg', 'planner', 'cluster', 'kv-transfer'];
 const ONLY = onlySections(process.argv.slice(2));
 const DURATION_MS = QUICK ? 800 : 2500;
 const CONCURRENCY = [1, 16, 64];
@@ -192,6 +195,8 @@ if (ONLY.has('embeddings')) results.embeddings = await measureEmbeddings({ quick
 if (ONLY.has('llm')) results.llmReplay = await measureReplay({ quick: QUICK });
 // Issue 4: the ONNX executor on the tiny decoder: continuous batching gain and prefix-cache TTFT (bench/llm-onnx.mjs).
 if (ONLY.has('llm')) results.llmOnnx = await measureOnnxLlm({ quick: QUICK });
+// Guided decoding (response_format) on a 150k vocabulary: time per token with and without (bench/guided-decoding.mjs).
+if (ONLY.has('guided')) results.guidedDecoding = await measureGuidedDecoding({ quick: QUICK });
 // Issue 5: routing policies over 8 simulated workers, and the router's decision latency.
 if (ONLY.has('routing')) results.routing = await measureRouting({ quick: QUICK });
 if (ONLY.has('routing')) results.routingDecision = await measureDecisions({ quick: QUICK });

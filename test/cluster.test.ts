@@ -14,7 +14,9 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { repoRoot } from '@switchyard/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { validates } from '@switchyard/testing/fuzz';
 import { startCluster, type Cluster } from './support/cluster.js';
+import { STRUCTURED_SCHEMA } from './lib/structured-output.js';
 import { metricsText } from './lib/metrics.js';
 import { get, post, serializeStrings, deserializeStrings } from './lib/tensors.js';
 import { grpc, isFinalResponse, loadGrpcClients, streamInfer, unary, unaryError } from './lib/grpc-client.js';
@@ -140,6 +142,22 @@ describe('OpenAI through the router', () => {
   it('logprobs with alternatives cross the cluster wire (chat top_logprobs; batched completions × n)', async () => {
     await chatTopLogprobs(openai, 'tiny_llm');
     await batchedCompletionLogprobs(openai, 'tiny_llm');
+  });
+
+  it('structured output: the schema travels to the worker, which constrains sampling (parse and stream)', async () => {
+    const response_format = { type: 'json_schema', json_schema: { name: 'verdict', schema: STRUCTURED_SCHEMA, strict: true } } as const;
+    const request = { model: 'tiny_llm', messages: [{ role: 'user' as const, content: 'Is Paris the capital of France? Answer in JSON.' }], response_format, max_tokens: 460, temperature: 0 };
+    const parsed = await openai.chat.completions.parse(request);
+    expect(parsed.choices[0]!.finish_reason).toBe('stop');
+    expect(validates(parsed.choices[0]!.message.parsed, STRUCTURED_SCHEMA)).toBe(true);
+    const stream = await openai.chat.completions.create({ ...request, stream: true });
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+    expect(text).toBe(parsed.choices[0]!.message.content);
+    // Refused at the router (unsupported keyword) and at the worker (an engine without logits), as 400s.
+    const bad = { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', format: 'email' } } };
+    await expect(openai.chat.completions.create({ ...request, response_format: bad } as never)).rejects.toMatchObject({ status: 400, param: 'response_format' });
+    await expect(openai.chat.completions.create({ ...request, model: 'mock_llm', response_format: { type: 'json_object' } })).rejects.toMatchObject({ status: 400 });
   });
 
   it('rejects bad requests at the router in OpenAI shape', async () => {

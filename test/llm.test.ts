@@ -8,11 +8,14 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { llmFixtureRepositoryFiles } from '@switchyard/onnx-builder';
 import { startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
+import { validates } from '@switchyard/testing/fuzz';
+import { guidedRoot, initialState, step, type JsonState } from '@switchyard/llm/internal';
 import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
 import { isFinalResponse, loadGrpcClients, streamInfer, type GrpcClient } from './lib/grpc-client.js';
 import { get, post, serializeStrings, deserializeStrings, serverSentEvents } from './lib/tensors.js';
 import { waitFor } from './lib/wait-for.js';
 import { batchedCompletionLogprobs, chatTopLogprobs, nChoicesShareThePrompt } from './lib/openai-choices.js';
+import { STRUCTURED_SCHEMA } from './lib/structured-output.js';
 
 let repo: FixtureRepository;
 let worker: WorkerProcess;
@@ -208,6 +211,67 @@ describe('OpenAI endpoints with the official SDK', () => {
     // The engine keeps serving.
     const after = await openai.completions.create({ model: 'mock_llm', prompt: 'again', max_tokens: 3 });
     expect(after.usage!.completion_tokens).toBe(3);
+  });
+});
+
+const STRUCTURED_FORMAT = { type: 'json_schema', json_schema: { name: 'verdict', schema: STRUCTURED_SCHEMA, strict: true } } as const;
+
+describe('structured output (response_format) on the ONNX model', () => {
+  it('chat.completions.parse() returns content that parses and validates, at temperature 0 and sampled', async () => {
+    for (const temperature of [0, 1]) {
+      const res = await openai.chat.completions.parse({
+        model: 'tiny_llm',
+        messages: [{ role: 'user', content: 'Is Paris the capital of France? Answer in JSON.' }],
+        response_format: STRUCTURED_FORMAT,
+        max_completion_tokens: 460,
+        temperature,
+        seed: 11,
+      });
+      const message = res.choices[0]!.message;
+      expect(res.choices[0]!.finish_reason).toBe('stop');
+      expect(validates(message.parsed, STRUCTURED_SCHEMA)).toBe(true);
+      expect(message.parsed).toEqual(JSON.parse(message.content!));
+    }
+  });
+
+  it('streams the same document as the non-streamed response; json_object gives an object', async () => {
+    const request = { model: 'tiny_llm', messages: [{ role: 'user' as const, content: 'Give me JSON.' }], response_format: STRUCTURED_FORMAT, max_tokens: 460, temperature: 0 };
+    const whole = await openai.chat.completions.create(request);
+    const stream = openai.chat.completions.stream(request);
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+    const final = await stream.finalChatCompletion();
+    expect(text).toBe(whole.choices[0]!.message.content);
+    // (The SDK fills `parsed` on streams only for zod formats; the text is what matters.)
+    expect(final.choices[0]!.message.content).toBe(text);
+    expect(final.choices[0]!.finish_reason).toBe('stop');
+    expect(validates(JSON.parse(text), STRUCTURED_SCHEMA)).toBe(true);
+    const object = await openai.chat.completions.create({ ...request, response_format: { type: 'json_object' }, max_tokens: 460, temperature: 0 });
+    if (object.choices[0]!.finish_reason === 'stop') {
+      const value = JSON.parse(object.choices[0]!.message.content!) as unknown;
+      expect(typeof value === 'object' && value !== null && !Array.isArray(value)).toBe(true);
+    } else {
+      // Cut by max_tokens: still a prefix of some JSON object.
+      let state: JsonState | null = initialState(guidedRoot({ kind: 'json' }));
+      for (const b of Buffer.from(object.choices[0]!.message.content!)) state = state === null ? null : step(state, b);
+      expect(state).not.toBeNull();
+    }
+    // Completions take response_format too.
+    const completion = await openai.completions.create({ model: 'tiny_llm', prompt: 'JSON:', max_tokens: 480, temperature: 0, response_format: STRUCTURED_FORMAT } as never);
+    expect(validates(JSON.parse(completion.choices[0]!.text), STRUCTURED_SCHEMA)).toBe(true);
+  });
+
+  it('refuses unsupported schemas, bad formats and engines without logits with a 400 naming response_format', async () => {
+    const refused = (body: object) => openai.chat.completions.create({ model: 'tiny_llm', messages: [{ role: 'user', content: 'x' }], max_tokens: 4, ...body } as never);
+    await expect(
+      refused({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { id: { type: 'string', pattern: '^[a-z]+$' } } } } } }),
+    ).rejects.toMatchObject({ status: 400, param: 'response_format', message: '400 response_format.json_schema.schema: pattern is not supported (at #/properties/id)' });
+    await expect(refused({ response_format: { type: 'yaml' } })).rejects.toMatchObject({ status: 400, param: 'response_format' });
+    await expect(refused({ response_format: { type: 'json_object' }, ignore_eos: true })).rejects.toMatchObject({ status: 400, param: 'response_format' });
+    await expect(refused({ model: 'mock_llm', response_format: { type: 'json_object' } })).rejects.toMatchObject({ status: 400 });
+    // Still serving.
+    const ok = await openai.chat.completions.create({ model: 'tiny_llm', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 });
+    expect(ok.choices).toHaveLength(1);
   });
 });
 

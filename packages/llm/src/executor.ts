@@ -45,6 +45,11 @@ export interface Executor {
    * is only preempted is NOT released (its state must survive the recompute). Optional.
    */
   release?(requestId: string): void;
+  /**
+   * True when `execute` honours `sampling.guided_decoding` (it samples from logits and knows the
+   * tokenizer's token bytes); absent or false: the engine refuses such requests.
+   */
+  readonly guidedDecoding?: boolean;
 
   // KV transfer (kv-transfer.ts). An executor that can move blocks implements all of `kvLayout`,
   // `checkBlock`, `readBlock` and `writeBlock`; the engine calls them between or during steps, always

@@ -70,6 +70,9 @@ export {
   type GenerationConfigMode,
 } from './generation-config.js';
 export { createSamplerState, sample, type SampleResult, type SamplerState, type TopLogprobs } from './sampling.js';
+export { compileJsonSchema, decodeGuidedDecoding, type GuidedDecoding } from './guided/json-schema.js';
+export { compileTokenConstraint, type TokenConstraint } from './guided/token-constraint.js';
+export { TokenVocabulary } from './guided/token-vocabulary.js';
 export { StopChecker, type FinishReason, type StopStep } from './stop-checker.js';
 export { IncrementalDetokenizer, type DecodeFn, type TextDeltaSource } from './detokenizer.js';
 export { LlmSequence, type LlmRequest, type SequenceStatus } from './llm-sequence.js';

@@ -102,6 +102,8 @@ export class LlmEngine {
   private readonly itl = new Histogram(ITL_BUCKETS_S);
   private readonly e2e = new Histogram(E2E_BUCKETS_S);
   private promptTokens = 0;
+  /** The executor honours sampling.guided_decoding. */
+  private readonly guidedDecoding: boolean;
   private generationTokens = 0;
   private prefixQueries = 0;
   private prefixHits = 0;
@@ -125,6 +127,7 @@ export class LlmEngine {
     this.maxModelLen = options.maxModelLen;
     this.eos = [...(options.eosTokenIds ?? [])];
     this.vocabSize = options.vocabSize ?? Infinity;
+    this.guidedDecoding = options.executor.guidedDecoding === true;
     const layout = options.executor.kvLayout?.();
     this.exchange =
       layout === undefined
@@ -246,6 +249,11 @@ export class LlmEngine {
     }
     const stopTokenIds = new Set(sampling.stop_token_ids);
     const eosTokenIds = [...new Set([...(sampling.ignore_eos ? [] : this.eos), ...stopTokenIds])];
+    if (sampling.guided_decoding !== null && sampling.guided_decoding !== undefined) {
+      if (!this.guidedDecoding) throw invalidArgument('response_format (guided decoding) is not supported by this model\'s engine: it needs a model that samples from logits');
+      // A complete document must be able to end; without an end id it could only run on.
+      if (eosTokenIds.length === 0) throw invalidArgument('response_format (guided decoding) needs an end-of-sequence token, and this model has none');
+    }
     const now = this.clock.now();
     const sequence = this.scheduler.addRequest(
       { requestId, promptTokenIds, outputTokenIds: prior, maxTokens, eosTokenIds, prefillOnly: request.prefillOnly, sampling, arrivalTime: now },

@@ -38,6 +38,8 @@ import type { ScheduledSequence, SchedulerOutput } from './llm-scheduler.js';
 import type { KvLayout } from './kv-transfer.js';
 import { PagedKvCache, type KvDtype } from './paged-kv-cache.js';
 import { compileSamplingParams } from './sampling-params.js';
+import { compileTokenConstraint, type TokenConstraint } from './guided/token-constraint.js';
+import type { TokenVocabulary } from './guided/token-vocabulary.js';
 import { Xoshiro128, createSamplerState, sample, type SamplerState, type TopLogprobs } from './sampling.js';
 
 export interface OnnxExecutorOptions {
@@ -67,6 +69,11 @@ export interface OnnxExecutorOptions {
    * the caller that read the file computes. Absent: this executor does not transfer KV.
    */
   readonly modelId?: string;
+  /**
+   * The tokenizer's tokens as bytes, for guided decoding (`guided/token-vocabulary.ts`); called at the
+   * first guided request and kept. Absent: guided requests are refused by the engine.
+   */
+  readonly tokenVocabulary?: () => TokenVocabulary;
 }
 
 const GREEDY = compileSamplingParams({ temperature: 0 });
@@ -91,6 +98,8 @@ export class OnnxExecutor implements Executor {
   /** Per request id: its sampler, from its first sample until `release`. */
   private readonly samplers = new Map<string, SamplerState>();
   private readonly seeds: Xoshiro128 | null;
+  private vocabulary: TokenVocabulary | undefined;
+  readonly guidedDecoding: boolean;
 
   private constructor(
     private readonly session: DecoderSession,
@@ -100,8 +109,10 @@ export class OnnxExecutor implements Executor {
     private readonly vocabSize: number | undefined,
     seed: number | undefined,
     private readonly modelId: string | undefined,
+    private readonly tokenVocabulary: (() => TokenVocabulary) | undefined,
   ) {
     this.seeds = seed === undefined ? null : new Xoshiro128(seed);
+    this.guidedDecoding = tokenVocabulary !== undefined;
   }
 
   /** KV transfer layout: the model's KV geometry in the engine's blocks; undefined without a modelId. */
@@ -154,7 +165,7 @@ export class OnnxExecutor implements Executor {
       blockSize: options.blockSize,
       dtype: signature.kvDtype,
     });
-    return new OnnxExecutor(session, kv, signature, vocabSize, options.seed, options.modelId);
+    return new OnnxExecutor(session, kv, signature, vocabSize, options.seed, options.modelId, options.tokenVocabulary);
   }
 
   release(requestId: string): void {
@@ -204,7 +215,13 @@ export class OnnxExecutor implements Executor {
     if (s === undefined) {
       const params = e.sampling ?? GREEDY;
       const fallback = this.seeds === null ? undefined : this.seeds.nextUint32();
-      s = createSamplerState(params, e.promptTokenIds, fallback, e.priorOutputTokenIds, e.endTokenIds);
+      let constraint: TokenConstraint | null = null;
+      if (params.guided_decoding !== null && params.guided_decoding !== undefined) {
+        if (this.tokenVocabulary === undefined) throw internal('guided decoding without a token vocabulary (the engine admits it only with one)');
+        this.vocabulary ??= this.tokenVocabulary();
+        constraint = compileTokenConstraint(params.guided_decoding, this.vocabulary, e.endTokenIds);
+      }
+      s = createSamplerState(params, e.promptTokenIds, fallback, e.priorOutputTokenIds, e.endTokenIds, constraint);
       this.samplers.set(e.requestId, s);
       created.set(e.requestId, s.seed);
     }

@@ -91,9 +91,21 @@ describe('parseChatCompletionRequest', () => {
       min_tokens: 4,
       skip_special_tokens: false,
       spaces_between_special_tokens: false,
+      guided_decoding: null,
     });
     expect(r).toMatchObject({ stream: true, includeUsage: true, logprobs: true });
     expect(chat({ max_tokens: 10, max_completion_tokens: null }).sampling.max_tokens).toBe(10);
+  });
+
+  it('maps response_format to guided decoding, and names it when refused', () => {
+    expect(chat({ response_format: { type: 'json_object' } }).sampling.guided_decoding).toEqual({ kind: 'json' });
+    expect(chat({ response_format: { type: 'text' } }).sampling.guided_decoding).toBeNull();
+    const schema = { type: 'object', properties: { a: { type: 'integer' } } };
+    const r = chat({ response_format: { type: 'json_schema', json_schema: { name: 'a', schema } } });
+    expect(r.samplingFields.guided_decoding).toEqual({ kind: 'json_schema', schema });
+    expect(paramOf(() => chat({ response_format: { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'string', format: 'uri' } } } }))).toBe('response_format');
+    expect(paramOf(() => chat({ response_format: 'json' }))).toBe('response_format');
+    expect(paramOf(() => chat({ response_format: { type: 'json_object' }, ignore_eos: true }))).toBe('response_format');
   });
 
   it('names the refused field in `param`', () => {

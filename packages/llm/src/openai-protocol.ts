@@ -7,7 +7,7 @@
  * Decoding follows OpenAI and vLLM: unknown fields are ignored; `null` means "absent"; vLLM's extra
  * sampling fields (`top_k`, `min_p`, `repetition_penalty`, `stop_token_ids`, `ignore_eos`,
  * `min_tokens`, `skip_special_tokens`, `spaces_between_special_tokens`) are accepted, and OpenAI's
- * `logit_bias`. A model's own defaults (its generation config) are applied once the model is known:
+ * `logit_bias`; `response_format` becomes `guided_decoding` (`guided/response-format.ts`). A model's own defaults (its generation config) are applied once the model is known:
  * `samplingFor`. Every refusal is an `InvalidParamError` (code `invalid_argument`) whose `param` names the
  * field the client sent, so a front door can fill OpenAI's `error.param`.
  *
@@ -16,6 +16,7 @@
 import { isUtf8 } from 'node:buffer';
 import { describeValue, SwitchyardError, invalidArgument, isSwitchyardError } from '@switchyard/common';
 import type { ChatMessage } from './chat-template.js';
+import { parseResponseFormat } from './guided/response-format.js';
 import {
   MAX_TOP_LOGPROBS,
   checkLogitBiasIds,
@@ -97,6 +98,8 @@ export interface OpenAiSamplingFields {
   stream_options?: { include_usage?: boolean | null } | null;
   /** Accepted and ignored. */
   user?: string;
+  /** Structured output: `text`, `json_object` or `json_schema` (guided decoding, `guided/response-format.ts`). */
+  response_format?: { type: string; json_schema?: { name: string; schema?: unknown; strict?: boolean | null; description?: string } } | null;
   /**
    * vLLM: run the tokenizer's post processor (BOS/EOS) on the prompt. Default false for chat (the
    * template writes them), true for completions.
@@ -543,6 +546,11 @@ function sampling(
   const params: Record<string, unknown> = { logprobs: logprobs.logprobs, top_logprobs: logprobs.top, max_tokens: max ?? maxTokens.dflt };
   for (const key of SAMPLING_FIELDS) params[key] = o[key];
   try {
+    params['guided_decoding'] = parseResponseFormat(o['response_format']);
+  } catch (e) {
+    throw new InvalidParamError('response_format', (e as Error).message, e);
+  }
+  try {
     return { sampling: compileSamplingParams(params as SamplingParams), samplingFields: params as SamplingParams };
   } catch (e) {
     if (!isSwitchyardError(e)) throw e;
@@ -553,7 +561,8 @@ function sampling(
         throw new InvalidParamError(key, (single as Error).message, single);
       }
     }
-    // Every field is fine alone: the one check across fields is min_tokens <= max_tokens.
+    // Every field is fine alone: the checks across fields are response_format without ignore_eos, min_tokens <= max_tokens.
+    if (params['guided_decoding'] !== null && o['ignore_eos'] === true) throw new InvalidParamError('response_format', e.message, e);
     if (present(o['min_tokens'])) throw new InvalidParamError('min_tokens', e.message, e);
     throw e;
   }

@@ -7,6 +7,7 @@
  * the client actually sent.
  */
 import { describeValue, invalidArgument } from '@switchyard/common';
+import { decodeGuidedDecoding, type GuidedDecoding } from './guided/json-schema.js';
 
 /** What a request may ask for. Omitted (or `null`) fields take the `DEFAULT_*` below. */
 export interface SamplingParams {
@@ -65,6 +66,13 @@ export interface SamplingParams {
    * vLLM with a fast tokenizer, the text is the tokenizer's decode either way.
    */
   spaces_between_special_tokens?: boolean | null;
+  /**
+   * Structured output (vLLM's guided decoding; OpenAI's `response_format`): tokens that would leave
+   * the language are masked at sampling time, and once the document is complete only the end ids
+   * are allowed. The schema is checked here (`decodeGuidedDecoding`: unsupported keywords refused by
+   * name). Needs an executor with logits and a tokenizer (the engine refuses it otherwise).
+   */
+  guided_decoding?: GuidedDecoding | null;
 }
 
 export const DEFAULT_TEMPERATURE = 1;
@@ -127,6 +135,8 @@ export interface CompiledSamplingParams {
   readonly min_tokens: number;
   readonly skip_special_tokens: boolean;
   readonly spaces_between_special_tokens: boolean;
+  /** null = unconstrained. Plain JSON, so compiled params travel on the cluster wire as they are. */
+  readonly guided_decoding: GuidedDecoding | null;
 }
 
 function num(
@@ -184,6 +194,9 @@ export function compileSamplingParams(params: SamplingParams = {}, defaults: Sam
   const logprobs = bool('logprobs', p.logprobs);
   const topLogprobs = int('top_logprobs', p.top_logprobs, (x) => x >= 0 && x <= MAX_TOP_LOGPROBS, `an integer in [0, ${MAX_TOP_LOGPROBS}]`) ?? 0;
   const ignore_eos = bool('ignore_eos', p.ignore_eos);
+  const guided = p.guided_decoding === undefined || p.guided_decoding === null ? null : decodeGuidedDecoding(p.guided_decoding);
+  // Past a complete document only an end id may follow: generating on past it would loop on end ids.
+  if (guided !== null && ignore_eos) throw invalidArgument('ignore_eos cannot be combined with guided decoding (response_format)');
 
   let stop: string[] = [];
   if (p.stop !== undefined && p.stop !== null) {
@@ -226,6 +239,7 @@ export function compileSamplingParams(params: SamplingParams = {}, defaults: Sam
     min_tokens,
     skip_special_tokens: bool('skip_special_tokens', p.skip_special_tokens, true),
     spaces_between_special_tokens: bool('spaces_between_special_tokens', p.spaces_between_special_tokens, true),
+    guided_decoding: guided,
   };
 }
 

@@ -22,8 +22,11 @@ describe('compileSamplingParams', () => {
       temperature: 1, top_k: 0, top_p: 1, min_p: 0, seed: null, max_tokens: null, stop: [],
       stop_token_ids: [], ignore_eos: false, frequency_penalty: 0, presence_penalty: 0,
       repetition_penalty: 1, logprobs: false, top_logprobs: 0, default_max_tokens: null, logit_bias: {}, min_tokens: 0,
-      skip_special_tokens: true, spaces_between_special_tokens: true,
+      skip_special_tokens: true, spaces_between_special_tokens: true, guided_decoding: null,
     });
+    expect(compileSamplingParams({ guided_decoding: { kind: 'json' } }).guided_decoding).toEqual({ kind: 'json' });
+    expect(() => compileSamplingParams({ guided_decoding: { kind: 'json' }, ignore_eos: true })).toThrow('ignore_eos cannot be combined with guided decoding');
+    expect(() => compileSamplingParams({ guided_decoding: { kind: 'regex' } as never })).toThrow('guided_decoding.kind must be');
     expect(compileSamplingParams({ top_k: -1, stop: 'x', temperature: null }).top_k).toBe(0);
     expect(compileSamplingParams({ stop: 'x' }).stop).toEqual(['x']);
   });

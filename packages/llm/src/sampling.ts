@@ -1,6 +1,6 @@
 /**
- * Token sampling: logit bias and the min_tokens mask → penalties → temperature → min-p → top-k → top-p → one draw from the request's own
- * seeded PRNG; greedy argmax when temperature is 0.
+ * Token sampling: logit bias and the min_tokens mask → the guided-decoding constraint's mask → penalties → temperature → min-p → top-k →
+ * top-p → one draw from the request's own seeded PRNG; greedy argmax when temperature is 0.
  *
  * `sample` is called once per token per sequence, so it is O(V) expected with a few passes over the
  * vocabulary and no per-call allocation: one set of scratch buffers, grown to the largest vocabulary
@@ -14,6 +14,7 @@
  */
 import { internal } from '@switchyard/common';
 import type { CompiledSamplingParams } from './sampling-params.js';
+import type { TokenConstraint } from './guided/token-constraint.js';
 
 /** xoshiro128** (Blackman & Vigna), seeded by splitmix32: 128-bit state, same stream in any process. */
 export class Xoshiro128 {
@@ -75,6 +76,11 @@ export interface SamplerState {
   readonly endTokenIds: readonly number[];
   /** logit_bias as [id, bias] pairs (parsed once). */
   readonly bias: ReadonlyArray<readonly [number, number]>;
+  /**
+   * Guided decoding: tokens it disallows are masked (after logit bias, before penalties), and it
+   * takes every sampled token. null = unconstrained.
+   */
+  readonly constraint: TokenConstraint | null;
   /** Tokens generated so far (prior output included). */
   generated: number;
 }
@@ -98,6 +104,7 @@ export function createSamplerState(
   fallbackSeed: number = Math.floor(Math.random() * 0x1_0000_0000),
   priorOutputTokenIds: readonly number[] = [],
   endTokenIds: Iterable<number> = [],
+  constraint: TokenConstraint | null = null,
 ): SamplerState {
   const seed = params.seed ?? fallbackSeed;
   const state: SamplerState = {
@@ -108,10 +115,12 @@ export function createSamplerState(
     promptTokens: params.repetition_penalty !== 1 ? new Set(promptTokenIds) : null,
     endTokenIds: (params.min_tokens ?? 0) > 0 ? [...endTokenIds] : [],
     bias: Object.entries(params.logit_bias ?? {}).map(([id, b]) => [Number(id), b] as const),
+    constraint,
     generated: 0,
   };
   for (const t of priorOutputTokenIds) {
     state.generated++;
+    constraint?.advance(t);
     state.outputCounts.set(t, (state.outputCounts.get(t) ?? 0) + 1);
     if (params.temperature > 0) state.rng.nextFloat();
   }
@@ -144,10 +153,14 @@ export function sample(logits: Float32Array, state: SamplerState): SampleResult 
   const x = scratch.length === v ? scratch : scratch.subarray(0, v);
   x.set(logits);
   for (const [id, b] of state.bias) if (id < v) x[id] = x[id]! + b;
-  if (state.generated < state.params.min_tokens) for (const id of state.endTokenIds) if (id < v) x[id] = -Infinity;
+  const c = state.constraint;
+  // A complete document may only end: min_tokens then yields (else no token would be allowed).
+  if (state.generated < state.params.min_tokens && (c === null || !c.isComplete())) for (const id of state.endTokenIds) if (id < v) x[id] = -Infinity;
+  c?.mask(x);
   applyPenalties(x, state);
 
   const tokenId = state.params.temperature === 0 ? argmax(x) : draw(x, state);
+  c?.advance(tokenId);
   state.generated++;
   state.outputCounts.set(tokenId, (state.outputCounts.get(tokenId) ?? 0) + 1);
   if (!state.params.logprobs) return { tokenId, logprob: null, top: null };

@@ -18,6 +18,7 @@ import fc from 'fast-check';
 import { SwitchyardError, type ErrorCode } from '@switchyard/common';
 
 export { fc };
+export { validates } from './json-schema-check.js';
 
 /** Runs per property, for the long run. Unset: `DEFAULT_FUZZ_RUNS` from `DEFAULT_FUZZ_SEED`. */
 export const FUZZ_RUNS_ENV = 'FUZZ_RUNS';

@@ -40,6 +40,7 @@ import {
   LlmEngine,
   SimulatedExecutor,
   Tokenizer,
+  TokenVocabulary,
   generationDefaults,
   readModelFolder,
   withoutModelEos,
@@ -207,7 +208,7 @@ export class LlmBackend implements Backend {
       // The digest is read while the session loads (large files take a while either way).
       const modelId = fileDigest(file).catch((e: unknown) => fail(`unable to read '${file}': ${e instanceof Error ? e.message : String(e)}`, e));
       modelId.catch(() => {}); // awaited by createOnnxLlmExecutor; not unhandled when the session fails first
-      const created = await createOnnxLlmExecutor(file, options, vocabSize, checkKv, modelId, gpu).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
+      const created = await createOnnxLlmExecutor(file, options, vocabSize, checkKv, modelId, gpu, () => TokenVocabulary.fromTokenizer(tokenizer, vocabSize)).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
       executor = created.executor;
       releaseExecutor = created.release;
     }

@@ -7,7 +7,7 @@
  * `SessionThread.run` transfers the feeds' ArrayBuffers to the thread; a feed that is a view into a
  * larger buffer is copied first, so nothing the executor keeps is detached.
  */
-import { OnnxExecutor, type DecoderSession, type DecoderTensor, type Executor } from '@switchyard/llm';
+import { OnnxExecutor, type DecoderSession, type DecoderTensor, type Executor, type TokenVocabulary } from '@switchyard/llm';
 import type { LlmModelOptions } from './llm-options.js';
 import { SessionThread, type WireTensor } from '../onnxruntime/session-thread.js';
 
@@ -50,6 +50,8 @@ export async function createOnnxLlmExecutor(
   modelId?: string | Promise<string>,
   /** The CUDA device the session runs on; absent: the CPU. */
   gpu?: number,
+  /** The tokenizer's tokens as bytes, built at the first guided-decoding request; absent: none is served. */
+  tokenVocabulary?: () => TokenVocabulary,
 ): Promise<{ executor: Executor; release: () => Promise<void> }> {
   const session = await threadDecoderSession(modelFile, gpu);
   try {
@@ -62,6 +64,7 @@ export async function createOnnxLlmExecutor(
       ...(checkKvCacheBytes !== undefined ? { checkKvCacheBytes } : {}),
       ...(options.seedGiven ? { seed: options.seed } : {}),
       ...(id !== undefined ? { modelId: id } : {}),
+      ...(tokenVocabulary !== undefined ? { tokenVocabulary } : {}),
     });
     return { executor, release: () => session.release() };
   } catch (e) {
