@@ -9,6 +9,8 @@ export { HumanLogStream, escapeControls, formatLogLine, formatLogRecord } from '
 export type { HumanLogOptions } from './terminal/human-log.js';
 export { discoveredModelsTable, modelStatusTable, renderTable } from './terminal/table.js';
 export type { DiscoveredModelRow, ModelStatusRow } from './terminal/table.js';
+export { DEFAULT_PROGRESS_INTERVAL_MS, ProgressLine, formatElapsed } from './terminal/progress-line.js';
+export type { ProgressStream } from './terminal/progress-line.js';
 export { stopOnSignals } from './signals.js';
 export type { SignalLogger } from './signals.js';
 export { parseCommandLine } from './command-line.js';
