@@ -1,6 +1,7 @@
 /**
- * What a person at a terminal sees from `switchyard worker`: human log lines (time, level,
- * component, message, key=value) and, once models are loaded, tritonserver's model table. The
+ * What a person at a terminal sees from `switchyard worker` and `switchyard router`: human log lines
+ * (time, level, component, message, key=value) and, once started, tritonserver's model table (the
+ * router: the models discovery shows, with their workers). The
  * worker runs under a real pseudo-terminal (util-linux `script`), so `process.stdout.isTTY` is
  * true as it is for a user; off a terminal, and with `--log-format json`, the lines stay pino's
  * JSON (what log collectors and the other suites parse).
@@ -8,16 +9,25 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { freePorts, repoRoot } from '@switchyard/testing';
+import { freePorts, repoRoot, startEtcd, startNats, startRedis, startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
 import { waitFor } from './lib/wait-for.js';
 
 const BIN = join(repoRoot(), 'bin', 'switchyard.mjs');
 const hasScript = spawnSync('script', ['--version'], { encoding: 'utf8' }).status === 0;
 
-/** Runs the worker (under a pty when `pty`) until `until(output)` holds, then stops it; returns its stdout. */
-async function runWorker(args: string[], { pty, env = {}, until }: { pty: boolean; env?: Record<string, string>; until: (out: string) => boolean }): Promise<string> {
+interface RunOptions {
+  pty: boolean;
+  env?: Record<string, string>;
+  until: (out: string) => boolean;
+}
+
+/** Runs the worker over the fixture repository (explicit model control) until `until(output)`: see `runApp`. */
+const runWorker = (args: string[], options: RunOptions): Promise<string> => runApp('worker', ['--model-repository=test/fixtures/model_repository', '--model-control-mode=explicit', ...args], options);
+
+/** Runs an app (under a pty when `pty`) on free loopback ports until `until(output)` holds, then stops it; returns its stdout. */
+async function runApp(command: 'worker' | 'router', args: string[], { pty, env = {}, until }: RunOptions): Promise<string> {
   const [http, grpc, metrics] = await freePorts(3);
-  const argv = [BIN, 'worker', '--model-repository=test/fixtures/model_repository', '--model-control-mode=explicit', `--http-port=${http}`, `--grpc-port=${grpc}`, `--metrics-port=${metrics}`, '--http-address=127.0.0.1', '--grpc-address=127.0.0.1', '--metrics-address=127.0.0.1', ...args];
+  const argv = [BIN, command, `--http-port=${http}`, `--grpc-port=${grpc}`, `--metrics-port=${metrics}`, '--http-address=127.0.0.1', '--grpc-address=127.0.0.1', '--metrics-address=127.0.0.1', ...args];
   const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
   const child = pty
     ? spawn('script', ['-qfec', [process.execPath, ...argv].map(quote).join(' '), '/dev/null'], { cwd: repoRoot(), env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
@@ -78,4 +88,33 @@ describe('worker off a terminal', () => {
     expect(out).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  worker started ports=\{"http":\d+/m);
     expect(out).not.toContain('\x1b');
   }, 60_000);
+});
+
+describe('router with human lines', () => {
+  it('prints the models discovery shows with their workers, then logs workers joining', async () => {
+    const [etcd, nats, redis] = await Promise.all([startEtcd(), startNats({ jetstream: true }), startRedis()]);
+    const ns = `terminal-${process.pid}`;
+    const workerArgs = ['--etcd', etcd.url, '--nats', nats.url, '--namespace', ns, '--model-control-mode=explicit', '--load-model=simple'];
+    const instanceIdOf = (w: WorkerProcess): string => (w.logs().find((l) => l['msg'] === 'worker started')!['cluster'] as { instanceId: string }).instanceId;
+    const first = await startWorkerProcess({ modelRepositories: ['test/fixtures/model_repository'], args: workerArgs });
+    let second: Promise<WorkerProcess> | undefined;
+    try {
+      const row = new RegExp(`\\| simple \\| tensor \\| 1: ${instanceIdOf(first)} \\|`);
+      const out = await runApp('router', ['--etcd', etcd.url, '--nats', nats.url, '--redis', redis.url, '--namespace', ns, '--log-format=human'], {
+        pty: false,
+        until: (o) => {
+          // the table first (the worker already there), then a second worker comes
+          if (row.test(o)) second ??= startWorkerProcess({ modelRepositories: ['test/fixtures/model_repository'], args: workerArgs });
+          return /INFO  worker serves model model=simple instanceId=\w+/.test(o);
+        },
+      });
+      expect(out).toMatch(/\| Model +\| Kind +\| Workers +\|/);
+      expect(out).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  router started /m);
+      expect(out).toContain(`INFO  worker serves model model=simple instanceId=${instanceIdOf(await second!)}`);
+    } finally {
+      await first.stop();
+      await (await second)?.stop();
+      await Promise.all([etcd.stop(), nats.stop(), redis.stop()]);
+    }
+  }, 120_000);
 });

@@ -25,6 +25,6 @@ export async function main(argv: readonly string[]): Promise<void> {
     process.exit(1);
   }
 
-  if (output.human) process.stdout.write(discoveredModelsTable(router.models()));
   stopOnSignals(logger, () => router.close());
+  if (output.human) process.stdout.write(discoveredModelsTable(router.models()));
 }

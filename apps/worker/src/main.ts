@@ -48,7 +48,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     return;
   }
   const running = worker;
-  if (output?.human === true) process.stdout.write(modelStatusTable(await running.engine.repositoryIndex(false)));
 
   stopOnSignals(logger, () => running.close());
+  if (output?.human === true) process.stdout.write(modelStatusTable(await running.engine.repositoryIndex(false)));
 }
