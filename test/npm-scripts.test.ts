@@ -1,6 +1,7 @@
 /**
  * `npm start` as a user runs it, ending the way users end it: a signal sent to npm itself (a process
- * manager, `kill <npm pid>`) and Ctrl-C at a terminal (SIGINT to npm's whole process group). Either
+ * manager, `kill <npm pid>`), Ctrl-C at a terminal (SIGINT to npm's whole process group) and the
+ * terminal going away (SIGHUP to the group). Either
  * way the worker drains once and exits, npm exits, and the port is free. The build step is skipped
  * (SWITCHYARD_SKIP_BUILD=1: the repository is built before tests run); the rest is the real script.
  */
@@ -57,9 +58,8 @@ const accepts = (port: number): Promise<boolean> =>
     socket.once('error', () => resolve(false));
   });
 
-async function expectGone(s: Started): Promise<void> {
-  const exit = await s.exited;
-  expect(exit).toEqual({ code: 0, signal: null });
+async function expectGone(s: Started, npmExit: { code: number | null; signal: NodeJS.Signals | null } = { code: 0, signal: null }): Promise<void> {
+  expect(await s.exited).toEqual(npmExit);
   await waitFor(async () => !alive(s.workerPid), { timeoutMs: 5_000, message: 'the worker outlived npm' });
   expect(await accepts(s.port)).toBe(false);
   // one graceful drain, not the "second signal" exit
@@ -84,6 +84,18 @@ describe('npm start', () => {
     try {
       process.kill(-s.npm.pid!, 'SIGINT');
       await expectGone(s);
+    } finally {
+      if (alive(s.workerPid)) process.kill(s.workerPid, 'SIGKILL');
+    }
+  }, 60_000);
+
+  it('a terminal hanging up (SIGHUP to the group) drains the worker as SIGTERM would', async () => {
+    const s = await startNpm();
+    try {
+      process.kill(-s.npm.pid!, 'SIGHUP');
+      // npm itself dies of SIGHUP (it passes on only SIGINT and SIGTERM); the launcher stays to end the worker
+      await expectGone(s, { code: null, signal: 'SIGHUP' });
+      expect(s.lines().find((l) => l['msg'] === 'shutting down')?.['signal']).toBe('SIGTERM');
     } finally {
       if (alive(s.workerPid)) process.kill(s.workerPid, 'SIGKILL');
     }
