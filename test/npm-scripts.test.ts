@@ -1,8 +1,8 @@
 /**
  * `npm start` as a user runs it, ending the way users end it: a signal sent to npm itself (a process
  * manager, `kill <npm pid>`), Ctrl-C at a terminal (SIGINT to npm's whole process group) and the
- * terminal going away (SIGHUP to the group). Either
- * way the worker drains once and exits, npm exits, and the port is free. The build step is skipped
+ * terminal going away (SIGHUP to the group). Each way the worker drains once and exits, npm exits,
+ * and the port is free. The build step is skipped
  * (SWITCHYARD_SKIP_BUILD=1: the repository is built before tests run); the rest is the real script.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
