@@ -28,6 +28,7 @@
 //
 //   node bench/run.mjs [--quick] [--only worker,batching,embeddings,llm,guided,routing,disagg,planner,cluster,kv-transfer]     (default: every section)
 //   node scripts/with-node.mjs 26 -- npm run bench -- --quick                     (on another Node.js line)
+// On a terminal, each section's start and its time taken go to stderr.
 // Every process it starts (workers, routers, bare servers) runs on the Node.js running this script;
 // the report and the results file name say which one.
 import { spawn } from 'node:child_process';
@@ -176,7 +177,23 @@ function ratios() {
   for (const [k, v] of Object.entries(results.goals)) console.log(`  ${k}: ${v}`);
 }
 
-if (ONLY.has('worker')) {
+/**
+ * Runs one section when `--only` picked it. On a terminal (stderr), a line when it starts and one with
+ * the time it took when it ends, so a long run shows where it is; nothing off a terminal.
+ */
+let sectionIndex = 0;
+async function section(name, body) {
+  if (!ONLY.has(name)) return;
+  const n = ++sectionIndex;
+  const tag = `[bench ${n}/${ONLY.size}] ${name}`;
+  const tty = process.stderr.isTTY === true;
+  if (tty) process.stderr.write(`${tag}: started\n`);
+  const started = performance.now();
+  await body();
+  if (tty) process.stderr.write(`${tag}: done in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+}
+
+await section('worker', async () => {
   await measureRaw();
   const worker = await startWorkerProcess({ modelRepositories: ['examples/model_repository'], args: ['--model-control-mode=explicit', `--load-model=${MODEL}`, '--log-verbose=0'] });
   try {
@@ -186,30 +203,36 @@ if (ONLY.has('worker')) {
     await worker.stop();
   }
   ratios();
-}
+});
 // Issue 3: dynamic batching on/off and raw session.run at the batch sizes formed (bench/batching.mjs).
-if (ONLY.has('batching')) results.batching = await measureBatching({ quick: QUICK, bare: results.bare['http-binary'] });
+await section('batching', async () => (results.batching = await measureBatching({ quick: QUICK, bare: results.bare['http-binary'] })));
 // OpenAI /v1/embeddings with dynamic batching on and off (bench/embeddings.mjs).
-if (ONLY.has('embeddings')) results.embeddings = await measureEmbeddings({ quick: QUICK });
-// Issue 4: the simulated executor's replay in virtual time (bench/llm-replay.mjs).
-if (ONLY.has('llm')) results.llmReplay = await measureReplay({ quick: QUICK });
-// Issue 4: the ONNX executor on the tiny decoder: continuous batching gain and prefix-cache TTFT (bench/llm-onnx.mjs).
-if (ONLY.has('llm')) results.llmOnnx = await measureOnnxLlm({ quick: QUICK });
+await section('embeddings', async () => (results.embeddings = await measureEmbeddings({ quick: QUICK })));
+await section('llm', async () => {
+  // Issue 4: the simulated executor's replay in virtual time (bench/llm-replay.mjs).
+  results.llmReplay = await measureReplay({ quick: QUICK });
+  // Issue 4: the ONNX executor on the tiny decoder: continuous batching gain and prefix-cache TTFT (bench/llm-onnx.mjs).
+  results.llmOnnx = await measureOnnxLlm({ quick: QUICK });
+});
 // Guided decoding (response_format) on a 150k vocabulary: time per token with and without (bench/guided-decoding.mjs).
-if (ONLY.has('guided')) results.guidedDecoding = await measureGuidedDecoding({ quick: QUICK });
+await section('guided', async () => (results.guidedDecoding = await measureGuidedDecoding({ quick: QUICK })));
 // Issue 5: routing policies over 8 simulated workers, and the router's decision latency.
-if (ONLY.has('routing')) results.routing = await measureRouting({ quick: QUICK });
-if (ONLY.has('routing')) results.routingDecision = await measureDecisions({ quick: QUICK });
+await section('routing', async () => {
+  results.routing = await measureRouting({ quick: QUICK });
+  results.routingDecision = await measureDecisions({ quick: QUICK });
+});
 // Issue 11: disaggregated prefill/decode against aggregated serving, in virtual time.
-if (ONLY.has('disagg')) results.disagg = await measureDisagg({ quick: QUICK });
+await section('disagg', async () => (results.disagg = await measureDisagg({ quick: QUICK })));
 // Issue 12: the planner in the cluster simulator, against static provisioning (bench/planner.mjs).
-if (ONLY.has('planner')) results.planner = await measurePlanner({ quick: QUICK });
+await section('planner', async () => (results.planner = await measurePlanner({ quick: QUICK })));
 // The router hop, direct to one worker vs through the router (bench/cluster-hop.mjs).
-if (ONLY.has('cluster')) results.clusterHop = await measureClusterHop({ quick: QUICK });
-// Issue 11: the KV transfer plane's pull throughput over loopback TCP (bench/kv-transfer.mjs).
-if (ONLY.has('kv-transfer')) results.kvTransfer = await measureKvTransfer({ quick: QUICK });
-// ... and on the tiny ONNX LLM: aggregated vs prefill → pull → import → decode (same file).
-if (ONLY.has('kv-transfer')) results.kvTransferOnnx = await measureOnnxDisagg({ quick: QUICK });
+await section('cluster', async () => (results.clusterHop = await measureClusterHop({ quick: QUICK })));
+await section('kv-transfer', async () => {
+  // Issue 11: the KV transfer plane's pull throughput over loopback TCP (bench/kv-transfer.mjs).
+  results.kvTransfer = await measureKvTransfer({ quick: QUICK });
+  // ... and on the tiny ONNX LLM: aggregated vs prefill → pull → import → decode (same file).
+  results.kvTransferOnnx = await measureOnnxDisagg({ quick: QUICK });
+});
 mkdirSync(`${ROOT}bench/results`, { recursive: true });
 const file = `${ROOT}bench/results/${results.date.replace(/[:.]/g, '-')}-node${NODE_MAJOR}.json`;
 writeFileSync(file, JSON.stringify(results, null, 2) + '\n');

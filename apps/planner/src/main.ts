@@ -4,7 +4,8 @@
  * Exit codes: 0 clean stop, 1 start-up failure (etcd unreachable, metrics port taken), 2 bad usage.
  * `switchyard planner profile ...` is the profiler (`profile-command.ts`).
  */
-import { createLogger, parseCommandLine, stopOnSignals } from '@switchyard/cli';
+import { createLogger, logOutputOf, parseCommandLine, stopOnSignals } from '@switchyard/cli';
+import { readPlannerEnvironment } from './environment.js';
 import { helpText, parseCommandLineOptions } from './options.js';
 import { startPlanner, type RunningPlanner } from './planner.js';
 
@@ -17,7 +18,8 @@ export async function main(argv: readonly string[]): Promise<void> {
   const options = parseCommandLine('planner', argv, parseCommandLineOptions, helpText);
   if (options === undefined || options.config === undefined) return;
 
-  const logger = createLogger({ verbose: options.logVerbose, format: options.logFormat });
+  const output = logOutputOf({ format: options.logFormat, isTerminal: process.stdout.isTTY === true, noColor: readPlannerEnvironment().noColor });
+  const logger = createLogger({ verbose: options.logVerbose, format: options.logFormat, output });
   let planner: RunningPlanner;
   try {
     planner = await startPlanner({ ...options, config: options.config }, logger);

@@ -9,7 +9,7 @@
  * core's `PlannerOptions`, compiled) run right after it, inside the same usage check.
  */
 import { readFileSync, statSync } from 'node:fs';
-import { UsageError, flagHelpLines, parseFlags, type FlagTable, type LogFormat } from '@switchyard/cli';
+import { LOG_FORMAT_HELP, LOG_FORMATS, UsageError, flagHelpLines, parseFlags, type FlagTable, type LogFormat } from '@switchyard/cli';
 import { isSwitchyardError } from '@switchyard/common';
 import { DEFAULT_LOAD_RULES, DEFAULT_MOVING_AVERAGE_WINDOW, DEFAULT_POOL_BOUNDS, DEFAULT_PREDICTOR, DEFAULT_SLA_TARGETS, MAX_MOVING_AVERAGE_WINDOW, POOLS, compilePlannerConfig, parseProfile, type PlannerConfig, type PlannerMode, type PlannerOptions, type Pool, type Profile } from '@switchyard/planner';
 import { DEFAULT_DRAIN_TIMEOUT_MS, MAX_LOCAL_REPLICAS, MAX_MODEL_NAME_LENGTH, NAME_PATTERN, parseWorkerTemplate } from '@switchyard/runtime';
@@ -190,7 +190,7 @@ const FLAGS: FlagTable<PlannerAppOptions> = {
   kubeconfig: { kind: 'string', key: 'kubeconfig', help: 'kubernetes: a kubeconfig file (default: the in-cluster config of the pod).' },
   'kube-namespace': { kind: 'string', key: 'kubeNamespace', help: "kubernetes: the Deployments' namespace (default: the kubeconfig context's, else the pod's own)." },
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
-  'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
+  'log-format': { kind: 'enum', key: 'logFormat', values: LOG_FORMATS, help: LOG_FORMAT_HELP },
 };
 
 export function parsePlannerArgs(argv: readonly string[]): PlannerAppOptions {

@@ -7,8 +7,9 @@
  * not an LLM, a failed measurement, out of time, the file not writable), 2 bad usage.
  */
 import { rename, writeFile } from 'node:fs/promises';
-import { createLogger, flagHelpLines, parseCommandLine, parseFlags, UsageError, type FlagTable, type LogFormat } from '@switchyard/cli';
+import { LOG_FORMAT_HELP, LOG_FORMATS, createLogger, logOutputOf, flagHelpLines, parseCommandLine, parseFlags, UsageError, type FlagTable, type LogFormat } from '@switchyard/cli';
 import { DEFAULT_SWEEP, MAX_CONCURRENCY, MAX_DECODE_OSL, MAX_REPEATS, MAX_SWEEP_POINTS, planSweep, profileWorker, type SweepOptions } from '@switchyard/planner';
+import { readPlannerEnvironment } from './environment.js';
 import { readWorkerLimits, WorkerProbe } from './worker-probe.js';
 
 export interface ProfileCommandOptions extends SweepOptions {
@@ -42,7 +43,7 @@ const FLAGS: FlagTable<ProfileCommandOptions> = {
   'timeout-secs': { kind: 'int', key: 'timeoutSecs', min: 1, max: 86400, help: `The whole sweep's time limit (default ${PROFILE_DEFAULTS.timeoutSecs}).` },
   'request-timeout-secs': { kind: 'int', key: 'requestTimeoutSecs', min: 1, max: 3600, help: `One request's time limit (default ${PROFILE_DEFAULTS.requestTimeoutSecs}).` },
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level (default 0).' },
-  'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Log timestamps: default (epoch ms) or ISO8601.' },
+  'log-format': { kind: 'enum', key: 'logFormat', values: LOG_FORMATS, help: LOG_FORMAT_HELP },
 };
 
 export function parseProfileArgs(argv: readonly string[]): ProfileCommandOptions {
@@ -80,7 +81,8 @@ export function profileHelpText(): string {
 export async function profileMain(argv: readonly string[]): Promise<void> {
   const options = parseCommandLine('planner profile', argv, parseProfileArgs, profileHelpText);
   if (options === undefined) return;
-  const logger = createLogger({ verbose: options.logVerbose, format: options.logFormat });
+  const output = logOutputOf({ format: options.logFormat, isTerminal: process.stdout.isTTY === true, noColor: readPlannerEnvironment().noColor });
+  const logger = createLogger({ verbose: options.logVerbose, format: options.logFormat, output });
   // The whole run's deadline (a held controller and timer: see worker-probe.ts on AbortSignal.timeout).
   const run = new AbortController();
   const timer = setTimeout(() => run.abort(), options.timeoutSecs * 1000);

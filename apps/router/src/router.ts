@@ -10,7 +10,7 @@
  *          `--exit-timeout-secs`) → core.close() (stops routing, ends what is left) → runtime close.
  */
 import { randomBytes } from 'node:crypto';
-import { doorLimits, levelFor } from '@switchyard/cli';
+import { doorLimits, levelFor, timestampFormat } from '@switchyard/cli';
 import { startRouterCore, type RouterStats } from '@switchyard/cluster';
 import type { Logger } from '@switchyard/common';
 import { connectRuntime } from '@switchyard/runtime';
@@ -31,8 +31,16 @@ export interface RunningRouter {
    * 0 for a model nobody waits for. For the planner's figures publisher.
    */
   heldRequests(model: string): number;
+  /** The models discovery shows now, each with the instances serving it (for the start-up table). */
+  models(): RouterModelRow[];
   /** Drain and stop (idempotent): see the module comment for the order. */
   close(): Promise<void>;
+}
+
+export interface RouterModelRow {
+  name: string;
+  kind: 'llm' | 'tensor';
+  instances: string[];
 }
 
 export async function startRouter(options: RouterOptions, logger: Logger & { level?: string }): Promise<RunningRouter> {
@@ -71,8 +79,13 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
     throw err;
   }
   const engine = core.engine;
+  // Workers coming and going, as an operator follows them (the registry applies the change first).
+  const unsubscribeRegistry = core.registry.onChange((change) => {
+    if (change.type === 'instance-added') logger.info({ model: change.model, instanceId: change.instanceId }, 'worker serves model');
+    else if (change.type === 'instance-removed') logger.info({ model: change.model, instanceId: change.instanceId }, 'worker no longer serves model');
+  });
 
-  const settings = new ServerSettings({ log_verbose_level: options.logVerbose, log_format: options.logFormat });
+  const settings = new ServerSettings({ log_verbose_level: options.logVerbose, log_format: timestampFormat(options.logFormat) });
   settings.onLogSettingsChange((s) => {
     if ('level' in logger) logger.level = levelFor(s);
   });
@@ -109,6 +122,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
   try {
     ports = await doors.listen();
   } catch (err) {
+    unsubscribeRegistry();
     await core.close();
     await runtime.close();
     shm.close();
@@ -123,6 +137,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
   const close = (): Promise<void> => {
     closing ??= (async () => {
       logger.info('draining: no new requests, finishing in-flight ones');
+      unsubscribeRegistry();
       const doorsClosed = doors.close();
       if ((await within(doorsClosed, options.exitTimeoutSecs * 1000)) === 'timeout') {
         logger.warn({ exitTimeoutSecs: options.exitTimeoutSecs }, 'exit timeout reached with requests still in flight');
@@ -145,7 +160,8 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
     return closing;
   };
 
-  return { routerId, ports, stats: () => core.stats(), heldRequests: (model) => core.heldRequests(model), close };
+  const models = (): RouterModelRow[] => core.registry.list().map((e) => ({ name: e.name, kind: e.kind, instances: [...e.instances.keys()] }));
+  return { routerId, ports, stats: () => core.stats(), heldRequests: (model) => core.heldRequests(model), models, close };
 }
 
 /** Resolves 'done' when `p` settles within `ms`, else 'timeout' (p keeps running). Rejects with p's error. */

@@ -1,11 +1,12 @@
 /**
  * `switchyard simulate`: parse flags, build the trace and the options, run the simulator, print the
  * results, write the plot (SVG) and the results (JSON). Exit codes: 0 done, 1 bad input met while
- * running (an unreadable trace line, a bad profile), 2 bad usage.
+ * running (an unreadable trace line, a bad profile), 2 bad usage. While it runs, a progress line on
+ * stderr when stderr is a terminal (virtual time, requests, replicas); nothing otherwise.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseCommandLine } from '@switchyard/cli';
+import { ProgressLine, formatElapsed, parseCommandLine } from '@switchyard/cli';
 import { SwitchyardError } from '@switchyard/common';
 import { parseProfile, type PlannerOptions } from '@switchyard/planner';
 import {
@@ -18,6 +19,7 @@ import {
   renderTimelineSvg,
   simulate,
   type MockerConfig,
+  type SimulationProgress,
   type SimulationOptions,
   type TraceSource,
 } from '@switchyard/simulator';
@@ -57,6 +59,11 @@ async function plannerOptions(a: SimulateArgs, mocker: MockerConfig): Promise<Pl
   };
 }
 
+/** The progress line: where the run is in virtual time and what it has seen, with the wall time spent. */
+export function progressText(p: SimulationProgress, wallSec: number): string {
+  return `simulating: ${formatElapsed(p.simulatedMs / 1000)} of trace time, ${p.requests} requests (${p.finished} done, ${p.inFlight} in flight), ${p.replicas} replicas, ${formatElapsed(wallSec)} elapsed`;
+}
+
 export async function run(a: SimulateArgs): Promise<void> {
   const mocker: MockerConfig = {
     ...DEFAULT_MOCKER,
@@ -81,7 +88,13 @@ export async function run(a: SimulateArgs): Promise<void> {
     queueTimeoutSec: a.queueTimeoutSecs,
   };
   const started = performance.now();
-  const result = await simulate(traceSource(a), options);
+  const progress = new ProgressLine(process.stderr);
+  let result;
+  try {
+    result = await simulate(traceSource(a), options, (p) => progress.update(() => progressText(p, (performance.now() - started) / 1000)));
+  } finally {
+    progress.done();
+  }
   const wallSec = (performance.now() - started) / 1000;
   const name = a.name || `simulate-${new Date().toISOString().replace(/[:.]/g, '-')}`;
   mkdirSync(a.outputDir, { recursive: true });

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
-import { run } from './main.js';
+import { progressText, run } from './main.js';
 import { DEFAULTS, UsageError, parseSimulateArgs } from './options.js';
 
 describe('parseSimulateArgs', () => {
@@ -47,5 +47,13 @@ describe('run', () => {
     expect(printed.prefixHitRate).toBeGreaterThan(0);
     expect(readFileSync(join(dir, 'small.svg'), 'utf8')).toContain('<svg');
     expect(JSON.parse(readFileSync(join(dir, 'small.json'), 'utf8')).result.timeline.length).toBeGreaterThan(0);
+  });
+});
+
+describe('progressText', () => {
+  it('says where the run is in trace time and what it has seen', () => {
+    expect(progressText({ simulatedMs: 125_000, requests: 310, finished: 300, inFlight: 10, replicas: 2 }, 3.3)).toBe(
+      'simulating: 2m05s of trace time, 310 requests (300 done, 10 in flight), 2 replicas, 3.3 s elapsed',
+    );
   });
 });

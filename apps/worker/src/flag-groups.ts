@@ -14,7 +14,7 @@
  *
  * Groups are data: adding a feature's flags (e.g. tracing) is adding a group to `WORKER_FLAG_GROUPS`.
  */
-import { ACCESS_FLAGS, DOOR_LIMIT_FLAGS, OPENAI_PARSING_FLAGS, type FlagGroup, type FlagTable } from '@switchyard/cli';
+import { ACCESS_FLAGS, DOOR_LIMIT_FLAGS, LOG_FORMAT_HELP, LOG_FORMATS, OPENAI_PARSING_FLAGS, type FlagGroup, type FlagTable } from '@switchyard/cli';
 import { GENERATION_CONFIG_MODES } from '@switchyard/cluster';
 import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, DEFAULTS, MAX_KV_TRANSFER_GBPS, MAX_KV_TRANSFER_TTL_SECS, MAX_MODEL_LOAD_RETRY_COUNT, MAX_MODEL_LOAD_THREAD_COUNT } from './defaults.js';
 import type { WorkerOptions } from './options.js';
@@ -52,7 +52,7 @@ const LOGGING: Table = {
   'log-info': { kind: 'bool', key: 'logInfo', help: 'Log info messages (default true).' },
   'log-warning': { kind: 'bool', key: 'logWarning', help: 'Log warnings (default true).' },
   'log-error': { kind: 'bool', key: 'logError', help: 'Log errors (default true).' },
-  'log-format': { kind: 'enum', key: 'logFormat', values: ['default', 'ISO8601'], help: 'Timestamp format of the JSON logs: default (epoch ms) or ISO8601.' },
+  'log-format': { kind: 'enum', key: 'logFormat', values: LOG_FORMATS, help: LOG_FORMAT_HELP },
   'log-file': {
     kind: 'string',
     key: 'logFile',

@@ -3,8 +3,12 @@
  * Exit codes: 0 clean stop, 1 start-up failure (a log file that cannot be opened, a port in use, a
  * model that failed to load under --exit-on-error), 2 bad usage. Losing the cluster lease is logged,
  * not fatal: the worker keeps serving and registers again when etcd answers.
+ * Log lines are JSON on stdout, human ones when stdout is a terminal (`--log-format json` / `human`
+ * force either); with human lines the worker prints its model table once started, as tritonserver
+ * does. A `--log-file` always takes JSON lines.
  */
-import { parseCommandLine, stopOnSignals } from '@switchyard/cli';
+import { logOutputOf, modelStatusTable, parseCommandLine, stopOnSignals } from '@switchyard/cli';
+import { readWorkerEnvironment } from './environment.js';
 import { LogFileError, createLogger, openLogFile } from './logger.js';
 import { helpText, inertFlagNotes, parseWorkerArgs } from './options.js';
 import { startWorker, type RunningWorker } from './worker.js';
@@ -22,7 +26,10 @@ export async function main(argv: readonly string[]): Promise<void> {
     process.exitCode = 1;
     return;
   }
+  // A log file takes JSON lines whatever the format says; human lines are for people at stdout.
+  const output = destination === undefined ? logOutputOf({ format: options.logFormat, isTerminal: process.stdout.isTTY === true, noColor: readWorkerEnvironment().noColor }) : undefined;
   const logger = createLogger({
+    output,
     verbose: options.logVerbose,
     format: options.logFormat,
     info: options.logInfo,
@@ -43,4 +50,5 @@ export async function main(argv: readonly string[]): Promise<void> {
   const running = worker;
 
   stopOnSignals(logger, () => running.close());
+  if (output?.human === true) process.stdout.write(modelStatusTable(await running.engine.repositoryIndex(false)));
 }

@@ -4,7 +4,7 @@
  * and a worker node (@switchyard/cluster) that joins the cluster. Owns the order of start-up and drain.
  */
 import { pinnedKvBlocks, startWorkerNode, type WorkerNode } from '@switchyard/cluster';
-import { doorLimits } from '@switchyard/cli';
+import { doorLimits, timestampFormat } from '@switchyard/cli';
 import { SwitchyardError, type Logger } from '@switchyard/common';
 import {
   createDiscovery,
@@ -199,7 +199,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
       log_warning: options.logWarning,
       log_error: options.logError,
       log_verbose_level: options.logVerbose,
-      log_format: options.logFormat,
+      log_format: timestampFormat(options.logFormat),
     },
     initialTraceSettings(trace.config),
   );

@@ -1,8 +1,16 @@
-// @switchyard/cli: what the apps' command lines share (flags → options, the JSON logger).
+// @switchyard/cli: what the apps' command lines share (flags → options, the logger: JSON lines, human lines on a terminal).
 export { UsageError, flagGroupHelpLines, flagHelpLines, mergeFlagGroups, parseFlags } from './flags.js';
 export type { FlagGroup, FlagKind, FlagSpec, FlagTable } from './flags.js';
 export { LogFileError, createLogger, levelFor, openLogFile } from './json-logger.js';
-export type { LogFormat, LogLevelSettings, LoggerOptions } from './json-logger.js';
+export type { LogLevelSettings, LoggerOptions } from './json-logger.js';
+export { LOG_FORMATS, LOG_FORMAT_HELP, logOutputOf, timestampFormat } from './terminal/log-output.js';
+export type { LogFormat, LogOutput, LogOutputInput } from './terminal/log-output.js';
+export { HumanLogStream, escapeControls, formatLogLine, formatLogRecord } from './terminal/human-log.js';
+export type { HumanLogOptions } from './terminal/human-log.js';
+export { discoveredModelsTable, modelStatusTable, renderTable } from './terminal/table.js';
+export type { DiscoveredModelRow, ModelStatusRow } from './terminal/table.js';
+export { DEFAULT_PROGRESS_INTERVAL_MS, ProgressLine, formatElapsed } from './terminal/progress-line.js';
+export type { ProgressStream } from './terminal/progress-line.js';
 export { stopOnSignals } from './signals.js';
 export type { SignalLogger } from './signals.js';
 export { parseCommandLine } from './command-line.js';

@@ -1,14 +1,14 @@
 /**
- * The apps' pino logger: JSON lines on stdout (packages never build a logger; they take the
- * `Logger` interface of @switchyard/common, which this satisfies). `--log-format` picks the
- * timestamp form and `--log-verbose` the level; `levelFor` maps Triton's log settings (the worker's
+ * The apps' pino logger: JSON lines on stdout, or human lines on a terminal (terminal/log-output.ts
+ * decides, terminal/human-log.ts renders); packages never build a logger, they take the `Logger`
+ * interface of @switchyard/common, which this satisfies. `--log-format` picks the timestamp form and
+ * forces a line form, `--log-verbose` the level; `levelFor` maps Triton's log settings (the worker's
  * `/v2/logging`) to a pino level at run time.
  */
 import { constants, fstatSync, openSync, closeSync } from 'node:fs';
 import { pino, type DestinationStream, type Logger as PinoLogger, type LevelWithSilent } from 'pino';
-
-/** `--log-format`: epoch milliseconds (`default`) or ISO 8601 timestamps. */
-export type LogFormat = 'default' | 'ISO8601';
+import { HumanLogStream } from './terminal/human-log.js';
+import type { LogFormat, LogOutput } from './terminal/log-output.js';
 
 export interface LogLevelSettings {
   log_info: boolean;
@@ -26,16 +26,21 @@ export interface LoggerOptions {
   error?: boolean;
   /** Default stdout. */
   destination?: NodeJS.WritableStream | DestinationStream;
+  /** The line form (`logOutputOf`); default JSON lines. Human lines go to `destination` re-rendered. */
+  output?: LogOutput | undefined;
 }
 
 export function createLogger(options: LoggerOptions): PinoLogger {
+  const destination = options.destination ?? process.stdout;
+  const human = options.output?.human === true ? options.output : undefined;
   return pino(
     {
       base: { pid: process.pid },
       level: levelFor({ log_info: options.info ?? true, log_warning: options.warning ?? true, log_error: options.error ?? true, log_verbose_level: options.verbose }),
-      timestamp: options.format === 'ISO8601' ? pino.stdTimeFunctions.isoTime : pino.stdTimeFunctions.epochTime,
+      // Human lines format the epoch time themselves.
+      timestamp: options.format === 'ISO8601' && human === undefined ? pino.stdTimeFunctions.isoTime : pino.stdTimeFunctions.epochTime,
     },
-    options.destination ?? process.stdout,
+    human === undefined ? destination : (new HumanLogStream(destination as { write(chunk: string): unknown }, human) as unknown as DestinationStream),
   );
 }
 

@@ -171,3 +171,19 @@ describe('renderTimelineSvg', () => {
     expect(renderTimelineSvg([], 'empty')).not.toContain('NaN');
   });
 });
+
+describe('simulate progress', () => {
+  it('reports each load sample in order while work remains, and watching does not change the run', async () => {
+    const seen: Array<{ simulatedMs: number; requests: number; finished: number; inFlight: number; replicas: number }> = [];
+    const watched = await simulate(workload('constant:rate=1', 30), { mocker, seed: 5 }, (p) => seen.push(p));
+    const plain = await simulate(workload('constant:rate=1', 30), { mocker, seed: 5 });
+    expect(watched).toEqual(plain);
+    expect(seen.length).toBeGreaterThanOrEqual(29);
+    expect(seen.map((p) => p.simulatedMs)).toEqual(seen.map((_, i) => (i + 1) * 1000));
+    for (let i = 1; i < seen.length; i++) expect(seen[i]!.requests).toBeGreaterThanOrEqual(seen[i - 1]!.requests);
+    const last = seen.at(-1)!;
+    expect(last.requests).toBeLessThanOrEqual(plain.requests);
+    expect(last.finished + last.inFlight).toBeLessThanOrEqual(last.requests);
+    expect(last.replicas).toBe(1);
+  });
+});

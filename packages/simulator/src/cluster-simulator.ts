@@ -128,9 +128,24 @@ class Reservoir {
   }
 }
 
-/** Replay `source` under `options`. The source is read to its end and closed. */
-export async function simulate(source: TraceSource, options: SimulationOptions): Promise<SimulationResult> {
-  const sim = new Simulation(source, compileSimulationOptions(options));
+/** Where a run is, in virtual time: what `simulate`'s `onProgress` gets. */
+export interface SimulationProgress {
+  readonly simulatedMs: number;
+  /** Requests that arrived so far, and those finished (served, refused or timed out). */
+  readonly requests: number;
+  readonly finished: number;
+  readonly inFlight: number;
+  /** Replicas alive (starting, serving or draining). */
+  readonly replicas: number;
+}
+
+/**
+ * Replay `source` under `options`. The source is read to its end and closed. `onProgress` is called
+ * at every load sample (each `loadSampleSec` of virtual time) while work remains; it only watches
+ * (the run's results do not depend on it) and the caller throttles it to wall time.
+ */
+export async function simulate(source: TraceSource, options: SimulationOptions, onProgress?: (p: SimulationProgress) => void): Promise<SimulationResult> {
+  const sim = new Simulation(source, compileSimulationOptions(options), onProgress);
   try {
     return await sim.run();
   } finally {
@@ -187,6 +202,7 @@ class Simulation {
   constructor(
     private readonly source: TraceSource,
     private readonly o: CompiledSimulation,
+    private readonly onProgress: ((p: SimulationProgress) => void) | undefined,
   ) {
     this.routeRng = new SeededRandom(o.seed * 4 + 1);
     this.sampleRng = new SeededRandom(o.seed * 4 + 2);
@@ -234,6 +250,13 @@ class Simulation {
         return;
       case 'sample':
         this.sample();
+        this.onProgress?.({
+          simulatedMs: this.nowMs,
+          requests: this.requests,
+          finished: this.finished + this.refused + this.timedOut,
+          inFlight: this.inFlight.size,
+          replicas: this.live.length,
+        });
         if (this.busy) this.agenda.push(this.nowMs + this.o.loadSampleMs, { kind: 'sample' });
         return;
       case 'plan':

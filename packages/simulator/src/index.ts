@@ -1,6 +1,6 @@
 // @switchyard/simulator: the cluster simulator. The router's selection policy, mocker engines and
 // the planner's decide() in virtual time, fed by a trace; plus simulated profiling and an SVG plot.
-export type { LatencySummary, SimulationResult, TimelinePoint } from './cluster-simulator.js';
+export type { LatencySummary, SimulationProgress, SimulationResult, TimelinePoint } from './cluster-simulator.js';
 export { MAX_INTERVAL_SAMPLES, simulate } from './cluster-simulator.js';
 export type { CompiledSimulation, MockerConfig, SimRouterMode, SimulationOptions } from './options.js';
 export { DEFAULT_MOCKER, MAX_SIM_REPLICAS, compileSimulationOptions } from './options.js';

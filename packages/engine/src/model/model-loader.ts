@@ -137,6 +137,8 @@ export async function loadVersion(context: LoaderContext, base: ModelConfig, sou
   const started = process.hrtime.bigint();
   const name = base.name;
   const logger = context.logger.child({ model: name, version });
+  // With 'model version loaded' (and its loadSecs) the pair an operator watches a slow load by.
+  logger.info({ backend: base.backend || base.platform }, 'loading model version');
   const backend = resolveBackend(base, context.backends);
   const backendContext: BackendModelContext = {
     modelName: name,
