@@ -3,6 +3,8 @@ export { MAX_CONNECTOR_TIMEOUT_MS, startPlanner } from './planner.js';
 export type { RunningPlanner } from './planner.js';
 export { DEFAULTS, DEFAULT_NAMESPACE, MODES, UsageError, compileFromFlags, helpText, loadProfile, parseCommandLineOptions, parsePlannerArgs, plannerOptions } from './options.js';
 export type { PlannerAppOptions, PlannerCommandLine } from './options.js';
+export { parseProfileArgs } from './profile-command.js';
+export type { ProfileCommandOptions } from './profile-command.js';
 export { CONNECTORS, DEFAULT_CONNECTOR, PLANNER_ELECTION, buildParts } from './parts.js';
 export type { ConnectorKind, PlannerParts } from './parts.js';
 export { PlannerLoop, leaderStartState, runEvery, withReplicas } from './planner-loop.js';
