@@ -96,11 +96,11 @@ export function createFrontDoors(o: FrontDoorsOptions): FrontDoors {
     doors.push({ name: 'http', door: createHttpServer({ ...o.http, engine: o.engine, shm: o.shm, settings: o.settings, ...(o.tracer !== undefined ? { tracer: o.tracer } : {}), access, logger: o.logger.child({ component: 'http' }) }) });
   }
   if (o.grpc !== undefined) {
-    doors.push({ name: 'grpc', door: createGrpcServer({ ...o.grpc, engine: o.engine, shm: o.shm, settings: o.settings, ...(o.tracer !== undefined ? { tracer: o.tracer } : {}), restrictions: access.grpc, logger: o.logger.child({ component: 'grpc' }) }) });
+    doors.push({ name: 'grpc', door: createGrpcServer({ ...o.grpc, engine: o.engine, shm: o.shm, settings: o.settings, ...(o.tracer !== undefined ? { tracer: o.tracer } : {}), restrictions: access.grpc, logger: o.logger }) });
   }
   if (o.metrics !== undefined) {
     const { cpu, ...metrics } = o.metrics;
-    doors.push({ name: 'metrics', door: createMetricsServer({ ...metrics, ...(cpu === false ? { cpu: null } : {}), engine: o.engine, logger: o.logger.child({ component: 'metrics' }) }) });
+    doors.push({ name: 'metrics', door: createMetricsServer({ ...metrics, ...(cpu === false ? { cpu: null } : {}), engine: o.engine, logger: o.logger }) });
   }
   const close = async (): Promise<void> => {
     await Promise.allSettled(doors.map(({ door }) => door.close()));
