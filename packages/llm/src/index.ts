@@ -3,6 +3,7 @@ export { OFF_LOOP_TOKENIZE_CHARS, Tokenizer, type EncodeOptions, type DecodeOpti
 export { ChatTemplate, detectContentFormat, type ChatMessage, type ChatTextPart, type ContentFormat, type RenderOptions, type TemplateSpecialTokens } from './chat-template.js';
 export {
   readModelFolder,
+  readModelFolderText,
   type ModelFolderFiles,
   type ModelConfigJson,
   type TokenizerConfigJson,

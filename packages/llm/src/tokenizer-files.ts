@@ -84,21 +84,21 @@ export const MODEL_FOLDER_FILE_BYTES = {
 
 /** Reads `dir`; only tokenizer.json is required. */
 export async function readModelFolder(dir: string): Promise<ModelFolderFiles> {
-  const tokenizerText = await readText(dir, 'tokenizer.json', MODEL_FOLDER_FILE_BYTES['tokenizer.json']);
+  const tokenizerText = await readModelFolderText(dir, 'tokenizer.json', MODEL_FOLDER_FILE_BYTES['tokenizer.json']);
   if (tokenizerText === undefined) throw notFound(`model folder '${dir}' has no tokenizer.json`);
   const tokenizerJson = parseObject(tokenizerText, 'tokenizer.json', dir);
   if (typeof tokenizerJson['model'] !== 'object' || tokenizerJson['model'] === null) {
     throw invalidArgument(`tokenizer.json in '${dir}' has no "model" object`);
   }
-  const configText = await readText(dir, 'tokenizer_config.json', MODEL_FOLDER_FILE_BYTES['tokenizer_config.json']);
-  const modelText = await readText(dir, 'config.json', MODEL_FOLDER_FILE_BYTES['config.json']);
-  const generationText = await readText(dir, 'generation_config.json', MODEL_FOLDER_FILE_BYTES['generation_config.json']);
+  const configText = await readModelFolderText(dir, 'tokenizer_config.json', MODEL_FOLDER_FILE_BYTES['tokenizer_config.json']);
+  const modelText = await readModelFolderText(dir, 'config.json', MODEL_FOLDER_FILE_BYTES['config.json']);
+  const generationText = await readModelFolderText(dir, 'generation_config.json', MODEL_FOLDER_FILE_BYTES['generation_config.json']);
   return {
     generationConfig: generationText === undefined ? undefined : parseObject(generationText, 'generation_config.json', dir),
     tokenizerJson: tokenizerJson as TokenizerJson,
     tokenizerConfig: configText === undefined ? {} : (parseObject(configText, 'tokenizer_config.json', dir) as TokenizerConfigJson),
     modelConfig: modelText === undefined ? undefined : (parseObject(modelText, 'config.json', dir) as ModelConfigJson),
-    chatTemplateFile: await readText(dir, 'chat_template.jinja', MODEL_FOLDER_FILE_BYTES['chat_template.jinja']),
+    chatTemplateFile: await readModelFolderText(dir, 'chat_template.jinja', MODEL_FOLDER_FILE_BYTES['chat_template.jinja']),
   };
 }
 
@@ -110,10 +110,16 @@ export function specialTokenContent(value: SpecialTokenValue | undefined): strin
 
 /**
  * `dir/name` through the confined resolver: a link leading out of the folder is refused, not read.
- * Only a regular file of at most `maxBytes` is read (else invalid_argument).
+ * Only a regular file of at most `maxBytes` is read (else invalid_argument); undefined when absent.
+ * The one reader of a model folder's side files (the embedding backend's sentence-transformers files too).
  */
-async function readText(dir: string, name: string, maxBytes: number): Promise<string | undefined> {
-  const found = resolveConfinedPath(dir, name, `${name} of model folder '${dir}'`, 'that folder');
+export async function readModelFolderText(
+  dir: string,
+  name: string,
+  maxBytes: number,
+  where: { readonly what: string; readonly within: string } = { what: `${name} of model folder '${dir}'`, within: 'that folder' },
+): Promise<string | undefined> {
+  const found = resolveConfinedPath(dir, name, where.what, where.within);
   if (!found.exists) return undefined;
   try {
     // Non-blocking: opening a FIFO for reading would otherwise wait for a writer forever.

@@ -344,7 +344,7 @@ export class EmbeddingBackend implements Backend {
     try {
       const files = await readModelFolder(versionPath);
       tokenizer = Tokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig, files.modelConfig);
-      options = await readEmbeddingOptions(config, versionPath);
+      options = await readEmbeddingOptions(config, versionPath, files);
     } catch (e) {
       return fail(e instanceof Error ? e.message.replace(`unable to load model '${modelName}': `, '') : String(e), e);
     }

@@ -19,8 +19,8 @@
  *
  * Every file is resolved inside the version folder (`resolveConfinedPath`), read with a size bound.
  */
-import { readFile, stat } from 'node:fs/promises';
-import { enforceLimits, invalidArgument, resolveConfinedPath } from '@switchyard/common';
+import { enforceLimits, invalidArgument } from '@switchyard/common';
+import { readModelFolderText, type ModelFolderFiles } from '@switchyard/llm';
 import type { ModelConfig } from '@switchyard/model-config';
 import { POOLING_MODES, type PoolingMode } from './pooling.js';
 
@@ -41,14 +41,11 @@ export interface EmbeddingModelOptions {
 type Json = Record<string, unknown>;
 
 async function readJson(folder: string, name: string, what: string): Promise<Json | undefined> {
-  const found = resolveConfinedPath(folder, name, what, 'its version folder');
-  if (!found.exists) return undefined;
-  const info = await stat(found.path);
-  if (!info.isFile()) throw invalidArgument(`${what}: '${name}' is not a file`);
-  if (info.size > MAX_SIDE_FILE_BYTES) throw invalidArgument(`${what}: '${name}' is larger than ${MAX_SIDE_FILE_BYTES} bytes`);
+  const text = await readModelFolderText(folder, name, MAX_SIDE_FILE_BYTES, { what, within: 'its version folder' });
+  if (text === undefined) return undefined;
   let parsed: unknown;
   try {
-    parsed = JSON.parse(await readFile(found.path, 'utf8'));
+    parsed = JSON.parse(text);
   } catch (e) {
     throw invalidArgument(`${what}: '${name}' is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
@@ -99,8 +96,16 @@ function positiveInt(v: unknown): number | undefined {
   return typeof v === 'number' && Number.isInteger(v) && v > 0 ? v : undefined;
 }
 
-/** Read and check the options of the version in `folder`; throws invalid_argument naming the field. */
-export async function readEmbeddingOptions(config: ModelConfig, folder: string): Promise<EmbeddingModelOptions> {
+/**
+ * Read and check the options of the version in `folder`; throws invalid_argument naming the field.
+ * `read`: the folder's tokenizer_config.json and config.json when the caller has read them already
+ * (`readModelFolder`), so they are not read twice.
+ */
+export async function readEmbeddingOptions(
+  config: ModelConfig,
+  folder: string,
+  read?: Pick<ModelFolderFiles, 'tokenizerConfig' | 'modelConfig'>,
+): Promise<EmbeddingModelOptions> {
   const what = `unable to load model '${config.name}'`;
   const st = await sentenceTransformersModules(folder, what);
   const poolingParam = param(config, 'pooling_mode');
@@ -112,8 +117,8 @@ export async function readEmbeddingOptions(config: ModelConfig, folder: string):
     throw invalidArgument(`${what}: parameter 'normalize' must be true or false, got '${normalizeParam}'`);
   }
   const sbert = await readJson(folder, 'sentence_bert_config.json', what);
-  const tokConfig = await readJson(folder, 'tokenizer_config.json', what);
-  const hf = await readJson(folder, 'config.json', what);
+  const tokConfig: Json | undefined = read !== undefined ? read.tokenizerConfig : await readJson(folder, 'tokenizer_config.json', what);
+  const hf: Json | undefined = read !== undefined ? read.modelConfig : await readJson(folder, 'config.json', what);
   const lengthParam = param(config, 'max_seq_length');
   let maxSeqLength: number;
   if (lengthParam !== undefined) {
