@@ -3,7 +3,7 @@
  * (files under /dev/shm), registers them, and sends inputs / receives outputs through them over
  * HTTP and gRPC.
  */
-import { closeSync, existsSync, ftruncateSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, ftruncateSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -315,7 +315,12 @@ describe('regions unregistered while requests use them (qa TestSharedMemoryUnreg
   }
 
   const started = (id: string) => waitFor(async () => existsSync(join(repo.path, 'simple/started', id)), { message: `request ${id} never started` });
-  const openGate = (id: string, content = '') => writeFileSync(join(repo.path, 'simple/gates', id), content);
+  // written aside and renamed into place: the model polls for the file, and must never see it created but still empty
+  const openGate = (id: string, content = '') => {
+    const gate = join(repo.path, 'simple/gates', id);
+    writeFileSync(`${gate}.tmp`, content);
+    renameSync(`${gate}.tmp`, gate);
+  };
 
   /** qa's _test_shm_found: the status (asked over HTTP, by a second client) lists exactly the four regions. */
   async function expectFound(): Promise<void> {
