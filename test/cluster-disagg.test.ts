@@ -22,6 +22,10 @@
  * 6. a client that disconnects during a transfer → both workers' pinned blocks back to 0;
  * 7. the decode worker dies mid-stream → the stream migrates to another decode worker, no token lost;
  * 8. kill -9 of the prefill worker during a transfer → the request completes.
+ * Between 3 and 4, a scripted decoder (test/lib/scripted-llm.ts) answering reasoning and hermes tool
+ * calls, prefilled remotely: the router parses the same tool calls, content and reasoning from the
+ * disaggregated stream as the standalone worker from its aggregated one, streamed and not. The script
+ * continues only when the decode worker holds the prefill worker's KV (its markers live in the cache).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -33,6 +37,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
 import { metricsText, routingDecisions, total } from './lib/metrics.js';
 import { SLOW_MOCK_CONFIG, mockerText } from './lib/mock-llm.js';
+import { scriptedModelFiles } from './lib/scripted-llm.js';
 import { post } from './lib/tensors.js';
 import { freePort, startTcpProxy, type TcpProxy } from './lib/tcp-proxy.js';
 import { sleep, waitFor } from './lib/wait-for.js';
@@ -40,6 +45,11 @@ import { startCluster, type Cluster } from './support/cluster.js';
 
 const MIN_REMOTE = 32;
 const LLMS = ['tiny_llm', 'tiny_llm_fp16'] as const;
+/** The scripted tool-calling model: its reply, and what a client must see of it. */
+const TOOLS_MODEL = 'scripted_hermes';
+const TOOLS_REPLY =
+  '<think>\nTwo lookups.\n</think>\n\nChecking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": [1, 2]}}\n</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {"tz": "CET"}}\n</tool_call>';
+const TOOLS_CONFIG = readFileSync(join(repoRoot(), 'test/fixtures/tool_call_repository', TOOLS_MODEL, 'config.pbtxt'), 'utf8');
 const LOAD = (...models: string[]) => ['--model-control-mode=explicit', ...models.map((m) => `--load-model=${m}`)];
 
 let cluster: Cluster;
@@ -64,12 +74,12 @@ beforeAll(async () => {
   const mismatchFiles = { ...renamedFiles('tiny_llm', 'mm_llm'), 'mm_llm/config.pbtxt': new TextEncoder().encode(renamedConfig('tiny_llm', 'mm_llm')) };
   cluster = await startCluster({
     workers: [
-      ['--role=prefill', `--kv-transfer-port=${transferPort}`, `--kv-transfer-address=127.0.0.1:${proxy.port}`, ...LOAD(...LLMS, 'mock_llm', 'mm_llm')],
-      ['--role=decode', '--kv-transfer-address=127.0.0.1', ...LOAD(...LLMS, 'mock_llm')],
+      ['--role=prefill', `--kv-transfer-port=${transferPort}`, `--kv-transfer-address=127.0.0.1:${proxy.port}`, ...LOAD(...LLMS, 'mock_llm', 'mm_llm', TOOLS_MODEL)],
+      ['--role=decode', '--kv-transfer-address=127.0.0.1', ...LOAD(...LLMS, 'mock_llm', TOOLS_MODEL)],
     ],
     routerArgs: [`--disagg-min-remote-tokens=${MIN_REMOTE}`, '--stall-probe-ms=1000'],
-    files: { 'mock_llm/config.pbtxt': SLOW_MOCK_CONFIG, ...mismatchFiles },
-    waitForModels: [...LLMS, 'mock_llm'],
+    files: { 'mock_llm/config.pbtxt': SLOW_MOCK_CONFIG, ...mismatchFiles, ...scriptedModelFiles(TOOLS_MODEL, TOOLS_REPLY), [`${TOOLS_MODEL}/config.pbtxt`]: TOOLS_CONFIG },
+    waitForModels: [...LLMS, 'mock_llm', TOOLS_MODEL],
   });
   // workers join in any order: tell them by the role they logged
   const roleOf = (w: WorkerProcess): unknown => (w.logs().find((l) => l.msg === 'worker started')?.cluster as { role?: string } | undefined)?.role;
@@ -77,7 +87,7 @@ beforeAll(async () => {
   prefill = cluster.workers.find((w) => roleOf(w) === 'prefill')!;
   decode = cluster.workers.find((w) => roleOf(w) === 'decode')!;
   expect([prefill, decode].every((w) => w !== undefined)).toBe(true);
-  standalone = await startWorkerProcess({ modelRepositories: [cluster.repo.path], args: LOAD(...LLMS) });
+  standalone = await startWorkerProcess({ modelRepositories: [cluster.repo.path], args: LOAD(...LLMS, TOOLS_MODEL) });
   openai = new OpenAI({ baseURL: `${cluster.router.httpUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
   reference = new OpenAI({ baseURL: `${standalone.httpUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
 }, 120_000);
@@ -231,6 +241,55 @@ describe('disaggregated prefill and decode', () => {
     expect(disagg(s, model, 'remote')).toBe(0);
     await saturated.stop();
     cluster.routers.splice(cluster.routers.indexOf(saturated), 1);
+  }, 60_000);
+
+  it('tool calls and reasoning on a disaggregated stream: the router parses what the standalone worker parses, streamed and not', async () => {
+    const tools: OpenAI.ChatCompletionTool[] = [
+      { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'array' } } } } },
+      { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { tz: { type: 'string' } } } } },
+    ];
+    type Seen = { content: string | null; reasoning: string | undefined; finish: string | null; calls: Array<{ name: string; arguments: string }>; usage: unknown };
+    const plain = async (client: OpenAI, question: string): Promise<Seen> => {
+      const r = await client.chat.completions.create({ model: TOOLS_MODEL, messages: [{ role: 'user', content: question }], tools, temperature: 0 });
+      const message = r.choices[0]!.message as OpenAI.ChatCompletionMessage & { reasoning_content?: string };
+      const calls = (message.tool_calls ?? []).map((c) => (c as OpenAI.ChatCompletionMessageFunctionToolCall).function);
+      return { content: message.content, reasoning: message.reasoning_content, finish: r.choices[0]!.finish_reason, calls, usage: r.usage };
+    };
+    const streamed = async (client: OpenAI, question: string): Promise<Seen> => {
+      const stream = await client.chat.completions.create({ model: TOOLS_MODEL, messages: [{ role: 'user', content: question }], tools, temperature: 0, stream: true, stream_options: { include_usage: true } });
+      const seen: Seen = { content: '', reasoning: '', finish: null, calls: [], usage: undefined };
+      for await (const chunk of stream) {
+        if (chunk.usage) seen.usage = chunk.usage;
+        const choice = chunk.choices[0];
+        if (choice === undefined) continue;
+        const d = choice.delta as OpenAI.ChatCompletionChunk.Choice.Delta & { reasoning_content?: string };
+        seen.finish = choice.finish_reason ?? seen.finish;
+        seen.content += d.content ?? '';
+        seen.reasoning += d.reasoning_content ?? '';
+        for (const t of d.tool_calls ?? []) {
+          if (t.id !== undefined) seen.calls[t.index] = { name: t.function!.name!, arguments: '' };
+          seen.calls[t.index]!.arguments += t.function?.arguments ?? '';
+        }
+      }
+      return seen;
+    };
+    const expected = {
+      finish: 'tool_calls',
+      calls: [
+        { name: 'get_weather', arguments: '{"city": "Paris", "days": [1, 2]}' },
+        { name: 'get_time', arguments: '{"tz": "CET"}' },
+      ],
+    };
+    for (const [kind, ask] of [['whole', plain], ['streamed', streamed]] as const) {
+      const question = `${kind}: ${story(`tools ${kind}`, 3)}`;
+      const m0 = await routerMetrics();
+      const viaCluster = await ask(openai, question);
+      const viaReference = await ask(reference, question);
+      expect(viaReference).toMatchObject({ ...expected, reasoning: '\nTwo lookups.\n', content: '\n\nChecking.\n' });
+      expect(viaCluster).toEqual(viaReference);
+      expect(disagg(await routerMetrics(), TOOLS_MODEL, 'remote') - disagg(m0, TOOLS_MODEL, 'remote')).toBe(1);
+    }
+    await nothingPinned();
   }, 60_000);
 
   it('a decode worker whose KV layout differs prefills locally: stated in its log and the router log, counted fallback', async () => {
