@@ -27,4 +27,34 @@ describe('fuzz helpers', () => {
       ['b.c', '{"a":[1,2],"b":{"c":9}}'],
     ]);
   });
+
+  it('fails a property with its seed and counterexample, even one nested too deeply for a recursive printer', () => {
+    const deep = nested(DEEP_NESTING);
+    let message = '';
+    try {
+      fuzz(fc.constant(deep), () => {
+        throw new Error('refused the deep value');
+      });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toMatch(/^Property failed after 1 tests\n\{ seed: -?\d+, path: "[0-9:]*" \}/);
+    expect(message).toContain('Counterexample: (nested too deeply to print');
+    expect(message).toContain('Got error: Error: refused the deep value');
+    expect(() => fuzz(fc.integer({ min: 0, max: 9 }), (n) => expect(n).toBeLessThan(5))).toThrow(/Counterexample: \[5\]/);
+  });
+
+  it('bounds the CPU time of an input: over the bound twice fails, over it once (a pause) passes', () => {
+    const spin = (ms: number): void => {
+      const start = process.cpuUsage();
+      for (;;) {
+        const used = process.cpuUsage(start);
+        if ((used.user + used.system) / 1000 >= ms) return;
+      }
+    };
+    expect(() => fuzz(fc.constant(0), () => spin(30), { timeLimitMs: 10 })).toThrow(/took \d+ ms of CPU, twice \(limit 10 ms\)/);
+    let calls = 0;
+    expect(() => fuzz(fc.constant(0), () => spin(calls++ === 0 ? 30 : 0), { timeLimitMs: 10, scale: 0.005 })).not.toThrow();
+    expect(calls).toBe(2);
+  });
 });
