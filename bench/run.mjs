@@ -19,7 +19,9 @@
 // Planner (issue 12, bench/planner.mjs): the cluster simulator on a sinusoidal day, the planner in load
 // and sla mode against static peak and static mean provisioning: SLO attainment and worker-seconds.
 // Embeddings (bench/embeddings.mjs): OpenAI /v1/embeddings on the tiny encoder with dynamic batching
-// off and on, one-sentence and 32-sentence requests, embeddings/s and the on/off ratio.
+// off and on, one-sentence and 32-sentence requests, embeddings/s and the on/off ratio; then 32- and
+// 256-sentence requests straight to a cluster worker and through a router, router/direct ratio and the
+// infer requests the worker received per call.
 // Guided decoding (bench/guided-decoding.mjs): sample() and the engine on a 151,936-token vocabulary,
 // with and without a JSON-schema / json_object constraint: added time per generated token.
 // Cluster hop (bench/cluster-hop.mjs): one worker and one router over private etcd, NATS and

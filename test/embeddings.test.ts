@@ -3,7 +3,9 @@
  * models of the `embedding` backend (test/fixtures/embedding_repository, files written by
  * onnx-builder's embeddingFixtureRepositoryFiles()). Every vector is checked against a reference
  * computed here: the ONNX model run directly with onnxruntime-node on each sequence alone (no
- * padding), pooled and normalised by this file's own code.
+ * padding), pooled and normalised by this file's own code. A multi-input request reaches the worker as
+ * ceil(n / max_batch_size) infer requests (token ids: per length), counted in the worker's KServe
+ * statistics; `tiny_embed_single` (tiny_embed's folder, max_batch_size 0) gets one per input.
  */
 import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
@@ -16,7 +18,13 @@ import { fixtureRepository, type FixtureRepository } from './lib/fixture-reposit
 import { get, post } from './lib/tensors.js';
 import { startCluster, type Cluster } from './support/cluster.js';
 
-const files = (): Record<string, Uint8Array> => Object.fromEntries(embeddingFixtureRepositoryFiles().map((f) => [f.path, f.build()]));
+/** The fixture's generated files, and `tiny_embed_single`: tiny_embed's folder served without batching (max_batch_size 0). */
+const files = (): Record<string, Uint8Array> => {
+  const generated = Object.fromEntries(embeddingFixtureRepositoryFiles().map((f) => [f.path, f.build()]));
+  const single = Object.entries(generated).filter(([path]) => path.startsWith('tiny_embed/1/'));
+  const config = `name: "tiny_embed_single"\nbackend: "embedding"\nmax_batch_size: 0\ninstance_group [ { count: 1 kind: KIND_CPU } ]\n`;
+  return { ...generated, ...Object.fromEntries(single.map(([path, bytes]) => [path.replace('tiny_embed/', 'tiny_embed_single/'), bytes])), 'tiny_embed_single/config.pbtxt': new TextEncoder().encode(config) };
+};
 
 /** The reference: each sequence alone through the ONNX model, then pooled (and normalised) here. */
 class Reference {
@@ -69,8 +77,8 @@ function expectClose(actual: readonly number[], expected: readonly number[]): vo
 
 const TEXTS = ['hello world', 'The quick brown fox jumps over the lazy dog', 'a', 'Switchyard serves embeddings'];
 
-/** The suite both doors share: `url` is the OpenAI base URL of a worker or a router. */
-function embeddingsSuite(name: string, url: () => string, repoPath: () => string, stats: () => string) {
+/** The suite both doors share: `url` is the OpenAI base URL of a worker or a router, `workerUrl` the worker's own. */
+function embeddingsSuite(name: string, url: () => string, workerUrl: () => string, repoPath: () => string, stats: (model?: string) => string) {
   describe(name, () => {
     let client: OpenAI;
     let mean: Reference;
@@ -183,8 +191,76 @@ function embeddingsSuite(name: string, url: () => string, repoPath: () => string
 
     it('lists the embedding models on /v1/models', async () => {
       const ids = (await client.models.list()).data.map((m) => m.id);
-      expect(ids).toEqual(expect.arrayContaining(['tiny_embed', 'tiny_embed_cls', 'tiny_embed_pooled']));
+      expect(ids).toEqual(expect.arrayContaining(['tiny_embed', 'tiny_embed_cls', 'tiny_embed_pooled', 'tiny_embed_single']));
       expect((await client.models.retrieve('tiny_embed')).id).toBe('tiny_embed');
+    });
+
+    it('sends a multi-input request as ceil(n / max_batch_size) infer requests; rows come back in order, as the worker computes them', async () => {
+      const inputs = Array.from({ length: 40 }, (_, i) => `input ${i} ${'y'.repeat(i % 5)}`);
+      const before = await executionCounts(stats());
+      const grouped = await client.embeddings.create({ model: 'tiny_embed', input: inputs, encoding_format: 'float' });
+      const after = await executionCounts(stats());
+      // max_batch_size 16: three requests of 14, 13 and 13 rows reach the worker (not 40).
+      expect([after.requests - before.requests, after.inferences - before.inferences]).toEqual([3, 40]);
+      expect(grouped.data.map((d) => d.index)).toEqual(inputs.map((_, i) => i));
+      // The worker's own door groups the same way: the same executions, so the same floats bit for bit.
+      const direct = await new OpenAI({ baseURL: workerUrl(), apiKey: 'unused', maxRetries: 0 }).embeddings.create({ model: 'tiny_embed', input: inputs, encoding_format: 'float' });
+      expect(grouped.data).toEqual(direct.data);
+      expect(grouped.usage).toEqual(direct.usage);
+      // One by one (each input alone in its execution): equal up to float32 rounding, which moves with
+      // the batch's shape (onnxruntime's CPU kernels), as it did when the dynamic batcher packed them.
+      let tokens = 0;
+      for (const [i, input] of inputs.entries()) {
+        const alone = await client.embeddings.create({ model: 'tiny_embed', input, encoding_format: 'float' });
+        expectClose(grouped.data[i]!.embedding, alone.data[0]!.embedding);
+        expectClose(grouped.data[i]!.embedding, await mean.embed(mean.ids(input), 'mean', true));
+        tokens += alone.usage.prompt_tokens;
+      }
+      expect(grouped.usage).toEqual({ prompt_tokens: tokens, total_tokens: tokens });
+      // base64 carries the same float32 bytes.
+      const b64 = await client.embeddings.create({ model: 'tiny_embed', input: inputs, encoding_format: 'base64' });
+      for (const [i, d] of b64.data.entries()) expect(d.embedding as unknown as string).toBe(Buffer.from(Float32Array.from(grouped.data[i]!.embedding).buffer).toString('base64'));
+    });
+
+    it('groups token-id inputs by length, and dimensions applies to every row (no dynamic batching)', async () => {
+      const ids = Array.from({ length: 12 }, (_, i) => Array.from({ length: 3 + (i % 3) }, (_, j) => 5 + ((i * 7 + j * 3) % 40)));
+      const before = await executionCounts(stats('tiny_embed_cls'));
+      const grouped = await client.embeddings.create({ model: 'tiny_embed_cls', input: ids, encoding_format: 'float', dimensions: 8 });
+      const after = await executionCounts(stats('tiny_embed_cls'));
+      // Three lengths, four inputs each: three requests, each one execution (no dynamic batching here).
+      expect([after.requests - before.requests, after.inferences - before.inferences, after.executions - before.executions]).toEqual([3, 12, 3]);
+      for (const [i, seq] of ids.entries()) {
+        const alone = await client.embeddings.create({ model: 'tiny_embed_cls', input: [seq], encoding_format: 'float', dimensions: 8 });
+        expectClose(grouped.data[i]!.embedding, alone.data[0]!.embedding);
+        expect(grouped.data[i]!.embedding).toHaveLength(8);
+        expectClose(grouped.data[i]!.embedding, await cls.embed(seq, 'cls', false, 8));
+      }
+      expect(grouped.usage.prompt_tokens).toBe(ids.flat().length);
+    });
+
+    it('one input over max_seq_length among many fails the whole request with its message', async () => {
+      const long = 'The quick brown fox jumps over the lazy dog. '.repeat(6);
+      const inputs = Array.from({ length: 30 }, (_, i) => (i === 21 ? long : `short ${i}`));
+      await expect(client.embeddings.create({ model: 'tiny_embed', input: inputs })).rejects.toMatchObject({
+        status: 400,
+        message: expect.stringContaining(`However, you requested ${mean.ids(long).length} tokens in the input for embedding generation.`),
+      });
+      const ids = Array.from({ length: 10 }, (_, i) => Array(i === 4 ? 33 : 5).fill(7));
+      await expect(client.embeddings.create({ model: 'tiny_embed', input: ids })).rejects.toMatchObject({ status: 400, message: expect.stringContaining('However, you requested 33 tokens') });
+    });
+
+    it('a model that does not batch (max_batch_size 0) gets one request per input, with the same vectors', async () => {
+      const before = await executionCounts(stats('tiny_embed_single'));
+      const single = await client.embeddings.create({ model: 'tiny_embed_single', input: TEXTS, encoding_format: 'float' });
+      const after = await executionCounts(stats('tiny_embed_single'));
+      expect([after.requests - before.requests, after.inferences - before.inferences]).toEqual([TEXTS.length, TEXTS.length]);
+      const batched = await client.embeddings.create({ model: 'tiny_embed', input: TEXTS, encoding_format: 'float' });
+      for (const [i, d] of single.data.entries()) expectClose(d.embedding, batched.data[i]!.embedding);
+      expect(single.usage).toEqual(batched.usage);
+      const ids = TEXTS.map((t) => mean.ids(t));
+      const byIds = await client.embeddings.create({ model: 'tiny_embed_single', input: ids, encoding_format: 'float' });
+      // Each alone, as the text inputs were: the same executions, the same floats.
+      expect(byIds.data.map((d) => d.embedding)).toEqual(single.data.map((d) => d.embedding));
     });
 
     it('concurrent requests batch in the dynamic batcher and get their own vectors', async () => {
@@ -199,10 +275,13 @@ function embeddingsSuite(name: string, url: () => string, repoPath: () => string
   });
 }
 
-/** tiny_embed's inference and execution counts from a worker's KServe statistics. */
-async function executionCounts(statsUrl: string): Promise<{ inferences: number; executions: number }> {
-  const body = JSON.parse((await get(statsUrl)).body.toString('utf8')) as { model_stats: Array<{ inference_count: number; execution_count: number }> };
-  return { inferences: body.model_stats[0]!.inference_count, executions: body.model_stats[0]!.execution_count };
+/** A model's request (successful infer requests), inference (rows) and execution counts from a worker's KServe statistics. */
+async function executionCounts(statsUrl: string): Promise<{ requests: number; inferences: number; executions: number }> {
+  const body = JSON.parse((await get(statsUrl)).body.toString('utf8')) as {
+    model_stats: Array<{ inference_count: number; execution_count: number; inference_stats: { success: { count: number } } }>;
+  };
+  const stats = body.model_stats[0]!;
+  return { requests: stats.inference_stats.success.count, inferences: stats.inference_count, executions: stats.execution_count };
 }
 
 let repo: FixtureRepository;
@@ -237,15 +316,15 @@ describe('embeddings', () => {
     expect([badTruncate.status, badTruncate.json().error]).toEqual([400, 'truncate_prompt_tokens value (100) is greater than max_model_len (64). Please, select a smaller truncation size.']);
   });
 
-  embeddingsSuite('on a worker', () => `${worker.httpUrl}/v1`, () => repo.path, () => `${worker.httpUrl}/v2/models/tiny_embed/stats`);
+  embeddingsSuite('on a worker', () => `${worker.httpUrl}/v1`, () => `${worker.httpUrl}/v1`, () => repo.path, (model = 'tiny_embed') => `${worker.httpUrl}/v2/models/${model}/stats`);
 });
 
 describe('embeddings through a router', () => {
   beforeAll(async () => {
-    cluster = await startCluster({ fixture: 'embedding_repository', files: files(), workers: [[]], waitForModels: ['tiny_embed', 'tiny_embed_cls', 'tiny_embed_pooled'] });
+    cluster = await startCluster({ fixture: 'embedding_repository', files: files(), workers: [[]], waitForModels: ['tiny_embed', 'tiny_embed_cls', 'tiny_embed_pooled', 'tiny_embed_single'] });
   }, 60_000);
   afterAll(async () => {
     await cluster?.stop();
   });
-  embeddingsSuite('through a router', () => `${cluster.router.httpUrl}/v1`, () => cluster.repo.path, () => `${cluster.workers[0]!.httpUrl}/v2/models/tiny_embed/stats`);
+  embeddingsSuite('through a router', () => `${cluster.router.httpUrl}/v1`, () => `${cluster.workers[0]!.httpUrl}/v1`, () => cluster.repo.path, (model = 'tiny_embed') => `${cluster.workers[0]!.httpUrl}/v2/models/${model}/stats`);
 });

@@ -1,33 +1,27 @@
 /**
  * `POST /v1/embeddings` on any InferenceEngine (a worker's, or a router's ClusterEngine): the models
  * it serves are the READY models of the `embedding` backend (their config says so, on a worker and in a
- * router's model cards alike). Each input becomes one KServe infer request to the model (`text_input`
- * or `input_ids`, embedding-io.ts), all submitted at once, so the model's scheduler batches them with
- * each other and with concurrent requests (`dynamic_batching`); on a router each goes to a worker like
- * any tensor request. The first failure cancels the rest and is the answer (one long input fails the
- * request, as vLLM). A client that goes away cancels every pending input.
+ * router's model cards alike). The inputs travel as few KServe infer requests as the model takes
+ * (embeddings-batching.ts: up to `max_batch_size` rows each; one per input when the model does not
+ * batch), all submitted at once, so the model's scheduler batches them further with concurrent requests
+ * (`dynamic_batching`); on a router each request goes to a worker like any tensor request, one NATS
+ * round trip. The answers' rows go back to the inputs' order. The first failure cancels the rest and is
+ * the answer (one long input fails the request, as vLLM). A client that goes away cancels every pending
+ * request.
  *
  * Response: OpenAI's `{object: "list", data: [{object: "embedding", index, embedding}], model,
  * usage: {prompt_tokens, total_tokens}}`; `encoding_format: "base64"` gives each embedding as the
  * base64 of its little-endian float32 bytes (as OpenAI; the SDK decodes it so).
  */
 import type { ServerResponse } from 'node:http';
-import { internal, notFound } from '@switchyard/common';
-import {
-  EMBEDDING_BACKEND,
-  EMBEDDING_DIMENSIONS_PARAMETER,
-  EMBEDDING_IDS_INPUT,
-  EMBEDDING_OUTPUT,
-  EMBEDDING_TEXT_INPUT,
-  EMBEDDING_TOKENS_OUTPUT,
-  EMBEDDING_TRUNCATE_PARAMETER,
-  type InferenceEngine,
-} from '@switchyard/engine';
-import { type InferRequest, type InferResponse, type InferTensor, serializeStringElements } from '@switchyard/kserve';
+import { notFound } from '@switchyard/common';
+import { EMBEDDING_BACKEND, EMBEDDING_DIMENSIONS_PARAMETER, EMBEDDING_TRUNCATE_PARAMETER, type InferenceEngine } from '@switchyard/engine';
+import type { InferRequest, InferResponse } from '@switchyard/kserve';
 import { InvalidParamError, type OpenAiModel } from '@switchyard/llm';
 import { sendJson } from '../http/http-reply.js';
 import { waitForModel } from '../wait-for-model.js';
-import { type EmbeddingInput, parseEmbeddingsRequest } from './embeddings-request.js';
+import { type EmbeddingRow, embeddingRows, groupEmbeddingInputs } from './embeddings-batching.js';
+import { parseEmbeddingsRequest } from './embeddings-request.js';
 
 /** The READY embedding models' names, sorted. */
 export async function embeddingModels(engine: InferenceEngine): Promise<string[]> {
@@ -70,10 +64,11 @@ export async function handleEmbeddings(engine: InferenceEngine, res: ServerRespo
   const request = parseEmbeddingsRequest(body);
   if (request.model !== undefined) await waitForModel(engine, request.model, res, 'close');
   const model = await modelFor(engine, request.model);
-  const batched = engine.modelConfig(model).max_batch_size > 0;
+  const batchSize = engine.modelConfig(model).max_batch_size;
   const parameters: InferRequest['parameters'] = {};
   if (request.dimensions !== undefined) parameters[EMBEDDING_DIMENSIONS_PARAMETER] = request.dimensions;
   if (request.truncatePromptTokens !== undefined) parameters[EMBEDDING_TRUNCATE_PARAMETER] = request.truncatePromptTokens;
+  const groups = groupEmbeddingInputs(request.inputs, batchSize);
 
   const abort = new AbortController();
   const onClose = (): void => {
@@ -83,9 +78,9 @@ export async function handleEmbeddings(engine: InferenceEngine, res: ServerRespo
   let answers: InferResponse[];
   try {
     answers = await Promise.all(
-      request.inputs.map((input) =>
-        engine.infer({ id: '', modelName: model, modelVersion: undefined, parameters, inputs: [tensorOf(input, batched)], outputs: [] }, { signal: abort.signal }).catch((e: unknown) => {
-          abort.abort(); // the request fails: the other inputs need not run
+      groups.map((group) =>
+        engine.infer({ id: '', modelName: model, modelVersion: undefined, parameters, inputs: [group.tensor], outputs: [] }, { signal: abort.signal }).catch((e: unknown) => {
+          abort.abort(); // the request fails: the other groups need not run
           throw e;
         }),
       ),
@@ -93,32 +88,13 @@ export async function handleEmbeddings(engine: InferenceEngine, res: ServerRespo
   } finally {
     res.off('close', onClose);
   }
+  const rows: EmbeddingRow[] = new Array(request.inputs.length);
+  groups.forEach((group, g) => embeddingRows(answers[g]!, group.indexes.length).forEach((row, j) => (rows[group.indexes[j]!] = row)));
   let promptTokens = 0;
-  const data = answers.map((answer, index) => {
-    const { vector, tokens } = embeddingOf(answer);
+  const data = rows.map(({ vector, tokens }, index) => {
     promptTokens += tokens;
     const embedding = request.encodingFormat === 'base64' ? Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString('base64') : Array.from(vector);
     return { object: 'embedding', index, embedding };
   });
   sendJson(res, 200, JSON.stringify({ object: 'list', data, model, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } }));
-}
-
-function tensorOf(input: EmbeddingInput, batched: boolean): InferTensor {
-  if ('text' in input) {
-    return { name: EMBEDDING_TEXT_INPUT, datatype: 'BYTES', shape: batched ? [1, 1] : [1], data: serializeStringElements([input.text]), parameters: {} };
-  }
-  const ids = BigInt64Array.from(input.ids, (id) => BigInt(id));
-  return { name: EMBEDDING_IDS_INPUT, datatype: 'INT64', shape: batched ? [1, ids.length] : [ids.length], data: new Uint8Array(ids.buffer), parameters: {} };
-}
-
-/** One answer's vector (a copy, aligned) and token count; a malformed answer is a server error. */
-function embeddingOf(answer: InferResponse): { vector: Float32Array; tokens: number } {
-  const out = answer.outputs.find((o) => o.name === EMBEDDING_OUTPUT);
-  const count = answer.outputs.find((o) => o.name === EMBEDDING_TOKENS_OUTPUT);
-  if (out === undefined || out.datatype !== 'FP32' || out.data.byteLength % 4 !== 0 || count === undefined || count.datatype !== 'INT32' || count.data.byteLength !== 4) {
-    throw internal(`model '${answer.modelName}' answered without the '${EMBEDDING_OUTPUT}' FP32 and '${EMBEDDING_TOKENS_OUTPUT}' INT32 outputs of one sequence`);
-  }
-  const vector = new Float32Array(out.data.slice().buffer);
-  const tokens = new DataView(count.data.buffer, count.data.byteOffset, 4).getInt32(0, true);
-  return { vector, tokens };
 }
