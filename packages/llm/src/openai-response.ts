@@ -74,7 +74,8 @@ export interface ChatParsing {
    * A tool choice guided decoding forced (`output-parsers/forced-tool-calls.ts` reads it), answered
    * as vLLM answers it: `content` is '' (not null); `finish_reason` is the engine's for a named
    * function ('stop' or 'length'), and 'tool_calls' for 'required' when the output ended on its
-   * own ('length' when max_tokens cut it). Absent: 'tool_calls' whenever the parser found a call.
+   * own with a call ('length' when max_tokens cut it). Absent: 'tool_calls' whenever the parser
+   * found a call.
    */
   readonly forced?: 'required' | 'named';
 }
@@ -130,8 +131,8 @@ export class ChatAssembler {
   private finish(end: ChoiceEnd): ChoiceEnd {
     const forced = this.parsing?.forced;
     if (forced === 'named') return end;
-    const calls = forced === 'required' ? end.finishReason === 'stop' : this.calls.length > 0;
-    return calls ? { finishReason: 'tool_calls', stopReason: end.stopReason } : end;
+    const called = this.calls.length > 0 && (forced === undefined || end.finishReason === 'stop');
+    return called ? { finishReason: 'tool_calls', stopReason: end.stopReason } : end;
   }
 
   /**

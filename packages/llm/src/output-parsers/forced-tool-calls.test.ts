@@ -128,5 +128,9 @@ describe('a forced tool choice assembled as vLLM answers it', () => {
     const early = assembler('required');
     early.add(step('[{"na', 'length'));
     expect(early.response(usage).choices[0]).toEqual({ index: 0, message: { role: 'assistant', content: '' }, logprobs: null, finish_reason: 'length', stop_reason: null });
+    // An output that is no list (no constraint behind it) holds no call and keeps the engine's reason.
+    const none = assembler('required');
+    none.add(step('no list', 'stop'));
+    expect(none.response(usage).choices[0]).toMatchObject({ message: { content: '' }, finish_reason: 'stop' });
   });
 });
