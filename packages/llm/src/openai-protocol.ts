@@ -694,33 +694,36 @@ function parseTools(o: Json): { tools: ChatTool[] | undefined; toolChoice: ToolC
 
 /**
  * A forced tool choice ('required', a named function) as guided decoding (`guided/tool-choice.ts`,
- * vLLM's schemas), or null for 'auto' / 'none'. Every tool the choice may call is compiled on its own
- * first, so a schema feature the automaton lacks is refused naming that tool, as response_format's
- * are (`tools[0].function.parameters: pattern is not supported (at #/properties/id)`); then the whole
- * schema (bounds that only the union of the tools can pass, param `tool_choice`).
+ * vLLM's schemas), or null for 'auto' / 'none'. When the schema does not compile, each tool the
+ * choice may call is compiled on its own to name the one at fault, as response_format's refusals
+ * name theirs (`tools[0].function.parameters: pattern is not supported (at #/properties/id)`, param
+ * the same path); a refusal no single tool causes (bounds over the union of them) names `tool_choice`.
+ * The whole schema is compiled once on the way in: a request pays for the tools' own compiles only
+ * when it is refused.
  */
 function toolChoiceGuidedDecoding(tools: readonly ChatTool[] | undefined, choice: ToolChoice): GuidedDecoding | null {
   if (tools === undefined || choice === 'none' || choice === 'auto') return null;
-  const named = choice === 'required' ? -1 : tools.findIndex((t) => t.function.name === choice.name);
-  tools.forEach((tool, i) => {
-    if (named !== -1 && i !== named) return;
-    const where = `tools[${i}].function.parameters`;
-    try {
-      compileJsonSchema(toolParameters(tool), where);
-    } catch (e) {
-      if (!isSwitchyardError(e)) throw e;
-      throw new InvalidParamError(where, e.message, e);
-    }
-  });
+  let schema: Record<string, unknown> | null;
   try {
-    const schema = toolChoiceSchema(tools, choice);
+    schema = toolChoiceSchema(tools, choice);
     if (schema === null) return null;
     compileJsonSchema(schema, choice === 'required' ? "the schema of tool_choice 'required'" : `the schema of tool_choice '${choice.name}'`);
-    return { kind: 'json_schema', schema };
   } catch (e) {
     if (!isSwitchyardError(e)) throw e;
+    const named = choice === 'required' ? -1 : tools.findIndex((t) => t.function.name === choice.name);
+    tools.forEach((tool, i) => {
+      if (named !== -1 && i !== named) return;
+      const where = `tools[${i}].function.parameters`;
+      try {
+        compileJsonSchema(toolParameters(tool), where);
+      } catch (own) {
+        if (!isSwitchyardError(own)) throw own;
+        throw new InvalidParamError(where, own.message, own);
+      }
+    });
     throw new InvalidParamError('tool_choice', e.message, e);
   }
+  return { kind: 'json_schema', schema };
 }
 
 const PROMPT_SHAPE = 'prompt must be a string, a list of token ids, or a non-empty list of strings or of token id lists';
