@@ -250,9 +250,10 @@ export class LlmEngine {
     const stopTokenIds = new Set(sampling.stop_token_ids);
     const eosTokenIds = [...new Set([...(sampling.ignore_eos ? [] : this.eos), ...stopTokenIds])];
     if (sampling.guided_decoding !== null && sampling.guided_decoding !== undefined) {
-      if (!this.guidedDecoding) throw invalidArgument('response_format (guided decoding) is not supported by this model\'s engine: it needs a model that samples from logits');
+      const what = 'guided decoding (response_format, or a tool_choice that forces a call)';
+      if (!this.guidedDecoding) throw invalidArgument(`${what} is not supported by this model's engine: it needs a model that samples from logits`);
       // A complete document must be able to end; without an end id it could only run on.
-      if (eosTokenIds.length === 0) throw invalidArgument('response_format (guided decoding) needs an end-of-sequence token, and this model has none');
+      if (eosTokenIds.length === 0) throw invalidArgument(`${what} needs an end-of-sequence token, and this model has none`);
     }
     const now = this.clock.now();
     const sequence = this.scheduler.addRequest(

@@ -7,7 +7,8 @@
  * Decoding follows OpenAI and vLLM: unknown fields are ignored; `null` means "absent"; vLLM's extra
  * sampling fields (`top_k`, `min_p`, `repetition_penalty`, `stop_token_ids`, `ignore_eos`,
  * `min_tokens`, `skip_special_tokens`, `spaces_between_special_tokens`) are accepted, and OpenAI's
- * `logit_bias`; `response_format` becomes `guided_decoding` (`guided/response-format.ts`). A model's own defaults (its generation config) are applied once the model is known:
+ * `logit_bias`; `response_format` becomes `guided_decoding` (`guided/response-format.ts`), and so does a
+ * forced `tool_choice` ('required', a named function: `guided/tool-choice.ts`), which wins. A model's own defaults (its generation config) are applied once the model is known:
  * `samplingFor`. Every refusal is an `InvalidParamError` (code `invalid_argument`) whose `param` names the
  * field the client sent, so a front door can fill OpenAI's `error.param`.
  *
@@ -16,7 +17,9 @@
 import { isUtf8 } from 'node:buffer';
 import { describeValue, SwitchyardError, invalidArgument, isSwitchyardError } from '@switchyard/common';
 import type { ChatMessage } from './chat-template.js';
+import { compileJsonSchema, type GuidedDecoding } from './guided/json-schema.js';
 import { parseResponseFormat } from './guided/response-format.js';
+import { toolChoiceSchema, toolParameters } from './guided/tool-choice.js';
 import {
   MAX_TOP_LOGPROBS,
   checkLogitBiasIds,
@@ -414,8 +417,9 @@ export function parseChatCompletionRequest(body: unknown): ParsedChatRequest {
   if (top > 0 && !logprobs) throw new InvalidParamError('top_logprobs', 'when using `top_logprobs`, `logprobs` must be set to true.');
   const kwargs = optional(o, 'chat_template_kwargs', isPlainObject, 'an object') ?? {};
   const { tools, toolChoice } = parseTools(o);
+  const forced = toolChoiceGuidedDecoding(tools, toolChoice);
   return {
-    ...common(o, { field: maxField, dflt: null }, { logprobs, top }, false),
+    ...common(o, { field: maxField, dflt: null }, { logprobs, top }, false, forced),
     messages,
     tools,
     toolChoice,
@@ -481,6 +485,7 @@ function common(
   maxTokens: { field: string; dflt: number | null },
   logprobs: { logprobs: boolean; top: number },
   addSpecialDefault: boolean,
+  forced: GuidedDecoding | null = null,
 ): ParsedOpenAiRequest {
   const model = optional(o, 'model', isString, 'a string');
   if (model === '') throw new InvalidParamError('model', 'model must not be empty');
@@ -493,7 +498,7 @@ function common(
   const n = optional(o, 'n', isInteger, 'an integer') ?? 1;
   if (n < 1 || n > MAX_N) throw new InvalidParamError('n', `n must be an integer in [1, ${MAX_N}], got ${n}`);
   const addSpecialTokens = optional(o, 'add_special_tokens', isBoolean, 'a boolean') ?? addSpecialDefault;
-  return { model, stream, includeUsage, ...sampling(o, maxTokens, logprobs), addSpecialTokens, n };
+  return { model, stream, includeUsage, ...sampling(o, maxTokens, logprobs, forced), addSpecialTokens, n };
 }
 
 /** Request fields passed to `compileSamplingParams` under the same name. */
@@ -539,6 +544,7 @@ function sampling(
   o: Json,
   maxTokens: { field: string; dflt: number | null },
   logprobs: { logprobs: boolean; top: number },
+  forced: GuidedDecoding | null,
 ): { sampling: CompiledSamplingParams; samplingFields: SamplingParams } {
   // The limit may arrive as max_completion_tokens: checked here so the message names that field.
   const max = optional(o, maxTokens.field, isInteger, 'an integer >= 1');
@@ -550,6 +556,8 @@ function sampling(
   } catch (e) {
     throw new InvalidParamError('response_format', (e as Error).message, e);
   }
+  // A forced tool choice's schema wins over response_format's (vLLM sets it last).
+  if (forced !== null) params['guided_decoding'] = forced;
   try {
     return { sampling: compileSamplingParams(params as SamplingParams), samplingFields: params as SamplingParams };
   } catch (e) {
@@ -562,7 +570,7 @@ function sampling(
       }
     }
     // Every field is fine alone: the checks across fields are response_format without ignore_eos, min_tokens <= max_tokens.
-    if (params['guided_decoding'] !== null && o['ignore_eos'] === true) throw new InvalidParamError('response_format', e.message, e);
+    if (params['guided_decoding'] !== null && o['ignore_eos'] === true) throw new InvalidParamError(forced !== null ? 'tool_choice' : 'response_format', e.message, e);
     if (present(o['min_tokens'])) throw new InvalidParamError('min_tokens', e.message, e);
     throw e;
   }
@@ -682,6 +690,40 @@ function parseTools(o: Json): { tools: ChatTool[] | undefined; toolChoice: ToolC
   const name = fn.name;
   if (!tools.some((t) => t.function.name === name)) throw new InvalidParamError('tool_choice', 'The tool specified in `tool_choice` does not match any of the specified `tools`');
   return { tools, toolChoice: { name } };
+}
+
+/**
+ * A forced tool choice ('required', a named function) as guided decoding (`guided/tool-choice.ts`,
+ * vLLM's schemas), or null for 'auto' / 'none'. When the schema does not compile, each tool the
+ * choice may call is compiled on its own to name the one at fault, as response_format's refusals
+ * name theirs (`tools[0].function.parameters: pattern is not supported (at #/properties/id)`, param
+ * the same path); a refusal no single tool causes (bounds over the union of them) names `tool_choice`.
+ * The whole schema is compiled once on the way in: a request pays for the tools' own compiles only
+ * when it is refused.
+ */
+function toolChoiceGuidedDecoding(tools: readonly ChatTool[] | undefined, choice: ToolChoice): GuidedDecoding | null {
+  if (tools === undefined || choice === 'none' || choice === 'auto') return null;
+  let schema: Record<string, unknown> | null;
+  try {
+    schema = toolChoiceSchema(tools, choice);
+    if (schema === null) return null;
+    compileJsonSchema(schema, choice === 'required' ? "the schema of tool_choice 'required'" : `the schema of tool_choice '${choice.name}'`);
+  } catch (e) {
+    if (!isSwitchyardError(e)) throw e;
+    const named = choice === 'required' ? -1 : tools.findIndex((t) => t.function.name === choice.name);
+    tools.forEach((tool, i) => {
+      if (named !== -1 && i !== named) return;
+      const where = `tools[${i}].function.parameters`;
+      try {
+        compileJsonSchema(toolParameters(tool), where);
+      } catch (own) {
+        if (!isSwitchyardError(own)) throw own;
+        throw new InvalidParamError(where, own.message, own);
+      }
+    });
+    throw new InvalidParamError('tool_choice', e.message, e);
+  }
+  return { kind: 'json_schema', schema };
 }
 
 const PROMPT_SHAPE = 'prompt must be a string, a list of token ids, or a non-empty list of strings or of token id lists';

@@ -12,7 +12,6 @@
  * `finish_reason`; with `include_usage` every chunk has `usage: null` and one more chunk with no
  * choices carries the usage; the caller then writes `[DONE]`.
  */
-import { type SwitchyardError, internal } from '@switchyard/common';
 import type { ParserEvent, StreamParser } from './output-parsers/parser-events.js';
 import type {
   ChatCompletion,
@@ -64,19 +63,21 @@ interface ChoiceEnd {
 
 /**
  * How a chat choice's text is parsed (reasoning, tool calls), and what the request's `tool_choice`
- * demands of it. Absent: the text is all content.
+ * forced. Absent: the text is all content.
  */
 export interface ChatParsing {
-  /** The choice's parser (`chatOutputParser`); fed every text delta, finished with the choice. */
+  /** The choice's parser (`chatOutputParser`, or a forced choice's); fed every text delta, finished with the choice. */
   readonly parser: StreamParser;
   /** A new tool call id (vLLM's `chatcmpl-tool-<32 hex>`, Mistral's 9 letters and digits); the caller's, so assembling stays pure. */
   readonly toolCallId: () => string;
   /**
-   * `tool_choice: 'required'` ('any') or a named function: the output must call a function (that
-   * one: calls to others are left out). vLLM forces this with guided decoding; here the parser reads
-   * the model's own call format, and an output without such a call fails the request (`failure`).
+   * A tool choice guided decoding forced (`output-parsers/forced-tool-calls.ts` reads it), answered
+   * as vLLM answers it: `content` is '' (not null); `finish_reason` is the engine's for a named
+   * function ('stop' or 'length'), and 'tool_calls' for 'required' when the output ended on its
+   * own with a call ('length' when max_tokens cut it). Absent: 'tool_calls' whenever the parser
+   * found a call.
    */
-  readonly require?: 'any' | { readonly name: string };
+  readonly forced?: 'required' | 'named';
 }
 
 /**
@@ -94,38 +95,23 @@ export class ChatAssembler {
   private content = '';
   private reasoning = '';
   private readonly calls: ChatToolCall[] = [];
-  /** The parser's call index → the index the client sees (calls a named tool_choice leaves out have none). */
+  /** The parser's call index → the index the client sees (argument pieces of a call never started are dropped). */
   private readonly callIndex = new Map<number, number>();
   private readonly tokens: ProcessedToken[] = [];
   private end: ChoiceEnd | null = null;
-  private failed: SwitchyardError | undefined;
 
   constructor(
     private readonly options: AssemblerOptions,
     private readonly parsing?: ChatParsing,
   ) {}
 
-  /**
-   * Set when the output broke the request's `tool_choice` (see ChatParsing.require): the caller fails
-   * the request with it instead of finishing; `add` returns nothing more from then on.
-   */
-  get failure(): SwitchyardError | undefined {
-    return this.failed;
-  }
-
   add(p: ProcessedOutput): ChatCompletionChunk[] {
-    if (this.failed !== undefined) return [];
     const first = !this.started;
     this.started = true;
     this.tokens.push(...p.tokens);
     const end = choiceEnd(p);
     const deltas = this.parse(p.text, end !== null);
-    if (end !== null && this.parsing?.require !== undefined && this.calls.length === 0) {
-      const wanted = this.parsing.require === 'any' ? 'a function' : `the function '${this.parsing.require.name}'`;
-      this.failed = internal(`tool_choice requires the model to call ${wanted}, but its output holds no tool call the tool call parser recognises`);
-      return [];
-    }
-    const finish = end === null ? null : this.calls.length > 0 ? { finishReason: 'tool_calls' as const, stopReason: end.stopReason } : end;
+    const finish = end === null ? null : this.finish(end);
     if (finish !== null) this.end = finish;
     const { head, includeUsage, logprobs, tokenText } = this.options;
     const lp = logprobs && p.tokens.length > 0 ? chatLogprobs(p.tokens, tokenText) : null;
@@ -139,6 +125,14 @@ export class ChatAssembler {
       chunks.push(chatChunk(head, index, { delta, end: last ? finish : null, logprobs: last ? lp : null }, includeUsage));
     });
     return chunks;
+  }
+
+  /** The choice's finish reason from the engine's (see ChatParsing.forced). */
+  private finish(end: ChoiceEnd): ChoiceEnd {
+    const forced = this.parsing?.forced;
+    if (forced === 'named') return end;
+    const called = this.calls.length > 0 && (forced === undefined || end.finishReason === 'stop');
+    return called ? { finishReason: 'tool_calls', stopReason: end.stopReason } : end;
   }
 
   /**
@@ -167,9 +161,6 @@ export class ChatAssembler {
         this.reasoning += e.text;
         delta.reasoning_content = (delta.reasoning_content ?? '') + e.text;
       } else if (e.type === 'tool_call') {
-        const require = parsing?.require;
-        // A named tool_choice keeps only the calls to that function (numbered from 0 among themselves).
-        if (require !== undefined && require !== 'any' && e.name !== require.name) continue;
         const id = (parsing as ChatParsing).toolCallId();
         const index = this.calls.length;
         this.callIndex.set(e.index, index);
@@ -201,8 +192,8 @@ export class ChatAssembler {
     const { head, logprobs, tokenText } = this.options;
     const end = this.end ?? { finishReason: 'stop', stopReason: null };
     const message: ChatCompletion['choices'][number]['message'] = { role: 'assistant', content: this.content };
-    // vLLM: no content beside tool calls or reasoning is null, not ''.
-    if (this.content === '' && (this.calls.length > 0 || this.reasoning !== '')) message.content = null;
+    // vLLM: no content beside tool calls or reasoning is null, not ''; but '' under a forced tool choice.
+    if (this.content === '' && this.parsing?.forced === undefined && (this.calls.length > 0 || this.reasoning !== '')) message.content = null;
     if (this.reasoning !== '') message.reasoning_content = this.reasoning;
     if (this.calls.length > 0) message.tool_calls = this.calls;
     return {

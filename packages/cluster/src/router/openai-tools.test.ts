@@ -2,7 +2,8 @@
  * Tool calls and reasoning through the router's OpenAI door (memory twins, the openai SDK): the
  * router renders the template and parses the output itself, with the parsers the worker's card
  * names; a stream migrated to another worker halfway through a tool call parses the same calls as
- * one that was not.
+ * one that was not. A forced tool choice sends its schema to the worker as guided decoding, on every
+ * attempt, and is read without the card's parsers.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
@@ -37,7 +38,7 @@ const EXPECTED_CALLS = [
 ];
 
 /** A router over two scripted workers whose card names the parsers; `crashes` cuts one stream. */
-async function setUp(crashes: { left: number }, crashInside?: string): Promise<{ client: OpenAI; workers: FakeLlmWorker[]; crashAfter: number }> {
+async function setUp(crashes: { left: number }, crashInside?: string, replyText = REPLY): Promise<{ client: OpenAI; workers: FakeLlmWorker[]; crashAfter: number }> {
   cluster = new MockCluster();
   const card = await llmCard(cluster);
   const withParsing = { ...card, metadata: { ...(card.metadata as object), outputParsing: { toolCallParser: 'hermes', reasoningParser: 'qwen3' } } } as ModelCard;
@@ -56,7 +57,7 @@ async function setUp(crashes: { left: number }, crashInside?: string): Promise<{
   }
   await waitFor(() => router!.registry.model(LLM)?.instances.size === 2, 5000, 'two instances');
   const text = tokenizer()!.tokenizer;
-  reply = text.encode(REPLY);
+  reply = text.encode(replyText);
   // the first token count whose text reaches `crashInside`
   if (crashInside !== undefined) while (!text.decode(reply.slice(0, crashAfter)).includes(crashInside)) crashAfter++;
   door = createHttpServer({ engine: router.engine, shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1' });
@@ -64,8 +65,8 @@ async function setUp(crashes: { left: number }, crashInside?: string): Promise<{
   return { client, workers, crashAfter };
 }
 
-async function streamedCalls(client: OpenAI) {
-  const stream = await client.chat.completions.create({ model: LLM, messages: [{ role: 'user', content: 'Weather?' }], tools, stream: true });
+async function streamedCalls(client: OpenAI, toolChoice?: OpenAI.ChatCompletionToolChoiceOption) {
+  const stream = await client.chat.completions.create({ model: LLM, messages: [{ role: 'user', content: 'Weather?' }], tools, stream: true, ...(toolChoice === undefined ? {} : { tool_choice: toolChoice }) });
   let content = '';
   let reasoning = '';
   let finish: string | null | undefined;
@@ -105,5 +106,18 @@ describe("the router's OpenAI door parses tool calls and reasoning with the card
     expect(attempts).toHaveLength(2);
     expect(attempts.map((a) => a.wire.outputTokenIds?.length ?? 0).sort((a, b) => a - b)).toEqual([0, crashAfter]);
     expect(migrated).toEqual({ content: '\n\nChecking.\n', reasoning: '\nThe user asks for the weather.\n', finish: 'tool_calls', calls: EXPECTED_CALLS });
+  });
+
+  it("tool_choice 'required': the schema goes to the worker on every attempt; a migrated stream reads the same calls, with no parser", async () => {
+    const list = '[{"name": "get_weather", "parameters": {"city": "Paris", "days": [1, 2]}}, {"name": "get_time", "parameters": {"tz": "CET"}}]';
+    const { client, workers } = await setUp({ left: 1 }, '"Par', list);
+    const migrated = await streamedCalls(client, 'required');
+    const attempts = workers.flatMap((w) => w.received);
+    expect(attempts).toHaveLength(2);
+    for (const a of attempts) expect(a.wire.sampling['guided_decoding']).toMatchObject({ kind: 'json_schema', schema: { type: 'array', minItems: 1 } });
+    expect(migrated).toEqual({ content: '', reasoning: '', finish: 'tool_calls', calls: EXPECTED_CALLS });
+    const whole = await client.chat.completions.create({ model: LLM, messages: [{ role: 'user', content: 'Weather?' }], tools, tool_choice: 'required' });
+    expect(whole.choices[0]).toMatchObject({ finish_reason: 'tool_calls', message: { content: '' } });
+    expect(whole.choices[0]!.message.tool_calls!.map((c) => (c as OpenAI.ChatCompletionMessageFunctionToolCall).function)).toEqual(EXPECTED_CALLS);
   });
 });

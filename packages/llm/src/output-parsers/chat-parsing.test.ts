@@ -35,16 +35,32 @@ describe('chatParsingFor', () => {
     ]);
   });
 
-  it("auto needs auto tool choice and a parser (vLLM's message); required and named need a parser and say what they require", () => {
+  it("auto needs auto tool choice and a parser (vLLM's message)", () => {
     expect(refusal(() => chatParsingFor({ toolCallParser: 'hermes', enableAutoToolChoice: false }, { toolChoice: 'auto' }, id))).toBe(
       'tool_choice: "auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
     );
     expect(refusal(() => chatParsingFor({ enableAutoToolChoice: true }, { toolChoice: 'auto' }, id))).toContain('"auto" tool choice requires');
-    expect(refusal(() => chatParsingFor({ enableAutoToolChoice: false }, { toolChoice: 'required' }, id))).toContain("tool_choice 'required' needs a tool call parser");
-    expect(refusal(() => chatParsingFor({ enableAutoToolChoice: false }, { toolChoice: { name: 'f' } }, id))).toContain("tool_choice naming 'f' needs a tool call parser");
-    // required and named work without auto tool choice
-    expect(chatParsingFor({ toolCallParser: 'hermes', enableAutoToolChoice: false }, { toolChoice: 'required' }, id).parsing!({}).require).toBe('any');
-    expect(chatParsingFor({ toolCallParser: 'hermes' }, { toolChoice: { name: 'f' } }, id).parsing!({}).require).toEqual({ name: 'f' });
+  });
+
+  it('required and named need no parser: their guided output is read as JSON, never as reasoning, with ids in the parser style', () => {
+    for (const config of [{ enableAutoToolChoice: false }, door]) {
+      const named = chatParsingFor(config, { toolChoice: { name: 'f' } }, (style) => style);
+      expect(named.skipSpecialTokens).toBe(true);
+      const n = named.parsing!({ promptText: '<think>' });
+      expect(n.forced).toBe('named');
+      expect(n.parser.push('{"a": 1}')).toEqual([
+        { type: 'tool_call', index: 0, name: 'f' },
+        { type: 'tool_args', index: 0, text: '{"a": 1}' },
+      ]);
+      const required = chatParsingFor(config, { toolChoice: 'required' }, (style) => style).parsing!({});
+      expect(required.forced).toBe('required');
+      expect(required.parser.push('[{"name": "g", "parameters": {}}]')).toEqual([
+        { type: 'tool_call', index: 0, name: 'g' },
+        { type: 'tool_args', index: 0, text: '{}' },
+      ]);
+      expect(required.toolCallId()).toBe('vllm');
+    }
+    expect(chatParsingFor({ toolCallParser: 'mistral' }, { toolChoice: 'required' }, (style) => style).parsing!({}).toolCallId()).toBe('mistral');
   });
 
   it('mistral keeps special tokens in the text ([TOOL_CALLS] is one); the others do not', () => {

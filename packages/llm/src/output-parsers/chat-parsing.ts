@@ -7,15 +7,16 @@
  * - `tool_choice: 'none'` (or no tools): no tool-call parsing; the reasoning parser still runs.
  * - `'auto'` (the default with tools): needs auto tool choice enabled and a parser, else 400 with
  *   vLLM's message; calls found → `tool_calls`, finish_reason 'tool_calls'.
- * - `'required'` / a named function: vLLM forces the call with guided decoding, which this server
- *   does not have; it reads the model's own call format with the tool-call parser instead (which
- *   must be set: 400 otherwise) and fails the request when the output calls no function, or another
- *   than the named one (`ChatParsing.require`). Templates of tool-calling models tell the model to
- *   call in that format when given tools.
+ * - `'required'` / a named function: guided decoding forces the call (the request's sampling carries
+ *   the schema, `guided/tool-choice.ts`), so the output is read as that schema's JSON
+ *   (`forced-tool-calls.ts`), with no tool-call parser and none needed, and without the reasoning
+ *   parser: the constraint holds from the first token, so nothing is reasoning. Ids follow the
+ *   configured tool-call parser's style (Mistral's 9 characters), else vLLM's.
  */
 import { InvalidParamError, type ToolChoice } from '../openai-protocol.js';
 import type { ChatParsing } from '../openai-response.js';
 import { chatOutputParser, checkParserName } from './chat-output-parser.js';
+import { NamedFunctionParser, RequiredCallsParser } from './forced-tool-calls.js';
 import type { ReasoningContext } from './reasoning-parsers.js';
 import { TOOL_CALL_PARSERS, type ToolCallIdStyle } from './tool-call-parsers.js';
 
@@ -64,28 +65,27 @@ export interface ChatParsingPlan {
 }
 
 /**
- * Refuses (InvalidParamError, param `tool_choice`) a tool choice the settings cannot honour.
- * `toolCallId` makes a new id in the parser's style (randomness is the caller's).
+ * Refuses (InvalidParamError, param `tool_choice`) a tool choice the settings cannot honour ('auto'
+ * without auto tool choice). `toolCallId` makes a new id in the given style (randomness is the caller's).
  */
 export function chatParsingFor(config: OutputParsingConfig, request: { readonly toolChoice: ToolChoice }, toolCallId: (style: ToolCallIdStyle) => string): ChatParsingPlan {
   const choice = request.toolChoice;
+  if (choice === 'required' || typeof choice === 'object') {
+    const style = (config.toolCallParser === undefined ? undefined : TOOL_CALL_PARSERS[config.toolCallParser])?.idStyle ?? 'vllm';
+    return {
+      parsing: () =>
+        choice === 'required'
+          ? { parser: new RequiredCallsParser(), toolCallId: () => toolCallId(style), forced: 'required' }
+          : { parser: new NamedFunctionParser(choice.name), toolCallId: () => toolCallId(style), forced: 'named' },
+      skipSpecialTokens: true,
+    };
+  }
   let toolCallParser: string | undefined;
-  let require: ChatParsing['require'];
   if (choice === 'auto') {
     if (config.enableAutoToolChoice !== true || config.toolCallParser === undefined) {
       throw new InvalidParamError('tool_choice', '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set');
     }
     toolCallParser = config.toolCallParser;
-  } else if (choice !== 'none') {
-    const what = choice === 'required' ? "tool_choice 'required'" : `tool_choice naming '${choice.name}'`;
-    if (config.toolCallParser === undefined) {
-      throw new InvalidParamError(
-        'tool_choice',
-        `${what} needs a tool call parser (--tool-call-parser, or the model's tool_call_parser parameter): calls are read from the model's own format, not forced by guided decoding`,
-      );
-    }
-    toolCallParser = config.toolCallParser;
-    require = choice === 'required' ? 'any' : { name: choice.name };
   }
   const reasoningParser = config.reasoningParser;
   if (toolCallParser === undefined && reasoningParser === undefined) return { parsing: undefined, skipSpecialTokens: true };
@@ -95,7 +95,6 @@ export function chatParsingFor(config: OutputParsingConfig, request: { readonly 
     parsing: (context) => ({
       parser: chatOutputParser({ toolCallParser, reasoningParser }, context),
       toolCallId: () => toolCallId(style),
-      ...(require === undefined ? {} : { require }),
     }),
     skipSpecialTokens: spec?.skipSpecialTokens ?? true,
   };

@@ -25,7 +25,7 @@ import { LeadingSpace, emit, findMarker, type ParserEvent, type StreamParser } f
 import { parsePythonCalls } from './python-calls.js';
 
 /** One JSON call in progress: sends its name when known, then its argument pieces. */
-class JsonCall {
+export class JsonCall {
   readonly scanner = new JsonCallScanner();
   index: number | undefined;
 

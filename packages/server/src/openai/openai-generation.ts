@@ -17,8 +17,7 @@
  * - a choice a stop string ended (its OutputProcessor says so): its finishing chunk is sent at once,
  *   and its engine iteration is drained only to read its final `usage` (cached tokens);
  * - every choice when the client disconnects before the answer is complete (`res` closes; nothing
- *   more is written) or when one choice fails, its output breaking the request's tool_choice included
- *   (the whole answer is that error).
+ *   more is written) or when one choice fails (the whole answer is that error).
  *
  * Errors: anything before the first SSE byte (unknown model and bad fields are refused earlier; here
  * a prompt too long for the context, an engine failure before the first output) is a plain HTTP error
@@ -189,11 +188,6 @@ class ChoicesRun {
         }
         const chunks = c.assembler.add(p);
         if (stream) for (const chunk of chunks) this.sse.data(chunk);
-        // The output broke the request's tool_choice (ChatAssembler.failure): the answer is that error.
-        if ('failure' in c.assembler && c.assembler.failure !== undefined) {
-          this.fail(c.assembler.failure);
-          break;
-        }
       }
       if (processor.finishReason === null && !this.aborted) this.fail(internal('the engine ended the generation without a finish reason'));
     } catch (e) {

@@ -48,7 +48,17 @@ describe('OpenAI door: tools, tool calls, reasoning, content parts (openai SDK)'
   const plain = endpoint('plain', 'Paris is sunny.', { toolCallParser: 'hermes' });
   const noParser = endpoint('no-parser', HERMES);
   const parts = endpoint('parts', 'ok', undefined, PARTS_TEMPLATE);
-  for (const e of [hermes, llama, pythonic, mistral, thinker, plain, noParser, parts]) engine.llms.set(e.card.name, e);
+  // No parser at all; it answers what guided decoding would let a model write (a list of calls, or one call's arguments).
+  const forced = new FakeLlmEndpoint({
+    name: 'forced',
+    chatTemplate: TOOL_TEMPLATE,
+    reply: (r) => {
+      const guided = r.sampling.guided_decoding;
+      const schema = guided?.kind === 'json_schema' ? (guided.schema as { type?: string }) : undefined;
+      return schema?.type === 'array' ? '[{"name": "get_weather", "parameters": {"city": "Paris"}}, {"parameters": {}, "name": "get_time"}]' : '{"city":"Paris"}';
+    },
+  });
+  for (const e of [hermes, llama, pythonic, mistral, thinker, plain, noParser, parts, forced]) engine.llms.set(e.card.name, e);
   let door: HttpFrontDoor;
   let client: OpenAI;
   const { tokenizer } = tinyTokenizer();
@@ -171,33 +181,31 @@ describe('OpenAI door: tools, tool calls, reasoning, content parts (openai SDK)'
     expect(prompt).toContain('<|im_start|>tool\n21 C [call_7]<|im_end|>');
   });
 
-  it('tool_choice: auto needs a parser (vLLM message); required and named are honoured or fail', async () => {
+  it('tool_choice: auto needs a parser (vLLM message)', async () => {
     const err = await client.chat.completions.create({ model: 'no-parser', messages: user, tools }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect((err as APIError).message).toBe('400 "auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set');
     expect((err as APIError).param).toBe('tool_choice');
     // Without tools the same model serves plain chat.
     expect((await client.chat.completions.create({ model: 'no-parser', messages: user })).choices[0]!.message.content).toBe(HERMES);
+  });
 
-    const required = await client.chat.completions.create({ model: 'hermes', messages: user, tools, tool_choice: 'required' });
-    expect(required.choices[0]!.finish_reason).toBe('tool_calls');
-    const named = await client.chat.completions.create({ model: 'hermes', messages: user, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } } });
-    // Only the named function's calls, numbered from 0.
-    expect(named.choices[0]!.message.tool_calls!.map((c) => (c as OpenAI.ChatCompletionMessageFunctionToolCall).function.name)).toEqual(['get_weather']);
-    const time = await streamed({ model: 'hermes', messages: user, tools, tool_choice: { type: 'function', function: { name: 'get_time' } }, stream: true });
-    expect(time.calls).toEqual([{ id: expect.any(String), type: 'function', function: { name: 'get_time', arguments: '{"tz": "CET"}' } }]);
-    expect(time.finish).toBe('tool_calls');
-    // ... a model that calls no function (or not the named one) fails the request.
-    const wrong = await client.chat.completions.create({ model: 'llama', messages: user, tools, tool_choice: { type: 'function', function: { name: 'get_time' } } }).catch((e: unknown) => e);
-    expect(wrong).toBeInstanceOf(OpenAI.InternalServerError);
-    expect((wrong as APIError).message).toContain("tool_choice requires the model to call the function 'get_time'");
-    const noCall = await client.chat.completions.create({ model: 'plain', messages: user, tools, tool_choice: 'required' }).catch((e: unknown) => e);
-    expect((noCall as APIError).message).toContain('tool_choice requires the model to call a function');
-    const streamedNoCall = await streamed({ model: 'plain', messages: user, tools, tool_choice: 'required', stream: true }).catch((e: unknown) => e);
-    expect(streamedNoCall).toBeInstanceOf(OpenAI.APIError);
-    const noParser = await client.chat.completions.create({ model: 'no-parser', messages: user, tools, tool_choice: 'required' }).catch((e: unknown) => e);
-    expect((noParser as APIError).status).toBe(400);
-    expect((noParser as APIError).message).toContain("tool_choice 'required' needs a tool call parser");
+  it('tool_choice required and named: the schema rides on the request as guided decoding, the output is read with no parser', async () => {
+    const required = await client.chat.completions.create({ model: 'forced', messages: user, tools, tool_choice: 'required' });
+    expect(forced.requests.at(-1)!.sampling.guided_decoding).toEqual({ kind: 'json_schema', schema: expect.objectContaining({ type: 'array', minItems: 1 }) });
+    const both = [
+      { id: expect.stringMatching(/^chatcmpl-tool-[0-9a-f]{32}$/), type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } },
+      { id: expect.any(String), type: 'function', function: { name: 'get_time', arguments: '{}' } },
+    ];
+    expect(required.choices[0]).toMatchObject({ finish_reason: 'tool_calls', message: { content: '', tool_calls: both } });
+    expect(await streamed({ model: 'forced', messages: user, tools, tool_choice: 'required', stream: true })).toMatchObject({ content: '', calls: both, finish: 'tool_calls' });
+
+    const choice = { type: 'function', function: { name: 'get_weather' } } as const;
+    const named = await client.chat.completions.create({ model: 'forced', messages: user, tools, tool_choice: choice });
+    expect(forced.requests.at(-1)!.sampling.guided_decoding).toEqual({ kind: 'json_schema', schema: (tools[0] as OpenAI.ChatCompletionFunctionTool).function.parameters });
+    const one = [{ id: expect.any(String), type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }];
+    expect(named.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: '', tool_calls: one } });
+    expect(await streamed({ model: 'forced', messages: user, tools, tool_choice: choice, stream: true })).toMatchObject({ content: '', calls: one, finish: 'stop' });
   });
 
   it('a model without calls in its output answers content and finish_reason stop, tools or not', async () => {
