@@ -169,13 +169,18 @@ function itServesEveryFamily(client: () => OpenAI): void {
     expect(s.usage!.completion_tokens).toBe(object.usage!.completion_tokens);
   });
 
-  it("Gemma 3: the tokenizer's id 262144 has no logit (config.json's vocab_size 262144): a prompt naming it is a 400", async () => {
-    const ok = await client().completions.create({ model: 'gemma3_pythonic', prompt: [2, 105, 2364], max_tokens: 3 });
-    expect(ok.usage!.completion_tokens).toBeGreaterThan(0);
-    const err = await client()
+  it("Gemma 3: the tokenizer's id 262144 has no logit (config.json's vocab_size 262144): a prompt or a logit_bias naming it is a 400", async () => {
+    const ok = await client().completions.create({ model: 'gemma3_pythonic', prompt: [2, 105, 2364], max_tokens: 3, logit_bias: { '262143': 1 } });
+    expect(ok.usage!.completion_tokens).toBe(3);
+    const prompt = await client()
       .completions.create({ model: 'gemma3_pythonic', prompt: [2, 262144], max_tokens: 3 })
       .catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(prompt).toBeInstanceOf(OpenAI.BadRequestError);
+    const bias = await client()
+      .chat.completions.create({ model: 'gemma3_pythonic', messages, logit_bias: { '262144': 1 } })
+      .catch((e: unknown) => e);
+    expect(bias).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((bias as InstanceType<typeof OpenAI.APIError>).message).toContain('token_id 262144 in logit_bias contains out-of-vocab token id');
   });
 }
 
