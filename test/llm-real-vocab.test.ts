@@ -169,6 +169,14 @@ function itServesEveryFamily(client: () => OpenAI): void {
     expect(s.usage!.completion_tokens).toBe(object.usage!.completion_tokens);
   });
 
+  it("Gemma 3's template gets content parts as a list (each part trimmed, joined with nothing), not one joined string", async () => {
+    const usage = async (content: OpenAI.ChatCompletionUserMessageParam['content']) =>
+      (await client().chat.completions.create({ model: 'gemma3_pythonic', messages: [{ role: 'user', content }], max_tokens: 1, temperature: 0 })).usage!.prompt_tokens;
+    const parts = await usage([{ type: 'text', text: ' Weather and time ' }, { type: 'text', text: 'in Paris?' }]);
+    expect(parts).toBe(await usage('Weather and timein Paris?'));
+    expect(parts).not.toBe(await usage('Weather and time\nin Paris?'));
+  });
+
   it("Gemma 3: the tokenizer's id 262144 has no logit (config.json's vocab_size 262144): a prompt or a logit_bias naming it is a 400", async () => {
     const ok = await client().completions.create({ model: 'gemma3_pythonic', prompt: [2, 105, 2364], max_tokens: 3, logit_bias: { '262143': 1 } });
     expect(ok.usage!.completion_tokens).toBe(3);
