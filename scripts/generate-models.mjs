@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// (Re)generate every model file of examples/model_repository and test/fixtures/model_repository.
+// (Re)generate every model file of examples/model_repository, test/fixtures/model_repository and
+// test/fixtures/real_vocab_repository (decoders and tokenizer folders at real vocabulary widths).
 // The bytes come from @switchyard/onnx-builder (built to dist by `npx tsc -b` first) and are the same on
 // every run. The config.pbtxt files are hand-written and committed; this script never touches them.
 //
@@ -12,7 +13,7 @@
 import { mkdir, writeFile, access, rename } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { exampleRepositoryFiles, fixtureRepositoryFiles } from '@switchyard/onnx-builder';
+import { exampleRepositoryFiles, fixtureRepositoryFiles, realVocabRepositoryFiles } from '@switchyard/onnx-builder';
 
 const USAGE = 'usage: node scripts/generate-models.mjs [--if-absent] [--quiet] [--root <dir>]\n';
 
@@ -48,6 +49,7 @@ const ROOT = opts.root;
 const REPOSITORIES = [
   { dir: join(ROOT, 'examples', 'model_repository'), files: exampleRepositoryFiles() },
   { dir: join(ROOT, 'test', 'fixtures', 'model_repository'), files: fixtureRepositoryFiles() },
+  { dir: join(ROOT, 'test', 'fixtures', 'real_vocab_repository'), files: realVocabRepositoryFiles() },
 ];
 let written = 0;
 let kept = 0;

@@ -336,6 +336,8 @@ export interface LlmCardMetadata extends TensorCardMetadata {
   readonly engine: 'llm' | 'mocker';
   readonly totalKvBlocks: number;
   readonly eosTokenIds: readonly number[];
+  /** The ids the model samples from (LlmModelCard.vocabSize); absent: the tokenizer's size (workers from before it). */
+  readonly vocabSize?: number;
   /**
    * The model's generation config as the worker applies it (LlmModelCard.samplingDefaults): a router
    * compiles requests over it too (unless its own `--generation-config vllm` drops the sampling part).

@@ -268,6 +268,10 @@ describe('disaggregation fields', () => {
       outputParsing: { toolCallParser: 'hermes', enableAutoToolChoice: true, reasoningParser: 'qwen3' },
     };
     expect(decodeLlmCardMetadata(viaJson(meta))).toEqual(meta);
+    // the ids the model samples from (narrower than its tokenizer for Gemma 3)
+    expect(decodeLlmCardMetadata(viaJson({ ...meta, vocabSize: 262144 }))).toEqual({ ...meta, vocabSize: 262144 });
+    expectInvalid(() => decodeLlmCardMetadata({ ...meta, vocabSize: 0 }), /vocabSize/);
+    expectInvalid(() => decodeLlmCardMetadata({ ...meta, vocabSize: '262144' }), /vocabSize/);
     expectInvalid(() => decodeLlmCardMetadata({ ...meta, outputParsing: { toolCallParser: 'x' } }), /unknown tool call parser 'x'/);
     expectInvalid(() => decodeLlmCardMetadata({ ...meta, outputParsing: { reasoningParser: 1 } }), /reasoningParser/);
     expectInvalid(() => decodeLlmCardMetadata({ ...meta, outputParsing: { enableAutoToolChoice: 'yes' } }), /enableAutoToolChoice/);

@@ -794,6 +794,7 @@ export function decodeLlmCardMetadata(value: unknown): LlmCardMetadata {
     engine,
     totalKvBlocks: int(o, 'totalKvBlocks', what, 0),
     eosTokenIds: intArray(o, 'eosTokenIds', what, 0),
+    ...(o['vocabSize'] !== undefined ? { vocabSize: int(o, 'vocabSize', what, 1) } : {}),
     ...(o['samplingDefaults'] !== undefined ? { samplingDefaults: decodeSamplingDefaults(o['samplingDefaults'], `${what} samplingDefaults`) } : {}),
     created: int(o, 'created', what, 0),
     kvEvents: bool(o, 'kvEvents', what),

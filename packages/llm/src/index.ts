@@ -111,6 +111,7 @@ export type {
   LlmKvSource,
   LlmModelCard,
 } from './llm-endpoint.js';
+export { modelVocabSize } from './llm-endpoint.js';
 export { kvLayoutMismatch, type KvBlockData, type KvImport, type KvLayout, type KvTransferLease, type LlmKvTransfer } from './kv-transfer.js';
 export {
   DEFAULT_COMPLETION_MAX_TOKENS,

@@ -89,6 +89,13 @@ export interface LlmModelCard {
   /** Model EOS ids (already applied by the engine unless `ignore_eos`). */
   readonly eosTokenIds: readonly number[];
   /**
+   * The token ids the model samples from and embeds: 0..vocabSize-1 (config.json's `vocab_size` when
+   * it is narrower than the tokenizer, as Gemma 3's 262,144 under a 262,145-id tokenizer; else the
+   * tokenizer's). `logit_bias` ids and prompt ids at or past it are the client's error (vLLM's
+   * out-of-vocab refusals). Absent: the tokenizer's size (`modelVocabSize`).
+   */
+  readonly vocabSize?: number;
+  /**
    * The model's generation config as frontends apply it when they compile a request's sampling
    * (`compileSamplingParams(fields, samplingDefaults)`): sampling defaults (none in mode `vllm`) and
    * the extra end ids that become stop ids. Absent: none.
@@ -183,3 +190,8 @@ export interface LlmKvSource {
 
 /** Thrown into a generation's iteration; re-exported for callers that match on it. */
 export type GenerateError = SwitchyardError;
+
+/** The ids `endpoint`'s model samples from and embeds: its card's `vocabSize`, else its tokenizer's size. */
+export function modelVocabSize(endpoint: Pick<LlmEndpoint, 'card' | 'tokenizer'>): number {
+  return endpoint.card.vocabSize ?? endpoint.tokenizer.vocabSize;
+}

@@ -26,6 +26,8 @@ export {
   type BuildModelOptions,
 } from './graph-builder.js';
 export { decodeModelProto } from './onnx-proto.js';
+export { GEMMA3_CHAT_TEMPLATE, LLAMA3_CHAT_TEMPLATE, MISTRAL_CHAT_TEMPLATE, QWEN3_CHAT_TEMPLATE } from './family-chat-templates.js';
+export { buildFamilyModelFiles, MODEL_FAMILIES, type FamilyModelFiles, type ModelFamily } from './family-tokenizer-files.js';
 export { mulberry32, uniformFloats } from './prng.js';
 export {
   BATCH_DIM,
@@ -53,6 +55,7 @@ export {
   llmVariantRepositoryFiles,
 } from './repository-plan.js';
 export { buildScriptedDecoderModel, type ScriptedDecoderOptions } from './scripted-decoder.js';
+export { buildRealVocabDecoder, realVocabRepositoryFiles, REAL_VOCAB_MODELS, type RealVocabModel, type RealVocabModelName } from './real-vocab-models.js';
 export {
   buildTinyDecoderModel,
   pastKeyName,

@@ -17,6 +17,9 @@
  */
 import { GraphBuilder } from './graph-builder.js';
 
+/** The scripted token's logit (every other is 0): at any temperature a sampler picks it (e^-WEIGHT/T per other token). */
+const WEIGHT = 30;
+
 export interface ScriptedDecoderOptions {
   /** Vocabulary size (logits width); must match the tokenizer's. */
   readonly vocabSize: number;
@@ -46,15 +49,14 @@ export function buildScriptedDecoderModel(options: ScriptedDecoderOptions): Uint
   g.initializer('i0', 'INT64', [], [0]);
   g.initializer('i1', 'INT64', [], [1]);
   g.initializer('axes1', 'INT64', [1], [1]);
-  g.initializer('axes2', 'INT64', [1], [2]);
   g.initializer('axes3', 'INT64', [1], [3]);
   g.initializer('axes13', 'INT64', [2], [1, 3]);
   g.initializer('marker', 'INT64', [], [markerTokenId]);
   g.initializer('minus1', 'FLOAT', [], [-1]);
   g.initializer('zero_f', 'FLOAT', [], [0]);
   g.initializer('last_f', 'FLOAT', [], [table.length - 1]);
-  g.initializer('weight', 'FLOAT', [], [30]);
-  g.initializer('vocab', 'INT64', [V], Array.from({ length: V }, (_, i) => i));
+  g.initializer('depth', 'INT64', [], [V]);
+  g.initializer('off_on', 'FLOAT', [2], [0, WEIGHT]);
   g.initializer('table', 'INT64', [table.length], table);
 
   // What each new position stores: its position if it is a marker, else -1.
@@ -88,10 +90,8 @@ export function buildScriptedDecoderModel(options: ScriptedDecoderOptions): Uint
   g.node('Cast', ['k_clipped'], ['k'], { to: 7 });
   g.node('Gather', ['table', 'k'], ['next_token'], { axis: 0 });
 
-  // Logits: `weight` on the scripted token, 0 elsewhere.
-  g.node('Unsqueeze', ['next_token', 'axes2'], ['next_col']);
-  g.node('Equal', ['next_col', 'vocab'], ['hit']);
-  g.node('Cast', ['hit'], ['hit_f'], { to: 1 });
-  g.node('Mul', ['hit_f', 'weight'], ['logits']);
+  // Logits: WEIGHT on the scripted token, 0 elsewhere; one tensor of the vocabulary's width per
+  // position (a 262k-wide vocabulary costs 1 MB per position, nothing more).
+  g.node('OneHot', ['next_token', 'depth', 'off_on'], ['logits'], { axis: -1 });
   return g.buildModel({ opset: 17 });
 }

@@ -192,6 +192,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
       contextLength: e.card.contextLength!,
       totalKvBlocks: llm.totalKvBlocks,
       eosTokenIds: llm.eosTokenIds,
+      ...(llm.vocabSize === undefined ? {} : { vocabSize: llm.vocabSize }),
       ...samplingDefaultsOf(llm.samplingDefaults, this.deps.options.generationConfig),
       created: llm.created,
       ...(llm.outputParsing === undefined ? {} : { outputParsing: llm.outputParsing }),

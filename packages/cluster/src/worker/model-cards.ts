@@ -134,6 +134,7 @@ export async function buildModelCard(engine: InferenceEngine, model: string, tar
     engine: llm.card.kind,
     totalKvBlocks: llm.card.totalKvBlocks,
     eosTokenIds: [...llm.card.eosTokenIds],
+    ...(llm.card.vocabSize !== undefined ? { vocabSize: llm.card.vocabSize } : {}),
     ...(llm.card.samplingDefaults !== undefined ? { samplingDefaults: llm.card.samplingDefaults } : {}),
     created: llm.card.created,
     kvEvents: target.kvEvents !== false && llm.kv !== undefined,

@@ -267,6 +267,7 @@ export class LlmBackend implements Backend {
         contextLength: maxModelLen,
         totalKvBlocks: options.numBlocks,
         eosTokenIds,
+        vocabSize,
         samplingDefaults,
         created: Math.floor(Date.now() / 1000),
         ...(Object.keys(options.outputParsing).length === 0 ? {} : { outputParsing: options.outputParsing }),

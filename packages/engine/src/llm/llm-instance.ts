@@ -22,6 +22,7 @@ import { deserializeBytesElements, modelParameters, serializeBytesElements, type
 import {
   checkLogitBiasIds,
   compileSamplingParams,
+  modelVocabSize,
   OutputProcessor,
   textPromptTokens,
   type LlmEndpoint,
@@ -78,7 +79,7 @@ export class LlmInstance implements BackendInstance {
     let parsed: ParsedLlmRequest;
     try {
       parsed = parseLlmRequest(normalized, this.options.defaultMaxTokens, endpoint.card.samplingDefaults);
-      checkLogitBiasIds(parsed.sampling, endpoint.tokenizer.vocabSize);
+      checkLogitBiasIds(parsed.sampling, modelVocabSize(endpoint));
     } catch (e) {
       sender.send({ error: toSwitchyardError(e) }, true);
       return;

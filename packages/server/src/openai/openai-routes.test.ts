@@ -19,7 +19,9 @@ describe('OpenAI door (/v1) driven by the openai SDK', () => {
   const noTemplate = new FakeLlmEndpoint({ name: 'org/no-template', chatTemplate: false });
   const short = new FakeLlmEndpoint({ name: 'short', contextLength: 8 });
   const failing = new FakeLlmEndpoint({ name: 'failing', failWith: internal('executor exploded'), failAfter: 2 });
-  for (const e of [tiny, endless, noTemplate, short, failing]) engine.llms.set(e.card.name, e);
+  // Samples one id fewer than its tokenizer has (Gemma 3: 262,144 logits under 262,145 token ids).
+  const narrow = new FakeLlmEndpoint({ name: 'narrow', vocabSize: tinyTokenizer().tokenizer.vocabSize - 1 });
+  for (const e of [tiny, endless, noTemplate, short, failing, narrow]) engine.llms.set(e.card.name, e);
   let door: HttpFrontDoor;
   let port: number;
   let client: OpenAI;
@@ -51,8 +53,8 @@ describe('OpenAI door (/v1) driven by the openai SDK', () => {
 
   it('models.list lists every ready LLM; models.retrieve takes ids with a slash; unknown ids are 404', async () => {
     const page = await client.models.list();
-    expect(page.data.map((m) => m.id)).toEqual(['endless', 'failing', 'org/no-template', 'short', 'tiny']);
-    expect(page.data[4]).toEqual({ id: 'tiny', object: 'model', created: 1_700_000_000, owned_by: 'switchyard', max_model_len: 512 });
+    expect(page.data.map((m) => m.id)).toEqual(['endless', 'failing', 'narrow', 'org/no-template', 'short', 'tiny']);
+    expect(page.data[5]).toEqual({ id: 'tiny', object: 'model', created: 1_700_000_000, owned_by: 'switchyard', max_model_len: 512 });
     expect((await client.models.retrieve('org/no-template')).id).toBe('org/no-template');
     const err = await client.models.retrieve('nope').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.NotFoundError);
@@ -209,6 +211,20 @@ describe('OpenAI door (/v1) driven by the openai SDK', () => {
       expect((err as APIError).type).toBe('invalid_request_error');
     }
     expect(tiny.requests.every((r) => r.sampling.temperature >= 0)).toBe(true);
+  });
+
+  it("logit_bias ids are checked against the ids the model samples from (its card's vocabSize), not its tokenizer's", async () => {
+    const last = tokenizer.vocabSize - 1;
+    const chat = (model: string, id: number) =>
+      client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], logit_bias: { [String(id)]: 1 } }).catch((e: unknown) => e);
+    const refused = await chat('narrow', last);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((refused as APIError).message).toContain(`token_id ${last} in logit_bias contains out-of-vocab token id`);
+    expect(await chat('narrow', last - 1)).toMatchObject({ object: 'chat.completion' });
+    expect(await chat('tiny', last)).toMatchObject({ object: 'chat.completion' });
+    expect(await chat('tiny', last + 1)).toBeInstanceOf(OpenAI.BadRequestError);
+    const completion = await client.completions.create({ model: 'narrow', prompt: 'hi', logit_bias: { [String(last)]: 1 } }).catch((e: unknown) => e);
+    expect(completion).toBeInstanceOf(OpenAI.BadRequestError);
   });
 
   it('an unknown model is 404 model_not_found (SDK NotFoundError), streaming or not', async () => {

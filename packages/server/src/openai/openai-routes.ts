@@ -28,6 +28,7 @@ import {
   completionPrompt,
   resolveOutputParsing,
   decodeJsonBody,
+  modelVocabSize,
   openAiModel,
   parseChatCompletionRequest,
   parseCompletionRequest,
@@ -137,7 +138,7 @@ function choicesOf(
   prompts: ReadonlyArray<readonly number[]>,
   assembler: (index: number, prompt: number) => ChatAssembler | CompletionAssembler,
 ): GenerationChoice[] {
-  const sampling = samplingFor(request, endpoint.card.samplingDefaults, endpoint.tokenizer.vocabSize);
+  const sampling = samplingFor(request, endpoint.card.samplingDefaults, modelVocabSize(endpoint));
   return prompts.flatMap((promptTokenIds, prompt) =>
     choiceRequests(id, request.n, prompt, prompts.length, sampling).map((c, i) => ({
       ...c,

@@ -41,6 +41,8 @@ export interface FakeLlmOptions {
   readonly cachedTokens?: number;
   /** Default 512 (the tiny model's). */
   readonly contextLength?: number;
+  /** The card's `vocabSize` (the ids the model samples from); default absent: the tokenizer's size. */
+  readonly vocabSize?: number;
   /** Default 1. */
   readonly tokensPerOutput?: number;
   /** Pause before each output. Default 0 (the next macrotask). */
@@ -87,6 +89,7 @@ export class FakeLlmEndpoint implements LlmEndpoint {
       contextLength: options.contextLength ?? 512,
       totalKvBlocks: 64,
       eosTokenIds: [tinySpecialTokenIds().imEnd],
+      ...(options.vocabSize === undefined ? {} : { vocabSize: options.vocabSize }),
       created: 1_700_000_000,
       ...(options.outputParsing === undefined ? {} : { outputParsing: options.outputParsing }),
     };
