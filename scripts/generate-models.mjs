@@ -6,6 +6,7 @@
 //
 //   node scripts/generate-models.mjs              rewrite every generated file
 //   node scripts/generate-models.mjs --if-absent  write only the files that are missing
+//   --examples     only examples/model_repository (what `npm start` serves; not the test fixtures)
 //   --root <dir>   write under <dir>/examples/... and <dir>/test/fixtures/... instead (tests use it)
 //   --quiet        print nothing
 // Each file is written to a temporary name and renamed into place, so a concurrent reader (a test
@@ -15,13 +16,14 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { exampleRepositoryFiles, fixtureRepositoryFiles, realVocabRepositoryFiles } from '@switchyard/onnx-builder';
 
-const USAGE = 'usage: node scripts/generate-models.mjs [--if-absent] [--quiet] [--root <dir>]\n';
+const USAGE = 'usage: node scripts/generate-models.mjs [--if-absent] [--examples] [--quiet] [--root <dir>]\n';
 
 function parseArgs(argv) {
-  const opts = { ifAbsent: false, quiet: false, root: fileURLToPath(new URL('..', import.meta.url)) };
+  const opts = { ifAbsent: false, examplesOnly: false, quiet: false, root: fileURLToPath(new URL('..', import.meta.url)) };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === '--if-absent') opts.ifAbsent = true;
+    else if (arg === '--examples') opts.examplesOnly = true;
     else if (arg === '--quiet' || arg === '-q') opts.quiet = true;
     else if (arg === '--root' && i + 1 < argv.length) opts.root = resolve(argv[++i]);
     else if (arg === '--help' || arg === '-h') {
@@ -47,14 +49,18 @@ async function exists(path) {
 const opts = parseArgs(process.argv.slice(2));
 const ROOT = opts.root;
 const REPOSITORIES = [
-  { dir: join(ROOT, 'examples', 'model_repository'), files: exampleRepositoryFiles() },
-  { dir: join(ROOT, 'test', 'fixtures', 'model_repository'), files: fixtureRepositoryFiles() },
-  { dir: join(ROOT, 'test', 'fixtures', 'real_vocab_repository'), files: realVocabRepositoryFiles() },
+  { dir: join(ROOT, 'examples', 'model_repository'), files: () => exampleRepositoryFiles() },
+  ...(opts.examplesOnly
+    ? []
+    : [
+        { dir: join(ROOT, 'test', 'fixtures', 'model_repository'), files: () => fixtureRepositoryFiles() },
+        { dir: join(ROOT, 'test', 'fixtures', 'real_vocab_repository'), files: () => realVocabRepositoryFiles() },
+      ]),
 ];
 let written = 0;
 let kept = 0;
 for (const repo of REPOSITORIES) {
-  for (const file of repo.files) {
+  for (const file of repo.files()) {
     const target = join(repo.dir, ...file.path.split('/'));
     if (opts.ifAbsent && (await exists(target))) {
       kept++;

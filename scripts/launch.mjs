@@ -78,7 +78,7 @@ function step(command, stepArgs) {
 // npm runs us with npm_execpath set to its own CLI; outside npm, the npm on PATH.
 const npm = process.env.npm_execpath ? [process.execPath, [process.env.npm_execpath]] : ['npm', []];
 if (process.env.SWITCHYARD_SKIP_BUILD !== '1') await step(npm[0], [...npm[1], 'run', 'build', '--silent']);
-await step(process.execPath, [join(root, 'scripts/generate-models.mjs'), '--if-absent']);
+await step(process.execPath, [join(root, 'scripts/generate-models.mjs'), '--if-absent', '--examples']);
 
 const child = spawn(process.execPath, [program, ...args], { cwd: process.cwd(), stdio: 'inherit', detached: true });
 current = { child, isProgram: true };

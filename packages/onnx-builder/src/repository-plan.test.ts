@@ -136,6 +136,14 @@ describe('scripts/generate-models.mjs', () => {
       rmSync(join(a, 'examples/model_repository/mlp/1/model.onnx'));
       const out = execFileSync(process.execPath, [script, '--root', a, '--if-absent'], { encoding: 'utf8' });
       expect(out).toContain('1 written');
+      // --examples (what `npm start` runs) writes only the example repository
+      const c = mkdtempSync(join(tmpdir(), 'gen-models-c-'));
+      try {
+        execFileSync(process.execPath, [script, '--root', c, '--quiet', '--examples']);
+        expect(listFiles(c)).toEqual(names.filter((n) => n.startsWith(join('examples', 'model_repository'))));
+      } finally {
+        rmSync(c, { recursive: true, force: true });
+      }
       expect(readFileSync(join(a, 'examples/model_repository/mlp/1/model.onnx')).equals(readFileSync(join(b, 'examples/model_repository/mlp/1/model.onnx')))).toBe(true);
     } finally {
       rmSync(a, { recursive: true, force: true });
