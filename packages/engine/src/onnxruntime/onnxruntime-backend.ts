@@ -266,7 +266,8 @@ class OnnxRuntimeInstance implements BackendInstance {
         return match.data;
       });
       const total = requests.reduce((n, r) => n + r.batchSize, 0);
-      feeds[input.name] = toWireTensor(input.datatype, [total, ...input.shape.slice(1)], concatBatch(parts));
+      const batch = concatBatch(parts);
+      feeds[input.name] = toWireTensor(input.datatype, [total, ...input.shape.slice(1)], batch, batch !== parts[0]);
     }
     for (const spec of this.ragged.batchInputs) {
       const shapes = requests.map((r) => {
