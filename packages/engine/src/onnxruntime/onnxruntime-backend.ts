@@ -131,12 +131,11 @@ export function sessionIo(session: SessionThread): OnnxIo {
  * output with `reshape` stays in the model's shape: the engine turns it into `dims` for every
  * backend (output-reshape.ts).
  */
-function clientShape(output: ModelOutput | undefined, actual: readonly number[], batched: boolean): number[] {
-  if (output === undefined || output.reshape !== undefined) return [...actual];
-  const batchDims = batched ? actual.slice(0, 1) : [];
-  const rest = batched ? actual.slice(1) : [...actual];
-  if (rest.length === 0 && output.dims.length > 0) return [...batchDims, ...output.dims];
-  return [...actual];
+function clientShape(output: ModelOutput | undefined, actual: number[], batched: boolean): number[] {
+  // `actual` is made for this response: returned as it is unless a scalar expands.
+  if (output === undefined || output.reshape !== undefined || output.dims.length === 0) return actual;
+  if (actual.length > (batched ? 1 : 0)) return actual;
+  return [...actual, ...output.dims];
 }
 
 /**
@@ -190,7 +189,8 @@ class OnnxRuntimeInstance implements BackendInstance {
     const batched = this.config.max_batch_size > 0;
     if (requests.length > 1 && !batched) throw internal(`batch of ${requests.length} requests for '${this.config.name}', which does not support batching`);
     const feeds = this.buildFeeds(requests);
-    const fetches = [...new Set(requests.flatMap((r) => r.requestedOutputs))];
+    // A request's outputs are already distinct (normalisation refuses repeats).
+    const fetches = requests.length === 1 ? (requests[0] as NormalizedRequest).requestedOutputs : [...new Set(requests.flatMap((r) => r.requestedOutputs))];
     const inputNs = now() - computeStartNs;
     let ran: TimedRun;
     try {
