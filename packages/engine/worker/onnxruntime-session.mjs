@@ -67,7 +67,18 @@ try {
   parentPort.postMessage({ type: 'load-error', message: err instanceof Error ? err.message : String(err) });
 }
 
-parentPort.on('message', async (msg) => {
+// Messages are handled one after another (onnxruntime-node's run yields to the event loop): the
+// runs of one message never interleave with another's, and a release waits for the runs before it.
+let handled = Promise.resolve();
+parentPort.on('message', (msg) => {
+  handled = handled.then(() => handle(msg)).catch((err) => {
+    // The results could not be posted: every run of the message fails with the reason.
+    const message = err instanceof Error ? err.message : String(err);
+    if (msg.type === 'runs') parentPort.postMessage({ type: 'results', results: msg.runs.map(({ id }) => ({ id, message })) });
+  });
+});
+
+async function handle(msg) {
   if (msg.type === 'release') {
     await session?.release().catch(() => {});
     session = undefined;
@@ -80,7 +91,7 @@ parentPort.on('message', async (msg) => {
   const transfer = [];
   for (const run of msg.runs) results.push(await runOne(run, transfer));
   parentPort.postMessage({ type: 'results', results }, transfer);
-});
+}
 
 /** One run of a 'runs' message: its outputs (their buffers added to `transfer`) and stamps, or its error. */
 async function runOne({ id, feeds: wire, fetches }, transfer) {

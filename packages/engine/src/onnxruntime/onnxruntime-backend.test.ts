@@ -360,3 +360,17 @@ async function withInstance(
     await repo.cleanup();
   }
 }
+
+describe('session thread release', () => {
+  it('answers runs started in the same tick as a release before releasing', async () => {
+    await withBytesIdentity(async ({ config, instance }) => {
+      const run = instance.execute([normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [1, 2], ['x', 'y'])]))]);
+      const released = instance.release();
+      const outcome = await run;
+      const result = outcome.results[0]!;
+      if ('error' in result) throw result.error;
+      expect(deserializeBytesElements(result.outputs[0]!.data).map((b) => new TextDecoder().decode(b))).toEqual(['x', 'y']);
+      await released;
+    });
+  });
+});

@@ -84,6 +84,7 @@ export class SessionThread {
   private outbox: PendingRun[] = [];
   private readonly flush = (): void => {
     const runs = this.outbox;
+    if (runs.length === 0) return; // already posted (`release` flushes early)
     this.outbox = [];
     // A buffer shared by two feeds is transferred once (a duplicate in the list would fail the post).
     const transfer = new Set<ArrayBuffer>();
@@ -180,6 +181,8 @@ export class SessionThread {
           this.worker.on('message', onMessage);
           this.worker.once('exit', () => resolve());
         });
+        // Runs started in this tick go first: the thread answers them before it releases.
+        if (this.outbox.length > 0) this.flush();
         this.worker.postMessage({ type: 'release' });
         await done;
       }
