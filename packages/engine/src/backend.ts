@@ -103,6 +103,13 @@ export interface ExecutionOutcome {
 export interface BackendInstance {
   readonly name: string;
   /**
+   * How many executions a scheduler may hand this instance before the first ended; the instance
+   * runs them one after another, in the order given, and each execution's timing covers its own
+   * compute only. Absent: 1 (one execution at a time). The default scheduler uses it to keep an
+   * instance fed; batching schedulers hand one batch at a time.
+   */
+  readonly pipelineDepth?: number;
+  /**
    * Run the requests as one execution; `senders[i]` belongs to `requests[i]` (absent for warmup:
    * whatever is sent is discarded). Throwing fails every request of the batch that is still open.
    */

@@ -12,7 +12,10 @@ import type { InferResult } from './types.js';
 class ManualInstance implements BackendInstance {
   readonly started: string[] = [];
   private readonly waiting: (() => void)[] = [];
-  constructor(readonly name: string) {}
+  constructor(
+    readonly name: string,
+    readonly pipelineDepth?: number,
+  ) {}
   execute(requests: readonly NormalizedRequest[]): Promise<ExecutionOutcome> {
     this.started.push(requests.map((r) => r.request.id).join('+'));
     return new Promise((resolve) => {
@@ -95,6 +98,58 @@ describe('DefaultScheduler', () => {
     expect(snap.inference_count).toBe(8);
     expect(snap.batch_stats).toMatchObject([{ batch_size: 2, compute_infer: { count: 4 } }]);
     expect(stats.failureCounts().REJECTED).toBe(1);
+  });
+
+  it('hands an instance with a pipeline depth up to that many requests when it frees up, each its own execution', async () => {
+    const stats = new ModelStatsCollector('m', 1);
+    const results = new Map<string, InferResult>();
+    const i1 = new ManualInstance('i1', 3);
+    const scheduler = new DefaultScheduler('m', { instances: [i1], run: (inst, jobs) => executeBatch(inst, jobs, stats), logger: silentLogger });
+    for (const id of ['a', 'b', 'c', 'd', 'e', 'f']) scheduler.enqueue(makeJob(id, stats, results));
+    // Idle: the first request goes at once; the rest wait for the instance to free up.
+    expect(i1.started).toEqual(['a']);
+    i1.finishOne();
+    await flush();
+    expect(i1.started).toEqual(['a', 'b', 'c', 'd']);
+    expect(scheduler.inflightCount()).toBe(3);
+    expect(scheduler.pendingCount()).toBe(2);
+    // Not free until all three ended: the next ones wait in the queue (still cancellable there).
+    i1.finishOne();
+    i1.finishOne();
+    await flush();
+    expect(i1.started).toEqual(['a', 'b', 'c', 'd']);
+    expect([...results.keys()]).toEqual(['a', 'b', 'c']);
+    i1.finishOne();
+    await flush();
+    expect(i1.started).toEqual(['a', 'b', 'c', 'd', 'e', 'f']);
+    i1.finishOne();
+    i1.finishOne();
+    await flush();
+    await scheduler.stop();
+    expect([...results.keys()]).toEqual(['a', 'b', 'c', 'd', 'e', 'f']);
+    expect(stats.snapshot().execution_count).toBe(6);
+  });
+
+  it('gives each instance at most its share of the queue, so requests still spread over instances', async () => {
+    const stats = new ModelStatsCollector('m', 1);
+    const results = new Map<string, InferResult>();
+    const i1 = new ManualInstance('i1', 8);
+    const i2 = new ManualInstance('i2', 8);
+    const scheduler = new DefaultScheduler('m', { instances: [i1, i2], run: (inst, jobs) => executeBatch(inst, jobs, stats), logger: silentLogger });
+    for (const id of ['a', 'b']) scheduler.enqueue(makeJob(id, stats, results));
+    expect(i1.started).toEqual(['a']);
+    expect(i2.started).toEqual(['b']);
+    for (const id of ['c', 'd', 'e']) scheduler.enqueue(makeJob(id, stats, results));
+    i1.finishOne();
+    i2.finishOne();
+    await flush();
+    // i1 freed first and found three queued: it takes its share (two of three, two instances), i2 the rest.
+    expect(i1.started).toEqual(['a', 'c', 'd']);
+    expect(i2.started).toEqual(['b', 'e']);
+    for (let k = 0; k < 2; k++) i1.finishOne();
+    i2.finishOne();
+    await scheduler.stop();
+    expect(results.size).toBe(5);
   });
 
   it('fails a whole batch as BACKEND when the instance throws', async () => {

@@ -2,6 +2,10 @@
  * Triton's default scheduler: one FIFO queue per model version; each request executes alone
  * on the next free instance. There is no cross-request batching (a client batch up to
  * max_batch_size is one request). The most recently freed instance takes the next request.
+ * An instance with a `pipelineDepth` takes up to that many queued requests when it frees up,
+ * each still its own execution (run in order, one after another): an ONNX Runtime instance
+ * then pays one hop to its session thread for all of them. An instance takes at most its share
+ * of the queue (queued requests / instances), so requests still spread over instances.
  */
 import { unavailable } from '@switchyard/common';
 import type { BackendInstance } from './backend.js';
@@ -56,6 +60,8 @@ export class JobQueue {
 export class DefaultScheduler implements Scheduler {
   private readonly queue = new JobQueue();
   private readonly idle: BackendInstance[];
+  /** Executions handed to each busy instance and not yet ended. */
+  private readonly busy = new Map<BackendInstance, number>();
   private inflight = 0;
   private stopped = false;
   private drained: (() => void) | undefined;
@@ -105,16 +111,31 @@ export class DefaultScheduler implements Scheduler {
       // sleeping thread costs tens to hundreds of microseconds on a VM. Under load every
       // instance is busy anyway, so this only decides which idle one takes the next request.
       const instance = this.idle.pop() as BackendInstance;
-      const job = this.queue.shift() as InferenceJob;
-      job.markExecuting();
-      this.inflight++;
-      void this.context.run(instance, [job]).finally(() => {
-        this.inflight--;
-        this.idle.push(instance);
-        this.dispatch();
-        this.checkDrained();
-      });
+      // At most its share of the queue, so instances freeing up next still find work.
+      const share = Math.ceil(this.queue.size / this.context.instances.length);
+      const take = Math.max(1, Math.min(instance.pipelineDepth ?? 1, share));
+      this.busy.set(instance, take);
+      for (let i = 0; i < take; i++) this.start(instance, this.queue.shift() as InferenceJob);
     }
+  }
+
+  private start(instance: BackendInstance, job: InferenceJob): void {
+    job.markExecuting();
+    this.inflight++;
+    void this.context.run(instance, [job]).finally(() => this.ended(instance));
+  }
+
+  private ended(instance: BackendInstance): void {
+    this.inflight--;
+    const left = (this.busy.get(instance) as number) - 1;
+    if (left > 0) {
+      this.busy.set(instance, left);
+    } else {
+      this.busy.delete(instance);
+      this.idle.push(instance);
+      this.dispatch();
+    }
+    this.checkDrained();
   }
 
   private checkDrained(): void {

@@ -4,7 +4,7 @@
  * readiness and statistics queries. Transport-neutral; every failure is a SwitchyardError.
  */
 import { stat } from 'node:fs/promises';
-import { cancelled, internal, invalidArgument, toSwitchyardError, unavailable, type SwitchyardError } from '@switchyard/common';
+import { cancelled, internal, invalidArgument, toSwitchyardError, unavailable } from '@switchyard/common';
 import type { InferRequest, InferResponse } from '@switchyard/kserve';
 import type { LlmEndpoint } from '@switchyard/llm';
 import { configDataTypeToWire, type ModelConfig } from '@switchyard/model-config';
@@ -240,42 +240,30 @@ export class Engine implements InferenceEngine {
   /** `onStepSuccess` (ensemble steps only): also told the compute times the model records. */
   submit(request: InferRequest, onResult: (result: InferResult) => void, options?: SubmitOptions, onStepSuccess?: (times: StepComputeTimes) => void): void {
     const requestStartNs = now();
-    const deliver = (result: InferResult): void => {
-      try {
-        onResult(result);
-      } catch (e) {
-        this.options.logger.error({ err: e, model: request.modelName }, 'inference result callback threw');
-      }
-    };
-    const failEarly = (error: SwitchyardError): void => deliver({ final: true, error });
-    if (this.stopping) return failEarly(unavailable('Server is stopping'));
+    // The request's one closure is its job's result callback; the early endings below are methods.
+    if (this.stopping) return this.deliver(request, onResult, { final: true, error: unavailable('Server is stopping') });
     const resolved = this.lifecycle.tryResolve(request.modelName, request.modelVersion);
-    if (resolved instanceof Error) return failEarly(resolved);
+    if (resolved instanceof Error) return this.deliver(request, onResult, { final: true, error: resolved });
     const version: LoadedVersion = resolved;
     const trace = options?.trace;
     trace?.start(version.config.name, version.version, request.id);
     trace?.activity('REQUEST_START', requestStartNs);
-    /** A request that ends before it reaches a scheduler. */
-    const endEarly = (result: InferResult): void => {
-      trace?.activity('REQUEST_END', now());
-      deliver(result);
-    };
 
     let normalized: NormalizedRequest;
     try {
       normalized = normalizeRequest(version.config, request);
     } catch (e) {
       version.stats.recordFailure('OTHER', requestStartNs, now());
-      return endEarly({ final: true, error: toSwitchyardError(e) });
+      return this.endEarly(request, onResult, trace, { final: true, error: toSwitchyardError(e) });
     }
     const signal = options?.signal;
     if (signal?.aborted === true) {
       version.stats.recordFailure('CANCELED', requestStartNs, now());
-      return endEarly({ final: true, error: cancelled(`${requestPrefix(request.id)}Request was cancelled`) });
+      return this.endEarly(request, onResult, trace, { final: true, error: cancelled(`${requestPrefix(request.id)}Request was cancelled`) });
     }
     // Response cache (response-cache.ts): a hit answers now; a miss inserts the final result.
     const cached = this.cache?.lookup(version, normalized, requestStartNs);
-    if (cached?.response !== undefined) return endEarly({ final: true, response: cached.response });
+    if (cached?.response !== undefined) return this.endEarly(request, onResult, trace, { final: true, response: cached.response });
     let onAbort: (() => void) | undefined;
     const stats = onStepSuccess === undefined ? version.stats : new EnsembleStepStats(version.stats, onStepSuccess);
     const job = new InferenceJob(
@@ -289,7 +277,7 @@ export class Engine implements InferenceEngine {
         // Decoupled requests stay cancellable until their final result.
         if (result.final && onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
         cached?.settle(result);
-        deliver(result);
+        this.deliver(request, onResult, result);
       },
       trace,
     );
@@ -301,6 +289,21 @@ export class Engine implements InferenceEngine {
       signal.addEventListener('abort', onAbort, { once: true });
     }
     version.enqueue(job);
+  }
+
+  /** Hand `result` to the caller's callback; a callback that throws is logged, never propagated into the engine. */
+  private deliver(request: InferRequest, onResult: (result: InferResult) => void, result: InferResult): void {
+    try {
+      onResult(result);
+    } catch (e) {
+      this.options.logger.error({ err: e, model: request.modelName }, 'inference result callback threw');
+    }
+  }
+
+  /** A request that ends before it reaches a scheduler. */
+  private endEarly(request: InferRequest, onResult: (result: InferResult) => void, trace: SubmitOptions['trace'], result: InferResult): void {
+    trace?.activity('REQUEST_END', now());
+    this.deliver(request, onResult, result);
   }
 
   infer(request: InferRequest, options?: SubmitOptions): Promise<InferResponse> {

@@ -30,7 +30,7 @@ export type JobState = 'pending' | 'executing' | 'released';
 
 const now = (): bigint => process.hrtime.bigint();
 
-export class InferenceJob {
+export class InferenceJob implements ResponseSender {
   private jobState: JobState = 'pending';
   private cancelRequested = false;
   readonly queueStartNs = now();
@@ -128,18 +128,22 @@ export class InferenceJob {
     this.fail(cancelledError(`${requestPrefix(this.request.request.id)}Request was cancelled`), 'CANCELED');
   }
 
-  /** The sender the backend answers this request through (see `ResponseSender`). */
+  /**
+   * The sender the backend answers this request through (see `ResponseSender`): the job itself
+   * (`send`, `cancelled`, `onCancel`), so handing every request of a batch its sender allocates nothing.
+   */
   responseSender(): ResponseSender {
-    const job = this; // the getter below has its own `this`
-    return {
-      send: (response, final, sentAtNs) => job.send(response, final, sentAtNs),
-      get cancelled() {
-        return job.cancelRequested || job.wasCancelled;
-      },
-      onCancel: (listener) => {
-        job.cancelListener = listener;
-      },
-    };
+    return this;
+  }
+
+  /** `ResponseSender.cancelled`: the client cancelled this request. */
+  get cancelled(): boolean {
+    return this.cancelRequested || this.wasCancelled;
+  }
+
+  /** `ResponseSender.onCancel`. */
+  onCancel(listener: () => void): void {
+    this.cancelListener = listener;
   }
 
   /**
@@ -158,7 +162,8 @@ export class InferenceJob {
     }
   }
 
-  private send(response: BackendResponse | undefined, final: boolean, sentAtNs: bigint | undefined): boolean {
+  /** `ResponseSender.send`. */
+  send(response: BackendResponse | undefined, final: boolean, sentAtNs?: bigint): boolean {
     if (this.jobState === 'released') return false;
     if (response === undefined && !final) return true;
     this.streaming = true;

@@ -51,17 +51,14 @@ function indexOf(config: ModelConfig): ConfigIndex {
 /** Validate and normalise `request` against `config` (treated as immutable). Throws invalid_argument. */
 export function normalizeRequest(config: ModelConfig, request: InferRequest): NormalizedRequest {
   const model = config.name;
-  const prefix = requestPrefix(request.id);
-  const fail = (message: string): SwitchyardError => invalidArgument(prefix + message);
+  // The request prefix is built only for a refusal.
+  const fail = (message: string): SwitchyardError => invalidArgument(requestPrefix(request.id) + message);
   const { inputs: inputConfigs, outputNames, allOutputs, required } = indexOf(config);
   // Sequence id rules Triton applies while building the request (string length, CORRID kind).
   checkSequenceParameters(config, request);
 
-  const seenInputs = new Set<string>();
-  for (const input of request.inputs) {
-    if (seenInputs.has(input.name)) throw fail(`input '${input.name}' already exists in request`);
-    seenInputs.add(input.name);
-  }
+  const repeated = repeatedName(request.inputs);
+  if (repeated !== undefined) throw fail(`input '${repeated}' already exists in request`);
 
   // 1. Requested outputs must exist (Triton's Model::GetOutput message carries no request prefix).
   let requestedOutputs: string[];
@@ -128,9 +125,26 @@ export function normalizeRequest(config: ModelConfig, request: InferRequest): No
   // the order of its input map (an unordered_map, which lists the latest added first), so when
   // several inputs are wrong the last one in the request is the one named (qa L0_input_validation
   // test_input_string_shape_validation names 'INPUT1').
-  for (let i = inputs.length - 1; i >= 0; i--) checkByteSize(inputs[i] as NormalizedInput, model, prefix);
+  for (let i = inputs.length - 1; i >= 0; i--) checkByteSize(inputs[i] as NormalizedInput, model, request.id);
 
   return { request, batchSize, inputs, requestedOutputs };
+}
+
+/** The first name that repeats an earlier one, or undefined; a Set only for many inputs (most requests have one or two). */
+function repeatedName(list: readonly { name: string }[]): string | undefined {
+  if (list.length <= 8) {
+    for (let i = 1; i < list.length; i++) {
+      const name = (list[i] as { name: string }).name;
+      for (let j = 0; j < i; j++) if ((list[j] as { name: string }).name === name) return name;
+    }
+    return undefined;
+  }
+  const seen = new Set<string>();
+  for (const { name } of list) {
+    if (seen.has(name)) return name;
+    seen.add(name);
+  }
+  return undefined;
 }
 
 function unexpectedInput(name: string, model: string): SwitchyardError {
@@ -190,12 +204,12 @@ export function applyReshape(configDims: readonly number[], dims: readonly numbe
   return reshape.map((d) => (d === -1 ? (variable.shift() ?? 0) : d));
 }
 
-function checkByteSize(input: NormalizedInput, model: string, prefix: string): void {
+function checkByteSize(input: NormalizedInput, model: string, requestId: string): void {
   const count = elementCount(input.shape);
   if (input.datatype !== 'BYTES') {
     const expected = count * elementByteSize(input.datatype);
     if (input.data.byteLength !== expected) {
-      throw invalidArgument(`${prefix}input byte size mismatch for input '${input.name}' for model '${model}'. Expected ${expected}, got ${input.data.byteLength}`);
+      throw invalidArgument(`${requestPrefix(requestId)}input byte size mismatch for input '${input.name}' for model '${model}'. Expected ${expected}, got ${input.data.byteLength}`);
     }
     return;
   }
@@ -206,22 +220,22 @@ function checkByteSize(input: NormalizedInput, model: string, prefix: string): v
   while (offset < data.byteLength) {
     if (offset + 4 > data.byteLength) {
       throw invalidArgument(
-        `${prefix}incomplete string length indicator for inference input '${input.name}' for model '${model}', expecting 4 bytes but only ${data.byteLength - offset} bytes available. Please make sure the string length indicator is in one buffer.`,
+        `${requestPrefix(requestId)}incomplete string length indicator for inference input '${input.name}' for model '${model}', expecting 4 bytes but only ${data.byteLength - offset} bytes available. Please make sure the string length indicator is in one buffer.`,
       );
     }
     // Byte by byte: unaligned DataView reads cost ~5x more, and 800k-element tensors are common.
     const length = ((data[offset] as number) | ((data[offset + 1] as number) << 8) | ((data[offset + 2] as number) << 16) | ((data[offset + 3] as number) << 24)) >>> 0;
     offset += 4;
     if (offset + length > data.byteLength) {
-      throw invalidArgument(`${prefix}element byte size indicator exceeds the end of the buffer for inference input '${input.name}' for model '${model}'`);
+      throw invalidArgument(`${requestPrefix(requestId)}element byte size indicator exceeds the end of the buffer for inference input '${input.name}' for model '${model}'`);
     }
     offset += length;
     elements++;
     if (elements > count) {
-      throw invalidArgument(`${prefix}unexpected number of string elements ${elements} for inference input '${input.name}' for model '${model}', expecting ${count}`);
+      throw invalidArgument(`${requestPrefix(requestId)}unexpected number of string elements ${elements} for inference input '${input.name}' for model '${model}', expecting ${count}`);
     }
   }
   if (elements !== count) {
-    throw invalidArgument(`${prefix}expected ${count} string elements for inference input '${input.name}' for model '${model}', got ${elements}`);
+    throw invalidArgument(`${requestPrefix(requestId)}expected ${count} string elements for inference input '${input.name}' for model '${model}', got ${elements}`);
   }
 }

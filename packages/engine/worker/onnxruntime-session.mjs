@@ -6,11 +6,16 @@
 // Tensors cross onnxruntime only through @switchyard/ort (float16 as Uint16Array bit patterns in
 // both directions, on every Node.js).
 //
-// Protocol (parent → worker): {type:'run', id, feeds:{name:{type,dims,data}}, fetches:[name]}
+// Protocol (parent → worker): {type:'runs', runs:[{id, feeds:{name:{type,dims,data}}, fetches:[name]}]}
 //                             {type:'release'}
 //           (worker → parent): {type:'ready', inputs, outputs} | {type:'load-error', message}
-//                             {type:'result', id, outputs} | {type:'run-error', id, message}
+//                             {type:'results', results:[{id, outputs, times} | {id, message}]}
 //                             {type:'released'}
+// A 'runs' message carries every run the parent started in one tick (one hop for several
+// executions); they run here one after another, in order, and come back in one 'results' message.
+// `times` are this thread's process.hrtime.bigint() stamps (one clock for every thread of the
+// process): [start, inputs converted, run returned, outputs converted], so the parent's
+// statistics count each run's own compute, not the hops or the wait behind earlier runs.
 //
 // String tensors cross as BYTES bytes (Triton's length-prefixed layout, transferred) and are turned
 // into / from JavaScript strings here, so the per-element work of large BYTES tensors happens on
@@ -62,7 +67,18 @@ try {
   parentPort.postMessage({ type: 'load-error', message: err instanceof Error ? err.message : String(err) });
 }
 
-parentPort.on('message', async (msg) => {
+// Messages are handled one after another (onnxruntime-node's run yields to the event loop): the
+// runs of one message never interleave with another's, and a release waits for the runs before it.
+let handled = Promise.resolve();
+parentPort.on('message', (msg) => {
+  handled = handled.then(() => handle(msg)).catch((err) => {
+    // The results could not be posted: every run of the message fails with the reason.
+    const message = err instanceof Error ? err.message : String(err);
+    if (msg.type === 'runs') parentPort.postMessage({ type: 'results', results: msg.runs.map(({ id }) => ({ id, message })) });
+  });
+});
+
+async function handle(msg) {
   if (msg.type === 'release') {
     await session?.release().catch(() => {});
     session = undefined;
@@ -70,27 +86,39 @@ parentPort.on('message', async (msg) => {
     parentPort.close();
     return;
   }
-  if (msg.type !== 'run') return;
+  if (msg.type !== 'runs') return;
+  const results = [];
+  const transfer = [];
+  for (const run of msg.runs) results.push(await runOne(run, transfer));
+  parentPort.postMessage({ type: 'results', results }, transfer);
+}
+
+/** One run of a 'runs' message: its outputs (their buffers added to `transfer`) and stamps, or its error. */
+async function runOne({ id, feeds: wire, fetches }, transfer) {
+  const startNs = process.hrtime.bigint();
   try {
     if (session === undefined) throw new Error('session released');
     const feeds = {};
-    for (const [name, t] of Object.entries(msg.feeds)) {
+    for (const [name, t] of Object.entries(wire)) {
       feeds[name] = t.type === 'string' ? { type: t.type, dims: t.dims, data: deserializeStringElements(t.data) } : t;
     }
-    const produced = await runOrtSession(session, feeds, msg.fetches);
+    const inferStartNs = process.hrtime.bigint();
+    const produced = await runOrtSession(session, feeds, fetches);
+    const inferEndNs = process.hrtime.bigint();
     const outputs = {};
-    const transfer = [];
-    for (const name of msg.fetches) {
+    const buffers = [];
+    for (const name of fetches) {
       const tensor = produced[name];
       if (tensor === undefined) continue;
       let data = tensor.type === 'string' ? serializeStringElements(tensor.data) : tensor.data;
       // Hand the bytes over without a copy when the array owns its whole buffer.
       if (data.byteOffset !== 0 || data.byteLength !== data.buffer.byteLength) data = data.slice();
-      transfer.push(data.buffer);
+      buffers.push(data.buffer);
       outputs[name] = { type: tensor.type, dims: [...tensor.dims], data };
     }
-    parentPort.postMessage({ type: 'result', id: msg.id, outputs }, transfer);
+    transfer.push(...buffers);
+    return { id, outputs, times: [startNs, inferStartNs, inferEndNs, process.hrtime.bigint()] };
   } catch (err) {
-    parentPort.postMessage({ type: 'run-error', id: msg.id, message: err instanceof Error ? err.message : String(err) });
+    return { id, message: err instanceof Error ? err.message : String(err) };
   }
-});
+}

@@ -25,3 +25,21 @@ describe('BYTES ↔ ORT string tensors', () => {
     expect(parts.map(strings)).toEqual([['a', 'b'], ['cc', 'é', 'f', 'g'], ['', 'h']]);
   });
 });
+
+describe('fixed-size tensors for the session thread', () => {
+  it('copies request bytes into a buffer of their own, and hands a fresh whole batch over without a copy', () => {
+    const body = new Uint8Array(64);
+    body.set(new Uint8Array(Float32Array.from([1, 2]).buffer), 8);
+    const view = body.subarray(8, 16);
+    const copied = toWireTensor('FP32', [1, 2], view);
+    expect(copied.data.buffer).not.toBe(body.buffer);
+    expect(Array.from(copied.data as Float32Array)).toEqual([1, 2]);
+    // "fresh" but only part of its buffer: still copied, so the rest is not transferred along.
+    expect(toWireTensor('FP32', [1, 2], view, true).data.buffer).not.toBe(body.buffer);
+    const batch = concatBatch([view, view]);
+    const handed = toWireTensor('FP32', [2, 2], batch, true);
+    expect(handed.data.buffer).toBe(batch.buffer);
+    expect(Array.from(handed.data as Float32Array)).toEqual([1, 2, 1, 2]);
+    expect(toWireTensor('FP32', [2, 2], batch).data.buffer).not.toBe(batch.buffer);
+  });
+});

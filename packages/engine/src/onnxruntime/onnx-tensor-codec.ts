@@ -75,15 +75,18 @@ export function configTypeOfOrt(type: string): DataTypeName {
  * A tensor for a session thread, built from request bytes. Fixed-size data is copied into a
  * buffer of its own, because `SessionThread.run` transfers it (a request's bytes are often a
  * view into a larger socket or body buffer that must not be detached or cloned whole).
+ * `fresh`: `data` was made for this call and nothing else holds its buffer (a batch `concatBatch`
+ * built); when it spans that whole buffer it is handed over as it is, without a second copy.
  */
-export function toWireTensor(datatype: DataType, shape: readonly number[], data: Uint8Array): WireTensor {
+export function toWireTensor(datatype: DataType, shape: readonly number[], data: Uint8Array, fresh = false): WireTensor {
   const type = ortTypeOf(datatype);
   if (type === undefined) throw internal(`datatype ${datatype} is not supported by the onnxruntime backend`);
+  const whole = fresh && data.byteOffset === 0 && data.byteLength === data.buffer.byteLength;
   // Strings cross to the session thread as BYTES bytes in a buffer of their own (see WireTensor).
-  if (type === 'string') return { type, dims: [...shape], data: new Uint8Array(data) };
+  if (type === 'string') return { type, dims: [...shape], data: whole ? data : new Uint8Array(data) };
   const view = typedView(datatype, data);
   // typedView may already have copied (misaligned input); copy only when it did not.
-  const owned = view.buffer !== data.buffer ? view : view.slice();
+  const owned = view.buffer !== data.buffer || whole ? view : view.slice();
   return { type, dims: [...shape], data: owned };
 }
 

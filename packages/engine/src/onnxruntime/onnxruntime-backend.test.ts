@@ -299,6 +299,28 @@ describe('onnxruntime backend batched execution', () => {
       expect(outcome.timing.computeEndNs >= outcome.timing.computeStartNs).toBe(true);
     });
   });
+
+  it('runs executions handed over in one tick one after another on the thread, each with its own outputs and compute times', async () => {
+    await withBytesIdentity(async ({ config, instance }) => {
+      expect(instance.pipelineDepth).toBeGreaterThan(1);
+      const words = ['one', 'two', 'three', 'four'];
+      const before = process.hrtime.bigint();
+      const outcomes = await Promise.all(
+        words.map((w, i) => instance.execute([normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [1, 2], [w, `${w}!`])], { id: String(i) }))])),
+      );
+      const after = process.hrtime.bigint();
+      outcomes.forEach((outcome, i) => {
+        const result = outcome.results[0]!;
+        if ('error' in result) throw result.error;
+        expect(deserializeBytesElements(result.outputs[0]!.data).map((b) => new TextDecoder().decode(b))).toEqual([words[i], `${words[i]}!`]);
+        const t = outcome.timing;
+        expect(before <= t.computeStartNs && t.computeStartNs <= t.computeInputEndNs).toBe(true);
+        expect(t.computeInputEndNs <= t.computeOutputStartNs && t.computeOutputStartNs <= t.computeEndNs && t.computeEndNs <= after).toBe(true);
+      });
+      // In order on the thread: each run starts after the previous one returned.
+      for (let i = 1; i < outcomes.length; i++) expect(outcomes[i]!.timing.computeInputEndNs >= outcomes[i - 1]!.timing.computeOutputStartNs).toBe(true);
+    });
+  });
 });
 
 /**
@@ -338,3 +360,17 @@ async function withInstance(
     await repo.cleanup();
   }
 }
+
+describe('session thread release', () => {
+  it('answers runs started in the same tick as a release before releasing', async () => {
+    await withBytesIdentity(async ({ config, instance }) => {
+      const run = instance.execute([normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [1, 2], ['x', 'y'])]))]);
+      const released = instance.release();
+      const outcome = await run;
+      const result = outcome.results[0]!;
+      if ('error' in result) throw result.error;
+      expect(deserializeBytesElements(result.outputs[0]!.data).map((b) => new TextDecoder().decode(b))).toEqual(['x', 'y']);
+      await released;
+    });
+  });
+});

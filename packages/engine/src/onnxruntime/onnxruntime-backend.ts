@@ -33,7 +33,7 @@ import type {
 import { autoCompleteOnnxConfig, checkOnnxIo, type OnnxIo, type OnnxIoInfo } from './onnx-io-config.js';
 import { checkOrtStrings, concatBatch, configTypeOfOrt, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
 import { batchInputTensor, compileRaggedLayout, raggedFeed, scatterOutput, type RaggedLayout } from './ragged-batch.js';
-import { SessionLoadError, SessionThread, type WireTensor, type WireValueMetadata } from './session-thread.js';
+import { SessionLoadError, SessionThread, type TimedRun, type WireTensor, type WireValueMetadata } from './session-thread.js';
 import type { NormalizedRequest } from '../request-normalizer.js';
 import { DEFAULT_BACKEND_SETTINGS, type OnnxRuntimeSettings } from '../backend-config.js';
 
@@ -131,15 +131,22 @@ export function sessionIo(session: SessionThread): OnnxIo {
  * output with `reshape` stays in the model's shape: the engine turns it into `dims` for every
  * backend (output-reshape.ts).
  */
-function clientShape(output: ModelOutput | undefined, actual: readonly number[], batched: boolean): number[] {
-  if (output === undefined || output.reshape !== undefined) return [...actual];
-  const batchDims = batched ? actual.slice(0, 1) : [];
-  const rest = batched ? actual.slice(1) : [...actual];
-  if (rest.length === 0 && output.dims.length > 0) return [...batchDims, ...output.dims];
-  return [...actual];
+function clientShape(output: ModelOutput | undefined, actual: number[], batched: boolean): number[] {
+  // `actual` is made for this response: returned as it is unless a scalar expands.
+  if (output === undefined || output.reshape !== undefined || output.dims.length === 0) return actual;
+  if (actual.length > (batched ? 1 : 0)) return actual;
+  return [...actual, ...output.dims];
 }
 
+/**
+ * Executions a scheduler may hand one instance at once: they cross to the session thread in one
+ * message and run there one after another, so the instance's thread is kept fed and a hop carries
+ * several requests.
+ */
+export const ONNX_PIPELINE_DEPTH = 8;
+
 class OnnxRuntimeInstance implements BackendInstance {
+  readonly pipelineDepth = ONNX_PIPELINE_DEPTH;
   private readonly outputs: Map<string, ModelOutput>;
   private readonly ragged: RaggedLayout;
 
@@ -182,15 +189,17 @@ class OnnxRuntimeInstance implements BackendInstance {
     const batched = this.config.max_batch_size > 0;
     if (requests.length > 1 && !batched) throw internal(`batch of ${requests.length} requests for '${this.config.name}', which does not support batching`);
     const feeds = this.buildFeeds(requests);
-    const fetches = [...new Set(requests.flatMap((r) => r.requestedOutputs))];
-    const computeInputEndNs = now();
-    let produced: Record<string, WireTensor>;
+    // A request's outputs are already distinct (normalisation refuses repeats).
+    const fetches = requests.length === 1 ? (requests[0] as NormalizedRequest).requestedOutputs : [...new Set(requests.flatMap((r) => r.requestedOutputs))];
+    const inputNs = now() - computeStartNs;
+    let ran: TimedRun;
     try {
-      produced = await this.session.run(feeds, fetches);
+      ran = await this.session.runTimed(feeds, fetches);
     } catch (e) {
       throw internal(`onnx runtime error: ${e instanceof Error ? e.message : String(e)}`, e);
     }
-    const computeOutputStartNs = now();
+    const produced = ran.outputs;
+    const outputStartNs = now();
     const batchSizes = requests.map((r) => Math.max(r.batchSize, 1));
     // Per output, each request's shape (as the client sees it) and bytes.
     const sliced = new Map<string, { datatype: DataType; parts: { shape: number[]; data: Uint8Array }[] }>();
@@ -223,7 +232,12 @@ class OnnxRuntimeInstance implements BackendInstance {
       });
       return { outputs };
     });
-    return { results, timing: { computeStartNs, computeInputEndNs, computeOutputStartNs, computeEndNs: now() } };
+    // This execution's own work: building the feeds here and converting them on the thread, the
+    // run, converting and slicing the outputs. The hops to and from the thread, and any wait
+    // behind the runs handed to the instance before it, are not compute (they count as queue time).
+    const t = ran.times;
+    const timing = { computeStartNs: t.startNs - inputNs, computeInputEndNs: t.inferStartNs, computeOutputStartNs: t.inferEndNs, computeEndNs: t.endNs + (now() - outputStartNs) };
+    return { results, timing };
   }
 
   private buildFeeds(requests: readonly NormalizedRequest[]): Record<string, WireTensor> {
@@ -252,7 +266,8 @@ class OnnxRuntimeInstance implements BackendInstance {
         return match.data;
       });
       const total = requests.reduce((n, r) => n + r.batchSize, 0);
-      feeds[input.name] = toWireTensor(input.datatype, [total, ...input.shape.slice(1)], concatBatch(parts));
+      const batch = concatBatch(parts);
+      feeds[input.name] = toWireTensor(input.datatype, [total, ...input.shape.slice(1)], batch, batch !== parts[0]);
     }
     for (const spec of this.ragged.batchInputs) {
       const shapes = requests.map((r) => {

@@ -11,8 +11,9 @@
  * callers pass buffers made for this call (`toWireTensor` copies). Outputs arrive owned. Strings
  * travel as BYTES bytes and are decoded / encoded on the thread (a 4 MB tensor of 800k strings
  * costs the event loop one buffer transfer, not 800k strings to build and clone).
- * One thread serves one instance; the scheduler gives it one execution at a time, but `run`
- * tolerates overlap (replies are matched by id).
+ * One thread serves one instance. Runs started in the same tick cross in one message and come
+ * back in one (a scheduler handing an instance several executions pays one hop for them); they
+ * run on the thread one after another, in order. `run` tolerates overlap (replies are matched by id).
  */
 import { Worker } from 'node:worker_threads';
 import type * as ort from 'onnxruntime-node';
@@ -40,12 +41,36 @@ export interface WireValueMetadata {
   shape: Array<number | string>;
 }
 
+/**
+ * When a run happened on its thread (`process.hrtime.bigint()`, one clock for every thread of the
+ * process): started, inputs converted (BYTES to strings), `session.run` returned, outputs converted.
+ */
+export interface RunTimes {
+  startNs: bigint;
+  inferStartNs: bigint;
+  inferEndNs: bigint;
+  endNs: bigint;
+}
+
+/** A run's outputs and when it ran on the thread. */
+export interface TimedRun {
+  outputs: Record<string, WireTensor>;
+  times: RunTimes;
+}
+
+type RunResult = { id: number; outputs: Record<string, WireTensor>; times: [bigint, bigint, bigint, bigint] } | { id: number; message: string };
+
 type Reply =
   | { type: 'ready'; inputs: WireValueMetadata[]; outputs: WireValueMetadata[] }
   | { type: 'load-error'; message: string }
-  | { type: 'result'; id: number; outputs: Record<string, WireTensor> }
-  | { type: 'run-error'; id: number; message: string }
+  | { type: 'results'; results: RunResult[] }
   | { type: 'released' };
+
+interface PendingRun {
+  id: number;
+  feeds: Record<string, WireTensor>;
+  fetches: readonly string[];
+}
 
 /** A session that failed to load: `message` is onnxruntime's own. */
 export class SessionLoadError extends Error {
@@ -54,7 +79,23 @@ export class SessionLoadError extends Error {
 
 export class SessionThread {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (o: Record<string, WireTensor>) => void; reject: (e: Error) => void }>();
+  private readonly pending = new Map<number, { resolve: (run: TimedRun) => void; reject: (e: Error) => void }>();
+  /** Runs started in this tick, posted together by `flush`. */
+  private outbox: PendingRun[] = [];
+  private readonly flush = (): void => {
+    const runs = this.outbox;
+    if (runs.length === 0) return; // already posted (`release` flushes early)
+    this.outbox = [];
+    // A buffer shared by two feeds is transferred once (a duplicate in the list would fail the post).
+    const transfer = new Set<ArrayBuffer>();
+    for (const run of runs) for (const name in run.feeds) transfer.add(run.feeds[name]!.data.buffer as ArrayBuffer);
+    try {
+      this.worker.postMessage({ type: 'runs', runs }, [...transfer]);
+    } catch (e) {
+      const error = e instanceof Error ? e : new Error(String(e));
+      for (const run of runs) this.settle(run.id, undefined, error);
+    }
+  };
   private released: Promise<void> | undefined;
   private exitError: Error | undefined;
 
@@ -64,12 +105,11 @@ export class SessionThread {
     readonly outputMetadata: readonly WireValueMetadata[],
   ) {
     worker.on('message', (reply: Reply) => {
-      if (reply.type !== 'result' && reply.type !== 'run-error') return;
-      const waiter = this.pending.get(reply.id);
-      if (waiter === undefined) return;
-      this.pending.delete(reply.id);
-      if (reply.type === 'result') waiter.resolve(reply.outputs);
-      else waiter.reject(new Error(reply.message));
+      if (reply.type !== 'results') return;
+      for (const r of reply.results) {
+        if ('message' in r) this.settle(r.id, undefined, new Error(r.message));
+        else this.settle(r.id, { outputs: r.outputs, times: { startNs: r.times[0], inferStartNs: r.times[1], inferEndNs: r.times[2], endNs: r.times[3] } });
+      }
     });
     // A thread that dies (native crash, OOM) fails what it was running; later runs fail fast.
     const fail = (err: Error): void => {
@@ -101,16 +141,30 @@ export class SessionThread {
   }
 
   /** Run the session. Rejects with onnxruntime's message on a run failure. */
-  run(feeds: Record<string, WireTensor>, fetches: readonly string[]): Promise<Record<string, WireTensor>> {
+  async run(feeds: Record<string, WireTensor>, fetches: readonly string[]): Promise<Record<string, WireTensor>> {
+    return (await this.runTimed(feeds, fetches)).outputs;
+  }
+
+  /**
+   * Run the session; resolves with the outputs and when the run happened on the thread. The feeds'
+   * buffers are transferred when the tick's runs are posted (at the end of this tick).
+   */
+  runTimed(feeds: Record<string, WireTensor>, fetches: readonly string[]): Promise<TimedRun> {
     if (this.exitError !== undefined) return Promise.reject(this.exitError);
     if (this.released !== undefined) return Promise.reject(new Error('session released'));
     const id = this.nextId++;
-    const transfer: ArrayBuffer[] = [];
-    for (const t of Object.values(feeds)) transfer.push(t.data.buffer as ArrayBuffer);
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ type: 'run', id, feeds, fetches }, transfer);
+      if (this.outbox.push({ id, feeds, fetches }) === 1) queueMicrotask(this.flush);
     });
+  }
+
+  private settle(id: number, run: TimedRun | undefined, error?: Error): void {
+    const waiter = this.pending.get(id);
+    if (waiter === undefined) return;
+    this.pending.delete(id);
+    if (run !== undefined) waiter.resolve(run);
+    else waiter.reject(error ?? new Error('session run failed'));
   }
 
   /** Release the session on its thread, then end the thread. Idempotent. */
@@ -127,6 +181,8 @@ export class SessionThread {
           this.worker.on('message', onMessage);
           this.worker.once('exit', () => resolve());
         });
+        // Runs started in this tick go first: the thread answers them before it releases.
+        if (this.outbox.length > 0) this.flush();
         this.worker.postMessage({ type: 'release' });
         await done;
       }
