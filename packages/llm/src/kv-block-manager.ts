@@ -426,6 +426,12 @@ export class KvBlockManager {
     const out = this.pending;
     if (out.length === 0) return;
     this.pending = [];
+    if (out.length === 1) {
+      // the common case (one promotion, one admission): nothing to merge
+      const event: KvCacheEvent = { event_id: this.nextEventId++, data: out[0]! };
+      if (this.sink !== undefined) this.sink(event);
+      return;
+    }
     // Consecutive evictions within one call travel as one `removed` event.
     const merged: KvCacheEventData[] = [];
     for (const d of out) {
