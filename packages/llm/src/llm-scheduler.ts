@@ -120,6 +120,8 @@ export class LlmScheduler {
   private readonly running: LlmSequence[] = [];
   private steps = 0;
   private inFlight: SchedulerOutput | null = null;
+  /** The sequences of `inFlight.scheduled`, in its order (update finds them without a lookup by id). */
+  private inFlightSeqs: LlmSequence[] = [];
 
   constructor(kv: KvBlockManager, options: LlmSchedulerOptions = {}) {
     this.kv = kv;
@@ -170,6 +172,7 @@ export class LlmScheduler {
     if (this.inFlight !== null) throw internal('LlmScheduler.schedule called before update of the previous step');
     let budget = this.maxNumBatchedTokens;
     const scheduled: ScheduledSequence[] = [];
+    const seqs: LlmSequence[] = [];
     const preempted: string[] = [];
 
     for (let i = 0; i < this.running.length && budget > 0; i++) {
@@ -187,6 +190,7 @@ export class LlmScheduler {
       }
       if (!ok) break;
       scheduled.push(this.entry(seq, n, 0, false));
+      seqs.push(seq);
       budget -= n;
     }
 
@@ -211,6 +215,7 @@ export class LlmScheduler {
       seq.numCachedTokens = computed;
       this.running.push(seq);
       scheduled.push(this.entry(seq, n, computed, true));
+      seqs.push(seq);
       budget -= n;
     }
 
@@ -222,6 +227,7 @@ export class LlmScheduler {
       kvUsage: this.kv.usage,
     };
     this.inFlight = out;
+    this.inFlightSeqs = seqs;
     return out;
   }
 
@@ -233,10 +239,15 @@ export class LlmScheduler {
   update(output: SchedulerOutput, sampled: ReadonlyMap<string, number>): SequenceOutput[] {
     if (output !== this.inFlight) throw internal('LlmScheduler.update: not the output of the last schedule()');
     this.inFlight = null;
+    const seqs = this.inFlightSeqs;
+    this.inFlightSeqs = [];
     const results: SequenceOutput[] = [];
-    for (const e of output.scheduled) {
-      const seq = this.sequences.get(e.requestId);
-      if (seq === undefined || seq.status !== 'running') throw internal(`scheduled sequence ${e.requestId} is not running`);
+    const scheduled = output.scheduled;
+    for (let i = 0; i < scheduled.length; i++) {
+      const e = scheduled[i]!;
+      // (a scheduled sequence is never preempted later in the same schedule(): victims come after it)
+      const seq = seqs[i]!;
+      if (seq.status !== 'running') throw internal(`scheduled sequence ${e.requestId} is not running`);
       seq.numComputedTokens += e.numNewTokens;
       this.promoteComputed(seq);
       if (!e.samples) continue;
@@ -271,6 +282,7 @@ export class LlmScheduler {
   discardStep(output: SchedulerOutput): string[] {
     if (output !== this.inFlight) throw internal('LlmScheduler.discardStep: not the output of the last schedule()');
     this.inFlight = null;
+    this.inFlightSeqs = [];
     const ids: string[] = [];
     for (const e of output.scheduled) {
       const seq = this.sequences.get(e.requestId);
@@ -327,9 +339,9 @@ export class LlmScheduler {
     const held = seq.blocks;
     const k = held.length;
     const validBlocks = Math.min(Math.max(Math.floor(seq.numComputedTokens / bs), cachedBlocks), needTotal);
-    const full = k < validBlocks ? specs.slice(k, validBlocks) : [];
     const partial = needTotal - Math.max(k, validBlocks);
-    if (full.length === 0 && partial <= 0) return true;
+    if (k >= validBlocks && partial <= 0) return true; // (most decode steps)
+    const full = k < validBlocks ? specs.slice(k, validBlocks) : [];
     const got = this.kv.allocate({ parent: k > 0 ? specs[k - 1]!.sequenceHash : null, full, partial: Math.max(partial, 0) });
     if (got === null) return false;
     seq.blocks = held.concat(got.blocks); // a new list: steps already scheduled share the old one
