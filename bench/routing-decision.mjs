@@ -1,7 +1,9 @@
 // Router decision latency (issue 5): `selectAndReserve` with 64 workers over one million indexed
 // blocks, 128-block prompts, ~256 requests in flight (each decision reserves, the 256th before it is
 // released), for the in-memory table and for the Redis table (a private redis-server from the test
-// harness, round trip included). A program, not a test. Goal reported against: Redis p99 < 1 ms.
+// harness, round trip included). A program, not a test. Goal reported against (issue 15): Redis p99
+// <= 500 us. The router's CPU per decision (process.cpuUsage around the call) is printed beside the
+// latencies: unlike them, it barely moves when other processes load the machine.
 //
 // Index: each worker holds a 32-block shared system prompt plus its own disjoint range; a prompt is
 // the system prompt, a random run of one worker's range, then blocks nobody holds, so every decision
@@ -43,18 +45,24 @@ async function measure(table, { workers, blocks, promptBlocks, decisions }) {
   };
   const warmup = Math.min(500, decisions);
   const lat = [];
+  let cpuUs = 0;
   const live = [];
   for (let n = 0; n < decisions + warmup; n++) {
     const blockHashes = prompt(n);
+    const c = process.cpuUsage();
     const t = performance.now();
     await table.selectAndReserve({ requestId: `req${n}`, blockHashes, promptTokens: promptBlocks * BLOCK_SIZE + 5, blockSize: BLOCK_SIZE, candidates: ids, overlapWeight: 1, temperature: 0, random: rng(), now: Date.now() });
-    if (n >= warmup) lat.push(performance.now() - t);
+    if (n >= warmup) {
+      lat.push(performance.now() - t);
+      const used = process.cpuUsage(c);
+      cpuUs += used.user + used.system;
+    }
     live.push(`req${n}`);
     if (live.length > 256) await table.release(live.shift());
   }
   lat.sort((a, b) => a - b);
   const us = (x) => Math.round(x * 1000);
-  return { workers, blocks: perWorker * workers + SHARED * workers, promptBlocks, decisions, loadSec: +loadSec.toFixed(1), p50_us: us(pct(lat, 0.5)), p90_us: us(pct(lat, 0.9)), p99_us: us(pct(lat, 0.99)), max_us: us(lat[lat.length - 1]) };
+  return { workers, blocks: perWorker * workers + SHARED * workers, promptBlocks, decisions, loadSec: +loadSec.toFixed(1), p50_us: us(pct(lat, 0.5)), p90_us: us(pct(lat, 0.9)), p99_us: us(pct(lat, 0.99)), max_us: us(lat[lat.length - 1]), cpu_us: Math.round(cpuUs / decisions) };
 }
 
 export async function measureDecisions({ quick = false } = {}) {
@@ -75,10 +83,10 @@ export async function measureDecisions({ quick = false } = {}) {
     await server.stop();
   }
   results.memory = await measure(new MemoryRoutingTable(), shape);
-  const rows = ['memory', 'redis'].map((k) => ({ table: k, 'index load s': results[k].loadSec, 'p50 us': results[k].p50_us, 'p90 us': results[k].p90_us, 'p99 us': results[k].p99_us, 'max us': results[k].max_us }));
+  const rows = ['memory', 'redis'].map((k) => ({ table: k, 'index load s': results[k].loadSec, 'p50 us': results[k].p50_us, 'p90 us': results[k].p90_us, 'p99 us': results[k].p99_us, 'max us': results[k].max_us, 'router cpu us': results[k].cpu_us }));
   console.table(rows);
-  results.goal = { 'Redis p99 us incl. round trip (goal < 1000)': results.redis.p99_us };
-  console.log(`  Redis p99 incl. round trip (goal < 1000 us): ${results.redis.p99_us} us`);
+  results.goal = { 'Redis p99 us incl. round trip (goal <= 500)': results.redis.p99_us };
+  console.log(`  Redis p99 incl. round trip (goal <= 500 us): ${results.redis.p99_us} us`);
   return results;
 }
 

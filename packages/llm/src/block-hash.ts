@@ -38,6 +38,9 @@ export interface TokenBlockHashes {
 
 // Scratch buffers reused across calls (hashing is synchronous, so no caller can interleave).
 let scratchView = new DataView(new ArrayBuffer(256));
+let scratchU32 = new Uint32Array(scratchView.buffer);
+/** Typed arrays use the host's byte order: on a little-endian host a Uint32Array writes le_u32 directly. */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 const chainView = new DataView(new ArrayBuffer(16));
 
 const toHex = (v: bigint): string => v.toString(16).padStart(16, '0');
@@ -61,11 +64,23 @@ export function hashTokenBlock(tokens: ArrayLike<number>, start: number, blockSi
     throw new RangeError(`block [${start}, ${start + blockSize}) outside ${tokens.length} tokens`);
   }
   const bytes = blockSize * 4;
-  if (scratchView.byteLength < bytes) scratchView = new DataView(new ArrayBuffer(bytes));
-  for (let i = 0; i < blockSize; i++) {
-    const t = tokens[start + i]!;
-    if (t >>> 0 !== t) throw new RangeError(`token ${t} at ${start + i} is not a u32`);
-    scratchView.setUint32(4 * i, t, true);
+  if (scratchView.byteLength < bytes) {
+    scratchView = new DataView(new ArrayBuffer(bytes));
+    scratchU32 = new Uint32Array(scratchView.buffer);
+  }
+  if (LITTLE_ENDIAN) {
+    const u32 = scratchU32;
+    for (let i = 0; i < blockSize; i++) {
+      const t = tokens[start + i]!;
+      if (t >>> 0 !== t) throw new RangeError(`token ${t} at ${start + i} is not a u32`);
+      u32[i] = t;
+    }
+  } else {
+    for (let i = 0; i < blockSize; i++) {
+      const t = tokens[start + i]!;
+      if (t >>> 0 !== t) throw new RangeError(`token ${t} at ${start + i} is not a u32`);
+      scratchView.setUint32(4 * i, t, true);
+    }
   }
   return xxh3_64Hex(scratchView, bytes, SEED_HI, SEED_LO) as LocalBlockHash;
 }
@@ -74,11 +89,29 @@ export function hashTokenBlock(tokens: ArrayLike<number>, start: number, blockSi
 export function chainSequenceHash(parent: SequenceHash | null, local: LocalBlockHash): SequenceHash {
   if (parent === null) return local as string as SequenceHash;
   // le_u64(parent) ‖ le_u64(local), from the hex digits without going through bigint.
-  chainView.setUint32(0, parseInt(parent.slice(8), 16), true);
-  chainView.setUint32(4, parseInt(parent.slice(0, 8), 16), true);
-  chainView.setUint32(8, parseInt(local.slice(8), 16), true);
-  chainView.setUint32(12, parseInt(local.slice(0, 8), 16), true);
+  chainView.setUint32(0, hex32(parent, 8), true);
+  chainView.setUint32(4, hex32(parent, 0), true);
+  chainView.setUint32(8, hex32(local, 8), true);
+  chainView.setUint32(12, hex32(local, 0), true);
   return xxh3_64Hex(chainView, 16, SEED_HI, SEED_LO) as SequenceHash;
+}
+
+/**
+ * The 8 hex digits of `h` from `start` as a u32, as `parseInt(h.slice(start, start + 8), 16)` reads
+ * them for a hash (our hashes are 16 lower-case hex digits), without building the substring. Any other
+ * character falls back to parseInt, so the result is the same for every input.
+ */
+function hex32(h: string, start: number): number {
+  let v = 0;
+  for (let i = start; i < start + 8; i++) {
+    const c = h.charCodeAt(i);
+    let d: number;
+    if (c >= 48 && c <= 57) d = c - 48;
+    else if (c >= 97 && c <= 102) d = c - 87;
+    else return parseInt(h.slice(start, start + 8), 16);
+    v = v * 16 + d;
+  }
+  return v;
 }
 
 /**

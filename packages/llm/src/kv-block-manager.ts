@@ -142,6 +142,18 @@ export class KvBlockManager {
     return n;
   }
 
+  /** `findCachedPrefix` over the specs' sequence hashes. */
+  findCachedSpecs(specs: readonly FullBlockSpec[]): number {
+    let n = 0;
+    while (n < specs.length && this.fullBlocks.has(specs[n]!.sequenceHash)) n++;
+    return n;
+  }
+
+  /** Active blocks / numBlocks (`stats().usage`, without building the stats). */
+  get usage(): number {
+    return (this.numBlocks - this.inactive.size - this.freeCount) / this.numBlocks;
+  }
+
   /** Free slots: freed ones plus never-used ones. */
   private get freeCount(): number {
     return this.freeSlots.length + (this.numBlocks - this.fresh);
@@ -328,7 +340,7 @@ export class KvBlockManager {
       active,
       inactive,
       free,
-      usage: active / this.numBlocks,
+      usage: this.usage,
       queriedBlocks: this.queried,
       hitBlocks: this.hits,
       hitRate: this.queried === 0 ? 0 : this.hits / this.queried,
@@ -414,6 +426,12 @@ export class KvBlockManager {
     const out = this.pending;
     if (out.length === 0) return;
     this.pending = [];
+    if (out.length === 1) {
+      // the common case (one promotion, one admission): nothing to merge
+      const event: KvCacheEvent = { event_id: this.nextEventId++, data: out[0]! };
+      if (this.sink !== undefined) this.sink(event);
+      return;
+    }
     // Consecutive evictions within one call travel as one `removed` event.
     const merged: KvCacheEventData[] = [];
     for (const d of out) {

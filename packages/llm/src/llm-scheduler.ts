@@ -28,6 +28,10 @@
 // frees its partial blocks, which never reach the prefix cache). Executors write KV only into partial
 // blocks; full blocks are immutable and may be shared. (A fully cached prompt still recomputes its last
 // token for the logits; that token's block is a full prefix-cache hit, so its KV write is skipped.)
+//
+// Block lists are copy-on-write: `seq.blocks` is replaced, never changed in place, so a step's
+// ScheduledSequence shares the list as it was at `schedule()` instead of copying it every step.
+// In `seq.blocks` the full blocks always come first, then the partial ones.
 
 import { internal, invalidArgument } from '@switchyard/common';
 import type { BlockRef, KvBlockManager } from './kv-block-manager.js';
@@ -116,6 +120,8 @@ export class LlmScheduler {
   private readonly running: LlmSequence[] = [];
   private steps = 0;
   private inFlight: SchedulerOutput | null = null;
+  /** The sequences of `inFlight.scheduled`, in its order (update finds them without a lookup by id). */
+  private inFlightSeqs: LlmSequence[] = [];
 
   constructor(kv: KvBlockManager, options: LlmSchedulerOptions = {}) {
     this.kv = kv;
@@ -166,6 +172,7 @@ export class LlmScheduler {
     if (this.inFlight !== null) throw internal('LlmScheduler.schedule called before update of the previous step');
     let budget = this.maxNumBatchedTokens;
     const scheduled: ScheduledSequence[] = [];
+    const seqs: LlmSequence[] = [];
     const preempted: string[] = [];
 
     for (let i = 0; i < this.running.length && budget > 0; i++) {
@@ -183,14 +190,14 @@ export class LlmScheduler {
       }
       if (!ok) break;
       scheduled.push(this.entry(seq, n, 0, false));
+      seqs.push(seq);
       budget -= n;
     }
 
     while (preempted.length === 0 && this.waiting.length > 0 && budget > 0 && this.running.length < this.maxNumSeqs) {
       const seq = this.waiting[0]!;
       const bs = this.kv.blockSize;
-      const specs = seq.fullBlockSpecs();
-      const cachedBlocks = this.kv.findCachedPrefix(specs.map((s) => s.sequenceHash));
+      const cachedBlocks = this.kv.findCachedSpecs(seq.fullBlockSpecs());
       const computed = Math.min(cachedBlocks * bs, seq.numTokens - 1);
       const missing = seq.numTokens - computed;
       if (!this.enableChunkedPrefill && missing > budget) break;
@@ -208,6 +215,7 @@ export class LlmScheduler {
       seq.numCachedTokens = computed;
       this.running.push(seq);
       scheduled.push(this.entry(seq, n, computed, true));
+      seqs.push(seq);
       budget -= n;
     }
 
@@ -216,9 +224,10 @@ export class LlmScheduler {
       scheduled,
       numScheduledTokens: this.maxNumBatchedTokens - budget,
       preempted,
-      kvUsage: this.kv.stats().usage,
+      kvUsage: this.kv.usage,
     };
     this.inFlight = out;
+    this.inFlightSeqs = seqs;
     return out;
   }
 
@@ -230,10 +239,15 @@ export class LlmScheduler {
   update(output: SchedulerOutput, sampled: ReadonlyMap<string, number>): SequenceOutput[] {
     if (output !== this.inFlight) throw internal('LlmScheduler.update: not the output of the last schedule()');
     this.inFlight = null;
+    const seqs = this.inFlightSeqs;
+    this.inFlightSeqs = [];
     const results: SequenceOutput[] = [];
-    for (const e of output.scheduled) {
-      const seq = this.sequences.get(e.requestId);
-      if (seq === undefined || seq.status !== 'running') throw internal(`scheduled sequence ${e.requestId} is not running`);
+    const scheduled = output.scheduled;
+    for (let i = 0; i < scheduled.length; i++) {
+      const e = scheduled[i]!;
+      // (a scheduled sequence is never preempted later in the same schedule(): victims come after it)
+      const seq = seqs[i]!;
+      if (seq.status !== 'running') throw internal(`scheduled sequence ${e.requestId} is not running`);
       seq.numComputedTokens += e.numNewTokens;
       this.promoteComputed(seq);
       if (!e.samples) continue;
@@ -242,7 +256,11 @@ export class LlmScheduler {
       const reason = seq.appendToken(token);
       const pinnedBlocks = reason === 'length' && seq.prefillOnly ? this.pinPrompt(seq) : undefined;
       if (reason !== null) this.finish(seq, reason);
-      results.push({ requestId: seq.requestId, newTokenIds: [token], finishReason: reason, ...(pinnedBlocks === undefined ? {} : { pinnedBlocks }) });
+      results.push(
+        pinnedBlocks === undefined
+          ? { requestId: seq.requestId, newTokenIds: [token], finishReason: reason }
+          : { requestId: seq.requestId, newTokenIds: [token], finishReason: reason, pinnedBlocks },
+      );
     }
     return results;
   }
@@ -264,6 +282,7 @@ export class LlmScheduler {
   discardStep(output: SchedulerOutput): string[] {
     if (output !== this.inFlight) throw internal('LlmScheduler.discardStep: not the output of the last schedule()');
     this.inFlight = null;
+    this.inFlightSeqs = [];
     const ids: string[] = [];
     for (const e of output.scheduled) {
       const seq = this.sequences.get(e.requestId);
@@ -320,12 +339,12 @@ export class LlmScheduler {
     const held = seq.blocks;
     const k = held.length;
     const validBlocks = Math.min(Math.max(Math.floor(seq.numComputedTokens / bs), cachedBlocks), needTotal);
-    const full = k < validBlocks ? specs.slice(k, validBlocks) : [];
     const partial = needTotal - Math.max(k, validBlocks);
-    if (full.length === 0 && partial <= 0) return true;
+    if (k >= validBlocks && partial <= 0) return true; // (most decode steps)
+    const full = k < validBlocks ? specs.slice(k, validBlocks) : [];
     const got = this.kv.allocate({ parent: k > 0 ? specs[k - 1]!.sequenceHash : null, full, partial: Math.max(partial, 0) });
     if (got === null) return false;
-    held.push(...got.blocks);
+    seq.blocks = held.concat(got.blocks); // a new list: steps already scheduled share the old one
     return true;
   }
 
@@ -337,12 +356,18 @@ export class LlmScheduler {
   private promoteComputed(seq: LlmSequence): void {
     const bs = this.kv.blockSize;
     const specs = seq.fullBlockSpecs();
-    const done = Math.min(Math.floor(seq.numComputedTokens / bs), seq.blocks.length);
-    for (let i = 0; i < done; i++) {
-      const ref = seq.blocks[i]!;
-      if (ref.full) continue;
-      seq.blocks[i] = this.kv.promote(ref, specs[i]!, i > 0 ? specs[i - 1]!.sequenceHash : null);
+    const held = seq.blocks;
+    const done = Math.min(Math.floor(seq.numComputedTokens / bs), held.length);
+    // Full blocks are a prefix of `held` (see ensureBlocks), so the partial ones to promote start
+    // after the last full block below `done`.
+    let first = done;
+    while (first > 0 && !held[first - 1]!.full) first--;
+    if (first === done) return;
+    const blocks = held.slice(); // copy on write: the step's ScheduledSequence shares `held`
+    for (let i = first; i < done; i++) {
+      blocks[i] = this.kv.promote(held[i]!, specs[i]!, i > 0 ? specs[i - 1]!.sequenceHash : null);
     }
+    seq.blocks = blocks;
   }
 
   private entry(seq: LlmSequence, n: number, cached: number, admitted: boolean): ScheduledSequence {
@@ -355,7 +380,7 @@ export class LlmScheduler {
       numCachedTokens: cached,
       samples: from + n === seq.numTokens,
       isPrefill: admitted || !(n === 1 && from === seq.numTokens - 1 && seq.numOutputTokens > 0),
-      blocks: [...seq.blocks],
+      blocks: seq.blocks,
       sampling: seq.sampling,
       promptTokenIds: seq.promptTokenIds,
       priorOutputTokenIds: seq.priorOutputTokenIds,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SchedulerOutput, ScheduledSequence } from './llm-scheduler.js';
-import { SimulatedExecutor } from './simulated-executor.js';
+import { SimulatedExecutor, firstDraw } from './simulated-executor.js';
+import { Xoshiro128 } from './sampling.js';
 import { VirtualClock, polynomialTimingModel, stepMs } from './timing-model.js';
 
 const entry = (over: Partial<ScheduledSequence>): ScheduledSequence => ({
@@ -58,5 +59,17 @@ describe('SimulatedExecutor', () => {
     expect(new Set(toks).size).toBeGreaterThan(40);
     expect(toks.every((t) => t >= 0 && t < 1000)).toBe(true);
     expect(new SimulatedExecutor({ seed: 4 }).tokenAt('x', 10)).not.toBe(new SimulatedExecutor({ seed: 3 }).tokenAt('x', 10));
+  });
+});
+
+describe('firstDraw', () => {
+  it('is the first output of Xoshiro128 for the same seed', () => {
+    const seeds = [0, 1, 2 ** 31, 2 ** 32 - 1, 2 ** 32, 2 ** 52 - 1, 0x10_0000 * 0xffff_ffff + 0xf_ffff];
+    let x = 12345;
+    for (let i = 0; i < 2000; i++) {
+      x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+      seeds.push(x * 0x10_0000 + (i % 0x10_0000));
+    }
+    for (const seed of seeds) expect(firstDraw(seed)).toBe(new Xoshiro128(seed).nextUint32());
   });
 });

@@ -20,7 +20,6 @@ import { invalidArgument } from '@switchyard/common';
 import type { Executor, ExecutorOutput } from './executor.js';
 import type { KvLayout } from './kv-transfer.js';
 import type { SchedulerOutput } from './llm-scheduler.js';
-import { Xoshiro128 } from './sampling.js';
 import { polynomialTimingModel, stepMs, systemClock, type Clock, type TimingModel } from './timing-model.js';
 import type { ModelConfigJson } from './tokenizer-files.js';
 
@@ -134,8 +133,7 @@ export class SimulatedExecutor implements Executor {
   /** The token a request samples at `position` (= its token count before sampling). */
   tokenAt(requestId: string, position: number): number {
     const key = (fnv1a32(requestId) ^ this.seed) >>> 0;
-    const rng = new Xoshiro128(key * 0x10_0000 + (position % 0x10_0000));
-    return rng.nextUint32() % this.vocabSize;
+    return firstDraw(key * 0x10_0000 + (position % 0x10_0000)) % this.vocabSize;
   }
 
   async execute(output: SchedulerOutput): Promise<ExecutorOutput> {
@@ -153,6 +151,23 @@ export class SimulatedExecutor implements Executor {
     await this.clock.sleep(elapsedMs);
     return { sampledTokens, elapsedMs };
   }
+}
+
+/**
+ * `new Xoshiro128(seed).nextUint32()` (sampling.ts), without building the generator: one token per
+ * sequence per step, so the replay would otherwise allocate a generator for every token. The first
+ * output reads only the state word `b`, the second output of the seeding splitmix. The unit test
+ * checks it against Xoshiro128.
+ */
+export function firstDraw(seed: number): number {
+  let s = (seed >>> 0) ^ Math.imul(Math.floor(seed / 0x1_0000_0000) | 0, 0x9e3779b9);
+  s = (s + 0x9e3779b9) | 0; // state word a (unused by the first output)
+  s = (s + 0x9e3779b9) | 0; // state word b
+  let z = Math.imul(s ^ (s >>> 16), 0x85ebca6b);
+  z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
+  const b = (z ^ (z >>> 16)) >>> 0;
+  const x = Math.imul(b, 5);
+  return Math.imul((x << 7) | (x >>> 25), 9) >>> 0;
 }
 
 function fnv1a32(s: string): number {

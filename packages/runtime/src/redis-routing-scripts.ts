@@ -98,10 +98,12 @@ local function dropReservation(rid)
   return true
 end
 
--- Expired reservations (expiry <= now), at most budget per call.
+-- Expired reservations (expiry <= now), at most budget per call; returns how many were due (fewer
+-- than budget: none is left).
 local function pruneReservations(now, budget)
   local ids = call('ZRANGEBYSCORE', P .. 'resx', '-inf', now, 'LIMIT', 0, budget)
   for _, rid in ipairs(ids) do dropReservation(rid) end
+  return #ids
 end
 
 -- Expired approximate-mode entries (expiry <= now), at most budget per call.
@@ -269,9 +271,10 @@ return {last, count}
  * key contains): two more ARGV, the candidates joined by it and the keys joined by it — a handful of
  * arguments instead of hundreds, far cheaper for the client to encode. Unpacked (separator ''): one
  * ARGV per candidate, then one per key. Returns one binary string of little-endian doubles (exact for
- * every integer the script handles): chosen index (1-based), then per candidate: overlap, reserved
- * active blocks, pending prefill tokens (before this request). One bulk string instead of 1 + 3n
- * integers keeps the reply cheap to build, send and parse.
+ * every integer the script handles): chosen index (1-based), then every candidate's overlap, then every
+ * candidate's load record as stored in `ld` (reserved active blocks, pending prefill tokens, requests;
+ * before this request). One bulk string instead of 1 + 3n integers keeps the reply cheap to build,
+ * send and parse, and copying the stored records builds no string per candidate.
  */
 const SELECT_AND_RESERVE = `
 local rid = ARGV[1]
@@ -324,11 +327,11 @@ local function need(upto)
   end
 end
 
-pruneReservations(now, budget)
+local pruned = pruneReservations(now, budget)
 pruneApprox(now, budget)
 -- More expired reservations than one call prunes (a replica died with many in flight): the
 -- candidates' own expired ones go now, so none counts in this decision (the rest go in later calls).
-if #call('ZRANGEBYSCORE', P .. 'resx', '-inf', now, 'LIMIT', 0, 1) > 0 then
+if pruned >= budget and #call('ZRANGEBYSCORE', P .. 'resx', '-inf', now, 'LIMIT', 0, 1) > 0 then
   for i = 1, n do
     for _, r in ipairs(call('SMEMBERS', P .. 'rw:' .. cands[i])) do
       local e = call('ZSCORE', P .. 'resx', r)
@@ -422,7 +425,7 @@ end
 -- matched prefix checked entry by entry — O(depth), and only while it has such a backlog.
 local backlog = {}
 for _, g in ipairs(call('ZRANGEBYSCORE', P .. 'axq', '-inf', now)) do backlog[g] = true end
-for s, ov in pairs(ovSlot) do
+if next(backlog) then for s, ov in pairs(ovSlot) do
   if ov > 0 then
     local g = int(s)
     if backlog[g] then
@@ -437,23 +440,29 @@ for s, ov in pairs(ovSlot) do
       end
     end
   end
-end
+end end
 
 local ldOf = fieldsOf(P .. 'ld')
 local cost = {}
--- the reply: chosen index (filled in below), then overlap, active, pending per candidate
-local reply = {''}
+-- the reply: chosen index (filled in below), every candidate's overlap, then every candidate's load
+-- record as stored (active, pending, requests; zeros when absent): no string built per candidate
+local reply = {'', ''}
+local ovs = {}
+local noLoad = fmtLoad(0, 0, 0)
 local reqBlocks = math.ceil(promptTokens / bs)
 local cmin, cmax = math.huge, -math.huge
 for i = 1, n do
   local s = slots[i]
   local ov = s and ovSlot[s] or 0
+  ovs[i] = ov
   local active, pending = 0, 0
   local v = ldOf[cands[i]]
   if v then
     active, pending = sunpack('<dd', v)
+  else
+    v = noLoad
   end
-  reply[i + 1] = spack('<ddd', ov, active, pending)
+  reply[i + 2] = v
   local c
   if loadMode then
     c = active + pending / bs
@@ -536,6 +545,13 @@ if approxTtl >= 0 and nh > 0 then
 end
 
 reply[1] = spack('<d', chosen)
+-- overlaps as doubles, 256 per pack call (unpack's stack limit)
+local packed = {}
+for i = 1, n, 256 do
+  local j = math.min(i + 255, n)
+  packed[#packed + 1] = spack('<' .. string.rep('d', j - i + 1), unpack(ovs, i, j))
+end
+reply[2] = table.concat(packed)
 return table.concat(reply)
 `;
 

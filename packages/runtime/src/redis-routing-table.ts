@@ -229,17 +229,19 @@ export class RedisRoutingTable implements RoutingTable {
       args.push('', ...candidates);
       for (const hash of request.blockHashes) args.push(blockKey + hash);
     }
-    // The reply is packed little-endian doubles (chosen index, then overlap/active/pending per candidate);
-    // the (fractional) scores come from the selector the memory twin uses, fed the same inputs: the
-    // same doubles the script compared.
+    // The reply is packed little-endian doubles: the chosen index, every candidate's overlap, then every
+    // candidate's load record (active, pending, requests). The (fractional) scores come from the
+    // selector the memory twin uses, fed the same inputs: the same doubles the script compared.
+    const n = candidates.length;
     const r = (await this.call('sySelectAndReserveBuffer', args)) as unknown as Buffer;
-    if (!Buffer.isBuffer(r) || r.length !== 8 * (1 + 3 * candidates.length)) {
+    if (!Buffer.isBuffer(r) || r.length !== 8 * (1 + 4 * n)) {
       throw internal(`redis sySelectAndReserve: unexpected reply of ${Buffer.isBuffer(r) ? r.length : typeof r} bytes`);
     }
     const input = { promptTokens, blockSize, overlapWeight: request.overlapWeight, scoring: request.scoring ?? 'kv' } as const;
+    const loads = 8 + 8 * n;
     const scores: WorkerScore[] = candidates.map((worker, i) =>
       scoreCandidate(
-        { worker, overlapBlocks: r.readDoubleLE(8 + 24 * i), activeBlocks: r.readDoubleLE(16 + 24 * i), prefillTokens: r.readDoubleLE(24 + 24 * i), treeSize: 0 },
+        { worker, overlapBlocks: r.readDoubleLE(8 + 8 * i), activeBlocks: r.readDoubleLE(loads + 24 * i), prefillTokens: r.readDoubleLE(loads + 8 + 24 * i), treeSize: 0 },
         input,
       ),
     );
