@@ -174,6 +174,7 @@ function ratios() {
   results.goals = {
     'served gRPC c=16 / raw batch-1 rate (goal >= 0.5)': +g16.toFixed(3),
     'worst served p50 c=1 / (bare p50 + raw p50) (goal <= 1.5)': +lat.toFixed(3),
+    'served / bare throughput, gRPC c=16 (goal >= 0.6)': +(results.served.grpc[16].throughput / results.bare.grpc[16].throughput).toFixed(3),
   };
   console.log('\ngoals');
   for (const [k, v] of Object.entries(results.goals)) console.log(`  ${k}: ${v}`);

@@ -26,6 +26,7 @@ export {
   streamInferResponse,
 } from './grpc-codec.js';
 export type { DecodedGrpcInferRequest, EncodeResponseOptions, StreamEcho } from './grpc-codec.js';
+export { encodeModelInferResponseBytes, encodeModelStreamInferResponseBytes } from './grpc-wire.js';
 export {
   ENABLE_EMPTY_FINAL_RESPONSE,
   FINAL_RESPONSE_PARAMETER,

@@ -6,7 +6,6 @@ import * as net from 'node:net';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { silentLogger, type Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
-import type { GrpcModelInferResponse } from '@switchyard/kserve';
 import type { Restrictions } from '../access-control.js';
 import { CodecThread } from '../codec-thread.js';
 import type { ServerSettings } from '../settings.js';
@@ -20,6 +19,7 @@ import { installResponseCompression, type CompressionLevel } from './response-co
 import type { GrpcContext } from './grpc-context.js';
 import { healthHandlers, modelHandlers } from './model-handlers.js';
 import { withOffLoopInferDecoding } from './infer-message.js';
+import { modelInferResponseSerializer, withFastInferResponseEncoding } from './infer-response-serializer.js';
 import { modelInferHandler } from './model-infer.js';
 import { loadGrpcProtos } from './protos.js';
 import { modelStreamInferHandler } from './stream-infer.js';
@@ -153,7 +153,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS;
   const logger = (options.logger ?? silentLogger).child({ component: 'grpc' });
   const protos = loadGrpcProtos();
-  const serializeInferResponse = protos.inferenceService['ModelInfer']!.responseSerialize as (response: GrpcModelInferResponse) => Buffer;
+  const serializeInferResponse = modelInferResponseSerializer(protos.inferenceService);
   const ctx: GrpcContext = {
     engine: options.engine,
     shm: options.shm,
@@ -181,8 +181,9 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
     ...(maxConnectionAgeGraceMs !== undefined ? { 'grpc.max_connection_age_grace_ms': maxConnectionAgeGraceMs } : {}),
     interceptors: options.restrictions !== undefined && options.restrictions.size > 0 ? [restrictedProtocolInterceptor(options.restrictions)] : [],
   });
-  // large ModelInfer / ModelStreamInfer messages reach the handlers undecoded (infer-message.ts)
-  server.addService(withOffLoopInferDecoding(protos.inferenceService), {
+  // large ModelInfer / ModelStreamInfer messages reach the handlers undecoded (infer-message.ts);
+  // their responses are written by kserve's encoder (infer-response-serializer.ts)
+  server.addService(withFastInferResponseEncoding(withOffLoopInferDecoding(protos.inferenceService)), {
     ...modelHandlers(ctx),
     ...adminHandlers(ctx),
     ModelInfer: modelInferHandler(ctx),

@@ -7,7 +7,7 @@ import { unsupported } from '@switchyard/common';
 import type { GrpcModelInferResponse } from '@switchyard/kserve';
 import { unary, type GrpcContext } from './grpc-context.js';
 import { encodeInferResponse, isDecoupled, lookupModel, prepareInfer } from './infer-request.js';
-import { readInferMessage, type ReceivedInferMessage } from './infer-message.js';
+import { EncodedInferMessage, inlineInferMessage, readInferMessage, type ReceivedInferMessage } from './infer-message.js';
 import { waitForModel } from '../wait-for-model.js';
 import type { RequestTrace } from '../trace/request-trace.js';
 import { traceParentOf } from './grpc-trace.js';
@@ -21,28 +21,30 @@ export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<ReceivedInf
     let trace: RequestTrace | undefined;
     let answered = false;
     try {
-      // large messages are decoded on the codec thread (infer-message.ts)
-      const msg = await readInferMessage(ctx.codecThread, received);
+      // large messages are decoded on the codec thread (infer-message.ts); a small one is here already
+      const msg = received instanceof EncodedInferMessage ? await readInferMessage(ctx.codecThread, received) : inlineInferMessage(received);
       trace = ctx.tracer?.sample(msg.header.model_name, traceParentOf(call.metadata));
       trace?.capture('GRPC_WAITREAD_START', readStartNs);
       trace?.capture('GRPC_WAITREAD_END', process.hrtime.bigint());
-      await waitForModel(ctx.engine, msg.header.model_name, call, 'cancelled');
+      // awaited only for an engine that may hold requests (a router): each await is a turn of the loop
+      if (ctx.engine.waitForModel !== undefined) await waitForModel(ctx.engine, msg.header.model_name, call, 'cancelled');
       const config = lookupModel(ctx, msg.header);
       if (isDecoupled(config)) throw unsupported(DECOUPLED_MODEL_INFER_MESSAGE);
       const prepared = prepareInfer(ctx, msg, config, call.metadata);
       const controller = new AbortController();
       const abort = (): void => controller.abort();
-      call.once('cancelled', abort);
+      call.on('cancelled', abort);
       if (call.cancelled) abort();
       try {
         const response = await ctx.engine.infer(prepared.request, trace !== undefined ? { signal: controller.signal, trace: trace.root } : { signal: controller.signal });
         trace?.capture('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
         const encoded = encodeInferResponse(ctx, prepared, response);
         // compressed on libuv's thread pool, not the event loop
-        const compressed = await compressResponse(encoded, startCompressedResponses(ctx.compression, call), ctx.serializeInferResponse);
+        const compression = startCompressedResponses(ctx.compression, call);
+        const sent = compression === undefined ? encoded : await compressResponse(encoded, compression, ctx.serializeInferResponse);
         trace?.capture('GRPC_SEND_START', process.hrtime.bigint());
         answered = true;
-        return compressed;
+        return sent;
       } finally {
         call.removeListener('cancelled', abort);
         prepared.releaseSharedMemory();
