@@ -2,19 +2,19 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { capacityExhausted } from '@switchyard/common';
 import { endpointAddress, instanceAddress, instanceIdFromLease } from './addressing.js';
 import { MemoryRequestBroker, MemoryRequestPlane } from './memory-request-plane.js';
-import type { JsonValue } from './protocols.js';
+import type { Payload } from './protocols.js';
 import { type EndpointHandler, type RequestContext, NoRespondersError, StreamIncompleteError, isRetriable } from './request-plane.js';
 
 const ep = endpointAddress('prod', 'backend', 'generate');
 const inst = (n: number) => instanceAddress(ep, instanceIdFromLease(n));
 
-async function collect(it: AsyncIterable<JsonValue>): Promise<JsonValue[]> {
-  const out: JsonValue[] = [];
+async function collect(it: AsyncIterable<Payload>): Promise<Payload[]> {
+  const out: Payload[] = [];
   for await (const v of it) out.push(v);
   return out;
 }
-async function failure(it: AsyncIterable<JsonValue>): Promise<{ error: unknown; received: JsonValue[] }> {
-  const received: JsonValue[] = [];
+async function failure(it: AsyncIterable<Payload>): Promise<{ error: unknown; received: Payload[] }> {
+  const received: Payload[] = [];
   try {
     for await (const v of it) received.push(v);
   } catch (error) {
@@ -88,7 +88,7 @@ describe('MemoryRequestPlane', () => {
       });
     }
     const client = new MemoryRequestPlane(broker);
-    const hits: JsonValue[] = [];
+    const hits: Payload[] = [];
     for (let i = 0; i < 6; i++) hits.push(...(await collect(client.request(ep, null))));
     expect(hits).toEqual([1, 2, 3, 1, 2, 3]);
     expect(await collect(client.request(inst(2), null))).toEqual([2]);

@@ -60,13 +60,15 @@ import { DEFAULT_NATS_RECONNECT_WAIT_MS, connectNats, watchNatsConnection } from
 import { ChunkAssembler, HEARTBEAT_INTERVAL_MS, isHeartbeat, needsChunks, publishFramed, publishHeartbeat } from './nats-framing.js';
 import { RunningRequests, readFrame, writeResponse } from './response-writer.js';
 import {
-  type JsonValue,
+  type Payload,
   type ResponseFrame,
   decodeCancelMessage,
   decodeJson,
+  decodeMessage,
   decodeRequestEnvelope,
   decodeResponseFrame,
   encodeJson,
+  encodeMessage,
 } from './protocols.js';
 import {
   type EndpointHandler,
@@ -157,7 +159,7 @@ class NatsServedEndpoint implements ServedEndpoint {
       if (this.chunks.size > 0) this.chunks.expire(PARTIAL_REQUEST_TTL_MS);
       const data = this.chunks.accept(reply, m);
       if (data === null) return; // more chunks to come
-      envelope = decodeRequestEnvelope(decodeJson(data));
+      envelope = decodeRequestEnvelope(decodeMessage(data));
     } catch (e) {
       const err = toSwitchyardError(e);
       this.publish(reply, { v: 1, type: 'error', seq: 0, error: { code: err.code, message: err.message } }, true);
@@ -198,7 +200,7 @@ class NatsServedEndpoint implements ServedEndpoint {
   /** `hold`: while disconnected, keep the frame for the reconnect instead of losing it. */
   private publish(reply: string, frame: ResponseFrame, hold: boolean): void {
     if (this.nc.isClosed()) return;
-    this.owner.publishWhenConnected(reply, encodeJson(frame), hold);
+    this.owner.publishWhenConnected(reply, encodeMessage(frame), hold);
   }
 
   private onCancel(m: Msg): void {
@@ -384,7 +386,7 @@ export class NatsRequestPlane implements RequestPlane {
     this.served.delete(ep);
   }
 
-  request(target: EndpointAddress | InstanceAddress, payload: JsonValue, options: RequestOptions = {}): AsyncIterable<JsonValue> {
+  request(target: EndpointAddress | InstanceAddress, payload: Payload, options: RequestOptions = {}): AsyncIterable<Payload> {
     const nc = this.nc;
     const callers = this.callers;
     const idleTimeoutMs = this.idleTimeoutMs;
@@ -421,7 +423,7 @@ export class NatsRequestPlane implements RequestPlane {
             if (m.data.length === 0 && (m.headers?.code === 503 || m.headers?.status === '503')) return inbox.push('no-responders');
             try {
               const data = chunks.accept('', m);
-              if (data !== null) inbox.push(decodeResponseFrame(decodeJson(data)));
+              if (data !== null) inbox.push(decodeResponseFrame(decodeMessage(data)));
             } catch (e) {
               protocolError = e;
               inbox.end();
@@ -443,7 +445,7 @@ export class NatsRequestPlane implements RequestPlane {
             await plane.waitConnected(wait, signal);
           }
           callers.add(inbox); // from now on a disconnect ends this stream
-          const message = encodeJson({ v: 1, requestId, attempt, payload, deadline });
+          const message = encodeMessage({ v: 1, requestId, attempt, payload, deadline });
           if (!isInstanceAddress(target) && needsChunks(nc, message)) {
             // chunks sent to a queue group could reach different instances
             throw invalidArgument(`request ${requestId} of ${message.length} bytes is larger than one NATS message: send it to one instance`);

@@ -31,6 +31,7 @@ import {
   componentName,
   type EventMessage,
   type JsonValue,
+  type Payload,
   type MemoryDiscovery,
 } from '@switchyard/runtime';
 import { repoRoot } from '@switchyard/testing';
@@ -118,8 +119,8 @@ async function startCluster(
 
 const target = (c: Cluster, endpoint: string) => instanceAddress(endpointAddress(NS, WORKER_COMPONENT, endpoint), c.node.instanceId);
 
-async function collect(iterable: AsyncIterable<JsonValue>): Promise<JsonValue[]> {
-  const out: JsonValue[] = [];
+async function collect(iterable: AsyncIterable<Payload>): Promise<Payload[]> {
+  const out: Payload[] = [];
   for await (const v of iterable) out.push(v);
   return out;
 }
