@@ -15,9 +15,13 @@
 //
 // Everything (load generator, router, worker, etcd, NATS, Redis) shares the machine's cores: on a
 // 2-core machine the router's own CPU competes with the worker's at c=16, which is part of what the
-// throughput ratio shows.
+// throughput ratio shows. So each tensor cell also reports the CPU time the router and the worker
+// processes spent per request (all their threads, from /proc, over the cell's warm-up and measured
+// window): a measure that other jobs on the machine do not move, unlike the wall-clock figures.
 //
-//   node bench/cluster-hop.mjs [--quick]      (after `npm run build`; models from `npm run models`)
+//   node bench/cluster-hop.mjs [--quick] [--cpu-prof=DIR]      (after `npm run build`; models from `npm run models`)
+// --cpu-prof=DIR: the router runs under `node --cpu-prof`, its profile written to DIR when it exits.
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { startEtcd, startNats, startRedis, startRouterProcess, startWorkerProcess } from '@switchyard/testing';
@@ -73,6 +77,36 @@ async function waitFor(check, message, timeoutMs = 60_000) {
 async function getJson(url) {
   const res = await fetch(url);
   return res.status === 200 ? res.json() : undefined;
+}
+
+/** CPU time (user + system, all threads) a process has used so far, in µs; undefined off Linux. */
+function cpuUs(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime are fields 14 and 15 of stat (1-based), 12 and 13 after the command
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+const CLOCK_TICKS = 100;
+
+/** Runs `runLoad` over `call`, with the CPU µs per request each of `pids` spent meanwhile. */
+async function loadWithCpu(call, timing, pids) {
+  let calls = 0;
+  const counted = () => {
+    calls++;
+    return call();
+  };
+  const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuUs(pid)]));
+  const run = await runLoad(counted, timing);
+  const cpu = {};
+  for (const [k, pid] of Object.entries(pids)) {
+    const after = cpuUs(pid);
+    cpu[k] = after === undefined || before[k] === undefined ? undefined : (after - before[k]) / calls;
+  }
+  return { ...run, cpuUsPerRequest: cpu };
 }
 
 /** Tensor callers for one target (a worker or the router): HTTP JSON and gRPC, kept-alive connections. */
@@ -142,10 +176,10 @@ function streamChat(port, agent) {
 }
 
 /** Closed loop of `concurrency` streams for `durationMs` after `warmupMs`: TTFT and total per request. */
-async function runStreams(port, { concurrency, durationMs, warmupMs }) {
+async function runStreams(port, { concurrency, durationMs, warmupMs }, pids) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   try {
-    const run = await runLoad(() => streamChat(port, agent), { concurrency, durationMs, warmupMs, keepValues: true });
+    const run = await loadWithCpu(() => streamChat(port, agent), { concurrency, durationMs, warmupMs, keepValues: true }, pids);
     const t = summarize(run.values.map((v) => v.ttftNs), run.elapsedNs, run.errors);
     const tokens = run.values.reduce((n, v) => n + v.chunks, 0);
     return {
@@ -157,13 +191,14 @@ async function runStreams(port, { concurrency, durationMs, warmupMs }) {
       ttft_p99_us: t.p99_us,
       total_p50_us: run.p50_us,
       total_p99_us: run.p99_us,
+      cpuUsPerRequest: run.cpuUsPerRequest,
     };
   } finally {
     agent.destroy();
   }
 }
 
-async function measureTensor(targets, { durationMs, warmupMs }) {
+async function measureTensor(targets, { durationMs, warmupMs }, pids) {
   const callers = Object.fromEntries(Object.entries(targets).map(([k, ports]) => [k, tensorCallers(ports)]));
   const out = {};
   try {
@@ -175,7 +210,7 @@ async function measureTensor(targets, { durationMs, warmupMs }) {
       for (const c of TENSOR_CONCURRENCY) {
         out[mode][c] = {};
         // Direct and router back to back for each cell, so drift on the machine hits both alike.
-        for (const target of ['direct', 'router']) out[mode][c][target] = await runLoad(callers[target].modes[mode], { concurrency: c, durationMs, warmupMs });
+        for (const target of ['direct', 'router']) out[mode][c][target] = await loadWithCpu(callers[target].modes[mode], { concurrency: c, durationMs, warmupMs }, pids);
       }
     }
   } finally {
@@ -184,16 +219,16 @@ async function measureTensor(targets, { durationMs, warmupMs }) {
   return out;
 }
 
-async function measureLlm(targets, { durationMs, warmupMs }) {
+async function measureLlm(targets, { durationMs, warmupMs }, pids) {
   const out = {};
   for (const c of LLM_CONCURRENCY) {
     out[c] = {};
-    for (const target of ['direct', 'router']) out[c][target] = await runStreams(targets[target].http, { concurrency: c, durationMs, warmupMs });
+    for (const target of ['direct', 'router']) out[c][target] = await runStreams(targets[target].http, { concurrency: c, durationMs, warmupMs }, pids);
   }
   return out;
 }
 
-export async function measureClusterHop({ quick = false } = {}) {
+export async function measureClusterHop({ quick = false, cpuProfDir } = {}) {
   const tensorTiming = quick ? { durationMs: 700, warmupMs: 200 } : { durationMs: 2500, warmupMs: 400 };
   const llmTiming = quick ? { durationMs: 1000, warmupMs: 250 } : { durationMs: 4000, warmupMs: 500 };
   console.log(`\nCluster hop: 1 worker + 1 router over private etcd, NATS (JetStream), Redis; direct to the worker vs through the router`);
@@ -209,15 +244,22 @@ export async function measureClusterHop({ quick = false } = {}) {
         modelRepositories: ['examples/model_repository'],
         args: [`--etcd=${etcd.url}`, `--nats=${nats.url}`, `--redis=${redis.url}`, `--namespace=${namespace}`, '--model-control-mode=explicit', `--load-model=${TENSOR_MODEL}`, `--load-model=${LLM_MODEL}`, '--log-verbose=0'],
       }),
-      startRouterProcess({ etcd: etcd.url, nats: nats.url, redis: redis.url, namespace, args: ['--log-verbose=0'] }),
+      startRouterProcess({
+        etcd: etcd.url,
+        nats: nats.url,
+        redis: redis.url,
+        namespace,
+        args: ['--log-verbose=0'],
+        ...(cpuProfDir === undefined ? {} : { env: { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${cpuProfDir}` } }),
+      }),
     ]);
     const { worker, router } = started;
     await waitFor(async () => (await fetch(`${router.httpUrl}/v2/models/${TENSOR_MODEL}/ready`)).status === 200, `the router did not report ${TENSOR_MODEL} ready`);
     await waitFor(async () => (await getJson(`${router.httpUrl}/v1/models`))?.data?.some((m) => m.id === LLM_MODEL), `the router did not list ${LLM_MODEL}`);
     results.startupSec = +((Date.now() - t0) / 1000).toFixed(1);
     const targets = { direct: worker.ports, router: router.ports };
-    results.tensor = await measureTensor(targets, tensorTiming);
-    results.llm = await measureLlm(targets, llmTiming);
+    results.tensor = await measureTensor(targets, tensorTiming, { router: router.pid, worker: worker.pid });
+    results.llm = await measureLlm(targets, llmTiming, { router: router.pid, worker: worker.pid });
   } finally {
     await Promise.allSettled([started.router?.stop()]);
     await Promise.allSettled([started.worker?.stop()]);
@@ -245,6 +287,9 @@ function report(results) {
         'router/direct req/s': r3(r.throughput / d.throughput),
         'router/direct p50': r3(r.p50_us / d.p50_us),
         'router/direct p99': r3(r.p99_us / d.p99_us),
+        // through the router: what each process spent per request
+        'router CPU us/req': r.cpuUsPerRequest.router === undefined ? '-' : r0(r.cpuUsPerRequest.router),
+        'worker CPU us/req (direct, via router)': r.cpuUsPerRequest.worker === undefined ? '-' : `${r0(d.cpuUsPerRequest.worker)}, ${r0(r.cpuUsPerRequest.worker)}`,
       });
     }
   }
@@ -265,6 +310,7 @@ function report(results) {
       'router/direct TTFT p50': r3(r.ttft_p50_us / d.ttft_p50_us),
       'router/direct TTFT p99': r3(r.ttft_p99_us / d.ttft_p99_us),
       'router/direct total p50': r3(r.total_p50_us / d.total_p50_us),
+      'router CPU us/req': r.cpuUsPerRequest.router === undefined ? '-' : r0(r.cpuUsPerRequest.router),
     });
   }
   console.log(`\nLLM: streaming /v1/chat/completions on ${LLM_MODEL}, max_tokens ${MAX_TOKENS}, fixed prompt, closed loop`);
@@ -272,11 +318,17 @@ function report(results) {
   results.ratios = { tensor: tensorRows, llm: llmRows };
   const t = results.tensor;
   const l = results.llm;
+  // goals: issue 15's table (router / direct throughput at c=16 >= 0.8; hop p50 at c=1 <= 300 us for a
+  // tensor request, <= 500 us to the first token)
+  const routerCpu = (mode, c) => t[mode][c].router.cpuUsPerRequest.router;
   const headlines = [
-    `router hop adds ${r0(t['http-json'][1].router.p50_us - t['http-json'][1].direct.p50_us)} us at p50 for a tensor request over HTTP (c=1)`,
-    `router hop adds ${r0(t.grpc[1].router.p50_us - t.grpc[1].direct.p50_us)} us at p50 for a tensor request over gRPC (c=1)`,
-    `through the router, tensor throughput at c=16 is ${r3(t['http-json'][16].router.throughput / t['http-json'][16].direct.throughput)}x direct over HTTP, ${r3(t.grpc[16].router.throughput / t.grpc[16].direct.throughput)}x over gRPC`,
-    `router hop adds ${r0(l[1].router.ttft_p50_us - l[1].direct.ttft_p50_us)} us to time to first token at p50 (c=1), ${r0(l[8].router.ttft_p50_us - l[8].direct.ttft_p50_us)} us at c=8`,
+    `router hop adds ${r0(t['http-json'][1].router.p50_us - t['http-json'][1].direct.p50_us)} us at p50 for a tensor request over HTTP (c=1) (goal <= 300 us)`,
+    `router hop adds ${r0(t.grpc[1].router.p50_us - t.grpc[1].direct.p50_us)} us at p50 for a tensor request over gRPC (c=1) (goal <= 300 us)`,
+    `through the router, tensor throughput at c=16 is ${r3(t['http-json'][16].router.throughput / t['http-json'][16].direct.throughput)}x direct over HTTP, ${r3(t.grpc[16].router.throughput / t.grpc[16].direct.throughput)}x over gRPC (goal >= 0.8 each)`,
+    ...(routerCpu('http-json', 16) === undefined
+      ? []
+      : [`the router spends ${r0(routerCpu('http-json', 1))} / ${r0(routerCpu('http-json', 16))} us of CPU per tensor request over HTTP (c=1 / c=16), ${r0(routerCpu('grpc', 1))} / ${r0(routerCpu('grpc', 16))} us over gRPC`]),
+    `router hop adds ${r0(l[1].router.ttft_p50_us - l[1].direct.ttft_p50_us)} us to time to first token at p50 (c=1) (goal <= 500 us), ${r0(l[8].router.ttft_p50_us - l[8].direct.ttft_p50_us)} us at c=8`,
     `router hop adds ${r0(l[1].router.total_p50_us - l[1].direct.total_p50_us)} us to a ${MAX_TOKENS}-token streamed completion at p50 (c=1)`,
   ];
   results.headlines = headlines;
@@ -284,5 +336,6 @@ function report(results) {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  await measureClusterHop({ quick: process.argv.includes('--quick') });
+  const prof = process.argv.find((a) => a.startsWith('--cpu-prof='));
+  await measureClusterHop({ quick: process.argv.includes('--quick'), ...(prof === undefined ? {} : { cpuProfDir: prof.slice('--cpu-prof='.length) }) });
 }
