@@ -20,7 +20,8 @@
 // window): a measure that other jobs on the machine do not move, unlike the wall-clock figures.
 //
 //   node bench/cluster-hop.mjs [--quick] [--cpu-prof=DIR]      (after `npm run build`; models from `npm run models`)
-// --cpu-prof=DIR: the router runs under `node --cpu-prof`, its profile written to DIR when it exits.
+// --cpu-prof=DIR: the router's main thread is profiled (lib/cpu-profile.mjs, the format of `node
+// --cpu-prof`), its .cpuprofile written to DIR when it exits.
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +30,7 @@ import { runLoad, sleep, summarize } from './lib/load.mjs';
 import { httpPost } from './lib/clients.mjs';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
 
+const PROFILER = fileURLToPath(new URL('./lib/cpu-profile.mjs', import.meta.url));
 const TENSOR_MODEL = 'simple';
 const LLM_MODEL = 'mock_llm';
 const TENSOR_CONCURRENCY = [1, 16];
@@ -250,7 +252,7 @@ export async function measureClusterHop({ quick = false, cpuProfDir } = {}) {
         redis: redis.url,
         namespace,
         args: ['--log-verbose=0'],
-        ...(cpuProfDir === undefined ? {} : { env: { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${cpuProfDir}` } }),
+        ...(cpuProfDir === undefined ? {} : { env: { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${PROFILER}`, BENCH_CPU_PROF_DIR: cpuProfDir } }),
       }),
     ]);
     const { worker, router } = started;
