@@ -13,6 +13,12 @@
 // role-only opening chunk does not count). Tokens are generated on a clock, so the LLM's absolute times
 // are the mocker's; the difference router − direct is the hop.
 //
+// Request-plane codec (in process, no servers, so no noise from the machine's other jobs): one
+// tensor request and its response through both payload forms a router and a worker exchange —
+// base64 in JSON (workers from before binary payloads) and raw bytes in a binary message — for one
+// FP32 input and one output of 64 B .. 4 MiB: encode + decode CPU per request/response pair and the
+// bytes on the wire.
+//
 // Everything (load generator, router, worker, etcd, NATS, Redis) shares the machine's cores: on a
 // 2-core machine the router's own CPU competes with the worker's at c=16, which is part of what the
 // throughput ratio shows. So each tensor cell also reports the CPU time the router and the worker
@@ -26,6 +32,8 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { startEtcd, startNats, startRedis, startRouterProcess, startWorkerProcess } from '@switchyard/testing';
+import * as cluster from '@switchyard/cluster';
+import * as runtime from '@switchyard/runtime';
 import { runLoad, sleep, summarize } from './lib/load.mjs';
 import { httpPost } from './lib/clients.mjs';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
@@ -79,6 +87,57 @@ async function waitFor(check, message, timeoutMs = 60_000) {
 async function getJson(url) {
   const res = await fetch(url);
   return res.status === 200 ? res.json() : undefined;
+}
+
+/** One request + response through the request plane's codecs (both ends, no transport), per form. */
+export function measureWireCodec() {
+  const { decodeWireInferRequest, decodeWireInferResponse, inferRequestFromWire, inferRequestToBinary, inferRequestToWire, inferResponseFromWire, inferResponseToBinary, inferResponseToWire } = cluster;
+  const { decodeMessage, decodeRequestEnvelope, decodeResponseFrame, encodeMessage } = runtime;
+  if (inferRequestToBinary === undefined) {
+    console.log('\nrequest-plane codec: this build has no binary payloads (skipped)');
+    return undefined;
+  }
+  const rows = [];
+  for (const bytes of [64, 64 * 1024, 1024 * 1024, 4 * 1024 * 1024]) {
+    const data = new Uint8Array(new Float32Array(bytes / 4).map((_, i) => i * 0.5).buffer);
+    const tensor = { name: 'T', datatype: 'FP32', shape: [1, bytes / 4], data, parameters: {} };
+    const request = { id: '1', modelName: 'm', modelVersion: undefined, parameters: {}, inputs: [tensor], outputs: [{ name: 'O', parameters: {} }] };
+    const response = { id: '1', modelName: 'm', modelVersion: '1', parameters: {}, outputs: [{ ...tensor, name: 'O' }] };
+    const forms = {
+      json: { req: () => inferRequestToWire(request), res: () => inferResponseToWire(response, true) },
+      binary: { req: () => inferRequestToBinary(request), res: () => inferResponseToBinary(response, true) },
+    };
+    const row = { 'tensor bytes': bytes };
+    for (const [form, f] of Object.entries(forms)) {
+      let wire = 0;
+      const once = () => {
+        const q = encodeMessage({ v: 1, requestId: 'r', attempt: 'a', payload: f.req(), deadline: null });
+        const got = inferRequestFromWire(decodeWireInferRequest(decodeRequestEnvelope(decodeMessage(q)).payload));
+        const r = encodeMessage({ v: 1, type: 'data', seq: 0, payload: f.res() });
+        const frame = decodeResponseFrame(decodeMessage(r));
+        const back = inferResponseFromWire(decodeWireInferResponse(frame.payload));
+        wire = q.length + r.length;
+        if (got.inputs[0].data.length !== bytes || back.outputs[0].data.length !== bytes) throw new Error('codec lost bytes');
+      };
+      const budgetNs = 300e6;
+      for (let i = 0; i < 3; i++) once(); // warm
+      const c0 = process.cpuUsage();
+      const t0 = process.hrtime.bigint();
+      let n = 0;
+      while (Number(process.hrtime.bigint() - t0) < budgetNs || n < 5) {
+        once();
+        n++;
+      }
+      const cpu = process.cpuUsage(c0);
+      row[`${form} us/pair`] = +((cpu.user + cpu.system) / n).toFixed(1);
+      row[`${form} wire bytes`] = wire;
+    }
+    row['binary/json CPU'] = r3(row['binary us/pair'] / row['json us/pair']);
+    rows.push(row);
+  }
+  console.log('\nrequest-plane codec: one tensor request + response, encoded and decoded at both ends (CPU per pair, in process)');
+  console.table(rows);
+  return rows;
 }
 
 /** CPU time (user + system, all threads) a process has used so far, in µs; undefined off Linux. */
@@ -233,11 +292,12 @@ async function measureLlm(targets, { durationMs, warmupMs }, pids) {
 export async function measureClusterHop({ quick = false, cpuProfDir } = {}) {
   const tensorTiming = quick ? { durationMs: 700, warmupMs: 200 } : { durationMs: 2500, warmupMs: 400 };
   const llmTiming = quick ? { durationMs: 1000, warmupMs: 250 } : { durationMs: 4000, warmupMs: 500 };
+  const codec = measureWireCodec();
   console.log(`\nCluster hop: 1 worker + 1 router over private etcd, NATS (JetStream), Redis; direct to the worker vs through the router`);
   const t0 = Date.now();
   const namespace = `bench-${process.pid}`;
   const started = {};
-  const results = { tensorTiming, llmTiming, model: { tensor: TENSOR_MODEL, llm: LLM_MODEL, maxTokens: MAX_TOKENS } };
+  const results = { codec, tensorTiming, llmTiming, model: { tensor: TENSOR_MODEL, llm: LLM_MODEL, maxTokens: MAX_TOKENS } };
   try {
     [started.etcd, started.nats, started.redis] = await Promise.all([startEtcd(), startNats({ jetstream: true }), startRedis()]);
     const { etcd, nats, redis } = started;
