@@ -57,7 +57,9 @@ const FIXED = 12;
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-const align8 = (n: number): number => (n + 7) & ~7;
+const align8 = (n: number): number => n + ((8 - (n % 8)) % 8);
+/** The u32 little-endian at `at` (in bounds: checked by the caller). */
+const u32 = (b: Uint8Array, at: number): number => (b[at]! | (b[at + 1]! << 8) | (b[at + 2]! << 16) | (b[at + 3]! << 24)) >>> 0;
 
 /** True when `bytes` is a binary message (any format byte): its first byte is NUL. */
 export function isBinaryMessage(bytes: Uint8Array): boolean {
@@ -76,8 +78,8 @@ export function encodeBinaryMessage(message: { readonly [k: string]: unknown }, 
   const headerStart = FIXED + 4 * blobs.length;
   let end = headerStart + headerBytes;
   for (const b of blobs) end = align8(end) + b.byteLength;
-  // zero-filled: the padding is zeros
-  const out = Buffer.alloc(end);
+  // (small messages come from Buffer's pool; the padding is zeroed below, everything else written)
+  const out = Buffer.allocUnsafe(end);
   out[0] = MAGIC0;
   out[1] = MAGIC1;
   out[2] = MAGIC2;
@@ -88,9 +90,10 @@ export function encodeBinaryMessage(message: { readonly [k: string]: unknown }, 
   out.write(header, headerStart, headerBytes, 'utf8');
   let at = headerStart + headerBytes;
   for (const b of blobs) {
-    at = align8(at);
-    out.set(b, at);
-    at += b.byteLength;
+    const start = align8(at);
+    out.fill(0, at, start);
+    out.set(b, start);
+    at = start + b.byteLength;
   }
   return out;
 }
@@ -107,9 +110,8 @@ export function decodeBinaryMessage(bytes: Uint8Array): unknown {
     throw invalidArgument(`unsupported message format ${format} (this process reads formats 1 and ${BINARY_MESSAGE_FORMAT}): a peer of a newer version sent it`);
   }
   if (n < FIXED) throw invalidArgument(`malformed binary message: ${n} bytes, shorter than its fixed header`);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, n);
-  const headerBytes = view.getUint32(4, true);
-  const count = view.getUint32(8, true);
+  const headerBytes = u32(bytes, 4);
+  const count = u32(bytes, 8);
   if (count > MAX_MESSAGE_BLOBS) throw invalidArgument(`malformed binary message: ${count} blobs (at most ${MAX_MESSAGE_BLOBS})`);
   const headerStart = FIXED + 4 * count;
   if (headerStart > n || headerBytes > n - headerStart) throw invalidArgument('malformed binary message: header past the end of the message');
@@ -117,7 +119,7 @@ export function decodeBinaryMessage(bytes: Uint8Array): unknown {
   const starts = new Array<number>(count);
   let at = headerStart + headerBytes;
   for (let i = 0; i < count; i++) {
-    const length = view.getUint32(FIXED + 4 * i, true);
+    const length = u32(bytes, FIXED + 4 * i);
     const start = align8(at);
     if (start > n || length > n - start) throw invalidArgument(`malformed binary message: blob ${i} of ${length} bytes past the end of the message`);
     for (let p = at; p < start; p++) if (bytes[p] !== 0) throw invalidArgument(`malformed binary message: non-zero padding before blob ${i}`);
@@ -138,12 +140,14 @@ export function decodeBinaryMessage(bytes: Uint8Array): unknown {
   if (count > 0) {
     // one copy of the blob region, starting on a multiple of 8 (the region's first blob is aligned in the message)
     const base = starts[0]!;
-    // (not bytes.slice: on a Buffer that is a view, not a copy)
-    const region = new Uint8Array(n - base);
+    // (not bytes.slice: on a Buffer that is a view, not a copy). Small regions come from Buffer's pool,
+    // whose slices start on multiples of 8; should one not, a buffer of its own.
+    let region: Uint8Array = Buffer.allocUnsafe(n - base);
+    if (region.byteOffset % 8 !== 0) region = new Uint8Array(n - base);
     region.set(bytes.subarray(base, n));
     for (let i = 0; i < count; i++) {
-      const length = view.getUint32(FIXED + 4 * i, true);
-      blobs[i] = new Uint8Array(region.buffer, starts[i]! - base, length);
+      const length = u32(bytes, FIXED + 4 * i);
+      blobs[i] = new Uint8Array(region.buffer, region.byteOffset + starts[i]! - base, length);
     }
   }
   const o = header as { [k: string]: unknown };
