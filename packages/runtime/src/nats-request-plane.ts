@@ -446,9 +446,13 @@ export class NatsRequestPlane implements RequestPlane {
         let protocolError: unknown = null;
         let idle: ReturnType<typeof setTimeout> | undefined;
         let idleExpired = false;
+        // one timer per request, restarted by each message (not a new timer per frame)
         const armIdle = (): void => {
           if (idleTimeoutMs <= 0) return;
-          clearTimeout(idle);
+          if (idle !== undefined) {
+            idle.refresh();
+            return;
+          }
           idle = setTimeout(() => {
             idleExpired = true;
             inbox.end();
