@@ -13,18 +13,32 @@
 // role-only opening chunk does not count). Tokens are generated on a clock, so the LLM's absolute times
 // are the mocker's; the difference router − direct is the hop.
 //
+// Request-plane codec (in process, no servers, so no noise from the machine's other jobs): one
+// tensor request and its response through both payload forms a router and a worker exchange —
+// base64 in JSON (workers from before binary payloads) and raw bytes in a binary message — for one
+// FP32 input and one output of 64 B .. 4 MiB: encode + decode CPU per request/response pair and the
+// bytes on the wire.
+//
 // Everything (load generator, router, worker, etcd, NATS, Redis) shares the machine's cores: on a
 // 2-core machine the router's own CPU competes with the worker's at c=16, which is part of what the
-// throughput ratio shows.
+// throughput ratio shows. So each tensor cell also reports the CPU time the router and the worker
+// processes spent per request (all their threads, from /proc, over the cell's warm-up and measured
+// window): a measure that other jobs on the machine do not move, unlike the wall-clock figures.
 //
-//   node bench/cluster-hop.mjs [--quick]      (after `npm run build`; models from `npm run models`)
+//   node bench/cluster-hop.mjs [--quick] [--cpu-prof=DIR]      (after `npm run build`; models from `npm run models`)
+// --cpu-prof=DIR: the router's main thread is profiled (lib/cpu-profile.mjs, the format of `node
+// --cpu-prof`), its .cpuprofile written to DIR when it exits.
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { startEtcd, startNats, startRedis, startRouterProcess, startWorkerProcess } from '@switchyard/testing';
+import * as cluster from '@switchyard/cluster';
+import * as runtime from '@switchyard/runtime';
 import { runLoad, sleep, summarize } from './lib/load.mjs';
 import { httpPost } from './lib/clients.mjs';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
 
+const PROFILER = fileURLToPath(new URL('./lib/cpu-profile.mjs', import.meta.url));
 const TENSOR_MODEL = 'simple';
 const LLM_MODEL = 'mock_llm';
 const TENSOR_CONCURRENCY = [1, 16];
@@ -73,6 +87,87 @@ async function waitFor(check, message, timeoutMs = 60_000) {
 async function getJson(url) {
   const res = await fetch(url);
   return res.status === 200 ? res.json() : undefined;
+}
+
+/** One request + response through the request plane's codecs (both ends, no transport), per form. */
+export function measureWireCodec() {
+  const { decodeWireInferRequest, decodeWireInferResponse, inferRequestFromWire, inferRequestToBinary, inferRequestToWire, inferResponseFromWire, inferResponseToBinary, inferResponseToWire } = cluster;
+  const { decodeMessage, decodeRequestEnvelope, decodeResponseFrame, encodeMessage } = runtime;
+  if (inferRequestToBinary === undefined) {
+    console.log('\nrequest-plane codec: this build has no binary payloads (skipped)');
+    return undefined;
+  }
+  const rows = [];
+  for (const bytes of [64, 64 * 1024, 1024 * 1024, 4 * 1024 * 1024]) {
+    const data = new Uint8Array(new Float32Array(bytes / 4).map((_, i) => i * 0.5).buffer);
+    const tensor = { name: 'T', datatype: 'FP32', shape: [1, bytes / 4], data, parameters: {} };
+    const request = { id: '1', modelName: 'm', modelVersion: undefined, parameters: {}, inputs: [tensor], outputs: [{ name: 'O', parameters: {} }] };
+    const response = { id: '1', modelName: 'm', modelVersion: '1', parameters: {}, outputs: [{ ...tensor, name: 'O' }] };
+    const forms = {
+      json: { req: () => inferRequestToWire(request), res: () => inferResponseToWire(response, true) },
+      binary: { req: () => inferRequestToBinary(request), res: () => inferResponseToBinary(response, true) },
+    };
+    const row = { 'tensor bytes': bytes };
+    for (const [form, f] of Object.entries(forms)) {
+      let wire = 0;
+      const once = () => {
+        const q = encodeMessage({ v: 1, requestId: 'r', attempt: 'a', payload: f.req(), deadline: null });
+        const got = inferRequestFromWire(decodeWireInferRequest(decodeRequestEnvelope(decodeMessage(q)).payload));
+        const r = encodeMessage({ v: 1, type: 'data', seq: 0, payload: f.res() });
+        const frame = decodeResponseFrame(decodeMessage(r));
+        const back = inferResponseFromWire(decodeWireInferResponse(frame.payload));
+        wire = q.length + r.length;
+        if (got.inputs[0].data.length !== bytes || back.outputs[0].data.length !== bytes) throw new Error('codec lost bytes');
+      };
+      const budgetNs = 300e6;
+      for (let i = 0; i < 3; i++) once(); // warm
+      const c0 = process.cpuUsage();
+      const t0 = process.hrtime.bigint();
+      let n = 0;
+      while (Number(process.hrtime.bigint() - t0) < budgetNs || n < 5) {
+        once();
+        n++;
+      }
+      const cpu = process.cpuUsage(c0);
+      row[`${form} us/pair`] = +((cpu.user + cpu.system) / n).toFixed(1);
+      row[`${form} wire bytes`] = wire;
+    }
+    row['binary/json CPU'] = r3(row['binary us/pair'] / row['json us/pair']);
+    rows.push(row);
+  }
+  console.log('\nrequest-plane codec: one tensor request + response, encoded and decoded at both ends (CPU per pair, in process)');
+  console.table(rows);
+  return rows;
+}
+
+/** CPU time (user + system, all threads) a process has used so far, in µs; undefined off Linux. */
+function cpuUs(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime are fields 14 and 15 of stat (1-based), 12 and 13 after the command
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+const CLOCK_TICKS = 100;
+
+/** Runs `runLoad` over `call`, with the CPU µs per request each of `pids` spent meanwhile. */
+async function loadWithCpu(call, timing, pids) {
+  let calls = 0;
+  const counted = () => {
+    calls++;
+    return call();
+  };
+  const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuUs(pid)]));
+  const run = await runLoad(counted, timing);
+  const cpu = {};
+  for (const [k, pid] of Object.entries(pids)) {
+    const after = cpuUs(pid);
+    cpu[k] = after === undefined || before[k] === undefined ? undefined : (after - before[k]) / calls;
+  }
+  return { ...run, cpuUsPerRequest: cpu };
 }
 
 /** Tensor callers for one target (a worker or the router): HTTP JSON and gRPC, kept-alive connections. */
@@ -142,10 +237,10 @@ function streamChat(port, agent) {
 }
 
 /** Closed loop of `concurrency` streams for `durationMs` after `warmupMs`: TTFT and total per request. */
-async function runStreams(port, { concurrency, durationMs, warmupMs }) {
+async function runStreams(port, { concurrency, durationMs, warmupMs }, pids) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   try {
-    const run = await runLoad(() => streamChat(port, agent), { concurrency, durationMs, warmupMs, keepValues: true });
+    const run = await loadWithCpu(() => streamChat(port, agent), { concurrency, durationMs, warmupMs, keepValues: true }, pids);
     const t = summarize(run.values.map((v) => v.ttftNs), run.elapsedNs, run.errors);
     const tokens = run.values.reduce((n, v) => n + v.chunks, 0);
     return {
@@ -157,25 +252,43 @@ async function runStreams(port, { concurrency, durationMs, warmupMs }) {
       ttft_p99_us: t.p99_us,
       total_p50_us: run.p50_us,
       total_p99_us: run.p99_us,
+      cpuUsPerRequest: run.cpuUsPerRequest,
     };
   } finally {
     agent.destroy();
   }
 }
 
-async function measureTensor(targets, { durationMs, warmupMs }) {
+/**
+ * Four callers in a closed loop for `ms` and until 50 requests have answered (a loaded machine can take
+ * longer than `ms` for a cold process's first ones), at most 60 s; the first failure throws.
+ */
+async function warm(call, ms) {
+  const end = Date.now() + ms;
+  const limit = Date.now() + 60_000;
+  let done = 0;
+  const caller = async () => {
+    while ((Date.now() < end || done < 50) && Date.now() < limit) {
+      await call();
+      done++;
+    }
+  };
+  await Promise.all([caller(), caller(), caller(), caller()]);
+}
+
+async function measureTensor(targets, { durationMs, warmupMs }, pids) {
   const callers = Object.fromEntries(Object.entries(targets).map(([k, ports]) => [k, tensorCallers(ports)]));
   const out = {};
   try {
     // Warm every path (JIT, connections, the router's first route) before any cell is timed, so the
     // first router cell does not pay for a cold process the direct cell before it did not.
-    for (const target of ['direct', 'router']) for (const call of Object.values(callers[target].modes)) await runLoad(call, { concurrency: 4, durationMs: warmupMs, warmupMs: 0 });
+    for (const target of ['direct', 'router']) for (const call of Object.values(callers[target].modes)) await warm(call, warmupMs);
     for (const mode of ['http-json', 'grpc']) {
       out[mode] = {};
       for (const c of TENSOR_CONCURRENCY) {
         out[mode][c] = {};
         // Direct and router back to back for each cell, so drift on the machine hits both alike.
-        for (const target of ['direct', 'router']) out[mode][c][target] = await runLoad(callers[target].modes[mode], { concurrency: c, durationMs, warmupMs });
+        for (const target of ['direct', 'router']) out[mode][c][target] = await loadWithCpu(callers[target].modes[mode], { concurrency: c, durationMs, warmupMs }, pids);
       }
     }
   } finally {
@@ -184,23 +297,24 @@ async function measureTensor(targets, { durationMs, warmupMs }) {
   return out;
 }
 
-async function measureLlm(targets, { durationMs, warmupMs }) {
+async function measureLlm(targets, { durationMs, warmupMs }, pids) {
   const out = {};
   for (const c of LLM_CONCURRENCY) {
     out[c] = {};
-    for (const target of ['direct', 'router']) out[c][target] = await runStreams(targets[target].http, { concurrency: c, durationMs, warmupMs });
+    for (const target of ['direct', 'router']) out[c][target] = await runStreams(targets[target].http, { concurrency: c, durationMs, warmupMs }, pids);
   }
   return out;
 }
 
-export async function measureClusterHop({ quick = false } = {}) {
+export async function measureClusterHop({ quick = false, cpuProfDir } = {}) {
   const tensorTiming = quick ? { durationMs: 700, warmupMs: 200 } : { durationMs: 2500, warmupMs: 400 };
   const llmTiming = quick ? { durationMs: 1000, warmupMs: 250 } : { durationMs: 4000, warmupMs: 500 };
+  const codec = measureWireCodec();
   console.log(`\nCluster hop: 1 worker + 1 router over private etcd, NATS (JetStream), Redis; direct to the worker vs through the router`);
   const t0 = Date.now();
   const namespace = `bench-${process.pid}`;
   const started = {};
-  const results = { tensorTiming, llmTiming, model: { tensor: TENSOR_MODEL, llm: LLM_MODEL, maxTokens: MAX_TOKENS } };
+  const results = { codec, tensorTiming, llmTiming, model: { tensor: TENSOR_MODEL, llm: LLM_MODEL, maxTokens: MAX_TOKENS } };
   try {
     [started.etcd, started.nats, started.redis] = await Promise.all([startEtcd(), startNats({ jetstream: true }), startRedis()]);
     const { etcd, nats, redis } = started;
@@ -209,15 +323,22 @@ export async function measureClusterHop({ quick = false } = {}) {
         modelRepositories: ['examples/model_repository'],
         args: [`--etcd=${etcd.url}`, `--nats=${nats.url}`, `--redis=${redis.url}`, `--namespace=${namespace}`, '--model-control-mode=explicit', `--load-model=${TENSOR_MODEL}`, `--load-model=${LLM_MODEL}`, '--log-verbose=0'],
       }),
-      startRouterProcess({ etcd: etcd.url, nats: nats.url, redis: redis.url, namespace, args: ['--log-verbose=0'] }),
+      startRouterProcess({
+        etcd: etcd.url,
+        nats: nats.url,
+        redis: redis.url,
+        namespace,
+        args: ['--log-verbose=0'],
+        ...(cpuProfDir === undefined ? {} : { env: { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${PROFILER}`, BENCH_CPU_PROF_DIR: cpuProfDir } }),
+      }),
     ]);
     const { worker, router } = started;
     await waitFor(async () => (await fetch(`${router.httpUrl}/v2/models/${TENSOR_MODEL}/ready`)).status === 200, `the router did not report ${TENSOR_MODEL} ready`);
     await waitFor(async () => (await getJson(`${router.httpUrl}/v1/models`))?.data?.some((m) => m.id === LLM_MODEL), `the router did not list ${LLM_MODEL}`);
     results.startupSec = +((Date.now() - t0) / 1000).toFixed(1);
     const targets = { direct: worker.ports, router: router.ports };
-    results.tensor = await measureTensor(targets, tensorTiming);
-    results.llm = await measureLlm(targets, llmTiming);
+    results.tensor = await measureTensor(targets, tensorTiming, { router: router.pid, worker: worker.pid });
+    results.llm = await measureLlm(targets, llmTiming, { router: router.pid, worker: worker.pid });
   } finally {
     await Promise.allSettled([started.router?.stop()]);
     await Promise.allSettled([started.worker?.stop()]);
@@ -245,6 +366,9 @@ function report(results) {
         'router/direct req/s': r3(r.throughput / d.throughput),
         'router/direct p50': r3(r.p50_us / d.p50_us),
         'router/direct p99': r3(r.p99_us / d.p99_us),
+        // through the router: what each process spent per request
+        'router CPU us/req': r.cpuUsPerRequest.router === undefined ? '-' : r0(r.cpuUsPerRequest.router),
+        'worker CPU us/req (direct, via router)': r.cpuUsPerRequest.worker === undefined ? '-' : `${r0(d.cpuUsPerRequest.worker)}, ${r0(r.cpuUsPerRequest.worker)}`,
       });
     }
   }
@@ -265,6 +389,7 @@ function report(results) {
       'router/direct TTFT p50': r3(r.ttft_p50_us / d.ttft_p50_us),
       'router/direct TTFT p99': r3(r.ttft_p99_us / d.ttft_p99_us),
       'router/direct total p50': r3(r.total_p50_us / d.total_p50_us),
+      'router CPU us/req': r.cpuUsPerRequest.router === undefined ? '-' : r0(r.cpuUsPerRequest.router),
     });
   }
   console.log(`\nLLM: streaming /v1/chat/completions on ${LLM_MODEL}, max_tokens ${MAX_TOKENS}, fixed prompt, closed loop`);
@@ -272,11 +397,17 @@ function report(results) {
   results.ratios = { tensor: tensorRows, llm: llmRows };
   const t = results.tensor;
   const l = results.llm;
+  // goals: issue 15's table (router / direct throughput at c=16 >= 0.8; hop p50 at c=1 <= 300 us for a
+  // tensor request, <= 500 us to the first token)
+  const routerCpu = (mode, c) => t[mode][c].router.cpuUsPerRequest.router;
   const headlines = [
-    `router hop adds ${r0(t['http-json'][1].router.p50_us - t['http-json'][1].direct.p50_us)} us at p50 for a tensor request over HTTP (c=1)`,
-    `router hop adds ${r0(t.grpc[1].router.p50_us - t.grpc[1].direct.p50_us)} us at p50 for a tensor request over gRPC (c=1)`,
-    `through the router, tensor throughput at c=16 is ${r3(t['http-json'][16].router.throughput / t['http-json'][16].direct.throughput)}x direct over HTTP, ${r3(t.grpc[16].router.throughput / t.grpc[16].direct.throughput)}x over gRPC`,
-    `router hop adds ${r0(l[1].router.ttft_p50_us - l[1].direct.ttft_p50_us)} us to time to first token at p50 (c=1), ${r0(l[8].router.ttft_p50_us - l[8].direct.ttft_p50_us)} us at c=8`,
+    `router hop adds ${r0(t['http-json'][1].router.p50_us - t['http-json'][1].direct.p50_us)} us at p50 for a tensor request over HTTP (c=1) (goal <= 300 us)`,
+    `router hop adds ${r0(t.grpc[1].router.p50_us - t.grpc[1].direct.p50_us)} us at p50 for a tensor request over gRPC (c=1) (goal <= 300 us)`,
+    `through the router, tensor throughput at c=16 is ${r3(t['http-json'][16].router.throughput / t['http-json'][16].direct.throughput)}x direct over HTTP, ${r3(t.grpc[16].router.throughput / t.grpc[16].direct.throughput)}x over gRPC (goal >= 0.8 each)`,
+    ...(routerCpu('http-json', 16) === undefined
+      ? []
+      : [`the router spends ${r0(routerCpu('http-json', 1))} / ${r0(routerCpu('http-json', 16))} us of CPU per tensor request over HTTP (c=1 / c=16), ${r0(routerCpu('grpc', 1))} / ${r0(routerCpu('grpc', 16))} us over gRPC`]),
+    `router hop adds ${r0(l[1].router.ttft_p50_us - l[1].direct.ttft_p50_us)} us to time to first token at p50 (c=1) (goal <= 500 us), ${r0(l[8].router.ttft_p50_us - l[8].direct.ttft_p50_us)} us at c=8`,
     `router hop adds ${r0(l[1].router.total_p50_us - l[1].direct.total_p50_us)} us to a ${MAX_TOKENS}-token streamed completion at p50 (c=1)`,
   ];
   results.headlines = headlines;
@@ -284,5 +415,6 @@ function report(results) {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  await measureClusterHop({ quick: process.argv.includes('--quick') });
+  const prof = process.argv.find((a) => a.startsWith('--cpu-prof='));
+  await measureClusterHop({ quick: process.argv.includes('--quick'), ...(prof === undefined ? {} : { cpuProfDir: prof.slice('--cpu-prof='.length) }) });
 }

@@ -127,13 +127,19 @@ export interface WireGenerateOutput {
 
 // ---- infer (KServe tensor models) -----------------------------------------------------------------
 
-/** A tensor on the wire: `data` is the InferTensor's bytes in base64. */
+/**
+ * A tensor on the wire. In a JSON payload `data` is the InferTensor's bytes in base64. In a binary
+ * payload (runtime BinaryPayload: what a router sends to a worker whose card has `binaryTensors`, and
+ * what that worker answers it with) the body's tensors have no `data`: a tensor's bytes are the
+ * payload's blob of the same index (a request's inputs, a response's outputs, in order, one blob each);
+ * decoded, `data` holds them raw.
+ */
 export interface WireTensor {
   readonly name: string;
   readonly datatype: string;
   readonly shape: readonly number[];
   readonly parameters: WireParameters;
-  readonly data: string;
+  readonly data: string | Uint8Array;
 }
 
 /** KServe parameters; a bigint value (int64 / uint64) travels as `{ "$bigint": "<decimal>" }`, at most 20 digits. */
@@ -373,4 +379,10 @@ export interface TensorCardMetadata {
    * to 1 MiB): routers then answer classification outputs without labels.
    */
   readonly labels?: { readonly [version: string]: { readonly [output: string]: readonly string[] } };
+  /**
+   * true: this worker's `infer` takes a binary payload (tensor bytes raw, WireTensor) and answers one
+   * in kind. Absent: base64 JSON only (workers from before binary payloads, which cannot read a binary
+   * message): routers send those JSON, so a mixed-version cluster keeps working.
+   */
+  readonly binaryTensors?: boolean;
 }

@@ -3,10 +3,15 @@
  * valid message with one field corrupted) to a value or an invalid_argument; in-process values
  * survive `*ToWire` → JSON → `decode*` → `*FromWire` exactly (tensor bytes bit for bit, bigint
  * parameters, any parameter name), and so do keys a peer chose (statistics kinds, label outputs).
+ * Binary payloads too: raw tensors through a whole request-plane message (`encodeMessage` →
+ * `decodeMessage`) bit for bit, and hostile binary messages (lengths past the frame, huge counts,
+ * blob counts that do not match the tensors, random bytes) refused `invalid_argument` with memory
+ * bounded by the message.
  */
 import { describe, expect, it } from 'vitest';
 import { DATATYPES, elementByteSize, type DataType, type InferRequest, type InferResponse, type ParameterValue } from '@switchyard/kserve';
 import { DEEP_NESTING, eachNodeReplaced, fc, fuzz, fuzzKey, jsonText, mutatedJson, nestedText, objectWith, parsesOrRefuses, rawTensor, withBigIntLimit, type JsonValue } from '@switchyard/testing/fuzz';
+import { BinaryPayload, MAX_MESSAGE_BLOBS, decodeMessage, decodeResponseFrame, encodeMessage } from '@switchyard/runtime';
 import {
   decodeLlmCardMetadata,
   decodeTensorCardMetadata,
@@ -26,8 +31,10 @@ import {
   generateOutputToWire,
   generateRequestToWire,
   inferRequestFromWire,
+  inferRequestToBinary,
   inferRequestToWire,
   inferResponseFromWire,
+  inferResponseToBinary,
   inferResponseToWire,
 } from './wire-codec.js';
 
@@ -178,6 +185,127 @@ describe('cluster wire decoders (fuzz)', () => {
       const value = JSON.parse(jsonText(v) || 'null') as unknown;
       parsesOrRefuses(() => (kind === 'request' ? decodeWireInferRequest(value) : decodeWireInferResponse(value)));
     });
+  });
+});
+
+/** `payload` through a whole request-plane data frame on the wire (binary message format 2). */
+function viaMessage(payload: BinaryPayload): unknown {
+  const frame = decodeResponseFrame(decodeMessage(encodeMessage({ v: 1, type: 'data', seq: 0, payload })));
+  if (frame.type !== 'data') throw new Error('not a data frame');
+  return frame.payload;
+}
+
+/** A binary data frame by hand: `bodyText` as the payload's body (any text), `blobs` laid out as the format says. */
+function binaryFrame(bodyText: string, blobs: readonly Uint8Array[]): Uint8Array {
+  const h = Buffer.from(`{"v":1,"type":"data","seq":0,"payload":${bodyText}}`);
+  const parts: Uint8Array[] = [Buffer.from([0, 0x53, 0x59, 2]), u32(h.length), u32(blobs.length), ...blobs.map((b) => u32(b.length)), h];
+  let at = 12 + 4 * blobs.length + h.length;
+  for (const b of blobs) {
+    const pad = (8 - (at % 8)) % 8;
+    parts.push(new Uint8Array(pad), b);
+    at += pad + b.length;
+  }
+  return Buffer.concat(parts);
+}
+function u32(n: number): Uint8Array {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(n);
+  return b;
+}
+
+/** A binary message by hand: header JSON, blob lengths as given (lying ones too), `tail` bytes after the header. */
+function handMade(header: string, lengths: readonly number[], tail: Uint8Array, count = lengths.length): Buffer {
+  const h = Buffer.from(header);
+  const out = Buffer.alloc(12 + 4 * lengths.length + h.length + tail.length);
+  out.set([0, 0x53, 0x59, 2]);
+  out.writeUInt32LE(h.length, 4);
+  out.writeUInt32LE(count >>> 0, 8);
+  lengths.forEach((n, i) => out.writeUInt32LE(n >>> 0, 12 + 4 * i));
+  out.set(h, 12 + 4 * lengths.length);
+  out.set(tail, 12 + 4 * lengths.length + h.length);
+  return out;
+}
+
+describe('cluster binary payloads (fuzz)', () => {
+  it('infer requests and responses survive a binary message exactly (tensor bytes bit for bit, blobs 8-aligned)', () => {
+    fuzz(fc.tuple(inferRequest, inferResponse), ([request, response]) => {
+      const req = decodeWireInferRequest(viaMessage(inferRequestToBinary(request)));
+      for (const t of req.inputs) expect(typeof t.data !== 'string' && t.data.byteOffset % 8).toBe(0);
+      expect(comparable(inferRequestFromWire(req))).toEqual(comparable(request));
+      const res = decodeWireInferResponse(viaMessage(inferResponseToBinary(response, true)));
+      expect(res.final).toBe(true);
+      expect(comparable(inferResponseFromWire(res))).toEqual(comparable(response));
+    });
+  });
+
+  it('refuses a binary payload whose blobs do not match its tensors, or whose body carries base64 too', () => {
+    fuzz(fc.tuple(inferRequest, fc.integer({ min: -2, max: 2 })), ([request, delta]) => {
+      const p = inferRequestToBinary(request);
+      const blobs = delta >= 0 ? [...p.blobs, ...Array.from({ length: delta }, () => new Uint8Array(1))] : p.blobs.slice(0, Math.max(0, p.blobs.length + delta));
+      const r = parsesOrRefuses(() => decodeWireInferRequest(viaMessage(new BinaryPayload(p.body, blobs))));
+      expect(r.ok).toBe(blobs.length === p.blobs.length);
+    });
+    const withData = new BinaryPayload({ v: 1, id: '', modelName: 'm', modelVersion: null, parameters: {}, inputs: [{ name: 'a', datatype: 'INT8', shape: [1], parameters: {}, data: 'AA==' }], outputs: [] }, [new Uint8Array(1)]);
+    expect(parsesOrRefuses(() => decodeWireInferRequest(viaMessage(withData))).ok).toBe(false);
+  });
+
+  it('decodes or refuses binary infer payloads with one body field corrupted', () => {
+    const corrupted = fc.oneof(
+      inferRequest.map((r) => ['request', inferRequestToBinary(r)] as const),
+      inferResponse.map((r) => ['response', inferResponseToBinary(r)] as const),
+    ).chain(([kind, p]) => mutatedJson(fc.constant(viaJson(p.body) as JsonValue)).map((body) => [kind, binaryFrame(jsonText(body) || 'null', p.blobs)] as const));
+    fuzz(corrupted, ([kind, bytes]) => {
+      parsesOrRefuses(() => {
+        const frame = decodeResponseFrame(decodeMessage(bytes));
+        const payload = frame.type === 'data' ? frame.payload : null;
+        return kind === 'request' ? decodeWireInferRequest(payload) : decodeWireInferResponse(payload);
+      });
+    });
+  });
+
+  it('refuses hostile binary headers (lengths past the frame, huge counts, trailing or missing bytes) with bounded memory', () => {
+    const header = JSON.stringify({ v: 1, type: 'data', seq: 0, payload: null });
+    const lengths = fc.array(fc.oneof(fc.nat(64), fc.constant(0xffffffff), fc.integer({ min: 0, max: 0xffffffff })), { maxLength: 6 });
+    const count = fc.oneof(fc.constant(undefined), fc.constant(0xffffffff), fc.integer({ min: 0, max: 0xffffffff }), fc.constant(MAX_MESSAGE_BLOBS + 1));
+    fuzz(fc.tuple(lengths, count, fc.uint8Array({ maxLength: 200 })), ([ls, n, tail]) => {
+      const before = process.memoryUsage().arrayBuffers;
+      const r = parsesOrRefuses(() => decodeMessage(handMade(header, ls, tail, n)));
+      // nothing allocated beyond (a copy of) the message itself
+      expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(1 << 20);
+      if (r.ok) expect(n === undefined || n === ls.length).toBe(true);
+    });
+    // a count that would need 16 GiB of lengths, in a 12-byte message
+    expect(parsesOrRefuses(() => decodeMessage(handMade(header, [], new Uint8Array(0), 0xffffffff))).ok).toBe(false);
+    // one blob claiming 4 GiB
+    expect(parsesOrRefuses(() => decodeMessage(handMade(header, [0xffffffff], new Uint8Array(8)))).ok).toBe(false);
+    // header length past the end
+    const lying = handMade(header, [], new Uint8Array(0));
+    lying.writeUInt32LE(0xfffffff0, 4);
+    expect(parsesOrRefuses(() => decodeMessage(lying)).ok).toBe(false);
+  });
+
+  it('decodes or refuses any bytes, and a binary message with any byte changed', () => {
+    const valid = encodeMessage({ v: 1, type: 'data', seq: 0, payload: inferResponseToBinary({ id: 'x', modelName: 'm', modelVersion: '1', parameters: {}, outputs: [{ name: 'o', datatype: 'FP32', shape: [2], parameters: {}, data: new Uint8Array(8).fill(7) }] }) });
+    const mutated = fc.tuple(fc.nat(valid.length - 1), fc.nat(255)).map(([i, b]) => {
+      const m = Uint8Array.from(valid);
+      m[i] = b;
+      return m;
+    });
+    const truncated = fc.nat(valid.length - 1).map((n) => valid.subarray(0, n));
+    fuzz(fc.oneof(fc.uint8Array({ maxLength: 64 }).map((b) => Uint8Array.from([0, 0x53, 0x59, 2, ...b])), fc.uint8Array({ maxLength: 64 }), mutated, truncated), (bytes) => {
+      parsesOrRefuses(() => {
+        const frame = decodeResponseFrame(decodeMessage(bytes));
+        return decodeWireInferResponse(frame.type === 'data' ? frame.payload : null);
+      });
+    });
+  });
+
+  it('refuses a binary message of another format clearly', () => {
+    const bytes = Uint8Array.from(encodeMessage({ v: 1, type: 'data', seq: 0, payload: new BinaryPayload(null, []) }));
+    bytes[3] = 3;
+    const r = parsesOrRefuses(() => decodeMessage(bytes));
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error.message).toMatch(/unsupported message format 3/);
   });
 });
 

@@ -7,15 +7,18 @@
  *   InferResponse, @switchyard/llm GenerateOutput) and their wire form. `*FromWire` takes an already
  *   decoded wire value, so it never fails.
  *
- * Encodings: tensor bytes travel in base64; a bigint KServe parameter travels as
- * `{ "$bigint": "<decimal>" }` (JSON numbers cannot hold int64 exactly). The other wire types are
- * plain JSON already; `toJson` only widens their static type for RequestPlane / EventPlane.
+ * Encodings: tensor bytes travel raw in a binary payload (runtime BinaryPayload, one blob per tensor:
+ * `inferRequestToBinary` / `inferResponseToBinary`) or base64 in JSON (`inferRequestToWire` /
+ * `inferResponseToWire`, for workers whose card lacks `binaryTensors`, and a worker's answer to a JSON
+ * request); `decodeWireInferRequest` / `decodeWireInferResponse` read both. A bigint KServe parameter
+ * travels as `{ "$bigint": "<decimal>" }` (JSON numbers cannot hold int64 exactly). The other wire
+ * types are plain JSON already; `toJson` only widens their static type for RequestPlane / EventPlane.
  */
 import { describeValue, enforceLimits, ERROR_CODES, type ErrorCode, SwitchyardError, invalidArgument } from '@switchyard/common';
 import { DEFAULT_LOAD_LIMITS } from '@switchyard/engine';
 import { DATATYPES, checkInputShape, type DataType, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
 import { MAX_TOP_LOGPROBS, checkOutputParsing, decodeKvCacheEvent, decodeSamplingDefaults, type GenerateOutput, type KvLayout, type KvTransferLease, type OutputParsingConfig, type SnapshotBlock } from '@switchyard/llm';
-import { INSTANCE_ID_PATTERN, type JsonValue } from '@switchyard/runtime';
+import { BinaryPayload, INSTANCE_ID_PATTERN, type JsonValue } from '@switchyard/runtime';
 import type {
   LlmCardMetadata,
   WireKvImportReport,
@@ -165,28 +168,59 @@ export function tensorToWire(tensor: InferTensor): WireTensor {
   };
 }
 
-export function tensorFromWire(tensor: WireTensor): InferTensor {
-  const buf = Buffer.from(tensor.data, 'base64');
-  return {
-    name: tensor.name,
-    datatype: tensor.datatype as DataType,
-    shape: [...tensor.shape],
-    // a plain Uint8Array view (not a Buffer) over exactly the decoded bytes
-    data: new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength),
-    parameters: parametersFromWire(tensor.parameters),
-  };
+/** A tensor's wire form without its bytes: the body of a binary payload carries them as a blob. */
+type WireTensorHead = Omit<WireTensor, 'data'>;
+
+function tensorHeadToWire(tensor: InferTensor): WireTensorHead {
+  return { name: tensor.name, datatype: tensor.datatype, shape: [...tensor.shape], parameters: parametersToWire(tensor.parameters) };
 }
 
-/** `minDim`: inputs take any integer (their sizes are `checkInputShape`'s), outputs none below 0. */
-function decodeTensor(value: unknown, what: string, minDim = 0): WireTensor {
+export function tensorFromWire(tensor: WireTensor): InferTensor {
+  let data: Uint8Array;
+  if (typeof tensor.data === 'string') {
+    const buf = Buffer.from(tensor.data, 'base64');
+    // a plain Uint8Array view (not a Buffer) over exactly the decoded bytes
+    data = new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
+  } else data = tensor.data;
+  return { name: tensor.name, datatype: tensor.datatype as DataType, shape: [...tensor.shape], data, parameters: parametersFromWire(tensor.parameters) };
+}
+
+/**
+ * `minDim`: inputs take any integer (their sizes are `checkInputShape`'s), outputs none below 0.
+ * `blob`: the tensor's bytes from a binary payload (its body then has no `data`); absent: base64 `data`.
+ */
+function decodeTensor(value: unknown, what: string, minDim = 0, blob?: Uint8Array): WireTensor {
   const o = obj(value, what);
   const name = str(o, 'name', what);
   const datatype = str(o, 'datatype', what);
   if (!DATATYPE_SET.has(datatype)) throw invalidArgument(`${what}: unknown datatype '${datatype}'`);
   const shape = intArray(o, 'shape', what, minDim);
-  const data = str(o, 'data', what, true);
-  if (data.length % 4 !== 0 || !BASE64_RE.test(data)) throw invalidArgument(`${what}: 'data' must be base64`);
+  let data: string | Uint8Array;
+  if (blob !== undefined) {
+    if (o['data'] !== undefined) throw invalidArgument(`${what}: 'data' must be absent in a binary payload (the tensor's bytes are its blob)`);
+    data = blob;
+  } else {
+    data = str(o, 'data', what, true);
+    if (data.length % 4 !== 0 || !BASE64_RE.test(data)) throw invalidArgument(`${what}: 'data' must be base64`);
+  }
   return { name, datatype, shape, parameters: decodeParameters(o['parameters'] ?? {}, what), data };
+}
+
+/**
+ * The body of a payload and the blobs its `field` tensors take (one each, in order) when it is binary;
+ * `blobs` undefined for a JSON payload. A binary payload's blob count must match exactly.
+ */
+function payloadParts(value: unknown, field: string, what: string): { readonly body: Obj; readonly tensors: readonly unknown[]; readonly blobs: readonly Uint8Array[] | undefined } {
+  if (value instanceof BinaryPayload) {
+    const body = obj(value.body, what);
+    const tensors = arr(body, field, what);
+    if (tensors.length !== value.blobs.length) {
+      throw invalidArgument(`${what}: a binary payload carries one blob per tensor of '${field}' (${tensors.length} tensors, ${value.blobs.length} blobs)`);
+    }
+    return { body, tensors, blobs: value.blobs };
+  }
+  const body = obj(value, what);
+  return { body, tensors: arr(body, field, what), blobs: undefined };
 }
 
 // ---- infer ---------------------------------------------------------------------------------------
@@ -203,6 +237,20 @@ export function inferRequestToWire(request: InferRequest): WireInferRequest {
   };
 }
 
+/** The request as a binary payload: tensor bytes raw, one blob per input (for a worker whose card has `binaryTensors`). */
+export function inferRequestToBinary(request: InferRequest): BinaryPayload {
+  const body = {
+    v: 1,
+    id: request.id,
+    modelName: request.modelName,
+    modelVersion: request.modelVersion ?? null,
+    parameters: parametersToWire(request.parameters),
+    inputs: request.inputs.map(tensorHeadToWire),
+    outputs: request.outputs.map((o) => ({ name: o.name, parameters: parametersToWire(o.parameters) })),
+  };
+  return new BinaryPayload(toJson(body), request.inputs.map((t) => t.data));
+}
+
 export function inferRequestFromWire(request: WireInferRequest): InferRequest {
   return {
     id: request.id,
@@ -214,9 +262,10 @@ export function inferRequestFromWire(request: WireInferRequest): InferRequest {
   };
 }
 
+/** A JSON payload (base64 tensors) or a binary one (raw tensors, one blob per input). */
 export function decodeWireInferRequest(value: unknown): WireInferRequest {
   const what = 'infer request';
-  const o = obj(value, what);
+  const { body: o, tensors, blobs } = payloadParts(value, 'inputs', what);
   version(o, what);
   const mv = o['modelVersion'];
   if (mv !== null && (typeof mv !== 'number' || !Number.isSafeInteger(mv) || mv < 1)) {
@@ -224,7 +273,7 @@ export function decodeWireInferRequest(value: unknown): WireInferRequest {
   }
   const id = str(o, 'id', what, true);
   const modelName = str(o, 'modelName', what);
-  const inputs = arr(o, 'inputs', what).map((t, i) => decodeTensor(t, `${what} inputs[${i}]`, Number.MIN_SAFE_INTEGER));
+  const inputs = tensors.map((t, i) => decodeTensor(t, `${what} inputs[${i}]`, Number.MIN_SAFE_INTEGER, blobs?.[i]));
   // The front doors' shape check, so a request that reached the wire some other way is refused alike.
   for (const input of inputs) checkInputShape(input, { requestId: id, model: modelName });
   return {
@@ -252,6 +301,19 @@ export function inferResponseToWire(response: InferResponse, final = false): Wir
   };
 }
 
+/** The response as a binary payload: tensor bytes raw, one blob per output (the answer to a binary request). */
+export function inferResponseToBinary(response: InferResponse, final = false): BinaryPayload {
+  const body = {
+    ...(final ? { final: true } : {}),
+    id: response.id,
+    modelName: response.modelName,
+    modelVersion: response.modelVersion,
+    parameters: parametersToWire(response.parameters),
+    outputs: response.outputs.map(tensorHeadToWire),
+  };
+  return new BinaryPayload(toJson(body), response.outputs.map((t) => t.data));
+}
+
 /** A non-final error response of a decoupled stream (protocols.ts WireInferResponse `error`). */
 export function inferErrorToWire(request: { readonly id: string; readonly modelName: string }, error: SwitchyardError): WireInferResponse {
   return { error: { code: error.code, message: error.message }, id: request.id, modelName: request.modelName, modelVersion: '', parameters: {}, outputs: [] };
@@ -272,9 +334,10 @@ export function inferResponseFromWire(response: WireInferResponse): InferRespons
   };
 }
 
+/** A JSON payload (base64 tensors) or a binary one (raw tensors, one blob per output). */
 export function decodeWireInferResponse(value: unknown): WireInferResponse {
   const what = 'infer response';
-  const o = obj(value, what);
+  const { body: o, tensors, blobs } = payloadParts(value, 'outputs', what);
   const final = optBool(o, 'final', what);
   let error: WireInferResponse['error'];
   if (o['error'] !== undefined) {
@@ -293,7 +356,7 @@ export function decodeWireInferResponse(value: unknown): WireInferResponse {
     modelName: str(o, 'modelName', what),
     modelVersion: str(o, 'modelVersion', what, true),
     parameters: decodeParameters(o['parameters'] ?? {}, what),
-    outputs: arr(o, 'outputs', what).map((t, i) => decodeTensor(t, `${what} outputs[${i}]`)),
+    outputs: tensors.map((t, i) => decodeTensor(t, `${what} outputs[${i}]`, 0, blobs?.[i])),
   };
 }
 
@@ -762,6 +825,7 @@ export function decodeTensorCardMetadata(value: unknown): TensorCardMetadata {
     versions: strArray(o, 'versions', what),
     decoupled: bool(o, 'decoupled', what),
     ...(o['labels'] !== undefined ? { labels: decodeCardLabels(o['labels'], `${what} labels`) } : {}),
+    ...(optBool(o, 'binaryTensors', what) === true ? { binaryTensors: true } : {}),
   };
 }
 

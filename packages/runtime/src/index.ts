@@ -53,12 +53,17 @@ export {
   decodeRequestEnvelope,
   decodeResponseFrame,
   encodeJson,
+  BinaryPayload,
+  decodeMessage,
+  encodeMessage,
 } from './protocols.js';
+export { BINARY_MESSAGE_FORMAT, MAX_MESSAGE_BLOBS, decodeBinaryMessage, encodeBinaryMessage, isBinaryMessage } from './binary-message.js';
 export type {
   CancelMessage,
   InstanceInfo,
   JsonValue,
   ModelCard,
+  Payload,
   RequestEnvelope,
   ResponseFrame,
   TokenizerSource,

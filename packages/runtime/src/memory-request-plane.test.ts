@@ -2,19 +2,19 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { capacityExhausted } from '@switchyard/common';
 import { endpointAddress, instanceAddress, instanceIdFromLease } from './addressing.js';
 import { MemoryRequestBroker, MemoryRequestPlane } from './memory-request-plane.js';
-import type { JsonValue } from './protocols.js';
+import { BinaryPayload, type Payload, encodeMessage } from './protocols.js';
 import { type EndpointHandler, type RequestContext, NoRespondersError, StreamIncompleteError, isRetriable } from './request-plane.js';
 
 const ep = endpointAddress('prod', 'backend', 'generate');
 const inst = (n: number) => instanceAddress(ep, instanceIdFromLease(n));
 
-async function collect(it: AsyncIterable<JsonValue>): Promise<JsonValue[]> {
-  const out: JsonValue[] = [];
+async function collect(it: AsyncIterable<Payload>): Promise<Payload[]> {
+  const out: Payload[] = [];
   for await (const v of it) out.push(v);
   return out;
 }
-async function failure(it: AsyncIterable<JsonValue>): Promise<{ error: unknown; received: JsonValue[] }> {
-  const received: JsonValue[] = [];
+async function failure(it: AsyncIterable<Payload>): Promise<{ error: unknown; received: Payload[] }> {
+  const received: Payload[] = [];
   try {
     for await (const v of it) received.push(v);
   } catch (error) {
@@ -47,6 +47,28 @@ describe('MemoryRequestPlane', () => {
     const client = new MemoryRequestPlane(broker);
     expect(await collect(client.request(inst(1), { n: 5 }))).toEqual([0, 1, 2, 3, 4].map((i) => ({ i })));
     expect(await collect(client.request(ep, { n: 0 }))).toEqual([]);
+  });
+
+  it('carries binary payloads as raw blobs (8-aligned views) and answers JSON beside them; JSON messages stay JSON', async () => {
+    const broker = new MemoryRequestBroker();
+    const worker = new MemoryRequestPlane(broker);
+    await worker.serve(inst(1), async function* (payload): AsyncGenerator<Payload> {
+      if (!(payload instanceof BinaryPayload)) {
+        yield { json: payload };
+        return;
+      }
+      yield { aligned: payload.blobs.map((b) => b.byteOffset % 8 === 0) };
+      yield new BinaryPayload(payload.body, payload.blobs.map((b) => b.map((x) => x + 1)));
+    });
+    const client = new MemoryRequestPlane(broker);
+    const out = await collect(client.request(inst(1), new BinaryPayload({ k: 'v' }, [Uint8Array.of(1), new Uint8Array(0), Uint8Array.of(5, 6, 7)])));
+    expect(out[0]).toEqual({ aligned: [true, true, true] });
+    const back = out[1] as BinaryPayload;
+    expect(back.body).toEqual({ k: 'v' });
+    expect(back.blobs.map((b) => [...b])).toEqual([[2], [], [6, 7, 8]]);
+    expect(await collect(client.request(inst(1), [1]))).toEqual([{ json: [1] }]);
+    expect(encodeMessage({ v: 1, type: 'data', seq: 0, payload: { a: 1 } })[0]).toBe('{'.charCodeAt(0));
+    expect(encodeMessage({ v: 1, type: 'data', seq: 0, payload: new BinaryPayload(null, []) })[0]).toBe(0);
   });
 
   it('fails with NoRespondersError when nobody serves the target', async () => {
@@ -88,7 +110,7 @@ describe('MemoryRequestPlane', () => {
       });
     }
     const client = new MemoryRequestPlane(broker);
-    const hits: JsonValue[] = [];
+    const hits: Payload[] = [];
     for (let i = 0; i < 6; i++) hits.push(...(await collect(client.request(ep, null))));
     expect(hits).toEqual([1, 2, 3, 1, 2, 3]);
     expect(await collect(client.request(inst(2), null))).toEqual([2]);

@@ -21,13 +21,15 @@ import {
 import { AsyncChannel } from './async-channel.js';
 import { RunningRequests, readFrame, writeResponse } from './response-writer.js';
 import {
-  type JsonValue,
+  type Payload,
   type ResponseFrame,
   decodeCancelMessage,
   decodeJson,
+  decodeMessage,
   decodeRequestEnvelope,
   decodeResponseFrame,
   encodeJson,
+  encodeMessage,
 } from './protocols.js';
 import {
   type EndpointHandler,
@@ -119,11 +121,11 @@ class MemoryServedEndpoint implements ServedEndpoint, Subscriber {
 
   onRequest(bytes: Uint8Array, reply: Inbox): void {
     if (this.stopped) return reply.drop();
-    const envelope = decodeRequestEnvelope(decodeJson(bytes));
+    const envelope = decodeRequestEnvelope(decodeMessage(bytes));
     const out = this.owner.openReply(reply);
     this.running.start(envelope.requestId, envelope.attempt, async (abort) => {
       try {
-        await writeResponse({ handler: this.handler, envelope, abort, send: (frame) => out.deliver(encodeJson(frame)), stopped: () => this.stopped });
+        await writeResponse({ handler: this.handler, envelope, abort, send: (frame) => out.deliver(encodeMessage(frame)), stopped: () => this.stopped });
       } finally {
         out.close();
       }
@@ -189,7 +191,7 @@ export class MemoryRequestPlane implements RequestPlane {
     this.served.delete(ep);
   }
 
-  request(target: EndpointAddress | InstanceAddress, payload: JsonValue, options: RequestOptions = {}): AsyncIterable<JsonValue> {
+  request(target: EndpointAddress | InstanceAddress, payload: Payload, options: RequestOptions = {}): AsyncIterable<Payload> {
     const broker = this.broker;
     const callers = this.callerInboxes;
     const isClosed = (): boolean => this.closed;
@@ -204,14 +206,14 @@ export class MemoryRequestPlane implements RequestPlane {
         const inbox = new AsyncChannel<ResponseFrame>();
         let dropped = false;
         const replyTo: Inbox = {
-          deliver: (bytes) => inbox.push(decodeResponseFrame(decodeJson(bytes))),
+          deliver: (bytes) => inbox.push(decodeResponseFrame(decodeMessage(bytes))),
           drop: () => {
             dropped = true;
             inbox.end();
           },
         };
         const subject = isInstanceAddress(target) ? instanceSubject(target) : endpointSubject(target);
-        if (!broker.request(subject, encodeJson({ v: 1, requestId, attempt, payload, deadline }), replyTo)) {
+        if (!broker.request(subject, encodeMessage({ v: 1, requestId, attempt, payload, deadline }), replyTo)) {
           throw new NoRespondersError(target);
         }
         callers.add(inbox);

@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import { capacityExhausted } from '@switchyard/common';
 import { type NatsServer, startNats } from '@switchyard/testing';
-import { endpointAddress, instanceAddress, instanceIdFromLease } from './addressing.js';
+import { endpointAddress, instanceAddress, instanceIdFromLease, instanceSubject } from './addressing.js';
 import { NatsRequestPlane } from './nats-request-plane.js';
-import type { JsonValue } from './protocols.js';
+import { BinaryPayload, type Payload } from './protocols.js';
 import { type RequestContext, NoRespondersError, StreamIncompleteError, isRetriable } from './request-plane.js';
 
 let nats: NatsServer;
@@ -23,13 +23,13 @@ async function plane(idleTimeoutMs?: number): Promise<NatsRequestPlane> {
   planes.push(p);
   return p;
 }
-async function collect(it: AsyncIterable<JsonValue>): Promise<JsonValue[]> {
-  const out: JsonValue[] = [];
+async function collect(it: AsyncIterable<Payload>): Promise<Payload[]> {
+  const out: Payload[] = [];
   for await (const v of it) out.push(v);
   return out;
 }
-async function failure(it: AsyncIterable<JsonValue>): Promise<{ error: unknown; received: JsonValue[] }> {
-  const received: JsonValue[] = [];
+async function failure(it: AsyncIterable<Payload>): Promise<{ error: unknown; received: Payload[] }> {
+  const received: Payload[] = [];
   try {
     for await (const v of it) received.push(v);
   } catch (error) {
@@ -133,7 +133,7 @@ describe('NatsRequestPlane (real nats-server)', () => {
     });
     const client = await plane();
     const ac = new AbortController();
-    const received: JsonValue[] = [];
+    const received: Payload[] = [];
     const done = (async () => {
       for await (const v of client.request(ep, null, { signal: ac.signal, requestId: 'req-abort' })) {
         received.push(v);
@@ -171,7 +171,7 @@ describe('NatsRequestPlane (real nats-server)', () => {
       await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
     });
     const client = await plane(500);
-    const received: JsonValue[] = [];
+    const received: Payload[] = [];
     let error: unknown;
     const t0 = Date.now();
     try {
@@ -199,7 +199,7 @@ describe('NatsRequestPlane (real nats-server)', () => {
     });
     const nc = await connect({ servers: nats.url });
     const client = NatsRequestPlane.fromConnection(nc);
-    const received: JsonValue[] = [];
+    const received: Payload[] = [];
     let error: unknown;
     try {
       for await (const v of client.request(ep, null)) {
@@ -221,7 +221,7 @@ describe('NatsRequestPlane (real nats-server)', () => {
       await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
     });
     const client = await plane();
-    const received: JsonValue[] = [];
+    const received: Payload[] = [];
     const done = (async () => {
       for await (const v of client.request(ep, null)) {
         received.push(v);
@@ -236,7 +236,7 @@ describe('NatsRequestPlane (real nats-server)', () => {
 describe('NatsRequestPlane across NATS outages (nats.js drops whatever is published while disconnected)', () => {
   const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
   /** Yields `i` every 10 ms until aborted (`n` frames at most). */
-  async function* ticker(payload: JsonValue, ctx: RequestContext): AsyncGenerator<JsonValue> {
+  async function* ticker(payload: Payload, ctx: RequestContext): AsyncGenerator<Payload> {
     const n = (payload as { n: number }).n;
     for (let i = 0; i < n && !ctx.signal.aborted; i++) {
       yield i;
@@ -276,7 +276,7 @@ describe('NatsRequestPlane across NATS outages (nats.js drops whatever is publis
       handlerAborted = ctx.signal.reason;
     });
     const client = await plane(); // default idle timeout: 30 s
-    const received: JsonValue[] = [];
+    const received: Payload[] = [];
     let error: unknown;
     const t0 = Date.now();
     try {
@@ -355,7 +355,7 @@ describe('NatsRequestPlane framing (chunks beyond max_payload, heartbeats)', () 
   it('carries a request and responses larger than the server max_payload (1 MiB) in chunks, to one instance', async () => {
     const ep = freshEndpoint();
     const worker = await plane();
-    await worker.serve(inst(ep, 1), async function* (payload): AsyncGenerator<JsonValue> {
+    await worker.serve(inst(ep, 1), async function* (payload): AsyncGenerator<Payload> {
       const text = (payload as { text: string }).text;
       yield { length: text.length, last: text.slice(-5) };
       yield { echo: text }; // 3 MB back
@@ -368,6 +368,46 @@ describe('NatsRequestPlane framing (chunks beyond max_payload, heartbeats)', () 
     // a queue group could split the chunks between instances: refused before anything is sent
     const { error } = await failure(client.request(ep, { text }));
     expect(error).toMatchObject({ code: 'invalid_argument' });
+  });
+
+  it('carries binary payloads (raw blobs) both ways, chunked beyond max_payload, and JSON beside them', async () => {
+    const ep = freshEndpoint();
+    const worker = await plane();
+    await worker.serve(inst(ep, 1), async function* (payload): AsyncGenerator<Payload> {
+      if (!(payload instanceof BinaryPayload)) {
+        yield { json: payload };
+        return;
+      }
+      yield { sizes: payload.blobs.map((b) => b.length), aligned: payload.blobs.every((b) => b.byteOffset % 8 === 0) };
+      yield new BinaryPayload({ reversed: true }, [...payload.blobs].reverse());
+    });
+    const client = await plane();
+    const big = new Uint8Array(2_500_000).map((_, i) => (i * 7) & 255);
+    const small = Uint8Array.from([1, 2, 3]);
+    const out = await collect(client.request(inst(ep, 1), new BinaryPayload({ n: 2 }, [small, big])));
+    expect(out[0]).toEqual({ sizes: [3, 2_500_000], aligned: true });
+    const back = out[1] as BinaryPayload;
+    expect(back).toBeInstanceOf(BinaryPayload);
+    expect(back.body).toEqual({ reversed: true });
+    expect(Buffer.from(back.blobs[0]!).equals(Buffer.from(big))).toBe(true);
+    expect([...back.blobs[1]!]).toEqual([1, 2, 3]);
+    expect(await collect(client.request(inst(ep, 1), { plain: 1 }))).toEqual([{ json: { plain: 1 } }]);
+  });
+
+  it('a binary message of an unknown format is refused with an error frame that says so', async () => {
+    const ep = freshEndpoint();
+    const worker = await plane();
+    await worker.serve(inst(ep, 1), async function* () {
+      yield 'never';
+    });
+    const nc = await connect({ servers: nats.url });
+    try {
+      const bytes = Uint8Array.from([0, 0x53, 0x59, 9, 0, 0, 0, 0, 0, 0, 0, 0]);
+      const reply = await nc.request(instanceSubject(inst(ep, 1)), bytes, { timeout: 5000 });
+      expect(reply.json()).toMatchObject({ type: 'error', seq: 0, error: { code: 'invalid_argument', message: expect.stringMatching(/unsupported message format 9/) } });
+    } finally {
+      await nc.close();
+    }
   });
 
   it('a handler silent for longer than the caller idle timeout is kept alive by heartbeats', async () => {

@@ -7,9 +7,10 @@
  *   - `cancelSubject(address)` plainly (cancel broadcast; unknown request ids, and cancels naming
  *     another attempt of a re-sent request id, are ignored).
  *
- * A request is one NATS message: the RequestEnvelope JSON, with the NATS reply subject set to a fresh
- * inbox the caller subscribed to just before (same connection, so the SUB reaches the server before
- * the PUB). The worker publishes ResponseFrames to that reply subject, in order (NATS keeps the order
+ * A request is one NATS message: the RequestEnvelope (JSON, or a binary message for a BinaryPayload),
+ * with the NATS reply subject set to a fresh inbox `<prefix>.<token>` under the plane's one wildcard
+ * subscription `<prefix>.*` (made on the first request, on the same connection, so its SUB reaches
+ * the server before any PUB; a subscription per request would cost a SUB and an UNSUB each). The worker publishes ResponseFrames to that reply subject, in order (NATS keeps the order
  * of one publisher's messages): `data` frames with seq 0.., then exactly one `final` or `error`.
  *
  * No responders: nats.js announces `headers` + `no_responders` in CONNECT, so when a message with a
@@ -60,13 +61,15 @@ import { DEFAULT_NATS_RECONNECT_WAIT_MS, connectNats, watchNatsConnection } from
 import { ChunkAssembler, HEARTBEAT_INTERVAL_MS, isHeartbeat, needsChunks, publishFramed, publishHeartbeat } from './nats-framing.js';
 import { RunningRequests, readFrame, writeResponse } from './response-writer.js';
 import {
-  type JsonValue,
+  type Payload,
   type ResponseFrame,
   decodeCancelMessage,
   decodeJson,
+  decodeMessage,
   decodeRequestEnvelope,
   decodeResponseFrame,
   encodeJson,
+  encodeMessage,
 } from './protocols.js';
 import {
   type EndpointHandler,
@@ -90,6 +93,9 @@ const MAX_HELD_MESSAGES = 10_000;
 
 /** What a caller's inbox receives: frames, the server's 503 status, or the connection dropping. */
 type Inbound = ResponseFrame | 'no-responders' | 'connection-lost';
+
+/** One request's share of the reply subscription: a message to its inbox, or `null` when the subscription ended. */
+type ReplyListener = (m: Msg | null) => void;
 
 export interface NatsRequestPlaneOptions {
   readonly logger?: Logger;
@@ -157,7 +163,7 @@ class NatsServedEndpoint implements ServedEndpoint {
       if (this.chunks.size > 0) this.chunks.expire(PARTIAL_REQUEST_TTL_MS);
       const data = this.chunks.accept(reply, m);
       if (data === null) return; // more chunks to come
-      envelope = decodeRequestEnvelope(decodeJson(data));
+      envelope = decodeRequestEnvelope(decodeMessage(data));
     } catch (e) {
       const err = toSwitchyardError(e);
       this.publish(reply, { v: 1, type: 'error', seq: 0, error: { code: err.code, message: err.message } }, true);
@@ -198,7 +204,7 @@ class NatsServedEndpoint implements ServedEndpoint {
   /** `hold`: while disconnected, keep the frame for the reconnect instead of losing it. */
   private publish(reply: string, frame: ResponseFrame, hold: boolean): void {
     if (this.nc.isClosed()) return;
-    this.owner.publishWhenConnected(reply, encodeJson(frame), hold);
+    this.owner.publishWhenConnected(reply, encodeMessage(frame), hold);
   }
 
   private onCancel(m: Msg): void {
@@ -252,6 +258,9 @@ export class NatsRequestPlane implements RequestPlane {
   /** Published at the end of this event-loop turn, in order (`flushOutbox`). */
   private outbox: Array<{ readonly subject: string; readonly data: Uint8Array }> = [];
   private outboxScheduled = false;
+  /** The callers' reply inboxes: one wildcard subscription, a listener per request's token. */
+  private replies: { readonly prefix: string; readonly sub: Subscription; readonly listeners: Map<string, ReplyListener> } | undefined;
+  private nextToken = 0;
 
   /**
    * Wrap an existing connection. `ownsConnection`: close() also closes the connection (default false).
@@ -324,6 +333,39 @@ export class NatsRequestPlane implements RequestPlane {
     }
   }
 
+  /**
+   * A reply inbox for one request: `listener` gets each message sent to it, or `null` once the
+   * subscription behind it has ended (the connection closed). `close` forgets it; frames still on their
+   * way are dropped.
+   */
+  private openReplyInbox(listener: ReplyListener): { readonly subject: string; close(): void } {
+    let r = this.replies;
+    if (r === undefined) {
+      const prefix = createInbox();
+      const listeners = new Map<string, ReplyListener>();
+      const sub = this.nc.subscribe(`${prefix}.*`, {
+        callback: (err, m) => {
+          if (err) {
+            for (const l of listeners.values()) l(null);
+            return;
+          }
+          listeners.get(m.subject.slice(prefix.length + 1))?.(m);
+        },
+      });
+      const made = { prefix, sub, listeners };
+      void sub.closed.then(() => {
+        if (this.replies === made) this.replies = undefined;
+        for (const l of listeners.values()) l(null);
+        listeners.clear();
+      });
+      this.replies = r = made;
+    }
+    const token = (this.nextToken++).toString(36);
+    r.listeners.set(token, listener);
+    const listeners = r.listeners;
+    return { subject: `${r.prefix}.${token}`, close: () => listeners.delete(token) };
+  }
+
   private onDisconnect(): void {
     this.connected = false;
     // frames to our inboxes may be lost from now on: end every open stream (the worker is not to blame)
@@ -384,7 +426,7 @@ export class NatsRequestPlane implements RequestPlane {
     this.served.delete(ep);
   }
 
-  request(target: EndpointAddress | InstanceAddress, payload: JsonValue, options: RequestOptions = {}): AsyncIterable<JsonValue> {
+  request(target: EndpointAddress | InstanceAddress, payload: Payload, options: RequestOptions = {}): AsyncIterable<Payload> {
     const nc = this.nc;
     const callers = this.callers;
     const idleTimeoutMs = this.idleTimeoutMs;
@@ -404,31 +446,32 @@ export class NatsRequestPlane implements RequestPlane {
         let protocolError: unknown = null;
         let idle: ReturnType<typeof setTimeout> | undefined;
         let idleExpired = false;
+        // one timer per request, restarted by each message (not a new timer per frame)
         const armIdle = (): void => {
           if (idleTimeoutMs <= 0) return;
-          clearTimeout(idle);
+          if (idle !== undefined) {
+            idle.refresh();
+            return;
+          }
           idle = setTimeout(() => {
             idleExpired = true;
             inbox.end();
           }, idleTimeoutMs);
         };
         const chunks = new ChunkAssembler();
-        const sub = nc.subscribe(createInbox(), {
-          callback: (err, m) => {
-            if (err) return inbox.end();
-            armIdle();
-            if (isHeartbeat(m)) return;
-            if (m.data.length === 0 && (m.headers?.code === 503 || m.headers?.status === '503')) return inbox.push('no-responders');
-            try {
-              const data = chunks.accept('', m);
-              if (data !== null) inbox.push(decodeResponseFrame(decodeJson(data)));
-            } catch (e) {
-              protocolError = e;
-              inbox.end();
-            }
-          },
+        const sub = plane.openReplyInbox((m) => {
+          if (m === null) return inbox.end();
+          armIdle();
+          if (isHeartbeat(m)) return;
+          if (m.data.length === 0 && (m.headers?.code === 503 || m.headers?.status === '503')) return inbox.push('no-responders');
+          try {
+            const data = chunks.accept('', m);
+            if (data !== null) inbox.push(decodeResponseFrame(decodeMessage(data)));
+          } catch (e) {
+            protocolError = e;
+            inbox.end();
+          }
         });
-        void sub.closed.then(() => inbox.end());
         const subject = isInstanceAddress(target) ? instanceSubject(target) : endpointSubject(target);
         let sent = false;
         let terminal = false;
@@ -443,13 +486,13 @@ export class NatsRequestPlane implements RequestPlane {
             await plane.waitConnected(wait, signal);
           }
           callers.add(inbox); // from now on a disconnect ends this stream
-          const message = encodeJson({ v: 1, requestId, attempt, payload, deadline });
+          const message = encodeMessage({ v: 1, requestId, attempt, payload, deadline });
           if (!isInstanceAddress(target) && needsChunks(nc, message)) {
             // chunks sent to a queue group could reach different instances
             throw invalidArgument(`request ${requestId} of ${message.length} bytes is larger than one NATS message: send it to one instance`);
           }
           try {
-            publishFramed(nc, subject, message, sub.getSubject());
+            publishFramed(nc, subject, message, sub.subject);
           } catch (e) {
             throw unavailable(`request ${requestId} not sent: ${(e as Error).message}`, e);
           }
@@ -478,7 +521,7 @@ export class NatsRequestPlane implements RequestPlane {
                 // cancelled or cut meanwhile: the next read says why; else send it again
                 if (inbox.closed || plane.connected) {
                   if (!inbox.closed) {
-                    publishFramed(nc, subject, message, sub.getSubject());
+                    publishFramed(nc, subject, message, sub.subject);
                     armIdle();
                   }
                   expected--; // the loop's expected++ brings it back to 0
@@ -500,7 +543,7 @@ export class NatsRequestPlane implements RequestPlane {
           clearTimeout(idle);
           signal?.removeEventListener('abort', onAbort);
           callers.delete(inbox);
-          if (!sub.isClosed()) sub.unsubscribe();
+          sub.close();
           // the worker may still be producing: tell it to stop (it ignores unknown request ids)
           if (sent && !terminal) plane.publishWhenConnected(cancelSubject(target), encodeJson({ v: 1, type: 'cancel', requestId, attempt }));
         }

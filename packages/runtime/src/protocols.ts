@@ -1,8 +1,13 @@
 /**
  * Wire types of the distributed runtime: what sits in etcd (InstanceInfo, ModelCard) and what travels
- * on the request plane (request envelope, response frames, cancel). All are JSON; every message carries
- * `v: 1` so a later format can be told apart. Values are validated only here, at the decode edge:
- * `decode*` takes parsed JSON (`unknown`) and returns a typed value or throws invalid_argument.
+ * on the request plane (request envelope, response frames, cancel). Records and messages are JSON;
+ * every one carries `v: 1` so a later format can be told apart. Values are validated only here, at the
+ * decode edge: `decode*` takes parsed JSON (`unknown`) and returns a typed value or throws
+ * invalid_argument.
+ *
+ * A request-plane message whose payload is a `BinaryPayload` travels as a binary message instead
+ * (`encodeMessage` / `decodeMessage`, binary-message.ts): the same JSON envelope or frame as a header,
+ * the payload's raw byte blobs after it.
  */
 import { describeValue, ERROR_CODES, type ErrorCode, invalidArgument } from '@switchyard/common';
 import {
@@ -16,8 +21,14 @@ import {
   modelName,
   namespace,
 } from './addressing.js';
+import { BinaryPayload, decodeBinaryMessage, encodeBinaryMessage, isBinaryMessage } from './binary-message.js';
+
+export { BinaryPayload };
 
 export type JsonValue = null | boolean | number | string | readonly JsonValue[] | { readonly [k: string]: JsonValue };
+
+/** What a request, and each data frame of its response, carries. */
+export type Payload = JsonValue | BinaryPayload;
 
 export const PROTOCOL_VERSION = 1;
 
@@ -83,7 +94,7 @@ export interface RequestEnvelope {
    * older callers: their cancels stop whichever attempt runs.
    */
   readonly attempt?: string;
-  readonly payload: JsonValue;
+  readonly payload: Payload;
   /** Epoch milliseconds after which the caller has given up; `null` = no deadline. */
   readonly deadline: number | null;
 }
@@ -94,7 +105,7 @@ export interface RequestEnvelope {
  * incomplete (the worker died or the connection dropped) — see StreamIncompleteError.
  */
 export type ResponseFrame =
-  | { readonly v: 1; readonly type: 'data'; readonly seq: number; readonly payload: JsonValue }
+  | { readonly v: 1; readonly type: 'data'; readonly seq: number; readonly payload: Payload }
   | { readonly v: 1; readonly type: 'final'; readonly seq: number }
   | { readonly v: 1; readonly type: 'error'; readonly seq: number; readonly error: WireError };
 
@@ -239,7 +250,7 @@ export function decodeRequestEnvelope(value: unknown): RequestEnvelope {
     throw invalidArgument(`${what}: 'deadline' must be epoch milliseconds or null`);
   }
   if (!has(o, 'payload')) throw invalidArgument(`${what}: 'payload' is missing`);
-  return { v: 1, requestId: str(o, 'requestId', what), ...optStr(o, 'attempt', what), payload: o['payload'] as JsonValue, deadline };
+  return { v: 1, requestId: str(o, 'requestId', what), ...optStr(o, 'attempt', what), payload: o['payload'] as Payload, deadline };
 }
 
 const CODES: ReadonlySet<string> = new Set(ERROR_CODES);
@@ -252,7 +263,7 @@ export function decodeResponseFrame(value: unknown): ResponseFrame {
   switch (o['type']) {
     case 'data':
       if (!has(o, 'payload')) throw invalidArgument(`${what}: 'payload' is missing`);
-      return { v: 1, type: 'data', seq, payload: o['payload'] as JsonValue };
+      return { v: 1, type: 'data', seq, payload: o['payload'] as Payload };
     case 'final':
       return { v: 1, type: 'final', seq };
     case 'error': {
@@ -281,4 +292,20 @@ export function decodeCancelMessage(value: unknown): CancelMessage {
   version(o, what);
   if (o['type'] !== 'cancel') throw invalidArgument(`${what}: 'type' must be 'cancel'`);
   return { v: 1, type: 'cancel', requestId: str(o, 'requestId', what), ...optStr(o, 'attempt', what) };
+}
+
+// ---- request-plane messages on the wire ------------------------------------------------------------
+
+/**
+ * A request envelope, response frame or cancel as bytes: JSON (format 1), or a binary message
+ * (format 2, binary-message.ts) when its payload is a BinaryPayload.
+ */
+export function encodeMessage(message: RequestEnvelope | ResponseFrame | CancelMessage): Uint8Array {
+  if ('payload' in message && message.payload instanceof BinaryPayload) return encodeBinaryMessage(message as unknown as { readonly [k: string]: unknown }, message.payload);
+  return encodeJson(message);
+}
+
+/** Bytes of either format back into the parsed message, for `decodeRequestEnvelope` / `decodeResponseFrame` / `decodeCancelMessage`. */
+export function decodeMessage(bytes: Uint8Array): unknown {
+  return isBinaryMessage(bytes) ? decodeBinaryMessage(bytes) : decodeJson(bytes);
 }

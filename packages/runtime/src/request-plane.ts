@@ -5,7 +5,7 @@
  */
 import { SwitchyardError } from '@switchyard/common';
 import { type EndpointAddress, type InstanceAddress, formatAddress } from './addressing.js';
-import type { JsonValue } from './protocols.js';
+import type { Payload } from './protocols.js';
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 0;
 
@@ -22,10 +22,11 @@ export interface RequestContext {
 }
 
 /**
- * Serves one request: yield payloads in order; returning ends the stream with its final marker;
+ * Serves one request: yield payloads in order (a JSON value, or a BinaryPayload whose blobs travel as
+ * raw bytes); returning ends the stream with its final marker;
  * throwing ends it with an error frame (a SwitchyardError keeps its code, anything else is `internal`).
  */
-export type EndpointHandler = (payload: JsonValue, context: RequestContext) => AsyncIterable<JsonValue>;
+export type EndpointHandler = (payload: Payload, context: RequestContext) => AsyncIterable<Payload>;
 
 export interface ServedEndpoint {
   readonly address: InstanceAddress;
@@ -60,7 +61,7 @@ export interface RequestPlane {
    * - cancelled / deadline_exceeded after `signal` / `timeoutMs`.
    * Breaking out of the iteration cancels the request on the worker.
    */
-  request(target: EndpointAddress | InstanceAddress, payload: JsonValue, options?: RequestOptions): AsyncIterable<JsonValue>;
+  request(target: EndpointAddress | InstanceAddress, payload: Payload, options?: RequestOptions): AsyncIterable<Payload>;
   /** Stops every endpoint served through this client (without drain) and fails in-flight requests. */
   close(): Promise<void>;
 }

@@ -9,7 +9,7 @@
  */
 import { SwitchyardError, cancelled, deadlineExceeded, toSwitchyardError, unavailable } from '@switchyard/common';
 import type { EndpointAddress, InstanceAddress } from './addressing.js';
-import type { JsonValue, RequestEnvelope, ResponseFrame } from './protocols.js';
+import type { Payload, RequestEnvelope, ResponseFrame } from './protocols.js';
 import { type EndpointHandler, StreamIncompleteError } from './request-plane.js';
 
 export interface ResponseWriter {
@@ -64,7 +64,7 @@ export function readFrame(
   expected: number,
   target: EndpointAddress | InstanceAddress,
   received: number,
-): { readonly payload: JsonValue } | null {
+): { readonly payload: Payload } | null {
   if (frame.seq !== expected) {
     throw new StreamIncompleteError(target, received, unavailable(`frame ${expected} missing (got ${frame.seq})`));
   }

@@ -9,14 +9,14 @@ import { MemoryDiscovery, MemoryDiscoveryStore } from './memory-discovery.js';
 import { MemoryEventPlane, MemoryEventStore } from './memory-event-plane.js';
 import { MemoryRequestBroker, MemoryRequestPlane } from './memory-request-plane.js';
 import { NatsRequestPlane } from './nats-request-plane.js';
-import type { JsonValue } from './protocols.js';
+import type { JsonValue, Payload } from './protocols.js';
 import { RedisRoutingTable } from './redis-routing-table.js';
 import { type Runtime, type RuntimeConfig, connectRuntime, createDiscovery, createKvTransferPlane, createRoutingTable } from './runtime-factory.js';
 import { MemoryKvTransferNetwork, MemoryKvTransferPlane } from './kv-transfer/memory-kv-transfer-plane.js';
 import { TcpKvTransferPlane } from './kv-transfer/tcp-kv-transfer-plane.js';
 
-async function collect(it: AsyncIterable<JsonValue>): Promise<JsonValue[]> {
-  const out: JsonValue[] = [];
+async function collect(it: AsyncIterable<Payload>): Promise<Payload[]> {
+  const out: Payload[] = [];
   for await (const v of it) out.push(v);
   return out;
 }
@@ -30,7 +30,7 @@ async function exercise(a: Runtime, b: Runtime): Promise<void> {
   const ep = endpointAddress(ns, 'backend', 'generate');
   const addr = instanceAddress(ep, a.discovery.instanceId);
   await a.requestPlane.serve(addr, async function* (payload) {
-    yield { echo: payload };
+    yield { echo: payload as JsonValue };
   });
   await a.discovery.registerInstance({ v: 1, ...addr, subject: instanceSubject(addr), metadata: {} });
 

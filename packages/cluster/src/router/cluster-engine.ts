@@ -86,9 +86,9 @@ import { type InferRequest, type InferResponse, deserializeBytesElements } from 
 import { type LlmEndpoint, textPromptTokens } from '@switchyard/llm';
 import { correlationText, inSequence, sequenceOf } from '@switchyard/engine/internal';
 import { DEFAULT_MAX_SEQUENCE_IDLE_MICROSECONDS, type ModelConfig, type ModelSequenceBatching, parseModelConfigJson } from '@switchyard/model-config';
-import { type InstanceId, type ModelCard, type RequestPlane, NoRespondersError, StreamIncompleteError, endpointAddress, instanceAddress } from '@switchyard/runtime';
+import { type InstanceId, type ModelCard, type Payload, type RequestPlane, NoRespondersError, StreamIncompleteError, endpointAddress, instanceAddress } from '@switchyard/runtime';
 import { INFER_ENDPOINT, STATS_ENDPOINT, type WireModelStatistics, type WireStatsRequest } from '../protocols.js';
-import { decodeWireInferResponse, decodeWireStats, inferErrorFromWire, inferRequestToWire, inferResponseFromWire, toJson } from '../wire-codec.js';
+import { decodeWireInferResponse, decodeWireStats, inferErrorFromWire, inferRequestToBinary, inferRequestToWire, inferResponseFromWire, toJson } from '../wire-codec.js';
 import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
 import type { HeldRequests } from './held-requests.js';
 import { type ModelEntry, type ModelRegistry, onlyPrefillWorkers, takesWholeRequests } from './model-registry.js';
@@ -349,7 +349,12 @@ export class ClusterEngine implements InferenceEngine {
     // Only an LLM's request waits for its prompt (tokenizing may go to a thread): a tensor request is
     // sent in the same turn it arrived, as before.
     const llm = entry.kind === 'llm' ? await this.llmRoute(entry, request) : undefined;
-    const payload = toJson(inferRequestToWire(request));
+    // Raw tensors for workers that take them (their card says so), base64 JSON for older ones; each
+    // built once, on the first attempt that needs it.
+    let binaryPayload: Payload | undefined;
+    let jsonPayload: Payload | undefined;
+    const payloadFor = (id: InstanceId): Payload =>
+      entry.decoded.get(id)?.binaryTensors === true ? (binaryPayload ??= inferRequestToBinary(request)) : (jsonPayload ??= toJson(inferRequestToWire(request)));
     const tried = new Set<InstanceId>();
     const sequence = llm === undefined ? this.sequenceRoute(entry, request) : undefined;
     const { migrationLimit } = this.options.llm.options;
@@ -399,7 +404,7 @@ export class ClusterEngine implements InferenceEngine {
       let delivered = 0;
       try {
         let finalDelivered = false;
-        for await (const frame of this.options.requestPlane.request(target, payload, { signal: abort.signal })) {
+        for await (const frame of this.options.requestPlane.request(target, payloadFor(instance), { signal: abort.signal })) {
           stall.frame();
           if (received === 0 && reservationId !== undefined) {
             void this.options.llm.table.markPrefillDone(reservationId).catch((err: unknown) => this.options.logger.warn({ err }, 'router: markPrefillDone failed'));

@@ -7,7 +7,7 @@
 import { invalidArgument, notFound, silentLogger, unsupported, type Logger } from '@switchyard/common';
 import type { InferenceEngine, InferResult } from '@switchyard/engine';
 import { compileSamplingParams, type GenerateRequest, type KvImport, type KvTransferLease, type LlmEndpoint, type SamplingParams } from '@switchyard/llm';
-import type { EndpointHandler, JsonValue, KvTransferPlane } from '@switchyard/runtime';
+import { BinaryPayload, type EndpointHandler, type JsonValue, type KvTransferPlane } from '@switchyard/runtime';
 import { AsyncChannel } from '@switchyard/runtime/internal';
 import {
   SNAPSHOT_CHUNK_BLOCKS,
@@ -25,6 +25,7 @@ import {
   generateOutputToWire,
   inferErrorToWire,
   inferRequestFromWire,
+  inferResponseToBinary,
   inferResponseToWire,
   toJson,
 } from '../wire-codec.js';
@@ -137,10 +138,12 @@ export function generateHandler(engine: InferenceEngine, options: GenerateHandle
  * `infer`: WireInferRequest → the engine's submit(); one WireInferResponse frame per response. A
  * decoupled model's error response that is not the last (`{ error, final: false }`: Triton goes on
  * with the request) is a data frame with `error`; an error with the final flag ends the stream as its
- * error frame (code kept).
+ * error frame (code kept). Responses go back in the request's own form: raw tensors in a binary
+ * payload for a binary request, base64 JSON for a JSON one (a router from before binary payloads).
  */
 export function inferHandler(engine: InferenceEngine): EndpointHandler {
   return async function* infer(payload, context) {
+    const binary = payload instanceof BinaryPayload;
     const request = inferRequestFromWire(decodeWireInferRequest(payload));
     const results = new AsyncChannel<InferResult>();
     engine.submit(
@@ -160,7 +163,7 @@ export function inferHandler(engine: InferenceEngine): EndpointHandler {
         yield toJson(inferErrorToWire(request, result.error));
         continue;
       }
-      if (result.response !== undefined) yield toJson(inferResponseToWire(result.response, result.final));
+      if (result.response !== undefined) yield binary ? inferResponseToBinary(result.response, result.final) : toJson(inferResponseToWire(result.response, result.final));
     }
   };
 }

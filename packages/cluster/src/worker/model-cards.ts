@@ -79,6 +79,7 @@ export function tensorCardMetadata(engine: InferenceEngine, model: string, logge
     versions: [...m.versions],
     decoupled: config.model_transaction_policy?.decoupled === true,
     ...(labels !== undefined ? { labels } : {}),
+    binaryTensors: true,
   };
 }
 

@@ -31,6 +31,8 @@ import {
   componentName,
   type EventMessage,
   type JsonValue,
+  type Payload,
+  BinaryPayload,
   type MemoryDiscovery,
 } from '@switchyard/runtime';
 import { repoRoot } from '@switchyard/testing';
@@ -45,6 +47,7 @@ import {
   decodeWireKvEvents,
   decodeWireLoad,
   decodeWireSnapshotChunk,
+  inferRequestToBinary,
   inferRequestToWire,
   inferResponseFromWire,
   toJson,
@@ -118,8 +121,8 @@ async function startCluster(
 
 const target = (c: Cluster, endpoint: string) => instanceAddress(endpointAddress(NS, WORKER_COMPONENT, endpoint), c.node.instanceId);
 
-async function collect(iterable: AsyncIterable<JsonValue>): Promise<JsonValue[]> {
-  const out: JsonValue[] = [];
+async function collect(iterable: AsyncIterable<Payload>): Promise<Payload[]> {
+  const out: Payload[] = [];
   for await (const v of iterable) out.push(v);
   return out;
 }
@@ -190,6 +193,7 @@ describe('worker node over memory twins', () => {
     expect(addSub.tokenizer).toBeUndefined();
     const tmeta = decodeTensorCardMetadata(addSub.metadata);
     expect(tmeta.decoupled).toBe(false);
+    expect(tmeta.binaryTensors).toBe(true);
     expect(tmeta.modelConfig).toEqual(JSON.parse(renderModelConfigJson(c.engine.modelConfig('add_sub'))));
     expect(tmeta.modelMetadata).toEqual({
       name: 'add_sub', versions: ['1'], platform: 'javascript',
@@ -281,11 +285,24 @@ describe('worker node over memory twins', () => {
     expect(await codeOf(collect(c.client.request(target(c, INFER_ENDPOINT), toJson(inferRequestToWire(bad)))))).toBe('invalid_argument');
     expect(await codeOf(collect(c.client.request(target(c, INFER_ENDPOINT), { v: 1, id: 'x' })))).toBe('invalid_argument');
 
+    // each request is answered in its own form: JSON (base64) above, a binary payload (raw tensors) here
+    expect(frames[0]).not.toBeInstanceOf(BinaryPayload);
+    const binary = await collect(c.client.request(target(c, INFER_ENDPOINT), inferRequestToBinary(request)));
+    expect(binary).toHaveLength(1);
+    expect(binary[0]).toBeInstanceOf(BinaryPayload);
+    const raw = inferResponseFromWire(decodeWireInferResponse(binary[0]));
+    expect(raw.outputs.map((o) => [...new Float32Array(o.data.buffer, o.data.byteOffset, o.data.byteLength / 4)])).toEqual([
+      [11, 22, 33, 44],
+      [-9, -18, -27, -36],
+    ]);
+    const streamedRaw = await collect(c.client.request(target(c, INFER_ENDPOINT), inferRequestToBinary(square)));
+    expect(streamedRaw.map((f) => [...new Int32Array(inferResponseFromWire(decodeWireInferResponse(f)).outputs[0]!.data.slice().buffer)])).toEqual([[3], [3], [3]]);
+
     // stats: the engine's statistics, its errors with their code
     const stats = await collect(c.client.request(target(c, STATS_ENDPOINT), { v: 1, model: 'add_sub', version: null }));
     expect(stats).toHaveLength(1);
     expect(decodeWireStats(stats[0]).models).toEqual(JSON.parse(JSON.stringify(await c.engine.modelStatistics('add_sub'))));
-    expect(decodeWireStats(stats[0]).models[0]!.inference_count).toBe(1);
+    expect(decodeWireStats(stats[0]).models[0]!.inference_count).toBe(2); // the JSON request and the binary one
     expect(await codeOf(collect(c.client.request(target(c, STATS_ENDPOINT), { v: 1, model: 'nope', version: null })))).toBe('invalid_argument');
   });
 

@@ -8,7 +8,7 @@
  * disaggregated or migrated stream that hands every token on exactly once equals `tokensFrom(prompt.length, n)`.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type JsonValue, type MemoryDiscovery, type ModelCard, MemoryRequestPlane, type RequestContext, endpointAddress, instanceAddress, modelKey, modelName, namespace } from '@switchyard/runtime';
+import { type JsonValue, type Payload, type MemoryDiscovery, type ModelCard, MemoryRequestPlane, type RequestContext, endpointAddress, instanceAddress, modelKey, modelName, namespace } from '@switchyard/runtime';
 import type { WireGenerateOutput, WireGenerateRequest, WireKvImportReport, WireKvTransferHandle, WorkerRole } from '../../protocols.js';
 import { decodeWireGenerateRequest } from '../../wire-codec.js';
 import { LLM, type MockCluster, NS } from './mock-cluster.js';
@@ -34,7 +34,7 @@ export type Behaviour = (request: WireGenerateRequest, context: RequestContext, 
 
 export class FakeLlmWorker {
   readonly received: ReceivedGenerate[] = [];
-  readonly infers: JsonValue[] = [];
+  readonly infers: Payload[] = [];
   private constructor(
     readonly discovery: MemoryDiscovery,
     readonly plane: MemoryRequestPlane,
