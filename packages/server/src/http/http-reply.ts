@@ -15,9 +15,8 @@ export function send(res: ServerResponse, status: number, body: string | Uint8Ar
   const chunks = typeof body === 'string' ? [Buffer.from(body, 'utf8')] : body instanceof Uint8Array ? [body] : body;
   let length = 0;
   for (const c of chunks) length += c.byteLength;
-  res.statusCode = status;
-  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
-  res.setHeader('Content-Length', length);
+  // One call stores every header (headers set before with setHeader are kept, in front).
+  res.writeHead(status, { ...headers, 'Content-Length': length });
   for (let i = 0; i < chunks.length - 1; i++) res.write(chunks[i] as Uint8Array);
   res.end(chunks[chunks.length - 1]);
 }
