@@ -5,8 +5,8 @@
 //   raw      in-process onnxruntime-node session.run at batch 1 (same session options as the worker)
 //   served   the worker over HTTP JSON, HTTP binary and gRPC at concurrency 1, 16, 64
 //   bare     a node:http and a grpc-js server answering the same payload sizes with no inference
-// Goals reported against: served gRPC at c=16 >= 0.5x raw rate; served p50 at c=1 within 1.5x of
-// (bare p50 + raw run p50).
+// Goals reported against: served / bare throughput at c=16 >= 0.6 over HTTP JSON and HTTP binary;
+// served gRPC at c=16 >= 0.5x raw rate; served p50 at c=1 within 1.5x of (bare p50 + raw run p50).
 // Batching (issue 3, bench/batching.mjs): the MLP with dynamic batching on and off.
 // LLM replay (issue 4, bench/llm-replay.mjs): the simulated executor replaying a 20,000-request
 // shared-prefix trace in virtual time, beside a no-reuse control and Dynamo's simulator speed.
@@ -171,7 +171,11 @@ function ratios() {
   results.ratios = rows;
   const g16 = results.served.grpc[16].throughput / raw.throughput;
   const lat = Math.max(...['http-json', 'http-binary', 'grpc'].map((m) => results.served[m][1].p50_us / (results.bare[m][1].p50_us + raw.p50_us)));
+  const servedBare16 = (mode) => +(results.served[mode][16].throughput / results.bare[mode][16].throughput).toFixed(3);
   results.goals = {
+    // Issue 15's table: served / bare-server throughput on the MLP at c=16, each door.
+    'served / bare throughput, HTTP JSON, c=16 (goal >= 0.6)': servedBare16('http-json'),
+    'served / bare throughput, HTTP binary, c=16 (goal >= 0.6)': servedBare16('http-binary'),
     'served gRPC c=16 / raw batch-1 rate (goal >= 0.5)': +g16.toFixed(3),
     'worst served p50 c=1 / (bare p50 + raw p50) (goal <= 1.5)': +lat.toFixed(3),
     'served / bare throughput, gRPC c=16 (goal >= 0.6)': +(results.served.grpc[16].throughput / results.bare.grpc[16].throughput).toFixed(3),

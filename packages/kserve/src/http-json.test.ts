@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SwitchyardError } from '@switchyard/common';
 import { withBigIntLimit } from '@switchyard/testing/fuzz';
-import { formatDouble, hasDoubleLiteral, isDoubleLiteralMember, JsonDoubles, parseJson, stringifyJson, type JsonObject } from './http-json.js';
+import { formatDouble, hasDoubleLiteral, isDoubleLiteralMember, JsonDoubles, parseJson, stringifyJson, type JsonObject, type JsonValue } from './http-json.js';
 
 function err(fn: () => unknown): SwitchyardError {
   try {
@@ -30,6 +30,33 @@ describe('parseJson', () => {
     expect(hasDoubleLiteral(v.ok as never)).toBe(false);
     expect(parseJson('-0')).toBe(0);
     expect(parseJson('123456789012345678901234')).toBe(1.2345678901234568e23);
+  });
+
+  it('reads long flat number arrays (the native path) exactly as short ones', () => {
+    // Past NUMBER_ARRAY_MIN_CHARS an array of numbers is read natively; every rule still holds.
+    const pad = Array.from({ length: 12 }, (_, k) => `0.${k + 1}25`).join(',');
+    const read = (items: string) => parseJson(`{"data":[${items},${pad}]}`) as { data: JsonValue[] };
+    const plain = read('1,-2,3.5');
+    expect(plain.data.slice(0, 3)).toEqual([1, -2, 3.5]);
+    expect(hasDoubleLiteral(plain.data)).toBe(false);
+    expect(hasDoubleLiteral(read('1,2.0,3').data)).toBe(true);
+    expect(hasDoubleLiteral(read('1,2e3,3').data)).toBe(true);
+    expect(hasDoubleLiteral(read('1,2.5e1 ,3').data)).toBe(true);
+    expect(hasDoubleLiteral(read('1, 2 ,\n3').data)).toBe(false);
+    const zeros = read('-0,-0.0').data;
+    expect(Object.is(zeros[0], 0)).toBe(true);
+    expect(Object.is(zeros[1], -0)).toBe(true);
+    expect(hasDoubleLiteral(zeros)).toBe(true);
+    expect(read('18446744073709551615').data[0]).toBe(18446744073709551615n);
+    expect(read('9007199254740993').data[0]).toBe(9007199254740993n);
+    expect(read('1234567890123456').data[0]).toBe(1234567890123456);
+    expect(read('123456789012345678901234').data[0]).toBe(1.2345678901234568e23);
+    expect(read('1,"a",true,null,{}').data.slice(0, 5)).toEqual([1, 'a', true, null, {}]);
+    expect(read('[1,2],[3]').data.slice(0, 2)).toEqual([[1, 2], [3]]);
+    expect(err(() => read('1e400'))).toMatchObject({ code: 'internal', message: 'failed to parse the request JSON buffer: Number too big to be stored in double. at 9' });
+    expect(err(() => read('1,,2')).message).toBe('failed to parse the request JSON buffer: Invalid value. at 11');
+    expect(err(() => read('01')).message).toBe("failed to parse the request JSON buffer: Missing a comma or ']' after an array element. at 10");
+    expect(err(() => parseJson(`[${pad}`)).message).toMatch(/^failed to parse the request JSON buffer: Missing a comma or '\]' after an array element\. at \d+$/);
   });
 
   it('refuses bytes that are not UTF-8 instead of replacing them, naming the first bad byte', () => {

@@ -121,6 +121,8 @@ function parseText(s: string): JsonValue {
   if (i >= n) throw new ParseError('The document is empty.', i);
   const stack: Frame[] = [];
   let result: JsonValue = null;
+  nextClose = -1;
+  nextOpen = -1;
 
   // Each iteration parses one value at `i`, then attaches it and consumes separators/closers.
   for (;;) {
@@ -138,10 +140,16 @@ function parseText(s: string): JsonValue {
         continue;
       }
     } else if (c === 0x5b /* [ */) {
+      const open = i;
       i = skipWs(s, i + 1);
-      if (s.charCodeAt(i) === 0x5d) {
+      const first = s.charCodeAt(i);
+      const numbers = first === 0x2d || (first >= 0x30 && first <= 0x39) ? numberArray(s, open) : undefined;
+      if (first === 0x5d) {
         value = [];
         i += 1;
+      } else if (numbers !== undefined) {
+        value = numbers;
+        i = numberArrayEnd;
       } else {
         stack.push({ kind: 'array', value: [] });
         continue;
@@ -218,6 +226,88 @@ function parseText(s: string): JsonValue {
     }
   }
 }
+
+/** Shorter arrays (shapes, small data) cost less through the general loop than a native call. */
+const NUMBER_ARRAY_MIN_CHARS = 32;
+/** Where the array `numberArray` returned ends (just past its `]`). */
+let numberArrayEnd = 0;
+/**
+ * The first `]` and the first `[` found after the last `[` `numberArray` looked at (-1 before the
+ * first look of a document, the document's length when there is none): every `[` of a document searches on from there, never again over
+ * the same characters, so the searches of one document take linear time.
+ */
+let nextClose = -1;
+let nextOpen = -1;
+
+/**
+ * A flat array of numbers (tensor `data`, the bulk of a JSON request) read by the native
+ * `JSON.parse` when it yields exactly what the general loop would: `open` is its `[`. Tried on
+ * the text up to the first `]` when no `[` comes before it, so the texts tried are disjoint and
+ * the whole document is tried at most once. Undefined (the general loop then reads the array,
+ * and reports any error) when `JSON.parse` refuses that text, when it holds anything but numbers,
+ * or when a value needs the general loop's care: a non-finite double (RapidJSON's error), an
+ * integral value past 2^53 (an exact `bigint`, or RapidJSON's double). Integral values of
+ * integer literals are kept (`-0` as 0, as the general loop reads it); those of double literals
+ * (`1.0`) mark the array (`hasDoubleLiteral`).
+ */
+function numberArray(s: string, open: number): JsonValue[] | undefined {
+  if (nextClose <= open) nextClose = foundOrEnd(s, s.indexOf(']', open));
+  if (nextOpen <= open) nextOpen = foundOrEnd(s, s.indexOf('[', open + 1));
+  const close = nextClose;
+  if (close === s.length || nextOpen < close || close - open < NUMBER_ARRAY_MIN_CHARS) return undefined;
+  const text = s.slice(open, close + 1);
+  let values: unknown[];
+  try {
+    values = JSON.parse(text) as unknown[];
+  } catch {
+    return undefined;
+  }
+  let integral = false;
+  for (let k = 0; k < values.length; k++) {
+    const v = values[k];
+    if (typeof v !== 'number') return undefined;
+    if (Number.isInteger(v)) {
+      if (!Number.isSafeInteger(v)) return undefined;
+      integral = true;
+    } else if (!Number.isFinite(v)) return undefined;
+  }
+  if (integral) settleIntegralValues(text, values as number[]);
+  numberArrayEnd = close + 1;
+  return values as number[];
+}
+
+/** An `indexOf` result, with none found as the end of `s` (searched once, not again). */
+function foundOrEnd(s: string, at: number): number {
+  return at === -1 ? s.length : at;
+}
+
+/**
+ * For `numberArray`: walk the literals of `text` beside `values` (same order): an integral value
+ * from a double literal marks the array, an integer literal `-0` becomes 0.
+ */
+function settleIntegralValues(text: string, values: number[]): void {
+  const doubleForms = DOUBLE_FORM.test(text);
+  if (!doubleForms) {
+    for (let k = 0; k < values.length; k++) if (Object.is(values[k], -0)) values[k] = 0;
+    return;
+  }
+  let at = 1;
+  for (let k = 0; k < values.length; k++) {
+    let c = text.charCodeAt(at);
+    while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09 || c === 0x2c) c = text.charCodeAt(++at);
+    let doubleForm = false;
+    while (c !== 0x2c && c !== 0x5d && c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) {
+      if (c === 0x2e || c === 0x65 || c === 0x45) doubleForm = true;
+      c = text.charCodeAt(++at);
+    }
+    const v = values[k] as number;
+    if (!Number.isInteger(v)) continue;
+    if (doubleForm) (values as Marked)[DOUBLE_LITERALS] = true;
+    else if (Object.is(v, -0)) values[k] = 0;
+  }
+}
+
+const DOUBLE_FORM = /[.eE]/;
 
 /** Read `"key" :` and push the object frame; returns the position of the member value. */
 function readKey(s: string, i: number, stack: Frame[], obj: JsonObject): number {
@@ -385,9 +475,12 @@ export function stringifyJson(value: unknown): string {
       break;
   }
   if (value instanceof JsonDoubles) {
-    const parts = new Array<string>(value.values.length);
-    for (let k = 0; k < parts.length; k++) parts[k] = formatDouble(value.values[k] as number);
-    return `[${parts.join(',')}]`;
+    // Appending costs less than a list of parts joined (tensor data: one string per element).
+    const values = value.values;
+    if (values.length === 0) return '[]';
+    let out = `[${formatDouble(values[0] as number)}`;
+    for (let k = 1; k < values.length; k++) out += `,${formatDouble(values[k] as number)}`;
+    return `${out}]`;
   }
   if (Array.isArray(value)) {
     // BYTES outputs are long lists of strings: one native call instead of one per element.
@@ -409,8 +502,10 @@ export class JsonDoubles {
 
 /** One number formatted as RapidJSON's `Writer::Double` would (Grisu shortest, `.0` when integral). */
 export function formatDouble(v: number): string {
+  // Below 1e21 in magnitude JavaScript prints no `e+`; the common cases are tested first.
+  const small = v < 1e21 && v > -1e21;
+  if (Number.isInteger(v)) return small ? (Object.is(v, -0) ? '-0.0' : `${v}.0`) : String(v).replace('e+', 'e');
+  if (small) return String(v);
   if (Number.isNaN(v)) return 'NaN';
-  if (!Number.isFinite(v)) return v > 0 ? 'Infinity' : '-Infinity';
-  if (Number.isInteger(v) && Math.abs(v) < 1e21) return Object.is(v, -0) ? '-0.0' : `${v}.0`;
-  return String(v).replace('e+', 'e');
+  return v > 0 ? 'Infinity' : '-Infinity';
 }

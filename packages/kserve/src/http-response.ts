@@ -19,24 +19,24 @@ export function buildHttpInferResponse(
   outputs: readonly ResponseOutput[],
 ): { headerLength: number; chunks: Uint8Array[]; binary: boolean } {
   const blobs: Uint8Array[] = [];
-  const parts: string[] = [];
-  if (response.id !== '') parts.push(`"id":${JSON.stringify(response.id)}`);
-  parts.push(`"model_name":${JSON.stringify(response.modelName)}`);
-  parts.push(`"model_version":${JSON.stringify(String(response.modelVersion))}`);
-  if (Object.keys(response.parameters).length > 0) parts.push(`"parameters":${stringifyJson(response.parameters)}`);
-  const outs: string[] = [];
-  for (const { tensor, kind } of outputs) {
-    let s = `{"name":${JSON.stringify(tensor.name)},"datatype":${JSON.stringify(tensor.datatype)},"shape":[${tensor.shape.join(',')}]`;
+  // One string appended to: the header is written once per request.
+  let json = response.id !== '' ? `{"id":${JSON.stringify(response.id)},` : '{';
+  json += `"model_name":${JSON.stringify(response.modelName)},"model_version":${JSON.stringify(String(response.modelVersion))}`;
+  if (Object.keys(response.parameters).length > 0) json += `,"parameters":${stringifyJson(response.parameters)}`;
+  json += ',"outputs":[';
+  for (let k = 0; k < outputs.length; k++) {
+    const { tensor, kind } = outputs[k] as ResponseOutput;
+    json += `${k === 0 ? '' : ','}{"name":${JSON.stringify(tensor.name)},"datatype":${JSON.stringify(tensor.datatype)},"shape":[${tensor.shape.join(',')}]`;
     if (kind === 'binary') {
-      s += `,"parameters":{"binary_data_size":${tensor.data.byteLength}}`;
+      json += `,"parameters":{"binary_data_size":${tensor.data.byteLength}}`;
       if (tensor.data.byteLength > 0) blobs.push(tensor.data);
     } else if (kind === 'json') {
-      s += `,"data":${stringifyJson(tensorDataToJson(tensor.name, tensor.datatype, tensor.shape, tensor.data))}`;
+      json += `,"data":${stringifyJson(tensorDataToJson(tensor.name, tensor.datatype, tensor.shape, tensor.data))}`;
     }
-    outs.push(`${s}}`);
+    json += '}';
   }
-  parts.push(`"outputs":[${outs.join(',')}]`);
-  const header = encoder.encode(`{${parts.join(',')}}`);
+  const header = encoder.encode(`${json}]}`);
   // Triton switches to application/octet-stream only when binary bytes actually follow.
-  return { headerLength: header.byteLength, chunks: [header, ...blobs], binary: blobs.length > 0 };
+  blobs.unshift(header);
+  return { headerLength: header.byteLength, chunks: blobs, binary: blobs.length > 1 };
 }

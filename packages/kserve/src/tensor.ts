@@ -93,10 +93,11 @@ export interface InputShapeContext {
  */
 export function checkInputShape(input: { name: string; datatype: string; shape: readonly number[] }, context: InputShapeContext): number {
   const { name, shape } = input;
-  const where = `for input '${name}' for model '${context.model}'`;
   for (const d of shape) {
     if (!Number.isInteger(d) || d < 0) {
-      throw invalidArgument(`${requestPrefix(context.requestId)}All input dimensions should be specified ${where}, got ${dimsToString(shape)}`);
+      throw invalidArgument(
+        `${requestPrefix(context.requestId)}All input dimensions should be specified for input '${name}' for model '${context.model}', got ${dimsToString(shape)}`,
+      );
     }
   }
   // A zero dimension makes an empty tensor whatever the others are (and must not meet Infinity).
@@ -108,7 +109,10 @@ export function checkInputShape(input: { name: string; datatype: string; shape: 
   }
   const size = isDataType(input.datatype) ? ELEMENT_SIZE[input.datatype] : 1;
   const bytes = count * (size === 0 ? 4 : size);
-  checkInputByteSize(name, bytes, `shape ${dimsToString(shape)} of ${input.datatype} takes ${size === 0 ? 'at least ' : ''}${integerText(bytes)} bytes`, context);
+  // The message is only built for a refusal (this runs for every input of every request).
+  if (bytes > MAX_TENSOR_BYTE_SIZE) {
+    checkInputByteSize(name, bytes, `shape ${dimsToString(shape)} of ${input.datatype} takes ${size === 0 ? 'at least ' : ''}${integerText(bytes)} bytes`, context);
+  }
   return count;
 }
 

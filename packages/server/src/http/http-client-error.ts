@@ -56,11 +56,12 @@ export function clientErrorAnswer(e: ParserError): { status: number; message: st
  * listener; the returned listener wraps it to know each connection's response in flight.
  */
 export function answerClientErrors(server: http.Server, handler: http.RequestListener, logger: Logger): http.RequestListener {
-  const inFlight = new WeakMap<Duplex, http.ServerResponse>();
+  /** Each connection's latest response; one that has finished no longer counts as started. */
+  const latest = new WeakMap<Duplex, http.ServerResponse>();
   server.on('clientError', (e: ParserError, socket: Duplex) => {
-    const res = inFlight.get(socket);
+    const res = latest.get(socket);
     const s = socket as Partial<Socket> & Duplex;
-    if (socket.writable && (res === undefined || !res.headersSent)) {
+    if (socket.writable && (res === undefined || res.writableFinished || !res.headersSent)) {
       const { status, message } = clientErrorAnswer(e);
       const body = JSON.stringify({ error: message });
       logger.debug({ code: e.code, status }, 'HTTP request refused by the parser');
@@ -76,10 +77,8 @@ export function answerClientErrors(server: http.Server, handler: http.RequestLis
     socket.destroy();
   });
   return (req, res) => {
-    inFlight.set(req.socket, res);
-    res.on('finish', () => {
-      if (inFlight.get(req.socket) === res) inFlight.delete(req.socket);
-    });
+    // No listener per request: the next request replaces the entry, `writableFinished` tells a finished one.
+    latest.set(req.socket, res);
     handler(req, res);
   };
 }

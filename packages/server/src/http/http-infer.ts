@@ -80,7 +80,8 @@ async function inferTraced(
   recvStartNs: bigint,
   traced: { trace: RequestTrace | undefined; sending: boolean },
 ): Promise<void> {
-  await waitForModel(ctx.engine, model, res, 'close');
+  // A worker's engine never holds a request: no wait, no promise.
+  if (ctx.engine.waitForModel !== undefined) await waitForModel(ctx.engine, model, res, 'close');
   const config = ctx.engine.modelConfig(model, version);
   if (config.model_transaction_policy?.decoupled === true) throw unsupported(DECOUPLED_MESSAGE);
 
@@ -96,7 +97,7 @@ async function inferTraced(
     sendError(res, unsupported(UNSUPPORTED_ENCODING_MESSAGE), { 'Accept-Encoding': 'gzip, deflate' });
     return;
   }
-  const body = await decompressBody(raw, encoding, ctx.maxInputSize);
+  const body = encoding === 'identity' ? raw : await decompressBody(raw, encoding, ctx.maxInputSize);
   const headerValue = req.headers['inference-header-content-length'];
   const headerLength = parseInferenceHeaderLength(Array.isArray(headerValue) ? headerValue[0] : headerValue, body.byteLength);
   const src = { modelName: model, modelVersion: version, body };
@@ -109,7 +110,7 @@ async function inferTraced(
   // Inputs are read from their regions and output regions checked before the model runs, as
   // Triton does; the regions stay held until the request is over.
   const shm = useSharedMemory(ctx.shm, decoded.request);
-  forwardHeaders(ctx.headerForward, rawHeaderPairs(req.rawHeaders), shm.request.parameters);
+  if (ctx.headerForward !== undefined) forwardHeaders(ctx.headerForward, rawHeaderPairs(req.rawHeaders), shm.request.parameters);
   const abort = new AbortController();
   const onClose = () => {
     if (!res.writableEnded) abort.abort();

@@ -9,15 +9,26 @@ import { httpStatusFromErrorCode } from '../http-status.js';
 
 export type Headers = Record<string, string | number>;
 
+/** Replies of several chunks up to this size are joined into one (a copy costs less than a write each). */
+const JOIN_CHUNKS_BELOW = 64 * 1024;
+
 /** Send a complete reply. `body` may be several chunks (JSON header + binary blobs). */
 export function send(res: ServerResponse, status: number, body: string | Uint8Array | readonly Uint8Array[], headers: Headers = {}): void {
   if (res.headersSent || res.destroyed) return;
-  const chunks = typeof body === 'string' ? [Buffer.from(body, 'utf8')] : body instanceof Uint8Array ? [body] : body;
+  // One writeHead stores every header (headers set before with setHeader are kept, in front).
+  if (typeof body === 'string') {
+    res.writeHead(status, { ...headers, 'Content-Length': Buffer.byteLength(body, 'utf8') });
+    res.end(body, 'utf8');
+    return;
+  }
+  const chunks = body instanceof Uint8Array ? [body] : body;
   let length = 0;
   for (const c of chunks) length += c.byteLength;
-  res.statusCode = status;
-  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
-  res.setHeader('Content-Length', length);
+  res.writeHead(status, { ...headers, 'Content-Length': length });
+  if (chunks.length > 1 && length < JOIN_CHUNKS_BELOW) {
+    res.end(Buffer.concat(chunks, length));
+    return;
+  }
   for (let i = 0; i < chunks.length - 1; i++) res.write(chunks[i] as Uint8Array);
   res.end(chunks[chunks.length - 1]);
 }

@@ -91,24 +91,28 @@ export function matchRoute(path: string): Route | undefined {
   return undefined;
 }
 
-/** The methods a route accepts; anything else is 405. */
+const GET: readonly string[] = Object.freeze(['GET']);
+const POST: readonly string[] = Object.freeze(['POST']);
+const GET_POST: readonly string[] = Object.freeze(['GET', 'POST']);
+
+/** The methods a route accepts; anything else is 405. (Shared lists: this runs for every request.) */
 export function allowedMethods(route: Route): readonly string[] {
   switch (route.kind) {
     case 'logging':
     case 'trace':
-      return ['GET', 'POST'];
+      return GET_POST;
     case 'model':
-      return route.action === 'infer' || route.action === 'generate' || route.action === 'generate_stream' ? ['POST'] : ['GET'];
+      return route.action === 'infer' || route.action === 'generate' || route.action === 'generate_stream' ? POST : GET;
     case 'system_shm':
     case 'cuda_shm':
-      return route.action === 'status' ? ['GET'] : ['POST'];
+      return route.action === 'status' ? GET : POST;
     case 'repository_index':
     case 'repository_control':
-      return ['POST'];
+      return POST;
     case 'openai':
-      return route.action === 'models' || route.action === 'model' ? ['GET'] : ['POST'];
+      return route.action === 'models' || route.action === 'model' ? GET : POST;
     default:
-      return ['GET'];
+      return GET;
   }
 }
 
