@@ -3,7 +3,7 @@
  * 151,936 logits over 151,669 token ids, Llama 3 128,256, Mistral 32,768, Gemma 3 262,144 logits over
  * 262,145 token ids), with the families' chat template shapes, special tokens at their real ids and
  * generation_config.json end ids: tool calls (hermes, llama3_json, mistral, pythonic), reasoning,
- * structured output, usage and extra end ids, with the official openai SDK, streaming and not, on a
+ * structured output (on a reasoning model: constrained after `</think>`), usage and extra end ids, with the official openai SDK, streaming and not, on a
  * standalone worker and through a router in front of one cluster worker. The decoders are scripted
  * (onnx-builder `REAL_VOCAB_MODELS`, test/fixtures/real_vocab_repository): whatever the prompt, they
  * answer their reply, and keep to it past any end id, so text after an end id shows when it fails to stop.
