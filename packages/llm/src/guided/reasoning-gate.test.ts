@@ -98,7 +98,10 @@ describe('guided decoding after the reasoning', () => {
   });
 
   it('min_tokens does not count a complete document while reasoning: EOS stays masked', () => {
-    const gate = gateOnReasoning(constraint(), MARKERS, []);
+    // An inner constraint whose document is already complete (an empty schema's, say): only the gate's own answer counts.
+    const complete: TokenConstraint = { mask: () => {}, advance: () => true, isComplete: () => true };
+    const gate = gateOnReasoning(complete, MARKERS, []);
+    expect(gate.isComplete()).toBe(false);
     const state = createSamplerState(compileSamplingParams({ temperature: 0, min_tokens: 3 }), [], 0, [], [EOS], gate);
     expect(sample(favour(EOS), state).tokenId).not.toBe(EOS);
   });
