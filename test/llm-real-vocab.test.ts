@@ -3,7 +3,7 @@
  * 151,936 logits over 151,669 token ids, Llama 3 128,256, Mistral 32,768, Gemma 3 262,144 logits over
  * 262,145 token ids), with the families' chat template shapes, special tokens at their real ids and
  * generation_config.json end ids: tool calls (hermes, llama3_json, mistral, pythonic), reasoning,
- * structured output, usage and extra end ids, with the official openai SDK, streaming and not, on a
+ * structured output (on a reasoning model: constrained after `</think>`), usage and extra end ids, with the official openai SDK, streaming and not, on a
  * standalone worker and through a router in front of one cluster worker. The decoders are scripted
  * (onnx-builder `REAL_VOCAB_MODELS`, test/fixtures/real_vocab_repository): whatever the prompt, they
  * answer their reply, and keep to it past any end id, so text after an end id shows when it fails to stop.
@@ -167,6 +167,42 @@ function itServesEveryFamily(client: () => OpenAI): void {
     const s = await streamed(client(), { model: 'qwen3_json', messages, temperature: 0, response_format: { type: 'json_object' } });
     expect(JSON.parse(s.content)).toEqual(expected);
     expect(s.usage!.completion_tokens).toBe(object.usage!.completion_tokens);
+  });
+
+  it('qwen3_hermes (reasoning_parser qwen3): structured output and forced tool choices reason freely, then the schema holds after </think>', async () => {
+    // The decoder's script goes on past `</think>` with prose and a hermes call, which the schema forbids:
+    // its scripted token is then masked, and among the equal rest the lowest id wins (temperature 0), so
+    // the content is the schema's document, not the script. Without the gate the first token (the
+    // script's <think>) would already be masked and no reasoning would come out.
+    const reasoning = EXPECTED.qwen3_hermes!.reasoning;
+    const answer = { type: 'object', properties: { answer: { enum: ['yes', 'no'] } }, required: ['answer'], additionalProperties: false };
+    const r = await client().chat.completions.create({ model: 'qwen3_hermes', messages, temperature: 0, response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: answer, strict: true } } });
+    const message = r.choices[0]!.message as OpenAI.ChatCompletionMessage & { reasoning_content?: string };
+    expect(message.reasoning_content).toBe(reasoning);
+    expect(JSON.parse(message.content!)).toEqual({ answer: 'no' });
+    expect(r.choices[0]!.finish_reason).toBe('stop');
+    const s = await streamed(client(), { model: 'qwen3_hermes', messages, temperature: 0, response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: answer } } });
+    expect({ reasoning: s.reasoning, content: s.content }).toEqual({ reasoning, content: message.content });
+
+    const pick: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: 'pick', parameters: answer } }];
+    const named = await client().chat.completions.create({ model: 'qwen3_hermes', messages, tools: pick, temperature: 0, tool_choice: { type: 'function', function: { name: 'pick' } } });
+    const call = named.choices[0]!.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect((named.choices[0]!.message as { reasoning_content?: string }).reasoning_content).toBe(reasoning);
+    expect(call.function.name).toBe('pick');
+    expect(JSON.parse(call.function.arguments)).toEqual({ answer: 'no' });
+    // 'required' takes a list of calls, and `,` (a lower id than `]`) would add more forever: a slight bias closes it after one.
+    const close = String(buildFamilyModelFiles('qwen3').encode(']')[0]);
+    const required = await streamed(client(), { model: 'qwen3_hermes', messages, tools: pick, temperature: 0, tool_choice: 'required', logit_bias: { [close]: 1 } });
+    expect(required.reasoning).toBe(reasoning);
+    expect(required.finish).toBe('tool_calls');
+    expect(required.calls.map((c) => ({ name: c.name, args: JSON.parse(c.arguments) as unknown }))).toEqual([{ name: 'pick', args: { answer: 'no' } }]);
+
+    // enable_thinking false renders `<think>\n\n</think>\n\n` into the prompt: the reasoning has ended, so
+    // the schema holds from the first token (the script's <think> is masked) and nothing is reasoning.
+    const off = await client().chat.completions.create({ model: 'qwen3_hermes', messages, temperature: 0, response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: answer } }, chat_template_kwargs: { enable_thinking: false } } as Body);
+    const offMessage = off.choices[0]!.message as OpenAI.ChatCompletionMessage & { reasoning_content?: string };
+    expect(offMessage.reasoning_content).toBeUndefined();
+    expect(JSON.parse(offMessage.content!)).toEqual({ answer: 'no' });
   });
 
   it("Gemma 3's template gets content parts as a list (each part trimmed, joined with nothing), not one joined string", async () => {

@@ -74,6 +74,7 @@ export { createSamplerState, sample, type SampleResult, type SamplerState, type 
 export { compileJsonSchema, decodeGuidedDecoding, type GuidedDecoding } from './guided/json-schema.js';
 export { compileTokenConstraint, type TokenConstraint } from './guided/token-constraint.js';
 export { TokenVocabulary } from './guided/token-vocabulary.js';
+export { gateOnReasoning, reasoningEnded, reasoningMarkersOf, type ReasoningMarkers } from './guided/reasoning-gate.js';
 export { StopChecker, type FinishReason, type StopStep } from './stop-checker.js';
 export { IncrementalDetokenizer, type DecodeFn, type TextDeltaSource } from './detokenizer.js';
 export { LlmSequence, type LlmRequest, type SequenceStatus } from './llm-sequence.js';

@@ -5,3 +5,4 @@ export { Xoshiro128, argmax, logSoftmaxAt } from './sampling.js';
 export { initialState, step, isAccepting, canContinue, stateKey, type JsonState } from './guided/json-automaton.js';
 export { guidedRoot, ANY_OBJECT, ANY_VALUE, type SchemaNode } from './guided/json-schema.js';
 export { JsonTokenConstraint } from './guided/token-constraint.js';
+export { ReasoningGate } from './guided/reasoning-gate.js';

@@ -40,6 +40,7 @@ import { PagedKvCache, type KvDtype } from './paged-kv-cache.js';
 import { compileSamplingParams } from './sampling-params.js';
 import { compileTokenConstraint, type TokenConstraint } from './guided/token-constraint.js';
 import type { TokenVocabulary } from './guided/token-vocabulary.js';
+import { gateOnReasoning, type ReasoningMarkers } from './guided/reasoning-gate.js';
 import { Xoshiro128, createSamplerState, sample, type SamplerState, type TopLogprobs } from './sampling.js';
 
 export interface OnnxExecutorOptions {
@@ -74,6 +75,11 @@ export interface OnnxExecutorOptions {
    * first guided request and kept. Absent: guided requests are refused by the engine.
    */
   readonly tokenVocabulary?: () => TokenVocabulary;
+  /**
+   * A reasoning model's think markers (its config names a reasoning parser): guided decoding then
+   * starts after the reasoning (`guided/reasoning-gate.ts`). Absent: from the first token.
+   */
+  readonly reasoningMarkers?: ReasoningMarkers;
 }
 
 const GREEDY = compileSamplingParams({ temperature: 0 });
@@ -110,6 +116,7 @@ export class OnnxExecutor implements Executor {
     seed: number | undefined,
     private readonly modelId: string | undefined,
     private readonly tokenVocabulary: (() => TokenVocabulary) | undefined,
+    private readonly reasoningMarkers: ReasoningMarkers | undefined,
   ) {
     this.seeds = seed === undefined ? null : new Xoshiro128(seed);
     this.guidedDecoding = tokenVocabulary !== undefined;
@@ -165,7 +172,7 @@ export class OnnxExecutor implements Executor {
       blockSize: options.blockSize,
       dtype: signature.kvDtype,
     });
-    return new OnnxExecutor(session, kv, signature, vocabSize, options.seed, options.modelId, options.tokenVocabulary);
+    return new OnnxExecutor(session, kv, signature, vocabSize, options.seed, options.modelId, options.tokenVocabulary, options.reasoningMarkers);
   }
 
   release(requestId: string): void {
@@ -220,6 +227,7 @@ export class OnnxExecutor implements Executor {
         if (this.tokenVocabulary === undefined) throw internal('guided decoding without a token vocabulary (the engine admits it only with one)');
         this.vocabulary ??= this.tokenVocabulary();
         constraint = compileTokenConstraint(params.guided_decoding, this.vocabulary, e.endTokenIds);
+        if (this.reasoningMarkers !== undefined) constraint = gateOnReasoning(constraint, this.reasoningMarkers, e.promptTokenIds);
       }
       s = createSamplerState(params, e.promptTokenIds, fallback, e.priorOutputTokenIds, e.endTokenIds, constraint);
       this.samplers.set(e.requestId, s);

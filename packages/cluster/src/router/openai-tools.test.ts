@@ -108,16 +108,17 @@ describe("the router's OpenAI door parses tool calls and reasoning with the card
     expect(migrated).toEqual({ content: '\n\nChecking.\n', reasoning: '\nThe user asks for the weather.\n', finish: 'tool_calls', calls: EXPECTED_CALLS });
   });
 
-  it("tool_choice 'required': the schema goes to the worker on every attempt; a migrated stream reads the same calls, with no parser", async () => {
-    const list = '[{"name": "get_weather", "parameters": {"city": "Paris", "days": [1, 2]}}, {"name": "get_time", "parameters": {"tz": "CET"}}]';
+  it("tool_choice 'required': the schema goes to the worker on every attempt; a migrated stream reads the same calls, with no tool-call parser, after the card's reasoning parser", async () => {
+    // The card names a reasoning parser, so the worker constrains only after `</think>`: the reasoning comes first.
+    const list = '<think>\nPick tools.\n</think>\n\n[{"name": "get_weather", "parameters": {"city": "Paris", "days": [1, 2]}}, {"name": "get_time", "parameters": {"tz": "CET"}}]';
     const { client, workers } = await setUp({ left: 1 }, '"Par', list);
     const migrated = await streamedCalls(client, 'required');
     const attempts = workers.flatMap((w) => w.received);
     expect(attempts).toHaveLength(2);
     for (const a of attempts) expect(a.wire.sampling['guided_decoding']).toMatchObject({ kind: 'json_schema', schema: { type: 'array', minItems: 1 } });
-    expect(migrated).toEqual({ content: '', reasoning: '', finish: 'tool_calls', calls: EXPECTED_CALLS });
+    expect(migrated).toEqual({ content: '', reasoning: '\nPick tools.\n', finish: 'tool_calls', calls: EXPECTED_CALLS });
     const whole = await client.chat.completions.create({ model: LLM, messages: [{ role: 'user', content: 'Weather?' }], tools, tool_choice: 'required' });
-    expect(whole.choices[0]).toMatchObject({ finish_reason: 'tool_calls', message: { content: '' } });
+    expect(whole.choices[0]).toMatchObject({ finish_reason: 'tool_calls', message: { content: '', reasoning_content: '\nPick tools.\n' } });
     expect(whole.choices[0]!.message.tool_calls!.map((c) => (c as OpenAI.ChatCompletionMessageFunctionToolCall).function)).toEqual(EXPECTED_CALLS);
   });
 });

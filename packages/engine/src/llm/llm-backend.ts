@@ -41,6 +41,7 @@ import {
   SimulatedExecutor,
   Tokenizer,
   TokenVocabulary,
+  reasoningMarkersOf,
   generationDefaults,
   readModelFolder,
   withoutModelEos,
@@ -208,7 +209,12 @@ export class LlmBackend implements Backend {
       // The digest is read while the session loads (large files take a while either way).
       const modelId = fileDigest(file).catch((e: unknown) => fail(`unable to read '${file}': ${e instanceof Error ? e.message : String(e)}`, e));
       modelId.catch(() => {}); // awaited by createOnnxLlmExecutor; not unhandled when the session fails first
-      const created = await createOnnxLlmExecutor(file, options, vocabSize, checkKv, modelId, gpu, () => TokenVocabulary.fromTokenizer(tokenizer, vocabSize)).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
+      // A reasoning model's guided decoding leaves its reasoning free (vLLM's rule: `guided/reasoning-gate.ts`).
+      const markers = options.outputParsing.reasoningParser === undefined ? undefined : reasoningMarkersOf(tokenizer);
+      if (options.outputParsing.reasoningParser !== undefined && markers === undefined) {
+        logger.warn({ model: modelName }, "reasoning_parser is set but '</think>' is not one token of the tokenizer: guided decoding holds from the first token");
+      }
+      const created = await createOnnxLlmExecutor(file, options, vocabSize, checkKv, modelId, gpu, () => TokenVocabulary.fromTokenizer(tokenizer, vocabSize), markers).catch((e: unknown) => fail(e instanceof Error ? e.message : String(e), e));
       executor = created.executor;
       releaseExecutor = created.release;
     }

@@ -20,7 +20,7 @@
  * | `generation_config`      | the worker's `--generation-config` (`auto`) | `auto`: generation_config.json's sampling fields are the defaults of requests that do not set them; `vllm`: only its end ids apply (vLLM's `--generation-config`) |
  * | `tool_call_parser`       | unset                          | OpenAI chat: the model's tool-call format (`hermes`, `llama3_json`, `mistral`, `pythonic`; vLLM's `--tool-call-parser`) |
  * | `enable_auto_tool_choice`| true when `tool_call_parser` is set | OpenAI chat: `tool_choice: "auto"` parses calls (vLLM's `--enable-auto-tool-choice`) |
- * | `reasoning_parser`       | unset                          | OpenAI chat: `deepseek_r1` or `qwen3` splits `<think>…</think>` into `reasoning_content` (vLLM's `--reasoning-parser`) |
+ * | `reasoning_parser`       | unset                          | OpenAI chat: `deepseek_r1` or `qwen3` splits `<think>…</think>` into `reasoning_content` (vLLM's `--reasoning-parser`); guided decoding then starts after `</think>` |
  *
  * A model that sets any of the three parsing parameters is parsed by them alone; one that sets none, by the front
  * door's flags (`--enable-auto-tool-choice`, `--tool-call-parser`, `--reasoning-parser`).

@@ -7,7 +7,7 @@
  * `SessionThread.run` transfers the feeds' ArrayBuffers to the thread; a feed that is a view into a
  * larger buffer is copied first, so nothing the executor keeps is detached.
  */
-import { OnnxExecutor, type DecoderSession, type DecoderTensor, type Executor, type TokenVocabulary } from '@switchyard/llm';
+import { OnnxExecutor, type DecoderSession, type DecoderTensor, type Executor, type ReasoningMarkers, type TokenVocabulary } from '@switchyard/llm';
 import type { LlmModelOptions } from './llm-options.js';
 import { SessionThread, type WireTensor } from '../onnxruntime/session-thread.js';
 
@@ -52,6 +52,8 @@ export async function createOnnxLlmExecutor(
   gpu?: number,
   /** The tokenizer's tokens as bytes, built at the first guided-decoding request; absent: none is served. */
   tokenVocabulary?: () => TokenVocabulary,
+  /** The think markers of a model that names a reasoning parser: guided decoding starts after the reasoning. */
+  reasoningMarkers?: ReasoningMarkers,
 ): Promise<{ executor: Executor; release: () => Promise<void> }> {
   const session = await threadDecoderSession(modelFile, gpu);
   try {
@@ -65,6 +67,7 @@ export async function createOnnxLlmExecutor(
       ...(options.seedGiven ? { seed: options.seed } : {}),
       ...(id !== undefined ? { modelId: id } : {}),
       ...(tokenVocabulary !== undefined ? { tokenVocabulary } : {}),
+      ...(reasoningMarkers !== undefined ? { reasoningMarkers } : {}),
     });
     return { executor, release: () => session.release() };
   } catch (e) {

@@ -48,7 +48,12 @@ export function checkParserName(kind: ParserKind, name: string, where: string): 
 
 /** `context`: the request as the reasoning parser may need it (its rendered prompt, its template variables). */
 export function chatOutputParser(options: { toolCallParser?: string | undefined; reasoningParser?: string | undefined }, context: ReasoningContext = {}): ChatOutputParser {
-  const reasoning = options.reasoningParser === undefined ? undefined : REASONING_PARSERS[checkParserName('reasoning', options.reasoningParser, 'reasoning_parser')]!(context);
+  const reasoning = options.reasoningParser === undefined ? undefined : reasoningParserFor(options.reasoningParser, context);
   const tools = options.toolCallParser === undefined ? undefined : TOOL_CALL_PARSERS[checkParserName('tool call', options.toolCallParser, 'tool_call_parser')]!.create();
   return new ChatOutputParser(reasoning, tools);
+}
+
+/** The reasoning parser `name` (checked as `chatOutputParser` checks it) for one choice. */
+export function reasoningParserFor(name: string, context: ReasoningContext = {}): StreamParser {
+  return REASONING_PARSERS[checkParserName('reasoning', name, 'reasoning_parser')]!(context);
 }

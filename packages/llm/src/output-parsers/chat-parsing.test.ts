@@ -63,6 +63,29 @@ describe('chatParsingFor', () => {
     expect(chatParsingFor({ toolCallParser: 'mistral' }, { toolChoice: 'required' }, (style) => style).parsing!({}).toolCallId()).toBe('mistral');
   });
 
+  it("a model's own reasoning parser reads a forced choice's reasoning first and its calls from the content after </think>", () => {
+    const model = { reasoningParser: 'qwen3' };
+    const named = chatParsingFor(model, { toolChoice: { name: 'f' } }, id, model).parsing!({ promptText: '<|im_start|>assistant\n' });
+    expect(named.forced).toBe('named');
+    expect([...named.parser.push('<think>\nhm\n</think>\n\n{"a": 1}'), ...named.parser.finish()]).toEqual([
+      { type: 'reasoning', text: '\nhm\n' },
+      { type: 'tool_call', index: 0, name: 'f' },
+      { type: 'tool_args', index: 0, text: '\n\n{"a": 1}' },
+    ]);
+    const required = chatParsingFor(model, { toolChoice: 'required' }, id, model).parsing!({});
+    expect([...required.parser.push('<think>x</think>[{"name": "g", "parameters": {}}]'), ...required.parser.finish()]).toEqual([
+      { type: 'reasoning', text: 'x' },
+      { type: 'tool_call', index: 0, name: 'g' },
+      { type: 'tool_args', index: 0, text: '{}' },
+    ]);
+    // The prompt ended the reasoning (enable_thinking false): all of it is the call.
+    const off = chatParsingFor(model, { toolChoice: { name: 'f' } }, id, model).parsing!({ promptText: '<think>\n\n</think>\n\n' });
+    expect([...off.parser.push('{"a": 1}'), ...off.parser.finish()]).toEqual([
+      { type: 'tool_call', index: 0, name: 'f' },
+      { type: 'tool_args', index: 0, text: '{"a": 1}' },
+    ]);
+  });
+
   it('mistral keeps special tokens in the text ([TOOL_CALLS] is one); the others do not', () => {
     expect(chatParsingFor({ toolCallParser: 'mistral', enableAutoToolChoice: true }, { toolChoice: 'auto' }, id).skipSpecialTokens).toBe(false);
     expect(chatParsingFor({ toolCallParser: 'mistral', enableAutoToolChoice: true }, { toolChoice: 'none' }, id).skipSpecialTokens).toBe(true);

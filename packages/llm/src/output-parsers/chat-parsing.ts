@@ -9,14 +9,18 @@
  *   vLLM's message; calls found → `tool_calls`, finish_reason 'tool_calls'.
  * - `'required'` / a named function: guided decoding forces the call (the request's sampling carries
  *   the schema, `guided/tool-choice.ts`), so the output is read as that schema's JSON
- *   (`forced-tool-calls.ts`), with no tool-call parser and none needed, and without the reasoning
- *   parser: the constraint holds from the first token, so nothing is reasoning. Ids follow the
- *   configured tool-call parser's style (Mistral's 9 characters), else vLLM's.
+ *   (`forced-tool-calls.ts`), with no tool-call parser and none needed. A model whose own config
+ *   names a reasoning parser reasons freely first (its engine applies the constraint after
+ *   `</think>`, `guided/reasoning-gate.ts`): its reasoning parser splits the output and the calls are
+ *   read from the content after the reasoning. Otherwise (no parser, or only the door's, which the
+ *   engine does not know) the constraint holds from the first token and nothing is reasoning. Ids
+ *   follow the configured tool-call parser's style (Mistral's 9 characters), else vLLM's.
  */
 import { InvalidParamError, type ToolChoice } from '../openai-protocol.js';
 import type { ChatParsing } from '../openai-response.js';
-import { chatOutputParser, checkParserName } from './chat-output-parser.js';
+import { ChatOutputParser, chatOutputParser, checkParserName, reasoningParserFor } from './chat-output-parser.js';
 import { NamedFunctionParser, RequiredCallsParser } from './forced-tool-calls.js';
+import type { StreamParser } from './parser-events.js';
 import type { ReasoningContext } from './reasoning-parsers.js';
 import { TOOL_CALL_PARSERS, type ToolCallIdStyle } from './tool-call-parsers.js';
 
@@ -67,16 +71,26 @@ export interface ChatParsingPlan {
 /**
  * Refuses (InvalidParamError, param `tool_choice`) a tool choice the settings cannot honour ('auto'
  * without auto tool choice). `toolCallId` makes a new id in the given style (randomness is the caller's).
+ * `model`: the model's own settings (its card's), whose reasoning parser is the one its engine's
+ * guided decoding waits for; a forced tool choice reads its calls after that parser's reasoning.
  */
-export function chatParsingFor(config: OutputParsingConfig, request: { readonly toolChoice: ToolChoice }, toolCallId: (style: ToolCallIdStyle) => string): ChatParsingPlan {
+export function chatParsingFor(
+  config: OutputParsingConfig,
+  request: { readonly toolChoice: ToolChoice },
+  toolCallId: (style: ToolCallIdStyle) => string,
+  model?: OutputParsingConfig,
+): ChatParsingPlan {
   const choice = request.toolChoice;
   if (choice === 'required' || typeof choice === 'object') {
     const style = (config.toolCallParser === undefined ? undefined : TOOL_CALL_PARSERS[config.toolCallParser])?.idStyle ?? 'vllm';
+    const reasoningParser = model?.reasoningParser;
+    const forcedParser = (): StreamParser => (choice === 'required' ? new RequiredCallsParser() : new NamedFunctionParser(choice.name));
     return {
-      parsing: () =>
-        choice === 'required'
-          ? { parser: new RequiredCallsParser(), toolCallId: () => toolCallId(style), forced: 'required' }
-          : { parser: new NamedFunctionParser(choice.name), toolCallId: () => toolCallId(style), forced: 'named' },
+      parsing: (context) => ({
+        parser: reasoningParser === undefined ? forcedParser() : new ChatOutputParser(reasoningParserFor(reasoningParser, context), forcedParser()),
+        toolCallId: () => toolCallId(style),
+        forced: choice === 'required' ? 'required' : 'named',
+      }),
       skipSpecialTokens: true,
     };
   }

@@ -85,7 +85,7 @@ async function chatCompletions(ctx: HttpContext, req: IncomingMessage, res: Serv
   if (request.model !== undefined) await waitForModel(ctx.engine, request.model, res, 'close');
   const endpoint = endpointFor(ctx.engine, request.model);
   // The model's parsers over this door's flags; a tool_choice they cannot honour is refused before rendering.
-  const plan = chatParsingFor(resolveOutputParsing(endpoint.card.outputParsing, ctx.outputParsing), request, toolCallId);
+  const plan = chatParsingFor(resolveOutputParsing(endpoint.card.outputParsing, ctx.outputParsing), request, toolCallId, endpoint.card.outputParsing);
   const prompt = await chatPrompt(endpoint, request.messages, {
     templateKwargs: request.chatTemplateKwargs,
     addSpecialTokens: request.addSpecialTokens,

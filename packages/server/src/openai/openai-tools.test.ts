@@ -58,7 +58,18 @@ describe('OpenAI door: tools, tool calls, reasoning, content parts (openai SDK)'
       return schema?.type === 'array' ? '[{"name": "get_weather", "parameters": {"city": "Paris"}}, {"parameters": {}, "name": "get_time"}]' : '{"city":"Paris"}';
     },
   });
-  for (const e of [hermes, llama, pythonic, mistral, thinker, plain, noParser, parts, forced]) engine.llms.set(e.card.name, e);
+  // A reasoning model under a forced choice: its engine leaves the reasoning free and constrains what follows `</think>`.
+  const forcedThinker = new FakeLlmEndpoint({
+    name: 'forced-thinker',
+    chatTemplate: TOOL_TEMPLATE,
+    outputParsing: { reasoningParser: 'qwen3' },
+    reply: (r) => {
+      const guided = r.sampling.guided_decoding;
+      const schema = guided?.kind === 'json_schema' ? (guided.schema as { type?: string }) : undefined;
+      return '<think>\nPick a tool.\n</think>\n\n' + (schema?.type === 'array' ? '[{"name": "get_time", "parameters": {}}]' : '{"city": "Paris"}');
+    },
+  });
+  for (const e of [hermes, llama, pythonic, mistral, thinker, plain, noParser, parts, forced, forcedThinker]) engine.llms.set(e.card.name, e);
   let door: HttpFrontDoor;
   let client: OpenAI;
   const { tokenizer } = tinyTokenizer();
@@ -208,6 +219,20 @@ describe('OpenAI door: tools, tool calls, reasoning, content parts (openai SDK)'
     expect(await streamed({ model: 'forced', messages: user, tools, tool_choice: choice, stream: true })).toMatchObject({ content: '', calls: one, finish: 'stop' });
   });
 
+  it("a forced choice on a model with its own reasoning parser: reasoning_content apart, the calls read from the content after it", async () => {
+    const required = await client.chat.completions.create({ model: 'forced-thinker', messages: user, tools, tool_choice: 'required' });
+    const time = [{ id: expect.any(String), type: 'function', function: { name: 'get_time', arguments: '{}' } }];
+    expect(required.choices[0]).toMatchObject({ finish_reason: 'tool_calls', message: { content: '', reasoning_content: '\nPick a tool.\n', tool_calls: time } });
+    expect(await streamed({ model: 'forced-thinker', messages: user, tools, tool_choice: 'required', stream: true })).toMatchObject({ content: '', reasoning: '\nPick a tool.\n', calls: time, finish: 'tool_calls' });
+
+    const choice = { type: 'function', function: { name: 'get_weather' } } as const;
+    const named = await client.chat.completions.create({ model: 'forced-thinker', messages: user, tools, tool_choice: choice });
+    // The arguments are the content as generated (vLLM), the newlines after `</think>` included.
+    const weather = [{ id: expect.any(String), type: 'function', function: { name: 'get_weather', arguments: '\n\n{"city": "Paris"}' } }];
+    expect(named.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: '', reasoning_content: '\nPick a tool.\n', tool_calls: weather } });
+    expect(await streamed({ model: 'forced-thinker', messages: user, tools, tool_choice: choice, stream: true })).toMatchObject({ content: '', reasoning: '\nPick a tool.\n', calls: weather, finish: 'stop' });
+  });
+
   it('a model without calls in its output answers content and finish_reason stop, tools or not', async () => {
     const r = await client.chat.completions.create({ model: 'plain', messages: user, tools });
     expect(r.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: 'Paris is sunny.' } });
@@ -236,8 +261,11 @@ describe('OpenAI door: parsers from the door flags (--enable-auto-tool-choice --
   const engine = new FakeEngine();
   const model = endpoint('m', THINKING);
   const own = endpoint('own', 'I think </think>answer', { reasoningParser: 'deepseek_r1' });
+  // What guided decoding lets a model without its own reasoning parser write: the call from the first token.
+  const forced = endpoint('forced', '[{"name": "get_time", "parameters": {}}]');
   engine.llms.set('m', model);
   engine.llms.set('own', own);
+  engine.llms.set('forced', forced);
   let door: HttpFrontDoor;
   let client: OpenAI;
   beforeAll(async () => {
@@ -261,5 +289,11 @@ describe('OpenAI door: parsers from the door flags (--enable-auto-tool-choice --
     expect((r.choices[0]!.message as { reasoning_content?: string }).reasoning_content).toBe('\nThe user wants the weather.\n');
     const o = await client.chat.completions.create({ model: 'own', messages: user });
     expect(o.choices[0]!.message).toMatchObject({ content: 'answer', reasoning_content: 'I think ' });
+  });
+
+  it("a forced choice is read without the door's reasoning parser (the engine, knowing only the model's, constrains from the first token)", async () => {
+    const r = await client.chat.completions.create({ model: 'forced', messages: user, tools, tool_choice: 'required' });
+    expect(r.choices[0]).toMatchObject({ finish_reason: 'tool_calls', message: { content: '', tool_calls: [{ type: 'function', function: { name: 'get_time', arguments: '{}' } }] } });
+    expect((r.choices[0]!.message as { reasoning_content?: string }).reasoning_content).toBeUndefined();
   });
 });
