@@ -17,7 +17,8 @@
 // 2-core machine the router's own CPU competes with the worker's at c=16, which is part of what the
 // throughput ratio shows.
 //
-//   node bench/cluster-hop.mjs [--quick]      (after `npm run build`; models from `npm run models`)
+//   node bench/cluster-hop.mjs [--quick] [--llm-only] [--router-arg=--flag=value ...]
+//   (after `npm run build`; models from `npm run models`; --router-arg passes a flag to the router)
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { startEtcd, startNats, startRedis, startRouterProcess, startWorkerProcess } from '@switchyard/testing';
@@ -28,7 +29,7 @@ import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
 const TENSOR_MODEL = 'simple';
 const LLM_MODEL = 'mock_llm';
 const TENSOR_CONCURRENCY = [1, 16];
-const LLM_CONCURRENCY = [1, 8];
+const LLM_CONCURRENCY = [1, 8, 16];
 const MAX_TOKENS = 16;
 const PROMPT = 'Explain in one paragraph why a router in front of inference workers should be cheap.';
 
@@ -193,7 +194,7 @@ async function measureLlm(targets, { durationMs, warmupMs }) {
   return out;
 }
 
-export async function measureClusterHop({ quick = false } = {}) {
+export async function measureClusterHop({ quick = false, llmOnly = false, routerArgs = [] } = {}) {
   const tensorTiming = quick ? { durationMs: 700, warmupMs: 200 } : { durationMs: 2500, warmupMs: 400 };
   const llmTiming = quick ? { durationMs: 1000, warmupMs: 250 } : { durationMs: 4000, warmupMs: 500 };
   console.log(`\nCluster hop: 1 worker + 1 router over private etcd, NATS (JetStream), Redis; direct to the worker vs through the router`);
@@ -209,14 +210,14 @@ export async function measureClusterHop({ quick = false } = {}) {
         modelRepositories: ['examples/model_repository'],
         args: [`--etcd=${etcd.url}`, `--nats=${nats.url}`, `--redis=${redis.url}`, `--namespace=${namespace}`, '--model-control-mode=explicit', `--load-model=${TENSOR_MODEL}`, `--load-model=${LLM_MODEL}`, '--log-verbose=0'],
       }),
-      startRouterProcess({ etcd: etcd.url, nats: nats.url, redis: redis.url, namespace, args: ['--log-verbose=0'] }),
+      startRouterProcess({ etcd: etcd.url, nats: nats.url, redis: redis.url, namespace, args: ['--log-verbose=0', ...routerArgs] }),
     ]);
     const { worker, router } = started;
     await waitFor(async () => (await fetch(`${router.httpUrl}/v2/models/${TENSOR_MODEL}/ready`)).status === 200, `the router did not report ${TENSOR_MODEL} ready`);
     await waitFor(async () => (await getJson(`${router.httpUrl}/v1/models`))?.data?.some((m) => m.id === LLM_MODEL), `the router did not list ${LLM_MODEL}`);
     results.startupSec = +((Date.now() - t0) / 1000).toFixed(1);
     const targets = { direct: worker.ports, router: router.ports };
-    results.tensor = await measureTensor(targets, tensorTiming);
+    if (!llmOnly) results.tensor = await measureTensor(targets, tensorTiming);
     results.llm = await measureLlm(targets, llmTiming);
   } finally {
     await Promise.allSettled([started.router?.stop()]);
@@ -231,7 +232,7 @@ export async function measureClusterHop({ quick = false } = {}) {
 
 function report(results) {
   const tensorRows = [];
-  for (const [mode, byC] of Object.entries(results.tensor)) {
+  for (const [mode, byC] of Object.entries(results.tensor ?? {})) {
     for (const [c, { direct: d, router: r }] of Object.entries(byC)) {
       tensorRows.push({
         mode,
@@ -273,9 +274,9 @@ function report(results) {
   const t = results.tensor;
   const l = results.llm;
   const headlines = [
-    `router hop adds ${r0(t['http-json'][1].router.p50_us - t['http-json'][1].direct.p50_us)} us at p50 for a tensor request over HTTP (c=1)`,
+    ...(t === undefined ? [] : [`router hop adds ${r0(t['http-json'][1].router.p50_us - t['http-json'][1].direct.p50_us)} us at p50 for a tensor request over HTTP (c=1)`,
     `router hop adds ${r0(t.grpc[1].router.p50_us - t.grpc[1].direct.p50_us)} us at p50 for a tensor request over gRPC (c=1)`,
-    `through the router, tensor throughput at c=16 is ${r3(t['http-json'][16].router.throughput / t['http-json'][16].direct.throughput)}x direct over HTTP, ${r3(t.grpc[16].router.throughput / t.grpc[16].direct.throughput)}x over gRPC`,
+    `through the router, tensor throughput at c=16 is ${r3(t['http-json'][16].router.throughput / t['http-json'][16].direct.throughput)}x direct over HTTP, ${r3(t.grpc[16].router.throughput / t.grpc[16].direct.throughput)}x over gRPC`]),
     `router hop adds ${r0(l[1].router.ttft_p50_us - l[1].direct.ttft_p50_us)} us to time to first token at p50 (c=1), ${r0(l[8].router.ttft_p50_us - l[8].direct.ttft_p50_us)} us at c=8`,
     `router hop adds ${r0(l[1].router.total_p50_us - l[1].direct.total_p50_us)} us to a ${MAX_TOKENS}-token streamed completion at p50 (c=1)`,
   ];
@@ -284,5 +285,6 @@ function report(results) {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  await measureClusterHop({ quick: process.argv.includes('--quick') });
+  const routerArgs = process.argv.filter((a) => a.startsWith('--router-arg=')).map((a) => a.slice('--router-arg='.length));
+  await measureClusterHop({ quick: process.argv.includes('--quick'), llmOnly: process.argv.includes('--llm-only'), routerArgs });
 }
