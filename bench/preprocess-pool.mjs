@@ -84,4 +84,21 @@ for (const chars of sizes) {
   const lp = await latency(pooled, j, Math.min(n, 200));
   console.log(String(chars).padStart(7), ci.busyUs.toFixed(1).padStart(12), cp.busyUs.toFixed(1).padStart(10), li.toFixed(1).padStart(11), lp.toFixed(1).padStart(9), (ci.busyUs / cp.busyUs).toFixed(2).padStart(12));
 }
+// A hostile conversation: 20k short messages (3 MB rendered, refused for its length after rendering).
+const heavy = {
+  messages: Array.from({ length: 20_000 }, (_, i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content: 'hello there, how are you today? '.repeat(4) })),
+  addSpecialTokens: false,
+  contextLength: 512,
+};
+const heavyCost = async (pool) => {
+  const before = performance.eventLoopUtilization();
+  const s = performance.now();
+  const e = await pool.chatPrompt(tokenizer, template, heavy).then(() => 'accepted', (err) => err.message.slice(0, 40));
+  return { busyMs: performance.eventLoopUtilization(before).active, wallMs: performance.now() - s, e };
+};
+for (let k = 0; k < 3; k++) {
+  const a = await heavyCost(inline);
+  const b = await heavyCost(pooled);
+  console.log(`20k-message chat: loop busy ${a.busyMs.toFixed(0)} ms inline vs ${b.busyMs.toFixed(0)} ms pooled (wall ${a.wallMs.toFixed(0)} vs ${b.wallMs.toFixed(0)} ms; ${a.e === b.e ? 'same outcome' : 'OUTCOMES DIFFER'}: ${a.e}...)`);
+}
 await pooled.close();
