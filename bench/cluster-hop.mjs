@@ -19,6 +19,7 @@
 //
 //   node bench/cluster-hop.mjs [--quick] [--llm-only] [--router-arg=--flag=value ...]
 //   (after `npm run build`; models from `npm run models`; --router-arg passes a flag to the router)
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { startEtcd, startNats, startRedis, startRouterProcess, startWorkerProcess } from '@switchyard/testing';
@@ -185,11 +186,31 @@ async function measureTensor(targets, { durationMs, warmupMs }) {
   return out;
 }
 
+/** CPU seconds (user + system) of a process, or of its main thread alone, from /proc; undefined off Linux. */
+function cpuSeconds(pid, mainThreadOnly) {
+  try {
+    const stat = readFileSync(mainThreadOnly ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ 100)
+  } catch {
+    return undefined;
+  }
+}
+
 async function measureLlm(targets, { durationMs, warmupMs }) {
   const out = {};
   for (const c of LLM_CONCURRENCY) {
     out[c] = {};
-    for (const target of ['direct', 'router']) out[c][target] = await runStreams(targets[target].http, { concurrency: c, durationMs, warmupMs });
+    for (const target of ['direct', 'router']) {
+      // The router's CPU per request, its event loop's thread alone and the whole process (its
+      // preprocessing threads too): unlike wall-clock rates, these barely move with machine load.
+      const pid = targets[target].pid;
+      const before = [cpuSeconds(pid, true), cpuSeconds(pid, false)];
+      const run = await runStreams(targets[target].http, { concurrency: c, durationMs, warmupMs });
+      const after = [cpuSeconds(pid, true), cpuSeconds(pid, false)];
+      const perRequestUs = (i) => (before[i] === undefined ? NaN : ((after[i] - before[i]) * 1e6) / run.requests);
+      out[c][target] = { ...run, mainCpuUs: perRequestUs(0), processCpuUs: perRequestUs(1) };
+    }
   }
   return out;
 }
@@ -216,7 +237,7 @@ export async function measureClusterHop({ quick = false, llmOnly = false, router
     await waitFor(async () => (await fetch(`${router.httpUrl}/v2/models/${TENSOR_MODEL}/ready`)).status === 200, `the router did not report ${TENSOR_MODEL} ready`);
     await waitFor(async () => (await getJson(`${router.httpUrl}/v1/models`))?.data?.some((m) => m.id === LLM_MODEL), `the router did not list ${LLM_MODEL}`);
     results.startupSec = +((Date.now() - t0) / 1000).toFixed(1);
-    const targets = { direct: worker.ports, router: router.ports };
+    const targets = { direct: { ...worker.ports, pid: worker.pid }, router: { ...router.ports, pid: router.pid } };
     if (!llmOnly) results.tensor = await measureTensor(targets, tensorTiming);
     results.llm = await measureLlm(targets, llmTiming);
   } finally {
@@ -266,6 +287,8 @@ function report(results) {
       'router/direct TTFT p50': r3(r.ttft_p50_us / d.ttft_p50_us),
       'router/direct TTFT p99': r3(r.ttft_p99_us / d.ttft_p99_us),
       'router/direct total p50': r3(r.total_p50_us / d.total_p50_us),
+      'router loop CPU us/req': r0(r.mainCpuUs),
+      'router CPU us/req': r0(r.processCpuUs),
     });
   }
   console.log(`\nLLM: streaming /v1/chat/completions on ${LLM_MODEL}, max_tokens ${MAX_TOKENS}, fixed prompt, closed loop`);
