@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { buildTinyTokenizerFiles } from '@switchyard/onnx-builder';
 import { isSwitchyardError } from '@switchyard/common';
 import { ChatTemplate, type ChatMessage } from './chat-template.js';
-import { PreprocessPool, compilePreprocessPoolOptions, configureSharedPreprocessPool, textSize, type ChatPromptJob } from './preprocess-pool.js';
+import { PreprocessPool, compilePreprocessPoolOptions, configureSharedPreprocessPool, sharedPreprocessPool, textSize, type ChatPromptJob } from './preprocess-pool.js';
 import { Tokenizer } from './tokenizer.js';
 import type { TokenizerJson } from './tokenizer-files.js';
 
@@ -141,6 +141,23 @@ describe('PreprocessPool limits and failures', () => {
     } finally {
       await pool.close();
     }
+  });
+
+  it('closeWhenIdle lets the calls in flight finish, then stops the threads; the shared pool is replaced only for new options', async () => {
+    const pool = new PreprocessPool({ threads: 1, inlineChars: 0 });
+    const inFlight = pool.encode(tokenizer, long, false);
+    pool.closeWhenIdle();
+    expect(pool.threadsForTest()[0]).toBeDefined();
+    expect(await pool.encode(tokenizer, long, true)).toEqual(tokenizer.encode(long, { addSpecialTokens: true })); // inline now
+    expect(await inFlight).toEqual(tokenizer.encode(long));
+    expect(pool.threadsForTest()).toEqual([undefined]);
+    const shared = sharedPreprocessPool();
+    configureSharedPreprocessPool({});
+    expect(sharedPreprocessPool()).toBe(shared);
+    configureSharedPreprocessPool({ inlineChars: 7 });
+    expect(sharedPreprocessPool()).not.toBe(shared);
+    expect(sharedPreprocessPool().inlineChars).toBe(7);
+    configureSharedPreprocessPool({});
   });
 
   it('a request that cannot be copied to a thread is refused and leaves nothing pending', async () => {

@@ -109,6 +109,8 @@ export class PreprocessPool {
   private nextId = 1;
   private inFlight = 0;
   private closed = false;
+  /** `closeWhenIdle` was called: close when the last call in flight is answered. */
+  private closing = false;
 
   constructor(options: PreprocessPoolOptions = {}) {
     this.options = compilePreprocessPoolOptions(options);
@@ -168,13 +170,19 @@ export class PreprocessPool {
     await Promise.all(workers.map((w) => w.terminate()));
   }
 
+  /** `close` once no call is in flight (now, when none is); calls made meanwhile run inline. */
+  closeWhenIdle(): void {
+    this.closing = true;
+    if (this.inFlight === 0) void this.close();
+  }
+
   /** The running threads (undefined where none was started or one died): for tests. */
   threadsForTest(): readonly (Worker | undefined)[] {
     return this.slots.map((s) => s?.worker);
   }
 
   private offLoop(size: number): boolean {
-    return !this.closed && this.options.threads > 0 && size >= this.options.inlineChars;
+    return !this.closed && !this.closing && this.options.threads > 0 && size >= this.options.inlineChars;
   }
 
   private async call(tokenizer: Tokenizer, template: ChatTemplate | undefined, message: object): Promise<Reply & { ids: Uint32Array; text?: string }> {
@@ -233,6 +241,7 @@ export class PreprocessPool {
       this.inFlight--;
       if (slot.pending.size === 0) worker.unref();
       resolve(reply);
+      if (this.closing && this.inFlight === 0) void this.close();
     });
     const fail = (err: Error): void => {
       if (this.slots[index] === slot) this.slots[index] = undefined;
@@ -240,6 +249,7 @@ export class PreprocessPool {
       for (const [id, resolve] of slot.pending) resolve({ id, error: reason });
       this.inFlight -= slot.pending.size;
       slot.pending.clear();
+      if (this.closing && this.inFlight === 0) void this.close();
     };
     worker.on('error', fail);
     worker.on('exit', (code) => fail(new Error(`it exited with code ${code}`)));
@@ -307,13 +317,17 @@ export function sharedPreprocessPool(): PreprocessPool {
 }
 
 /**
- * Sets the shared pool's options (the apps' `--preprocess-threads`); call before serving. A pool
- * already started is closed and the next use starts one with these options.
+ * Sets the shared pool's options (the apps' `--preprocess-threads`); call before serving. When they
+ * differ from the current ones, the next use starts a new pool and the old one stops once its calls
+ * are answered.
  */
 export function configureSharedPreprocessPool(options: PreprocessPoolOptions): void {
-  compilePreprocessPoolOptions(options);
+  const compiled = compilePreprocessPoolOptions(options);
+  const current = compilePreprocessPoolOptions(sharedOptions);
+  if (compiled.threads === current.threads && compiled.maxPending === current.maxPending && compiled.inlineChars === current.inlineChars) return;
   sharedOptions = options;
   const old = shared;
   shared = undefined;
-  void old?.close();
+  // Another server in this process may still be waiting on the old pool: it stops once they are answered.
+  old?.closeWhenIdle();
 }
