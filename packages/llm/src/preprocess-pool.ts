@@ -33,14 +33,18 @@ export const DEFAULT_PREPROCESS_THREADS = Math.min(4, Math.max(1, availableParal
 /** Calls in flight past which a call is refused. */
 export const DEFAULT_PREPROCESS_MAX_PENDING = 1024;
 /**
- * Below this many UTF-16 units of message and tool text a request is preprocessed inline. Measured
- * with bench/preprocess-pool.mjs (mock_llm's byte-level BPE and ChatML template, a system and a user
- * message): on the loop a request costs ~75 µs at 64 chars, ~150 µs at 256, ~470 µs at 1k (~0.45 µs
- * per char); sent to a thread it costs the loop ~50-130 µs whatever its size up to 16k chars, and
- * adds ~50 µs of latency when the thread is idle. From ~256 chars the thread halves the loop's time
- * or better, for at most that much latency; below, the hop saves the loop little or nothing.
+ * Below this many UTF-16 units of message and tool text (keys included) a request is preprocessed
+ * inline. Measured with bench/preprocess-pool.mjs (mock_llm's byte-level BPE and ChatML template, a
+ * system and a user message), two runs on a loaded 2-core machine:
+ * - alone, inline costs the loop ~75-105 µs at 64 chars, ~140-150 µs at 256, ~470-495 µs at 1k
+ *   (~0.45 µs per char); a thread hop adds ~25-50 µs of latency over that below ~2k chars;
+ * - 16 at once, inline costs the loop 240-420 µs per request at 64 chars, 520-670 µs at 256; sent to
+ *   a thread, 60-130 µs whatever the size up to 4k chars.
+ * So from a few dozen chars a busy loop gains from the pool, and an idle one loses at most ~50 µs.
+ * Only trivially short requests (`hi`) stay inline. Through a router at c=16 (bench/cluster-hop.mjs,
+ * a 90-char prompt, back to back), the router's loop spent ~25% less CPU per request with the pool.
  */
-export const DEFAULT_PREPROCESS_INLINE_CHARS = 256;
+export const DEFAULT_PREPROCESS_INLINE_CHARS = 64;
 
 export interface PreprocessPoolOptions {
   /** Worker threads; 0 runs all preprocessing inline. Default `DEFAULT_PREPROCESS_THREADS`. */
