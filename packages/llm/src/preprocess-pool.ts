@@ -7,14 +7,14 @@
  *   everything on the caller's loop. Threads start on first use and are unref'ed while idle (a pool
  *   never keeps a process alive, yet a pending call does, like any other pending IO).
  * - Small work runs inline: a request whose message and tool strings total fewer than `inlineChars`
- *   UTF-16 units (default `DEFAULT_PREPROCESS_INLINE_CHARS`) is cheaper here than a thread hop.
+ *   UTF-16 units (default `DEFAULT_PREPROCESS_INLINE_CHARS`) costs less here than a thread hop's latency.
  * - Bounded: at most `maxPending` calls in flight across the threads; past that a call is refused with
  *   `capacity_exhausted` (the HTTP door's 503), never queued without bound.
  * - A thread that crashes (or exits) fails only the calls it held, with `internal`; the next call
  *   starts a new thread in its place.
  * - Same code, same answers: each thread runs `prompt-text.ts` (compiled) with `Tokenizer` and
  *   `ChatTemplate` built from the very files the caller's instances came from, and errors keep their
- *   class and message. Each thread keeps the last few tokenizers and templates by key and is sent a
+ *   code and message. The thread imports the package's `dist/`, so tests need a build first. Each thread keeps the last few tokenizers and templates by key and is sent a
  *   tokenizer's files only when it does not have them.
  *
  * Calls may run concurrently from any number of requests; replies are matched by id.
