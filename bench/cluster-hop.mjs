@@ -25,7 +25,9 @@
 // processes spent per request (all their threads, from /proc, over the cell's warm-up and measured
 // window): a measure that other jobs on the machine do not move, unlike the wall-clock figures.
 //
-//   node bench/cluster-hop.mjs [--quick] [--cpu-prof=DIR]      (after `npm run build`; models from `npm run models`)
+//   node bench/cluster-hop.mjs [--quick] [--cpu-prof=DIR] [--router-arg=--flag=value ...]
+//   (after `npm run build`; models from `npm run models`; --router-arg passes a flag to the router,
+//   e.g. --router-arg=--preprocess-threads=0 to compare prompt preprocessing on the event loop)
 // --cpu-prof=DIR: the router's main thread is profiled (lib/cpu-profile.mjs, the format of `node
 // --cpu-prof`), its .cpuprofile written to DIR when it exits.
 import { readFileSync } from 'node:fs';
@@ -42,7 +44,7 @@ const PROFILER = fileURLToPath(new URL('./lib/cpu-profile.mjs', import.meta.url)
 const TENSOR_MODEL = 'simple';
 const LLM_MODEL = 'mock_llm';
 const TENSOR_CONCURRENCY = [1, 16];
-const LLM_CONCURRENCY = [1, 8];
+const LLM_CONCURRENCY = [1, 8, 16];
 const MAX_TOKENS = 16;
 const PROMPT = 'Explain in one paragraph why a router in front of inference workers should be cheap.';
 
@@ -306,7 +308,7 @@ async function measureLlm(targets, { durationMs, warmupMs }, pids) {
   return out;
 }
 
-export async function measureClusterHop({ quick = false, cpuProfDir } = {}) {
+export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs = [] } = {}) {
   const tensorTiming = quick ? { durationMs: 700, warmupMs: 200 } : { durationMs: 2500, warmupMs: 400 };
   const llmTiming = quick ? { durationMs: 1000, warmupMs: 250 } : { durationMs: 4000, warmupMs: 500 };
   const codec = measureWireCodec();
@@ -328,7 +330,7 @@ export async function measureClusterHop({ quick = false, cpuProfDir } = {}) {
         nats: nats.url,
         redis: redis.url,
         namespace,
-        args: ['--log-verbose=0'],
+        args: ['--log-verbose=0', ...routerArgs],
         ...(cpuProfDir === undefined ? {} : { env: { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${PROFILER}`, BENCH_CPU_PROF_DIR: cpuProfDir } }),
       }),
     ]);
@@ -416,5 +418,6 @@ function report(results) {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const prof = process.argv.find((a) => a.startsWith('--cpu-prof='));
-  await measureClusterHop({ quick: process.argv.includes('--quick'), ...(prof === undefined ? {} : { cpuProfDir: prof.slice('--cpu-prof='.length) }) });
+  const routerArgs = process.argv.filter((a) => a.startsWith('--router-arg=')).map((a) => a.slice('--router-arg='.length));
+  await measureClusterHop({ quick: process.argv.includes('--quick'), routerArgs, ...(prof === undefined ? {} : { cpuProfDir: prof.slice('--cpu-prof='.length) }) });
 }

@@ -1,3 +1,4 @@
+import { DEFAULT_PREPROCESS_INLINE_CHARS, DEFAULT_PREPROCESS_THREADS } from '@switchyard/llm';
 import { describe, expect, it } from 'vitest';
 import { doorLimits } from '@switchyard/cli';
 import {
@@ -84,6 +85,14 @@ describe('parseRouterArgs', () => {
       logFormat: 'ISO8601',
       exitTimeoutSecs: 5,
     });
+  });
+
+  it('reads the prompt preprocessing pool flags, bounded', () => {
+    expect(parseRouterArgs(INFRA)).toMatchObject({ preprocessThreads: DEFAULT_PREPROCESS_THREADS, preprocessInlineChars: DEFAULT_PREPROCESS_INLINE_CHARS });
+    expect(parseRouterArgs([...INFRA, '--preprocess-threads=0', '--preprocess-inline-chars=0'])).toMatchObject({ preprocessThreads: 0, preprocessInlineChars: 0 });
+    expect(usage([...INFRA, '--preprocess-threads=65'])).toBe("flag '--preprocess-threads' must be an integer <= 64, got '65'");
+    expect(usage([...INFRA, '--preprocess-inline-chars=-1'])).toBe("flag '--preprocess-inline-chars' must be an integer >= 0, got '-1'");
+    expect(helpText()).toContain('--preprocess-threads');
   });
 
   it('reads the scale-to-zero flags, bounded', () => {

@@ -41,6 +41,7 @@ import {
   MAX_WIRE_CONTEXT_TOKENS,
   type RouterMode,
 } from '@switchyard/cluster';
+import { DEFAULT_PREPROCESS_INLINE_CHARS, DEFAULT_PREPROCESS_THREADS } from '@switchyard/llm';
 import { MAX_MODEL_NAME_LENGTH, NAME_PATTERN } from '@switchyard/runtime';
 
 export { UsageError, accessPolicy, outputParsing };
@@ -110,6 +111,10 @@ export interface RouterOptions extends DoorLimitOptions, AccessFlagOptions, Open
   logFormat: LogFormat;
   /** Seconds to wait for in-flight requests on SIGTERM/SIGINT before exiting anyway. */
   exitTimeoutSecs: number;
+  /** Threads that render chat templates and tokenize prompts off the event loop; 0 = on the loop. */
+  preprocessThreads: number;
+  /** Prompts with less message and tool text than this (UTF-16 units) are preprocessed on the loop. */
+  preprocessInlineChars: number;
   help: boolean;
 }
 
@@ -141,6 +146,8 @@ export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | 
   logVerbose: 0,
   logFormat: 'default',
   exitTimeoutSecs: 30,
+  preprocessThreads: DEFAULT_PREPROCESS_THREADS,
+  preprocessInlineChars: DEFAULT_PREPROCESS_INLINE_CHARS,
 };
 
 const FLAGS: FlagTable<RouterOptions> = {
@@ -208,6 +215,19 @@ const FLAGS: FlagTable<RouterOptions> = {
   ...DOOR_LIMIT_FLAGS,
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
   'log-format': { kind: 'enum', key: 'logFormat', values: LOG_FORMATS, help: LOG_FORMAT_HELP },
+  'preprocess-threads': {
+    kind: 'int',
+    key: 'preprocessThreads',
+    min: 0,
+    max: 64,
+    help: `Threads that render chat templates and tokenize prompts off the event loop (default ${DEFAULT_PREPROCESS_THREADS}: one fewer than the CPUs, 1..4; 0 = on the event loop).`,
+  },
+  'preprocess-inline-chars': {
+    kind: 'int',
+    key: 'preprocessInlineChars',
+    min: 0,
+    help: `Prompts with fewer characters of messages and tools than this are rendered and tokenized on the event loop, where a thread hop costs more (default ${DEFAULT_PREPROCESS_INLINE_CHARS}; 0 = all on threads).`,
+  },
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
   ...ACCESS_FLAGS,
   ...OPENAI_PARSING_FLAGS,

@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { doorLimits, levelFor, timestampFormat } from '@switchyard/cli';
 import { startRouterCore, type RouterStats } from '@switchyard/cluster';
 import type { Logger } from '@switchyard/common';
+import { configureSharedPreprocessPool } from '@switchyard/llm';
 import { connectRuntime } from '@switchyard/runtime';
 import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
 import { type RouterOptions, accessPolicy, outputParsing } from './options.js';
@@ -45,6 +46,7 @@ export interface RouterModelRow {
 
 export async function startRouter(options: RouterOptions, logger: Logger & { level?: string }): Promise<RunningRouter> {
   const routerId = randomBytes(8).toString('hex');
+  configureSharedPreprocessPool({ threads: options.preprocessThreads, inlineChars: options.preprocessInlineChars });
   const runtime = await connectRuntime({
     namespace: options.namespace,
     etcdUrl: options.etcd,

@@ -5,6 +5,7 @@
  */
 import { DEFAULT_GENERATION_CONFIG_MODE, type WorkerRole } from '@switchyard/cluster';
 import { DOOR_LIMIT_DEFAULTS, type OpenAiParsingOptions } from '@switchyard/cli';
+import { DEFAULT_PREPROCESS_INLINE_CHARS, DEFAULT_PREPROCESS_THREADS } from '@switchyard/llm';
 import type { WorkerOptions } from './options.js';
 import type { TraceFlagOptions } from './trace-options.js';
 
@@ -98,6 +99,8 @@ export const DEFAULTS: Omit<
   logError: true,
   logFormat: 'default',
   exitTimeoutSecs: 30,
+  preprocessThreads: DEFAULT_PREPROCESS_THREADS,
+  preprocessInlineChars: DEFAULT_PREPROCESS_INLINE_CHARS,
   kvTransferTtlSecs: 30,
   kvTransferGbps: 25,
   generationConfig: DEFAULT_GENERATION_CONFIG_MODE,

@@ -45,6 +45,19 @@ const inertNumber = (help: string, inert: string): Table[string] => ({ kind: 'st
 const SERVER: Table = {
   id: { kind: 'string', key: 'serverId', help: `Identifier for this server: the "name" of server metadata (default ${DEFAULTS.serverId}).` },
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
+  'preprocess-threads': {
+    kind: 'int',
+    key: 'preprocessThreads',
+    min: 0,
+    max: 64,
+    help: `Threads that render chat templates and tokenize prompts off the event loop (default ${DEFAULTS.preprocessThreads}: one fewer than the CPUs, 1..4; 0 = on the event loop).`,
+  },
+  'preprocess-inline-chars': {
+    kind: 'int',
+    key: 'preprocessInlineChars',
+    min: 0,
+    help: `Prompts with fewer characters of messages and tools than this are rendered and tokenized on the event loop, where a thread hop costs more (default ${DEFAULTS.preprocessInlineChars}; 0 = all on threads).`,
+  },
 };
 
 const LOGGING: Table = {

@@ -1,3 +1,4 @@
+import { DEFAULT_PREPROCESS_INLINE_CHARS, DEFAULT_PREPROCESS_THREADS } from '@switchyard/llm';
 import { describe, expect, it } from 'vitest';
 import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_TTL_SECS, UsageError, kvTransferAdvertise, accessPolicy, grpcTlsFiles, helpText, inertFlagNotes, outputParsing, isClusterMode, openModelControlDoors, parseWorkerArgs } from './options.js';
 import { backendCommandLine, metricsSettings } from './setting-flags.js';
@@ -63,6 +64,13 @@ describe('parseWorkerArgs', () => {
     ).toThrow("Wildcard model name '*' must be the ONLY startup model if specified at all.");
     expect(() => parseWorkerArgs(['--model-repository=/m', '--allow-client-shm=maybe'])).toThrow(/true or false/);
     expect(() => parseWorkerArgs(['--model-repository'])).toThrow(/needs a value/);
+  });
+
+  it('reads the prompt preprocessing pool flags, bounded', () => {
+    expect(parseWorkerArgs(['--model-repository=/m'])).toMatchObject({ preprocessThreads: DEFAULT_PREPROCESS_THREADS, preprocessInlineChars: DEFAULT_PREPROCESS_INLINE_CHARS });
+    expect(parseWorkerArgs(['--model-repository=/m', '--preprocess-threads=3', '--preprocess-inline-chars=0'])).toMatchObject({ preprocessThreads: 3, preprocessInlineChars: 0 });
+    expect(() => parseWorkerArgs(['--model-repository=/m', '--preprocess-threads=-1'])).toThrow("flag '--preprocess-threads' must be an integer >= 0, got '-1'");
+    expect(helpText()).toContain('--preprocess-inline-chars');
   });
 
   it('--help needs nothing else and lists every flag', () => {

@@ -114,6 +114,10 @@ export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions, Trac
   logFormat: LogFormat;
   /** Seconds to wait for in-flight requests on SIGTERM/SIGINT before exiting anyway. */
   exitTimeoutSecs: number;
+  /** Threads that render chat templates and tokenize prompts off the event loop; 0 = on the loop. */
+  preprocessThreads: number;
+  /** Prompts with less message and tool text than this (UTF-16 units) are preprocessed on the loop. */
+  preprocessInlineChars: number;
   help: boolean;
   /** `--cache-config <cache>,<setting>=<value>` as given, repeatable; see `responseCacheByteSize()`. */
   cacheConfig: string[];

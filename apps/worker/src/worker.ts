@@ -18,6 +18,7 @@ import {
   type RuntimeConfig,
 } from '@switchyard/runtime';
 import { createEngine, NvidiaSmiProbe, type Engine } from '@switchyard/engine';
+import { configureSharedPreprocessPool } from '@switchyard/llm';
 import { readFileSync } from 'node:fs';
 import { type FrontDoorPorts, type GrpcTls, ServerSettings, SharedMemoryManager, TraceManager, checkTraceFilePath, createFrontDoors, initialTraceSettings } from '@switchyard/server';
 import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, grpcTlsFiles, isClusterMode, kvTransferAdvertise, openModelControlDoors, outputParsing, responseCacheByteSize, type WorkerOptions } from './options.js';
@@ -147,6 +148,7 @@ function readGrpcTls(options: WorkerOptions): GrpcTls | undefined {
 export async function startWorker(options: WorkerOptions, logger: Logger & { level?: string }, hooks: WorkerHooks = {}): Promise<RunningWorker> {
   // before anything is built: a file that cannot be read fails the start with nothing to undo
   const tls = readGrpcTls(options);
+  configureSharedPreprocessPool({ threads: options.preprocessThreads, inlineChars: options.preprocessInlineChars });
   if (options.responseCacheByteSize !== undefined) {
     const size = options.responseCacheByteSize;
     logger.warn(`'--response-cache-byte-size' is deprecated: use the equivalent '--cache-config=local,size=${size}'`);

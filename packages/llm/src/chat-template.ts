@@ -60,7 +60,7 @@ export class ChatTemplate {
   /** `source` is the Jinja text; throws `invalid_argument` when it does not parse. */
   constructor(
     readonly source: string,
-    private readonly specialTokens: TemplateSpecialTokens = {},
+    readonly specialTokens: TemplateSpecialTokens = {},
   ) {
     try {
       this.template = new Template(source);

@@ -168,6 +168,17 @@ export { collectEvents, type ParsedOutput, type ParserEvent, type StreamParser }
 export { REASONING_PARSERS, promptEndsReasoning, type ReasoningContext } from './output-parsers/reasoning-parsers.js';
 export { TOOL_CALL_PARSERS, type ToolCallIdStyle, type ToolCallParserSpec } from './output-parsers/tool-call-parsers.js';
 export { chatPrompt, completionPrompt, textPromptTokens, type ChatPromptOptions, type PreprocessedPrompt, type PreprocessorEndpoint } from './preprocessor.js';
+export {
+  configureSharedPreprocessPool,
+  DEFAULT_PREPROCESS_INLINE_CHARS,
+  DEFAULT_PREPROCESS_MAX_PENDING,
+  DEFAULT_PREPROCESS_THREADS,
+  PreprocessPool,
+  sharedPreprocessPool,
+  type ChatPromptJob,
+  type PreprocessPoolOptions,
+  type PromptTextAndIds,
+} from './preprocess-pool.js';
 export { LlmEngine, type LlmEngineOptions } from './llm-engine.js';
 export { E2E_BUCKETS_S, Histogram, ITL_BUCKETS_S, TTFT_BUCKETS_S } from './histogram.js';
 export {

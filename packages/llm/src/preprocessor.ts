@@ -1,18 +1,21 @@
 /**
  * The frontend's first step (vLLM's input processor, Dynamo's preprocessor): an OpenAI request's
  * messages or prompt → the prompt token ids the engine takes. The endpoint's tokenizer and chat
- * template do the work (long texts on the shared tokenizer thread).
+ * template do the work, on the prompt preprocessing threads (`PreprocessPool`) unless the request is small.
  *
  * Length against the context is decided by the engine, which refuses a prompt that does not fit
  * (`invalid_argument`). Here only a text whose byte length already proves it cannot fit is refused,
- * before it is tokenized (`refuseOverlongPromptText`), and long texts are tokenized on the shared
- * tokenizer thread: tokenizing megabytes held the event loop for seconds.
+ * before it is tokenized (`refuseOverlongPromptText`), and rendering and tokenizing run on the
+ * preprocessing threads: on the loop they capped a router's request rate, and megabytes held it for seconds.
  */
 import { invalidArgument } from '@switchyard/common';
-import type { ChatMessage, ChatTemplate } from './chat-template.js';
+import type { ChatMessage } from './chat-template.js';
 import { promptTooLongError, refuseOverlongPromptText } from './context-length.js';
 import type { LlmEndpoint } from './llm-endpoint.js';
 import { InvalidParamError, type CompletionPrompt } from './openai-protocol.js';
+import { sharedPreprocessPool } from './preprocess-pool.js';
+
+export { templateMessages } from './prompt-text.js';
 
 /** The parts of an endpoint preprocessing reads. */
 export type PreprocessorEndpoint = Pick<LlmEndpoint, 'card' | 'tokenizer' | 'chatTemplate'>;
@@ -34,26 +37,24 @@ export interface ChatPromptOptions {
 
 /**
  * Render `messages` with the model's chat template, opening the assistant's turn
- * (add_generation_prompt), and tokenize. A model without a chat template, or a template that
- * raises (roles must alternate, ...), is `invalid_argument`.
+ * (add_generation_prompt), and tokenize: one call of the shared `PreprocessPool` (on a thread unless
+ * the request is small). A model without a chat template, or a template that raises (roles must
+ * alternate, ...), is `invalid_argument`; so is a rendered text whose length proves it cannot fit.
  */
 export async function chatPrompt(endpoint: PreprocessorEndpoint, messages: readonly ChatMessage[], options: ChatPromptOptions = {}): Promise<PreprocessedPrompt> {
   const template = endpoint.chatTemplate;
   if (template === undefined) {
     throw invalidArgument(`model '${endpoint.card.name}' has no chat template, so it cannot serve chat completions; use /v1/completions`);
   }
-  const extra: Record<string, unknown> = { ...options.templateKwargs };
-  if (options.tools !== undefined) extra['tools'] = options.tools;
-  const promptText = template.render(templateMessages(template, messages), { add_generation_prompt: true, extra });
-  const promptTokenIds = await textPromptTokens(endpoint, promptText, options.addSpecialTokens ?? false);
-  if (promptTokenIds.length === 0) throw new InvalidParamError('messages', 'the rendered chat prompt is empty');
-  return { promptTokenIds, promptText };
-}
-
-/** Messages in the content form the template reads: text parts joined with '\n' unless it iterates over them. */
-export function templateMessages(template: ChatTemplate, messages: readonly ChatMessage[]): readonly ChatMessage[] {
-  if (template.contentFormat === 'openai') return messages;
-  return messages.map((m) => (typeof m.content === 'string' ? m : { ...m, content: m.content.map((p) => p.text).join('\n') }));
+  const { text, ids } = await sharedPreprocessPool().chatPrompt(endpoint.tokenizer, template, {
+    messages,
+    tools: options.tools,
+    templateKwargs: options.templateKwargs,
+    addSpecialTokens: options.addSpecialTokens ?? false,
+    contextLength: endpoint.card.contextLength,
+  });
+  if (ids.length === 0) throw new InvalidParamError('messages', 'the rendered chat prompt is empty');
+  return { promptTokenIds: ids, promptText: text };
 }
 
 /**
@@ -80,11 +81,11 @@ export async function completionPrompt(endpoint: PreprocessorEndpoint, prompt: C
 /**
  * A prompt text → token ids, refusing first, without tokenizing, a text whose byte length proves it
  * cannot fit the model's context (vLLM's message, "at least N input tokens"); long texts are
- * tokenized off the event loop (`Tokenizer.encodeOffLoop`). Every path that tokenizes a client's
+ * tokenized on the shared `PreprocessPool`'s threads. Every path that tokenizes a client's
  * prompt goes through here: OpenAI chat and completions, KServe generate on the worker, KV routing
  * on the router. A refusal rejects the promise (never a synchronous throw).
  */
 export async function textPromptTokens(endpoint: PreprocessorEndpoint, text: string, addSpecialTokens: boolean): Promise<number[]> {
   refuseOverlongPromptText(text, endpoint.card.contextLength, endpoint.tokenizer.maxTokenBytes);
-  return endpoint.tokenizer.encodeOffLoop(text, { addSpecialTokens });
+  return sharedPreprocessPool().encode(endpoint.tokenizer, text, addSpecialTokens);
 }

@@ -12,7 +12,7 @@
 import * as tokenizers from '@huggingface/tokenizers';
 import { invalidArgument } from '@switchyard/common';
 import { tokenByteBound } from './context-length.js';
-import { encodeOnThread } from './tokenizer-thread.js';
+import { sharedPreprocessPool } from './preprocess-pool.js';
 import {
   readModelFolder,
   specialTokenContent,
@@ -41,10 +41,8 @@ export interface DecodeOptions {
   skipSpecialTokens?: boolean;
 }
 
-/** Texts from this many UTF-16 units are tokenized on the shared tokenizer thread by `encodeOffLoop`. */
+/** Texts from this many UTF-16 units are tokenized on the preprocessing threads by `encodeOffLoop`. */
 export const OFF_LOOP_TOKENIZE_CHARS = 32 * 1024;
-
-let nextThreadKey = 1;
 
 export class Tokenizer {
   /** Ids of all special added tokens (`special: true` in tokenizer.json). */
@@ -62,9 +60,6 @@ export class Tokenizer {
    * undefined when it gives none.
    */
   readonly maxTokenBytes: number | undefined;
-
-  /** Identifies this tokenizer on the shared tokenizer thread. */
-  private readonly threadKey = nextThreadKey++;
 
   private constructor(
     private readonly hf: HfTokenizer,
@@ -121,14 +116,19 @@ export class Tokenizer {
   }
 
   /**
-   * `encode`, off the event loop when the text is long (from `OFF_LOOP_TOKENIZE_CHARS` UTF-16
-   * units: tokenizing costs ~0.5 µs per byte): on the shared tokenizer thread, same library, same
-   * files, same ids. Short texts are encoded here, where a thread round trip would cost more.
+   * `encode`, off the event loop when the text is long (from `OFF_LOOP_TOKENIZE_CHARS` UTF-16 units,
+   * for callers that await many texts one by one): on a prompt preprocessing thread of the shared
+   * `PreprocessPool`, same library, same files, same ids. Prompts go through the pool directly, with
+   * its own lower threshold (`textPromptTokens`).
    */
   encodeOffLoop(text: string, options: EncodeOptions = {}): Promise<number[]> {
     if (text.length < OFF_LOOP_TOKENIZE_CHARS) return Promise.resolve(this.encode(text, options));
-    const files = { tokenizerJson: this.tokenizerJson, tokenizerConfig: this.tokenizerConfig };
-    return encodeOnThread(this.threadKey, files, text, options.addSpecialTokens ?? false);
+    return sharedPreprocessPool().encode(this, text, options.addSpecialTokens ?? false);
+  }
+
+  /** The documents this tokenizer was built from (a preprocessing thread builds its twin from them). */
+  sourceFiles(): { readonly tokenizerJson: TokenizerJson; readonly tokenizerConfig: TokenizerConfigJson } {
+    return { tokenizerJson: this.tokenizerJson, tokenizerConfig: this.tokenizerConfig };
   }
 
   /**
