@@ -15,10 +15,10 @@
  *
  * Blocks are indexed per **generation**, not per worker: a worker's blocks live in the set
  * `g:<gen>`, and each block's bitmap `b:<hash>` has bit `gen` set for every generation holding it.
- * `gen` maps a worker to its current generation; other generations are invisible to matching. That
- * makes `cleared`, `removeWorker` and the swap at the end of `replaceWorker` O(1): the old generation
- * goes to `dead`, `gc` clears its bits a bounded number of blocks per call, and only then is its id
- * (a bit offset) reused. Matching ANDs the bitmaps (a few MGETs) into a mask of the candidates' bits:
+ * A worker's record `w:<worker>` names its current generation; other generations are invisible to
+ * matching. That makes `cleared`, `removeWorker` and the swap at the end of `replaceWorker` O(1):
+ * the old generation goes to `dead`, `gc` clears its bits a bounded number of blocks per call, and
+ * only then is its id (a bit offset) reused. Matching ANDs the bitmaps (a few MGETs) into a mask of the candidates' bits:
  * a handful of byte operations per block instead of one set lookup per candidate.
  */
 

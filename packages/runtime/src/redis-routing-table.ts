@@ -108,8 +108,8 @@ type ScriptFn = (key: string, ...args: (string | number)[]) => Promise<Reply>;
  * consumer sees a gap and resyncs each worker from a snapshot). The old keys are left as they are
  * (replicas not yet upgraded still use them); once none is left, `redis-cli --scan --pattern
  * '{sy:<ns>}:*'` lists them for deletion (every key not under `{sy:<ns>}:v2:`).
- *  - v1 (unversioned `{sy:<ns>}:`): `gen` and `ld` hashes.
- *  - v2: one `w:<worker>` record holds a worker's generation and load.
+ *  - v1 (unversioned `{sy:<ns>}:`): `gen` and `ld` hashes, `res` hash of reservations.
+ *  - v2: one `w:<worker>` record holds a worker's generation and load; reservations are `r:<rid>`.
  */
 export const ROUTING_LAYOUT_VERSION = 'v2';
 
