@@ -10,6 +10,19 @@
 // walks a real overlap and scores every candidate.
 //
 //   node bench/routing-decision.mjs [--quick]      (after `npm run build`)
+//
+// Redis's own work per decision, which no other load on the machine moves: `--callgrind` runs a
+// private redis-server under valgrind's callgrind (instrumentation off while the index loads and the
+// first decisions warm up) and prints redis-server's instructions per selectAndReserve, the release
+// that keeps ~256 in flight included (64 workers, 100,000 blocks by default: loading 1M under valgrind
+// takes minutes; --blocks N to change). Needs valgrind (callgrind_control) on PATH.
+//
+//   node bench/routing-decision.mjs --callgrind [--blocks 100000] [--decisions 500]
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { RedisRoutingTable } from '@switchyard/runtime';
@@ -21,7 +34,7 @@ const SHARED = 32;
 const h = (i) => i.toString(16).padStart(16, '0');
 const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 
-async function measure(table, { workers, blocks, promptBlocks, decisions }) {
+async function measure(table, { workers, blocks, promptBlocks, decisions }, hooks = {}) {
   const ids = Array.from({ length: workers }, (_, w) => `instance${w}/model`);
   const perWorker = Math.floor((blocks - SHARED * workers) / workers);
   const t0 = performance.now();
@@ -48,6 +61,7 @@ async function measure(table, { workers, blocks, promptBlocks, decisions }) {
   let cpuUs = 0;
   const live = [];
   for (let n = 0; n < decisions + warmup; n++) {
+    if (n === warmup) hooks.measuring?.();
     const blockHashes = prompt(n);
     const c = process.cpuUsage();
     const t = performance.now();
@@ -60,6 +74,7 @@ async function measure(table, { workers, blocks, promptBlocks, decisions }) {
     live.push(`req${n}`);
     if (live.length > 256) await table.release(live.shift());
   }
+  hooks.done?.();
   lat.sort((a, b) => a - b);
   const us = (x) => Math.round(x * 1000);
   return { workers, blocks: perWorker * workers + SHARED * workers, promptBlocks, decisions, loadSec: +loadSec.toFixed(1), p50_us: us(pct(lat, 0.5)), p90_us: us(pct(lat, 0.9)), p99_us: us(pct(lat, 0.99)), max_us: us(lat[lat.length - 1]), cpu_us: Math.round(cpuUs / decisions) };
@@ -90,6 +105,66 @@ export async function measureDecisions({ quick = false } = {}) {
   return results;
 }
 
+const freePort = () =>
+  new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+
+/** redis-server instructions (callgrind Ir) per selectAndReserve + release, 64 workers. */
+export async function measureRedisInstructions({ blocks = 100_000, decisions = 500 } = {}) {
+  const shape = { workers: 64, blocks, promptBlocks: 128, decisions };
+  const dir = mkdtempSync(join(tmpdir(), 'routing-callgrind-'));
+  const port = await freePort();
+  const out = join(dir, 'callgrind.out');
+  const child = spawn('valgrind', ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, 'redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--logfile', ''], { stdio: 'ignore' });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  try {
+    let table;
+    for (let i = 0; !table; i++) {
+      try {
+        table = await RedisRoutingTable.connect({ url: `redis://127.0.0.1:${port}`, namespace: 'bench', connectTimeoutMs: 1000 });
+      } catch (e) {
+        if (i >= 60 || child.exitCode !== null) throw new Error(`redis-server under valgrind did not start (is valgrind installed?): ${e.message}`);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+    const control = (...flags) => execFileSync('callgrind_control', [...flags, String(child.pid)], { stdio: 'ignore' });
+    let result;
+    try {
+      // the router's CPU under valgrind's slow Redis is not the router's normal figure: not printed
+      result = await measure(table, shape, { measuring: () => control('-i', 'on'), done: () => (control('-i', 'off'), control('-d')) });
+    } finally {
+      await table.close();
+    }
+    child.kill('SIGTERM');
+    await exited;
+    let ir = 0;
+    for (const f of readdirSync(dir).filter((f) => f.startsWith('callgrind.out'))) {
+      const m = /^totals: (\d+)/m.exec(readFileSync(join(dir, f), 'utf8'));
+      if (m) ir += Number(m[1]);
+    }
+    const perDecision = Math.round(ir / decisions);
+    console.log(`\nRedis instructions per decision (callgrind; selectAndReserve + release): ${shape.workers} workers, ${result.blocks} indexed blocks, ${shape.promptBlocks}-block prompts, ${decisions} decisions: ${perDecision}`);
+    return { shape, redisInstructionsPerDecision: perDecision };
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  await measureDecisions({ quick: process.argv.includes('--quick') });
+  const arg = (name, dflt) => {
+    const i = process.argv.indexOf(name);
+    return i < 0 ? dflt : Number(process.argv[i + 1]);
+  };
+  if (process.argv.includes('--callgrind')) {
+    await measureRedisInstructions({ blocks: arg('--blocks', 100_000), decisions: arg('--decisions', 500) });
+  } else {
+    await measureDecisions({ quick: process.argv.includes('--quick') });
+  }
 }

@@ -15,10 +15,10 @@
  *
  * Blocks are indexed per **generation**, not per worker: a worker's blocks live in the set
  * `g:<gen>`, and each block's bitmap `b:<hash>` has bit `gen` set for every generation holding it.
- * `gen` maps a worker to its current generation; other generations are invisible to matching. That
- * makes `cleared`, `removeWorker` and the swap at the end of `replaceWorker` O(1): the old generation
- * goes to `dead`, `gc` clears its bits a bounded number of blocks per call, and only then is its id
- * (a bit offset) reused. Matching ANDs 32 bitmaps per MGET into a mask of the candidates' bits:
+ * A worker's record `w:<worker>` names its current generation; other generations are invisible to
+ * matching. That makes `cleared`, `removeWorker` and the swap at the end of `replaceWorker` O(1):
+ * the old generation goes to `dead`, `gc` clears its bits a bounded number of blocks per call, and
+ * only then is its id (a bit offset) reused. Matching ANDs the bitmaps (a few MGETs) into a mask of the candidates' bits:
  * a handful of byte operations per block instead of one set lookup per candidate.
  */
 
@@ -32,13 +32,51 @@ local call, max, unpack = redis.call, math.max, unpack
 
 local function int(x) return string.format('%d', x) end
 
+-- A worker's record w:<worker>: its generation (-1: none), then the load reserved on it (active
+-- blocks, pending prefill tokens, requests), four little-endian doubles. selectAndReserve reads every
+-- candidate's in one MGET; a worker with neither a generation nor a request has no record, and \`ws\`
+-- lists the workers that have one (for loads).
+local spack, sunpack = struct.pack, struct.unpack
+local NOREC = spack('<dddd', -1, 0, 0, 0)
+local function recKey(worker) return P .. 'w:' .. worker end
+
+-- gen (string or nil), active, pending, requests, the stored record (false: none)
+local function getRec(worker)
+  local v = call('GET', recKey(worker))
+  if not v then return nil, 0, 0, 0, false end
+  local g, a, p, r = sunpack('<dddd', v)
+  if g < 0 then return nil, a, p, r, v end
+  return int(g), a, p, r, v
+end
+
+-- Store a record (g: generation id string or nil); old: the record it replaces (false: none).
+local function putRec(worker, old, g, a, p, r)
+  if not g and r <= 0 then
+    if old then
+      call('DEL', recKey(worker))
+      call('SREM', P .. 'ws', worker)
+    end
+  else
+    call('SET', recKey(worker), spack('<dddd', g and tonumber(g) or -1, a, p, r))
+    if not old then call('SADD', P .. 'ws', worker) end
+  end
+end
+
+local function genOfWorker(worker) return (getRec(worker)) end
+
+-- Point the worker at generation g (nil: none), keeping its load.
+local function setGen(worker, g)
+  local _, a, p, r, old = getRec(worker)
+  putRec(worker, old, g, a, p, r)
+end
+
 -- A generation id is a small integer, the bit offset of its column in every block bitmap; ids are
 -- reused (smallest first) once gc has cleared the old generation's bits, so bitmaps stay short.
 local function newGen(worker)
   local free = call('ZPOPMIN', P .. 'free')
   local g
   if #free > 0 then g = free[1] else g = tostring(call('INCR', P .. 'seq') - 1) end
-  if worker then call('HSET', P .. 'gen', worker, g) end
+  if worker then setGen(worker, g) end
   return g
 end
 
@@ -66,32 +104,21 @@ local function retire(g)
   call('SADD', P .. 'dead', g)
 end
 
--- A worker's load: ld[worker] = active blocks, pending prefill tokens, requests as three little-endian
--- doubles (absent: 0 0 0) — one C call to decode, selectAndReserve reads every candidate's.
-local spack, sunpack = struct.pack, struct.unpack
-local function parseLoad(v)
-  if not v then return 0, 0, 0 end
-  local a, p, r = sunpack('<ddd', v)
-  return a, p, r
-end
-local function fmtLoad(a, p, r) return spack('<ddd', a, p, r) end
-
+-- Add to a worker's load; its last request gone, the load is 0 0 0.
 local function addLoad(worker, da, dp, dr)
-  local a, p, r = parseLoad(call('HGET', P .. 'ld', worker))
+  local g, a, p, r, old = getRec(worker)
   a, p, r = a + da, p + dp, r + dr
-  if r <= 0 then
-    call('HDEL', P .. 'ld', worker)
-  else
-    call('HSET', P .. 'ld', worker, fmtLoad(max(a, 0), max(p, 0), r))
-  end
+  if r <= 0 then a, p, r = 0, 0, 0 end
+  putRec(worker, old, g, max(a, 0), max(p, 0), r)
 end
 
--- Drop one reservation and its load. rec = "<active>\\n<prefill>\\n<expiry>\\n<worker>".
+-- Drop one reservation and its load. r:<rid> = "<active>\\n<prefill>\\n<expiry>\\n<worker>".
 local function dropReservation(rid)
-  local rec = call('HGET', P .. 'res', rid)
+  local rk = P .. 'r:' .. rid
+  local rec = call('GET', rk)
   if not rec then return false end
   local a, p, _, w = string.match(rec, '^(%d+)\\n(%d+)\\n(%-?%d+)\\n(.*)$')
-  call('HDEL', P .. 'res', rid)
+  call('DEL', rk)
   call('ZREM', P .. 'resx', rid)
   call('SREM', P .. 'rw:' .. w, rid)
   addLoad(w, -tonumber(a), -tonumber(p), -1)
@@ -106,7 +133,8 @@ local function pruneReservations(now, budget)
   return #ids
 end
 
--- Expired approximate-mode entries (expiry <= now), at most budget per call.
+-- Expired approximate-mode entries (expiry <= now), at most budget per call; returns how many
+-- generations had some due (0: no generation has an expired entry left).
 local function pruneApprox(now, budget)
   local due = call('ZRANGEBYSCORE', P .. 'axq', '-inf', now, 'LIMIT', 0, 8)
   local work = 0
@@ -122,6 +150,7 @@ local function pruneApprox(now, budget)
     if #first == 0 then call('ZREM', P .. 'axq', g) else call('ZADD', P .. 'axq', first[2], g) end
     if work >= budget then break end
   end
+  return #due
 end
 
 -- Unindex dead generations and abandoned stagings, at most budget blocks per call.
@@ -159,7 +188,7 @@ const APPLY_EVENTS = `
 local worker = ARGV[1]
 gc(tonumber(ARGV[2]), tonumber(ARGV[3]))
 local last = tonumber(call('HGET', P .. 'last', worker) or '-1')
-local g = call('HGET', P .. 'gen', worker)
+local g = genOfWorker(worker)
 local hasAx = g and call('EXISTS', P .. 'ax:' .. g) == 1
 local applied = 0
 local i = 4
@@ -226,9 +255,9 @@ if ARGV[4] == '1' then
   local worker = ARGV[5]
   call('ZREM', stgk, g)
   call('HDEL', P .. 'stgo', g)
-  local old = call('HGET', P .. 'gen', worker)
+  local old = genOfWorker(worker)
   if old then retire(old) end
-  call('HSET', P .. 'gen', worker, g)
+  setGen(worker, g)
   call('HSET', P .. 'last', worker, ARGV[6])
   gc(now, tonumber(ARGV[7]))
 end
@@ -238,17 +267,17 @@ return g
 /** removeWorker. ARGV: worker, now, gcBudget. */
 const REMOVE_WORKER = `
 local worker = ARGV[1]
-local g = call('HGET', P .. 'gen', worker)
+local g = genOfWorker(worker)
 if g then retire(g) end
-call('HDEL', P .. 'gen', worker)
 call('HDEL', P .. 'last', worker)
 local rwk = P .. 'rw:' .. worker
 for _, rid in ipairs(call('SMEMBERS', rwk)) do
-  call('HDEL', P .. 'res', rid)
+  call('DEL', P .. 'r:' .. rid)
   call('ZREM', P .. 'resx', rid)
 end
 call('DEL', rwk)
-call('HDEL', P .. 'ld', worker)
+call('DEL', recKey(worker))
+call('SREM', P .. 'ws', worker)
 gc(tonumber(ARGV[2]), tonumber(ARGV[3]))
 return 1
 `;
@@ -257,7 +286,7 @@ return 1
 const WORKER_STATE = `
 local worker = ARGV[1]
 local last = tonumber(call('HGET', P .. 'last', worker) or '-1')
-local g = call('HGET', P .. 'gen', worker)
+local g = genOfWorker(worker)
 local count = 0
 if g then count = call('SCARD', P .. 'g:' .. g) end
 return {last, count}
@@ -266,15 +295,20 @@ return {last, count}
 /**
  * selectAndReserve. ARGV: requestId, promptTokens, blockSize, overlapWeight, scoring (kv|load),
  * temperature, random, now, reservationTtlMs, approxTtlMs (-1: not approximate), pruneBudget,
- * n, separator, then the n candidates and the prompt's block bitmap keys (`<prefix>b:<hash>`, built by
- * the caller: no string building per block here). Packed (separator is one character no candidate or
- * key contains): two more ARGV, the candidates joined by it and the keys joined by it — a handful of
- * arguments instead of hundreds, far cheaper for the client to encode. Unpacked (separator ''): one
- * ARGV per candidate, then one per key. Returns one binary string of little-endian doubles (exact for
- * every integer the script handles): chosen index (1-based), then every candidate's overlap, then every
- * candidate's load record as stored in `ld` (reserved active blocks, pending prefill tokens, requests;
+ * n, separator, then the n candidates' record keys (`<prefix>w:<worker>`) and the prompt's block
+ * bitmap keys (`<prefix>b:<hash>`), both built by the caller: no string building per candidate or
+ * block here. Packed (separator is one character no key contains): two more ARGV, the record keys
+ * joined by it and the block keys joined by it — a handful of arguments instead of hundreds, far
+ * cheaper for the client to encode. Unpacked (separator ''): one ARGV per record key, then one per
+ * block key. Returns one binary string of little-endian doubles (exact for every integer the script
+ * handles): chosen index (1-based), then every candidate's overlap, then every candidate's record as
+ * stored in `w:<worker>` (generation, reserved active blocks, pending prefill tokens, requests;
  * before this request). One bulk string instead of 1 + 3n integers keeps the reply cheap to build,
  * send and parse, and copying the stored records builds no string per candidate.
+ *
+ * Redis calls in the common case (no expired entry, no tie): ZRANGEBYSCORE ×2 (pruning), one MGET of
+ * the records, MGETs of the prompt's blocks (32, 64, 128, …: two for a match of up to 96 blocks),
+ * then SET NX + ZADD + SADD + SET to reserve.
  */
 const SELECT_AND_RESERVE = `
 local rid = ARGV[1]
@@ -290,13 +324,13 @@ local approxTtl = tonumber(ARGV[10])
 local budget = tonumber(ARGV[11])
 local n = tonumber(ARGV[12])
 local sep = ARGV[13]
-local cands, keys
+local rkeys, keys
 -- packed keys not split yet: kstr from kpos on (matching usually stops long before the last key)
 local kstr, kpos
 -- plain find + sub: a pattern match would test every character in Lua
 local sfind, ssub = string.find, string.sub
 if sep == '' then
-  cands = {unpack(ARGV, 14, 13 + n)}
+  rkeys = {unpack(ARGV, 14, 13 + n)}
   keys = {unpack(ARGV, 14 + n)}
 else
   local function split(s)
@@ -311,11 +345,11 @@ else
       pos = e + 1
     end
   end
-  cands = split(ARGV[14])
-  if #cands ~= n then return redis.error_reply('SY_INVALID malformed candidate list') end
+  rkeys = split(ARGV[14])
   keys = {}
   if ARGV[15] ~= '' then kstr, kpos = ARGV[15], 1 end
 end
+if #rkeys ~= n then return redis.error_reply('SY_INVALID malformed candidate list') end
 local nk = #keys
 -- split packed keys until keys holds the first upto ones (or all)
 local function need(upto)
@@ -326,53 +360,56 @@ local function need(upto)
     else keys[nk] = ssub(kstr, kpos); kpos = nil end
   end
 end
+-- candidate i's worker id (its record key without the prefix)
+local wfrom = #P + 3
+local function cand(i) return ssub(rkeys[i], wfrom) end
 
 local pruned = pruneReservations(now, budget)
-pruneApprox(now, budget)
+local approxDue = pruneApprox(now, budget)
 -- More expired reservations than one call prunes (a replica died with many in flight): the
 -- candidates' own expired ones go now, so none counts in this decision (the rest go in later calls).
 if pruned >= budget and #call('ZRANGEBYSCORE', P .. 'resx', '-inf', now, 'LIMIT', 0, 1) > 0 then
   for i = 1, n do
-    for _, r in ipairs(call('SMEMBERS', P .. 'rw:' .. cands[i])) do
+    for _, r in ipairs(call('SMEMBERS', P .. 'rw:' .. cand(i))) do
       local e = call('ZSCORE', P .. 'resx', r)
       if e and tonumber(e) <= now then dropReservation(r) end
     end
   end
 end
-if call('HEXISTS', P .. 'res', rid) == 1 then
-  return redis.error_reply('SY_INVALID request id ' .. rid .. ' is already reserved')
-end
 
--- The candidates' entries of a worker-keyed hash (gen, ld) as a table worker → value. A small hash
--- is a listpack, where HMGET scans the whole hash once per field: read it whole (HGETALL) instead.
-local function fieldsOf(key)
-  local byField = {}
-  if call('HLEN', key) > max(128, 2 * n) then
-    local vals = call('HMGET', key, unpack(cands))
-    for i = 1, n do byField[cands[i]] = vals[i] end
-  else
-    local all = call('HGETALL', key)
-    for j = 1, #all, 2 do byField[all[j]] = all[j + 1] end
+-- every candidate's record (generation and load) in one read; a worker may be listed twice: both
+-- entries score the same
+local recs
+if n <= 4096 then
+  recs = call('MGET', unpack(rkeys))
+else
+  recs = {}
+  for i = 1, n, 4096 do
+    local part = call('MGET', unpack(rkeys, i, math.min(i + 4095, n)))
+    for j = 1, #part do recs[i + j - 1] = part[j] end
   end
-  return byField
 end
-
--- candidates' generations (a worker may be listed twice: both entries score the same)
-local genOf = fieldsOf(P .. 'gen')
 local slots = {}
+local act, pen = {}, {}
 local mask = {}
 local nAlive = 0
 for i = 1, n do
-  local g = genOf[cands[i]]
-  if g then
-    local s = tonumber(g)
-    slots[i] = s
-    local k = (s - s % 8) / 8 + 1
-    local m, bit = mask[k] or 0, lshift(1, 7 - s % 8)
-    if band(m, bit) == 0 then
-      mask[k] = bor(m, bit)
-      nAlive = nAlive + 1
+  local v = recs[i]
+  if v then
+    local s, a, p = sunpack('<ddd', v)
+    act[i], pen[i] = a, p
+    if s >= 0 then
+      slots[i] = s
+      local k = (s - s % 8) / 8 + 1
+      local m, bit = mask[k] or 0, lshift(1, 7 - s % 8)
+      if band(m, bit) == 0 then
+        mask[k] = bor(m, bit)
+        nAlive = nAlive + 1
+      end
     end
+  else
+    recs[i] = NOREC
+    act[i], pen[i] = 0, 0
   end
 end
 local bytes = {}
@@ -390,12 +427,15 @@ local function settle(k, bits, depth)
 end
 
 -- overlap: leading hashes held. Each block's bitmap (bit g = generation g holds it) is ANDed into
--- the mask of surviving candidate generations; blocks are fetched 32 at a time (MGET).
+-- the mask of surviving candidate generations; blocks are fetched by MGET, 32 first, then batches
+-- that double (fewer calls for a long match, few keys fetched past a short one).
 local depth = 0
 local prev = nil
+local batch = 32
 while nAlive > 0 do
-  need(depth + 32)
-  local last = math.min(depth + 32, nk)
+  need(depth + batch)
+  local last = math.min(depth + batch, nk)
+  batch = math.min(batch * 2, 1024) -- unpack's stack limit
   if last <= depth then break end
   local vals = call('MGET', unpack(keys, depth + 1, last))
   for j = 1, #vals do
@@ -422,52 +462,42 @@ end
 
 -- Approximate-mode entries past their expiry that pruning (a bounded batch per call) has not reached
 -- yet must not count, as in the memory table: a generation whose earliest expiry has passed gets its
--- matched prefix checked entry by entry — O(depth), and only while it has such a backlog.
-local backlog = {}
-for _, g in ipairs(call('ZRANGEBYSCORE', P .. 'axq', '-inf', now)) do backlog[g] = true end
-if next(backlog) then for s, ov in pairs(ovSlot) do
-  if ov > 0 then
-    local g = int(s)
-    if backlog[g] then
-      need(ov)
-      local ak, from = P .. 'ax:' .. g, #P + 3
-      for d = 1, ov do
-        local e = call('ZSCORE', ak, ssub(keys[d], from))
-        if e and tonumber(e) <= now then
-          ovSlot[s] = d - 1
-          break
+-- matched prefix checked entry by entry — O(depth), and only while it has such a backlog (none when
+-- pruning found no generation with an expired entry: pruning never makes one due).
+if approxDue > 0 then
+  local backlog = {}
+  for _, g in ipairs(call('ZRANGEBYSCORE', P .. 'axq', '-inf', now)) do backlog[g] = true end
+  if next(backlog) then for s, ov in pairs(ovSlot) do
+    if ov > 0 then
+      local g = int(s)
+      if backlog[g] then
+        need(ov)
+        local ak, from = P .. 'ax:' .. g, #P + 3
+        for d = 1, ov do
+          local e = call('ZSCORE', ak, ssub(keys[d], from))
+          if e and tonumber(e) <= now then
+            ovSlot[s] = d - 1
+            break
+          end
         end
       end
     end
-  end
-end end
+  end end
+end
 
-local ldOf = fieldsOf(P .. 'ld')
 local cost = {}
--- the reply: chosen index (filled in below), every candidate's overlap, then every candidate's load
--- record as stored (active, pending, requests; zeros when absent): no string built per candidate
-local reply = {'', ''}
 local ovs = {}
-local noLoad = fmtLoad(0, 0, 0)
 local reqBlocks = math.ceil(promptTokens / bs)
 local cmin, cmax = math.huge, -math.huge
 for i = 1, n do
   local s = slots[i]
   local ov = s and ovSlot[s] or 0
   ovs[i] = ov
-  local active, pending = 0, 0
-  local v = ldOf[cands[i]]
-  if v then
-    active, pending = sunpack('<dd', v)
-  else
-    v = noLoad
-  end
-  reply[i + 2] = v
   local c
   if loadMode then
-    c = active + pending / bs
+    c = act[i] + pen[i] / bs
   else
-    c = weight * ((pending + max(promptTokens - ov * bs, 0)) / bs) + (active + max(reqBlocks - ov, 0))
+    c = weight * ((pen[i] + max(promptTokens - ov * bs, 0)) / bs) + (act[i] + max(reqBlocks - ov, 0))
   end
   cost[i] = c
   if c < cmin then cmin = c end
@@ -486,9 +516,9 @@ if temperature <= 0 then
     local fewest = math.huge
     local ties = {}
     for _, i in ipairs(tied) do
-      local g = genOf[cands[i]]
+      local s = slots[i]
       local size = 0
-      if g then size = call('SCARD', P .. 'g:' .. g) end
+      if s then size = call('SCARD', P .. 'g:' .. int(s)) end
       if size < fewest then fewest = size; ties = {i}
       elseif size == fewest then ties[#ties + 1] = i end
     end
@@ -512,24 +542,29 @@ else
   end
 end
 
--- reserve
-local worker = cands[chosen]
-local ov = slots[chosen] and ovSlot[slots[chosen]] or 0
-local active, pending, requests = parseLoad(ldOf[worker])
+-- reserve (SET NX first: a request id already reserved is refused before anything is written)
+local worker = cand(chosen)
+local s = slots[chosen]
+local ov = s and ovSlot[s] or 0
+local rec = recs[chosen]
+local _, active, pending, requests = sunpack('<dddd', rec)
 local uncached = max(promptTokens - ov * bs, 0)
 local expiry = now + resTtl
 -- "assume KV reuse" (Dynamo): blocks the worker already caches are shared, not new load
 local newBlocks = max(reqBlocks - ov, 0)
-call('HSET', P .. 'res', rid, int(newBlocks) .. '\\n' .. int(uncached) .. '\\n' .. int(expiry) .. '\\n' .. worker)
+if not call('SET', P .. 'r:' .. rid, int(newBlocks) .. '\\n' .. int(uncached) .. '\\n' .. int(expiry) .. '\\n' .. worker, 'NX') then
+  return redis.error_reply('SY_INVALID request id ' .. rid .. ' is already reserved')
+end
 call('ZADD', P .. 'resx', int(expiry), rid)
 call('SADD', P .. 'rw:' .. worker, rid)
-call('HSET', P .. 'ld', worker, fmtLoad(active + newBlocks, pending + uncached, requests + 1))
+call('SET', rkeys[chosen], spack('<dddd', s or -1, active + newBlocks, pending + uncached, requests + 1))
+if rec == NOREC then call('SADD', P .. 'ws', worker) end
 
 -- approximate mode: the chosen worker now caches the prompt until now + ttl (refreshed by reuse)
 if approxTtl >= 0 then need(math.huge) end
 local nh = nk
 if approxTtl >= 0 and nh > 0 then
-  local g = genOf[worker] or newGen(worker)
+  local g = s and int(s) or newGen(worker)
   local ak = P .. 'ax:' .. g
   local exp = int(now + approxTtl)
   local from = #P + 3
@@ -544,26 +579,25 @@ if approxTtl >= 0 and nh > 0 then
   call('ZADD', P .. 'axq', 'LT', exp, g)
 end
 
-reply[1] = spack('<d', chosen)
 -- overlaps as doubles, 256 per pack call (unpack's stack limit)
 local packed = {}
 for i = 1, n, 256 do
   local j = math.min(i + 255, n)
   packed[#packed + 1] = spack('<' .. string.rep('d', j - i + 1), unpack(ovs, i, j))
 end
-reply[2] = table.concat(packed)
-return table.concat(reply)
+return spack('<d', chosen) .. table.concat(packed) .. table.concat(recs)
 `;
 
 /** markPrefillDone. ARGV: requestId. */
 const MARK_PREFILL_DONE = `
 local rid = ARGV[1]
-local rec = call('HGET', P .. 'res', rid)
+local rk = P .. 'r:' .. rid
+local rec = call('GET', rk)
 if not rec then return 0 end
 local a, p, e, w = string.match(rec, '^(%d+)\\n(%d+)\\n(%-?%d+)\\n(.*)$')
 if tonumber(p) == 0 then return 0 end
 addLoad(w, 0, -tonumber(p), 0)
-call('HSET', P .. 'res', rid, a .. '\\n0\\n' .. e .. '\\n' .. w)
+call('SET', rk, a .. '\\n0\\n' .. e .. '\\n' .. w)
 return 1
 `;
 
@@ -573,15 +607,21 @@ if dropReservation(ARGV[1]) then return 1 end
 return 0
 `;
 
-/** loads. ARGV: now, pruneBudget. Returns HGETALL ld, each load as "<active> <prefill> <requests>". */
+/**
+ * loads. ARGV: now, pruneBudget. Returns worker, "<active> <prefill> <requests>", … for every worker
+ * with a request reserved.
+ */
 const LOADS = `
 pruneReservations(tonumber(ARGV[1]), tonumber(ARGV[2]))
-local all = call('HGETALL', P .. 'ld')
-for j = 2, #all, 2 do
-  local a, p, r = parseLoad(all[j])
-  all[j] = int(a) .. ' ' .. int(p) .. ' ' .. int(r)
+local out = {}
+for _, w in ipairs(call('SMEMBERS', P .. 'ws')) do
+  local _, a, p, r = getRec(w)
+  if r > 0 then
+    out[#out + 1] = w
+    out[#out + 1] = int(a) .. ' ' .. int(p) .. ' ' .. int(r)
+  end
 end
-return all
+return out
 `;
 
 const script = (body: string): string => PRELUDE + body;

@@ -314,7 +314,7 @@ describe('RedisRoutingTable (real Redis)', () => {
     expect(await raw.exists(`${p}b:${h(1_000_000)}`, `${p}b:${h(1_000_000 + n - 1)}`, `${p}b:${h(5)}`)).toBe(0);
     expect(await raw.exists(`${p}b:${h(0)}`)).toBe(1);
     // collected generation ids are reused, smallest first (they are bit offsets: bitmaps stay short)
-    expect(await raw.hget(`${p}gen`, 'w1')).toBe('0');
+    expect((await raw.getBuffer(`${p}w:w1`))!.readDoubleLE(0)).toBe(0); // w1's record: generation 0
     expect(await raw.zrange(`${p}free`, '0', '-1')).toEqual(['1']);
     expect(await raw.strlen(`${p}b:${h(0)}`)).toBe(1);
   }, 60_000);
@@ -362,6 +362,38 @@ describe('RedisRoutingTable (real Redis)', () => {
       ['w2', 8],
     ]);
   }, 60_000);
+
+  it('a router upgraded against keys of the previous layout reads none of them (empty table: resync), and they stay intact', async () => {
+    const ns = `old${randomBytes(4).toString('hex')}`;
+    const v1 = `{sy:${ns}}:`; // the unversioned layout: gen / ld hashes, w1 in generation 0 holding h(1), h(2)
+    await raw.set(`${v1}seq`, '1');
+    await raw.hset(`${v1}gen`, 'w1', '0');
+    await raw.hset(`${v1}last`, 'w1', '7');
+    await raw.sadd(`${v1}g:0`, h(1), h(2));
+    await raw.setbit(`${v1}b:${h(1)}`, 0, 1);
+    await raw.setbit(`${v1}b:${h(2)}`, 0, 1);
+    const oldLoad = Buffer.alloc(24);
+    oldLoad.writeDoubleLE(100, 0); // 100 active blocks, 0 prefill tokens, 1 request
+    oldLoad.writeDoubleLE(1, 16);
+    await raw.hset(`${v1}ld`, 'w2', oldLoad);
+    const t = await table(ns);
+    expect(routingKeyPrefix(ns)).not.toBe(v1);
+    expect(await t.lastEventId('w1')).toBe(-1);
+    expect(await t.blockCount('w1')).toBe(0);
+    expect(await t.applyEvents('w1', [stored(8, [h(9)])])).toMatchObject({ status: 'gap', lastEventId: -1 });
+    const d = await t.selectAndReserve(req({ requestId: 'up1', blockHashes: hashes(1, 2), candidates: ['w1', 'w2'] }));
+    expect(d.scores.map((x) => [x.worker, x.overlapBlocks, x.decodeBlocks])).toEqual([
+      ['w1', 0, 4],
+      ['w2', 0, 4],
+    ]);
+    expect([...(await t.loads(1_000_000)).keys()]).toEqual([d.worker]);
+    await t.replaceWorker('w1', snapshot(7, hashes(1, 2)));
+    await t.release('up1');
+    const again = await t.selectAndReserve(req({ requestId: 'up2', blockHashes: hashes(1, 2), candidates: ['w1', 'w2'] }));
+    expect([again.worker, again.overlapBlocks]).toEqual(['w1', 2]);
+    expect(await raw.hget(`${v1}gen`, 'w1')).toBe('0');
+    expect(await raw.hget(`${v1}last`, 'w1')).toBe('7');
+  });
 
   it('rejects unavailable while Redis is down (never hangs) and recovers after a restart', async () => {
     const own = await startRedis();

@@ -3,11 +3,15 @@
  * replica. Each operation that must be atomic is one Lua script (redis-routing-scripts.ts), so
  * `selectAndReserve` matches, scores, picks and reserves without another replica interleaving.
  *
- * Key layout (prefix `{sy:<namespace>}:`; the braces are a Redis Cluster hash tag, so every key of a
- * table is in one slot and every script may touch any of them):
+ * Key layout (prefix `{sy:<namespace>}:v2:`; the braces are a Redis Cluster hash tag, so every key of
+ * a table is in one slot and every script may touch any of them; `v2` is ROUTING_LAYOUT_VERSION):
  *
  * ```
- * gen          HASH    worker → its current generation id
+ * w:<worker>   STRING  the worker's record: its current generation id (-1: none), then the load
+ *                      reserved on it: active blocks, pending prefill tokens, requests (4 little-endian
+ *                      doubles, 32 bytes; selectAndReserve reads every candidate's in one MGET).
+ *                      Absent: no generation and no load.
+ * ws           SET     workers that have a record (loads)
  * last         HASH    worker → last applied event id (absent: -1)
  * seq          STRING  generation ids allocated so far (INCR; ids are 0-based bit offsets)
  * free         ZSET    collected generation ids, reused smallest first
@@ -18,15 +22,13 @@
  * stgo         HASH    generation being staged → the token of the replaceWorker call that owns it
  * ax:<gen>     ZSET    approximate-mode blocks of the generation → expiry (epoch ms)
  * axq          ZSET    generation → earliest approximate expiry (lazy pruning queue)
- * res          HASH    request id → "<activeBlocks>\n<prefillTokens>\n<expiry>\n<worker>"
+ * r:<rid>      STRING  the reservation of request <rid>: "<activeBlocks>\n<prefillTokens>\n<expiry>\n<worker>"
  * resx         ZSET    request id → reservation expiry (epoch ms)
  * rw:<worker>  SET     request ids reserved on the worker (removeWorker drops them)
- * ld           HASH    worker → load reserved on it: active blocks, pending prefill tokens, requests
- *                      (3 little-endian doubles, 24 bytes: selectAndReserve decodes every candidate's)
  * ```
  *
  * Why generations: a worker's blocks are a generation, and matching only counts generations that
- * `gen` points to. `cleared`, `removeWorker` and the swap that ends `replaceWorker` are then O(1)
+ * its record points to. `cleared`, `removeWorker` and the swap that ends `replaceWorker` are then O(1)
  * whatever the worker holds; the retired generation is unindexed later, `DEFAULT_GC_BUDGET` blocks
  * per applyEvents / replaceWorker / removeWorker call.
  *
@@ -99,9 +101,21 @@ type KvSnapshot = Parameters<RoutingTable['replaceWorker']>[1];
 type Reply = string | number | null | Reply[];
 type ScriptFn = (key: string, ...args: (string | number)[]) => Promise<Reply>;
 
-/** The `{sy:<ns>}:` prefix of a table's keys. */
+/**
+ * Version of the key layout, part of every key (`{sy:<ns>}:<version>:`). A layout change gets a new
+ * version, so a router of one layout never reads another's keys: upgraded against a Redis holding the
+ * old layout, it starts from an empty table (every worker unknown, as after a flush: the KV-event
+ * consumer sees a gap and resyncs each worker from a snapshot). The old keys are left as they are
+ * (replicas not yet upgraded still use them); once none is left, `redis-cli --scan --pattern
+ * '{sy:<ns>}:*'` lists them for deletion (every key not under `{sy:<ns>}:v2:`).
+ *  - v1 (unversioned `{sy:<ns>}:`): `gen` and `ld` hashes, `res` hash of reservations.
+ *  - v2: one `w:<worker>` record holds a worker's generation and load; reservations are `r:<rid>`.
+ */
+export const ROUTING_LAYOUT_VERSION = 'v2';
+
+/** The `{sy:<ns>}:v2:` prefix of a table's keys. */
 export function routingKeyPrefix(namespace: string): string {
-  return `{sy:${namespace}}:`;
+  return `{sy:${namespace}}:${ROUTING_LAYOUT_VERSION}:`;
 }
 
 export class RedisRoutingTable implements RoutingTable {
@@ -218,30 +232,33 @@ export class RedisRoutingTable implements RoutingTable {
       DEFAULT_PRUNE_BUDGET,
       candidates.length,
     ];
-    // Candidates and bitmap keys go packed (two strings joined by a character none of them contains)
-    // unless no such separator exists: hundreds of arguments cost the client far more to encode.
+    // The candidates' record keys and the bitmap keys go packed (two strings joined by a character none
+    // of them contains) unless no such separator exists: hundreds of arguments cost the client far more
+    // to encode. Keys are built here, where a join is cheap, not per candidate and block in Lua.
     const blockKey = `${this.prefix}b:`;
-    const sep = pickSeparator(candidates, request.blockHashes, blockKey);
+    const workerKey = `${this.prefix}w:`;
+    const sep = pickSeparator(candidates, request.blockHashes, this.prefix);
     if (sep !== '') {
       const hashes = request.blockHashes;
-      args.push(sep, candidates.join(sep), hashes.length === 0 ? '' : blockKey + hashes.join(sep + blockKey));
+      args.push(sep, workerKey + candidates.join(sep + workerKey), hashes.length === 0 ? '' : blockKey + hashes.join(sep + blockKey));
     } else {
-      args.push('', ...candidates);
+      args.push('');
+      for (const c of candidates) args.push(workerKey + c);
       for (const hash of request.blockHashes) args.push(blockKey + hash);
     }
     // The reply is packed little-endian doubles: the chosen index, every candidate's overlap, then every
-    // candidate's load record (active, pending, requests). The (fractional) scores come from the
+    // candidate's record (generation, active, pending, requests). The (fractional) scores come from the
     // selector the memory twin uses, fed the same inputs: the same doubles the script compared.
     const n = candidates.length;
     const r = (await this.call('sySelectAndReserveBuffer', args)) as unknown as Buffer;
-    if (!Buffer.isBuffer(r) || r.length !== 8 * (1 + 4 * n)) {
+    if (!Buffer.isBuffer(r) || r.length !== 8 * (1 + 5 * n)) {
       throw internal(`redis sySelectAndReserve: unexpected reply of ${Buffer.isBuffer(r) ? r.length : typeof r} bytes`);
     }
     const input = { promptTokens, blockSize, overlapWeight: request.overlapWeight, scoring: request.scoring ?? 'kv' } as const;
-    const loads = 8 + 8 * n;
+    const recs = 8 + 8 * n;
     const scores: WorkerScore[] = candidates.map((worker, i) =>
       scoreCandidate(
-        { worker, overlapBlocks: r.readDoubleLE(8 + 8 * i), activeBlocks: r.readDoubleLE(loads + 24 * i), prefillTokens: r.readDoubleLE(loads + 8 + 24 * i), treeSize: 0 },
+        { worker, overlapBlocks: r.readDoubleLE(8 + 8 * i), activeBlocks: r.readDoubleLE(recs + 8 + 32 * i), prefillTokens: r.readDoubleLE(recs + 16 + 32 * i), treeSize: 0 },
         input,
       ),
     );
@@ -293,9 +310,9 @@ export class RedisRoutingTable implements RoutingTable {
 const SEPARATORS = ['\n', '\u0001', '\u0002', '\u0003', '\u001f', '\t'];
 
 /** A separator that no candidate, hash or the key prefix contains; '' if there is none (unpacked form). */
-function pickSeparator(candidates: readonly string[], hashes: readonly string[], blockKey: string): string {
+function pickSeparator(candidates: readonly string[], hashes: readonly string[], prefix: string): string {
   next: for (const sep of SEPARATORS) {
-    if (blockKey.includes(sep)) continue;
+    if (prefix.includes(sep)) continue;
     for (const c of candidates) if (c.includes(sep)) continue next;
     for (const h of hashes) if (h.includes(sep)) continue next;
     return sep;
