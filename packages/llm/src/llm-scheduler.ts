@@ -372,20 +372,57 @@ export class LlmScheduler {
 
   private entry(seq: LlmSequence, n: number, cached: number, admitted: boolean): ScheduledSequence {
     const from = seq.numComputedTokens;
-    return {
-      requestId: seq.requestId,
-      numNewTokens: n,
-      numComputedTokens: from,
-      tokenIds: seq.tokens.slice(from, from + n),
-      numCachedTokens: cached,
-      samples: from + n === seq.numTokens,
-      isPrefill: admitted || !(n === 1 && from === seq.numTokens - 1 && seq.numOutputTokens > 0),
-      blocks: seq.blocks,
-      sampling: seq.sampling,
-      promptTokenIds: seq.promptTokenIds,
-      priorOutputTokenIds: seq.priorOutputTokenIds,
-      endTokenIds: seq.eosTokenIds,
-    };
+    const isPrefill = admitted || !(n === 1 && from === seq.numTokens - 1 && seq.numOutputTokens > 0);
+    return new Scheduled(seq, n, from, cached, from + n === seq.numTokens, isPrefill);
+  }
+}
+
+/**
+ * A `ScheduledSequence`. What it reads from its sequence is fixed when it is built: the sequence's
+ * tokens are only ever appended to, so `tokenIds` (tokens [numComputedTokens, + numNewTokens), which
+ * exist at `schedule()`) is the same whenever it is read; it is copied out only when read (the
+ * simulated executor never reads it), once.
+ */
+class Scheduled implements ScheduledSequence {
+  readonly requestId: string;
+  readonly numNewTokens: number;
+  readonly numComputedTokens: number;
+  readonly numCachedTokens: number;
+  readonly samples: boolean;
+  readonly isPrefill: boolean;
+  readonly blocks: readonly BlockRef[];
+  readonly #seq: LlmSequence;
+  #tokenIds: readonly number[] | undefined;
+
+  constructor(seq: LlmSequence, n: number, from: number, cached: number, samples: boolean, isPrefill: boolean) {
+    this.requestId = seq.requestId;
+    this.numNewTokens = n;
+    this.numComputedTokens = from;
+    this.numCachedTokens = cached;
+    this.samples = samples;
+    this.isPrefill = isPrefill;
+    this.blocks = seq.blocks;
+    this.#seq = seq;
+  }
+
+  get tokenIds(): readonly number[] {
+    return (this.#tokenIds ??= this.#seq.tokenIds(this.numComputedTokens, this.numComputedTokens + this.numNewTokens));
+  }
+
+  get sampling(): CompiledSamplingParams | undefined {
+    return this.#seq.sampling;
+  }
+
+  get promptTokenIds(): readonly number[] {
+    return this.#seq.promptTokenIds;
+  }
+
+  get priorOutputTokenIds(): readonly number[] {
+    return this.#seq.priorOutputTokenIds;
+  }
+
+  get endTokenIds(): ReadonlySet<number> {
+    return this.#seq.eosTokenIds;
   }
 }
 
