@@ -6,8 +6,8 @@ import {
   blockHashToBigInt,
   chainHashInto,
   chainSequenceHash,
-  hashLeTokenBlockInto,
   hashTokenBlock,
+  hashTokenBlockInto,
   hashTokenBlocks,
   type SequenceHash,
 } from './block-hash.js';
@@ -69,21 +69,25 @@ describe('hashTokenBlocks', () => {
     expect(a.sequenceHashes[1]).not.toBe(b.sequenceHashes[1]);
   });
 
-  it('hashes le_u32 tokens in place and chains halves exactly as the string forms', () => {
+  it('hashes into u32 halves (a Uint32Array in place, at its offset) and chains them exactly as the string forms', () => {
     const toks = tokens(16 * 4 + 5, 3);
     const want = hashTokenBlocks(toks, 16);
-    const view = new DataView(new ArrayBuffer(4 * (toks.length + 2)));
-    toks.forEach((t, i) => view.setUint32(4 * (i + 2), t, true)); // 8 bytes in: an offset to honour
+    const backing = new Uint32Array(toks.length + 3);
+    backing.set(toks, 3);
     const h = new Uint32Array(4);
-    let prev: [number, number] | null = null;
-    for (let b = 0; b < 4; b++) {
-      hashLeTokenBlockInto(h, 0, view, 8 + 64 * b, 16);
-      expect(blockHashFromHalves(h[0]!, h[1]!)).toBe(want.localHashes[b]);
-      if (prev !== null) chainHashInto(h, 2, prev[0], prev[1], h[0]!, h[1]!);
-      else h.copyWithin(2, 0, 2);
-      expect(blockHashFromHalves(h[2]!, h[3]!)).toBe(want.sequenceHashes[b]);
-      prev = [h[2]!, h[3]!];
+    for (const src of [backing.subarray(3), toks]) {
+      let prev: [number, number] | null = null;
+      for (let b = 0; b < 4; b++) {
+        hashTokenBlockInto(h, 0, src, 16 * b, 16);
+        expect(blockHashFromHalves(h[0]!, h[1]!)).toBe(want.localHashes[b]);
+        if (prev !== null) chainHashInto(h, 2, prev[0], prev[1], h[0]!, h[1]!);
+        else h.copyWithin(2, 0, 2);
+        expect(blockHashFromHalves(h[2]!, h[3]!)).toBe(want.sequenceHashes[b]);
+        prev = [h[2]!, h[3]!];
+      }
+      expect(() => hashTokenBlockInto(h, 0, src, 16 * 4, 16)).toThrow(RangeError);
     }
+    expect(() => hashTokenBlockInto(h, 0, [1, -1], 0, 2)).toThrow(RangeError);
     // a parent that is not 16 lower-case hex digits chains as parseInt reads its halves
     const odd = 'ABCDEF0123456789' as SequenceHash;
     chainHashInto(h, 2, 0xabcdef01, 0x23456789, 0, 0);

@@ -57,7 +57,7 @@ export function blockHashFromBigInt<T extends LocalBlockHash | SequenceHash = Se
   return toHex(v & M64) as T;
 }
 
-/** A hash from its u32 halves (as `hashLeTokenBlockInto` / `chainHashInto` leave them). */
+/** A hash from its u32 halves (as `hashTokenBlockInto` / `chainHashInto` leave them). */
 export function blockHashFromHalves<T extends LocalBlockHash | SequenceHash = SequenceHash>(hi: number, lo: number): T {
   return u64Hex(hi, lo) as T;
 }
@@ -99,14 +99,30 @@ export function hashTokenBlock(tokens: ArrayLike<number>, start: number, blockSi
   return u64Hex(H[0]!, H[1]!) as LocalBlockHash;
 }
 
+/** The view over the last Uint32Array's buffer hashed in place (one view per buffer, not per block). */
+let inPlaceBuffer: ArrayBufferLike | null = null;
+let inPlaceView: DataView<ArrayBufferLike> = scratchView;
+
 /**
- * LocalBlockHash of a block whose tokens are already le_u32 bytes: `blockSize` tokens at
- * [byteOffset, byteOffset + 4·blockSize) of `view`, hashed in place. The halves go to `out[at]` (high)
- * and `out[at + 1]` (low); `blockHashFromHalves` gives the string. For callers that keep their
- * tokens in such a buffer (LlmSequence).
+ * LocalBlockHash of `tokens[start .. start+blockSize)` as u32 halves: `out[at]` high, `out[at + 1]`
+ * low (`blockHashFromHalves` gives the string). A Uint32Array on a little-endian host already holds
+ * the le_u32 bytes and is hashed in place; anything else is checked and copied as in `hashTokenBlock`.
+ * For callers that keep their tokens in a Uint32Array and format hex once per block (LlmSequence).
  */
-export function hashLeTokenBlockInto(out: Uint32Array, at: number, view: DataView, byteOffset: number, blockSize: number): void {
-  xxh3_64Into(out, at, view, byteOffset, blockSize * 4, SEED_HI, SEED_LO);
+export function hashTokenBlockInto(out: Uint32Array, at: number, tokens: ArrayLike<number>, start: number, blockSize: number): void {
+  if (LITTLE_ENDIAN && tokens instanceof Uint32Array) {
+    if (start < 0 || start + blockSize > tokens.length) {
+      throw new RangeError(`block [${start}, ${start + blockSize}) outside ${tokens.length} tokens`);
+    }
+    if (tokens.buffer !== inPlaceBuffer) {
+      inPlaceView = new DataView(tokens.buffer);
+      inPlaceBuffer = tokens.buffer;
+    }
+    xxh3_64Into(out, at, inPlaceView, tokens.byteOffset + 4 * start, 4 * blockSize, SEED_HI, SEED_LO);
+    return;
+  }
+  const bytes = writeBlock(tokens, start, blockSize);
+  xxh3_64Into(out, at, scratchView, 0, bytes, SEED_HI, SEED_LO);
 }
 
 /** SequenceHash halves of the block with local hash `lh:ll` after the block with sequence hash `ph:pl`, into out[at], out[at + 1]. */

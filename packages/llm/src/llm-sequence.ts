@@ -10,12 +10,12 @@
 // Hashes of the full token blocks are kept incrementally (block-hash.ts), so the scheduler can look up
 // the prefix cache and hand full blocks to the block manager without rehashing.
 //
-// Storage: the tokens live once, as little-endian u32s in one buffer sized for the prompt and the
-// output to come (grown if a long output outruns it), so a block is hashed in place, appending never
-// copies the prompt, and `promptTokenIds` is built only when someone asks for it.
+// Storage: the tokens live once, in one Uint32Array sized for the prompt and the output to come (grown
+// if a long output outruns it), so a block is hashed in place (on little-endian hosts), appending
+// never copies the prompt, and `promptTokenIds` is built only when someone asks for it.
 
 import { invalidArgument } from '@switchyard/common';
-import { blockHashFromHalves, chainHashInto, hashLeTokenBlockInto, type LocalBlockHash, type SequenceHash } from './block-hash.js';
+import { blockHashFromHalves, chainHashInto, hashTokenBlockInto, type LocalBlockHash, type SequenceHash } from './block-hash.js';
 import type { CompiledSamplingParams } from './sampling-params.js';
 import type { FinishReason } from './stop-checker.js';
 import type { BlockRef, FullBlockSpec } from './kv-block-manager.js';
@@ -87,8 +87,8 @@ export class LlmSequence {
   /** Tokens found in the prefix cache at the last admission (for metrics and tests). */
   numCachedTokens = 0;
   numPreemptions = 0;
-  /** Prompt then generated tokens, little-endian u32 each; the first `count` are set. Only appended to. */
-  private buf: DataView;
+  /** Prompt then generated tokens; the first `count` are set. Only appended to. */
+  private buf: Uint32Array;
   private count = 0;
   /** `promptTokenIds`, once asked for. */
   private prompt: readonly number[] | undefined;
@@ -124,9 +124,9 @@ export class LlmSequence {
       throw invalidArgument(`request ${requestId}: ${this.priorOutputTokenIds.length} prior output tokens leave nothing to generate under max_tokens ${this.maxTokens}`);
     }
     const room = Math.min(this.maxTokens, INITIAL_OUTPUT_ROOM);
-    this.buf = new DataView(new ArrayBuffer(4 * (this.promptLength + room)));
-    this.write(promptTokenIds);
-    this.write(this.priorOutputTokenIds);
+    this.buf = new Uint32Array(this.promptLength + room);
+    this.count = copyTokens(this.buf, 0, promptTokenIds);
+    this.count = copyTokens(this.buf, this.count, this.priorOutputTokenIds);
     this.extendHashes();
   }
 
@@ -153,13 +153,13 @@ export class LlmSequence {
     const n = Math.max(0, end - from);
     const out = new Array<number>(n);
     const buf = this.buf;
-    for (let i = 0; i < n; i++) out[i] = buf.getUint32(4 * (from + i), true);
+    for (let i = 0; i < n; i++) out[i] = buf[from + i]!;
     return out;
   }
 
   /** Token at position `i` (0 <= i < numTokens). */
   tokenAt(i: number): number {
-    return this.buf.getUint32(4 * i, true);
+    return this.buf[i]!;
   }
 
   /** Hashes (block-manager specs) of every full block of the tokens, in order. */
@@ -173,33 +173,20 @@ export class LlmSequence {
    */
   appendToken(token: number): FinishReason | null {
     if (token >>> 0 !== token) throw new RangeError(`token ${token} at ${this.count} is not a u32`);
-    if (4 * (this.count + 1) > this.buf.byteLength) this.grow();
-    this.buf.setUint32(4 * this.count++, token, true);
+    if (this.count === this.buf.length) this.grow();
+    this.buf[this.count++] = token;
     if (this.count % this.blockSize === 0) this.extendHashes();
     if (this.eosTokenIds.has(token) && this.numOutputTokens >= this.minTokens) return 'stop';
     if (this.numOutputTokens >= this.maxTokens) return 'length';
     return null;
   }
 
-  /** Append checked tokens (the constructor's; the buffer has room). */
-  private write(tokens: readonly number[]): void {
-    const buf = this.buf;
-    let at = this.count;
-    for (let i = 0; i < tokens.length; i++) {
-      const t = tokens[i]!;
-      if (t >>> 0 !== t) throw new RangeError(`token ${t} at ${at} is not a u32`);
-      buf.setUint32(4 * at++, t, true);
-    }
-    this.count = at;
-  }
-
   /** Room for the remaining output (or twice the room there was, whichever is less). */
   private grow(): void {
-    const cap = this.buf.byteLength / 4;
     const most = this.promptLength + this.maxTokens;
-    const next = new Uint8Array(4 * Math.max(this.count + 1, Math.min(most, 2 * cap)));
-    next.set(new Uint8Array(this.buf.buffer, 0, 4 * this.count));
-    this.buf = new DataView(next.buffer);
+    const next = new Uint32Array(Math.max(this.count + 1, Math.min(most, 2 * this.buf.length)));
+    next.set(this.buf.subarray(0, this.count));
+    this.buf = next;
   }
 
   private extendHashes(): void {
@@ -207,7 +194,7 @@ export class LlmSequence {
     const full = Math.floor(this.count / bs);
     const specs = this.specs;
     for (let i = specs.length; i < full; i++) {
-      hashLeTokenBlockInto(H, 0, this.buf, 4 * i * bs, bs);
+      hashTokenBlockInto(H, 0, this.buf, i * bs, bs);
       const lh = H[0]!;
       const ll = H[1]!;
       const localHash = blockHashFromHalves<LocalBlockHash>(lh, ll);
@@ -225,4 +212,14 @@ export class LlmSequence {
       specs.push({ sequenceHash, localHash });
     }
   }
+}
+
+/** Copy `src` into `dst` from `at` (it has room), each checked to be a u32; returns the end position. */
+function copyTokens(dst: Uint32Array, at: number, src: readonly number[]): number {
+  for (let i = 0; i < src.length; i++) {
+    const t = src[i]!;
+    if (t >>> 0 !== t) throw new RangeError(`token ${t} at ${at} is not a u32`);
+    dst[at++] = t;
+  }
+  return at;
 }
