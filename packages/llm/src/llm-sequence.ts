@@ -218,8 +218,8 @@ export class LlmSequence {
 function copyTokens(dst: Uint32Array, at: number, src: readonly number[]): number {
   for (let i = 0; i < src.length; i++) {
     const t = src[i]!;
-    if (t >>> 0 !== t) throw new RangeError(`token ${t} at ${at} is not a u32`);
-    dst[at++] = t;
+    if (t >>> 0 !== t) throw new RangeError(`token ${t} at ${at + i} is not a u32`);
   }
-  return at;
+  dst.set(src, at);
+  return at + src.length;
 }
