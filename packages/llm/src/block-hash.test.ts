@@ -2,9 +2,12 @@ import { xxhash3 } from 'hash-wasm';
 import { describe, expect, it } from 'vitest';
 import {
   blockHashFromBigInt,
+  blockHashFromHalves,
   blockHashToBigInt,
+  chainHashInto,
   chainSequenceHash,
   hashTokenBlock,
+  hashTokenBlockInto,
   hashTokenBlocks,
   type SequenceHash,
 } from './block-hash.js';
@@ -64,6 +67,31 @@ describe('hashTokenBlocks', () => {
     const b = hashTokenBlocks([...tokens(16, 2), ...tokens(16, 9)], 16);
     expect(a.localHashes[1]).toBe(b.localHashes[1]);
     expect(a.sequenceHashes[1]).not.toBe(b.sequenceHashes[1]);
+  });
+
+  it('hashes into u32 halves (a Uint32Array in place, at its offset) and chains them exactly as the string forms', () => {
+    const toks = tokens(16 * 4 + 5, 3);
+    const want = hashTokenBlocks(toks, 16);
+    const backing = new Uint32Array(toks.length + 3);
+    backing.set(toks, 3);
+    const h = new Uint32Array(4);
+    for (const src of [backing.subarray(3), toks]) {
+      let prev: [number, number] | null = null;
+      for (let b = 0; b < 4; b++) {
+        hashTokenBlockInto(h, 0, src, 16 * b, 16);
+        expect(blockHashFromHalves(h[0]!, h[1]!)).toBe(want.localHashes[b]);
+        if (prev !== null) chainHashInto(h, 2, prev[0], prev[1], h[0]!, h[1]!);
+        else h.copyWithin(2, 0, 2);
+        expect(blockHashFromHalves(h[2]!, h[3]!)).toBe(want.sequenceHashes[b]);
+        prev = [h[2]!, h[3]!];
+      }
+      expect(() => hashTokenBlockInto(h, 0, src, 16 * 4, 16)).toThrow(RangeError);
+    }
+    expect(() => hashTokenBlockInto(h, 0, [1, -1], 0, 2)).toThrow(RangeError);
+    // a parent that is not 16 lower-case hex digits chains as parseInt reads its halves
+    const odd = 'ABCDEF0123456789' as SequenceHash;
+    chainHashInto(h, 2, 0xabcdef01, 0x23456789, 0, 0);
+    expect(chainSequenceHash(odd, blockHashFromHalves(0, 0))).toBe(blockHashFromHalves(h[2]!, h[3]!));
   });
 
   it('round-trips through bigint, wrapping signed i64', () => {

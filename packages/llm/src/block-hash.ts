@@ -16,7 +16,7 @@
 // LoRA / cache namespaces are not folded in yet; when they are, they change the seed (Dynamo's salt.rs),
 // never this function's shape.
 
-import { xxh3_64Hex } from './xxh3.js';
+import { u64Hex, xxh3_64Into } from './xxh3.js';
 
 /** XXH3 of one full block's tokens: content identity, independent of what precedes the block. */
 export type LocalBlockHash = string & { readonly __brand: 'LocalBlockHash' };
@@ -42,6 +42,8 @@ let scratchU32 = new Uint32Array(scratchView.buffer);
 /** Typed arrays use the host's byte order: on a little-endian host a Uint32Array writes le_u32 directly. */
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 const chainView = new DataView(new ArrayBuffer(16));
+/** Hash halves: [0, 1] a local hash (hi, lo), [2, 3] a sequence hash. */
+const H = new Uint32Array(4);
 
 const toHex = (v: bigint): string => v.toString(16).padStart(16, '0');
 
@@ -55,11 +57,13 @@ export function blockHashFromBigInt<T extends LocalBlockHash | SequenceHash = Se
   return toHex(v & M64) as T;
 }
 
-/**
- * LocalBlockHash of `tokens[start .. start+blockSize)`. Throws RangeError if the range runs past the
- * array or a token is not a u32 integer (a bug in the caller, not an expected condition).
- */
-export function hashTokenBlock(tokens: ArrayLike<number>, start: number, blockSize: number): LocalBlockHash {
+/** A hash from its u32 halves (as `hashTokenBlockInto` / `chainHashInto` leave them). */
+export function blockHashFromHalves<T extends LocalBlockHash | SequenceHash = SequenceHash>(hi: number, lo: number): T {
+  return u64Hex(hi, lo) as T;
+}
+
+/** Copy `tokens[start .. start+blockSize)` into the scratch view as le_u32; returns the byte count. */
+function writeBlock(tokens: ArrayLike<number>, start: number, blockSize: number): number {
   if (start < 0 || start + blockSize > tokens.length) {
     throw new RangeError(`block [${start}, ${start + blockSize}) outside ${tokens.length} tokens`);
   }
@@ -82,18 +86,60 @@ export function hashTokenBlock(tokens: ArrayLike<number>, start: number, blockSi
       scratchView.setUint32(4 * i, t, true);
     }
   }
-  return xxh3_64Hex(scratchView, bytes, SEED_HI, SEED_LO) as LocalBlockHash;
+  return bytes;
+}
+
+/**
+ * LocalBlockHash of `tokens[start .. start+blockSize)`. Throws RangeError if the range runs past the
+ * array or a token is not a u32 integer (a bug in the caller, not an expected condition).
+ */
+export function hashTokenBlock(tokens: ArrayLike<number>, start: number, blockSize: number): LocalBlockHash {
+  const bytes = writeBlock(tokens, start, blockSize);
+  xxh3_64Into(H, 0, scratchView, 0, bytes, SEED_HI, SEED_LO);
+  return u64Hex(H[0]!, H[1]!) as LocalBlockHash;
+}
+
+/** The view over the last Uint32Array's buffer hashed in place (one view per buffer, not per block). */
+let inPlaceBuffer: ArrayBufferLike | null = null;
+let inPlaceView: DataView<ArrayBufferLike> = scratchView;
+
+/**
+ * LocalBlockHash of `tokens[start .. start+blockSize)` as u32 halves: `out[at]` high, `out[at + 1]`
+ * low (`blockHashFromHalves` gives the string). A Uint32Array on a little-endian host already holds
+ * the le_u32 bytes and is hashed in place; anything else is checked and copied as in `hashTokenBlock`.
+ * For callers that keep their tokens in a Uint32Array and format hex once per block (LlmSequence).
+ */
+export function hashTokenBlockInto(out: Uint32Array, at: number, tokens: ArrayLike<number>, start: number, blockSize: number): void {
+  if (LITTLE_ENDIAN && tokens instanceof Uint32Array) {
+    if (start < 0 || start + blockSize > tokens.length) {
+      throw new RangeError(`block [${start}, ${start + blockSize}) outside ${tokens.length} tokens`);
+    }
+    if (tokens.buffer !== inPlaceBuffer) {
+      inPlaceView = new DataView(tokens.buffer);
+      inPlaceBuffer = tokens.buffer;
+    }
+    xxh3_64Into(out, at, inPlaceView, tokens.byteOffset + 4 * start, 4 * blockSize, SEED_HI, SEED_LO);
+    return;
+  }
+  const bytes = writeBlock(tokens, start, blockSize);
+  xxh3_64Into(out, at, scratchView, 0, bytes, SEED_HI, SEED_LO);
+}
+
+/** SequenceHash halves of the block with local hash `lh:ll` after the block with sequence hash `ph:pl`, into out[at], out[at + 1]. */
+export function chainHashInto(out: Uint32Array, at: number, ph: number, pl: number, lh: number, ll: number): void {
+  // le_u64(parent) ‖ le_u64(local)
+  chainView.setUint32(0, pl, true);
+  chainView.setUint32(4, ph, true);
+  chainView.setUint32(8, ll, true);
+  chainView.setUint32(12, lh, true);
+  xxh3_64Into(out, at, chainView, 0, 16, SEED_HI, SEED_LO);
 }
 
 /** SequenceHash of a block whose LocalBlockHash is `local`, after the block `parent` (null: first). */
 export function chainSequenceHash(parent: SequenceHash | null, local: LocalBlockHash): SequenceHash {
   if (parent === null) return local as string as SequenceHash;
-  // le_u64(parent) ‖ le_u64(local), from the hex digits without going through bigint.
-  chainView.setUint32(0, hex32(parent, 8), true);
-  chainView.setUint32(4, hex32(parent, 0), true);
-  chainView.setUint32(8, hex32(local, 8), true);
-  chainView.setUint32(12, hex32(local, 0), true);
-  return xxh3_64Hex(chainView, 16, SEED_HI, SEED_LO) as SequenceHash;
+  chainHashInto(H, 2, hex32(parent, 0), hex32(parent, 8), hex32(local, 0), hex32(local, 8));
+  return u64Hex(H[2]!, H[3]!) as SequenceHash;
 }
 
 /**
@@ -108,7 +154,7 @@ function hex32(h: string, start: number): number {
     let d: number;
     if (c >= 48 && c <= 57) d = c - 48;
     else if (c >= 97 && c <= 102) d = c - 87;
-    else return parseInt(h.slice(start, start + 8), 16);
+    else return parseInt(h.slice(start, start + 8), 16) >>> 0;
     v = v * 16 + d;
   }
   return v;
@@ -131,12 +177,27 @@ export function hashTokenBlocks(
   const n = Math.floor(tokens.length / blockSize);
   const localHashes: LocalBlockHash[] = new Array(n);
   const sequenceHashes: SequenceHash[] = new Array(n);
-  let prev = parent;
+  let chained = parent !== null;
+  let ph = chained ? hex32(parent!, 0) : 0;
+  let pl = chained ? hex32(parent!, 8) : 0;
   for (let i = 0; i < n; i++) {
-    const local = hashTokenBlock(tokens, i * blockSize, blockSize);
-    prev = chainSequenceHash(prev, local);
+    const bytes = writeBlock(tokens, i * blockSize, blockSize);
+    xxh3_64Into(H, 0, scratchView, 0, bytes, SEED_HI, SEED_LO);
+    const lh = H[0]!;
+    const ll = H[1]!;
+    const local = u64Hex(lh, ll) as LocalBlockHash;
     localHashes[i] = local;
-    sequenceHashes[i] = prev;
+    if (chained) {
+      chainHashInto(H, 2, ph, pl, lh, ll);
+      ph = H[2]!;
+      pl = H[3]!;
+      sequenceHashes[i] = u64Hex(ph, pl) as SequenceHash;
+    } else {
+      ph = lh;
+      pl = ll;
+      sequenceHashes[i] = local as string as SequenceHash;
+      chained = true;
+    }
   }
   return { localHashes, sequenceHashes };
 }

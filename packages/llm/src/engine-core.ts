@@ -143,10 +143,12 @@ export class EngineCore {
         throw e;
       }
       const outputs = this.scheduler.update(out, res.sampledTokens);
-      for (const o of outputs) if (o.finishReason !== null) this.executor.release?.(o.requestId);
       const now = this.clock.now();
-      for (const o of outputs) {
-        const m = this.metrics.get(o.requestId);
+      const metrics = this.metrics;
+      for (let i = 0; i < outputs.length; i++) {
+        const o = outputs[i]!;
+        if (o.finishReason !== null) this.executor.release?.(o.requestId);
+        const m = metrics.get(o.requestId);
         if (m === undefined) continue;
         if (m.firstTokenTime === null) m.firstTokenTime = now;
         else if (m.lastTokenTime !== null) m.interTokenMs.push(now - m.lastTokenTime);

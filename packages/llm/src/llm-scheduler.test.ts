@@ -86,6 +86,31 @@ describe('LlmScheduler', () => {
     expect(s.sched.hasUnfinished()).toBe(false);
   });
 
+  it("a step's entries give the tokens they compute and the request's arrays, the same on every read", async () => {
+    const s = setup(100, { maxNumBatchedTokens: 8 });
+    const p = prompt(100, 10);
+    const seq = s.sched.addRequest(req('a', p, 3, { outputTokenIds: [7] }));
+    const first = s.sched.schedule();
+    const e = first.scheduled[0]!;
+    expect(e.tokenIds).toEqual(p.slice(0, 8));
+    expect(e.tokenIds).toBe(e.tokenIds);
+    expect(e.promptTokenIds).toEqual(p);
+    expect(e.promptTokenIds).toBe(seq.promptTokenIds);
+    expect(e.priorOutputTokenIds).toEqual([7]);
+    expect(e.endTokenIds).toBe(seq.eosTokenIds);
+    expect(e.sampling).toBe(undefined);
+    s.sched.update(first, (await s.exec.execute(first)).sampledTokens);
+    const second = s.sched.schedule();
+    expect(second.scheduled[0]!.tokenIds).toEqual([108, 109, 7]);
+    const sampled = (await s.exec.execute(second)).sampledTokens;
+    s.sched.update(second, sampled);
+    // read after the step (the sequence has grown since): still the tokens of that step
+    expect(second.scheduled[0]).toMatchObject({ numComputedTokens: 8, numNewTokens: 3, tokenIds: [108, 109, 7], samples: true });
+    const third = s.sched.schedule();
+    expect(third.scheduled[0]!.tokenIds).toEqual([sampled.get('a')]);
+    s.sched.update(third, (await s.exec.execute(third)).sampledTokens);
+  });
+
   it('without chunked prefill a prompt waits for a step with room', () => {
     const s = setup(100, { maxNumBatchedTokens: 8, enableChunkedPrefill: false });
     s.sched.addRequest(req('a', prompt(0, 20), 3));

@@ -120,8 +120,6 @@ export class LlmScheduler {
   private readonly running: LlmSequence[] = [];
   private steps = 0;
   private inFlight: SchedulerOutput | null = null;
-  /** The sequences of `inFlight.scheduled`, in its order (update finds them without a lookup by id). */
-  private inFlightSeqs: LlmSequence[] = [];
 
   constructor(kv: KvBlockManager, options: LlmSchedulerOptions = {}) {
     this.kv = kv;
@@ -172,7 +170,6 @@ export class LlmScheduler {
     if (this.inFlight !== null) throw internal('LlmScheduler.schedule called before update of the previous step');
     let budget = this.maxNumBatchedTokens;
     const scheduled: ScheduledSequence[] = [];
-    const seqs: LlmSequence[] = [];
     const preempted: string[] = [];
 
     for (let i = 0; i < this.running.length && budget > 0; i++) {
@@ -190,7 +187,6 @@ export class LlmScheduler {
       }
       if (!ok) break;
       scheduled.push(this.entry(seq, n, 0, false));
-      seqs.push(seq);
       budget -= n;
     }
 
@@ -215,7 +211,6 @@ export class LlmScheduler {
       seq.numCachedTokens = computed;
       this.running.push(seq);
       scheduled.push(this.entry(seq, n, computed, true));
-      seqs.push(seq);
       budget -= n;
     }
 
@@ -227,7 +222,6 @@ export class LlmScheduler {
       kvUsage: this.kv.usage,
     };
     this.inFlight = out;
-    this.inFlightSeqs = seqs;
     return out;
   }
 
@@ -239,14 +233,12 @@ export class LlmScheduler {
   update(output: SchedulerOutput, sampled: ReadonlyMap<string, number>): SequenceOutput[] {
     if (output !== this.inFlight) throw internal('LlmScheduler.update: not the output of the last schedule()');
     this.inFlight = null;
-    const seqs = this.inFlightSeqs;
-    this.inFlightSeqs = [];
     const results: SequenceOutput[] = [];
     const scheduled = output.scheduled;
     for (let i = 0; i < scheduled.length; i++) {
       const e = scheduled[i]!;
       // (a scheduled sequence is never preempted later in the same schedule(): victims come after it)
-      const seq = seqs[i]!;
+      const seq = sequenceOf(e); // (the entries of the last schedule() are all Scheduled)
       if (seq.status !== 'running') throw internal(`scheduled sequence ${e.requestId} is not running`);
       seq.numComputedTokens += e.numNewTokens;
       this.promoteComputed(seq);
@@ -282,7 +274,6 @@ export class LlmScheduler {
   discardStep(output: SchedulerOutput): string[] {
     if (output !== this.inFlight) throw internal('LlmScheduler.discardStep: not the output of the last schedule()');
     this.inFlight = null;
-    this.inFlightSeqs = [];
     const ids: string[] = [];
     for (const e of output.scheduled) {
       const seq = this.sequences.get(e.requestId);
@@ -372,20 +363,64 @@ export class LlmScheduler {
 
   private entry(seq: LlmSequence, n: number, cached: number, admitted: boolean): ScheduledSequence {
     const from = seq.numComputedTokens;
-    return {
-      requestId: seq.requestId,
-      numNewTokens: n,
-      numComputedTokens: from,
-      tokenIds: seq.tokens.slice(from, from + n),
-      numCachedTokens: cached,
-      samples: from + n === seq.numTokens,
-      isPrefill: admitted || !(n === 1 && from === seq.numTokens - 1 && seq.numOutputTokens > 0),
-      blocks: seq.blocks,
-      sampling: seq.sampling,
-      promptTokenIds: seq.promptTokenIds,
-      priorOutputTokenIds: seq.priorOutputTokenIds,
-      endTokenIds: seq.eosTokenIds,
-    };
+    const isPrefill = admitted || !(n === 1 && from === seq.numTokens - 1 && seq.numOutputTokens > 0);
+    return new Scheduled(seq, n, from, cached, from + n === seq.numTokens, isPrefill);
+  }
+}
+
+/** The sequence a `Scheduled` entry was built for (set in its static block: the field is private). */
+let sequenceOf: (e: ScheduledSequence) => LlmSequence;
+
+/**
+ * A `ScheduledSequence`; `update` finds each entry's sequence through it (no lookup by id). What it reads from its sequence is fixed when it is built: the sequence's
+ * tokens are only ever appended to, so `tokenIds` (tokens [numComputedTokens, + numNewTokens), which
+ * exist at `schedule()`) is the same whenever it is read; it is copied out only when read (the
+ * simulated executor never reads it), once.
+ */
+class Scheduled implements ScheduledSequence {
+  readonly requestId: string;
+  readonly numNewTokens: number;
+  readonly numComputedTokens: number;
+  readonly numCachedTokens: number;
+  readonly samples: boolean;
+  readonly isPrefill: boolean;
+  readonly blocks: readonly BlockRef[];
+  readonly #seq: LlmSequence;
+  #tokenIds: readonly number[] | undefined;
+
+  static {
+    sequenceOf = (e) => (e as Scheduled).#seq;
+  }
+
+  constructor(seq: LlmSequence, n: number, from: number, cached: number, samples: boolean, isPrefill: boolean) {
+    this.requestId = seq.requestId;
+    this.numNewTokens = n;
+    this.numComputedTokens = from;
+    this.numCachedTokens = cached;
+    this.samples = samples;
+    this.isPrefill = isPrefill;
+    this.blocks = seq.blocks;
+    this.#seq = seq;
+  }
+
+  get tokenIds(): readonly number[] {
+    return (this.#tokenIds ??= this.#seq.tokenIds(this.numComputedTokens, this.numComputedTokens + this.numNewTokens));
+  }
+
+  get sampling(): CompiledSamplingParams | undefined {
+    return this.#seq.sampling;
+  }
+
+  get promptTokenIds(): readonly number[] {
+    return this.#seq.promptTokenIds;
+  }
+
+  get priorOutputTokenIds(): readonly number[] {
+    return this.#seq.priorOutputTokenIds;
+  }
+
+  get endTokenIds(): ReadonlySet<number> {
+    return this.#seq.eosTokenIds;
   }
 }
 

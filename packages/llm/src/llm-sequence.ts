@@ -9,9 +9,13 @@
 //
 // Hashes of the full token blocks are kept incrementally (block-hash.ts), so the scheduler can look up
 // the prefix cache and hand full blocks to the block manager without rehashing.
+//
+// Storage: the tokens live once, in one Uint32Array sized for the prompt and the output to come (grown
+// if a long output outruns it), so a block is hashed in place (on little-endian hosts), appending
+// never copies the prompt, and `promptTokenIds` is built only when someone asks for it.
 
 import { invalidArgument } from '@switchyard/common';
-import { hashTokenBlocks } from './block-hash.js';
+import { blockHashFromHalves, chainHashInto, hashTokenBlockInto, type LocalBlockHash, type SequenceHash } from './block-hash.js';
 import type { CompiledSamplingParams } from './sampling-params.js';
 import type { FinishReason } from './stop-checker.js';
 import type { BlockRef, FullBlockSpec } from './kv-block-manager.js';
@@ -53,11 +57,17 @@ export interface LlmRequest {
   readonly sampling?: CompiledSamplingParams;
 }
 
+/** Shared by every sequence without prior output tokens or end ids (frozen / never written). */
+const NO_TOKENS: readonly number[] = Object.freeze([]);
+const NO_END_IDS: ReadonlySet<number> = new Set<number>();
+/** Output tokens room is made for up front, beyond the prompt (more grows the buffer). */
+const INITIAL_OUTPUT_ROOM = 1024;
+/** Hash halves: [0, 1] a block's local hash, [2, 3] its sequence hash (synchronous use only). */
+const H = new Uint32Array(4);
+
 export class LlmSequence {
   readonly requestId: string;
   readonly promptLength: number;
-  /** The prompt, copied and frozen at construction (safe to hand to executors). */
-  readonly promptTokenIds: readonly number[];
   readonly maxTokens: number;
   readonly eosTokenIds: ReadonlySet<number>;
   /** Output tokens before an end id may finish the sequence (sampling.min_tokens; 0 without sampling). */
@@ -68,8 +78,6 @@ export class LlmSequence {
   readonly sampling: CompiledSamplingParams | undefined;
   /** The request's `outputTokenIds` (frozen; the same array every step): the sampler counts them. */
   readonly priorOutputTokenIds: readonly number[];
-  /** Prompt then generated tokens; grows with every sampled token (only the scheduler appends). */
-  readonly tokens: number[];
   status: SequenceStatus = 'waiting';
   finishReason: FinishReason | null = null;
   /** Tokens whose KV is computed (or taken from the prefix cache). */
@@ -79,9 +87,21 @@ export class LlmSequence {
   /** Tokens found in the prefix cache at the last admission (for metrics and tests). */
   numCachedTokens = 0;
   numPreemptions = 0;
-  /** Full-block hashes of `tokens`, one per full block. */
+  /** Prompt then generated tokens; the first `count` are set. Only appended to. */
+  private buf: Uint32Array;
+  private count = 0;
+  /** `promptTokenIds`, once asked for. */
+  private prompt: readonly number[] | undefined;
+  /** Full-block hashes of the tokens, one per full block. */
   private readonly specs: FullBlockSpec[] = [];
+  /** The last full block's sequence hash as u32 halves (valid when `specs` is not empty). */
+  private lastHi = 0;
+  private lastLo = 0;
 
+  /**
+   * Throws invalid_argument for an empty prompt, a bad max_tokens or prior output that leaves nothing
+   * to generate, and RangeError for a prompt or prior token that is not a u32 integer.
+   */
   constructor(request: LlmRequest, blockSize: number, now: number) {
     const { requestId, promptTokenIds, maxTokens } = request;
     if (promptTokenIds.length === 0) throw invalidArgument(`request ${requestId}: empty prompt`);
@@ -90,57 +110,116 @@ export class LlmSequence {
     }
     this.requestId = requestId;
     this.promptLength = promptTokenIds.length;
-    this.promptTokenIds = Object.freeze([...promptTokenIds]);
     this.maxTokens = request.prefillOnly === true ? 1 : maxTokens;
-    this.eosTokenIds = new Set(request.eosTokenIds ?? []);
+    const eos = request.eosTokenIds;
+    this.eosTokenIds = eos === undefined || eos.length === 0 ? NO_END_IDS : new Set(eos);
     this.minTokens = request.sampling?.min_tokens ?? 0;
     this.prefillOnly = request.prefillOnly ?? false;
     this.arrivalTime = request.arrivalTime ?? now;
     this.blockSize = blockSize;
     this.sampling = request.sampling;
-    this.priorOutputTokenIds = Object.freeze([...(request.outputTokenIds ?? [])]);
+    const prior = request.outputTokenIds;
+    this.priorOutputTokenIds = prior === undefined || prior.length === 0 ? NO_TOKENS : Object.freeze([...prior]);
     if (this.priorOutputTokenIds.length >= this.maxTokens) {
       throw invalidArgument(`request ${requestId}: ${this.priorOutputTokenIds.length} prior output tokens leave nothing to generate under max_tokens ${this.maxTokens}`);
     }
-    this.tokens = [...promptTokenIds, ...this.priorOutputTokenIds];
+    const room = Math.min(this.maxTokens, INITIAL_OUTPUT_ROOM);
+    this.buf = new Uint32Array(this.promptLength + room);
+    this.count = copyTokens(this.buf, 0, promptTokenIds);
+    this.count = copyTokens(this.buf, this.count, this.priorOutputTokenIds);
     this.extendHashes();
   }
 
   get numTokens(): number {
-    return this.tokens.length;
+    return this.count;
   }
 
   get numOutputTokens(): number {
-    return this.tokens.length - this.promptLength;
+    return this.count - this.promptLength;
+  }
+
+  /** The prompt, frozen (safe to hand to executors): the same array every time. */
+  get promptTokenIds(): readonly number[] {
+    return (this.prompt ??= Object.freeze(this.tokenIds(0, this.promptLength)));
   }
 
   get outputTokenIds(): number[] {
-    return this.tokens.slice(this.promptLength);
+    return this.tokenIds(this.promptLength, this.count);
   }
 
-  /** Hashes (block-manager specs) of every full block of `tokens`, in order. */
+  /** A new array of tokens [from, to) (clamped to the tokens there are), as `Array.prototype.slice`. */
+  tokenIds(from: number, to: number): number[] {
+    const end = Math.min(to, this.count);
+    const n = Math.max(0, end - from);
+    const out = new Array<number>(n);
+    const buf = this.buf;
+    for (let i = 0; i < n; i++) out[i] = buf[from + i]!;
+    return out;
+  }
+
+  /** Token at position `i` (0 <= i < numTokens). */
+  tokenAt(i: number): number {
+    return this.buf[i]!;
+  }
+
+  /** Hashes (block-manager specs) of every full block of the tokens, in order. */
   fullBlockSpecs(): readonly FullBlockSpec[] {
     return this.specs;
   }
 
-  /** Append a sampled token; returns the finish reason it causes, if any (does not change status). */
+  /**
+   * Append a sampled token; returns the finish reason it causes, if any (does not change status).
+   * Throws RangeError if `token` is not a u32 integer (an executor bug).
+   */
   appendToken(token: number): FinishReason | null {
-    this.tokens.push(token);
-    this.extendHashes();
+    if (token >>> 0 !== token) throw new RangeError(`token ${token} at ${this.count} is not a u32`);
+    if (this.count === this.buf.length) this.grow();
+    this.buf[this.count++] = token;
+    if (this.count % this.blockSize === 0) this.extendHashes();
     if (this.eosTokenIds.has(token) && this.numOutputTokens >= this.minTokens) return 'stop';
     if (this.numOutputTokens >= this.maxTokens) return 'length';
     return null;
   }
 
+  /** Room for the remaining output (or twice the room there was, whichever is less). */
+  private grow(): void {
+    const most = this.promptLength + this.maxTokens;
+    const next = new Uint32Array(Math.max(this.count + 1, Math.min(most, 2 * this.buf.length)));
+    next.set(this.buf.subarray(0, this.count));
+    this.buf = next;
+  }
+
   private extendHashes(): void {
     const bs = this.blockSize;
-    const full = Math.floor(this.tokens.length / bs);
-    if (full <= this.specs.length) return;
-    const parent = this.specs.length === 0 ? null : this.specs[this.specs.length - 1]!.sequenceHash;
-    const fresh = this.tokens.slice(this.specs.length * bs, full * bs);
-    const h = hashTokenBlocks(fresh, bs, parent);
-    for (let i = 0; i < h.sequenceHashes.length; i++) {
-      this.specs.push({ sequenceHash: h.sequenceHashes[i]!, localHash: h.localHashes[i]! });
+    const full = Math.floor(this.count / bs);
+    const specs = this.specs;
+    for (let i = specs.length; i < full; i++) {
+      hashTokenBlockInto(H, 0, this.buf, i * bs, bs);
+      const lh = H[0]!;
+      const ll = H[1]!;
+      const localHash = blockHashFromHalves<LocalBlockHash>(lh, ll);
+      let sequenceHash: SequenceHash;
+      if (i === 0) {
+        this.lastHi = lh;
+        this.lastLo = ll;
+        sequenceHash = localHash as string as SequenceHash;
+      } else {
+        chainHashInto(H, 2, this.lastHi, this.lastLo, lh, ll);
+        this.lastHi = H[2]!;
+        this.lastLo = H[3]!;
+        sequenceHash = blockHashFromHalves<SequenceHash>(this.lastHi, this.lastLo);
+      }
+      specs.push({ sequenceHash, localHash });
     }
   }
+}
+
+/** Copy `src` into `dst` from `at` (it has room), each checked to be a u32; returns the end position. */
+function copyTokens(dst: Uint32Array, at: number, src: readonly number[]): number {
+  for (let i = 0; i < src.length; i++) {
+    const t = src[i]!;
+    if (t >>> 0 !== t) throw new RangeError(`token ${t} at ${at + i} is not a u32`);
+  }
+  dst.set(src, at);
+  return at + src.length;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SchedulerOutput, ScheduledSequence } from './llm-scheduler.js';
-import { SimulatedExecutor, firstDraw } from './simulated-executor.js';
+import { SimulatedExecutor, StepTokens, firstDraw } from './simulated-executor.js';
 import { Xoshiro128 } from './sampling.js';
 import { VirtualClock, polynomialTimingModel, stepMs } from './timing-model.js';
 
@@ -71,5 +71,35 @@ describe('firstDraw', () => {
       seeds.push(x * 0x10_0000 + (i % 0x10_0000));
     }
     for (const seed of seeds) expect(firstDraw(seed)).toBe(new Xoshiro128(seed).nextUint32());
+  });
+});
+
+describe('StepTokens', () => {
+  const ids = ['a', 'b', 'c', 'd', 'e'];
+  const make = (): StepTokens => new StepTokens(ids.map((requestId) => entry({ requestId })), [5, -1, 0, 9, -1]);
+  const want = new Map([['a', 5], ['c', 0], ['d', 9]]);
+
+  it('answers as the Map of the entries that sampled, in the step\'s order', () => {
+    const m = make();
+    expect(m.size).toBe(3);
+    expect([...m]).toEqual([...want]);
+    expect([...m.keys()]).toEqual([...want.keys()]);
+    expect([...m.values()]).toEqual([...want.values()]);
+    expect([...m.entries()]).toEqual([...want.entries()]);
+    const seen: Array<[string, number]> = [];
+    m.forEach((v, k, map) => {
+      expect(map).toBe(m);
+      seen.push([k, v]);
+    });
+    expect(seen).toEqual([...want]);
+    for (const id of [...ids, 'zz']) expect(m.has(id), id).toBe(want.has(id));
+  });
+
+  it('gives the same answers whatever the order of lookups', () => {
+    const orders = [['a', 'c', 'd'], ['d', 'c', 'a', 'b', 'e'], ['a', 'b', 'c', 'zz', 'd', 'd', 'a'], ['e', 'a', 'c', 'd']];
+    for (const order of orders) {
+      const m = make();
+      for (const id of order) expect(m.get(id), `${order.join(',')}: ${id}`).toBe(want.get(id));
+    }
   });
 });

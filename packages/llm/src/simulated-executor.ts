@@ -19,7 +19,7 @@ import { createHash } from 'node:crypto';
 import { invalidArgument } from '@switchyard/common';
 import type { Executor, ExecutorOutput } from './executor.js';
 import type { KvLayout } from './kv-transfer.js';
-import type { SchedulerOutput } from './llm-scheduler.js';
+import type { ScheduledSequence, SchedulerOutput } from './llm-scheduler.js';
 import { polynomialTimingModel, stepMs, systemClock, type Clock, type TimingModel } from './timing-model.js';
 import type { ModelConfigJson } from './tokenizer-files.js';
 
@@ -139,17 +139,86 @@ export class SimulatedExecutor implements Executor {
   async execute(output: SchedulerOutput): Promise<ExecutorOutput> {
     let prefill = 0;
     let decodes = 0;
-    const sampledTokens = new Map<string, number>();
-    for (const e of output.scheduled) {
+    const scheduled = output.scheduled;
+    const tokens = new Array<number>(scheduled.length);
+    for (let i = 0; i < scheduled.length; i++) {
+      const e = scheduled[i]!;
       if (e.isPrefill) prefill += e.numNewTokens;
       else decodes++;
-      if (e.samples) sampledTokens.set(e.requestId, this.tokenAt(e.requestId, e.numComputedTokens + e.numNewTokens));
+      tokens[i] = e.samples ? this.tokenAt(e.requestId, e.numComputedTokens + e.numNewTokens) : -1;
     }
+    const sampledTokens = new StepTokens(scheduled, tokens);
     const elapsedMs = stepMs(this.model, prefill, decodes, output.kvUsage) / this.speedup;
     this.prefillTokens += prefill;
     this.busyMs += elapsedMs;
     await this.clock.sleep(elapsedMs);
     return { sampledTokens, elapsedMs };
+  }
+}
+
+/**
+ * One step's sampled tokens as a ReadonlyMap, by request id, in the step's order — kept as the step's
+ * entries and a token per entry (-1: the entry did not sample) instead of a Map built per step. The
+ * scheduler reads them back in the step's order, so `get` finds each one at a cursor; any other lookup
+ * (and iteration) goes through a Map built once, on first need.
+ */
+export class StepTokens implements ReadonlyMap<string, number> {
+  readonly size: number;
+  private readonly entries_: readonly ScheduledSequence[];
+  private readonly tokens: readonly number[];
+  private cursor = 0;
+  private index: Map<string, number> | undefined;
+
+  /** `tokens[i]`: the token entry i sampled, or -1 if it did not sample. */
+  constructor(entries: readonly ScheduledSequence[], tokens: readonly number[]) {
+    this.entries_ = entries;
+    this.tokens = tokens;
+    let n = 0;
+    for (const t of tokens) if (t >= 0) n++;
+    this.size = n;
+  }
+
+  get(id: string): number | undefined {
+    const tokens = this.tokens;
+    let c = this.cursor;
+    while (c < tokens.length && tokens[c]! < 0) c++;
+    if (c < tokens.length && this.entries_[c]!.requestId === id) {
+      this.cursor = c + 1;
+      return tokens[c];
+    }
+    return this.map().get(id);
+  }
+
+  has(id: string): boolean {
+    return this.map().has(id);
+  }
+
+  forEach(fn: (value: number, key: string, map: ReadonlyMap<string, number>) => void, thisArg?: unknown): void {
+    this.map().forEach((v, k) => fn.call(thisArg, v, k, this));
+  }
+
+  entries(): MapIterator<[string, number]> {
+    return this.map().entries();
+  }
+
+  keys(): MapIterator<string> {
+    return this.map().keys();
+  }
+
+  values(): MapIterator<number> {
+    return this.map().values();
+  }
+
+  [Symbol.iterator](): MapIterator<[string, number]> {
+    return this.map().entries();
+  }
+
+  private map(): Map<string, number> {
+    if (this.index === undefined) {
+      this.index = new Map();
+      for (let i = 0; i < this.tokens.length; i++) if (this.tokens[i]! >= 0) this.index.set(this.entries_[i]!.requestId, this.tokens[i]!);
+    }
+    return this.index;
   }
 }
 

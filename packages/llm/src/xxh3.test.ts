@@ -1,6 +1,6 @@
 import { xxhash3 } from 'hash-wasm';
 import { describe, expect, it } from 'vitest';
-import { xxh3_64 } from './xxh3.js';
+import { u64Hex, xxh3_64, xxh3_64Hex, xxh3_64Into } from './xxh3.js';
 import { mulberry32 } from '@switchyard/onnx-builder';
 
 // xxHash's own sanity buffer (cli/xsum_sanity_check.c): byteGen = PRIME32, byte = byteGen >> 56,
@@ -82,5 +82,34 @@ describe('xxh3_64', () => {
   it('wraps negative seeds modulo 2^64', () => {
     const data = new Uint8Array([1, 2, 3, 4, 5]);
     expect(xxh3_64(data, -1n)).toBe(xxh3_64(data, (1n << 64n) - 1n));
+  });
+
+  it('xxh3_64Into hashes a range at any offset of a view, seed as halves, as xxh3_64 does', async () => {
+    const next = mulberry32(11);
+    const backing = new Uint8Array(6000).map(() => Math.floor(next() * 256));
+    const view = new DataView(backing.buffer, 5); // an unaligned view as well
+    const out = new Uint32Array(4);
+    for (let n = 0; n < 300; n++) {
+      const len = Math.floor(next() * (n % 3 === 0 ? 2000 : 300));
+      const offset = Math.floor(next() * (view.byteLength - len));
+      const seed = (BigInt(Math.floor(next() * 2 ** 32)) << 32n) | BigInt(Math.floor(next() * 2 ** 32));
+      const data = backing.subarray(5 + offset, 5 + offset + len);
+      const want = await oracle(data, seed);
+      xxh3_64Into(out, 2, view, offset, len, Number(seed >> 32n), Number(seed & 0xffffffffn));
+      expect((BigInt(out[2]!) << 32n) | BigInt(out[3]!), `len ${len} offset ${offset}`).toBe(want);
+    }
+    expect(() => xxh3_64Into(out, 0, view, view.byteLength - 3, 4, 0, 0)).toThrow(RangeError);
+    expect(() => xxh3_64Into(out, 0, view, -1, 4, 0, 0)).toThrow(RangeError);
+  });
+
+  it('u64Hex and xxh3_64Hex print the u64 as 16 lower-case digits, zero padded', () => {
+    expect(u64Hex(0, 0)).toBe('0000000000000000');
+    expect(u64Hex(0xffffffff, 0xffffffff)).toBe('ffffffffffffffff');
+    expect(u64Hex(0x0123abcd, 0x00ef4567)).toBe('0123abcd00ef4567');
+    const data = new Uint8Array(300).map((_, i) => (i * 7) & 255);
+    for (const len of [0, 5, 16, 100, 240, 300]) {
+      const want = xxh3_64(data.subarray(0, len), 1337n).toString(16).padStart(16, '0');
+      expect(xxh3_64Hex(new DataView(data.buffer), len, 0, 1337)).toBe(want);
+    }
   });
 });

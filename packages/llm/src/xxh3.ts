@@ -156,7 +156,7 @@ function mix16B(inp: DataView, ip: number, sec: DataView, sp: number, sH: number
   A[1] = l;
 }
 
-function len0to16(inp: DataView, len: number, sH: number, sL: number): void {
+function len0to16(inp: DataView, o: number, len: number, sH: number, sL: number): void {
   if (len > 8) {
     let t = ((lo32(KS, 24) ^ lo32(KS, 32)) >>> 0) + sL;
     const f1L = t >>> 0;
@@ -164,10 +164,10 @@ function len0to16(inp: DataView, len: number, sH: number, sL: number): void {
     t = ((lo32(KS, 40) ^ lo32(KS, 48)) >>> 0) - sL;
     const f2L = t >>> 0;
     const f2H = (hi32(KS, 40) ^ hi32(KS, 48)) - sH - (t < 0 ? 1 : 0);
-    const loL = (lo32(inp, 0) ^ f1L) >>> 0;
-    const loH = (hi32(inp, 0) ^ f1H) >>> 0;
-    const hiL = (lo32(inp, len - 8) ^ f2L) >>> 0;
-    const hiH = (hi32(inp, len - 8) ^ f2H) >>> 0;
+    const loL = (lo32(inp, o) ^ f1L) >>> 0;
+    const loH = (hi32(inp, o) ^ f1H) >>> 0;
+    const hiL = (lo32(inp, o + len - 8) ^ f2L) >>> 0;
+    const hiH = (hi32(inp, o + len - 8) ^ f2H) >>> 0;
     mul128Fold64(loH, loL, hiH, hiL);
     // acc = len + swap64(lo) + hi + fold
     const l = len + swap32(loH) + hiL + R[1]!;
@@ -177,8 +177,8 @@ function len0to16(inp: DataView, len: number, sH: number, sL: number): void {
   }
   if (len >= 4) {
     const seedH = (sH ^ swap32(sL)) >>> 0;
-    const in1 = lo32(inp, 0);
-    const in2 = inp.getUint32(len - 4, true);
+    const in1 = lo32(inp, o);
+    const in2 = inp.getUint32(o + len - 4, true);
     const t = ((lo32(KS, 8) ^ lo32(KS, 16)) >>> 0) - sL;
     const fL = t >>> 0;
     const fH = ((hi32(KS, 8) ^ hi32(KS, 16)) - seedH - (t < 0 ? 1 : 0)) >>> 0;
@@ -186,9 +186,9 @@ function len0to16(inp: DataView, len: number, sH: number, sL: number): void {
     return;
   }
   if (len > 0) {
-    const c1 = inp.getUint8(0);
-    const c2 = inp.getUint8(len >> 1);
-    const c3 = inp.getUint8(len - 1);
+    const c1 = inp.getUint8(o);
+    const c2 = inp.getUint8(o + (len >> 1));
+    const c3 = inp.getUint8(o + len - 1);
     const combined = ((c1 << 16) | (c2 << 24) | c3 | (len << 8)) >>> 0;
     const t = ((lo32(KS, 0) ^ hi32(KS, 0)) >>> 0) + sL;
     const fH = (sH + (t >= TWO32 ? 1 : 0)) >>> 0;
@@ -198,7 +198,7 @@ function len0to16(inp: DataView, len: number, sH: number, sL: number): void {
   avalanche64((sH ^ hi32(KS, 56) ^ hi32(KS, 64)) >>> 0, (sL ^ lo32(KS, 56) ^ lo32(KS, 64)) >>> 0);
 }
 
-function len17to240(inp: DataView, len: number, sH: number, sL: number): void {
+function len17to240(inp: DataView, o: number, len: number, sH: number, sL: number): void {
   mul64(0, len, P64_1H, P64_1L);
   A[0] = R[0]!;
   A[1] = R[1]!;
@@ -206,35 +206,49 @@ function len17to240(inp: DataView, len: number, sH: number, sL: number): void {
     if (len > 32) {
       if (len > 64) {
         if (len > 96) {
-          mix16B(inp, 48, KS, 96, sH, sL);
-          mix16B(inp, len - 64, KS, 112, sH, sL);
+          mix16B(inp, o + 48, KS, 96, sH, sL);
+          mix16B(inp, o + len - 64, KS, 112, sH, sL);
         }
-        mix16B(inp, 32, KS, 64, sH, sL);
-        mix16B(inp, len - 48, KS, 80, sH, sL);
+        mix16B(inp, o + 32, KS, 64, sH, sL);
+        mix16B(inp, o + len - 48, KS, 80, sH, sL);
       }
-      mix16B(inp, 16, KS, 32, sH, sL);
-      mix16B(inp, len - 32, KS, 48, sH, sL);
+      mix16B(inp, o + 16, KS, 32, sH, sL);
+      mix16B(inp, o + len - 32, KS, 48, sH, sL);
     }
-    mix16B(inp, 0, KS, 0, sH, sL);
-    mix16B(inp, len - 16, KS, 16, sH, sL);
+    mix16B(inp, o, KS, 0, sH, sL);
+    mix16B(inp, o + len - 16, KS, 16, sH, sL);
     avalanche3(A[0]!, A[1]!);
     return;
   }
   const rounds = len >> 4;
   for (let i = 0; i < 8; i++) {
-    mix16B(inp, 16 * i, KS, 16 * i, sH, sL);
+    mix16B(inp, o + 16 * i, KS, 16 * i, sH, sL);
   }
   avalanche3(A[0]!, A[1]!);
   A[0] = R[0]!;
   A[1] = R[1]!;
   for (let i = 8; i < rounds; i++) {
-    mix16B(inp, 16 * i, KS, 16 * (i - 8) + MIDSIZE_STARTOFFSET, sH, sL);
+    mix16B(inp, o + 16 * i, KS, 16 * (i - 8) + MIDSIZE_STARTOFFSET, sH, sL);
   }
-  mix16B(inp, len - 16, KS, SECRET_SIZE_MIN - MIDSIZE_LASTOFFSET, sH, sL);
+  mix16B(inp, o + len - 16, KS, SECRET_SIZE_MIN - MIDSIZE_LASTOFFSET, sH, sL);
   avalanche3(A[0]!, A[1]!);
 }
 
+/** The last custom secret used, by seed: every block hash uses the same seed, so no key is built. */
+let lastSecret: DataView | undefined;
+let lastSecretH = 0;
+let lastSecretL = 0;
+
 function customSecret(sH: number, sL: number): DataView {
+  if (lastSecret !== undefined && sH === lastSecretH && sL === lastSecretL) return lastSecret;
+  const v = customSecretFor(sH, sL);
+  lastSecret = v;
+  lastSecretH = sH;
+  lastSecretL = sL;
+  return v;
+}
+
+function customSecretFor(sH: number, sL: number): DataView {
   const key = `${sH}:${sL}`;
   let v = secretCache.get(key);
   if (v !== undefined) return v;
@@ -282,7 +296,7 @@ function scrambleAcc(acc: Uint32Array, sec: DataView, sp: number): void {
 const ACC = new Uint32Array(16);
 const ACC_INIT = [0, P32_3, P64_1H, P64_1L, P64_2H, P64_2L, P64_3H, P64_3L, P64_4H, P64_4L, 0, P32_2, P64_5H, P64_5L, 0, P32_1];
 
-function hashLong(inp: DataView, len: number, sH: number, sL: number): void {
+function hashLong(inp: DataView, o: number, len: number, sH: number, sL: number): void {
   const sec = sH === 0 && sL === 0 ? KS : customSecret(sH, sL);
   const acc = ACC;
   acc.set(ACC_INIT);
@@ -291,15 +305,15 @@ function hashLong(inp: DataView, len: number, sH: number, sL: number): void {
   const blocks = Math.floor((len - 1) / blockLen);
   for (let n = 0; n < blocks; n++) {
     for (let st = 0; st < stripesPerBlock; st++) {
-      accumulate512(acc, inp, n * blockLen + st * STRIPE_LEN, sec, st * SECRET_CONSUME_RATE);
+      accumulate512(acc, inp, o + n * blockLen + st * STRIPE_LEN, sec, st * SECRET_CONSUME_RATE);
     }
     scrambleAcc(acc, sec, SECRET_SIZE - STRIPE_LEN);
   }
   const lastStripes = Math.floor((len - 1 - blockLen * blocks) / STRIPE_LEN);
   for (let st = 0; st < lastStripes; st++) {
-    accumulate512(acc, inp, blocks * blockLen + st * STRIPE_LEN, sec, st * SECRET_CONSUME_RATE);
+    accumulate512(acc, inp, o + blocks * blockLen + st * STRIPE_LEN, sec, st * SECRET_CONSUME_RATE);
   }
-  accumulate512(acc, inp, len - STRIPE_LEN, sec, SECRET_SIZE - STRIPE_LEN - SECRET_LASTACC_START);
+  accumulate512(acc, inp, o + len - STRIPE_LEN, sec, SECRET_SIZE - STRIPE_LEN - SECRET_LASTACC_START);
   mul64(0, len, P64_1H, P64_1L);
   let aH = R[0]!;
   let aL = R[1]!;
@@ -318,16 +332,29 @@ function hashLong(inp: DataView, len: number, sH: number, sL: number): void {
   avalanche3(aH, aL);
 }
 
-/** Leaves XXH3_64bits_withSeed(bytes [0, len) of view, seedHi:seedLo) in R. */
-function run(view: DataView, len: number, sH: number, sL: number): void {
-  if (len <= 16) len0to16(view, len, sH, sL);
-  else if (len <= 240) len17to240(view, len, sH, sL);
-  else hashLong(view, len, sH, sL);
+/** Leaves XXH3_64bits_withSeed(bytes [off, off + len) of view, seedHi:seedLo) in R. */
+function run(view: DataView, off: number, len: number, sH: number, sL: number): void {
+  if (len <= 16) len0to16(view, off, len, sH, sL);
+  else if (len <= 240) len17to240(view, off, len, sH, sL);
+  else hashLong(view, off, len, sH, sL);
 }
 
-/** Two hex digits per byte value; Number#toString(16) on values past 2^31 is ~1 µs, this is far less. */
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
-const hex32 = (x: number): string => HEX[x >>> 24]! + HEX[(x >>> 16) & 0xff]! + HEX[(x >>> 8) & 0xff]! + HEX[x & 0xff]!;
+/** Lower-case hex digit codes of each nibble. */
+const HEX_CODE = Array.from({ length: 16 }, (_, i) => i.toString(16).charCodeAt(0));
+
+/**
+ * A u64 given as two u32 halves, as 16 lower-case hex digits (big-endian, zero padded, as `xxhsum`
+ * prints it). One string is allocated, nothing else.
+ */
+export function u64Hex(hi: number, lo: number): string {
+  const d = HEX_CODE;
+  return String.fromCharCode(
+    d[hi >>> 28]!, d[(hi >>> 24) & 15]!, d[(hi >>> 20) & 15]!, d[(hi >>> 16) & 15]!,
+    d[(hi >>> 12) & 15]!, d[(hi >>> 8) & 15]!, d[(hi >>> 4) & 15]!, d[hi & 15]!,
+    d[lo >>> 28]!, d[(lo >>> 24) & 15]!, d[(lo >>> 20) & 15]!, d[(lo >>> 16) & 15]!,
+    d[(lo >>> 12) & 15]!, d[(lo >>> 8) & 15]!, d[(lo >>> 4) & 15]!, d[lo & 15]!,
+  );
+}
 
 const M64 = (1n << 64n) - 1n;
 
@@ -337,17 +364,27 @@ const M64 = (1n << 64n) - 1n;
  */
 export function xxh3_64(data: Uint8Array, seed: bigint = 0n): bigint {
   const s = seed & M64;
-  run(new DataView(data.buffer, data.byteOffset, data.byteLength), data.length, Number(s >> 32n), Number(s & 0xffffffffn));
+  run(new DataView(data.buffer, data.byteOffset, data.byteLength), 0, data.length, Number(s >> 32n), Number(s & 0xffffffffn));
   return (BigInt(R[0]!) << 32n) | BigInt(R[1]!);
 }
 
 /**
- * The same hash of the first `len` bytes of `view`, as 16 lower-case hex digits (the u64's big-endian
- * digits, as `xxhsum` prints it), with the seed as two u32 halves. The allocation-light form for hot
- * callers (block-hash.ts) that keep their own DataView.
+ * The same hash of bytes [offset, offset + len) of `view`, with the seed as two u32 halves, written
+ * to `out[at]` (high half) and `out[at + 1]` (low half). The allocation-free form for hot callers
+ * (block-hash.ts) that keep their own DataView and format hex only where a string is needed.
  */
+export function xxh3_64Into(out: Uint32Array, at: number, view: DataView, offset: number, len: number, seedHi: number, seedLo: number): void {
+  if (!(offset >= 0 && len >= 0 && offset + len <= view.byteLength)) {
+    throw new RangeError(`bytes [${offset}, ${offset + len}) outside the view's ${view.byteLength}`);
+  }
+  run(view, offset, len, seedHi >>> 0, seedLo >>> 0);
+  out[at] = R[0]!;
+  out[at + 1] = R[1]!;
+}
+
+/** `xxh3_64Into` of the first `len` bytes of `view`, as `u64Hex` digits. */
 export function xxh3_64Hex(view: DataView, len: number, seedHi: number, seedLo: number): string {
   if (len > view.byteLength) throw new RangeError(`len ${len} exceeds the view's ${view.byteLength} bytes`);
-  run(view, len, seedHi >>> 0, seedLo >>> 0);
-  return hex32(R[0]!) + hex32(R[1]!);
+  run(view, 0, len, seedHi >>> 0, seedLo >>> 0);
+  return u64Hex(R[0]!, R[1]!);
 }
