@@ -574,6 +574,29 @@ describe('onnxruntime inline execution', () => {
     });
   });
 
+  it('runs an execution inline only when it is alone on the instance: executions handed over together cross to the thread', async () => {
+    await withModel('mlp', mlpConfig('mlp'), mlpModel(), WIDE, async ({ model, instance, config }) => {
+      const inline = model.inline!;
+      const one = (i: number) => instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [1, 8], rows(1, i))]))]);
+      for (let i = 0; i < PROBE_RUNS; i++) await one(i);
+      await inline.created();
+      expect(inline.open).toBe(true);
+      const alone = await one(100);
+      expect(inline.counts.inlineRuns).toBe(1);
+      const together = await Promise.all([100, 100, 101, 102].map(one));
+      expect(inline.counts.inlineRuns).toBe(2);
+      const values = (o: (typeof together)[number]) => {
+        const result = o.results[0]!;
+        if ('error' in result) throw result.error;
+        return float32s(result.outputs[0]!.data);
+      };
+      // The first ran inline, the second (same input) on the thread: they agree to the bit.
+      expect(values(together[0]!)).toEqual(values(alone));
+      expect(values(together[1]!)).toEqual(values(alone));
+      expect(values(together[2]!)).not.toEqual(values(alone));
+    });
+  });
+
   it('releases the main-thread session at unload, after its runs settle', async () => {
     await withModel('mlp', mlpConfig('mlp'), mlpModel(), WIDE, async ({ model, instance, config }) => {
       const inline = model.inline!;

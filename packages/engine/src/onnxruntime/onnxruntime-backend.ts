@@ -161,8 +161,12 @@ class OnnxRuntimeInstance implements BackendInstance {
   private readonly outputs: Map<string, ModelOutput>;
   private readonly ragged: RaggedLayout;
 
-  /** Executions of this instance on its session thread not yet answered (an inline run never overtakes one). */
-  private threadRuns = 0;
+  /**
+   * Executions of this instance not yet answered. An execution runs inline only when it is alone: it
+   * never overtakes one on the thread, and while executions pile up (under load) the hop to the
+   * thread is shared by several of them and the event loop keeps the compute off it.
+   */
+  private inFlight = 0;
 
   constructor(
     readonly name: string,
@@ -211,18 +215,19 @@ class OnnxRuntimeInstance implements BackendInstance {
     let ran: TimedRun;
     try {
       const inline = this.inline;
-      if (inline !== undefined && this.threadRuns === 0 && inline.admits(feeds, fetches)) {
-        ran = await inline.runTimed(feeds, fetches);
-      } else {
-        // An eligible run on the thread is measured there: its time decides whether the gate opens.
-        const probe = inline !== undefined && !inline.open && inline.eligible(feeds, fetches);
-        this.threadRuns++;
-        try {
+      const alone = this.inFlight === 0;
+      this.inFlight++;
+      try {
+        if (inline !== undefined && alone && inline.admits(feeds, fetches)) {
+          ran = await inline.runTimed(feeds, fetches);
+        } else {
+          // An eligible run on the thread is measured there: its time decides whether the gate opens.
+          const probe = inline !== undefined && !inline.open && inline.eligible(feeds, fetches);
           ran = await this.session.runTimed(feeds, fetches);
-        } finally {
-          this.threadRuns--;
+          if (probe) inline.noteThreadRun(Number(ran.times.inferEndNs - ran.times.inferStartNs));
         }
-        if (probe) inline.noteThreadRun(Number(ran.times.inferEndNs - ran.times.inferStartNs));
+      } finally {
+        this.inFlight--;
       }
     } catch (e) {
       throw internal(`onnx runtime error: ${e instanceof Error ? e.message : String(e)}`, e);
