@@ -9,6 +9,8 @@ import { normalizeRequest } from '../request-normalizer.js';
 import { buildIdentityModel, GraphBuilder, type ElemTypeName } from '@switchyard/onnx-builder';
 import { bytesTensor, createRepository, float32s, request, tensor, type RepositoryFixture } from '../test-support/repository-fixture.js';
 import { slowModel } from '../test-support/slow-model.js';
+import { InlineSession, PROBE_RUNS, type InlineLimits } from './inline-session.js';
+import { SessionThread } from './session-thread.js';
 
 const DTYPES: [DataType, ElemTypeName, string, ArrayBufferView][] = [
   ['BOOL', 'BOOL', 'TYPE_BOOL', Uint8Array.from([1, 0, 1])],
@@ -372,5 +374,262 @@ describe('session thread release', () => {
       expect(deserializeBytesElements(result.outputs[0]!.data).map((b) => new TextDecoder().decode(b))).toEqual(['x', 'y']);
       await released;
     });
+  });
+});
+
+/** A small MLP (x·W1 + b1 → Relu → ·W2 → Y, and ARGMAX as INT64) with fixed weights: the inline path's kind of model. */
+function mlpModel(): Uint8Array {
+  const w1 = Float32Array.from({ length: 8 * 16 }, (_, i) => Math.sin(i) / 4);
+  const b1 = Float32Array.from({ length: 16 }, (_, i) => (i % 3) / 10 - 0.1);
+  const w2 = Float32Array.from({ length: 16 * 4 }, (_, i) => Math.cos(i) / 4);
+  return new GraphBuilder('mlp')
+    .input('X', 'FLOAT', ['batch', 8])
+    .output('Y', 'FLOAT', ['batch', 4])
+    .initializer('W1', 'FLOAT', [8, 16], w1)
+    .initializer('B1', 'FLOAT', [16], b1)
+    .initializer('W2', 'FLOAT', [16, 4], w2)
+    .node('MatMul', ['X', 'W1'], ['h0'])
+    .node('Add', ['h0', 'B1'], ['h1'])
+    .node('Relu', ['h1'], ['h2'])
+    .node('MatMul', ['h2', 'W2'], ['Y'])
+    .buildModel();
+}
+
+const inlineOn = (on = 'true') => `parameters { key: "enable_inline_execution" value: { string_value: "${on}" } }`;
+const mlpConfig = (name: string, parameters = inlineOn()) =>
+  `name: "${name}" backend: "onnxruntime" max_batch_size: 8 input { name: "X" data_type: TYPE_FP32 dims: [ 8 ] } output { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] } ${parameters}`;
+
+/** Gate bounds wide enough that a loaded machine's timing never decides these tests (runs here take microseconds). */
+const WIDE: InlineLimits = { maxModelBytes: 16 * 1024 * 1024, maxInputBytes: 4 * 1024 * 1024, maxRunNs: 20_000_000 };
+
+/** Load `name` with the ORT backend (`limits`), its model and one CPU instance, for `body`. */
+async function withModel(
+  name: string,
+  configText: string,
+  onnx: Uint8Array,
+  limits: InlineLimits,
+  body: (m: { config: ModelConfig; model: BackendModel & { inline?: InlineSession }; instance: BackendInstance }) => Promise<void>,
+): Promise<void> {
+  const repo = await createRepository({ [name]: { versions: { 1: { 'model.onnx': onnx } } } });
+  try {
+    const backend = new OnnxRuntimeBackend({ inlineLimits: limits });
+    const config = normalizeModelConfig(parseModelConfigText(configText), { modelName: name });
+    const context = { modelName: name, version: 1, modelPath: `${repo.root}/${name}`, versionPath: `${repo.root}/${name}/1`, config, logger: silentLogger };
+    const model = (await backend.loadModel(context)) as BackendModel & { inline?: InlineSession };
+    const instance = await model.createInstance({ name: `${name}_0`, kind: 'KIND_CPU', deviceId: 0, index: 0 });
+    try {
+      await body({ config, model, instance });
+    } finally {
+      await instance.release();
+      await model.release();
+    }
+  } finally {
+    await repo.cleanup();
+  }
+}
+
+describe('onnxruntime inline execution', () => {
+  const rows = (n: number, seed: number) => Float32Array.from({ length: n * 8 }, (_, i) => Math.sin(i * 0.7 + seed) * 3);
+
+  it('answers on the main thread exactly as on the session thread: outputs, shapes, statistics', async () => {
+    const repo = await createRepository();
+    await repo.addModel('mlp_inline', { config: mlpConfig('mlp_inline'), versions: { 1: { 'model.onnx': mlpModel() } } });
+    await repo.addModel('mlp_thread', {
+      config: mlpConfig('mlp_thread', inlineOn('false')),
+      versions: { 1: { 'model.onnx': mlpModel() } },
+    });
+    const models = new Map<string, BackendModel & { inline?: InlineSession }>();
+    const inner = new OnnxRuntimeBackend({ inlineLimits: WIDE });
+    const backend: Backend = {
+      name: inner.name,
+      autoCompleteConfig: (c) => inner.autoCompleteConfig(c),
+      async loadModel(context) {
+        const model = await inner.loadModel(context);
+        models.set(context.modelName, model as BackendModel & { inline?: InlineSession });
+        return model;
+      },
+    };
+    const engine = await createEngine({ modelRepositories: [repo.root], backends: { onnxruntime: backend } });
+    try {
+      expect(models.get('mlp_thread')?.inline).toBeUndefined();
+      const inline = models.get('mlp_inline')!.inline!;
+      expect(inline.open).toBe(false);
+      const answers: Record<string, unknown[]> = { mlp_inline: [], mlp_thread: [] };
+      for (let i = 0; i < PROBE_RUNS + 24; i++) {
+        if (i === PROBE_RUNS) await inline.created();
+        const batch = (i % 3) + 1;
+        for (const name of ['mlp_inline', 'mlp_thread']) {
+          const response = await engine.infer(request(name, [tensor('X', 'FP32', [batch, 8], rows(batch, i))], { id: `r${i}` }));
+          answers[name]!.push(response.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape, data: [...o.data] })));
+        }
+        // Executions batched by the dynamic batcher would differ in count between the two: one at a time.
+      }
+      expect(answers.mlp_inline).toEqual(answers.mlp_thread);
+      expect(inline.open).toBe(true);
+      expect(inline.counts.inlineRuns).toBe(24);
+      const stats = (name: string) => engine.metricsSnapshot().find((m) => m.statistics.name === name)!.statistics;
+      const a = stats('mlp_inline');
+      const b = stats('mlp_thread');
+      expect([a.inference_count, a.execution_count]).toEqual([b.inference_count, b.execution_count]);
+      for (const key of ['success', 'fail', 'queue', 'compute_input', 'compute_infer', 'compute_output'] as const) {
+        expect(a.inference_stats[key].count).toBe(b.inference_stats[key].count);
+      }
+      expect(a.batch_stats.map((s) => [s.batch_size, s.compute_infer.count])).toEqual(b.batch_stats.map((s) => [s.batch_size, s.compute_infer.count]));
+      expect(a.inference_stats.compute_infer.ns).toBeGreaterThan(0);
+    } finally {
+      await engine.shutdown();
+      await repo.cleanup();
+    }
+  });
+
+  it('is off unless enable_inline_execution says on; a value that is not a boolean fails the load', async () => {
+    await withModel('mlp', mlpConfig('mlp', ''), mlpModel(), WIDE, async ({ model }) => {
+      expect(model.inline).toBeUndefined();
+    });
+    await withModel('mlp', mlpConfig('mlp', inlineOn('on')), mlpModel(), WIDE, async ({ model }) => {
+      expect(model.inline).toBeDefined();
+    });
+    await expect(withModel('mlp', mlpConfig('mlp', inlineOn('maybe')), mlpModel(), WIDE, async () => {})).rejects.toThrow("failed to convert 'maybe' to boolean value");
+  });
+
+  it("fails a run with onnxruntime's own message, as the session thread does", async () => {
+    await withModel('mlp', mlpConfig('mlp'), mlpModel(), WIDE, async ({ model, instance, config }) => {
+      const inline = model.inline!;
+      for (let i = 0; i < PROBE_RUNS; i++) await instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [1, 8], rows(1, i))]))]);
+      await inline.created();
+      expect(inline.open).toBe(true);
+      const feeds = { X: { type: 'float32' as const, dims: [1, 7], data: new Float32Array(7) } };
+      const inlineError = await inline.runTimed(feeds, ['Y']).then(() => undefined, (e: Error) => e.message);
+      const thread = await SessionThread.create(inline.modelFile, inline.options);
+      try {
+        const threadError = await thread.run({ X: { type: 'float32', dims: [1, 7], data: new Float32Array(7) } }, ['Y']).then(() => undefined, (e: Error) => e.message);
+        expect(inlineError).toBeDefined();
+        expect(inlineError).toBe(threadError);
+      } finally {
+        await thread.release();
+      }
+    });
+  });
+
+  it('keeps string tensors and large inputs on the session thread', async () => {
+    await withModel('bytes', 'name: "bytes" backend: "onnxruntime" max_batch_size: 8 input { name: "INPUT0" data_type: TYPE_STRING dims: [ 2 ] } output { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 2 ] } ' + inlineOn(), buildIdentityModel('STRING', ['batch', 2]), WIDE, async ({ model, instance, config }) => {
+      for (let i = 0; i < PROBE_RUNS + 4; i++) {
+        const outcome = await instance.execute([normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [1, 2], ['a', `${i}`])]))]);
+        const result = outcome.results[0]!;
+        if ('error' in result) throw result.error;
+        expect(deserializeBytesElements(result.outputs[0]!.data).map((b) => new TextDecoder().decode(b))).toEqual(['a', `${i}`]);
+      }
+      // Never eligible: the gate never even opens.
+      expect(model.inline?.open).toBe(false);
+      expect(model.inline?.counts.inlineRuns).toBe(0);
+    });
+    await withModel('mlp', mlpConfig('mlp'), mlpModel(), { ...WIDE, maxInputBytes: 64 }, async ({ model, instance, config }) => {
+      for (let i = 0; i < PROBE_RUNS + 4; i++) await instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [1, 8], rows(1, i))]))]);
+      const inline = model.inline!;
+      await inline.created();
+      expect(inline.open).toBe(true);
+      const before = inline.counts.inlineRuns;
+      // 3 rows of 8 floats: 96 bytes, over the bound.
+      await instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [3, 8], rows(3, 0))]))]);
+      expect(inline.counts.inlineRuns).toBe(before);
+      await instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [1, 8], rows(1, 0))]))]);
+      expect(inline.counts.inlineRuns).toBe(before + 1);
+    });
+  });
+
+  it('goes back to the session thread after a slow inline run, and inline again once the thread measures tiny runs', async () => {
+    // 64 chained 64x64 MatMuls: a row costs about 0.26 M multiply-adds (tens of microseconds, far under the 5 ms half bound),
+    // 16384 rows about four billion (hundreds of milliseconds, far over 5 x 10 ms: one such run alone closes the gate).
+    const text = 'name: "slow" backend: "onnxruntime" max_batch_size: 16384 input { name: "INPUT0" data_type: TYPE_FP32 dims: [ 64 ] } output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 64 ] } ' + inlineOn();
+    await withModel('slow', text, slowModel(64, 64), { ...WIDE, maxRunNs: 10_000_000 }, async ({ model, instance, config }) => {
+      const inline = model.inline!;
+      const small = () => instance.execute([normalizeRequest(config, request('slow', [tensor('INPUT0', 'FP32', [1, 64], new Float32Array(64).fill(1))]))]);
+      /** Small runs until the gate opens (a run the loaded machine preempted may take a few more): how many ran. */
+      const untilOpen = async (): Promise<number> => {
+        let runs = 0;
+        while (!inline.open && runs < 400) {
+          await small();
+          runs++;
+          await inline.created();
+        }
+        return runs;
+      };
+      expect(await untilOpen()).toBeGreaterThanOrEqual(PROBE_RUNS);
+      expect(inline.open).toBe(true);
+      await small();
+      expect(inline.counts.inlineRuns).toBe(1);
+      const big = await instance.execute([normalizeRequest(config, request('slow', [tensor('INPUT0', 'FP32', [16384, 64], new Float32Array(16384 * 64).fill(1))]))]);
+      const result = big.results[0]!;
+      if ('error' in result) throw result.error;
+      expect(float32s(result.outputs[0]!.data).slice(0, 3)).toEqual([1, 1, 1]);
+      expect(inline.counts.inlineRuns).toBe(2);
+      expect(inline.open).toBe(false);
+      expect(inline.counts.closed).toBe(1);
+      // Closed: small runs go to the thread (none inline), whose measurements reopen the gate.
+      expect(await untilOpen()).toBeGreaterThanOrEqual(PROBE_RUNS);
+      expect(inline.counts.inlineRuns).toBe(2);
+      expect(inline.open).toBe(true);
+      await small();
+      expect(inline.counts.inlineRuns).toBe(3);
+    });
+  });
+
+  it('runs an execution inline only when it is alone on the instance: executions handed over together cross to the thread', async () => {
+    await withModel('mlp', mlpConfig('mlp'), mlpModel(), WIDE, async ({ model, instance, config }) => {
+      const inline = model.inline!;
+      const one = (i: number) => instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [1, 8], rows(1, i))]))]);
+      for (let i = 0; i < PROBE_RUNS; i++) await one(i);
+      await inline.created();
+      expect(inline.open).toBe(true);
+      const alone = await one(100);
+      expect(inline.counts.inlineRuns).toBe(1);
+      const together = await Promise.all([100, 100, 101, 102].map(one));
+      expect(inline.counts.inlineRuns).toBe(2);
+      const values = (o: (typeof together)[number]) => {
+        const result = o.results[0]!;
+        if ('error' in result) throw result.error;
+        return float32s(result.outputs[0]!.data);
+      };
+      // The first ran inline, the second (same input) on the thread: they agree to the bit.
+      expect(values(together[0]!)).toEqual(values(alone));
+      expect(values(together[1]!)).toEqual(values(alone));
+      expect(values(together[2]!)).not.toEqual(values(alone));
+    });
+  });
+
+  it('releases the main-thread session at unload, after its runs settle', async () => {
+    await withModel('mlp', mlpConfig('mlp'), mlpModel(), WIDE, async ({ model, instance, config }) => {
+      const inline = model.inline!;
+      for (let i = 0; i < PROBE_RUNS; i++) await instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [1, 8], rows(1, i))]))]);
+      await inline.created();
+      expect(inline.open).toBe(true);
+      const run = instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [1, 8], rows(1, 0))]))]);
+      const released = model.release();
+      const outcome = await run;
+      expect('error' in outcome.results[0]!).toBe(false);
+      await released;
+      expect(inline.counts.inlineRuns).toBe(1);
+      expect(inline.open).toBe(false);
+      await expect(inline.runTimed({ X: { type: 'float32', dims: [1, 8], data: new Float32Array(8) } }, ['Y'])).rejects.toThrow('session released');
+    });
+  });
+});
+
+describe('inline gate', () => {
+  const gate = () => new InlineSession('unused.onnx', {}, { maxModelBytes: 1, maxInputBytes: 64, maxRunNs: 100_000 }, new Set(['S']));
+
+  it('opens only after enough thread-measured runs under half the bound, and counts only eligible executions', () => {
+    const g = gate();
+    for (let i = 0; i < PROBE_RUNS - 1; i++) g.noteThreadRun(20_000);
+    expect(g.open).toBe(false);
+    const f32 = (n: number) => ({ X: { type: 'float32' as const, dims: [n], data: new Float32Array(n) } });
+    expect(g.eligible(f32(16), ['Y'])).toBe(true);
+    expect(g.eligible(f32(17), ['Y'])).toBe(false);
+    expect(g.eligible(f32(1), ['S'])).toBe(false);
+    expect(g.eligible({ X: { type: 'string', dims: [1], data: new Uint8Array(5) } }, ['Y'])).toBe(false);
+    expect(g.admits(f32(1), ['Y'])).toBe(false);
+    const h = gate();
+    for (let i = 0; i < PROBE_RUNS * 2; i++) h.noteThreadRun(60_000);
+    expect(h.open).toBe(false); // under the bound, not under half of it
   });
 });

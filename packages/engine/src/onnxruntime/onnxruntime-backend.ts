@@ -34,6 +34,7 @@ import { autoCompleteOnnxConfig, checkOnnxIo, type OnnxIo, type OnnxIoInfo } fro
 import { checkOrtStrings, concatBatch, configTypeOfOrt, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
 import { batchInputTensor, compileRaggedLayout, raggedFeed, scatterOutput, type RaggedLayout } from './ragged-batch.js';
 import { SessionLoadError, SessionThread, type TimedRun, type WireTensor, type WireValueMetadata } from './session-thread.js';
+import { DEFAULT_INLINE_LIMITS, InlineSession, type InlineLimits } from './inline-session.js';
 import type { NormalizedRequest } from '../request-normalizer.js';
 import { DEFAULT_BACKEND_SETTINGS, type OnnxRuntimeSettings } from '../backend-config.js';
 
@@ -64,6 +65,16 @@ function intParameter(config: ModelConfig, key: string, fallback: number): numbe
   const value = Number.parseInt(raw, 10);
   if (!Number.isFinite(value)) throw invalidArgument(`failed to convert '${raw}' to integral number`);
   return value;
+}
+
+/** A boolean model parameter, read as Triton's backends read one ("true"/"false", "1"/"0", "on"/"off"). */
+function boolParameter(config: ModelConfig, key: string, fallback: boolean): boolean {
+  const raw = config.parameters[key]?.string_value;
+  if (raw === undefined || raw === '') return fallback;
+  const value = raw.trim().toLowerCase();
+  if (value === 'true' || value === '1' || value === 'on') return true;
+  if (value === 'false' || value === '0' || value === 'off') return false;
+  throw invalidArgument(`failed to convert '${raw}' to boolean value`);
 }
 
 function graphLevel(config: ModelConfig): 'disabled' | 'basic' | 'extended' | 'all' {
@@ -150,10 +161,19 @@ class OnnxRuntimeInstance implements BackendInstance {
   private readonly outputs: Map<string, ModelOutput>;
   private readonly ragged: RaggedLayout;
 
+  /**
+   * Executions of this instance not yet answered. An execution runs inline only when it is alone: it
+   * never overtakes one on the thread, and while executions pile up (under load) the hop to the
+   * thread is shared by several of them and the event loop keeps the compute off it.
+   */
+  private inFlight = 0;
+
   constructor(
     readonly name: string,
     private readonly session: SessionThread,
     private readonly config: ModelConfig,
+    /** The model's main-thread session for tiny executions (CPU instances of small models; see inline-session.ts). */
+    private readonly inline?: InlineSession,
   ) {
     this.outputs = new Map(config.output.map((o) => [o.name, o]));
     this.ragged = compileRaggedLayout(config);
@@ -194,7 +214,21 @@ class OnnxRuntimeInstance implements BackendInstance {
     const inputNs = now() - computeStartNs;
     let ran: TimedRun;
     try {
-      ran = await this.session.runTimed(feeds, fetches);
+      const inline = this.inline;
+      const alone = this.inFlight === 0;
+      this.inFlight++;
+      try {
+        if (inline !== undefined && alone && inline.admits(feeds, fetches)) {
+          ran = await inline.runTimed(feeds, fetches);
+        } else {
+          // An eligible run on the thread is measured there: its time decides whether the gate opens.
+          const probe = inline !== undefined && !inline.open && inline.eligible(feeds, fetches);
+          ran = await this.session.runTimed(feeds, fetches);
+          if (probe) inline.noteThreadRun(Number(ran.times.inferEndNs - ran.times.inferStartNs));
+        }
+      } finally {
+        this.inFlight--;
+      }
     } catch (e) {
       throw internal(`onnx runtime error: ${e instanceof Error ? e.message : String(e)}`, e);
     }
@@ -293,6 +327,8 @@ class OnnxRuntimeModel implements BackendModel {
     private firstSession: SessionThread | undefined,
     private readonly cudaStatus: () => ProviderStatus,
     private readonly settings: OnnxRuntimeSettings,
+    /** Shared by the CPU instances (they all run on the one main thread); absent when off or not eligible. */
+    readonly inline: InlineSession | undefined,
   ) {}
 
   async createInstance(spec: InstanceSpec): Promise<BackendInstance> {
@@ -301,7 +337,7 @@ class OnnxRuntimeModel implements BackendModel {
     let session = this.firstSession;
     this.firstSession = undefined;
     session ??= await createSession(this.context, this.modelFile, this.settings);
-    return new OnnxRuntimeInstance(spec.name, session, this.context.config);
+    return new OnnxRuntimeInstance(spec.name, session, this.context.config, this.inline);
   }
 
   private async gpuSession(spec: InstanceSpec): Promise<SessionThread> {
@@ -310,14 +346,43 @@ class OnnxRuntimeModel implements BackendModel {
       throw unavailable(`unable to load model '${this.context.modelName}': instance ${spec.name} is on GPU ${spec.deviceId}, but ${cuda.reason}`);
     }
     // No CPU instance will take the load-time session: free it before the GPU sessions start.
-    if (this.context.config.instance_group.every((g) => g.kind === 'KIND_GPU')) await this.release();
+    if (this.context.config.instance_group.every((g) => g.kind === 'KIND_GPU')) await this.releaseFirstSession();
     return createSession(this.context, this.modelFile, this.settings, { kind: 'cuda', deviceId: spec.deviceId });
   }
 
-  async release(): Promise<void> {
+  private async releaseFirstSession(): Promise<void> {
     await this.firstSession?.release();
     this.firstSession = undefined;
   }
+
+  async release(): Promise<void> {
+    await Promise.all([this.releaseFirstSession(), this.inline?.release()]);
+  }
+}
+
+/**
+ * The model's main-thread session for tiny executions, when the config parameter
+ * `enable_inline_execution` asks for it (default off: on the benchmark MLP it saved no main-thread
+ * CPU per request, see the engine README) and the model qualifies: a CPU instance group, a model file of at most 16 MiB, and
+ * sessions that compute on the calling thread alone (one intra-op thread), within `limits`.
+ */
+async function inlineSession(
+  context: BackendModelContext,
+  modelFile: string,
+  settings: OnnxRuntimeSettings,
+  session: SessionThread,
+  limits: InlineLimits,
+): Promise<InlineSession | undefined> {
+  const config = context.config;
+  if (!boolParameter(config, 'enable_inline_execution', false)) return undefined;
+  if (!config.instance_group.some((g) => g.kind !== 'KIND_GPU')) return undefined;
+  const options = sessionOptions(config, settings, CPU);
+  if (options.intraOpNumThreads !== 1) return undefined;
+  if ((await stat(modelFile)).size > limits.maxModelBytes) return undefined;
+  const stringOutputs = new Set(session.outputMetadata.filter((m) => m.isTensor && m.type === 'string').map((m) => m.name));
+  return new InlineSession(modelFile, options, limits, stringOutputs, (message) =>
+    context.logger.warn({ model: context.modelName, reason: message }, 'onnx runtime main-thread session not created: every execution stays on the session threads'),
+  );
 }
 
 export interface OnnxRuntimeBackendOptions {
@@ -325,16 +390,20 @@ export interface OnnxRuntimeBackendOptions {
   cudaStatus?: () => ProviderStatus;
   /** The command line's (`--backend-config=onnxruntime,...` and the global default-max-batch-size). */
   settings?: OnnxRuntimeSettings;
+  /** Bounds of inline execution; default `DEFAULT_INLINE_LIMITS` (tests and benchmarks vary them). */
+  inlineLimits?: InlineLimits;
 }
 
 export class OnnxRuntimeBackend implements Backend {
   readonly name = 'onnxruntime';
   readonly #cudaStatus: () => ProviderStatus;
   private readonly settings: OnnxRuntimeSettings;
+  private readonly inlineLimits: InlineLimits;
 
   constructor(options: OnnxRuntimeBackendOptions = {}) {
     this.#cudaStatus = options.cudaStatus ?? (() => cudaProviderStatus());
     this.settings = options.settings ?? DEFAULT_BACKEND_SETTINGS.onnxruntime;
+    this.inlineLimits = options.inlineLimits ?? DEFAULT_INLINE_LIMITS;
   }
 
   gpuSupport(): GpuSupport {
@@ -363,12 +432,14 @@ export class OnnxRuntimeBackend implements Backend {
   async loadModel(context: BackendModelContext): Promise<BackendModel> {
     const modelFile = await resolveModelFile(context);
     const session = await createSession(context, modelFile, this.settings);
+    let inline: InlineSession | undefined;
     try {
       checkOnnxIo(context.config, sessionIo(session));
+      inline = await inlineSession(context, modelFile, this.settings, session, this.inlineLimits);
     } catch (e) {
       await session.release();
       throw e;
     }
-    return new OnnxRuntimeModel(context, modelFile, session, this.#cudaStatus, this.settings);
+    return new OnnxRuntimeModel(context, modelFile, session, this.#cudaStatus, this.settings, inline);
   }
 }

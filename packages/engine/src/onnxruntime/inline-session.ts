@@ -1,0 +1,199 @@
+/**
+ * `InlineSession`: a second `InferenceSession` of a small CPU model on the server's main thread,
+ * for executions so small that the hop to the instance's session thread (a structured-clone post
+ * each way) costs more main-thread time than the run itself.
+ *
+ * Which executions run here (`OnnxRuntimeInstance` asks `admits`, then `runTimed`):
+ * - the model's config parameter `enable_inline_execution` is on (default off), the model file is at
+ *   most `maxModelBytes`, the instance is a CPU one and its session computes on the calling thread
+ *   alone (`intraOpNumThreads` 1);
+ * - no input or requested output is a string tensor (strings keep their one conversion path, on
+ *   the session thread), and the execution's inputs total at most `maxInputBytes`;
+ * - the model's recent `session.run` time is small: an EWMA (weight `EWMA_WEIGHT` per run) of the
+ *   run time stays at most `maxRunNs`.
+ *
+ * Gate (per model, shared by its instances: they all run on the one main thread, so inline runs
+ * never compute in parallel and are worth it only while tiny):
+ * - Closed, the model's eligible executions run on the session threads, whose own stamps of each
+ *   run feed the EWMA at no main-thread cost. After `PROBE_RUNS` such runs with the EWMA at most
+ *   half the bound (hysteresis), the gate opens; the main-thread session is created then, so a
+ *   model whose runs are never tiny never pays for a second session.
+ * - Open, each inline run feeds the EWMA. When it rises above the bound, or one run takes longer
+ *   than `STALL_FACTOR` times the bound, the gate closes and the thread measurements start afresh:
+ *   the main thread never probes a run the threads have not just shown to be tiny.
+ *
+ * Results are the session thread's exactly: the same model file and session options, the same
+ * `@switchyard/ort` conversions, onnxruntime's own error messages, and the same time stamps (see
+ * `runTimed`). onnxruntime-node's `run` computes in a `setImmediate` callback; `runTimed` queues
+ * its own callback just before it, so the stamps bracket the computation itself.
+ */
+import type * as ort from 'onnxruntime-node';
+import { fromOrtTensor, toOrtFeeds } from '@switchyard/ort';
+import type { TimedRun, WireTensor } from './session-thread.js';
+
+const now = (): bigint => process.hrtime.bigint();
+
+export interface InlineLimits {
+  /** Largest model file (bytes) given a main-thread session. */
+  maxModelBytes: number;
+  /** Largest total input bytes of an execution run inline. */
+  maxInputBytes: number;
+  /** Largest recent (EWMA) `session.run` time (ns) for the gate to stay open. */
+  maxRunNs: number;
+}
+
+export const DEFAULT_INLINE_LIMITS: InlineLimits = { maxModelBytes: 16 * 1024 * 1024, maxInputBytes: 64 * 1024, maxRunNs: 100_000 };
+
+/** Weight of the newest run in the EWMA. */
+export const EWMA_WEIGHT = 0.2;
+/** Thread-measured runs needed before the gate opens (again). */
+export const PROBE_RUNS = 16;
+/** One inline run this many times the bound closes the gate at once. */
+export const STALL_FACTOR = 5;
+
+type State = 'probing' | 'opening' | 'open' | 'released';
+
+export class InlineSession {
+  private state: State = 'probing';
+  private ewmaNs = 0;
+  private samples = 0;
+  private session: ort.InferenceSession | undefined;
+  private creating: Promise<void> | undefined;
+  private inFlight = 0;
+  private idle: (() => void) | undefined;
+  /** Inline runs so far and times the gate closed (for tests and benchmarks). */
+  readonly counts = { inlineRuns: 0, closed: 0 };
+
+  constructor(
+    readonly modelFile: string,
+    readonly options: ort.InferenceSession.SessionOptions,
+    readonly limits: InlineLimits,
+    /** Output names whose ORT type is `string`: an execution fetching one stays on the thread. */
+    private readonly stringOutputs: ReadonlySet<string>,
+    private readonly onError: (message: string) => void = () => {},
+  ) {}
+
+  /** Whether the gate is open (the main-thread session exists and recent runs are tiny). */
+  get open(): boolean {
+    return this.state === 'open';
+  }
+
+  /** Settles when the main-thread session the opening gate asked for exists (or failed); at once when none was asked for. */
+  async created(): Promise<void> {
+    await this.creating;
+  }
+
+  /** Whether this execution may run inline now. */
+  admits(feeds: Readonly<Record<string, WireTensor>>, fetches: readonly string[]): boolean {
+    return this.state === 'open' && this.eligible(feeds, fetches);
+  }
+
+  /** Whether an execution of these feeds and fetches would be eligible (size and types), whatever the gate. */
+  eligible(feeds: Readonly<Record<string, WireTensor>>, fetches: readonly string[]): boolean {
+    let bytes = 0;
+    for (const name in feeds) {
+      const t = feeds[name]!;
+      if (t.type === 'string') return false;
+      bytes += t.data.byteLength;
+    }
+    if (bytes > this.limits.maxInputBytes) return false;
+    for (const name of fetches) if (this.stringOutputs.has(name)) return false;
+    return true;
+  }
+
+  /** An eligible execution ran on a session thread and its `session.run` took `runNs`. */
+  noteThreadRun(runNs: number): void {
+    if (this.state !== 'probing') return;
+    this.record(runNs);
+    if (this.samples >= PROBE_RUNS && this.ewmaNs <= this.limits.maxRunNs / 2) this.openGate();
+  }
+
+  /** An inline run's `session.run` took `runNs`: too slow (recently, or this once) closes the gate. */
+  noteInlineRun(runNs: number): void {
+    if (this.state !== 'open') return;
+    this.record(runNs);
+    if (this.ewmaNs > this.limits.maxRunNs || runNs > STALL_FACTOR * this.limits.maxRunNs) this.closeGate();
+  }
+
+  private record(runNs: number): void {
+    this.ewmaNs = this.samples === 0 ? runNs : this.ewmaNs + EWMA_WEIGHT * (runNs - this.ewmaNs);
+    this.samples++;
+  }
+
+  private openGate(): void {
+    if (this.session !== undefined) {
+      this.state = 'open';
+      return;
+    }
+    this.state = 'opening';
+    this.creating = (async () => {
+      try {
+        const ortModule = await import('onnxruntime-node');
+        const session = await ortModule.InferenceSession.create(this.modelFile, this.options);
+        if (this.state !== 'opening') {
+          await session.release();
+          return;
+        }
+        this.session = session;
+        this.state = 'open';
+      } catch (e) {
+        // The thread's session loaded this file with these options: a failure here (memory) leaves
+        // every execution on the thread.
+        this.onError(e instanceof Error ? e.message : String(e));
+        if (this.state === 'opening') this.state = 'released';
+      }
+    })();
+  }
+
+  private closeGate(): void {
+    this.state = 'probing';
+    this.samples = 0;
+    this.counts.closed++;
+  }
+
+  /**
+   * Run on the main thread. Stamps: `inferStartNs` in a callback queued just before onnxruntime's
+   * own (both run in the same check phase, one after the other), `inferEndNs` when its promise
+   * settles (the microtasks right after that callback); `startNs` is `inferStartNs` less the feed
+   * conversion, `endNs` follows the output conversion, as on the thread.
+   */
+  async runTimed(feeds: Record<string, WireTensor>, fetches: readonly string[]): Promise<TimedRun> {
+    const session = this.session;
+    if (session === undefined || this.state === 'released') throw new Error('session released');
+    this.inFlight++;
+    this.counts.inlineRuns++;
+    try {
+      const convertStart = now();
+      const ortFeeds = toOrtFeeds(feeds);
+      const convertNs = now() - convertStart;
+      let inferStartNs = 0n;
+      setImmediate(() => {
+        inferStartNs = now();
+      });
+      const produced = await session.run(ortFeeds, [...fetches]);
+      const inferEndNs = now();
+      const runNs = Number(inferEndNs - inferStartNs);
+      this.noteInlineRun(runNs);
+      const outputs: Record<string, WireTensor> = {};
+      for (const name of fetches) {
+        const tensor = produced[name];
+        if (tensor === undefined) continue;
+        const out = fromOrtTensor(tensor);
+        outputs[name] = { type: out.type as ort.Tensor.Type, dims: out.dims, data: out.data as WireTensor['data'] };
+      }
+      return { outputs, times: { startNs: inferStartNs - convertNs, inferStartNs, inferEndNs, endNs: now() } };
+    } finally {
+      if (--this.inFlight === 0) this.idle?.();
+    }
+  }
+
+  /** Release the main-thread session once its runs have settled. Idempotent. */
+  async release(): Promise<void> {
+    this.state = 'released';
+    await this.creating;
+    if (this.inFlight > 0) await new Promise<void>((resolve) => (this.idle = resolve));
+    const session = this.session;
+    this.session = undefined;
+    await session?.release();
+  }
+}
