@@ -39,9 +39,6 @@ const WAITING = [
   // their timeouts to a collector that does not answer
   'test/terminal-output.test.ts',
   'test/tracing.test.ts',
-  // not waiting, but here to balance the tracks (track A, unit then e2e, is the longer one): three
-  // processes loading tokenizers of 150k-262k entries, one core at a time
-  'test/llm-real-vocab.test.ts',
 ];
 const ALONE = ['test/event-loop.test.ts', 'packages/kserve/src/http-codec.fuzz.test.ts', 'packages/runtime/src/etcd-discovery.test.ts'];
 const UNIT = ['packages/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts'];
