@@ -159,13 +159,7 @@ function decodeParameters(value: unknown, what: string): WireParameters {
 }
 
 export function tensorToWire(tensor: InferTensor): WireTensor {
-  return {
-    name: tensor.name,
-    datatype: tensor.datatype,
-    shape: [...tensor.shape],
-    parameters: parametersToWire(tensor.parameters),
-    data: Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength).toString('base64'),
-  };
+  return { ...tensorHeadToWire(tensor), data: Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength).toString('base64') };
 }
 
 /** A tensor's wire form without its bytes: the body of a binary payload carries them as a blob. */
@@ -226,29 +220,25 @@ function payloadParts(value: unknown, field: string, what: string): { readonly b
 // ---- infer ---------------------------------------------------------------------------------------
 
 export function inferRequestToWire(request: InferRequest): WireInferRequest {
+  return requestEnvelope(request, request.inputs.map(tensorToWire));
+}
+
+/** A request's wire body around its inputs' wire form (with their bytes, or their heads only). */
+function requestEnvelope<T>(request: InferRequest, inputs: T[]) {
   return {
-    v: 1,
+    v: 1 as const,
     id: request.id,
     modelName: request.modelName,
     modelVersion: request.modelVersion ?? null,
     parameters: parametersToWire(request.parameters),
-    inputs: request.inputs.map(tensorToWire),
+    inputs,
     outputs: request.outputs.map((o) => ({ name: o.name, parameters: parametersToWire(o.parameters) })),
   };
 }
 
 /** The request as a binary payload: tensor bytes raw, one blob per input (for a worker whose card has `binaryTensors`). */
 export function inferRequestToBinary(request: InferRequest): BinaryPayload {
-  const body = {
-    v: 1,
-    id: request.id,
-    modelName: request.modelName,
-    modelVersion: request.modelVersion ?? null,
-    parameters: parametersToWire(request.parameters),
-    inputs: request.inputs.map(tensorHeadToWire),
-    outputs: request.outputs.map((o) => ({ name: o.name, parameters: parametersToWire(o.parameters) })),
-  };
-  return new BinaryPayload(toJson(body), request.inputs.map((t) => t.data));
+  return new BinaryPayload(toJson(requestEnvelope(request, request.inputs.map(tensorHeadToWire))), request.inputs.map((t) => t.data));
 }
 
 export function inferRequestFromWire(request: WireInferRequest): InferRequest {
@@ -291,27 +281,24 @@ export function decodeWireInferRequest(value: unknown): WireInferRequest {
 }
 
 export function inferResponseToWire(response: InferResponse, final = false): WireInferResponse {
+  return responseEnvelope(response, final, response.outputs.map(tensorToWire));
+}
+
+/** A response's wire body around its outputs' wire form (with their bytes, or their heads only). */
+function responseEnvelope<T>(response: InferResponse, final: boolean, outputs: T[]) {
   return {
     ...(final ? { final: true } : {}),
     id: response.id,
     modelName: response.modelName,
     modelVersion: response.modelVersion,
     parameters: parametersToWire(response.parameters),
-    outputs: response.outputs.map(tensorToWire),
+    outputs,
   };
 }
 
 /** The response as a binary payload: tensor bytes raw, one blob per output (the answer to a binary request). */
 export function inferResponseToBinary(response: InferResponse, final = false): BinaryPayload {
-  const body = {
-    ...(final ? { final: true } : {}),
-    id: response.id,
-    modelName: response.modelName,
-    modelVersion: response.modelVersion,
-    parameters: parametersToWire(response.parameters),
-    outputs: response.outputs.map(tensorHeadToWire),
-  };
-  return new BinaryPayload(toJson(body), response.outputs.map((t) => t.data));
+  return new BinaryPayload(toJson(responseEnvelope(response, final, response.outputs.map(tensorHeadToWire))), response.outputs.map((t) => t.data));
 }
 
 /** A non-final error response of a decoupled stream (protocols.ts WireInferResponse `error`). */
