@@ -6,9 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '@switchyard/common';
-import { createLimitedHttpServer } from '@switchyard/server/internal';
-
-const METRICS_PATH = /^\/metrics\/?$/;
+import { createLimitedHttpServer, isMetricsPath } from '@switchyard/server/internal';
 
 export interface MetricsDoor {
   /** Bind and serve; resolves with the bound port. */
@@ -29,7 +27,7 @@ export function createMetricsDoor(options: { port: number; host: string; render:
     (req: IncomingMessage, res: ServerResponse) => {
       if (req.method !== 'GET') return send(res, 405, 'application/json', JSON.stringify({ error: 'Method Not Allowed' }));
       const path = (req.url ?? '').split('?', 1)[0] ?? '';
-      if (!METRICS_PATH.test(path)) return send(res, 404, 'application/json', JSON.stringify({ error: 'Not Found' }));
+      if (!isMetricsPath(path)) return send(res, 404, 'application/json', JSON.stringify({ error: 'Not Found' }));
       let text: string;
       try {
         text = options.render();

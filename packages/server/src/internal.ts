@@ -10,3 +10,6 @@ export { ProcCpuSampler } from './metrics/cpu-stats.js';
 export type { CpuMetricsSource } from './metrics/cpu-stats.js';
 export { renderPrometheusText } from './metrics/prometheus-text.js';
 export { createLimitedHttpServer } from './http/http-limits.js';
+export { isMetricsPath } from './metrics/metrics-server.js';
+export { matchRoute } from './http/http-router.js';
+export type { Route } from './http/http-router.js';

@@ -26,6 +26,12 @@ export const REDIS_BINARY: DebianBinary = { binary: 'redis-server', debianPackag
 /** All three are installed together, so the first harness call on a fresh machine pays once. */
 export const INFRA_BINARIES: readonly DebianBinary[] = [ETCD_BINARY, NATS_BINARY, REDIS_BINARY];
 
+/**
+ * kubectl, for rendering the deploy/kubernetes overlays (`kubectl kustomize`). Debian's package
+ * (bookworm: kubectl 1.20, kustomize 2.0.3 inside) stands in where no newer kubectl is on PATH.
+ */
+export const KUBECTL_BINARY: DebianBinary = { binary: 'kubectl', debianPackage: 'kubernetes-client' };
+
 /** The lock file apt installs serialize on (shared by every process on the machine). */
 export const APT_LOCK_PATH = join(tmpdir(), 'switchyard-testing-apt.lock');
 
@@ -50,18 +56,25 @@ export function findBinary(binary: string): string | null {
   return null;
 }
 
-let pending: Promise<void> | null = null;
+const pending = new Map<string, Promise<void>>();
 
 /**
  * Resolves each binary to its absolute path, installing the Debian packages of the missing
- * ones first (all of `INFRA_BINARIES` that are missing, in one apt-get call). Throws a
- * `not_found` SwitchyardError, with apt-get's output as the cause, when that is impossible.
+ * ones first, in one apt-get call (when any infrastructure server is missing, all of
+ * `INFRA_BINARIES` that are missing). Throws a `not_found` SwitchyardError, with apt-get's
+ * output as the cause, when that is impossible.
  */
 export function ensureBinaries(wanted: readonly DebianBinary[] = INFRA_BINARIES): Promise<Map<string, string>> {
   const found = locate(wanted);
   if (found.missing.length === 0) return Promise.resolve(found.paths);
-  // Share one install per process; a failed install is retried by the next call.
-  const install = (pending ??= installMissing().finally(() => (pending = null)));
+  const group = found.missing.some((b) => INFRA_BINARIES.includes(b)) ? [...new Set([...INFRA_BINARIES, ...found.missing])] : found.missing;
+  // Share one install per process and set of packages; a failed install is retried by the next call.
+  const key = group.map((b) => b.debianPackage).sort().join(' ');
+  let install = pending.get(key);
+  if (install === undefined) {
+    install = installMissing(group).finally(() => pending.delete(key));
+    pending.set(key, install);
+  }
   return install.then(() => {
     const again = locate(wanted);
     if (again.missing.length > 0) {
@@ -82,11 +95,11 @@ function locate(wanted: readonly DebianBinary[]): { paths: Map<string, string>; 
   return { paths, missing };
 }
 
-async function installMissing(): Promise<void> {
+async function installMissing(group: readonly DebianBinary[]): Promise<void> {
   const release = await acquireLock(APT_LOCK_PATH, DEFAULT_LOCK_TIMEOUT_MS);
   try {
     // Another process may have installed them while we waited for the lock.
-    const { missing } = locate(INFRA_BINARIES);
+    const { missing } = locate(group);
     if (missing.length === 0) return;
     const packages = missing.map((b) => b.debianPackage);
     const hint = `install them by hand: apt-get install -y ${packages.join(' ')}`;

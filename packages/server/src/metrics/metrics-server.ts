@@ -51,6 +51,11 @@ export interface MetricsFrontDoor {
 
 const METRICS_PATH = /^\/metrics\/?$/;
 
+/** The path (query string removed) is the one a metrics door serves: `/metrics` or `/metrics/`. */
+export function isMetricsPath(path: string): boolean {
+  return METRICS_PATH.test(path);
+}
+
 function sendJsonError(res: ServerResponse, status: number, message: string): void {
   const body = JSON.stringify({ error: message });
   res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
@@ -70,7 +75,7 @@ export function createMetricsServer(options: MetricsServerOptions): MetricsFront
       return;
     }
     const path = (req.url ?? '').split('?', 1)[0] ?? '';
-    if (!METRICS_PATH.test(path)) {
+    if (!isMetricsPath(path)) {
       sendJsonError(res, 404, 'Not Found');
       return;
     }
