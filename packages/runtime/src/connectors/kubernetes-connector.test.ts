@@ -102,7 +102,7 @@ describe('KubernetesConnector', () => {
     expect(code).toBe('permission_denied');
     expect(message).toMatch(/HTTP 403/);
     expect(message).toMatch(/cannot patch resource "deployments\/scale"/);
-    expect(message).toContain('deploy/kubernetes/planner.yaml');
+    expect(message).toContain('deploy/kubernetes/base/cluster/planner.yaml');
     expect(fake.replicas('sy-prefill')).toBe(1);
     fake.deny('get');
     expect((await codeOf(connector.replicas())).code).toBe('permission_denied');

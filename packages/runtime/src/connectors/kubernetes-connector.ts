@@ -2,7 +2,7 @@
  * The planner's Kubernetes connector: one Deployment per pool, sized through its scale subresource
  * (`GET` / `PATCH /apis/apps/v1/namespaces/{ns}/deployments/{name}/scale`) with
  * `@kubernetes/client-node`. The RBAC it needs (get + patch on `deployments/scale`, get on
- * `deployments`) is in `deploy/kubernetes/planner.yaml`.
+ * `deployments`) is in `deploy/kubernetes/base/cluster/planner.yaml`.
  *
  * Contracts:
  * - `replicas()` reports each Deployment's **desired** count (`spec.replicas` of its Scale), not
@@ -221,7 +221,7 @@ function classify(err: unknown, what: string): SwitchyardError | ConflictError {
     const detail = `${what}: HTTP ${code}${reason === undefined ? '' : ` (${reason})`}`;
     if (code === 409) return new ConflictError(detail, { cause: err });
     if (code === 401) return unauthenticated(`${detail}: the API server refused our credentials`, err);
-    if (code === 403) return permissionDenied(`${detail}: the service account may not do this; it needs get and patch on deployments/scale (deploy/kubernetes/planner.yaml)`, err);
+    if (code === 403) return permissionDenied(`${detail}: the service account may not do this; it needs get and patch on deployments/scale (deploy/kubernetes/base/cluster/planner.yaml)`, err);
     if (code === 404) return notFound(`${detail}: no such Deployment in that namespace`, err);
     if (code === 400 || code === 422) return invalidArgument(`${detail}: the API server refused the request`, err);
     if (code === 429 || code >= 500) return unavailable(`${detail}: the API server cannot serve it now`, err);
