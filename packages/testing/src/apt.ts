@@ -67,7 +67,7 @@ const pending = new Map<string, Promise<void>>();
 export function ensureBinaries(wanted: readonly DebianBinary[] = INFRA_BINARIES): Promise<Map<string, string>> {
   const found = locate(wanted);
   if (found.missing.length === 0) return Promise.resolve(found.paths);
-  const group = found.missing.some((b) => INFRA_BINARIES.includes(b)) ? [...new Set([...INFRA_BINARIES, ...found.missing])] : found.missing;
+  const group = installGroup(found.missing);
   // Share one install per process and set of packages; a failed install is retried by the next call.
   const key = group.map((b) => b.debianPackage).sort().join(' ');
   let install = pending.get(key);
@@ -82,6 +82,15 @@ export function ensureBinaries(wanted: readonly DebianBinary[] = INFRA_BINARIES)
     }
     return again.paths;
   });
+}
+
+/**
+ * What one apt-get call installs for these missing binaries: them, and when any is an
+ * infrastructure server, every one of `INFRA_BINARIES` (those already present are skipped later).
+ */
+export function installGroup(missing: readonly DebianBinary[]): DebianBinary[] {
+  const infra = missing.some((m) => INFRA_BINARIES.some((b) => b.binary === m.binary));
+  return infra ? [...INFRA_BINARIES, ...missing.filter((m) => !INFRA_BINARIES.some((b) => b.binary === m.binary))] : [...missing];
 }
 
 function locate(wanted: readonly DebianBinary[]): { paths: Map<string, string>; missing: DebianBinary[] } {
