@@ -97,6 +97,7 @@ export interface SchedulerOutput {
 /** What `update` reports per sequence that got a token or finished. */
 export interface SequenceOutput {
   readonly requestId: string;
+  /** The token sampled in the step: always exactly one (a sequence samples at most one per step). */
   readonly newTokenIds: readonly number[];
   readonly finishReason: FinishReason | null;
   /**
@@ -248,11 +249,7 @@ export class LlmScheduler {
       const reason = seq.appendToken(token);
       const pinnedBlocks = reason === 'length' && seq.prefillOnly ? this.pinPrompt(seq) : undefined;
       if (reason !== null) this.finish(seq, reason);
-      results.push(
-        pinnedBlocks === undefined
-          ? { requestId: seq.requestId, newTokenIds: [token], finishReason: reason }
-          : { requestId: seq.requestId, newTokenIds: [token], finishReason: reason, pinnedBlocks },
-      );
+      results.push(new TokenOutput(seq.requestId, token, reason, pinnedBlocks));
     }
     return results;
   }
@@ -365,6 +362,29 @@ export class LlmScheduler {
     const from = seq.numComputedTokens;
     const isPrefill = admitted || !(n === 1 && from === seq.numTokens - 1 && seq.numOutputTokens > 0);
     return new Scheduled(seq, n, from, cached, from + n === seq.numTokens, isPrefill);
+  }
+}
+
+/**
+ * A `SequenceOutput`: one per sampled token, so its one-token `newTokenIds` array is built only when
+ * read (the replay and EngineCore never read it).
+ */
+class TokenOutput implements SequenceOutput {
+  readonly requestId: string;
+  readonly token: number;
+  readonly finishReason: FinishReason | null;
+  readonly pinnedBlocks?: readonly BlockRef[];
+  #newTokenIds: readonly number[] | undefined;
+
+  constructor(requestId: string, token: number, finishReason: FinishReason | null, pinnedBlocks: readonly BlockRef[] | undefined) {
+    this.requestId = requestId;
+    this.token = token;
+    this.finishReason = finishReason;
+    if (pinnedBlocks !== undefined) this.pinnedBlocks = pinnedBlocks;
+  }
+
+  get newTokenIds(): readonly number[] {
+    return (this.#newTokenIds ??= [this.token]);
   }
 }
 
