@@ -140,6 +140,8 @@ export class KvBlockManager {
   /** `allocate`'s scratch sets (empty between calls; allocate is synchronous and not re-entrant). */
   private readonly scratchMissing = new Set<SequenceHash>();
   private readonly scratchInactiveHits = new Set<SequenceHash>();
+  /** `allocate`'s state per full block (RESIDENT / NEW / REPEAT); grown as needed. */
+  private scratchState = new Uint8Array(64);
 
   constructor(options: KvBlockManagerOptions) {
     const { numBlocks, blockSize } = options;
@@ -202,7 +204,8 @@ export class KvBlockManager {
     const numPartial = request.partial ?? 0;
     if (!Number.isSafeInteger(numPartial) || numPartial < 0) throw internal(`partial must be a non-negative integer, got ${numPartial}`);
     // Pass 1, read-only: which full blocks are new, and is there room?
-    const state = full.length === 0 ? NO_STATES : new Uint8Array(full.length);
+    if (this.scratchState.length < full.length) this.scratchState = new Uint8Array(Math.max(full.length, 2 * this.scratchState.length));
+    const state = this.scratchState;
     let numMissing = 0;
     let numInactiveHits = 0;
     if (full.length > 0) {
@@ -214,8 +217,9 @@ export class KvBlockManager {
         if (b === undefined) {
           state[i] = missing.has(h) ? REPEAT : NEW;
           missing.add(h);
-        } else if (b.refCount === 0) {
-          inactiveHits.add(h);
+        } else {
+          state[i] = RESIDENT;
+          if (b.refCount === 0) inactiveHits.add(h);
         }
       }
       numMissing = missing.size;
@@ -475,4 +479,3 @@ export class KvBlockManager {
   }
 }
 
-const NO_STATES = new Uint8Array(0);

@@ -373,7 +373,7 @@ class TokenOutput implements SequenceOutput {
   readonly requestId: string;
   readonly token: number;
   readonly finishReason: FinishReason | null;
-  readonly pinnedBlocks?: readonly BlockRef[];
+  declare readonly pinnedBlocks?: readonly BlockRef[]; // (an own property only when set: it rarely is)
   #newTokenIds: readonly number[] | undefined;
 
   constructor(requestId: string, token: number, finishReason: FinishReason | null, pinnedBlocks: readonly BlockRef[] | undefined) {
@@ -388,6 +388,9 @@ class TokenOutput implements SequenceOutput {
   }
 }
 
+const SAMPLES = 1;
+const PREFILL = 2;
+
 /** The sequence a `Scheduled` entry was built for (set in its static block: the field is private). */
 let sequenceOf: (e: ScheduledSequence) => LlmSequence;
 
@@ -398,14 +401,13 @@ let sequenceOf: (e: ScheduledSequence) => LlmSequence;
  * simulated executor never reads it), once.
  */
 class Scheduled implements ScheduledSequence {
-  readonly requestId: string;
   readonly numNewTokens: number;
   readonly numComputedTokens: number;
   readonly numCachedTokens: number;
-  readonly samples: boolean;
-  readonly isPrefill: boolean;
   readonly blocks: readonly BlockRef[];
   readonly #seq: LlmSequence;
+  /** SAMPLES | PREFILL (one field instead of two: an entry is built per sequence per step). */
+  readonly #flags: number;
   #tokenIds: readonly number[] | undefined;
 
   static {
@@ -413,14 +415,24 @@ class Scheduled implements ScheduledSequence {
   }
 
   constructor(seq: LlmSequence, n: number, from: number, cached: number, samples: boolean, isPrefill: boolean) {
-    this.requestId = seq.requestId;
     this.numNewTokens = n;
     this.numComputedTokens = from;
     this.numCachedTokens = cached;
-    this.samples = samples;
-    this.isPrefill = isPrefill;
     this.blocks = seq.blocks;
     this.#seq = seq;
+    this.#flags = (samples ? SAMPLES : 0) | (isPrefill ? PREFILL : 0);
+  }
+
+  get requestId(): string {
+    return this.#seq.requestId;
+  }
+
+  get samples(): boolean {
+    return (this.#flags & SAMPLES) !== 0;
+  }
+
+  get isPrefill(): boolean {
+    return (this.#flags & PREFILL) !== 0;
   }
 
   get tokenIds(): readonly number[] {
