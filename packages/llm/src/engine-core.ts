@@ -153,7 +153,7 @@ export class EngineCore {
         if (m.firstTokenTime === null) m.firstTokenTime = now;
         else if (m.lastTokenTime !== null) m.interTokenMs.push(now - m.lastTokenTime);
         m.lastTokenTime = now;
-        m.numOutputTokens += o.newTokenIds.length;
+        m.numOutputTokens++; // (one token per output: SequenceOutput.newTokenIds)
         if (o.finishReason !== null) m.finishTime = now;
       }
       const forwardPass = forwardPassFigures(out, now - startedAt, now);

@@ -100,7 +100,21 @@ interface Block {
   readonly localHash: LocalBlockHash | null;
   readonly parent: SequenceHash | null;
   refCount: number;
+  /** The one BlockRef handed out for this block (a value: every holder shares it). */
+  readonly ref: BlockRef;
 }
+
+/** A block with refCount 1 and its ref. */
+function makeBlock(id: BlockId, slot: number, full: boolean, localHash: LocalBlockHash | null, parent: SequenceHash | null): Block {
+  return { id, slot, full, localHash, parent, refCount: 1, ref: { id, slot, full } };
+}
+
+const NO_SPECS: readonly FullBlockSpec[] = Object.freeze([]);
+/** What `allocate` finds for each full block it is asked for: resident, new, or new earlier in the same request. */
+const RESIDENT = 0;
+const NEW = 1;
+/** A later occurrence, in the same request, of a block the request creates. */
+const REPEAT = 2;
 
 export class KvBlockManager {
   readonly numBlocks: number;
@@ -123,6 +137,11 @@ export class KvBlockManager {
   /** Live iterator over `inactive` for eviction (see nextVictim). */
   private evictCursor: MapIterator<[SequenceHash, Block]> | undefined;
   private hits = 0;
+  /** `allocate`'s scratch sets (empty between calls; allocate is synchronous and not re-entrant). */
+  private readonly scratchMissing = new Set<SequenceHash>();
+  private readonly scratchInactiveHits = new Set<SequenceHash>();
+  /** `allocate`'s state per full block (RESIDENT / NEW / REPEAT); grown as needed. */
+  private scratchState = new Uint8Array(64);
 
   constructor(options: KvBlockManagerOptions) {
     const { numBlocks, blockSize } = options;
@@ -181,30 +200,41 @@ export class KvBlockManager {
    * enough blocks are obtainable.
    */
   allocate(request: AllocationRequest): KVCacheBlocks | null {
-    const full = request.full ?? [];
+    const full = request.full ?? NO_SPECS;
     const numPartial = request.partial ?? 0;
     if (!Number.isSafeInteger(numPartial) || numPartial < 0) throw internal(`partial must be a non-negative integer, got ${numPartial}`);
     // Pass 1, read-only: which full blocks are new, and is there room?
-    const isNew: boolean[] = new Array(full.length);
-    const missing = new Set<SequenceHash>();
-    const inactiveHits = new Set<SequenceHash>();
-    for (let i = 0; i < full.length; i++) {
-      const h = full[i]!.sequenceHash;
-      const b = this.fullBlocks.get(h);
-      isNew[i] = b === undefined && !missing.has(h);
-      if (b === undefined) missing.add(h);
-      else if (b.refCount === 0) inactiveHits.add(h);
+    if (this.scratchState.length < full.length) this.scratchState = new Uint8Array(Math.max(full.length, 2 * this.scratchState.length));
+    const state = this.scratchState;
+    let numMissing = 0;
+    let numInactiveHits = 0;
+    if (full.length > 0) {
+      const missing = this.scratchMissing;
+      const inactiveHits = this.scratchInactiveHits;
+      for (let i = 0; i < full.length; i++) {
+        const h = full[i]!.sequenceHash;
+        const b = this.fullBlocks.get(h);
+        if (b === undefined) {
+          state[i] = missing.has(h) ? REPEAT : NEW;
+          missing.add(h);
+        } else {
+          state[i] = RESIDENT;
+          if (b.refCount === 0) inactiveHits.add(h);
+        }
+      }
+      numMissing = missing.size;
+      numInactiveHits = inactiveHits.size;
+      missing.clear();
+      inactiveHits.clear();
     }
-    if (missing.size + numPartial > this.available - inactiveHits.size) return null;
+    if (numMissing + numPartial > this.available - numInactiveHits) return null;
 
     // Pass 2: hits first, so eviction below can never take a block this request uses.
     let cached = 0;
     for (let i = 0; i < full.length; i++) {
-      const b = this.fullBlocks.get(full[i]!.sequenceHash);
-      if (b !== undefined) {
-        this.acquire(b);
-        cached++;
-      }
+      if (state[i] !== RESIDENT) continue;
+      this.acquire(this.fullBlocks.get(full[i]!.sequenceHash)!);
+      cached++;
     }
     this.queried += full.length;
     this.hits += cached;
@@ -214,8 +244,9 @@ export class KvBlockManager {
     let prev = request.parent ?? null;
     for (let i = 0; i < full.length; i++) {
       const spec = full[i]!;
-      let b = this.fullBlocks.get(spec.sequenceHash);
-      if (isNew[i]) {
+      const st = state[i];
+      let b: Block;
+      if (st === NEW) {
         b = this.newBlock(spec.sequenceHash, true, spec.localHash, prev);
         this.fullBlocks.set(spec.sequenceHash, b);
         if (run.length === 0) runParent = prev;
@@ -223,10 +254,11 @@ export class KvBlockManager {
       } else {
         if (run.length > 0) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
         run = [];
+        b = this.fullBlocks.get(spec.sequenceHash)!;
         // A later duplicate of a block created earlier in this request: one more reference.
-        if (b !== undefined && missing.has(spec.sequenceHash)) b.refCount++;
+        if (st === REPEAT) b.refCount++;
       }
-      refs[i] = toRef(b!);
+      refs[i] = b.ref;
       prev = spec.sequenceHash;
     }
     if (run.length > 0) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
@@ -234,7 +266,7 @@ export class KvBlockManager {
       const id = `p${this.nextPartial++}` as PartialBlockId;
       const b = this.newBlock(id, false, null, null);
       this.partialBlocks.set(id, b);
-      refs[full.length + j] = toRef(b);
+      refs[full.length + j] = b.ref;
     }
     this.flush();
     return { blocks: refs, cachedBlocks: cached };
@@ -252,7 +284,7 @@ export class KvBlockManager {
       blocks.push(b);
     }
     for (const b of blocks) this.acquire(b);
-    return blocks.map(toRef);
+    return blocks.map((b) => b.ref);
   }
 
   /**
@@ -298,12 +330,12 @@ export class KvBlockManager {
       this.acquire(b);
       this.freeSlots.push(p.slot);
     } else {
-      b = { id: spec.sequenceHash, slot: p.slot, full: true, localHash: spec.localHash, parent, refCount: 1 };
+      b = makeBlock(spec.sequenceHash, p.slot, true, spec.localHash, parent);
       this.fullBlocks.set(spec.sequenceHash, b);
       this.pending.push({ type: 'stored', parent_hash: parent, blocks: [{ block_hash: spec.sequenceHash, tokens_hash: spec.localHash }] });
     }
     this.flush();
-    return toRef(b);
+    return b.ref;
   }
 
   /**
@@ -396,7 +428,7 @@ export class KvBlockManager {
       this.pending.push({ type: 'removed', block_hashes: [hash] });
       slot = b.slot;
     }
-    return { id, slot, full, localHash, parent, refCount: 1 };
+    return makeBlock(id, slot, full, localHash, parent);
   }
 
   /**
@@ -447,4 +479,3 @@ export class KvBlockManager {
   }
 }
 
-const toRef = (b: Block): BlockRef => ({ id: b.id, slot: b.slot, full: b.full });

@@ -97,6 +97,7 @@ export interface SchedulerOutput {
 /** What `update` reports per sequence that got a token or finished. */
 export interface SequenceOutput {
   readonly requestId: string;
+  /** The token sampled in the step: always exactly one (a sequence samples at most one per step). */
   readonly newTokenIds: readonly number[];
   readonly finishReason: FinishReason | null;
   /**
@@ -248,11 +249,7 @@ export class LlmScheduler {
       const reason = seq.appendToken(token);
       const pinnedBlocks = reason === 'length' && seq.prefillOnly ? this.pinPrompt(seq) : undefined;
       if (reason !== null) this.finish(seq, reason);
-      results.push(
-        pinnedBlocks === undefined
-          ? { requestId: seq.requestId, newTokenIds: [token], finishReason: reason }
-          : { requestId: seq.requestId, newTokenIds: [token], finishReason: reason, pinnedBlocks },
-      );
+      results.push(new TokenOutput(seq.requestId, token, reason, pinnedBlocks));
     }
     return results;
   }
@@ -368,6 +365,32 @@ export class LlmScheduler {
   }
 }
 
+/**
+ * A `SequenceOutput`: one per sampled token, so its one-token `newTokenIds` array is built only when
+ * read (the replay and EngineCore never read it).
+ */
+class TokenOutput implements SequenceOutput {
+  readonly requestId: string;
+  readonly token: number;
+  readonly finishReason: FinishReason | null;
+  declare readonly pinnedBlocks?: readonly BlockRef[]; // (an own property only when set: it rarely is)
+  #newTokenIds: readonly number[] | undefined;
+
+  constructor(requestId: string, token: number, finishReason: FinishReason | null, pinnedBlocks: readonly BlockRef[] | undefined) {
+    this.requestId = requestId;
+    this.token = token;
+    this.finishReason = finishReason;
+    if (pinnedBlocks !== undefined) this.pinnedBlocks = pinnedBlocks;
+  }
+
+  get newTokenIds(): readonly number[] {
+    return (this.#newTokenIds ??= [this.token]);
+  }
+}
+
+const SAMPLES = 1;
+const PREFILL = 2;
+
 /** The sequence a `Scheduled` entry was built for (set in its static block: the field is private). */
 let sequenceOf: (e: ScheduledSequence) => LlmSequence;
 
@@ -378,14 +401,13 @@ let sequenceOf: (e: ScheduledSequence) => LlmSequence;
  * simulated executor never reads it), once.
  */
 class Scheduled implements ScheduledSequence {
-  readonly requestId: string;
   readonly numNewTokens: number;
   readonly numComputedTokens: number;
   readonly numCachedTokens: number;
-  readonly samples: boolean;
-  readonly isPrefill: boolean;
   readonly blocks: readonly BlockRef[];
   readonly #seq: LlmSequence;
+  /** SAMPLES | PREFILL (one field instead of two: an entry is built per sequence per step). */
+  readonly #flags: number;
   #tokenIds: readonly number[] | undefined;
 
   static {
@@ -393,14 +415,24 @@ class Scheduled implements ScheduledSequence {
   }
 
   constructor(seq: LlmSequence, n: number, from: number, cached: number, samples: boolean, isPrefill: boolean) {
-    this.requestId = seq.requestId;
     this.numNewTokens = n;
     this.numComputedTokens = from;
     this.numCachedTokens = cached;
-    this.samples = samples;
-    this.isPrefill = isPrefill;
     this.blocks = seq.blocks;
     this.#seq = seq;
+    this.#flags = (samples ? SAMPLES : 0) | (isPrefill ? PREFILL : 0);
+  }
+
+  get requestId(): string {
+    return this.#seq.requestId;
+  }
+
+  get samples(): boolean {
+    return (this.#flags & SAMPLES) !== 0;
+  }
+
+  get isPrefill(): boolean {
+    return (this.#flags & PREFILL) !== 0;
   }
 
   get tokenIds(): readonly number[] {
