@@ -482,14 +482,14 @@ export class NatsRequestPlane implements RequestPlane {
             inbox.end();
           }, idleTimeoutMs);
         };
-        const chunks = new ChunkAssembler();
+        let chunks: ChunkAssembler | undefined; // made by the first chunk (most responses come whole)
         const sub = plane.openReplyInbox((m) => {
           if (m === null) return inbox.end();
           armIdle();
           if (isHeartbeat(m)) return;
           if (m.data.length === 0 && (m.headers?.code === 503 || m.headers?.status === '503')) return inbox.push('no-responders');
           try {
-            const data = chunks.accept('', m);
+            const data = m.headers === undefined ? m.data : (chunks ??= new ChunkAssembler()).accept('', m);
             if (data !== null) inbox.push(decodeResponseFrame(decodeMessage(data)));
           } catch (e) {
             protocolError = e;
