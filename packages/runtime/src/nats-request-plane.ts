@@ -94,6 +94,18 @@ const MAX_HELD_MESSAGES = 10_000;
 /** What a caller's inbox receives: frames, the server's 503 status, or the connection dropping. */
 type Inbound = ResponseFrame | 'no-responders' | 'connection-lost';
 
+/**
+ * A message waiting in the plane's outbox. A request carries its reply inbox and `failed`, which
+ * fails the caller's stream when it cannot be published (a request is never held for a reconnect: its
+ * caller's stream already ended with the disconnect).
+ */
+interface OutboxMessage {
+  readonly subject: string;
+  readonly data: Uint8Array;
+  readonly reply?: string;
+  readonly failed?: (e: unknown) => void;
+}
+
 /** One request's share of the reply subscription: a message to its inbox, or `null` when the subscription ended. */
 type ReplyListener = (m: Msg | null) => void;
 
@@ -254,9 +266,9 @@ export class NatsRequestPlane implements RequestPlane {
   private reconnectedAt = -Infinity;
   private readonly reconnectWaiters = new Set<() => void>();
   /** Published once reconnected, in order. */
-  private held: Array<{ readonly subject: string; readonly data: Uint8Array }> = [];
+  private held: OutboxMessage[] = [];
   /** Published at the end of this event-loop turn, in order (`flushOutbox`). */
-  private outbox: Array<{ readonly subject: string; readonly data: Uint8Array }> = [];
+  private outbox: OutboxMessage[] = [];
   private outboxScheduled = false;
   /** The callers' reply inboxes: one wildcard subscription, a listener per request's token. */
   private replies: { readonly prefix: string; readonly sub: Subscription; readonly listeners: Map<string, ReplyListener> } | undefined;
@@ -293,19 +305,25 @@ export class NatsRequestPlane implements RequestPlane {
   publishWhenConnected(subject: string, data: Uint8Array, hold = true): void {
     if (this.nc.isClosed()) return;
     if (!this.connected) {
-      if (hold) this.holdMessage(subject, data);
+      if (hold) this.holdMessage({ subject, data });
       return;
     }
-    this.outbox.push({ subject, data });
+    this.queue({ subject, data });
+  }
+
+  private queue(m: OutboxMessage): void {
+    this.outbox.push(m);
     if (!this.outboxScheduled) {
       this.outboxScheduled = true;
-      setImmediate(() => this.flushOutbox());
+      setImmediate(this.flushOutboxBound);
     }
   }
 
-  private holdMessage(subject: string, data: Uint8Array): void {
+  private readonly flushOutboxBound = (): void => this.flushOutbox();
+
+  private holdMessage(m: OutboxMessage): void {
     if (this.held.length >= MAX_HELD_MESSAGES) this.held.shift();
-    this.held.push({ subject, data });
+    this.held.push(m);
   }
 
   /**
@@ -320,15 +338,21 @@ export class NatsRequestPlane implements RequestPlane {
     const batch = this.outbox;
     this.outbox = [];
     for (const m of batch) {
-      if (this.nc.isClosed()) return;
+      if (this.nc.isClosed()) {
+        m.failed?.(unavailable('connection to NATS closed'));
+        continue;
+      }
       if (!this.connected) {
-        this.holdMessage(m.subject, m.data);
+        // a request's caller was told of the disconnect already (its stream failed): not re-sent later
+        if (m.failed !== undefined) m.failed(unavailable('connection to NATS lost before the request was sent'));
+        else this.holdMessage(m);
         continue;
       }
       try {
-        publishFramed(this.nc, m.subject, m.data);
+        publishFramed(this.nc, m.subject, m.data, m.reply);
       } catch (e) {
-        this.log.debug({ err: (e as Error).message, subject: m.subject }, 'message not sent');
+        if (m.failed !== undefined) m.failed(e);
+        else this.log.debug({ err: (e as Error).message, subject: m.subject }, 'message not sent');
       }
     }
   }
@@ -458,14 +482,14 @@ export class NatsRequestPlane implements RequestPlane {
             inbox.end();
           }, idleTimeoutMs);
         };
-        const chunks = new ChunkAssembler();
+        let chunks: ChunkAssembler | undefined; // made by the first chunk (most responses come whole)
         const sub = plane.openReplyInbox((m) => {
           if (m === null) return inbox.end();
           armIdle();
           if (isHeartbeat(m)) return;
           if (m.data.length === 0 && (m.headers?.code === 503 || m.headers?.status === '503')) return inbox.push('no-responders');
           try {
-            const data = chunks.accept('', m);
+            const data = m.headers === undefined ? m.data : (chunks ??= new ChunkAssembler()).accept('', m);
             if (data !== null) inbox.push(decodeResponseFrame(decodeMessage(data)));
           } catch (e) {
             protocolError = e;
@@ -491,11 +515,8 @@ export class NatsRequestPlane implements RequestPlane {
             // chunks sent to a queue group could reach different instances
             throw invalidArgument(`request ${requestId} of ${message.length} bytes is larger than one NATS message: send it to one instance`);
           }
-          try {
-            publishFramed(nc, subject, message, sub.subject);
-          } catch (e) {
-            throw unavailable(`request ${requestId} not sent: ${(e as Error).message}`, e);
-          }
+          // with the other messages of this event-loop turn, in one socket write (flushOutbox)
+          plane.queue({ subject, data: message, reply: sub.subject, failed: (e) => inbox.fail(unavailable(`request ${requestId} not sent: ${(e as Error).message}`, e)) });
           sent = true;
           armIdle();
           for (let expected = 0; ; expected++) {

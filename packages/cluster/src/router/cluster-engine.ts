@@ -575,9 +575,13 @@ export class ClusterEngine implements InferenceEngine {
   /** Least in-flight (router-local) among instances serving `version` that take whole requests (not prefill-role), not tried, not inhibited unless all are; ties random. */
   private pickInstance(entry: ModelEntry, version: number | undefined, tried: ReadonlySet<InstanceId>): InstanceId | undefined {
     const tracker = this.options.tracker;
-    const usable = [...entry.instances]
-      .filter(([id, card]) => !tried.has(id) && takesWholeRequests(entry, id) && (version === undefined || cardVersions(card.metadata).includes(String(version))))
-      .map(([id]) => id);
+    // (one pass, no intermediate arrays: this runs on every tensor request)
+    const wanted = version === undefined ? undefined : String(version);
+    const usable: InstanceId[] = [];
+    for (const [id, card] of entry.instances) {
+      if (!tried.has(id) && takesWholeRequests(entry, id) && (wanted === undefined || cardVersions(card.metadata).includes(wanted))) usable.push(id);
+    }
+    if (usable.length === 1) return usable[0]; // inhibited or not, it is the only choice
     let best: InstanceId[] = [];
     let bestCount = Infinity;
     for (const id of tracker.preferUninhibited(usable)) {
