@@ -111,7 +111,8 @@ function batchingCharts(b) {
         y: { label: 'ratio' },
         series: [
           { label: 'on / raw at formed batch', points: cs.map((c) => [c, ratio(b.on[c]?.throughput, rawAt(c))]) },
-          ...(hasBare ? [{ label: 'on / bare HTTP', points: cs.map((c) => [c, ratio(b.on[c]?.throughput, bareAt(c))]) }] : []),
+          // the bare server ran at the worker section's concurrencies only: a line through those
+          ...(hasBare ? [{ label: 'on / bare HTTP', points: cs.filter((c) => Number.isFinite(bareAt(c))).map((c) => [c, ratio(b.on[c]?.throughput, bareAt(c))]) }] : []),
         ],
         goals: [{ label: 'goal ≥ 0.8', value: 0.8 }],
       },
@@ -126,7 +127,7 @@ function batchingCharts(b) {
         series: [
           { label: 'off', points: cs.map((c) => [c, b.off[c]?.throughput]) },
           { label: 'on', points: cs.map((c) => [c, b.on[c]?.throughput]) },
-          ...(hasBare ? [{ label: 'bare HTTP', dash: '5,4', color: '#7f7f7f', points: cs.map((c) => [c, bareAt(c)]) }] : []),
+          ...(hasBare ? [{ label: 'bare HTTP', dash: '5,4', color: '#7f7f7f', points: cs.filter((c) => Number.isFinite(bareAt(c))).map((c) => [c, bareAt(c)]) }] : []),
         ],
       },
     },

@@ -58,7 +58,6 @@ export interface Plot {
 
 const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f'];
 const GOAL_COLOR = '#d62728';
-const LEGEND_ITEM_WIDTH = 190;
 
 function esc(s: string): string {
   return s.replace(/[<>&"']/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;', "'": '&#39;' })[c]!);
@@ -139,8 +138,17 @@ export function renderPlotSvg(plot: Plot): string {
   const goals = plot.goals ?? [];
   const series = plot.series.map((s, i) => ({ ...s, color: s.color ?? PALETTE[i % PALETTE.length]!, axis: s.axis === 'right' && plot.y2 !== undefined ? ('right' as const) : ('left' as const) }));
   const legendItems = [...series.map((s) => ({ label: s.label, color: s.color, dash: s.dash ?? '' })), ...goals.map((g) => ({ label: g.label, color: GOAL_COLOR, dash: '2,3' }))];
-  const perRow = Math.max(1, Math.floor((W - 80) / LEGEND_ITEM_WIDTH));
-  const legendRows = Math.ceil(legendItems.length / perRow);
+  // legend: items left to right, wrapped to the width (text width estimated at 7 px a character)
+  const legendAt: Array<{ x: number; row: number }> = [];
+  let lx = 80;
+  let row = 0;
+  for (const item of legendItems) {
+    const w = 30 + 7 * item.label.length + 24;
+    if (lx > 80 && lx + w > W - 20) [lx, row] = [80, row + 1];
+    legendAt.push({ x: lx, row });
+    lx += w;
+  }
+  const legendRows = legendItems.length === 0 ? 0 : row + 1;
   const M = { left: 70, right: plot.y2 !== undefined ? 70 : 30, top: 40 + 18 * legendRows, bottom: 50 };
   const pw = W - M.left - M.right;
   const ph = H - M.top - M.bottom;
@@ -233,8 +241,8 @@ export function renderPlotSvg(plot: Plot): string {
   }
   // legend
   legendItems.forEach(({ label, color, dash }, i) => {
-    const lx = M.left + 10 + (i % perRow) * LEGEND_ITEM_WIDTH;
-    const ly = 40 + 18 * Math.floor(i / perRow);
+    const lx = legendAt[i]!.x;
+    const ly = 40 + 18 * legendAt[i]!.row;
     out.push(`<line x1="${lx}" y1="${ly}" x2="${lx + 24}" y2="${ly}" stroke="${esc(color)}" stroke-width="2"${dash ? ` stroke-dasharray="${esc(dash)}"` : ''}/>`);
     out.push(`<text x="${lx + 30}" y="${ly + 4}">${esc(label)}</text>`);
   });
