@@ -34,8 +34,8 @@
 //
 //   node bench/run.mjs [--quick] [--only worker,batching,embeddings,llm,guided,routing,disagg,planner,cluster,kv-transfer]     (default: every section)
 //   node scripts/with-node.mjs 26 -- npm run bench -- --quick                     (on another Node.js line)
-// On a terminal, each section's start and its time taken go to stderr, and the planner section's
-// simulations (minutes each on a full run) redraw a progress line there; nothing off a terminal.
+// On a terminal, each section's start and its time taken go to stderr, and the planner and disagg
+// sections (minutes of simulation on a full run) redraw a progress line there; nothing off a terminal.
 // Every process it starts (workers, routers, bare servers) runs on the Node.js running this script;
 // the report and the results file name say which one.
 import { spawn } from 'node:child_process';
