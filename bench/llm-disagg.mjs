@@ -48,8 +48,10 @@
 // pool then saturates on those steps). Short control: every prompt stays local (200 < 512 uncached
 // tokens), so only the 4 decode workers serve: identical up to 96 req/s (ratio 1.0 at every rate up
 // to there), then they reach their knee long before 8 aggregated workers do (max rates 96 / 160).
+// On a terminal, a progress line on stderr names the run under way (the table comes at the end).
 //   node bench/llm-disagg.mjs [--quick] [--rate R]      (after `npm run build`)
 import { fileURLToPath } from 'node:url';
+import { ProgressLine } from '@switchyard/cli';
 import { EngineCore, KvBlockManager, LlmScheduler, SimulatedExecutor, VirtualClock, hashTokenBlocks, polynomialTimingModel } from '@switchyard/llm';
 import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { mulberry32 } from '@switchyard/onnx-builder';
@@ -287,13 +289,20 @@ export async function measureDisagg({ quick = false, rates } = {}) {
   console.log(`  KV ${KV_BYTES_PER_BLOCK / 2 ** 20} MiB per block; SLO: TTFT ≤ 5× isolated prefill, TPOT ≤ ${SLO.tpotMs.toFixed(1)} ms; min remote tokens ${DEFAULT_DISAGG_MIN_REMOTE_TOKENS}, max prefill queue ${DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS} tokens per prefill worker`);
   const results = { engine: ENGINE, kvBytesPerBlock: KV_BYTES_PER_BLOCK, slo: { tpotMs: SLO.tpotMs }, workloads: {} };
   const rows = [];
+  // The table comes once every rate has run (minutes on a full run): on a terminal, a progress line
+  // on stderr says which run is under way; nothing off a terminal.
+  const progress = new ProgressLine(process.stderr, 0);
+  const ratesOf = (name) => rates ?? (quick ? QUICK_RATES : RATES)[name];
+  const runs = Object.keys(WORKLOADS).reduce((n, name) => n + ratesOf(name).length * (1 + GBPS.length), 0);
+  let run = 0;
+  const shown = (what, fn) => (progress.update(`disagg: ${what} (run ${++run} of ${runs})`), fn());
   for (const [name, shape] of Object.entries(WORKLOADS)) {
     results.workloads[name] = { shape, ttftSloMs: +SLO.ttftMs(shape.isl).toFixed(1), byRate: {} };
-    for (const rate of rates ?? (quick ? QUICK_RATES : RATES)[name]) {
+    for (const rate of ratesOf(name)) {
       const trace = buildTrace(shape, rate, n);
-      const agg = await simulate(trace, { aggregated: 8 });
+      const agg = await shown(`${name} at ${rate} req/s, 8 aggregated`, () => simulate(trace, { aggregated: 8 }));
       const byGbps = {};
-      for (const gbps of GBPS) byGbps[gbps] = await simulate(trace, { prefill: 4, decode: 4 }, { gbps });
+      for (const gbps of GBPS) byGbps[gbps] = await shown(`${name} at ${rate} req/s, 4P+4D at ${gbps} Gb/s`, () => simulate(trace, { prefill: 4, decode: 4 }, { gbps }));
       results.workloads[name].byRate[rate] = { aggregated: agg, disaggregated: byGbps };
       for (const [label, r] of [['8 agg', agg], ...GBPS.map((g) => [`4P+4D ${g} Gb/s`, byGbps[g]])]) {
         rows.push({
@@ -313,6 +322,7 @@ export async function measureDisagg({ quick = false, rates } = {}) {
       }
     }
   }
+  progress.done();
   console.table(rows);
   results.table = rows;
   // DistServe's goodput: the highest rate swept at which at least 90% of requests met the SLO.

@@ -27,13 +27,15 @@
 // 4.6 replicas on average, 9 at most. load mode (Dynamo's thresholds and trend check): 45% saved but
 // 84.4% within SLO — it adds a replica only once queues have formed, one per interval, 30 s before it
 // serves. Quick run (4 h): sla 95.6% / 39% saved, sla at p95 97.1% / 34%, load 84.1% / 45% saved.
-// Each day-long run costs ~100 s of CPU.
+// Each day-long run costs ~100 s of CPU; on a terminal a progress line on stderr shows how far it is.
+// The planner runs' timelines (one point per planner interval) are kept in the results: the report
+// (bench/report.mjs) draws replicas against load from them, and every run's SLO attainment against
+// its worker-seconds.
 //   node bench/planner.mjs [--quick]      (after `npm run build`)
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_MOCKER, SyntheticTraceSource, parseRateShape, profileMocker, renderTimelineSvg, simulate } from '@switchyard/simulator';
+import { ProgressLine, formatElapsed } from '@switchyard/cli';
+import { DEFAULT_MOCKER, SyntheticTraceSource, parseRateShape, profileMocker, simulate } from '@switchyard/simulator';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const MOCKER = { ...DEFAULT_MOCKER, numBlocks: 64, blockSize: 64, maxModelLen: 4096 };
 const TROUGH = 0.4;
 const PEAK = 4;
@@ -59,10 +61,26 @@ function workload(shape, durationSec, seed = 1) {
 
 const common = { mocker: MOCKER, seed: 1, slo: SLO, adjustmentIntervalSec: 60, startupDelaySec: 30 };
 
+/**
+ * `simulate` with a progress line on stderr when it is a terminal (a day-long run takes minutes of
+ * CPU): which run, how far into the trace, requests and replicas so far, wall time. Nothing otherwise.
+ */
+async function simulateShown(label, source, options, traceSec) {
+  const progress = new ProgressLine(process.stderr);
+  const t0 = performance.now();
+  try {
+    return await simulate(source, options, (p) =>
+      progress.update(() => `planner: ${label}: ${formatElapsed(p.simulatedMs / 1000)} of ${formatElapsed(traceSec)} simulated, ${p.requests} requests, ${p.replicas} replicas, ${formatElapsed((performance.now() - t0) / 1000)} elapsed`),
+    );
+  } finally {
+    progress.done();
+  }
+}
+
 /** Fewest static replicas keeping ≥ 95% within the SLOs at a constant `rate` for `seconds`. */
 async function staticReplicasFor(rate, seconds) {
   for (let n = 1; n <= BOUNDS.maxReplicas; n++) {
-    const r = await simulate(workload(`constant:rate=${rate}`, seconds), { ...common, initialReplicas: n });
+    const r = await simulateShown(`static sizing, ${rate} req/s on ${n}`, workload(`constant:rate=${rate}`, seconds), { ...common, initialReplicas: n }, seconds);
     if (r.sloAttainment >= 0.95) return n;
   }
   return BOUNDS.maxReplicas;
@@ -71,7 +89,7 @@ async function staticReplicasFor(rate, seconds) {
 async function timed(label, fn) {
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
-  const result = await fn();
+  const result = await fn(label);
   const cpu = process.cpuUsage(cpu0);
   return { label, result, wallSec: (performance.now() - t0) / 1000, cpuSec: (cpu.user + cpu.system) / 1e6 };
 }
@@ -95,12 +113,13 @@ export async function measurePlanner({ quick = false } = {}) {
   console.log(`  static sizing (≥95% within SLO at a constant rate for ${searchSec} s): peak ${PEAK} req/s → ${peakN} replicas, mean ${meanRate} req/s → ${meanN}`);
 
   const runs = [];
-  runs.push(await timed(`static peak (${peakN})`, () => simulate(workload(shape, period), { ...common, initialReplicas: peakN })));
-  runs.push(await timed(`static mean (${meanN})`, () => simulate(workload(shape, period), { ...common, initialReplicas: meanN })));
-  runs.push(await timed('planner load', () => simulate(workload(shape, period), { ...common, planner: { mode: 'load', defaultBounds: BOUNDS, sla: SLO } })));
-  runs.push(await timed('planner sla', () => simulate(workload(shape, period), { ...common, planner: { mode: 'sla', defaultBounds: BOUNDS, sla: SLO, profile } })));
+  const day = (label, options) => simulateShown(label, workload(shape, period), { ...common, ...options }, period);
+  runs.push(await timed(`static peak (${peakN})`, (label) => day(label, { initialReplicas: peakN })));
+  runs.push(await timed(`static mean (${meanN})`, (label) => day(label, { initialReplicas: meanN })));
+  runs.push(await timed('planner load', (label) => day(label, { planner: { mode: 'load', defaultBounds: BOUNDS, sla: SLO } })));
+  runs.push(await timed('planner sla', (label) => day(label, { planner: { mode: 'sla', defaultBounds: BOUNDS, sla: SLO, profile } })));
   // The goal is stated for 95% of requests: the same planner sized at that percentile.
-  runs.push(await timed('planner sla-p95', () => simulate(workload(shape, period), { ...common, planner: { mode: 'sla', defaultBounds: BOUNDS, sla: { ...SLO, percentile: 95 }, profile } })));
+  runs.push(await timed('planner sla-p95', (label) => day(label, { planner: { mode: 'sla', defaultBounds: BOUNDS, sla: { ...SLO, percentile: 95 }, profile } })));
 
   const peakWs = runs[0].result.workerSeconds;
   const pct = (x) => `${(100 * x).toFixed(2)}%`;
@@ -112,14 +131,10 @@ export async function measurePlanner({ quick = false } = {}) {
     console.log(
       `  ${label.padEnd(18)} ${String(r.requests).padStart(8)} ${pct(r.sloAttainment).padStart(8)} ${pct(r.ttftWithinSlo / n).padStart(8)} ${pct(r.itlWithinSlo / n).padStart(8)} ${r.workerSeconds.toFixed(0).padStart(9)} ${(r.workerSeconds / peakWs).toFixed(3).padStart(8)} ${r.goodputPerWorkerHour.toFixed(0).padStart(9)} ${`${r.replicas.mean.toFixed(2)}/${r.replicas.max}`.padStart(9)} ${ms(r.ttftMs.p90).padStart(9)} ${ms(r.itlMs.p90).padStart(8)} ${pct(r.prefixHitRate).padStart(7)} ${cpuSec.toFixed(1).padStart(7)}`,
     );
+    // The planner runs keep their timeline (one point per planner interval): the report draws
+    // replicas against load from it (bench/report.mjs). A static run's is its constant count.
     const { timeline, ...summary } = r;
-    rows[label] = { ...summary, workerSecondsVsStaticPeak: +(r.workerSeconds / peakWs).toFixed(4), wallSec: +wallSec.toFixed(2), cpuSec: +cpuSec.toFixed(2) };
-  }
-  mkdirSync(`${ROOT}bench/results`, { recursive: true });
-  for (const { label, result } of runs.slice(2)) {
-    const file = `bench/results/planner-${label.split(' ')[1]}${quick ? '-quick' : ''}.svg`;
-    writeFileSync(`${ROOT}${file}`, renderTimelineSvg(result.timeline, `${label}: ${shape}`));
-    console.log(`  plot: ${file}`);
+    rows[label] = { ...summary, ...(label.startsWith('planner') ? { timeline } : {}), workerSecondsVsStaticPeak: +(r.workerSeconds / peakWs).toFixed(4), wallSec: +wallSec.toFixed(2), cpuSec: +cpuSec.toFixed(2) };
   }
   const goals = {};
   for (const { label, result: r } of runs.slice(2)) {

@@ -1,5 +1,9 @@
 // `npm run bench`: side-by-side measurements in one run, printed as tables with ratios and
-// written to bench/results/<timestamp>.json. A program, not a test: nothing here gates CI.
+// written to bench/results/<timestamp>.json, then drawn (bench/report.mjs) as a Markdown report,
+// bench/results/<timestamp>.md, with SVG charts beside it (<timestamp>-<section>-<chart>.svg): the
+// headline ratios and curves of the sections that ran, each goal an issue states drawn as a line.
+// `node bench/report.mjs <results.json>` redraws any results file. A program, not a test: nothing
+// here gates CI.
 //
 // Worker (issue 2), on the MLP (FP32 [1,256] -> 3 x (256x256 MatMul + Add + Relu)):
 //   raw      in-process onnxruntime-node session.run at batch 1 (same session options as the worker)
@@ -30,7 +34,8 @@
 //
 //   node bench/run.mjs [--quick] [--only worker,batching,embeddings,llm,guided,routing,disagg,planner,cluster,kv-transfer]     (default: every section)
 //   node scripts/with-node.mjs 26 -- npm run bench -- --quick                     (on another Node.js line)
-// On a terminal, each section's start and its time taken go to stderr.
+// On a terminal, each section's start and its time taken go to stderr, and the planner and disagg
+// sections (minutes of simulation on a full run) redraw a progress line there; nothing off a terminal.
 // Every process it starts (workers, routers, bare servers) runs on the Node.js running this script;
 // the report and the results file name say which one.
 import { spawn } from 'node:child_process';
@@ -54,6 +59,7 @@ import { measureDisagg } from './llm-disagg.mjs';
 import { measureClusterHop } from './cluster-hop.mjs';
 import { measureKvTransfer, measureOnnxDisagg } from './kv-transfer.mjs';
 import { measurePlanner } from './planner.mjs';
+import { writeReport } from './report.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const QUICK = process.argv.includes('--quick');
@@ -244,3 +250,6 @@ mkdirSync(`${ROOT}bench/results`, { recursive: true });
 const file = `${ROOT}bench/results/${results.date.replace(/[:.]/g, '-')}-node${NODE_MAJOR}.json`;
 writeFileSync(file, JSON.stringify(results, null, 2) + '\n');
 console.log(`\nNode.js ${process.version}: written to ${file.slice(ROOT.length)}`);
+// The same results as charts (bench/report.mjs; `node bench/report.mjs <file>` redraws any results file).
+const written = writeReport(file);
+console.log(`report: ${written[0].slice(ROOT.length)} and ${written.length - 1} chart${written.length === 2 ? '' : 's'} beside it`);

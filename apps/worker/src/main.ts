@@ -5,10 +5,12 @@
  * not fatal: the worker keeps serving and registers again when etcd answers.
  * Log lines are JSON on stdout, human ones when stdout is a terminal (`--log-format json` / `human`
  * force either); with human lines the worker prints its model table once started, as tritonserver
- * does. A `--log-file` always takes JSON lines.
+ * does, and a model load still running says so every 10 s (load-progress.ts). A `--log-file`
+ * always takes JSON lines.
  */
 import { logOutputOf, modelStatusTable, parseCommandLine, stopOnSignals } from '@switchyard/cli';
 import { readWorkerEnvironment } from './environment.js';
+import { LoadProgress } from './load-progress.js';
 import { LogFileError, createLogger, openLogFile } from './logger.js';
 import { helpText, inertFlagNotes, parseWorkerArgs } from './options.js';
 import { startWorker, type RunningWorker } from './worker.js';
@@ -38,10 +40,13 @@ export async function main(argv: readonly string[]): Promise<void> {
     ...(destination !== undefined ? { destination } : {}),
   });
   for (const { flag, reason } of inertFlagNotes(options)) logger.info({ flag }, `${flag} is accepted for tritonserver command lines and has no effect here: ${reason}`);
+  // With human lines, a model load still running says so every 10 s (JSON lines stay as they are).
+  const loadProgress = output?.human === true ? new LoadProgress(logger.child({ component: 'engine' })) : undefined;
   let worker: RunningWorker;
   try {
-    worker = await startWorker(options, logger);
+    worker = await startWorker(options, logger, loadProgress !== undefined ? { onLoadStep: loadProgress.onLoadStep } : {});
   } catch (err) {
+    loadProgress?.close();
     logger.error({ err }, 'worker failed to start');
     process.exitCode = 1;
     logger.flush();
@@ -49,6 +54,9 @@ export async function main(argv: readonly string[]): Promise<void> {
   }
   const running = worker;
 
-  stopOnSignals(logger, () => running.close());
+  stopOnSignals(logger, () => {
+    loadProgress?.close();
+    return running.close();
+  });
   if (output?.human === true) process.stdout.write(modelStatusTable(await running.engine.repositoryIndex(false)));
 }

@@ -17,7 +17,7 @@ import {
   type RequestPlane,
   type RuntimeConfig,
 } from '@switchyard/runtime';
-import { createEngine, NvidiaSmiProbe, type Engine } from '@switchyard/engine';
+import { createEngine, NvidiaSmiProbe, type Engine, type ModelLoadStep } from '@switchyard/engine';
 import { configureSharedPreprocessPool } from '@switchyard/llm';
 import { readFileSync } from 'node:fs';
 import { type FrontDoorPorts, type GrpcTls, ServerSettings, SharedMemoryManager, TraceManager, checkTraceFilePath, createFrontDoors, initialTraceSettings } from '@switchyard/server';
@@ -49,6 +49,8 @@ export interface WorkerHooks {
   onLeaseLost?: (cause: Error) => void;
   /** Cluster mode: the KV transfer server listens; `address` is what other workers are told. */
   onKvTransferServing?: (address: string) => void;
+  /** Each step of a model version's load as it starts (the engine's `onLoadStep`; load-progress.ts). */
+  onLoadStep?: (step: ModelLoadStep) => void;
 }
 
 /** Cluster mode, etcd unreachable at start: wait this long between attempts to join. */
@@ -192,6 +194,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
     generationConfig: options.generationConfig,
     serverVersion: SERVER_VERSION,
     logger: logger.child({ component: 'engine' }),
+    ...(hooks.onLoadStep !== undefined ? { onLoadStep: hooks.onLoadStep } : {}),
   });
 
   const settings = new ServerSettings(

@@ -9,6 +9,7 @@ export { DEFAULT_EXTENSIONS, DEFAULT_MODEL_LOAD_THREAD_COUNT, DEFAULT_POLL_INTER
 export { DEFAULT_BACKEND_SETTINGS, compileBackendConfig } from './backend-config.js';
 export type { BackendCommandLine, BackendSettings, OnnxRuntimeSettings } from './backend-config.js';
 export type { ControlMode, EngineOptions } from './options.js';
+export type { ModelLoadStep } from './model/model-loader.js';
 export { DEFAULT_LOAD_LIMITS } from './load-limits.js';
 export type { LoadLimits } from './load-limits.js';
 export type {

@@ -11,6 +11,7 @@ import { MemoryGpuProbe } from './gpu/memory-gpu-probe.js';
 import type { GpuProbe } from './gpu/gpu-probe.js';
 import { DEFAULT_LOAD_LIMITS, type LoadLimits } from './load-limits.js';
 import { compileBackendConfig, type BackendCommandLine, type BackendSettings } from './backend-config.js';
+import type { ModelLoadStep } from './model/model-loader.js';
 
 export type ControlMode = 'none' | 'explicit' | 'poll';
 
@@ -97,6 +98,12 @@ export interface EngineOptions {
    */
   gpus?: GpuProbe;
   /**
+   * Told of each step of a model version's load as it starts (`ModelLoadStep`: loading, instances,
+   * warmup, then loaded or failed), on the loading path: keep it short and do not throw (a throw is
+   * logged and ignored). The worker shows loads still running on a terminal with it. Default none.
+   */
+  onLoadStep?: (step: ModelLoadStep) => void;
+  /**
    * GPUs below this CUDA compute capability are not used (Triton's
    * `--min-supported-compute-capability`, default 6.0); a number >= 0.
    */
@@ -155,6 +162,7 @@ export interface CompiledEngineOptions {
   kvTransferTtlMs: number;
   kvTransferGbps: number;
   gpus: GpuProbe;
+  onLoadStep: ((step: ModelLoadStep) => void) | undefined;
   minComputeCapability: number;
   generationConfig: GenerationConfigMode;
   backendSettings: BackendSettings;
@@ -248,6 +256,7 @@ export function compileEngineOptions(options: EngineOptions): CompiledEngineOpti
     kvTransferTtlMs: ttlMs,
     kvTransferGbps: gbps,
     gpus: options.gpus ?? new MemoryGpuProbe(),
+    onLoadStep: options.onLoadStep,
     minComputeCapability: minCc,
     generationConfig,
     backendSettings: compileBackendConfig(options.backendConfig),

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Backend, BackendModel } from './backend.js';
 import { createEngine, type Engine } from './engine.js';
+import type { ModelLoadStep } from './model/model-loader.js';
 import { OnnxRuntimeBackend } from './onnxruntime/onnxruntime-backend.js';
 import { buildIdentityModel } from '@switchyard/onnx-builder';
 import { createRepository, type RepositoryFixture } from './test-support/repository-fixture.js';
@@ -38,6 +39,8 @@ describe('model warmup', () => {
   let repo: RepositoryFixture;
   let engine: Engine;
   const counts = new Map<string, number>();
+  const steps: ModelLoadStep[] = [];
+  const stepsOf = (model: string): string[] => steps.filter((s) => s.model === model).map((s) => `${s.version}:${s.step}`);
 
   beforeAll(async () => {
     const model = { 1: { 'model.onnx': buildIdentityModel('FLOAT', ['batch', 2]) } };
@@ -64,7 +67,7 @@ describe('model warmup', () => {
         versions: model,
       },
     });
-    engine = await createEngine({ modelRepositories: [repo.root], backends: { onnxruntime: counting(counts) } });
+    engine = await createEngine({ modelRepositories: [repo.root], backends: { onnxruntime: counting(counts) }, onLoadStep: (s) => steps.push(s) });
   });
 
   afterAll(async () => {
@@ -80,6 +83,11 @@ describe('model warmup', () => {
     expect(engine.isModelReady('warm_file')).toBe(true);
     // Warmup executions are not inference statistics.
     expect(engine.modelStatistics('warm_zero')[0]?.execution_count).toBe(0);
+  });
+
+  it('reports each load step as it starts: warmup only for a model that has samples, then loaded or failed', () => {
+    expect(stepsOf('warm_zero')).toEqual(['1:loading', '1:instances', '1:warmup', '1:loaded']);
+    expect(stepsOf('warm_missing_file')).toEqual(['1:loading', '1:instances', '1:warmup', '1:failed']);
   });
 
   it('leaves the version UNAVAILABLE when warmup fails', async () => {

@@ -1,5 +1,6 @@
 // @switchyard/simulator: the cluster simulator. The router's selection policy, mocker engines and
-// the planner's decide() in virtual time, fed by a trace; plus simulated profiling and an SVG plot.
+// the planner's decide() in virtual time, fed by a trace; plus simulated profiling and the SVG chart writer
+// its timeline plot is drawn with (the benchmark report draws its charts with it too).
 export type { LatencySummary, SimulationProgress, SimulationResult, TimelinePoint } from './cluster-simulator.js';
 export { MAX_INTERVAL_SAMPLES, simulate } from './cluster-simulator.js';
 export type { CompiledSimulation, MockerConfig, SimRouterMode, SimulationOptions } from './options.js';
@@ -12,5 +13,6 @@ export { promptTokens } from './prompt-tokens.js';
 export { LogHistogram } from './histogram.js';
 export type { ProfileGrid } from './profiler.js';
 export { DEFAULT_PROFILE_GRID, profileMocker } from './profiler.js';
-export { renderTimelineSvg } from './svg-plot.js';
+export type { GoalLine, Plot, PlotAxis, PlotSeries } from './svg-plot.js';
+export { renderPlotSvg, renderTimelineSvg, timelinePlot } from './svg-plot.js';
 export { formatResult } from './report.js';

@@ -82,6 +82,7 @@ export class ModelLifecycle {
       limits: options.loadLimits,
       gpus: options.gpus,
       minComputeCapability: options.minComputeCapability,
+      ...(options.onLoadStep !== undefined ? { onLoadStep: options.onLoadStep } : {}),
     };
     this.loadSlots = new LoadSlots(options.modelLoadThreadCount);
     this.ensembles = new EnsembleDependencies({

@@ -46,6 +46,25 @@ export interface LoaderContext {
   gpus?: GpuProbe;
   /** GPUs below this compute capability are not used (default 6.0). */
   minComputeCapability?: number;
+  /** Told of each step of a version's load as it starts (`EngineOptions.onLoadStep`). */
+  onLoadStep?: (step: ModelLoadStep) => void;
+}
+
+/**
+ * A step of loading one model version, reported as it starts, so that a caller can show a load
+ * that takes long (a large ONNX file, an LLM's session, digest and KV cache) while it runs:
+ *   loading    the config is completed and the backend reads and builds the model (file, session,
+ *              tokenizer, KV cache): the long step of a large model
+ *   instances  the instances are created
+ *   warmup     the config's `model_warmup` samples run on every instance
+ *   loaded     the version is built and about to serve
+ *   failed     the load threw (the version becomes UNAVAILABLE, or is tried again)
+ * Ensembles report nothing: they build no backend.
+ */
+export interface ModelLoadStep {
+  readonly model: string;
+  readonly version: number;
+  readonly step: 'loading' | 'instances' | 'warmup' | 'loaded' | 'failed';
 }
 
 /**
@@ -134,6 +153,31 @@ async function createInstances(context: LoaderContext, config: ModelConfig, mode
 /** Load one version. Throws on any failure, with every partially created resource released. */
 export async function loadVersion(context: LoaderContext, base: ModelConfig, source: ModelSource, version: number): Promise<LoadedVersion> {
   if (base.platform === 'ensemble') return loadEnsembleVersion(context, base, source, version);
+  const report = (step: ModelLoadStep['step']): void => {
+    try {
+      context.onLoadStep?.({ model: base.name, version, step });
+    } catch (e) {
+      context.logger.error({ err: e, model: base.name, version }, 'model load step listener threw');
+    }
+  };
+  report('loading');
+  try {
+    const loaded = await loadBackendVersion(context, base, source, version, report);
+    report('loaded');
+    return loaded;
+  } catch (e) {
+    report('failed');
+    throw e;
+  }
+}
+
+async function loadBackendVersion(
+  context: LoaderContext,
+  base: ModelConfig,
+  source: ModelSource,
+  version: number,
+  report: (step: ModelLoadStep['step']) => void,
+): Promise<LoadedVersion> {
   const started = process.hrtime.bigint();
   const name = base.name;
   const logger = context.logger.child({ model: name, version });
@@ -156,7 +200,9 @@ export async function loadVersion(context: LoaderContext, base: ModelConfig, sou
   const stats = new ModelStatsCollector(name, version);
   let scheduler: Scheduler;
   try {
+    report('instances');
     instances = await createInstances(context, config, model);
+    if (config.model_warmup.length > 0) report('warmup');
     await runWarmup(config, source.path, instances);
     // Inside the cleanup path: a scheduler may refuse its config (e.g. a sequence initial_state).
     scheduler = createScheduler(config, {
