@@ -23,6 +23,9 @@ export const ETCD_BINARY: DebianBinary = { binary: 'etcd', debianPackage: 'etcd-
 export const NATS_BINARY: DebianBinary = { binary: 'nats-server', debianPackage: 'nats-server' };
 export const REDIS_BINARY: DebianBinary = { binary: 'redis-server', debianPackage: 'redis-server' };
 
+/** Debian's Chromium, for the browser suites (driven by playwright-core, never a downloaded browser). */
+export const CHROMIUM_BINARY: DebianBinary = { binary: 'chromium', debianPackage: 'chromium' };
+
 /** All three are installed together, so the first harness call on a fresh machine pays once. */
 export const INFRA_BINARIES: readonly DebianBinary[] = [ETCD_BINARY, NATS_BINARY, REDIS_BINARY];
 
@@ -50,18 +53,27 @@ export function findBinary(binary: string): string | null {
   return null;
 }
 
-let pending: Promise<void> | null = null;
+/** Installs in progress in this process, by the packages they install. */
+const pending = new Map<string, Promise<void>>();
 
 /**
  * Resolves each binary to its absolute path, installing the Debian packages of the missing
- * ones first (all of `INFRA_BINARIES` that are missing, in one apt-get call). Throws a
+ * ones first (in one apt-get call; a missing infrastructure server brings all of `INFRA_BINARIES`
+ * that are missing with it). Throws a
  * `not_found` SwitchyardError, with apt-get's output as the cause, when that is impossible.
  */
 export function ensureBinaries(wanted: readonly DebianBinary[] = INFRA_BINARIES): Promise<Map<string, string>> {
   const found = locate(wanted);
   if (found.missing.length === 0) return Promise.resolve(found.paths);
-  // Share one install per process; a failed install is retried by the next call.
-  const install = (pending ??= installMissing().finally(() => (pending = null)));
+  // Share one install per process and set of packages; a failed install is retried by the next call.
+  // The infrastructure servers always come together (see INFRA_BINARIES); anything else on its own.
+  const group = found.missing.some((b) => INFRA_BINARIES.includes(b)) ? [...new Set([...INFRA_BINARIES, ...found.missing])] : found.missing;
+  const key = group.map((b) => b.debianPackage).join(' ');
+  let install = pending.get(key);
+  if (install === undefined) {
+    install = installMissing(group).finally(() => pending.delete(key));
+    pending.set(key, install);
+  }
   return install.then(() => {
     const again = locate(wanted);
     if (again.missing.length > 0) {
@@ -82,11 +94,11 @@ function locate(wanted: readonly DebianBinary[]): { paths: Map<string, string>; 
   return { paths, missing };
 }
 
-async function installMissing(): Promise<void> {
+async function installMissing(group: readonly DebianBinary[]): Promise<void> {
   const release = await acquireLock(APT_LOCK_PATH, DEFAULT_LOCK_TIMEOUT_MS);
   try {
     // Another process may have installed them while we waited for the lock.
-    const { missing } = locate(INFRA_BINARIES);
+    const { missing } = locate(group);
     if (missing.length === 0) return;
     const packages = missing.map((b) => b.debianPackage);
     const hint = `install them by hand: apt-get install -y ${packages.join(' ')}`;
