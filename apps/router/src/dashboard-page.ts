@@ -123,6 +123,16 @@ function drawChart(svg, points, series) {
     path.setAttribute("vector-effect", "non-scaling-stroke");
     path.setAttribute("data-series", s.key);
     kids.push(path);
+    // a point with no neighbour draws no line: mark it
+    points.forEach((p, i) => {
+      const v = p[s.key];
+      const alone = v !== null && (i === 0 || points[i - 1][s.key] === null) && (i === n - 1 || points[i + 1][s.key] === null);
+      if (!alone) return;
+      const c = document.createElementNS(SVG, "circle");
+      c.setAttribute("cx", x(i).toFixed(1)); c.setAttribute("cy", y(v).toFixed(1)); c.setAttribute("r", "2"); c.setAttribute("fill", s.color);
+      c.setAttribute("data-series", s.key);
+      kids.push(c);
+    });
   }
   svg.replaceChildren(...kids);
 }
