@@ -58,8 +58,23 @@ describe('router dashboard in a browser', () => {
     expect(await page.locator(row('workers', first)).getAttribute('data-model')).toBe('mock_llm');
     expect(await page.locator(row('workers', first)).getAttribute('data-role')).toBe('aggregated');
 
-    // a worker joins: its row appears without a reload
-    const second = await cluster.addWorker(MOCK_ONLY);
+    // a worker joins: its row appears without a reload. Meanwhile a planner in dry-run starts: it
+    // publishes its decisions on the event plane every second
+    const [second, p] = await Promise.all([
+      cluster.addWorker(MOCK_ONLY),
+      startAppProcess('planner', [
+        `--etcd=${cluster.etcd.url}`,
+        `--nats=${cluster.nats.url}`,
+        `--namespace=${cluster.namespace}`,
+        '--model=mock_llm',
+        '--adjustment-interval-secs=1',
+        '--metrics-port=0',
+        '--metrics-address=127.0.0.1',
+        '--connector=memory',
+        '--dry-run',
+      ]),
+    ]);
+    planner = p;
     const secondId = await cluster.instanceIdOf(second);
     await page.waitForSelector(row('workers', secondId), { timeout: 15_000 });
     await page.waitForSelector(`#worker-events tbody tr[data-instance="${secondId}"][data-event="joined"]`, { timeout: 5_000 });
@@ -83,18 +98,7 @@ describe('router dashboard in a browser', () => {
     // the TTFT chart drew the request's point
     await page.waitForSelector('#chart-ttft circle[data-series="ttftP50"], #chart-ttft path[data-series="ttftP50"][d*="L"]', { timeout: 5_000 });
 
-    // a planner in dry-run publishes its decisions; the page lists them
-    planner = await startAppProcess('planner', [
-      `--etcd=${cluster.etcd.url}`,
-      `--nats=${cluster.nats.url}`,
-      `--namespace=${cluster.namespace}`,
-      '--model=mock_llm',
-      '--adjustment-interval-secs=1',
-      '--metrics-port=0',
-      '--metrics-address=127.0.0.1',
-      '--connector=memory',
-      '--dry-run',
-    ]);
+    // the planner's decisions are listed
     await page.waitForSelector('#planner tbody tr[data-pool]', { timeout: 15_000 });
     expect(await page.locator('#planner tbody tr[data-pool]').first().textContent()).toContain('mock_llm');
 
