@@ -148,6 +148,7 @@ function render(s) {
     const l = w.load;
     rows.push(row([w.role, w.model, w.instanceId, { text: l ? l.running : "–", cls: "num" }, { text: l ? l.waiting : "–", cls: "num" }, l ? bar(l.kvUsage) : "–", { text: l ? pct(l.prefixHitRate) : "–", cls: "num" }, { text: w.decisions, cls: "num" }], { "data-instance": w.instanceId, "data-model": w.model, "data-role": w.role }));
   }
+  if (s.workersTotal > s.workers.length) { const tr = document.createElement("tr"); const td = el("td", (s.workersTotal - s.workers.length) + " more workers not listed", "empty"); td.colSpan = 8; tr.appendChild(td); rows.push(tr); }
   fill($("workers").tBodies[0], rows, 8, "no workers");
 
   drawChart($("chart-rate"), s.series, [{ key: "rate", color: "#2f6fdb" }]);

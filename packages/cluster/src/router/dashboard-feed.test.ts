@@ -8,7 +8,11 @@ import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { compileSamplingParams } from '@switchyard/llm';
 import { MemoryEventPlane, componentName, namespace, plannerDecisionsSubject } from '@switchyard/runtime';
 import { PLANNER_COMPONENT, type WirePlannerDecision } from '../protocols.js';
+import { DashboardFeed, MAX_DASHBOARD_WORKERS } from './dashboard-feed.js';
+import { DashboardState } from './dashboard-state.js';
+import type { ModelRegistry } from './model-registry.js';
 import { type RouterCore, startRouterCore } from './router-core.js';
+import { silentLogger } from '@switchyard/common';
 import { LLM, MockCluster, NS, waitFor } from './test-support/mock-cluster.js';
 
 let cluster: MockCluster | undefined;
@@ -96,5 +100,29 @@ describe('DashboardFeed', () => {
     expect(feed.snapshot().workerEvents[0]).toMatchObject({ type: 'left', instanceId: b.node.instanceId, model: LLM });
     // nothing in a snapshot names a server or a credential
     expect(JSON.stringify(feed.snapshot())).not.toMatch(/:\/\/|password|token=/i);
+  });
+});
+
+describe('DashboardFeed bounds', () => {
+  it('lists at most MAX_DASHBOARD_WORKERS workers in a snapshot and counts the rest', async () => {
+    const instances = new Map(Array.from({ length: MAX_DASHBOARD_WORKERS + 88 }, (_, i) => [i.toString(16).padStart(16, '0'), {}]));
+    const registry = { list: () => [{ name: 'big', kind: 'tensor', instances }], onChange: () => () => undefined } as unknown as ModelRegistry;
+    const events = new MemoryEventPlane(new MockCluster().events);
+    const feed = new DashboardFeed({
+      state: new DashboardState(),
+      registry,
+      eventPlane: events,
+      namespace: namespace(NS),
+      routerId: 'b1',
+      mode: 'kv',
+      loadOf: () => undefined,
+      decisionsOf: () => 0,
+      logger: silentLogger,
+    });
+    const snap = feed.snapshot();
+    expect(snap.workers).toHaveLength(MAX_DASHBOARD_WORKERS);
+    expect(snap.workersTotal).toBe(MAX_DASHBOARD_WORKERS + 88);
+    expect(snap.workers[0]).toMatchObject({ model: 'big', kind: 'tensor', role: 'tensor', load: null });
+    await feed.close();
   });
 });

@@ -25,6 +25,11 @@ import { workerId } from './llm-worker-chooser.js';
 import { type ModelRegistry, instanceRole } from './model-registry.js';
 
 const SUBSCRIBE_RETRY_MS = 1_000;
+/**
+ * Worker rows in one snapshot (instance × model): keeps a snapshot of a large cluster far below the
+ * event stream's per-client buffer (a row is about 250 bytes of JSON); the rest are counted only.
+ */
+export const MAX_DASHBOARD_WORKERS = 512;
 
 export interface DashboardFeedOptions {
   readonly state: DashboardState;
@@ -68,8 +73,10 @@ export class DashboardFeed {
   snapshot(): DashboardSnapshot {
     const { registry, loadOf, decisionsOf } = this.o;
     const workers: DashboardWorker[] = [];
+    let total = 0;
     for (const e of registry.list()) {
       for (const id of e.instances.keys()) {
+        if (total++ >= MAX_DASHBOARD_WORKERS) continue;
         const worker = workerId(id, e.name);
         const load = e.kind === 'llm' ? loadOf(worker) : undefined;
         workers.push({
@@ -91,7 +98,7 @@ export class DashboardFeed {
         });
       }
     }
-    return this.o.state.snapshot(this.now(), { routerId: this.o.routerId, mode: this.o.mode, namespace: this.o.namespace }, workers);
+    return this.o.state.snapshot(this.now(), { routerId: this.o.routerId, mode: this.o.mode, namespace: this.o.namespace }, workers, total);
   }
 
   /** Stop following the registry and the planners. Idempotent. */

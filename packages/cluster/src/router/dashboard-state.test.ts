@@ -138,7 +138,8 @@ describe('DashboardState', () => {
     const s = new DashboardState();
     const workers = [{ instanceId: 'abc', model: 'm', kind: 'llm' as const, role: 'aggregated', load: null, decisions: 3 }];
     const snap = s.snapshot(42, HEADER, workers);
-    expect(snap).toMatchObject({ now: 42, routerId: 'r1', mode: 'kv', namespace: 'ns', bucketMs: 5000, workers });
+    expect(snap).toMatchObject({ now: 42, routerId: 'r1', mode: 'kv', namespace: 'ns', bucketMs: 5000, workers, workersTotal: 1 });
+    expect(s.snapshot(42, HEADER, workers, 700).workersTotal).toBe(700);
     expect(snap.series).toHaveLength(60);
   });
 

@@ -157,6 +157,8 @@ export interface DashboardSnapshot {
   readonly namespace: string;
   readonly bucketMs: number;
   readonly workers: readonly DashboardWorker[];
+  /** Workers the cluster has (instance × model); more than `workers` when the caller capped the list. */
+  readonly workersTotal: number;
   readonly series: readonly DashboardPoint[];
   /** Newest first. */
   readonly decisions: readonly DashboardDecision[];
@@ -271,7 +273,7 @@ export class DashboardState {
    * Everything the page shows at `now`. `workers` and the header fields come from the caller (they are
    * discovery's and the load samples' state, not kept here).
    */
-  snapshot(now: number, header: { routerId: string; mode: string; namespace: string }, workers: readonly DashboardWorker[]): DashboardSnapshot {
+  snapshot(now: number, header: { routerId: string; mode: string; namespace: string }, workers: readonly DashboardWorker[], workersTotal = workers.length): DashboardSnapshot {
     const current = Math.floor(now / this.bucketMs);
     const n = this.buckets.length;
     const series: DashboardPoint[] = [];
@@ -296,6 +298,7 @@ export class DashboardState {
       ...header,
       bucketMs: this.bucketMs,
       workers,
+      workersTotal,
       series,
       decisions: this.decisions.toArray().reverse(),
       decisionsTotal: this.decisions.total,
