@@ -22,17 +22,20 @@ import { createHash, randomBytes } from 'node:crypto';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '@switchyard/common';
-import { EventPlaneObservationSource } from '@switchyard/cluster';
+import { EventPlaneObservationSource, PLANNER_COMPONENT, type WirePlannerDecision } from '@switchyard/cluster';
 import { MemoryConnector, POOLS, type Connector, type ObservationSource, type PlannerConfig, type Pool } from '@switchyard/planner';
 import {
   EtcdLeaderElection,
   KubernetesConnector,
+  componentName,
   createDiscovery,
   createEventPlane,
   createLocalConnector,
   type Discovery,
   type EventPlane,
   type LeaderElection,
+  namespace,
+  plannerDecisionsSubject,
 } from '@switchyard/runtime';
 import { LeaderHeldConnector } from './leader-connector.js';
 import { ObservedSource, ReplicaLoads } from './replica-loads.js';
@@ -68,6 +71,11 @@ export interface PlannerParts {
   readonly election: LeaderElection;
   readonly source: ObservationSource;
   readonly connector: Connector;
+  /**
+   * Publishes one decision on the event plane (`plannerDecisionsSubject(ns, planner)`), for routers'
+   * dashboards; rejects when it could not be stored. Absent: decisions are only logged and exported.
+   */
+  readonly publishDecision?: (decision: WirePlannerDecision) => Promise<void>;
 }
 
 /** A candidate id that tells an operator which process leads: host, pid and a random suffix. */
@@ -131,7 +139,10 @@ function kubernetesConnector(options: PartsOptions, logger: Logger): KubernetesC
 }
 
 /** The event-plane source on roles of its own (closed with it), plus the replica loads the local connector asks. */
-export async function createObservationSource(options: PartsOptions, logger: Logger): Promise<{ source: ObservationSource; loads: ReplicaLoads | undefined }> {
+export async function createObservationSource(
+  options: PartsOptions,
+  logger: Logger,
+): Promise<{ source: ObservationSource; loads: ReplicaLoads | undefined; eventPlane: EventPlane }> {
   const config = { namespace: options.namespace, etcdUrl: options.etcd, natsUrl: options.nats, logger };
   let discovery: Discovery | undefined;
   let eventPlane: EventPlane | undefined;
@@ -146,7 +157,7 @@ export async function createObservationSource(options: PartsOptions, logger: Log
       logger: logger.child({ component: 'observations' }),
     });
     const loads = options.connector === 'local' ? new ReplicaLoads(discovery, options.namespace, options.model, logger) : undefined;
-    return { source: new ObservedSource(source, loads, [eventPlane, discovery]), loads };
+    return { source: new ObservedSource(source, loads, [eventPlane, discovery]), loads, eventPlane };
   } catch (err) {
     await eventPlane?.close().catch(() => undefined);
     await discovery?.close().catch(() => undefined);
@@ -173,7 +184,11 @@ export async function buildParts(options: PartsOptions, logger: Logger): Promise
     const built = await createObservationSource(options, logger);
     source = built.source;
     const connector = new LeaderHeldConnector(() => openConnector(options, logger, built.loads), election, logger);
-    return { election, source, connector };
+    const subject = plannerDecisionsSubject(namespace(options.namespace), componentName(PLANNER_COMPONENT));
+    const publishDecision = async (d: WirePlannerDecision): Promise<void> => {
+      await built.eventPlane.publish(subject, d);
+    };
+    return { election, source, connector, publishDecision };
   } catch (err) {
     await source?.close().catch(() => undefined);
     await election.close();

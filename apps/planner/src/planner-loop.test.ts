@@ -45,7 +45,9 @@ interface Rig {
   lines: Record<string, unknown>[];
 }
 
-function rig(options: { store?: MemoryElectionStore; connector?: Connector; initial?: Partial<Record<Pool, number>>; dryRun?: boolean; id?: string } = {}): Rig {
+function rig(
+  options: { store?: MemoryElectionStore; connector?: Connector; initial?: Partial<Record<Pool, number>>; dryRun?: boolean; id?: string; onDecision?: PlannerLoopOptions['onDecision'] } = {},
+): Rig {
   const store = options.store ?? new MemoryElectionStore();
   const election = store.campaign('ns', 'planner', options.id);
   const source = new MemoryObservationSource(() => Date.now());
@@ -59,6 +61,7 @@ function rig(options: { store?: MemoryElectionStore; connector?: Connector; init
     dryRun: options.dryRun ?? false,
     connectorTimeoutMs: 1_000,
     logger,
+    ...(options.onDecision === undefined ? {} : { onDecision: options.onDecision }),
   };
   return { loop: new PlannerLoop(o), source, connector, election, lines };
 }
@@ -98,6 +101,21 @@ describe('PlannerLoop', () => {
     expect(s.decisions).toEqual([{ pool: 'aggregated', direction: 'up', reason: 'kv_usage_high', count: 1 }]);
     expect(s.intervals).toEqual({ decided: 1, following: 0, skipped: 0 });
     expect(s.leading).toBe(true);
+  });
+
+  it('hands every decision of a leading interval to onDecision (the event plane), before acting; none while following', async () => {
+    const store = new MemoryElectionStore();
+    const seen: { pool: string; from: number; to: number; direction: string; reason: string; scaledBefore: number }[] = [];
+    const leader = rig({ store, onDecision: (d) => seen.push({ ...d, scaledBefore: leader.connector.calls.length }) });
+    const follower = rig({ store, onDecision: (d) => seen.push({ ...d, scaledBefore: -1 }) });
+    vi.advanceTimersByTime(30_000);
+    leader.source.push(busy(0.95));
+    follower.source.push(busy(0.95));
+    await leader.loop.tick();
+    expect(await follower.loop.tick()).toEqual({ kind: 'following' });
+    expect(seen.map(({ pool, from, to, direction, reason, scaledBefore }) => ({ pool, from, to, direction, reason, scaledBefore }))).toEqual([
+      { pool: 'aggregated', from: 1, to: 2, direction: 'up', reason: 'kv_usage_high', scaledBefore: 0 },
+    ]);
   });
 
   it('keeps its state across intervals: the next scale-up starts from the connector count and counts the interval', async () => {

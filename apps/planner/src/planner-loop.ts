@@ -9,7 +9,7 @@
  *   2. not leading → done (`following`);
  *   3. leading: read the replicas from the connector, put them into the observations (only pools
  *      the connector manages are decided), `decide`, log every decision as one JSON line with its
- *      inputs and reason, and — unless dry-run, and only while still leading — ask the connector
+ *      inputs and reason (and hand it to `onDecision`: published for routers' dashboards), and — unless dry-run, and only while still leading — ask the connector
  *      for each changed pool's target.
  * A failing or hanging connector call is logged and counted, never fatal: the interval ends, the
  * next one tries again. A call still running when the next interval comes makes that interval skip
@@ -49,6 +49,11 @@ export interface PlannerLoopOptions {
   /** Longest wait for one connector call before the interval gives up on it (it keeps running). */
   readonly connectorTimeoutMs: number;
   readonly logger: Logger;
+  /**
+   * Called with each decision of a leading interval, right after it is logged (before acting), for
+   * the event plane (routers' dashboards). Must not throw; the loop does not wait for it.
+   */
+  readonly onDecision?: (decision: Decision) => void;
 }
 
 /** How an interval ended. */
@@ -197,6 +202,7 @@ export class PlannerLoop {
         },
         'planner decision',
       );
+      this.o.onDecision?.(d);
     }
 
     const acted: Pool[] = [];

@@ -10,7 +10,8 @@
  *          (the workers keep running: a planner that stops leaves the cluster serving) → metrics door.
  */
 import type { Logger } from '@switchyard/common';
-import type { PlannerConfig } from '@switchyard/planner';
+import type { WirePlannerDecision } from '@switchyard/cluster';
+import type { Decision, PlannerConfig } from '@switchyard/planner';
 import { createMetricsDoor } from './metrics-server.js';
 import type { PlannerAppOptions } from './options.js';
 import { buildParts, type PlannerParts } from './parts.js';
@@ -46,6 +47,7 @@ export async function startPlanner(
     dryRun: options.dryRun,
     connectorTimeoutMs: Math.min(intervalMs, MAX_CONNECTOR_TIMEOUT_MS),
     logger: logger.child({ component: 'planner-loop', model: options.model }),
+    ...(parts.publishDecision === undefined ? {} : { onDecision: decisionPublisher(parts.publishDecision, election.candidateId, options, logger) }),
   });
   const door = createMetricsDoor({ port: options.metricsPort, host: options.metricsAddress, render: () => renderPlannerMetrics(loop.stats()), logger });
   const teardown = async (): Promise<void> => {
@@ -102,5 +104,37 @@ export async function startPlanner(
       })();
       return closing;
     },
+  };
+}
+
+/**
+ * Decisions onto the event plane, fire and forget: a failed publish is logged (once per outage) and
+ * dropped; while MAX_PENDING_DECISION_PUBLISHES are still waiting (NATS down), further ones are dropped.
+ */
+const MAX_PENDING_DECISION_PUBLISHES = 16;
+
+function decisionPublisher(
+  publish: (d: WirePlannerDecision) => Promise<void>,
+  plannerId: string,
+  options: { readonly model: string; readonly dryRun: boolean },
+  logger: Logger,
+): (d: Decision) => void {
+  let pending = 0;
+  let failing = false;
+  return (d) => {
+    if (pending >= MAX_PENDING_DECISION_PUBLISHES) return;
+    pending++;
+    const wire: WirePlannerDecision = { v: 1, plannerId, model: options.model, ts: Date.now(), pool: d.pool, from: d.from, to: d.to, direction: d.direction, reason: d.reason, dryRun: options.dryRun };
+    publish(wire).then(
+      () => {
+        pending--;
+        failing = false;
+      },
+      (err: unknown) => {
+        pending--;
+        if (!failing) logger.warn({ err }, 'planner: publishing a decision on the event plane failed; dropped');
+        failing = true;
+      },
+    );
   };
 }

@@ -6,8 +6,11 @@
  *
  *   start: runtime → core → front doors (a door only opens once the core can answer; readiness,
  *          `/v2/health/ready`, follows `core.engine.isReady()`: true once discovery has synced).
- *   close: front doors stop accepting and finish their in-flight requests (bounded by
- *          `--exit-timeout-secs`) → core.close() (stops routing, ends what is left) → runtime close.
+ *   close: the dashboard's event streams end → front doors stop accepting and finish their in-flight
+ *          requests (bounded by `--exit-timeout-secs`) → core.close() (stops routing, ends what is
+ *          left) → runtime close.
+ *
+ * The HTTP door also serves the live dashboard (`/dashboard`, `/dashboard/events`: dashboard.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { doorLimits, levelFor, timestampFormat } from '@switchyard/cli';
@@ -18,6 +21,7 @@ import { connectRuntime } from '@switchyard/runtime';
 import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
 import { type RouterOptions, accessPolicy, outputParsing } from './options.js';
 import { renderRouterMetrics } from './router-metrics.js';
+import { createRouterDashboard } from './dashboard.js';
 
 /** How long core.close() and the runtime's close() may take each once the doors are shut. */
 const TEARDOWN_TIMEOUT_MS = 5_000;
@@ -94,6 +98,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
   // Client shared memory cannot reach a worker on another host: the router never enables it.
   const shm = new SharedMemoryManager({ enabled: false });
 
+  const dashboard = createRouterDashboard({ feed: core.dashboard });
   const limits = doorLimits(options);
   const doors = createFrontDoors({
     engine,
@@ -101,7 +106,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
     settings,
     logger,
     access: accessPolicy(options),
-    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http, ...limits.httpInfer, outputParsing: outputParsing(options) } } : {}),
+    ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http, ...limits.httpInfer, outputParsing: outputParsing(options), appRoutes: dashboard.routes } } : {}),
     ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, ...limits.grpc } } : {}),
     ...(options.allowMetrics
       ? {
@@ -125,6 +130,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
     ports = await doors.listen();
   } catch (err) {
     unsubscribeRegistry();
+    dashboard.close();
     await core.close();
     await runtime.close();
     shm.close();
@@ -140,6 +146,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
     closing ??= (async () => {
       logger.info('draining: no new requests, finishing in-flight ones');
       unsubscribeRegistry();
+      dashboard.close();
       const doorsClosed = doors.close();
       if ((await within(doorsClosed, options.exitTimeoutSecs * 1000)) === 'timeout') {
         logger.warn({ exitTimeoutSecs: options.exitTimeoutSecs }, 'exit timeout reached with requests still in flight');

@@ -17,6 +17,7 @@ export {
   decodeWireHistogram,
   decodeWireLoad,
   decodeWireRequestFigures,
+  decodeWirePlannerDecision,
   decodeWireSnapshotChunk,
   decodeWireSnapshotRequest,
   generateOutputFromWire,
@@ -74,6 +75,18 @@ export type { HeldRequestsOptions } from './router/held-requests.js';
 export { ModelRegistry } from './router/model-registry.js';
 export type { LlmTextTools, ModelEntry, RegistryChange, RegistryListener } from './router/model-registry.js';
 export { DEFAULT_INHIBIT_MS } from './router/instance-tracker.js';
+export { DASHBOARD_DEFAULTS, DashboardState, RingBuffer, histogramQuantile } from './router/dashboard-state.js';
+export type {
+  DashboardDecision,
+  DashboardDisagg,
+  DashboardPlannerDecision,
+  DashboardPoint,
+  DashboardSnapshot,
+  DashboardStateOptions,
+  DashboardWorker,
+  DashboardWorkerEvent,
+} from './router/dashboard-state.js';
+export { DashboardFeed } from './router/dashboard-feed.js';
 export { KV_TRANSFER_BUCKETS_S } from './router/router-stats.js';
 /** The `--generation-config` modes of workers and routers (the LLM package's, re-exported for the apps). */
 export { DEFAULT_GENERATION_CONFIG_MODE, GENERATION_CONFIG_MODES, type GenerationConfigMode } from '@switchyard/llm';

@@ -28,6 +28,9 @@
  * Events a router publishes (EventPlane), for planners:
  * - `requestFiguresSubject(ns, ROUTER_COMPONENT)`: `WireRequestFigures` — one model's requests over about a second.
  *
+ * Events a planner publishes (EventPlane), for routers' dashboards:
+ * - `plannerDecisionsSubject(ns, PLANNER_COMPONENT)`: `WirePlannerDecision` — one pool's decision of one interval.
+ *
  * The model card's `metadata` (runtime ModelCard) carries `TensorCardMetadata` for every model (an LLM
  * is a KServe model too: Triton's vLLM-style `text_input` interface, reached through `infer`), and
  * for `kind: 'llm'` also `LlmCardMetadata`.
@@ -39,6 +42,8 @@ import type { KvCacheEvent, KvLayout, OutputParsingConfig, SamplingDefaults, Sna
 export const WORKER_COMPONENT = 'backend';
 /** The component routers publish their request figures under (they serve no endpoint of their own). */
 export const ROUTER_COMPONENT = 'router';
+/** The component planners publish their decisions under. */
+export const PLANNER_COMPONENT = 'planner';
 export const GENERATE_ENDPOINT = 'generate';
 export const INFER_ENDPOINT = 'infer';
 export const KV_SNAPSHOT_ENDPOINT = 'kv_snapshot';
@@ -332,6 +337,28 @@ export interface WireRequestFigures {
   readonly ttftMs: WireHistogram;
   /** Gaps between consecutive tokens, ms (one per token after the first). */
   readonly itlMs: WireHistogram;
+}
+
+/**
+ * Planner → JetStream: one pool's decision of one adjustment interval of the leading planner (every
+ * decision it logs, `hold` included; at most one per pool per interval). Read by routers' dashboards.
+ */
+export interface WirePlannerDecision {
+  readonly v: 1;
+  /** The planner process (its election candidate id). */
+  readonly plannerId: string;
+  readonly model: string;
+  /** Epoch ms (planner clock). */
+  readonly ts: number;
+  readonly pool: 'prefill' | 'decode' | 'aggregated';
+  /** Replicas the interval started from and its target. */
+  readonly from: number;
+  readonly to: number;
+  readonly direction: 'up' | 'down' | 'hold';
+  /** The rule that decided (a `DecisionReason` of @switchyard/planner, e.g. `at_max`), bounded as an id. */
+  readonly reason: string;
+  /** The planner runs with `--dry-run`: it decided but does not act. */
+  readonly dryRun: boolean;
 }
 
 // ---- model card metadata ------------------------------------------------------------------------

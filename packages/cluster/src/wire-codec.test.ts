@@ -12,6 +12,7 @@ import {
   decodeWireKvEvents,
   decodeWireForwardPass,
   decodeWireLoad,
+  decodeWirePlannerDecision,
   decodeWireRequestFigures,
   decodeWireSnapshotChunk,
   decodeWireSnapshotRequest,
@@ -312,6 +313,20 @@ describe('snapshot, events and metadata', () => {
     expect(decodeWireLoad(load)).toEqual(load);
     expectInvalid(() => decodeWireLoad({ ...load, numWaiting: 0.5 }), /numWaiting/);
     expectInvalid(() => decodeWireLoad({ ...load, instanceId: 'i'.repeat(MAX_WIRE_ID_LENGTH + 1) }), /instanceId/);
+  });
+
+  it('decodes planner decisions: known pools and directions, bounded ids and reason', () => {
+    const d = { v: 1, plannerId: 'host-1-abc', model: 'org/m', ts: 5, pool: 'decode', from: 1, to: 2, direction: 'up', reason: 'kv_usage_high', dryRun: false };
+    expect(decodeWirePlannerDecision(viaJson(d))).toEqual(d);
+    expectInvalid(() => decodeWirePlannerDecision({ ...d, v: 2 }), /version/);
+    expectInvalid(() => decodeWirePlannerDecision({ ...d, pool: 'all' }), /pool/);
+    expectInvalid(() => decodeWirePlannerDecision({ ...d, direction: 'sideways' }), /direction/);
+    expectInvalid(() => decodeWirePlannerDecision({ ...d, from: -1 }), /from/);
+    expectInvalid(() => decodeWirePlannerDecision({ ...d, to: 1.5 }), /'to'/);
+    expectInvalid(() => decodeWirePlannerDecision({ ...d, reason: 'r'.repeat(MAX_WIRE_ID_LENGTH + 1) }), /reason/);
+    expectInvalid(() => decodeWirePlannerDecision({ ...d, reason: 'a\nb' }), /reason/);
+    expectInvalid(() => decodeWirePlannerDecision({ ...d, dryRun: 'no' }), /dryRun/);
+    expectInvalid(() => decodeWirePlannerDecision({ ...d, ts: Number.NaN }), /ts/);
   });
 
   it('decodes forward-pass batches within their limits', () => {

@@ -35,6 +35,7 @@ import type {
   WireKvEvents,
   WireLoad,
   WireRequestFigures,
+  WirePlannerDecision,
   WireParameters,
   WireDuration,
   WireModelStatistics,
@@ -798,6 +799,32 @@ export function decodeWireRequestFigures(value: unknown): WireRequestFigures {
     osl: decodeWireHistogram(o['osl'], `${what} osl`),
     ttftMs: decodeWireHistogram(o['ttftMs'], `${what} ttftMs`),
     itlMs: decodeWireHistogram(o['itlMs'], `${what} itlMs`),
+  };
+}
+
+const PLANNER_POOLS: readonly WirePlannerDecision['pool'][] = ['prefill', 'decode', 'aggregated'];
+const PLANNER_DIRECTIONS: readonly WirePlannerDecision['direction'][] = ['up', 'down', 'hold'];
+
+export function decodeWirePlannerDecision(value: unknown): WirePlannerDecision {
+  const what = 'planner decision';
+  const o = obj(value, what);
+  version(o, what);
+  const pool = o['pool'];
+  if (!PLANNER_POOLS.includes(pool as WirePlannerDecision['pool'])) throw invalidArgument(`${what}: 'pool' must be one of ${PLANNER_POOLS.join(', ')}`);
+  const direction = o['direction'];
+  if (!PLANNER_DIRECTIONS.includes(direction as WirePlannerDecision['direction'])) throw invalidArgument(`${what}: 'direction' must be one of ${PLANNER_DIRECTIONS.join(', ')}`);
+  const reason = id(o, 'reason', what);
+  return {
+    v: 1,
+    plannerId: id(o, 'plannerId', what),
+    model: id(o, 'model', what),
+    ts: num(o, 'ts', what),
+    pool: pool as WirePlannerDecision['pool'],
+    from: int(o, 'from', what, 0),
+    to: int(o, 'to', what, 0),
+    direction: direction as WirePlannerDecision['direction'],
+    reason,
+    dryRun: bool(o, 'dryRun', what),
   };
 }
 

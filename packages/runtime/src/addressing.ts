@@ -199,6 +199,10 @@ export function forwardPassSubject(ns: Namespace, component: ComponentName): str
 export function requestFiguresSubject(ns: Namespace, component: ComponentName): string {
   return `${SUBJECT_ROOT}.${ns}.request_figures.${component}`;
 }
+/** Decisions a component's planners publish each adjustment interval (JetStream; read by routers' dashboards). */
+export function plannerDecisionsSubject(ns: Namespace, component: ComponentName): string {
+  return `${SUBJECT_ROOT}.${ns}.planner_decisions.${component}`;
+}
 /** JetStream stream names (no `.`): one stream per namespace and kind, capturing every component. */
 export function kvEventsStream(ns: Namespace): { readonly name: string; readonly subjects: string } {
   return { name: `${SUBJECT_ROOT}_${ns}_kv_events`, subjects: `${SUBJECT_ROOT}.${ns}.kv_events.*` };
@@ -211,6 +215,10 @@ export function forwardPassStream(ns: Namespace): { readonly name: string; reado
 }
 export function requestFiguresStream(ns: Namespace): { readonly name: string; readonly subjects: string } {
   return { name: `${SUBJECT_ROOT}_${ns}_request_figures`, subjects: `${SUBJECT_ROOT}.${ns}.request_figures.*` };
+}
+
+export function plannerDecisionsStream(ns: Namespace): { readonly name: string; readonly subjects: string } {
+  return { name: `${SUBJECT_ROOT}_${ns}_planner_decisions`, subjects: `${SUBJECT_ROOT}.${ns}.planner_decisions.*` };
 }
 
 /** What a request-plane subject addresses; `null` for any other subject. */

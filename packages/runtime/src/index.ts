@@ -33,6 +33,8 @@ export {
   parseRequestSubject,
   requestFiguresStream,
   requestFiguresSubject,
+  plannerDecisionsStream,
+  plannerDecisionsSubject,
 } from './addressing.js';
 export type {
   ComponentName,

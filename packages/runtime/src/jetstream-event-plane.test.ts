@@ -1,6 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '@switchyard/testing';
-import { componentName, forwardPassStream, forwardPassSubject, kvEventsStream, kvEventsSubject, loadSubject, namespace, requestFiguresStream, requestFiguresSubject } from './addressing.js';
+import {
+  componentName,
+  forwardPassStream,
+  forwardPassSubject,
+  kvEventsStream,
+  kvEventsSubject,
+  loadSubject,
+  namespace,
+  plannerDecisionsStream,
+  plannerDecisionsSubject,
+  requestFiguresStream,
+  requestFiguresSubject,
+} from './addressing.js';
 import type { EventMessage } from './event-plane.js';
 import { FIGURES_STREAM_MAX_AGE_MS, JetStreamEventPlane, type JetStreamEventPlaneOptions, layoutStreamFor } from './jetstream-event-plane.js';
 import { nanos } from '@nats-io/nats-core';
@@ -72,6 +84,8 @@ describe('layoutStreamFor', () => {
     expect(layoutStreamFor(forwardPassSubject(ns, componentName('backend')))).toEqual({ ...forwardPassStream(ns), maxAgeMs: FIGURES_STREAM_MAX_AGE_MS });
     expect(layoutStreamFor(requestFiguresSubject(ns, componentName('router')))).toEqual({ ...requestFiguresStream(ns), maxAgeMs: FIGURES_STREAM_MAX_AGE_MS });
     expect(layoutStreamFor('switchyard.prod.request_figures.*')?.name).toBe('switchyard_prod_request_figures');
+    expect(layoutStreamFor(plannerDecisionsSubject(ns, componentName('planner')))).toEqual({ ...plannerDecisionsStream(ns), maxAgeMs: FIGURES_STREAM_MAX_AGE_MS });
+    expect(plannerDecisionsStream(ns)).toEqual({ name: 'switchyard_prod_planner_decisions', subjects: 'switchyard.prod.planner_decisions.*' });
     expect(layoutStreamFor('other.subject')).toBeNull();
     expect(layoutStreamFor('switchyard.prod.req.backend')).toBeNull();
   });

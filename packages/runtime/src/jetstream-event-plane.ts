@@ -2,9 +2,9 @@
  * EventPlane on NATS JetStream. Same semantics as MemoryEventPlane, plus ack-wait redelivery.
  *
  * Streams: a subject of the layout (`switchyard.<ns>.<kind>.<component>` for the kinds `kv_events`,
- * `load`, `forward_pass` and `request_figures`, or a filter with wildcards in the component token) maps
+ * `load`, `forward_pass`, `request_figures` and `planner_decisions`, or a filter with wildcards in the component token) maps
  * to that kind's stream from addressing (`kvEventsStream(ns)`, `loadStream(ns)`, ...; the two figure
- * streams keep at most FIGURES_STREAM_MAX_AGE_MS, 10 min); any other subject needs the `resolveStream` option (else invalid_argument). The
+ * streams and the planner decisions keep at most FIGURES_STREAM_MAX_AGE_MS, 10 min); any other subject needs the `resolveStream` option (else invalid_argument). The
  * stream is created on first use (file storage, limits retention, messages older than `maxAgeMs`
  * dropped — default 1 h, 0 = kept until deleted) and reused when it exists; an existing stream whose
  * `max_age` differs is updated in place (`streams.update`, the rest of its config kept), so a stream
@@ -57,7 +57,7 @@ import {
   jetstreamManager,
 } from '@nats-io/jetstream';
 import { type Logger, SwitchyardError, alreadyExists, invalidArgument, silentLogger, unavailable } from '@switchyard/common';
-import { NAME_PATTERN, SUBJECT_ROOT, forwardPassStream, kvEventsStream, loadStream, namespace, requestFiguresStream } from './addressing.js';
+import { NAME_PATTERN, SUBJECT_ROOT, forwardPassStream, kvEventsStream, loadStream, namespace, plannerDecisionsStream, requestFiguresStream } from './addressing.js';
 import { type EventMessage, type EventPlane, type SubscribeOptions, checkSubscribeOptions } from './event-plane.js';
 import { decodeJson, encodeJson } from './protocols.js';
 import { connectNats, watchNatsConnection } from './nats-connection.js';
@@ -122,6 +122,7 @@ export function layoutStreamFor(subject: string): StreamSpec | null {
   if (t[2] === 'load') return loadStream(ns);
   if (t[2] === 'forward_pass') return { ...forwardPassStream(ns), maxAgeMs: FIGURES_STREAM_MAX_AGE_MS };
   if (t[2] === 'request_figures') return { ...requestFiguresStream(ns), maxAgeMs: FIGURES_STREAM_MAX_AGE_MS };
+  if (t[2] === 'planner_decisions') return { ...plannerDecisionsStream(ns), maxAgeMs: FIGURES_STREAM_MAX_AGE_MS };
   return null;
 }
 

@@ -11,7 +11,7 @@ import type { Logger } from '@switchyard/common';
 import type { OutputParsingConfig } from '@switchyard/llm';
 import { type AccessPolicy, OPEN_ACCESS } from './access-control.js';
 import { createGrpcServer } from './grpc/grpc-server.js';
-import { createHttpServer } from './http/http-server.js';
+import { createHttpServer, type HttpAppRoute } from './http/http-server.js';
 import { createMetricsServer } from './metrics/metrics-server.js';
 import type { GpuMetricsSource } from './metrics/triton-metrics.js';
 import type { SharedMemoryManager } from './shared-memory.js';
@@ -44,6 +44,8 @@ export interface FrontDoorsOptions {
     readonly maxConnections?: number;
     /** The OpenAI door's chat output parsing flags (HttpServerOptions.outputParsing). */
     readonly outputParsing?: OutputParsingConfig;
+    /** The process's own pages on the HTTP port (HttpServerOptions.appRoutes: the router's dashboard). */
+    readonly appRoutes?: readonly HttpAppRoute[];
   };
   readonly grpc?: {
     readonly port: number;

@@ -2,7 +2,9 @@
 export { createHttpServer } from './http/http-server.js';
 export { DEFAULT_HTTP_HEADER_TIMEOUT_MS, DEFAULT_HTTP_MAX_CONNECTIONS, DEFAULT_HTTP_REQUEST_TIMEOUT_MS } from './http/http-limits.js';
 export type { HttpLimits } from './http/http-limits.js';
-export type { HttpFrontDoor, HttpServerOptions } from './http/http-server.js';
+export type { HttpAppRoute, HttpFrontDoor, HttpServerOptions } from './http/http-server.js';
+export { DEFAULT_SSE_MAX_BUFFERED_BYTES, DEFAULT_SSE_MAX_CLIENTS, SseHub } from './http/sse-hub.js';
+export type { SseHubOptions } from './http/sse-hub.js';
 export { DEFAULT_MAX_INPUT_SIZE } from './http/http-body.js';
 export {
   DEFAULT_GRPC_HOST,

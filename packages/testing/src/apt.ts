@@ -23,6 +23,9 @@ export const ETCD_BINARY: DebianBinary = { binary: 'etcd', debianPackage: 'etcd-
 export const NATS_BINARY: DebianBinary = { binary: 'nats-server', debianPackage: 'nats-server' };
 export const REDIS_BINARY: DebianBinary = { binary: 'redis-server', debianPackage: 'redis-server' };
 
+/** Debian's Chromium, for the browser suites (driven by playwright-core, never a downloaded browser). */
+export const CHROMIUM_BINARY: DebianBinary = { binary: 'chromium', debianPackage: 'chromium' };
+
 /** All three are installed together, so the first harness call on a fresh machine pays once. */
 export const INFRA_BINARIES: readonly DebianBinary[] = [ETCD_BINARY, NATS_BINARY, REDIS_BINARY];
 

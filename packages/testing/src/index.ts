@@ -15,7 +15,7 @@ export type {
   RedisServer,
   RedisServerOptions,
 } from './infra-servers.js';
-export { ensureBinaries, findBinary, INFRA_BINARIES, KUBECTL_BINARY } from './apt.js';
+export { CHROMIUM_BINARY, ensureBinaries, findBinary, INFRA_BINARIES, KUBECTL_BINARY } from './apt.js';
 export type { DebianBinary } from './apt.js';
 export { startFakeKubeApi } from './fake-kube-api.js';
 export type { FakeKubeApi, FakeKubeApiOptions, FakeKubeFault, FakeKubeRequest } from './fake-kube-api.js';

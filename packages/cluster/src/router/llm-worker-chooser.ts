@@ -95,6 +95,7 @@ export class LlmWorkerChooser {
     if (mode === 'round-robin') pool = [candidates[this.rrCursor++ % candidates.length]!];
     else if (mode === 'random') pool = [candidates[Math.floor(deps.random() * candidates.length) % candidates.length]!];
     let decision: RouteDecision;
+    let fallback = false;
     try {
       decision = await deps.table.selectAndReserve({
         requestId: reservationId,
@@ -116,13 +117,22 @@ export class LlmWorkerChooser {
       // show up as an event-id gap once the table is back, and the worker is resynced from a snapshot.
       if (!(err instanceof SwitchyardError && err.code === 'unavailable')) throw err;
       deps.stats.tableFallbacks++;
+      fallback = true;
       if (deps.now() - this.lastFallbackWarn > 5000) {
         this.lastFallbackWarn = deps.now();
         deps.logger.warn({ model, err }, 'router: routing table unavailable; routing round-robin without it');
       }
       decision = { worker: candidates[this.fallbackCursor++ % candidates.length]!, overlapBlocks: 0, scores: [] };
     }
-    deps.stats.decided(mode, decision.worker);
+    deps.stats.decided(mode, decision.worker, {
+      model,
+      pool: prefillPool ? 'prefill' : 'decode',
+      overlapBlocks: decision.overlapBlocks,
+      cost: decision.scores.find((s) => s.worker === decision.worker)?.cost ?? null,
+      candidates: pool.length,
+      promptTokens: tokens.length,
+      fallback,
+    });
     return decision;
   }
 }

@@ -224,7 +224,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
       throw invalidArgument('the prompt is empty: at least one token is required');
     }
     const started = this.now();
-    stats.figures.arrived(model, prompt.length);
+    stats.arrived(model, prompt.length);
     const maxTokens = request.sampling.max_tokens;
     /** The caller's sampling; after a remote prefill, with the seed the first token was sampled with. */
     let sampling: CompiledSamplingParams = request.sampling;
@@ -246,11 +246,10 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
       const t = this.now();
       if (lastTokenAt === undefined) {
         this.ttft.observe((t - started) / 1000);
-        stats.ttft.observe((t - started) / 1000);
-        stats.figures.firstToken(model, t - started);
+        stats.firstToken(model, t - started);
       } else {
         this.itl.observe((t - lastTokenAt) / 1000);
-        stats.figures.laterTokens(model, t - lastTokenAt, tokenIds.length);
+        stats.laterTokens(model, t - lastTokenAt, tokenIds.length);
       }
       lastTokenAt = t;
       generated.push(...tokenIds);

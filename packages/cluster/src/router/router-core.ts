@@ -33,6 +33,7 @@ import { DEFAULT_PREFILL_TIMEOUT_MS, type DisaggOptions } from './disagg-prefill
 import { DEFAULT_MIGRATION_LIMIT, DEFAULT_STALL_PROBE_MS } from './routed-llm-endpoint.js';
 import { type RouterMode, type RouterStats, RouterStatsRecorder } from './router-stats.js';
 import { DEFAULT_REQUEST_FIGURES_INTERVAL_MS, RequestFiguresPublisher } from './request-figures.js';
+import { DashboardFeed } from './dashboard-feed.js';
 
 export const DEFAULT_ROUTER_MODE: RouterMode = 'kv';
 /** The longest delay setTimeout honours (ms). */
@@ -94,6 +95,8 @@ export interface RouterCoreOptions {
 export interface RouterCore {
   readonly engine: ClusterEngine;
   readonly registry: ModelRegistry;
+  /** The live dashboard's data (workers, recent decisions, charts, planner decisions): dashboard-feed.ts. */
+  readonly dashboard: DashboardFeed;
   stats(): RouterStats;
   /** Requests for `model` waiting now for a worker to start (scale to zero); 0 for any other model. */
   heldRequests(model: string): number;
@@ -263,18 +266,31 @@ export async function startRouterCore(options: RouterCoreOptions): Promise<Route
     intervalMs: c.requestFiguresIntervalMs,
   });
   figures.start();
+  const dashboard = new DashboardFeed({
+    state: stats.dashboard,
+    registry,
+    eventPlane: options.eventPlane,
+    namespace: c.namespace,
+    routerId: c.routerId,
+    mode: c.mode,
+    loadOf: (worker) => kv.loadOf(worker),
+    decisionsOf: (worker) => stats.decisionsByWorker.get(worker) ?? 0,
+    logger,
+  });
   logger.info({ routerId: c.routerId, mode: c.mode, models: registry.list().map((e) => e.name) }, 'router core started');
 
   let closed: Promise<void> | undefined;
   return {
     engine,
     registry,
+    dashboard,
     stats: () => stats.snapshot(c.routerId, c.mode, kv.allLoads()),
     heldRequests: (model) => held.held(model),
     heldByModel: () => held.heldByModel(),
     close: () =>
       (closed ??= (async () => {
         unsubscribeTracker();
+        await dashboard.close();
         await engine.shutdown();
         await figures.stop();
         await kv.close();

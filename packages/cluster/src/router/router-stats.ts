@@ -2,12 +2,15 @@
  * RouterStats: what one router replica counted since it started, read by the app's metrics endpoint
  * (`RouterCore.stats()`). Cumulative; nothing is reset (except `figures`, the planners' per-period
  * request figures, which their publisher takes every second). `RouterStatsRecorder` is the mutable side the
- * router's parts write into (single event loop, no locking).
+ * router's parts write into (single event loop, no locking); it also feeds the dashboard's bounded
+ * recent history (`dashboard`, dashboard-state.ts): decisions with their overlap and cost, request
+ * arrivals, TTFT, ITL, disaggregation paths.
  */
 import { Histogram, TTFT_BUCKETS_S, type HistogramSnapshot } from '@switchyard/llm';
 import type { WorkerId } from '@switchyard/kv-router';
 import type { LocalReason } from './disagg-policy.js';
 import { RequestFiguresRecorder } from './request-figures.js';
+import { DashboardState } from './dashboard-state.js';
 
 /**
  * `switchyard_router_kv_transfer_seconds` buckets: a KV import over loopback or a fast link takes a
@@ -106,7 +109,29 @@ export interface RouterStats {
   readonly kvTransferSeconds: HistogramSnapshot;
 }
 
+/** What a routing decision adds to the dashboard beyond the counted mode and worker. */
+export interface DecisionDetail {
+  readonly model: string;
+  readonly pool: 'decode' | 'prefill';
+  readonly overlapBlocks: number;
+  /** The chosen worker's cost; null when the routing table was not asked (its fallback). */
+  readonly cost: number | null;
+  readonly candidates: number;
+  readonly promptTokens: number;
+  readonly fallback: boolean;
+}
+
 export class RouterStatsRecorder {
+  /** Recent history for the dashboard (bounded). */
+  readonly dashboard: DashboardState;
+  /** Epoch ms, for the dashboard's timestamps. */
+  private readonly now: () => number;
+
+  constructor(options: { dashboard?: DashboardState; now?: () => number } = {}) {
+    this.dashboard = options.dashboard ?? new DashboardState();
+    this.now = options.now ?? Date.now;
+  }
+
   requests = 0;
   errors = 0;
   private readonly perModel = new Map<string, { model: string; endpoint: 'generate' | 'infer'; requests: number; errors: Map<string, number> }>();
@@ -132,6 +157,7 @@ export class RouterStatsRecorder {
       this.disaggByModel.set(model, m);
     }
     m.paths[path]++;
+    this.dashboard.disaggPath(model, path);
     if (path === 'local' && reason !== undefined) m.localReasons.set(reason, (m.localReasons.get(reason) ?? 0) + 1);
   }
 
@@ -158,9 +184,29 @@ export class RouterStatsRecorder {
     return m;
   }
 
-  decided(mode: RouterMode, worker: WorkerId): void {
+  decided(mode: RouterMode, worker: WorkerId, detail?: DecisionDetail): void {
     this.decisionsByMode[mode]++;
     this.decisionsByWorker.set(worker, (this.decisionsByWorker.get(worker) ?? 0) + 1);
+    if (detail !== undefined) this.dashboard.decided({ ts: this.now(), mode, instanceId: worker.slice(0, worker.indexOf('/')), ...detail });
+  }
+
+  /** A request of `model` with a `promptTokens`-token prompt arrived (once per request): planners' figures and the dashboard. */
+  arrived(model: string, promptTokens: number): void {
+    this.figures.arrived(model, promptTokens);
+    this.dashboard.arrived(this.now());
+  }
+
+  /** A request's first token reached the router `ms` after it arrived. */
+  firstToken(model: string, ms: number): void {
+    this.ttft.observe(ms / 1000);
+    this.figures.firstToken(model, ms);
+    this.dashboard.firstToken(this.now(), ms);
+  }
+
+  /** `count` further tokens arrived together, `gapMs` after the previous ones. */
+  laterTokens(model: string, gapMs: number, count: number): void {
+    this.figures.laterTokens(model, gapMs, count);
+    this.dashboard.laterTokens(this.now(), gapMs, count);
   }
 
   snapshot(

@@ -17,7 +17,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type Logger, SwitchyardError, invalidArgument, silentLogger, toSwitchyardError } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
-import { type AccessPolicy, OPEN_ACCESS, authorizeHttp } from '../access-control.js';
+import { type AccessPolicy, type ApiGroup, OPEN_ACCESS, authorizeHttp, checkHttpRestriction } from '../access-control.js';
 import type { ServerSettings } from '../settings.js';
 import type { TraceManager } from '../trace/trace-manager.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
@@ -71,7 +71,20 @@ export interface HttpServerOptions extends HttpLimits {
    * models whose config sets none of theirs (`resolveOutputParsing`); default none.
    */
   outputParsing?: OutputParsingConfig;
+  /** The process's own read-only pages beside the APIs (the router's dashboard); default none. */
+  appRoutes?: readonly HttpAppRoute[];
   logger?: Logger;
+}
+
+/**
+ * A route of the process's own: one exact path, answered for GET and HEAD only (405 otherwise), after
+ * the restriction of `group` (`--http-restricted-api`) is checked like any route's. Looked up only for
+ * paths no KServe or OpenAI route matches, so it can never shadow one. The handler owns the response.
+ */
+export interface HttpAppRoute {
+  readonly path: string;
+  readonly group: ApiGroup;
+  handle(req: http.IncomingMessage, res: http.ServerResponse): void | Promise<void>;
 }
 
 export interface HttpFrontDoor {
@@ -95,6 +108,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
     headerForward: options.headerForwardPattern,
     outputParsing: options.outputParsing ?? {},
   };
+  const appRoutes = new Map((options.appRoutes ?? []).map((r) => [r.path, r]));
   let inFlight = 0;
   let closing = false;
   let drained: (() => void) | undefined;
@@ -105,7 +119,7 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
       inFlight -= 1;
       if (inFlight === 0) drained?.();
     });
-    handle(ctx, req, res).catch((e: unknown) => {
+    handle(ctx, appRoutes, req, res).catch((e: unknown) => {
       ctx.logger.error({ err: e }, 'unhandled HTTP handler failure');
       if (!res.headersSent) sendError(res, e);
       else res.destroy();
@@ -155,9 +169,11 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
   };
 }
 
-async function handle(ctx: HttpContext, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+async function handle(ctx: HttpContext, appRoutes: ReadonlyMap<string, HttpAppRoute>, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const path = pathOf(req.url);
   const route = matchRoute(path);
+  const app = route === undefined ? appRoutes.get(path) : undefined;
+  if (app !== undefined) return handleAppRoute(ctx, app, req, res);
   // Credentials first, as Triton checks a restricted API before anything else of the request.
   const refused = authorizeHttp(ctx.access, path, route, req.headers);
   if (refused !== undefined) {
@@ -183,6 +199,19 @@ async function handle(ctx: HttpContext, req: http.IncomingMessage, res: http.Ser
     if (!res.headersSent) sendError(res, toSwitchyardError(e));
     else if (!res.writableEnded) res.end();
   }
+}
+
+async function handleAppRoute(ctx: HttpContext, app: HttpAppRoute, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const refused = checkHttpRestriction(ctx.access.http, app.group, (name) => {
+    const v = req.headers[name];
+    return typeof v === 'string' ? v : undefined;
+  });
+  if (refused !== undefined) return sendError(res, refused);
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    res.setHeader('Allow', 'GET, HEAD');
+    return sendJson(res, 405, JSON.stringify({ error: 'Method Not Allowed' }));
+  }
+  await app.handle(req, res);
 }
 
 /** The path of a request URL (the query string is ignored by every route). */
