@@ -1,6 +1,6 @@
 /**
- * Starts real etcd, NATS (optionally with JetStream) and Redis processes for integration and
- * end-to-end tests, each on private free ports and in its own temporary data dir.
+ * Starts real etcd, NATS (optionally with JetStream), Redis and Prometheus processes for integration
+ * and end-to-end tests, each on private free ports and in its own temporary data dir.
  *
  * Never touches servers already running on the standard ports (6379, 4222, 2379): every call
  * starts its own process, on ports the kernel reports free. Missing binaries are installed from
