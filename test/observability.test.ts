@@ -5,7 +5,9 @@
  * deploy/observability/prometheus.yml (its Kubernetes discovery swapped for static targets that carry
  * the labels the pods of deploy/kubernetes carry), and evaluates deploy/observability's rules.
  *
- * - `promtool check rules` accepts the rules;
+ * - `promtool check rules` accepts the rules, and `promtool test rules` passes their unit tests
+ *   (deploy/observability/switchyard-rules.test.yaml: synthetic series that must, or must not, fire
+ *   the alerts);
  * - every target is up with the job and pool labels the rules and the dashboard select on;
  * - every metric name a rule or a dashboard query uses is one the processes really export (or a
  *   recording rule defines), as Prometheus stores them after a few requests — so neither can drift
@@ -240,10 +242,13 @@ describe('metric name extraction', () => {
 });
 
 describe('deploy/observability against a real Prometheus and cluster', () => {
-  it('promtool accepts the rules', () => {
-    const r = spawnSync(promtool, ['check', 'rules', RULES_PATH], { encoding: 'utf8', timeout: 30_000 });
-    expect(r.status, r.stdout + r.stderr).toBe(0);
-    expect(r.stdout).toContain(`SUCCESS: ${rules.length} rules found`);
+  it('promtool accepts the rules, and their unit tests (synthetic series → alerts) pass', () => {
+    const check = spawnSync(promtool, ['check', 'rules', RULES_PATH], { encoding: 'utf8', timeout: 30_000 });
+    expect(check.status, check.stdout + check.stderr).toBe(0);
+    expect(check.stdout).toContain(`SUCCESS: ${rules.length} rules found`);
+    const unit = spawnSync(promtool, ['test', 'rules', join(DIR, 'switchyard-rules.test.yaml')], { encoding: 'utf8', timeout: 60_000 });
+    expect(unit.status, unit.stdout + unit.stderr).toBe(0);
+    expect(unit.stdout).toContain('SUCCESS');
   });
 
   it('every metric the rules and the dashboard use is exported by the cluster', async () => {
