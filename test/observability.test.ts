@@ -95,7 +95,7 @@ function metricNames(expr: string): string[] {
 /** Grafana's variables in a dashboard query, as Prometheus can evaluate it. */
 const grafanaToPromql = (expr: string): string => expr.replaceAll('$__rate_interval', '1m').replace(/\$(model|pool|instance)\b/g, '.*');
 
-/** The pod-template labels of the Deployment `name` among deploy/kubernetes's manifests. */
+/** The pod-template labels of the Deployment `name` in deploy/kubernetes/base (overlays only patch them). */
 function podLabels(name: string): Record<string, string> {
   const files: string[] = [];
   const walk = (dir: string): void => {
@@ -105,13 +105,15 @@ function podLabels(name: string): Record<string, string> {
       else if (/\.ya?ml$/.test(e)) files.push(path);
     }
   };
-  walk(join(repoRoot(), 'deploy', 'kubernetes'));
+  walk(join(repoRoot(), 'deploy', 'kubernetes', 'base'));
+  type Doc = { kind?: string; metadata?: { name?: string }; spec?: { template?: { metadata?: { labels?: Record<string, string> } } } };
   for (const file of files) {
-    for (const o of loadAllYaml(readFileSync(file, 'utf8')) as { kind?: string; metadata?: { name?: string }; spec?: { template?: { metadata?: { labels?: Record<string, string> } } } }[]) {
-      if (o?.kind === 'Deployment' && o.metadata?.name === name) return o.spec!.template!.metadata!.labels!;
+    for (const o of loadAllYaml(readFileSync(file, 'utf8')) as Doc[]) {
+      const labels = o?.spec?.template?.metadata?.labels;
+      if (o?.kind === 'Deployment' && o.metadata?.name === name && labels !== undefined) return labels;
     }
   }
-  throw new Error(`no Deployment ${name} under deploy/kubernetes`);
+  throw new Error(`no Deployment ${name} with pod labels under deploy/kubernetes/base`);
 }
 
 /** What Kubernetes pod discovery would attach to a pod's `metrics` port, as static target labels. */
@@ -209,14 +211,24 @@ beforeAll(async () => {
   );
 
   // traffic, so histograms and per-request counters have samples: a long prompt (prefilled remotely),
-  // a short one (prefilled by the decode worker), and an empty one (an error the router counts)
+  // a short one (prefilled by the decode worker), and a KServe request with broken sampling parameters (an error the router counts)
   const openai = new OpenAI({ baseURL: `${cluster.router.httpUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
   const long = Array.from({ length: 3 }, (_, i) => `Paragraph ${i} of a prompt long enough to be prefilled remotely.`).join(' ');
   for (const prompt of [long, 'hi', long]) {
     const r = await openai.chat.completions.create({ model: 'mock_llm', messages: [{ role: 'user', content: prompt }], max_tokens: 8 });
     expect(r.choices[0]?.finish_reason).toBeDefined();
   }
-  await expect(openai.completions.create({ model: 'mock_llm', prompt: '', max_tokens: 4 })).rejects.toThrow(/prompt is empty/);
+  const bad = await fetch(`${cluster.router.httpUrl}/v2/models/mock_llm/infer`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      inputs: [
+        { name: 'text_input', datatype: 'BYTES', shape: [1], data: ['hi'] },
+        { name: 'sampling_parameters', datatype: 'BYTES', shape: [1], data: ['{not json'] },
+      ],
+    }),
+  });
+  expect(bad.status, await bad.text()).toBe(400);
   const routerText = await metricsText(cluster.router.metricsUrl);
   expect(total(routerText, 'switchyard_router_disagg_requests_total', 'path="remote"')).toBeGreaterThan(0);
   expect(total(routerText, 'switchyard_router_disagg_local_total', 'reason="short_prompt"')).toBeGreaterThan(0);
