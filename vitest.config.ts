@@ -33,6 +33,7 @@ const WAITING = [
   'test/local-connector.test.ts',
   'test/model-control.test.ts',
   'test/cluster-routing-modes.test.ts',
+  'test/observability.test.ts',
   'packages/runtime/src/etcd-leader-election.test.ts',
   'packages/runtime/src/leader-election-contract.test.ts',
   // mostly waiting: on workers and a router starting under a pseudo-terminal, on span exports and

@@ -35,6 +35,13 @@ export const INFRA_BINARIES: readonly DebianBinary[] = [ETCD_BINARY, NATS_BINARY
  */
 export const KUBECTL_BINARY: DebianBinary = { binary: 'kubectl', debianPackage: 'kubernetes-client' };
 
+/**
+ * The Prometheus server and its rule checker, one Debian package, for the observability suite
+ * (deploy/observability); installed when a caller first asks for it.
+ */
+export const PROMETHEUS_BINARY: DebianBinary = { binary: 'prometheus', debianPackage: 'prometheus' };
+export const PROMTOOL_BINARY: DebianBinary = { binary: 'promtool', debianPackage: 'prometheus' };
+
 /** The lock file apt installs serialize on (shared by every process on the machine). */
 export const APT_LOCK_PATH = join(tmpdir(), 'switchyard-testing-apt.lock');
 
@@ -113,7 +120,7 @@ async function installMissing(group: readonly DebianBinary[]): Promise<void> {
     // Another process may have installed them while we waited for the lock.
     const { missing } = locate(group);
     if (missing.length === 0) return;
-    const packages = missing.map((b) => b.debianPackage);
+    const packages = [...new Set(missing.map((b) => b.debianPackage))]; // prometheus ships two binaries
     const hint = `install them by hand: apt-get install -y ${packages.join(' ')}`;
     if (findBinary('apt-get') === null) throw notFound(`missing ${packages.join(', ')} and apt-get is not available; ${hint}`);
     if (process.getuid?.() !== 0) throw notFound(`missing ${packages.join(', ')} and not running as root; ${hint}`);

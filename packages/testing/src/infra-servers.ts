@@ -1,6 +1,6 @@
 /**
- * Starts real etcd, NATS (optionally with JetStream) and Redis processes for integration and
- * end-to-end tests, each on private free ports and in its own temporary data dir.
+ * Starts real etcd, NATS (optionally with JetStream), Redis and Prometheus processes for integration
+ * and end-to-end tests, each on private free ports and in its own temporary data dir.
  *
  * Never touches servers already running on the standard ports (6379, 4222, 2379): every call
  * starts its own process, on ports the kernel reports free. Missing binaries are installed from
@@ -18,12 +18,12 @@
  *   stopped    — stop() ran: process gone, data dir removed. Final; restart() then throws.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { deadlineExceeded, invalidArgument, unavailable } from '@switchyard/common';
-import { ensureBinaries, ETCD_BINARY, findBinary, NATS_BINARY, REDIS_BINARY, tail, type DebianBinary } from './apt.js';
+import { ensureBinaries, ETCD_BINARY, findBinary, NATS_BINARY, PROMETHEUS_BINARY, REDIS_BINARY, tail, type DebianBinary } from './apt.js';
 
 /** How long a server may take to answer its readiness probe (default 20 s). */
 export const DEFAULT_START_TIMEOUT_MS = 20_000;
@@ -83,6 +83,21 @@ export interface NatsServer extends InfraServer {
   readonly jetstream: boolean;
 }
 
+export interface PrometheusServerOptions extends InfraServerOptions {
+  /**
+   * The body of `prometheus.yml` (YAML or JSON text), written into the data dir; relative paths in
+   * it (`rule_files`) are read from there, so pass absolute ones.
+   */
+  config: string;
+}
+
+export interface PrometheusServer extends InfraServer {
+  /** `http://127.0.0.1:<port>`: the HTTP API (`/api/v1/...`) and `/-/ready`. */
+  readonly url: string;
+  /** Where the config was written (`<dataDir>/prometheus.yml`). */
+  readonly configPath: string;
+}
+
 export type EtcdServer = InfraServer;
 export type RedisServer = InfraServer;
 
@@ -94,6 +109,8 @@ interface ServerSpec {
   readonly portCount: number;
   readonly scheme: string;
   args(ports: readonly number[], dataDir: string): string[];
+  /** Writes the files the server reads (its config) into the fresh data dir, before the first start. */
+  prepare?(dataDir: string): void;
   /** One readiness probe: resolves true when the server answers as ready. Must not throw. */
   probe(ports: readonly number[]): Promise<boolean>;
 }
@@ -168,6 +185,32 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
   ).then((s) => s.handle);
 }
 
+/**
+ * A Prometheus server (Debian's `prometheus`) on a private port, its TSDB in the data dir, with the
+ * scrape and rule configuration the caller gives. Ready when `/-/ready` answers 200 (config and rule
+ * files loaded, TSDB open). restart() keeps the TSDB.
+ */
+export async function startPrometheus(options: PrometheusServerOptions): Promise<PrometheusServer> {
+  const server = await startServer(
+    {
+      name: 'prometheus',
+      binary: PROMETHEUS_BINARY,
+      portCount: 1,
+      scheme: 'http',
+      prepare: (dataDir) => writeFileSync(join(dataDir, 'prometheus.yml'), options.config),
+      args: ([port], dataDir) => [
+        `--config.file=${join(dataDir, 'prometheus.yml')}`,
+        `--storage.tsdb.path=${join(dataDir, 'tsdb')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+        '--log.level=warn',
+      ],
+      probe: ([port]) => httpProbe(`http://127.0.0.1:${port}/-/ready`, () => true),
+    },
+    options,
+  );
+  return Object.assign(server.handle, { configPath: join(server.handle.dataDir, 'prometheus.yml') });
+}
+
 // ---------------------------------------------------------------------------------------------
 
 /** Every process group this module started and has not yet reaped, killed on process exit. */
@@ -201,6 +244,13 @@ async function startServer<S extends ServerSpec>(
   sweepStaleDataDirs();
   const dataDir = mkdtempSync(join(tmpdir(), `${DATA_DIR_PREFIX}${spec.name}-${process.pid}-`));
   liveDataDirs.add(dataDir);
+  try {
+    spec.prepare?.(dataDir);
+  } catch (err) {
+    rmSync(dataDir, { recursive: true, force: true });
+    liveDataDirs.delete(dataDir);
+    throw err;
+  }
   const argsFor = (ports: readonly number[]): string[] => [...spec.args(ports, dataDir), ...(options.args ?? [])];
 
   let ports: readonly number[] = [];
