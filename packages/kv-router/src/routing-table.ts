@@ -136,9 +136,14 @@ export interface RoutingTable {
    * invalid_argument for an empty candidate list or a request id already reserved.
    */
   selectAndReserve(request: RouteRequest): Promise<RouteDecision>;
-  /** Called at the request's first output token: its prompt no longer counts as pending prefill. No-op if unknown. */
+  /**
+   * Called at the request's first output token: its prompt no longer counts as pending prefill. No-op if unknown.
+   * Resolves once applied. A shared table may hold it back briefly to send it with this table's next
+   * call (RedisRoutingTable: one round trip per decision), but always applies it before any later call
+   * of this table — its next decision sees it — and other routers see it within milliseconds.
+   */
   markPrefillDone(requestId: string): Promise<void>;
-  /** Called when the request ends (any way): its load leaves the worker. No-op if unknown (expired, released). */
+  /** Called when the request ends (any way): its load leaves the worker. No-op if unknown (expired, released). Timing as markPrefillDone. */
   release(requestId: string): Promise<void>;
   /** Current tracked load of each worker with load (workers with no reservation may be absent). */
   loads(now: number): Promise<ReadonlyMap<WorkerId, WorkerLoad>>;

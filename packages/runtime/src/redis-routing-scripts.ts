@@ -125,6 +125,29 @@ local function dropReservation(rid)
   return true
 end
 
+-- The request's prompt no longer counts as pending prefill (its first token came).
+local function prefillDone(rid)
+  local rk = P .. 'r:' .. rid
+  local rec = call('GET', rk)
+  if not rec then return end
+  local a, p, e, w = string.match(rec, '^(%d+)\\n(%d+)\\n(%-?%d+)\\n(.*)$')
+  if tonumber(p) == 0 then return end
+  addLoad(w, 0, -tonumber(p), 0)
+  call('SET', rk, a .. '\\n0\\n' .. e .. '\\n' .. w)
+end
+
+-- The settlements a router queued since its last call (markPrefillDone, release: they ride on its
+-- next script call instead of a round trip each), applied first, in the order they were made:
+-- ARGV[1] = m, then m pairs (kind: 'p' prefill done | 'r' release, request id). Returns the ARGV
+-- offset of the script's own arguments (its ARGV[k] is ARGV[off + k]).
+local function settleQueued()
+  local m = tonumber(ARGV[1])
+  for k = 2, 2 * m, 2 do
+    if ARGV[k] == 'r' then dropReservation(ARGV[k + 1]) else prefillDone(ARGV[k + 1]) end
+  end
+  return 1 + 2 * m
+end
+
 -- Expired reservations (expiry <= now), at most budget per call; returns how many were due (fewer
 -- than budget: none is left).
 local function pruneReservations(now, budget)
@@ -293,7 +316,8 @@ return {last, count}
 `;
 
 /**
- * selectAndReserve. ARGV: requestId, promptTokens, blockSize, overlapWeight, scoring (kv|load),
+ * selectAndReserve. ARGV: the queued settlements (settleQueued: applied first, so the decision sees
+ * this router's own releases), then requestId, promptTokens, blockSize, overlapWeight, scoring (kv|load),
  * temperature, random, now, reservationTtlMs, approxTtlMs (-1: not approximate), pruneBudget,
  * n, separator, then the n candidates' record keys (`<prefix>w:<worker>`) and the prompt's block
  * bitmap keys (`<prefix>b:<hash>`), both built by the caller: no string building per candidate or
@@ -306,32 +330,33 @@ return {last, count}
  * before this request). One bulk string instead of 1 + 3n integers keeps the reply cheap to build,
  * send and parse, and copying the stored records builds no string per candidate.
  *
- * Redis calls in the common case (no expired entry, no tie): ZRANGEBYSCORE ×2 (pruning), one MGET of
+ * Redis calls in the common case (no settlement queued, no expired entry, no tie): ZRANGEBYSCORE ×2 (pruning), one MGET of
  * the records, MGETs of the prompt's blocks (32, 64, 128, …: two for a match of up to 96 blocks),
  * then SET NX + ZADD + SADD + SET to reserve.
  */
 const SELECT_AND_RESERVE = `
-local rid = ARGV[1]
-local promptTokens = tonumber(ARGV[2])
-local bs = tonumber(ARGV[3])
-local weight = tonumber(ARGV[4])
-local loadMode = ARGV[5] == 'load'
-local temperature = tonumber(ARGV[6])
-local random = tonumber(ARGV[7])
-local now = tonumber(ARGV[8])
-local resTtl = tonumber(ARGV[9])
-local approxTtl = tonumber(ARGV[10])
-local budget = tonumber(ARGV[11])
-local n = tonumber(ARGV[12])
-local sep = ARGV[13]
+local o = settleQueued()
+local rid = ARGV[o + 1]
+local promptTokens = tonumber(ARGV[o + 2])
+local bs = tonumber(ARGV[o + 3])
+local weight = tonumber(ARGV[o + 4])
+local loadMode = ARGV[o + 5] == 'load'
+local temperature = tonumber(ARGV[o + 6])
+local random = tonumber(ARGV[o + 7])
+local now = tonumber(ARGV[o + 8])
+local resTtl = tonumber(ARGV[o + 9])
+local approxTtl = tonumber(ARGV[o + 10])
+local budget = tonumber(ARGV[o + 11])
+local n = tonumber(ARGV[o + 12])
+local sep = ARGV[o + 13]
 local rkeys, keys
 -- packed keys not split yet: kstr from kpos on (matching usually stops long before the last key)
 local kstr, kpos
 -- plain find + sub: a pattern match would test every character in Lua
 local sfind, ssub = string.find, string.sub
 if sep == '' then
-  rkeys = {unpack(ARGV, 14, 13 + n)}
-  keys = {unpack(ARGV, 14 + n)}
+  rkeys = {unpack(ARGV, o + 14, o + 13 + n)}
+  keys = {unpack(ARGV, o + 14 + n)}
 else
   local function split(s)
     local out = {}
@@ -345,9 +370,9 @@ else
       pos = e + 1
     end
   end
-  rkeys = split(ARGV[14])
+  rkeys = split(ARGV[o + 14])
   keys = {}
-  if ARGV[15] ~= '' then kstr, kpos = ARGV[15], 1 end
+  if ARGV[o + 15] ~= '' then kstr, kpos = ARGV[o + 15], 1 end
 end
 if #rkeys ~= n then return redis.error_reply('SY_INVALID malformed candidate list') end
 local nk = #keys
@@ -389,37 +414,51 @@ else
     for j = 1, #part do recs[i + j - 1] = part[j] end
   end
 end
+for i = 1, n do if not recs[i] then recs[i] = NOREC end end
+-- the records side by side (also the reply's tail), unpacked a few calls at a time rather than one
+-- call per candidate: 256 records (1024 values) per call, within the C stack's limit
+local recstr = table.concat(recs)
+local f
+if n <= 256 then
+  f = {sunpack('<' .. string.rep('d', 4 * n), recstr)}
+else
+  f = {}
+  for i = 1, n, 256 do
+    local c = math.min(i + 255, n) - i + 1
+    local part = {sunpack('<' .. string.rep('d', 4 * c), recstr, 32 * (i - 1) + 1)}
+    for q = 1, 4 * c do f[4 * (i - 1) + q] = part[q] end
+  end
+end
+-- bit b of a byte (0 = most significant, as SETBIT numbers them), without a call per bit
+local BIT = {128, 64, 32, 16, 8, 4, 2, 1}
 local slots = {}
 local act, pen = {}, {}
 local mask = {}
+local seen = {}
 local nAlive = 0
 for i = 1, n do
-  local v = recs[i]
-  if v then
-    local s, a, p = sunpack('<ddd', v)
-    act[i], pen[i] = a, p
-    if s >= 0 then
-      slots[i] = s
-      local k = (s - s % 8) / 8 + 1
-      local m, bit = mask[k] or 0, lshift(1, 7 - s % 8)
-      if band(m, bit) == 0 then
-        mask[k] = bor(m, bit)
-        nAlive = nAlive + 1
-      end
+  local b = 4 * i - 4
+  local s = f[b + 1]
+  act[i], pen[i] = f[b + 2], f[b + 3]
+  if s >= 0 then
+    slots[i] = s
+    if not seen[s] then
+      seen[s] = true
+      local r = s % 8
+      local k = (s - r) / 8 + 1
+      mask[k] = (mask[k] or 0) + BIT[r + 1]
+      nAlive = nAlive + 1
     end
-  else
-    recs[i] = NOREC
-    act[i], pen[i] = 0, 0
   end
 end
-local bytes = {}
-for k in pairs(mask) do bytes[#bytes + 1] = k end
+local bytes, nb = {}, 0
+for k in pairs(mask) do nb = nb + 1; bytes[nb] = k end
 
 -- overlap of each matched generation (slot)
 local ovSlot = {}
 local function settle(k, bits, depth)
   for b = 0, 7 do
-    if band(bits, lshift(1, 7 - b)) ~= 0 then
+    if band(bits, BIT[b + 1]) ~= 0 then
       ovSlot[(k - 1) * 8 + b] = depth
       nAlive = nAlive - 1
     end
@@ -441,7 +480,8 @@ while nAlive > 0 do
   for j = 1, #vals do
     local v = vals[j] or ''
     -- the same bitmap as the block before (interned strings: one pointer compare) drops nobody
-    if v ~= prev then for _, k in ipairs(bytes) do
+    if v ~= prev then for q = 1, nb do
+      local k = bytes[q]
       local m = mask[k]
       if m ~= 0 then
         local kept = band(m, sbyte(v, k) or 0)
@@ -497,7 +537,11 @@ for i = 1, n do
   if loadMode then
     c = act[i] + pen[i] / bs
   else
-    c = weight * ((pen[i] + max(promptTokens - ov * bs, 0)) / bs) + (act[i] + max(reqBlocks - ov, 0))
+    -- max(x, 0) inline: a call per candidate costs more than the arithmetic
+    local u, d = promptTokens - ov * bs, reqBlocks - ov
+    if u < 0 then u = 0 end
+    if d < 0 then d = 0 end
+    c = weight * ((pen[i] + u) / bs) + (act[i] + d)
   end
   cost[i] = c
   if c < cmin then cmin = c end
@@ -585,26 +629,13 @@ for i = 1, n, 256 do
   local j = math.min(i + 255, n)
   packed[#packed + 1] = spack('<' .. string.rep('d', j - i + 1), unpack(ovs, i, j))
 end
-return spack('<d', chosen) .. table.concat(packed) .. table.concat(recs)
+return spack('<d', chosen) .. table.concat(packed) .. recstr
 `;
 
-/** markPrefillDone. ARGV: requestId. */
-const MARK_PREFILL_DONE = `
-local rid = ARGV[1]
-local rk = P .. 'r:' .. rid
-local rec = call('GET', rk)
-if not rec then return 0 end
-local a, p, e, w = string.match(rec, '^(%d+)\\n(%d+)\\n(%-?%d+)\\n(.*)$')
-if tonumber(p) == 0 then return 0 end
-addLoad(w, 0, -tonumber(p), 0)
-call('SET', rk, a .. '\\n0\\n' .. e .. '\\n' .. w)
+/** Queued settlements alone (a router with no decision to carry them): ARGV as settleQueued's. */
+const SETTLE = `
+settleQueued()
 return 1
-`;
-
-/** release. ARGV: requestId. */
-const RELEASE = `
-if dropReservation(ARGV[1]) then return 1 end
-return 0
 `;
 
 /**
@@ -633,8 +664,7 @@ export const ROUTING_SCRIPTS = {
   syRemoveWorker: script(REMOVE_WORKER),
   syWorkerState: script(WORKER_STATE),
   sySelectAndReserve: script(SELECT_AND_RESERVE),
-  syMarkPrefillDone: script(MARK_PREFILL_DONE),
-  syRelease: script(RELEASE),
+  sySettle: script(SETTLE),
   syLoads: script(LOADS),
 } as const;
 

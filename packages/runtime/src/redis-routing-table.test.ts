@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { SwitchyardError } from '@switchyard/common';
 import type { RouteRequest } from '@switchyard/kv-router';
+import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { routingTableConformance } from '@switchyard/kv-router/internal';
 import { startRedis, type RedisServer } from '@switchyard/testing';
 import { Redis } from 'ioredis';
@@ -226,6 +227,72 @@ describe('RedisRoutingTable (real Redis)', () => {
     expect(await t.loads(2000)).toEqual(new Map());
   });
 
+  it('settlements ride on the next decision: one script call per decision, applied before it, seen by another replica once resolved', async () => {
+    const evalCalls = async (): Promise<number> => {
+      const text = await raw.info('commandstats');
+      let calls = 0;
+      for (const m of text.matchAll(/cmdstat_eval(?:sha)?:calls=(\d+)/g)) calls += Number(m[1]);
+      return calls;
+    };
+    const ns = `t${randomBytes(4).toString('hex')}`;
+    const t = await RedisRoutingTable.connect({ url: server.url, namespace: ns, settleDelayMs: 60_000 });
+    open.push(t);
+    const other = await table(ns);
+    await t.selectAndReserve(req({ requestId: 'a', candidates: ['w1'], promptTokens: 32 }));
+    await t.selectAndReserve(req({ requestId: 'b', candidates: ['w1'], promptTokens: 16 }));
+    const before = await evalCalls();
+    const settled: string[] = [];
+    const done = [t.markPrefillDone('a').then(() => settled.push('p:a')), t.release('b').then(() => settled.push('r:b'))];
+    await new Promise((r) => setTimeout(r, 50));
+    expect(settled).toEqual([]); // queued: no call of its own yet
+    expect((await other.loads(1_000_000)).get('w1')).toEqual({ activeBlocks: 3, prefillTokens: 48, requests: 2 });
+    // the next decision carries them, applied before it decides: it sees a's prefill done and b gone
+    const d = await t.selectAndReserve(req({ requestId: 'c', candidates: ['w1'], promptTokens: 16 }));
+    expect(d.scores[0]).toMatchObject({ decodeBlocks: 2 + 1, prefillBlocks: 1 });
+    await Promise.all(done);
+    expect(settled).toEqual(['p:a', 'r:b']);
+    expect(await evalCalls()).toBe(before + 1 + 1); // the decision + other's loads
+    expect((await other.loads(1_000_000)).get('w1')).toEqual({ activeBlocks: 3, prefillTokens: 16, requests: 2 });
+    // a duplicate request id fails the decision, not the settlements that rode on it (they were applied)
+    const rel = t.release('a');
+    expect((await rejection(t.selectAndReserve(req({ requestId: 'c', candidates: ['w1'] })))).code).toBe('invalid_argument');
+    await rel;
+    expect((await other.loads(1_000_000)).get('w1')).toEqual({ activeBlocks: 1, prefillTokens: 16, requests: 1 });
+    // any other call sends them first; with nothing to ride on they go on their own after settleDelayMs
+    const rel2 = t.release('c');
+    expect(await t.loads(1_000_000)).toEqual(new Map());
+    await rel2;
+    const quick = await table(ns);
+    await quick.selectAndReserve(req({ requestId: 'q', candidates: ['w2'] }));
+    await quick.release('q'); // DEFAULT_SETTLE_DELAY_MS
+    expect(await other.loads(1_000_000)).toEqual(new Map());
+  });
+
+  it('more candidates than one unpack call takes (256): the same decisions as the memory table', async () => {
+    const t = await table();
+    const mem = new MemoryRoutingTable();
+    const workers = Array.from({ length: 600 }, (_, i) => `w${i}`);
+    for (const [i, w] of workers.entries()) {
+      const own = [...hashes(1, 4), ...hashes(1000 + i * 10, (i * 7) % 9)];
+      for (const x of [t, mem]) await x.applyEvents(w, [stored(0, own)]);
+    }
+    let r = 0.37;
+    for (let k = 0; k < 40; k++) {
+      r = (r * 9301 + 0.49297) % 1;
+      const i = (k * 131) % 600;
+      const over = req({
+        requestId: `many${k}`,
+        blockHashes: [...hashes(1, 4), ...hashes(1000 + i * 10, 9)],
+        promptTokens: 13 * 16 + 3,
+        candidates: k % 2 === 0 ? workers : [...workers].reverse().slice(0, 300 + k),
+        random: r,
+        temperature: k % 5 === 4 ? 0.5 : 0,
+      });
+      const [a, b] = [await t.selectAndReserve(over), await mem.selectAndReserve(over)];
+      expect(a, `decision ${k}`).toEqual(b);
+    }
+  });
+
   it('approximate mode records the routed prompt on the chosen worker until its TTL', async () => {
     const t = await table();
     const ttl = { ttlMs: 1000 };
@@ -420,7 +487,8 @@ describe('RedisRoutingTable (real Redis)', () => {
 
       await own.stop();
       const started = Date.now();
-      const calls = [t.lastEventId('w1'), t.selectAndReserve(req({ candidates: ['w1'] })), t.loads(0), t.release('x')];
+      // a queued settlement riding on a decision that cannot reach Redis fails with it
+      const calls = [t.lastEventId('w1'), t.markPrefillDone('y'), t.selectAndReserve(req({ candidates: ['w1'] })), t.loads(0), t.release('x')];
       for (const c of calls) expect((await rejection(c)).code).toBe('unavailable');
       expect(Date.now() - started).toBeLessThan(5000);
       await expect(RedisRoutingTable.connect({ url: own.url, namespace: 'x', connectTimeoutMs: 500 })).rejects.toMatchObject({ code: 'unavailable' });

@@ -33,7 +33,14 @@
  * per applyEvents / replaceWorker / removeWorker call.
  *
  * What is atomic: applyEvents (one batch), removeWorker, selectAndReserve, markPrefillDone, release,
- * loads — one script each. replaceWorker stages the snapshot in chunks of `SNAPSHOT_CHUNK` blocks
+ * loads — one script each (markPrefillDone and release: one script with whatever carries them).
+ *
+ * Round trips: one per decision. markPrefillDone and release (the other two table calls of an LLM
+ * request, neither awaited by the router) are queued and ride on this table's next script call,
+ * usually the next decision, which applies them first; with nothing to ride on they go on their own
+ * after `settleDelayMs` (DEFAULT_SETTLE_DELAY_MS), so other routers see a release at most that much
+ * later. Their promises resolve once applied, and reject `unavailable` with the call that carried
+ * them (a duplicate request id failing the decision does not fail them: they were applied first). replaceWorker stages the snapshot in chunks of `SNAPSHOT_CHUNK` blocks
  * under a fresh generation nobody reads, then the last chunk's script swaps it in: readers see either
  * the whole old index or the whole new one, never a mix. Events applied for the worker while its
  * snapshot is staged land in the old generation and are dropped by the swap (as the contract says:
@@ -79,6 +86,13 @@ export const STAGING_TTL_MS = 600_000;
 export const DEFAULT_GC_BUDGET = 4096;
 /** Expired reservations and approximate entries dropped per selectAndReserve / loads call. */
 export const DEFAULT_PRUNE_BUDGET = 1024;
+/**
+ * How long a `markPrefillDone` / `release` may wait for a script call to ride on (the next decision,
+ * usually) before it is sent on its own. Other routers see a release at most this much later.
+ */
+export const DEFAULT_SETTLE_DELAY_MS = 2;
+/** Settlements queued at most: one more sends them at once. */
+export const MAX_QUEUED_SETTLEMENTS = 256;
 /** Default per-command deadline: a call never waits longer for Redis. */
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 5_000;
 
@@ -92,6 +106,8 @@ export interface RedisRoutingTableOptions {
   readonly commandTimeoutMs?: number;
   /** Deadline of the initial connection (ms, default 5000). */
   readonly connectTimeoutMs?: number;
+  /** How long markPrefillDone / release wait for a call to ride on (ms, >= 0, default DEFAULT_SETTLE_DELAY_MS). */
+  readonly settleDelayMs?: number;
 }
 
 /** The event and snapshot types, as the role declares them (@switchyard/llm's, without depending on it). */
@@ -118,14 +134,29 @@ export function routingKeyPrefix(namespace: string): string {
   return `{sy:${namespace}}:${ROUTING_LAYOUT_VERSION}:`;
 }
 
+/** Someone awaiting a queued settlement. */
+interface SettleWaiter {
+  readonly resolve: () => void;
+  readonly reject: (err: SwitchyardError) => void;
+}
+
 export class RedisRoutingTable implements RoutingTable {
   private closed = false;
   private readonly seqKey: string;
+  /**
+   * Settlements (markPrefillDone, release) not sent yet: kind ('p' | 'r') and request id, in the order
+   * they were made, and who awaits each. They go first in the next script call (selectAndReserve
+   * applies them before deciding), or on their own after `settleDelayMs`.
+   */
+  private queued: string[] = [];
+  private waiters: SettleWaiter[] = [];
+  private settleTimer: ReturnType<typeof setTimeout> | undefined;
 
   private constructor(
     private readonly redis: Redis,
     readonly prefix: string,
     private readonly log: Logger,
+    private readonly settleDelayMs: number,
   ) {
     this.seqKey = `${prefix}seq`;
   }
@@ -135,6 +166,8 @@ export class RedisRoutingTable implements RoutingTable {
     if (!NAME_PATTERN.test(options.namespace)) {
       throw invalidArgument(`invalid routing table namespace '${options.namespace}' (must match ${String(NAME_PATTERN)})`);
     }
+    const settleDelayMs = options.settleDelayMs ?? DEFAULT_SETTLE_DELAY_MS;
+    if (!Number.isFinite(settleDelayMs) || settleDelayMs < 0) throw invalidArgument(`settleDelayMs must be >= 0, got ${settleDelayMs}`);
     const log = (options.logger ?? silentLogger).child({ component: 'redis-routing-table', namespace: options.namespace });
     const redis = new Redis(options.url, {
       lazyConnect: true,
@@ -161,7 +194,7 @@ export class RedisRoutingTable implements RoutingTable {
       redis.disconnect();
       throw unavailable(`cannot connect to Redis at ${options.url}: ${(e as Error).message}`, e);
     }
-    return new RedisRoutingTable(redis, routingKeyPrefix(options.namespace), log);
+    return new RedisRoutingTable(redis, routingKeyPrefix(options.namespace), log, settleDelayMs);
   }
 
   async applyEvents(worker: WorkerId, events: readonly KvCacheEvent[]): Promise<ApplyResult> {
@@ -218,7 +251,10 @@ export class RedisRoutingTable implements RoutingTable {
     const { candidates, blockSize, promptTokens } = request;
     const ttl = request.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS;
     const approx = request.approximate === undefined ? -1 : request.approximate.ttlMs;
-    const args: (string | number)[] = [
+    // the queued settlements ride along (applied first, so this decision sees this router's releases)
+    const waiters = this.waiters;
+    const args = this.takeQueued();
+    args.push(
       request.requestId,
       promptTokens,
       blockSize,
@@ -231,7 +267,7 @@ export class RedisRoutingTable implements RoutingTable {
       Math.floor(approx),
       DEFAULT_PRUNE_BUDGET,
       candidates.length,
-    ];
+    );
     // The candidates' record keys and the bitmap keys go packed (two strings joined by a character none
     // of them contains) unless no such separator exists: hundreds of arguments cost the client far more
     // to encode. Keys are built here, where a join is cheap, not per candidate and block in Lua.
@@ -250,7 +286,14 @@ export class RedisRoutingTable implements RoutingTable {
     // candidate's record (generation, active, pending, requests). The (fractional) scores come from the
     // selector the memory twin uses, fed the same inputs: the same doubles the script compared.
     const n = candidates.length;
-    const r = (await this.call('sySelectAndReserveBuffer', args)) as unknown as Buffer;
+    let r: Buffer;
+    try {
+      r = (await this.call('sySelectAndReserveBuffer', args)) as unknown as Buffer;
+    } catch (e) {
+      settleWaiters(waiters, e as SwitchyardError);
+      throw e;
+    }
+    settleWaiters(waiters, undefined);
     if (!Buffer.isBuffer(r) || r.length !== 8 * (1 + 5 * n)) {
       throw internal(`redis sySelectAndReserve: unexpected reply of ${Buffer.isBuffer(r) ? r.length : typeof r} bytes`);
     }
@@ -266,12 +309,14 @@ export class RedisRoutingTable implements RoutingTable {
     return { worker: chosen.worker, overlapBlocks: chosen.overlapBlocks, scores };
   }
 
-  async markPrefillDone(requestId: string): Promise<void> {
-    await this.call('syMarkPrefillDone', [requestId]);
+  /** Queued: applied with this router's next script call, or on its own within `settleDelayMs`. */
+  markPrefillDone(requestId: string): Promise<void> {
+    return this.enqueue('p', requestId);
   }
 
-  async release(requestId: string): Promise<void> {
-    await this.call('syRelease', [requestId]);
+  /** Queued like markPrefillDone. */
+  release(requestId: string): Promise<void> {
+    return this.enqueue('r', requestId);
   }
 
   async loads(now: number): Promise<ReadonlyMap<WorkerId, WorkerLoad>> {
@@ -286,17 +331,58 @@ export class RedisRoutingTable implements RoutingTable {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    // what is queued goes out before the connection closes (its callers are told how it went)
+    const settled = this.flush();
     this.closed = true;
     try {
       await this.redis.quit();
     } catch {
       this.redis.disconnect();
     }
+    await settled;
   }
 
-  /** Run one script; every failure leaves here classified. */
+  private enqueue(kind: 'p' | 'r', requestId: string): Promise<void> {
+    if (this.closed) return Promise.reject(unavailable('routing table is closed'));
+    return new Promise<void>((resolve, reject) => {
+      this.queued.push(kind, requestId);
+      this.waiters.push({ resolve, reject });
+      if (this.waiters.length >= MAX_QUEUED_SETTLEMENTS) void this.flush();
+      else this.settleTimer ??= setTimeout(() => void this.flush(), this.settleDelayMs);
+    });
+  }
+
+  /**
+   * The queued settlements as the leading script arguments (count, then kind and request id each);
+   * the queue is left empty. Their waiters are `this.waiters` as it was before the call.
+   */
+  private takeQueued(): (string | number)[] {
+    const args: (string | number)[] = [this.waiters.length, ...this.queued];
+    this.queued = [];
+    this.waiters = [];
+    if (this.settleTimer !== undefined) clearTimeout(this.settleTimer);
+    this.settleTimer = undefined;
+    return args;
+  }
+
+  /** Send the queued settlements on their own (nothing to ride on); never rejects. */
+  private async flush(): Promise<void> {
+    if (this.waiters.length === 0) return;
+    const waiters = this.waiters;
+    const args = this.takeQueued();
+    try {
+      await this.call('sySettle', args);
+      settleWaiters(waiters, undefined);
+    } catch (e) {
+      settleWaiters(waiters, e as SwitchyardError);
+    }
+  }
+
+  /** Run one script; every failure leaves here classified. Queued settlements go out first. */
   private async call(name: RoutingScriptName | `${RoutingScriptName}Buffer`, args: (string | number)[]): Promise<Reply> {
     if (this.closed) throw unavailable('routing table is closed');
+    // one connection runs commands in order: these are applied before the call that follows
+    if (this.waiters.length > 0) void this.flush();
     const fn = (this.redis as unknown as Record<string, ScriptFn>)[name]!;
     try {
       return await fn.call(this.redis, this.seqKey, ...args);
@@ -304,6 +390,16 @@ export class RedisRoutingTable implements RoutingTable {
       throw classify(e, name, this.log);
     }
   }
+}
+
+/**
+ * Tell the waiters of settlements how the script call carrying them went. A script that ran applied
+ * them first, whatever failed after (a duplicate request id, a script error): only a call that may
+ * not have reached Redis (`unavailable`) fails them.
+ */
+function settleWaiters(waiters: readonly SettleWaiter[], err: SwitchyardError | undefined): void {
+  if (err !== undefined && err.code === 'unavailable') for (const w of waiters) w.reject(err);
+  else for (const w of waiters) w.resolve();
 }
 
 /** Separators tried for packing selectAndReserve's lists (single bytes; the script splits with a plain find). */

@@ -263,6 +263,17 @@ export function routingTableConformance(name: string, open: () => Promise<Confor
         expect((await t.loads(1_000_000)).get('w1')?.requests ?? 0).toBe(0);
       });
 
+      it('prefill done and release not awaited are applied before the next decision and any later call', async () => {
+        await t.selectAndReserve(req({ requestId: 'a', blockHashes: hashes(1, 2), promptTokens: 2 * BS, candidates: ['w1'] }));
+        await t.selectAndReserve(req({ requestId: 'b', blockHashes: hashes(10, 1), promptTokens: BS, candidates: ['w1'] }));
+        const settled = [t.markPrefillDone('a'), t.release('b')];
+        const d = await t.selectAndReserve(req({ requestId: 'c', blockHashes: hashes(20, 1), promptTokens: BS, candidates: ['w1'] }));
+        expect(d.scores[0]).toMatchObject({ decodeBlocks: 2 + 1, prefillBlocks: 1 });
+        const done = t.release('a');
+        expect((await t.loads(1_000_000)).get('w1')).toEqual({ activeBlocks: 1, prefillTokens: BS, requests: 1 });
+        await Promise.all([...settled, done]);
+      });
+
       it('reservations raise the cost of their worker', async () => {
         const first = await t.selectAndReserve(req({ blockHashes: hashes(1, 4), candidates: ['w1', 'w2'] }));
         const second = await t.selectAndReserve(req({ blockHashes: hashes(50, 4), candidates: ['w1', 'w2'] }));
