@@ -281,10 +281,10 @@ export class SessionThread {
       meta[w++] = start;
       meta[w++] = t.data.byteLength;
       bytes.set(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength), start);
-      key += `${name}\u0000${t.type}\u0001`;
+      key += `${name.length}:${name}${t.type};`; // length-prefixed: no two signatures share a key
       count++;
     }
-    key += run.fetches.join('\u0000');
+    for (const f of run.fetches) key += `${f.length}:${f}`;
     let sig = this.signatures.get(key);
     if (sig === undefined) {
       // Bounded: a client cycling through output orders gets messages past this many.
