@@ -102,8 +102,10 @@ export async function measureBatching({ quick = false, bare = {} } = {}) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
   try {
     const port = worker.ports.http;
+    const call = (model) => () => httpPost(port, `/v2/models/${model}/infer`, binary, headers, agent);
+    // Unrecorded warm-up of both models at c=16, so the first rows do not run on unoptimised code.
+    for (const model of ['mlp', 'mlp_batched']) await runLoad(call(model), { concurrency: 16, durationMs: Math.min(durationMs, 1500) });
     for (const c of CONCURRENCY) {
-      const call = (model) => () => httpPost(port, `/v2/models/${model}/infer`, binary, headers, agent);
       results.off[c] = await runLoad(call('mlp'), { concurrency: c, durationMs });
       console.log(`off  c=${String(c).padEnd(3)} ${fmt(results.off[c])}`);
       const before = await batchStats(port, 'mlp_batched');

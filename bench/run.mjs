@@ -66,6 +66,8 @@ const QUICK = process.argv.includes('--quick');
 const SECTIONS = ['worker', 'batching', 'embeddings', 'llm', 'guided', 'routing', 'disagg', 'planner', 'cluster', 'kv-transfer'];
 const ONLY = onlySections(process.argv.slice(2));
 const DURATION_MS = QUICK ? 800 : 2500;
+// Each door's unrecorded warm-up before its rows (served and bare alike).
+const WARMUP_MS = QUICK ? 500 : 1500;
 const CONCURRENCY = [1, 16, 64];
 const MODEL = 'mlp';
 const MODEL_FILE = `${ROOT}examples/model_repository/${MODEL}/1/model.onnx`;
@@ -128,6 +130,9 @@ async function measureServer(label, ports, target) {
   try {
     for (const [mode, call] of Object.entries(c.modes)) {
       target[mode] = {};
+      // Unrecorded warm-up of this door at c=16: without it the first row measured (c=1) ran on code
+      // V8 had not optimised yet and read 2-4x slower than the same row measured after the others.
+      await runLoad(call, { concurrency: 16, durationMs: WARMUP_MS });
       for (const concurrency of CONCURRENCY) {
         const r = await runLoad(call, { concurrency, durationMs: DURATION_MS });
         target[mode][concurrency] = r;
