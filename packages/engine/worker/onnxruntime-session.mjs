@@ -78,23 +78,25 @@ try {
   parentPort.postMessage({ type: 'load-error', message: err instanceof Error ? err.message : String(err) });
 }
 
-// The channel's layout: kept in step with session-thread.ts (RING_*).
-const RING_REQUEST_BELL = 0;
-const RING_RESPONSE_BELL = 1;
-const RING_STATE = 8;
-const RING_CONTROL_BYTES = 256;
-const RING_META_WORDS = 64;
-const RING_DATA = RING_META_WORDS * 8 + 32;
-const SLOT_READY = 2;
-const SLOT_TAKEN = 3;
-const SLOT_DONE = 4;
-const RING_OK = 0;
-const RING_POSTED = 1;
-const TYPES = ['float32', 'float64', 'int8', 'uint8', 'int16', 'uint16', 'int32', 'uint32', 'int64', 'uint64', 'bool', 'float16'];
-const ARRAYS = [Float32Array, Float64Array, Int8Array, Uint8Array, Int16Array, Uint16Array, Int32Array, Uint32Array, BigInt64Array, BigUint64Array, Uint8Array, Uint16Array];
+// The channel and its layout, from the parent (session-thread.ts, RING_LAYOUT).
+const { channel, slots: SLOTS, slotBytes: SLOT_BYTES, layout } = workerData.ring;
+const {
+  requestBell: RING_REQUEST_BELL,
+  responseBell: RING_RESPONSE_BELL,
+  state: RING_STATE,
+  controlBytes: RING_CONTROL_BYTES,
+  metaWords: RING_META_WORDS,
+  data: RING_DATA,
+  slotReady: SLOT_READY,
+  slotTaken: SLOT_TAKEN,
+  slotDone: SLOT_DONE,
+  ok: RING_OK,
+  posted: RING_POSTED,
+  types: TYPES,
+} = layout;
+const ARRAY_OF = { float32: Float32Array, float64: Float64Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array, bool: Uint8Array, float16: Uint16Array };
+const ARRAYS = TYPES.map((t) => ARRAY_OF[t]);
 const TYPE_CODES = new Map(TYPES.map((t, i) => [t, i]));
-
-const { channel, slots: SLOTS, slotBytes: SLOT_BYTES } = workerData.ring;
 const control = new Int32Array(channel, 0, RING_CONTROL_BYTES / 4);
 const slotMeta = [];
 const slotTimes = [];

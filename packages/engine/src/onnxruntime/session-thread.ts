@@ -26,12 +26,13 @@ import type { TypedArray } from '@switchyard/kserve';
 
 const WORKER_URL = new URL('../../worker/onnxruntime-session.mjs', import.meta.url);
 
-// The shared channel (kept in step with worker/onnxruntime-session.mjs). Control words (Int32):
-// the request bell (parent rings after publishing slots or posting a message), the response bell
-// (thread rings after answering), and from RING_STATE one state per slot. Each slot then holds
-// RING_META_WORDS float64 words (request: id, signature, feed count, per feed ndims, dims, byte
-// offset, byte length; answer: id, status, output count, per output fetch index, type code, ndims,
-// dims, byte offset, byte length), four int64 time stamps, and tensor bytes from RING_DATA.
+// The shared channel. Control words (Int32): the request bell (parent rings after publishing slots
+// or posting a message), the response bell (thread rings after answering), and from RING_STATE one
+// state per slot. Each slot then holds RING_META_WORDS float64 words (request: id, signature, feed
+// count, per feed ndims, dims, byte offset, byte length; answer: id, status, output count, per output
+// fetch index, type code, ndims, dims, byte offset, byte length), four int64 time stamps, and tensor
+// bytes from RING_DATA. The thread (worker/onnxruntime-session.mjs) takes the layout from its
+// workerData (`RING_LAYOUT`), so the two sides cannot drift apart.
 const RING_REQUEST_BELL = 0;
 const RING_RESPONSE_BELL = 1;
 const RING_STATE = 8;
@@ -54,7 +55,21 @@ const RING_POSTED = 1;
 const TYPES: readonly string[] = ['float32', 'float64', 'int8', 'uint8', 'int16', 'uint16', 'int32', 'uint32', 'int64', 'uint64', 'bool', 'float16'];
 const ARRAYS = [Float32Array, Float64Array, Int8Array, Uint8Array, Int16Array, Uint16Array, Int32Array, Uint32Array, BigInt64Array, BigUint64Array, Uint8Array, Uint16Array] as const;
 const TYPE_CODES = new Map(TYPES.map((t, i) => [t, i]));
-void SLOT_TAKEN;
+/** The layout the session thread reads from its workerData (`ring.layout`). */
+const RING_LAYOUT = {
+  requestBell: RING_REQUEST_BELL,
+  responseBell: RING_RESPONSE_BELL,
+  state: RING_STATE,
+  controlBytes: RING_CONTROL_BYTES,
+  metaWords: RING_META_WORDS,
+  data: RING_DATA,
+  slotReady: SLOT_READY,
+  slotTaken: SLOT_TAKEN,
+  slotDone: SLOT_DONE,
+  ok: RING_OK,
+  posted: RING_POSTED,
+  types: TYPES,
+};
 
 type WaitAsync = (a: Int32Array, index: number, value: number) => { async: false; value: string } | { async: true; value: Promise<string> };
 /** `Atomics.waitAsync` (ES2024; Node.js 16+), typed here: the package compiles against ES2023. */
@@ -219,7 +234,7 @@ export class SessionThread {
   static create(modelFile: string, sessionOptions: ort.InferenceSession.SessionOptions): Promise<SessionThread> {
     return new Promise((resolve, reject) => {
       const ring = new Ring();
-      const worker = new Worker(WORKER_URL, { workerData: { modelFile, sessionOptions, ring: { channel: ring.buffer, slots: RING_SLOTS, slotBytes: RING_SLOT_BYTES } } });
+      const worker = new Worker(WORKER_URL, { workerData: { modelFile, sessionOptions, ring: { channel: ring.buffer, slots: RING_SLOTS, slotBytes: RING_SLOT_BYTES, layout: RING_LAYOUT } } });
       const onError = (err: Error): void => reject(err);
       worker.once('error', onError);
       worker.once('message', (reply: Reply) => {
