@@ -23,7 +23,7 @@
  * the caller's.
  */
 import { randomUUID } from 'node:crypto';
-import { type Logger, silentLogger } from '@switchyard/common';
+import { type Logger, pauseUnlessAborted, silentLogger } from '@switchyard/common';
 import type { ObservationSource, Observations } from '@switchyard/planner';
 import {
   type Discovery,
@@ -149,15 +149,7 @@ export class EventPlaneObservationSource implements ObservationSource {
         if (signal.aborted) return;
         if (failures++ === 0) this.logger.error({ err }, `planner observations: ${what} failed; retrying every ${RETRY_MS} ms`);
         this.failures++;
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(done, RETRY_MS);
-          function done(): void {
-            clearTimeout(t);
-            signal.removeEventListener('abort', done);
-            resolve();
-          }
-          signal.addEventListener('abort', done, { once: true });
-        });
+        await pauseUnlessAborted(RETRY_MS, signal);
       }
     }
   }

@@ -15,7 +15,7 @@
  * every routing decision, so a reader can push a snapshot only when something happened. Nothing in a
  * snapshot is a secret: instance ids, model names, figures; no URL, token or credential.
  */
-import { type Logger } from '@switchyard/common';
+import { type Logger, pauseUnlessAborted } from '@switchyard/common';
 import type { WorkerId } from '@switchyard/kv-router';
 import { type EventPlane, type Namespace, componentName, plannerDecisionsSubject } from '@switchyard/runtime';
 import { PLANNER_COMPONENT, type WireLoad } from '../protocols.js';
@@ -118,15 +118,7 @@ export class DashboardFeed {
       } catch (err) {
         if (signal.aborted) return;
         if (failures++ === 0) this.o.logger.warn({ err }, `router: planner decisions subscription failed; retrying every ${SUBSCRIBE_RETRY_MS} ms`);
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(done, SUBSCRIBE_RETRY_MS);
-          function done(): void {
-            clearTimeout(t);
-            signal.removeEventListener('abort', done);
-            resolve();
-          }
-          signal.addEventListener('abort', done, { once: true });
-        });
+        await pauseUnlessAborted(SUBSCRIBE_RETRY_MS, signal);
       }
     }
   }

@@ -32,7 +32,7 @@
  * Messages are acked after their batch is applied: a router that dies mid-batch gets it again (the
  * table skips event ids it already holds).
  */
-import { type Logger, unavailable } from '@switchyard/common';
+import { type Logger, pauseUnlessAborted, unavailable } from '@switchyard/common';
 import type { WorkerId } from '@switchyard/kv-router';
 import type { KvCacheEvent, KvSnapshot, SnapshotBlock } from '@switchyard/llm';
 import {
@@ -200,15 +200,7 @@ export class KvEventConsumer {
         if (signal.aborted) return;
         if (failures++ === 0) this.options.logger.error({ err }, `router: ${what} subscription failed; retrying every ${SUBSCRIBE_RETRY_MS} ms`);
         this.options.stats.kvEvents.subscriptionFailures++;
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(done, SUBSCRIBE_RETRY_MS);
-          function done(): void {
-            clearTimeout(t);
-            signal.removeEventListener('abort', done);
-            resolve();
-          }
-          signal.addEventListener('abort', done, { once: true });
-        });
+        await pauseUnlessAborted(SUBSCRIBE_RETRY_MS, signal);
       }
     }
   }
