@@ -220,6 +220,17 @@ beforeAll(async () => {
   }
   // prompt + max_tokens over the context length: the worker's engine refuses it, the router counts it
   await expect(openai.chat.completions.create({ model: 'mock_llm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4096 })).rejects.toThrow(/maximum context length/);
+  // rate() counts increases between two scrapes, and a counter's series is scraped first at the value
+  // it had when it appeared: once Prometheus holds the router's and the workers' request series, one
+  // more request (remote prefill, so every pool's figures move), so every rate the rules take sees it
+  await waitFor(
+    async () =>
+      (await query('switchyard_router_requests_total{model="mock_llm", endpoint="generate"}')).result.length > 0 &&
+      (await query('vllm:request_success_total{job="switchyard-worker"}')).result.length > 0,
+    { timeoutMs: 20_000, intervalMs: 250, message: 'Prometheus never scraped the request counters' },
+  );
+  const after = await openai.chat.completions.create({ model: 'mock_llm', messages: [{ role: 'user', content: long }], max_tokens: 8 });
+  expect(after.choices[0]?.finish_reason).toBeDefined();
   const routerText = await metricsText(cluster.router.metricsUrl);
   expect(total(routerText, 'switchyard_router_disagg_requests_total', 'path="remote"')).toBeGreaterThan(0);
   expect(total(routerText, 'switchyard_router_disagg_local_total', 'reason="short_prompt"')).toBeGreaterThan(0);
