@@ -13,7 +13,7 @@
  * Fed by a discovery watch of the model's cards and by every interval's observations
  * (`observe`, called by `ObservedSource` right after `collect`).
  */
-import { type Logger, silentLogger } from '@switchyard/common';
+import { type Logger, pauseUnlessAborted, silentLogger } from '@switchyard/common';
 import { decodeLlmCardMetadata } from '@switchyard/cluster';
 import { POOLS, type LoadSample, type ObservationSource, type Observations } from '@switchyard/planner';
 import { decodeModelCard, modelsPrefix, namespace as toNamespace, parseKey, type Discovery, type LocalReplica } from '@switchyard/runtime';
@@ -79,15 +79,7 @@ export class ReplicaLoads {
         if (!signal.aborted) this.logger.warn({ err }, 'planner: model card watch failed (replica loads); retrying');
       }
       if (signal.aborted) return;
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(done, RETRY_MS);
-        function done(): void {
-          clearTimeout(t);
-          signal.removeEventListener('abort', done);
-          resolve();
-        }
-        signal.addEventListener('abort', done, { once: true });
-      });
+      await pauseUnlessAborted(RETRY_MS, signal);
     }
   }
 
