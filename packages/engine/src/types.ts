@@ -3,7 +3,7 @@
  * call. Everything here is transport-neutral. Lookup and validation failures are thrown as
  * `SwitchyardError` with Triton's messages; the front doors render them.
  */
-import type { SwitchyardError } from '@switchyard/common';
+import type { CancelSignal, SwitchyardError } from '@switchyard/common';
 import type { DataType, InferRequest, InferResponse, InferTensor } from '@switchyard/kserve';
 import type { LlmEndpoint } from '@switchyard/llm';
 import type { ModelConfig } from '@switchyard/model-config';
@@ -141,8 +141,8 @@ export interface InferResult {
 }
 
 export interface SubmitOptions {
-  /** Aborting cancels the request; it then ends with a `cancelled` error. */
-  signal?: AbortSignal;
+  /** Aborting cancels the request; it then ends with a `cancelled` error. An `AbortSignal` is one. */
+  signal?: CancelSignal;
   /** The request was sampled for tracing (the front door's trace manager): the engine reports to it. */
   trace?: InferenceTrace;
 }

@@ -79,7 +79,7 @@
  * A prompt whose byte length proves it cannot fit the context is refused on the router, before
  * tokenizing, with the worker's message (`textPromptTokens`).
  */
-import { type Logger, SwitchyardError, cancelled, invalidArgument, notFound, toSwitchyardError, unavailable, unsupported } from '@switchyard/common';
+import { type CancelSignal, type Logger, SwitchyardError, cancelled, invalidArgument, notFound, toSwitchyardError, unavailable, unsupported } from '@switchyard/common';
 import { DEFAULT_EXTENSIONS, DEFAULT_SERVER_NAME, DEFAULT_SERVER_VERSION, type InferenceEngine, inferViaSubmit, type InferResult, type ModelIndexEntry, type ModelMetadata, type ModelMetricsSnapshot, type ModelStatistics, type OutputLabels, type ServerMetadata, type SubmitOptions } from '@switchyard/engine';
 import { randomUUID } from 'node:crypto';
 import { type InferRequest, type InferResponse, deserializeBytesElements } from '@switchyard/kserve';
@@ -337,7 +337,7 @@ export class ClusterEngine implements InferenceEngine {
    * stalled dead mid-request, stopped its endpoint without drain), re-send to another one when that is
    * safe, else fail `unavailable`. Throws what ends the request.
    */
-  private async forward(request: InferRequest, deliver: (r: InferResult) => void, signal: AbortSignal | undefined): Promise<void> {
+  private async forward(request: InferRequest, deliver: (r: InferResult) => void, signal: CancelSignal | undefined): Promise<void> {
     if (this.stopping) throw unavailable('Server is stopping');
     const held = this.options.held?.untilServable(request.modelName, signal);
     if (held !== undefined) await held;
@@ -609,7 +609,7 @@ interface RoutedSequence {
 }
 
 /** Read through a call so TypeScript does not keep a narrowing from before an await. */
-function aborted(signal: AbortSignal | undefined): boolean {
+function aborted(signal: CancelSignal | undefined): boolean {
   return signal?.aborted === true;
 }
 

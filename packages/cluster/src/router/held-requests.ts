@@ -21,7 +21,7 @@
  *
  * Concurrency: everything runs on the event loop; the registry's listener is synchronous.
  */
-import { type Logger, cancelled, silentLogger, unavailable } from '@switchyard/common';
+import { type CancelSignal, type Logger, cancelled, silentLogger, unavailable } from '@switchyard/common';
 import { type ModelEntry, type ModelRegistry, onlyPrefillWorkers, takesWholeRequests } from './model-registry.js';
 
 /** Default `--queue-timeout-secs`: 0, requests for a model without a worker fail at once. */
@@ -89,7 +89,7 @@ export class HeldRequests {
    * timeout (0: at once), when `maxHeld` requests are held already, or on `close()`; `cancelled`
    * when `signal` aborts first.
    */
-  untilServable(model: string, signal?: AbortSignal): Promise<void> | undefined {
+  untilServable(model: string, signal?: CancelSignal): Promise<void> | undefined {
     const entry = this.options.registry.model(model);
     if (servable(entry) || !this.known.has(model)) return undefined;
     const timeoutMs = this.options.timeoutMs;

@@ -10,7 +10,7 @@
  * One LlmInstance per routed endpoint, rebuilt when the model's config (its card) changes. Its
  * generations are counted by ClusterEngine as `infer`, not again as `generate`.
  */
-import { type Logger, type SwitchyardError, cancelled, toSwitchyardError } from '@switchyard/common';
+import { type CancelSignal, type Logger, type SwitchyardError, cancelled, toSwitchyardError } from '@switchyard/common';
 import type { InferResult, NormalizedRequest, ResponseSender } from '@switchyard/engine';
 import { LlmInstance, compileLlmOptions, normalizeRequest, parseLlmRequest, requestPrefix } from '@switchyard/engine/internal';
 import type { InferRequest } from '@switchyard/kserve';
@@ -64,7 +64,7 @@ export class KServeLlm {
    * them (id, model name and version; the final flag). Resolves once the final result was delivered.
    * A caller's cancel ends it at once with the engine's cancelled error and stops the generation.
    */
-  serve(prepared: PreparedLlmRequest, request: InferRequest, deliver: (r: InferResult) => void, signal: AbortSignal | undefined): Promise<void> {
+  serve(prepared: PreparedLlmRequest, request: InferRequest, deliver: (r: InferResult) => void, signal: CancelSignal | undefined): Promise<void> {
     const model = request.modelName;
     return new Promise<void>((resolve) => {
       let open = true;

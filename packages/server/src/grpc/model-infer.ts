@@ -3,7 +3,7 @@
  * ModelStreamInfer). A client cancel or deadline aborts the request through the engine's signal.
  */
 import type { handleUnaryCall } from '@grpc/grpc-js';
-import { unsupported } from '@switchyard/common';
+import { Cancellation, unsupported } from '@switchyard/common';
 import type { GrpcModelInferResponse } from '@switchyard/kserve';
 import { unary, type GrpcContext } from './grpc-context.js';
 import { encodeInferResponse, isDecoupled, lookupModel, prepareInfer } from './infer-request.js';
@@ -31,7 +31,7 @@ export function modelInferHandler(ctx: GrpcContext): handleUnaryCall<ReceivedInf
       const config = lookupModel(ctx, msg.header);
       if (isDecoupled(config)) throw unsupported(DECOUPLED_MODEL_INFER_MESSAGE);
       const prepared = prepareInfer(ctx, msg, config, call.metadata);
-      const controller = new AbortController();
+      const controller = new Cancellation();
       const abort = (): void => controller.abort();
       call.on('cancelled', abort);
       if (call.cancelled) abort();

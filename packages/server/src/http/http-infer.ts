@@ -11,7 +11,7 @@
  * A client that disconnects aborts the request through the submit signal.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { internal, invalidArgument, toSwitchyardError, unsupported } from '@switchyard/common';
+import { Cancellation, internal, invalidArgument, toSwitchyardError, unsupported } from '@switchyard/common';
 import type { InferResult } from '@switchyard/engine';
 import {
   type InferResponse,
@@ -111,7 +111,7 @@ async function inferTraced(
   // Triton does; the regions stay held until the request is over.
   const shm = useSharedMemory(ctx.shm, decoded.request);
   if (ctx.headerForward !== undefined) forwardHeaders(ctx.headerForward, rawHeaderPairs(req.rawHeaders), shm.request.parameters);
-  const abort = new AbortController();
+  const abort = new Cancellation();
   const onClose = () => {
     if (!res.writableEnded) abort.abort();
   };
@@ -221,7 +221,7 @@ async function generateTraced(
   }
   const request = decodeHttpGenerateRequest({ modelName: model, modelVersion: version, body }, metadata.inputs);
 
-  const abort = new AbortController();
+  const abort = new Cancellation();
   const onClose = () => {
     if (!res.writableEnded) abort.abort();
   };

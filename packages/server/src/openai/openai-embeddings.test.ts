@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { invalidArgument } from '@switchyard/common';
+import { type CancelSignal, invalidArgument } from '@switchyard/common';
 import { type InferRequest, type InferTensor, deserializeStringElements } from '@switchyard/kserve';
 import { ServerSettings } from '../settings.js';
 import { SharedMemoryManager } from '../shared-memory.js';
@@ -19,7 +19,7 @@ const rowsOf = (t: InferTensor): Array<{ tokens: number; first: number }> => {
   return Array.from({ length: ids.length / width }, (_, r) => ({ tokens: width, first: Number(ids[r * width]) }));
 };
 
-function embeddingModel(engine: FakeEngine, name: string, maxBatchSize: number, run: (request: InferRequest, signal?: AbortSignal) => Promise<void> = async () => {}): FakeModel {
+function embeddingModel(engine: FakeEngine, name: string, maxBatchSize: number, run: (request: InferRequest, signal?: CancelSignal) => Promise<void> = async () => {}): FakeModel {
   return {
     config: { ...engine.modelConfig('identity'), name, backend: 'embedding', max_batch_size: maxBatchSize },
     run: async (request, signal) => {
@@ -40,7 +40,7 @@ function embeddingModel(engine: FakeEngine, name: string, maxBatchSize: number, 
 }
 
 /** Settles (rejects) only when `signal` aborts: a request that runs until cancelled. */
-const untilAborted = (signal?: AbortSignal): Promise<void> => new Promise((_resolve, reject) => signal?.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+const untilAborted = (signal?: CancelSignal): Promise<void> => new Promise((_resolve, reject) => signal?.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
 
 async function until(check: () => boolean): Promise<void> {
   for (let i = 0; i < 500 && !check(); i++) await new Promise((r) => setTimeout(r, 5));

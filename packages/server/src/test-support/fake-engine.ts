@@ -24,7 +24,7 @@
  * `abortedRequests` (requests aborted while in flight). Canned answers: `ready`, `snapshot`
  * (the metrics snapshot), statistics from `fakeStatistics`.
  */
-import { cancelled, internal, invalidArgument, notFound, unavailable, type SwitchyardError } from '@switchyard/common';
+import { type CancelSignal, cancelled, internal, invalidArgument, notFound, unavailable, type SwitchyardError } from '@switchyard/common';
 import type {
   InferResult,
   InferenceEngine,
@@ -47,7 +47,7 @@ export interface FakeModel {
    * The responses' outputs, in order (several only for a decoupled model); rejects with a
    * `SwitchyardError` to fail the request. `signal` is the request's abort signal.
    */
-  run(request: InferRequest, signal?: AbortSignal): Promise<InferTensor[][]>;
+  run(request: InferRequest, signal?: CancelSignal): Promise<InferTensor[][]>;
   /** Parameters of every response. Default none. */
   responseParameters?: Parameters;
 }
@@ -156,7 +156,7 @@ export class FakeEngine implements InferenceEngine {
   /** Every recorded call, oldest first. */
   readonly calls: EngineCall[] = [];
   /** Signals of requests currently inside the engine, by request id. */
-  readonly signals = new Map<string, AbortSignal | undefined>();
+  readonly signals = new Map<string, CancelSignal | undefined>();
   /** Requests whose signal was aborted before their final result. */
   abortedRequests = 0;
 
