@@ -13,6 +13,10 @@
 // role-only opening chunk does not count). Tokens are generated on a clock, so the LLM's absolute times
 // are the mocker's; the difference router − direct is the hop.
 //
+// Transport floor: a bare NATS request/reply (lib/nats-echo.mjs as the replier, its own process) through
+// the same NATS server at c=1 and 16: the hop crosses the same process boundaries, so the hop's p50
+// minus the floor's is what our code adds (issue 15: "the router hop little more than a NATS round trip").
+//
 // Request-plane codec (in process, no servers, so no noise from the machine's other jobs): one
 // tensor request and its response through both payload forms a router and a worker exchange —
 // base64 in JSON (workers from before binary payloads) and raw bytes in a binary message — for one
@@ -30,6 +34,7 @@
 //   e.g. --router-arg=--preprocess-threads=0 to compare prompt preprocessing on the event loop)
 // --cpu-prof=DIR: the router's main thread is profiled (lib/cpu-profile.mjs, the format of `node
 // --cpu-prof`), its .cpuprofile written to DIR when it exits.
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
@@ -39,8 +44,12 @@ import * as runtime from '@switchyard/runtime';
 import { runLoad, sleep, summarize } from './lib/load.mjs';
 import { httpPost } from './lib/clients.mjs';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
+import { connect as connectNats } from '@nats-io/transport-node';
 
 const PROFILER = fileURLToPath(new URL('./lib/cpu-profile.mjs', import.meta.url));
+const NATS_ECHO = fileURLToPath(new URL('./lib/nats-echo.mjs', import.meta.url));
+/** About the bytes a router's binary request for `simple` puts on the request plane (envelope + two INT32 [1,16]). */
+const FLOOR_PAYLOAD_BYTES = 768;
 const TENSOR_MODEL = 'simple';
 const LLM_MODEL = 'mock_llm';
 const TENSOR_CONCURRENCY = [1, 16];
@@ -299,6 +308,32 @@ async function measureTensor(targets, { durationMs, warmupMs }, pids) {
   return out;
 }
 
+/**
+ * The transport floor: a bare NATS request/reply between this process and a replier process
+ * (lib/nats-echo.mjs) through the same NATS server, closed loop at c=1 and 16, no code of ours on
+ * either end. The router's hop crosses the same boundaries (router → NATS → worker → NATS → router)
+ * plus its own work, so "hop − floor" is what the router and the worker's request-plane side add.
+ */
+async function measureNatsFloor(natsUrl, { durationMs, warmupMs }) {
+  const subject = `bench.floor.${process.pid}`;
+  const echo = spawn(process.execPath, [NATS_ECHO, natsUrl, subject], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const nc = await connectNats({ servers: natsUrl });
+  try {
+    await new Promise((resolve, reject) => {
+      echo.once('exit', (code) => reject(new Error(`nats-echo exited with code ${code}`)));
+      echo.stdout.once('data', resolve);
+    });
+    const payload = new Uint8Array(FLOOR_PAYLOAD_BYTES).fill(7);
+    const call = () => nc.request(subject, payload, { timeout: 5_000 });
+    const out = {};
+    for (const c of TENSOR_CONCURRENCY) out[c] = await runLoad(call, { concurrency: c, durationMs, warmupMs });
+    return out;
+  } finally {
+    await nc.close();
+    echo.kill('SIGTERM');
+  }
+}
+
 async function measureLlm(targets, { durationMs, warmupMs }, pids) {
   const out = {};
   for (const c of LLM_CONCURRENCY) {
@@ -339,6 +374,7 @@ export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs 
     await waitFor(async () => (await getJson(`${router.httpUrl}/v1/models`))?.data?.some((m) => m.id === LLM_MODEL), `the router did not list ${LLM_MODEL}`);
     results.startupSec = +((Date.now() - t0) / 1000).toFixed(1);
     const targets = { direct: worker.ports, router: router.ports };
+    results.natsFloor = await measureNatsFloor(nats.url, tensorTiming);
     results.tensor = await measureTensor(targets, tensorTiming, { router: router.pid, worker: worker.pid });
     results.llm = await measureLlm(targets, llmTiming, { router: router.pid, worker: worker.pid });
   } finally {
@@ -402,9 +438,12 @@ function report(results) {
   // goals: issue 15's table (router / direct throughput at c=16 >= 0.8; hop p50 at c=1 <= 300 us for a
   // tensor request, <= 500 us to the first token)
   const routerCpu = (mode, c) => t[mode][c].router.cpuUsPerRequest.router;
+  const floor = results.natsFloor;
+  console.log(`\ntransport floor: bare NATS request/reply (${FLOOR_PAYLOAD_BYTES} B) between this process and a replier process: c=1 ${r0(floor[1].throughput)} req/s p50 ${r0(floor[1].p50_us)} us; c=16 ${r0(floor[16].throughput)} req/s p50 ${r0(floor[16].p50_us)} us`);
+  const hop = (mode) => t[mode][1].router.p50_us - t[mode][1].direct.p50_us;
   const headlines = [
-    `router hop adds ${r0(t['http-json'][1].router.p50_us - t['http-json'][1].direct.p50_us)} us at p50 for a tensor request over HTTP (c=1) (goal <= 300 us)`,
-    `router hop adds ${r0(t.grpc[1].router.p50_us - t.grpc[1].direct.p50_us)} us at p50 for a tensor request over gRPC (c=1) (goal <= 300 us)`,
+    `router hop adds ${r0(hop('http-json'))} us at p50 for a tensor request over HTTP (c=1) (goal <= 300 us); a bare NATS request/reply takes ${r0(floor[1].p50_us)} us, so the router and the worker's request-plane side add ${r0(hop('http-json') - floor[1].p50_us)} us beyond the transport`,
+    `router hop adds ${r0(hop('grpc'))} us at p50 for a tensor request over gRPC (c=1) (goal <= 300 us); ${r0(hop('grpc') - floor[1].p50_us)} us beyond the bare NATS round trip`,
     `through the router, tensor throughput at c=16 is ${r3(t['http-json'][16].router.throughput / t['http-json'][16].direct.throughput)}x direct over HTTP, ${r3(t.grpc[16].router.throughput / t.grpc[16].direct.throughput)}x over gRPC (goal >= 0.8 each)`,
     ...(routerCpu('http-json', 16) === undefined
       ? []
