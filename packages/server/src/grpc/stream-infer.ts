@@ -31,7 +31,7 @@
  * failed lookup. A client cancel stops the wait.
  */
 import type { handleBidiStreamingCall, ServerDuplexStream } from '@grpc/grpc-js';
-import { toSwitchyardError } from '@switchyard/common';
+import { Cancellation, toSwitchyardError } from '@switchyard/common';
 import type { InferResult } from '@switchyard/engine';
 import {
   emptyFinalStreamResponse,
@@ -65,7 +65,7 @@ class StreamSession {
   readonly #ordered: Slot[] = [];
   /** Requests whose final answer has not been delivered yet. */
   #open = 0;
-  readonly #controllers = new Set<AbortController>();
+  readonly #controllers = new Set<Cancellation>();
   #readsDone = false;
   #closed = false;
   /** grpc-js's write buffer is full: wait for 'drain' before reading more requests. */
@@ -166,7 +166,7 @@ class StreamSession {
       this.#deliver(slot, streamInferError(toSwitchyardError(e).message, { id }), true);
       return;
     }
-    const controller = new AbortController();
+    const controller = new Cancellation();
     this.#controllers.add(controller);
     // Traced requests: the stream's metadata carries the client's context for all of its requests.
     // A message is read whole before it gets here, so the wait/read stamps are when its turn came.
