@@ -12,6 +12,12 @@
 // measures the bare server); on >= 0.8x raw at the same batch size (requests/s vs rows/s). The bare
 // server's rate is shown beside the served rates: no HTTP server in this process model can serve
 // faster than that.
+//   wide     a memory-bound model beside it: the same MLP at width 1024 (12 MB of weights read per
+//            run, ~1 ms per batch-1 run here), off and on at concurrency 1, 16, 32. On the MLP a run
+//            takes ~25 us and a request ~150-200 us of the front door's CPU, so batching can only
+//            save the run's share; on the wide model the run dominates, as it does for the models
+//            Triton's published gains come from (3.27x, anchor T1), so its on/off ratio shows what
+//            the batcher itself achieves.
 //
 //   node bench/batching.mjs [--quick]     (after `npx tsc -b` and generate-models)
 import http from 'node:http';
@@ -20,6 +26,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startWorkerProcess } from '@switchyard/testing';
+import { buildMlpModel } from '@switchyard/onnx-builder';
 import { runLoad, sleep } from './lib/load.mjs';
 import { measureSessionRun } from './lib/raw-ort.mjs';
 import { httpPost, inferBodies } from './lib/clients.mjs';
@@ -28,6 +35,8 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const EXAMPLE = join(ROOT, 'examples', 'model_repository', 'mlp');
 const CONCURRENCY = [1, 4, 16, 32, 64];
 const WIDTH = 256;
+const WIDE = 1024;
+const WIDE_CONCURRENCY = [1, 16, 32];
 
 function fmt(r) {
   return `${r.throughput.toFixed(0).padStart(7)} req/s  p50 ${r.p50_us.toFixed(0).padStart(6)} us  p99 ${r.p99_us.toFixed(0).padStart(6)} us`;
@@ -44,6 +53,16 @@ function makeRepository() {
     mkdirSync(join(dir, name, '1'), { recursive: true });
     writeFileSync(join(dir, name, 'config.pbtxt'), text);
     copyFileSync(join(EXAMPLE, '1', 'model.onnx'), join(dir, name, '1', 'model.onnx'));
+  }
+  const wide = buildMlpModel({ width: WIDE });
+  const wideConfig = config.replace(/name:\s*"mlp"/, 'name: "NAME"').replaceAll(`${WIDTH}`, `${WIDE}`);
+  for (const [name, extra] of [
+    ['mlp_wide', ''],
+    ['mlp_wide_batched', '\ndynamic_batching { }\n'],
+  ]) {
+    mkdirSync(join(dir, name, '1'), { recursive: true });
+    writeFileSync(join(dir, name, 'config.pbtxt'), `${wideConfig.replace('NAME', name)}${extra}`);
+    writeFileSync(join(dir, name, '1', 'model.onnx'), wide);
   }
   return dir;
 }
@@ -115,6 +134,21 @@ export async function measureBatching({ quick = false, bare = {} } = {}) {
       console.log(`on   c=${String(c).padEnd(3)} ${fmt(results.on[c])}   batches: mean ${f.meanBatch}, most requests in batches of ${f.modeBatch}`);
       await sleep(100);
     }
+    // The memory-bound model: the batcher's own gain where the run, not the request, is the cost.
+    const wideInput = new Float32Array(WIDE).map((_, i) => ((i * 37) % 101) / 101 - 0.5);
+    const wideBody = inferBodies('INPUT0', [1, WIDE], wideInput, 'OUTPUT0');
+    const wideHeaders = { ...headers, 'inference-header-content-length': String(wideBody.binaryHeaderLength) };
+    const wideCall = (model) => () => httpPost(port, `/v2/models/${model}/infer`, wideBody.binary, wideHeaders, agent);
+    results.wide = { width: WIDE, off: {}, on: {}, formed: {} };
+    for (const model of ['mlp_wide', 'mlp_wide_batched']) await runLoad(wideCall(model), { concurrency: 16, durationMs: Math.min(durationMs, 1500) });
+    for (const c of WIDE_CONCURRENCY) {
+      results.wide.off[c] = await runLoad(wideCall('mlp_wide'), { concurrency: c, durationMs });
+      console.log(`wide off c=${String(c).padEnd(3)} ${fmt(results.wide.off[c])}`);
+      const before = await batchStats(port, 'mlp_wide_batched');
+      results.wide.on[c] = await runLoad(wideCall('mlp_wide_batched'), { concurrency: c, durationMs });
+      const f = (results.wide.formed[c] = formed(before, await batchStats(port, 'mlp_wide_batched')));
+      console.log(`wide on  c=${String(c).padEnd(3)} ${fmt(results.wide.on[c])}   batches: mean ${f.meanBatch}, most requests in batches of ${f.modeBatch}`);
+    }
   } finally {
     agent.destroy();
     await worker.stop();
@@ -152,6 +186,19 @@ export async function measureBatching({ quick = false, bare = {} } = {}) {
     'c=32 served / raw at the same batch size (goal >= 0.8)': rows.find((r) => r.concurrency === 32)['on/raw'],
     'worst served / raw at the same batch size, c >= 16 (goal >= 0.8)': Math.min(...rows.filter((r) => r.concurrency >= 16).map((r) => r['on/raw'])),
   };
+  const wideRows = WIDE_CONCURRENCY.map((c) => ({
+    concurrency: c,
+    'wide off req/s': Math.round(results.wide.off[c].throughput),
+    'wide on req/s': Math.round(results.wide.on[c].throughput),
+    'on/off': +(results.wide.on[c].throughput / results.wide.off[c].throughput).toFixed(2),
+    'on p50 us': Math.round(results.wide.on[c].p50_us),
+    'off p50 us': Math.round(results.wide.off[c].p50_us),
+    'batch (mean)': results.wide.formed[c].meanBatch,
+  }));
+  console.log(`\nmemory-bound MLP (width ${WIDE}, one instance, HTTP binary): batching on / off`);
+  console.table(wideRows);
+  results.wide.ratios = wideRows;
+  results.goals['c=32 batching on / off on the width-1024 MLP, where the run dominates (context: Triton 3.27x, anchor T1)'] = wideRows.find((r) => r.concurrency === 32)['on/off'];
   console.log('\nbatching goals');
   for (const [k, v] of Object.entries(results.goals)) console.log(`  ${k}: ${v}`);
   return results;
