@@ -6,6 +6,7 @@
  * (SWITCHYARD_SKIP_BUILD=1: the repository is built before tests run); the rest is the real script.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { freePorts, repoRoot } from '@switchyard/testing';
@@ -37,9 +38,46 @@ async function startNpm(): Promise<Started> {
       .split('\n')
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Record<string, unknown>);
-  await waitFor(async () => lines().some((l) => l['msg'] === 'worker started'), { timeoutMs: 30_000, message: `worker did not start:\n${out}` });
+  try {
+    await waitFor(async () => lines().some((l) => l['msg'] === 'worker started'), { timeoutMs: 30_000, message: `worker did not start:\n${out}` });
+  } catch (e) {
+    // Nothing is left running when the start fails: npm, the launcher and the worker (in a process
+    // group of its own, so found by parentage) are killed.
+    for (const pid of [...descendants(npm.pid!), npm.pid!]) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    throw e;
+  }
   const workerPid = lines().find((l) => l['msg'] === 'worker started')!['pid'] as number;
   return { npm, workerPid, port: http!, lines, exited };
+}
+
+/** Every live descendant of `root` (Linux: read from /proc), children before their parents' siblings. */
+function descendants(root: number): number[] {
+  const parents = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  const found: number[] = [];
+  const walk = (pid: number): void => {
+    for (const [child, parent] of parents) {
+      if (parent !== pid) continue;
+      found.push(child);
+      walk(child);
+    }
+  };
+  walk(root);
+  return found;
 }
 
 const alive = (pid: number): boolean => {
