@@ -36,7 +36,10 @@ export async function runLoad(call, { concurrency, durationMs, warmupMs = 300, k
   const elapsedNs = Number(process.hrtime.bigint() - start);
   stop = true;
   await Promise.all(workers);
-  if (errors > 100 || latencies.length === 0) throw new Error(`load failed: ${errors} errors; first: ${firstError?.message ?? firstError}`);
+  if (errors > 100) throw new Error(`load failed: ${errors} errors; first: ${firstError?.message ?? firstError}`);
+  if (latencies.length === 0) {
+    throw new Error(`load failed: no request finished inside the ${durationMs} ms window (${errors} errors${firstError === undefined ? '' : `; first: ${firstError?.message ?? firstError}`}); the window is too short for requests this slow, or the server stalled`);
+  }
   const summary = summarize(latencies, elapsedNs, errors);
   return keepValues ? { ...summary, values, elapsedNs } : summary;
 }
