@@ -99,11 +99,11 @@ function harness(o: HarnessOptions = {}) {
   const base = sessions[o.kvType ?? 'FLOAT'];
   const spied: DecoderSession = {
     ...base,
-    async run(feeds) {
+    async run(feeds, sampleRows) {
       const [rows, newTokens] = feeds['input_ids']!.dims as [number, number];
       calls.push({ rows, newTokens, past: feeds['past_key_values.0.key']!.dims[2]!, eventsBefore: events.length });
       if (state.fail) throw new Error('simulated onnxruntime failure');
-      return base.run(feeds);
+      return base.run(feeds, sampleRows);
     },
   };
   const session = o.wrap === undefined ? spied : o.wrap(spied);

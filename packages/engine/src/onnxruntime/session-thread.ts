@@ -230,11 +230,16 @@ export class SessionThread {
     worker.on('exit', (code) => fail(new Error(`onnxruntime session thread exited with code ${code}`)));
   }
 
-  /** Start a thread and create the session on it. Rejects with `SessionLoadError` when onnxruntime refuses the model. */
-  static create(modelFile: string, sessionOptions: ort.InferenceSession.SessionOptions): Promise<SessionThread> {
+  /**
+   * Start a thread and create the session on it. Rejects with `SessionLoadError` when onnxruntime
+   * refuses the model. `sampleRows`: a decoder's thread, which samples the rows a run's
+   * `#sample_rows` feed asks for (@switchyard/llm's sampling-rows.ts) instead of returning its logits.
+   */
+  static create(modelFile: string, sessionOptions: ort.InferenceSession.SessionOptions, threadOptions: { sampleRows?: boolean } = {}): Promise<SessionThread> {
     return new Promise((resolve, reject) => {
       const ring = new Ring();
-      const worker = new Worker(WORKER_URL, { workerData: { modelFile, sessionOptions, ring: { channel: ring.buffer, slots: RING_SLOTS, slotBytes: RING_SLOT_BYTES, layout: RING_LAYOUT } } });
+      const sampleRows = threadOptions.sampleRows === true;
+      const worker = new Worker(WORKER_URL, { workerData: { modelFile, sessionOptions, sampleRows, ring: { channel: ring.buffer, slots: RING_SLOTS, slotBytes: RING_SLOT_BYTES, layout: RING_LAYOUT } } });
       const onError = (err: Error): void => reject(err);
       worker.once('error', onError);
       worker.once('message', (reply: Reply) => {

@@ -1,0 +1,94 @@
+// Event-loop CPU per generated token of the ONNX LLM path at a real vocabulary width. A program, not a
+// test: prints, per sampling mode, the CPU time the event-loop thread and the whole process spent per
+// token, and the decoder thread's share.
+//
+// Model: the scripted Qwen3 decoder of test/fixtures/real_vocab_repository (151,936 logits wide, a
+// one-element KV), so what is left per token is the engine's own work: scheduling, KV gather/scatter,
+// the logits crossing from the decoder thread, and sampling. Modes: greedy, temperature 1, and
+// temperature 1 with top-5 logprobs; each request generates `--tokens` tokens past EOS (ignore_eos).
+// CPU time is the thread's own (/proc/self/task/<tid>/schedstat, nanoseconds on a CPU), so the
+// numbers hold on a loaded machine; each mode runs `--rounds` times in alternation and the median is
+// printed.
+//
+//   node bench/llm-sampling-cpu.mjs [--tokens 300] [--rounds 5]     (after `npx tsc -b` and
+//   `node scripts/generate-models.mjs --if-absent`)
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { compileSamplingParams, LlmEngine, OnnxExecutor } from '@switchyard/llm';
+import { threadDecoderSession } from '@switchyard/engine/internal';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const MODEL = join(ROOT, 'test/fixtures/real_vocab_repository/qwen3_json/1/model.onnx');
+const VOCAB = 151_936;
+
+const MODES = {
+  greedy: { temperature: 0 },
+  'temperature 1': { temperature: 1 },
+  'temperature 1, top-5 logprobs': { temperature: 1, logprobs: true, top_logprobs: 5 },
+};
+
+/** Nanoseconds thread `tid` of this process has spent on a CPU. */
+function threadCpuNs(tid) {
+  return Number(readFileSync(`/proc/self/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+}
+
+function allThreadsCpuNs() {
+  let sum = 0;
+  for (const tid of readdirSync('/proc/self/task')) {
+    try {
+      sum += threadCpuNs(tid);
+    } catch {
+      // the thread ended
+    }
+  }
+  return sum;
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function measure(engine, sampling, tokens, tag) {
+  const main = process.pid;
+  const m0 = threadCpuNs(main);
+  const a0 = allThreadsCpuNs();
+  let n = 0;
+  for await (const o of engine.generate({ requestId: tag, promptTokenIds: [151644, 77091, 198], sampling: compileSamplingParams({ ...sampling, seed: 7, max_tokens: tokens, ignore_eos: true }) })) n += o.tokenIds.length;
+  const mainNs = threadCpuNs(main) - m0;
+  const allNs = allThreadsCpuNs() - a0;
+  return { tokens: n, mainMs: mainNs / 1e6 / n, allMs: allNs / 1e6 / n };
+}
+
+export async function measureSamplingCpu({ tokens = 300, rounds = 5 } = {}) {
+  const session = await threadDecoderSession(MODEL);
+  const executor = OnnxExecutor.create(session, { numBlocks: 256, blockSize: 16, vocabSize: VOCAB, seed: 1 });
+  const engine = new LlmEngine({ blockSize: 16, numBlocks: 256, maxModelLen: 2048, executor, eosTokenIds: [151645], vocabSize: VOCAB, scheduler: { maxNumSeqs: 4, maxNumBatchedTokens: 64 } });
+  const results = Object.fromEntries(Object.keys(MODES).map((m) => [m, []]));
+  try {
+    let r = 0;
+    for (const [mode, sampling] of Object.entries(MODES)) await measure(engine, sampling, 20, `warm-${mode}`);
+    for (let round = 0; round < rounds; round++) {
+      for (const [mode, sampling] of Object.entries(MODES)) results[mode].push(await measure(engine, sampling, tokens, `r${r++}`));
+    }
+  } finally {
+    await engine.shutdown();
+    await session.release();
+  }
+  console.log(`\nLLM sampling CPU per token, ${VOCAB.toLocaleString('en-US')}-token vocabulary (scripted decoder, ${tokens} tokens × ${rounds} rounds, medians)`);
+  console.log('  mode                             event loop   all threads   decoder thread and others');
+  const out = {};
+  for (const [mode, rs] of Object.entries(results)) {
+    const mainMs = median(rs.map((x) => x.mainMs));
+    const allMs = median(rs.map((x) => x.allMs));
+    out[mode] = { mainMs, allMs };
+    console.log(`  ${mode.padEnd(32)} ${mainMs.toFixed(3).padStart(7)} ms ${allMs.toFixed(3).padStart(10)} ms ${(allMs - mainMs).toFixed(3).padStart(12)} ms`);
+  }
+  return out;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const arg = (name, d) => {
+    const i = process.argv.indexOf(name);
+    return i < 0 ? d : Number(process.argv[i + 1]);
+  };
+  await measureSamplingCpu({ tokens: arg('--tokens', 300), rounds: arg('--rounds', 5) });
+}
