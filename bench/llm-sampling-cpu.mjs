@@ -2,7 +2,8 @@
 // test: prints, per sampling mode, the CPU time the event-loop thread and the whole process spent per
 // token, and the decoder thread's share.
 //
-// Model: the scripted Qwen3 decoder of test/fixtures/real_vocab_repository (151,936 logits wide, a
+// Model: the scripted Qwen3 decoder of test/fixtures/real_vocab_repository (onnx-builder's
+// buildRealVocabDecoder('qwen3_json'), written to a temporary folder: 151,936 logits wide, a
 // one-element KV), so what is left per token is the engine's own work: scheduling, KV gather/scatter,
 // the logits crossing from the decoder thread, and sampling. Modes: greedy, temperature 1, and
 // temperature 1 with top-5 logprobs; each request generates `--tokens` tokens past EOS (ignore_eos).
@@ -10,16 +11,15 @@
 // numbers hold on a loaded machine; each mode runs `--rounds` times in alternation and the median is
 // printed.
 //
-//   node bench/llm-sampling-cpu.mjs [--tokens 300] [--rounds 5]     (after `npx tsc -b` and
-//   `node scripts/generate-models.mjs --if-absent`)
-import { readdirSync, readFileSync } from 'node:fs';
+//   node bench/llm-sampling-cpu.mjs [--tokens 300] [--rounds 5]     (after `npm run build`)
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { compileSamplingParams, LlmEngine, OnnxExecutor } from '@switchyard/llm';
+import { buildRealVocabDecoder } from '@switchyard/onnx-builder';
 import { threadDecoderSession } from '@switchyard/engine/internal';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const MODEL = join(ROOT, 'test/fixtures/real_vocab_repository/qwen3_json/1/model.onnx');
 const VOCAB = 151_936;
 
 const MODES = {
@@ -59,7 +59,10 @@ async function measure(engine, sampling, tokens, tag) {
 }
 
 export async function measureSamplingCpu({ tokens = 300, rounds = 5 } = {}) {
-  const session = await threadDecoderSession(MODEL);
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-sampling-'));
+  const model = join(dir, 'model.onnx');
+  writeFileSync(model, buildRealVocabDecoder('qwen3_json'));
+  const session = await threadDecoderSession(model);
   const executor = OnnxExecutor.create(session, { numBlocks: 256, blockSize: 16, vocabSize: VOCAB, seed: 1 });
   const engine = new LlmEngine({ blockSize: 16, numBlocks: 256, maxModelLen: 2048, executor, eosTokenIds: [151645], vocabSize: VOCAB, scheduler: { maxNumSeqs: 4, maxNumBatchedTokens: 64 } });
   const results = Object.fromEntries(Object.keys(MODES).map((m) => [m, []]));
@@ -72,6 +75,7 @@ export async function measureSamplingCpu({ tokens = 300, rounds = 5 } = {}) {
   } finally {
     await engine.shutdown();
     await session.release();
+    rmSync(dir, { recursive: true, force: true });
   }
   console.log(`\nLLM sampling CPU per token, ${VOCAB.toLocaleString('en-US')}-token vocabulary (scripted decoder, ${tokens} tokens × ${rounds} rounds, medians)`);
   console.log('  mode                             event loop   all threads   decoder thread and others');
