@@ -7,11 +7,14 @@
 // one-element KV), so what is left per token is the engine's own work: scheduling, KV gather/scatter,
 // the logits crossing from the decoder thread, and sampling. Modes: greedy, temperature 1, and
 // temperature 1 with top-5 logprobs; each request generates `--tokens` tokens past EOS (ignore_eos).
-// CPU time is the thread's own (/proc/self/task/<tid>/schedstat, nanoseconds on a CPU), so the
-// numbers hold on a loaded machine; each mode runs `--rounds` times in alternation and the median is
-// printed.
+// Two paths side by side: `thread` (the decoder thread samples, the server's path) and `event loop`
+// (a session that returns the logits, sampled by the executor on the event loop: the path before
+// sampling moved to the thread). CPU time is the thread's own (/proc/self/task/<tid>/schedstat,
+// nanoseconds on a CPU), so the numbers hold on a loaded machine; every (path, mode) pair runs
+// `--rounds` times in alternation and the median is printed, with the event loop's ratio.
+// `--path thread` or `--path event-loop` runs one path alone (its peak RSS is then that path's).
 //
-//   node bench/llm-sampling-cpu.mjs [--tokens 300] [--rounds 5]     (after `npm run build`)
+//   node bench/llm-sampling-cpu.mjs [--tokens 300] [--rounds 5] [--path both|thread|event-loop]     (after `npm run build`)
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,6 +51,7 @@ function allThreadsCpuNs() {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function measure(engine, sampling, tokens, tag) {
+  if (engine === undefined) return undefined;
   const main = process.pid;
   const m0 = threadCpuNs(main);
   const a0 = allThreadsCpuNs();
@@ -58,33 +62,54 @@ async function measure(engine, sampling, tokens, tag) {
   return { tokens: n, mainMs: mainNs / 1e6 / n, allMs: allNs / 1e6 / n };
 }
 
-export async function measureSamplingCpu({ tokens = 300, rounds = 5 } = {}) {
+const PATHS = ['thread', 'event loop'];
+
+/** An engine over its own decoder thread; `here`: the session returns the logits (sampled on the event loop). */
+async function engineOn(model, here) {
+  const thread = await threadDecoderSession(model);
+  const session = here ? { ...thread, run: (feeds) => thread.run(feeds) } : thread;
+  const executor = OnnxExecutor.create(session, { numBlocks: 256, blockSize: 16, vocabSize: VOCAB, seed: 1 });
+  const engine = new LlmEngine({ blockSize: 16, numBlocks: 256, maxModelLen: 2048, executor, eosTokenIds: [151645], vocabSize: VOCAB, scheduler: { maxNumSeqs: 4, maxNumBatchedTokens: 64 } });
+  return { engine, release: async () => (await engine.shutdown(), await thread.release()) };
+}
+
+export async function measureSamplingCpu({ tokens = 300, rounds = 5, paths = PATHS } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-sampling-'));
   const model = join(dir, 'model.onnx');
   writeFileSync(model, buildRealVocabDecoder('qwen3_json'));
-  const session = await threadDecoderSession(model);
-  const executor = OnnxExecutor.create(session, { numBlocks: 256, blockSize: 16, vocabSize: VOCAB, seed: 1 });
-  const engine = new LlmEngine({ blockSize: 16, numBlocks: 256, maxModelLen: 2048, executor, eosTokenIds: [151645], vocabSize: VOCAB, scheduler: { maxNumSeqs: 4, maxNumBatchedTokens: 64 } });
-  const results = Object.fromEntries(Object.keys(MODES).map((m) => [m, []]));
+  const engines = {};
+  const results = Object.fromEntries(PATHS.map((p) => [p, Object.fromEntries(Object.keys(MODES).map((m) => [m, []]))]));
   try {
+    for (const p of paths) engines[p] = await engineOn(model, p === 'event loop');
     let r = 0;
-    for (const [mode, sampling] of Object.entries(MODES)) await measure(engine, sampling, 20, `warm-${mode}`);
+    for (const p of paths) for (const [mode, sampling] of Object.entries(MODES)) await measure(engines[p].engine, sampling, 20, `warm-${r++}`);
     for (let round = 0; round < rounds; round++) {
-      for (const [mode, sampling] of Object.entries(MODES)) results[mode].push(await measure(engine, sampling, tokens, `r${r++}`));
+      for (const [mode, sampling] of Object.entries(MODES)) {
+        for (const p of paths) results[p][mode].push(await measure(engines[p].engine, sampling, tokens, `r${r++}`));
+      }
     }
   } finally {
-    await engine.shutdown();
-    await session.release();
+    for (const e of Object.values(engines)) await e.release();
     rmSync(dir, { recursive: true, force: true });
   }
-  console.log(`\nLLM sampling CPU per token, ${VOCAB.toLocaleString('en-US')}-token vocabulary (scripted decoder, ${tokens} tokens × ${rounds} rounds, medians)`);
-  console.log('  mode                             event loop   all threads   decoder thread and others');
-  const out = {};
-  for (const [mode, rs] of Object.entries(results)) {
-    const mainMs = median(rs.map((x) => x.mainMs));
-    const allMs = median(rs.map((x) => x.allMs));
-    out[mode] = { mainMs, allMs };
-    console.log(`  ${mode.padEnd(32)} ${mainMs.toFixed(3).padStart(7)} ms ${allMs.toFixed(3).padStart(10)} ms ${(allMs - mainMs).toFixed(3).padStart(12)} ms`);
+  const rssMiB = process.resourceUsage().maxRSS / 1024;
+  console.log(`\nLLM sampling CPU per token, ${VOCAB.toLocaleString('en-US')}-token vocabulary (scripted decoder, ${tokens} tokens × ${rounds} rounds, medians; peak RSS ${rssMiB.toFixed(0)} MiB)`);
+  console.log('  mode                             sampled on    event loop   all threads   other threads');
+  const out = { rssMiB };
+  for (const mode of Object.keys(MODES)) {
+    out[mode] = {};
+    for (const p of paths) {
+      const rs = results[p][mode];
+      const mainMs = median(rs.map((x) => x.mainMs));
+      const allMs = median(rs.map((x) => x.allMs));
+      out[mode][p] = { mainMs, allMs };
+      console.log(`  ${(p === paths[0] ? mode : '').padEnd(32)} ${p.padEnd(12)} ${mainMs.toFixed(3).padStart(7)} ms ${allMs.toFixed(3).padStart(10)} ms ${(allMs - mainMs).toFixed(3).padStart(12)} ms`);
+    }
+    if (out[mode]['thread'] !== undefined && out[mode]['event loop'] !== undefined) {
+      const x = out[mode]['event loop'].mainMs / out[mode]['thread'].mainMs;
+      out[mode].eventLoopRatio = x;
+      console.log(`  ${''.padEnd(32)} event-loop CPU per token, sampled on the event loop / on the thread: ${x.toFixed(1)}`);
+    }
   }
   return out;
 }
@@ -94,5 +119,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     const i = process.argv.indexOf(name);
     return i < 0 ? d : Number(process.argv[i + 1]);
   };
-  await measureSamplingCpu({ tokens: arg('--tokens', 300), rounds: arg('--rounds', 5) });
+  const i = process.argv.indexOf('--path');
+  const path = i < 0 ? 'both' : process.argv[i + 1];
+  const paths = path === 'thread' ? ['thread'] : path === 'event-loop' ? ['event loop'] : PATHS;
+  await measureSamplingCpu({ tokens: arg('--tokens', 300), rounds: arg('--rounds', 5), paths });
 }

@@ -45,7 +45,7 @@ import { compileTokenConstraint, type TokenConstraint } from './guided/token-con
 import type { TokenVocabulary } from './guided/token-vocabulary.js';
 import { gateOnReasoning, type ReasoningMarkers } from './guided/reasoning-gate.js';
 import { Xoshiro128, createSamplerState, sample, type SampleResult, type SamplerState, type TopLogprobs } from './sampling.js';
-import { LOGIT_ROWS_OUTPUT, SAMPLED_OUTPUT, commitSample, encodeSampleRows, lastLogitsRow, readSampledRows, sampledLogitsDims, type RowSampling } from './sampling-rows.js';
+import { LOGIT_ROWS_OUTPUT, SAMPLED_OUTPUT, commitSample, encodeSampleRows, lastLogitsRow, readSampledRows, sampledLogitsDims } from './sampling-rows.js';
 
 export interface OnnxExecutorOptions {
   /** KV blocks (slots) to hold: the KvBlockManager's numBlocks. */
@@ -203,7 +203,8 @@ export class OnnxExecutor implements Executor {
       let out: Record<string, DecoderTensor>;
       try {
         states = entries.map((e) => (e.samples ? this.sampler(e, created) : null));
-        out = await this.run(entries, n, encodeSampleRows(this.vocabSize, states.map((s): RowSampling => (s === null || s.constraint === null ? s : 'logits'))));
+        // A state with a guided-decoding constraint asks for its logits row (`encodeSampleRows`).
+        out = await this.run(entries, n, encodeSampleRows(this.vocabSize, states));
       } catch (e) {
         for (const id of created.keys()) this.samplers.delete(id);
         if (seedsBefore !== undefined) this.seeds!.setState(seedsBefore);
@@ -218,7 +219,8 @@ export class OnnxExecutor implements Executor {
         let picked: SampleResult;
         if (rows === null) picked = sample(lastLogitsRow(out['logits']!, b, n, this.vocabSize ?? out['logits']!.dims[2]!), state);
         else {
-          const row = rows[b]!;
+          const row = rows[b];
+          if (row === null || row === undefined) throw internal(`the LLM's forward pass sampled nothing for row ${b}, which asked for a sample`);
           picked = 'logits' in row ? sample(row.logits, state) : commitSample(state, row);
         }
         sampledTokens.set(e.requestId, picked.tokenId);
