@@ -26,6 +26,8 @@
 // off and on, one-sentence and 32-sentence requests, embeddings/s and the on/off ratio; then 32- and
 // 256-sentence requests straight to a cluster worker and through a router, router/direct ratio and the
 // infer requests the worker received per call.
+// LLM sampling CPU (bench/llm-sampling-cpu.mjs): event-loop and all-thread CPU per generated token at a
+// 151,936-token vocabulary, greedy, temperature 1 and top-5 logprobs (sampling runs on the decoder thread).
 // Guided decoding (bench/guided-decoding.mjs): sample() and the engine on a 151,936-token vocabulary,
 // with and without a JSON-schema / json_object constraint: added time per generated token.
 // Cluster hop (bench/cluster-hop.mjs): one worker and one router over private etcd, NATS and
@@ -53,6 +55,7 @@ import { measureEmbeddings } from './embeddings.mjs';
 import { measureReplay } from './llm-replay.mjs';
 import { measureOnnxLlm } from './llm-onnx.mjs';
 import { measureGuidedDecoding } from './guided-decoding.mjs';
+import { measureSamplingCpu } from './llm-sampling-cpu.mjs';
 import { measureRouting } from './llm-routing.mjs';
 import { measureDecisions } from './routing-decision.mjs';
 import { measureDisagg } from './llm-disagg.mjs';
@@ -231,6 +234,8 @@ await section('llm', async () => {
   results.llmReplay = await measureReplay({ quick: QUICK });
   // Issue 4: the ONNX executor on the tiny decoder: continuous batching gain and prefix-cache TTFT (bench/llm-onnx.mjs).
   results.llmOnnx = await measureOnnxLlm({ quick: QUICK });
+  // Event-loop CPU per token at a real vocabulary width, sampling on the decoder thread (bench/llm-sampling-cpu.mjs).
+  results.llmSamplingCpu = await measureSamplingCpu(QUICK ? { tokens: 100, rounds: 3 } : {});
 });
 // Guided decoding (response_format) on a 150k vocabulary: time per token with and without (bench/guided-decoding.mjs).
 await section('guided', async () => (results.guidedDecoding = await measureGuidedDecoding({ quick: QUICK })));

@@ -27,6 +27,11 @@
 // process): [start, inputs converted, run returned, outputs converted], so the parent's
 // statistics count each run's own compute, not the hops or the wait behind earlier runs.
 //
+// A decoder's thread (`workerData.sampleRows`, the LLM backend's) also samples: a run with a
+// `#sample_rows` feed (@switchyard/llm's sampling-rows.ts: the rows' sampler states) has that feed
+// taken out of the feeds, its logits sampled here after the pass, and answers a few numbers per row
+// in place of [B, n, V] logits, so neither the logits nor their sampling reach the server's event loop.
+//
 // String tensors cross as BYTES bytes (Triton's length-prefixed layout, transferred) and are turned
 // into / from JavaScript strings here, so the per-element work of large BYTES tensors happens on
 // this thread, not on the server's event loop.
@@ -69,6 +74,9 @@ function serializeStringElements(strings) {
 
 const metadata = (list) =>
   list.map((m) => ({ name: m.name, isTensor: m.isTensor, type: m.isTensor ? m.type : undefined, shape: m.isTensor ? [...m.shape] : [] }));
+
+// Loaded from the package's built entry, like @switchyard/ort: the sampler the event loop runs too.
+const rowSampling = workerData.sampleRows === true ? await import('@switchyard/llm/sampling-rows') : undefined;
 
 let session;
 try {
@@ -253,12 +261,16 @@ async function runOne({ id, feeds: wire, fetches }, transfer) {
   try {
     if (session === undefined) throw new Error('session released');
     const feeds = {};
+    let sampleRows;
     for (const [name, t] of Object.entries(wire)) {
-      feeds[name] = t.type === 'string' ? { type: t.type, dims: t.dims, data: deserializeStringElements(t.data) } : t;
+      if (rowSampling !== undefined && name === rowSampling.SAMPLE_ROWS_INPUT) sampleRows = t.data;
+      else feeds[name] = t.type === 'string' ? { type: t.type, dims: t.dims, data: deserializeStringElements(t.data) } : t;
     }
+    const ortFetches = sampleRows === undefined ? fetches : fetches.filter((f) => f !== rowSampling.SAMPLED_OUTPUT && f !== rowSampling.LOGIT_ROWS_OUTPUT);
     const inferStartNs = process.hrtime.bigint();
-    const produced = await runOrtSession(session, feeds, fetches);
+    let produced = await runOrtSession(session, feeds, ortFetches);
     const inferEndNs = process.hrtime.bigint();
+    if (sampleRows !== undefined) produced = rowSampling.sampleRows(produced, sampleRows);
     const outputs = {};
     const fetchIndex = {};
     const buffers = [];

@@ -15,7 +15,8 @@ import { LlmScheduler } from './llm-scheduler.js';
 import type { LlmSequence } from './llm-sequence.js';
 import { OnnxExecutor } from './onnx-executor.js';
 import { compileSamplingParams, type CompiledSamplingParams, type SamplingParams } from './sampling-params.js';
-import { argmax, logSoftmaxAt } from './sampling.js';
+import { argmax, logSoftmaxAt, type TopLogprobs } from './sampling.js';
+import { SAMPLED_OUTPUT } from './sampling-rows.js';
 import { systemClock } from './timing-model.js';
 
 type KvType = 'FLOAT' | 'FLOAT16';
@@ -99,11 +100,11 @@ function harness(o: HarnessOptions = {}) {
   const base = sessions[o.kvType ?? 'FLOAT'];
   const spied: DecoderSession = {
     ...base,
-    async run(feeds) {
+    async run(feeds, sampleRows) {
       const [rows, newTokens] = feeds['input_ids']!.dims as [number, number];
       calls.push({ rows, newTokens, past: feeds['past_key_values.0.key']!.dims[2]!, eventsBefore: events.length });
       if (state.fail) throw new Error('simulated onnxruntime failure');
-      return base.run(feeds);
+      return base.run(feeds, sampleRows);
     },
   };
   const session = o.wrap === undefined ? spied : o.wrap(spied);
@@ -114,11 +115,13 @@ function harness(o: HarnessOptions = {}) {
   const seqs = new Map<string, LlmSequence>();
   const tokens = new Map<string, number[]>();
   const logprobs = new Map<string, number[]>();
+  const topLogprobs = new Map<string, TopLogprobs[]>();
   /** One engine step; its sampled tokens (and logprobs, when asked) are collected per request. */
   const step = async () => {
     const r = await core.step();
     for (const out of r.outputs) tokens.set(out.requestId, [...(tokens.get(out.requestId) ?? []), ...out.newTokenIds]);
     for (const [id, lp] of r.logprobs ?? []) logprobs.set(id, [...(logprobs.get(id) ?? []), lp]);
+    for (const [id, top] of r.topLogprobs ?? []) topLogprobs.set(id, [...(topLogprobs.get(id) ?? []), top]);
     kv.assertInvariants();
     return r;
   };
@@ -137,6 +140,7 @@ function harness(o: HarnessOptions = {}) {
     },
     step,
     logprobs,
+    topLogprobs,
     /** Step until nothing is left; the tokens every request of this harness generated. */
     async drain(): Promise<Map<string, number[]>> {
       while (sched.hasUnfinished()) {
@@ -432,6 +436,69 @@ describe('OnnxExecutor through EngineCore', () => {
     const first = await run(11);
     expect(first.get('a')).not.toEqual(first.get('b'));
     expect(await run(11)).toEqual(first);
+  });
+
+  it('sampling where the forward pass ran gives the tokens, logprobs and random streams of sampling the logits here', async () => {
+    const requests: Array<[string, number[], SamplingParams]> = [
+      ['seeded', promptOf(7, 1), { temperature: 1.2, seed: 5, logprobs: true, top_logprobs: 3 }],
+      ['unseeded', promptOf(9, 2), { temperature: 0.9, top_p: 0.8, logprobs: true }],
+      ['top-k, min-p', promptOf(5, 3), { temperature: 1, top_k: 7, min_p: 0.05, seed: 9 }],
+      ['penalties', promptOf(11, 4), { temperature: 0.8, frequency_penalty: 0.7, presence_penalty: 0.4, repetition_penalty: 1.4, seed: 2, logprobs: true, top_logprobs: 5 }],
+      ['greedy', promptOf(6, 5), { logprobs: true, top_logprobs: 2, logit_bias: { '5': 3 } }],
+      ['min_tokens', promptOf(8, 6), { temperature: 1, min_tokens: 6, seed: 3 }],
+    ];
+    const run = async (here: boolean, numBlocks: number) => {
+      const kinds: string[] = [];
+      const h = harness({
+        seed: 21,
+        numBlocks,
+        maxNumSeqs: 6,
+        // Here: a session that passes on only the feeds, so the logits come back and are sampled by the executor.
+        wrap: (s) => ({
+          ...s,
+          async run(feeds, rows) {
+            const out = await (here ? s.run(feeds) : s.run(feeds, rows));
+            kinds.push(out[SAMPLED_OUTPUT] !== undefined ? 'sampled' : 'logits');
+            return out;
+          },
+        }),
+      });
+      for (const [id, prompt, p] of requests) h.add(id, prompt, 14, p);
+      const tokens = await h.drain();
+      return { tokens, logprobs: h.logprobs, top: h.topLogprobs, kinds: new Set(kinds), preemptions: [...h.seqs.values()].reduce((n, q) => n + q.numPreemptions, 0) };
+    };
+    // With enough blocks, and with so few that sequences are preempted and recomputed (same schedule both ways).
+    for (const numBlocks of [128, 20]) {
+      const here = await run(true, numBlocks);
+      expect(here.kinds).toEqual(new Set(['logits']));
+      const there = await run(false, numBlocks);
+      expect(there.kinds).toEqual(new Set(['sampled']));
+      expect(there.preemptions).toBe(here.preemptions);
+      if (numBlocks === 20) expect(there.preemptions).toBeGreaterThan(0);
+      expect(there.tokens).toEqual(here.tokens);
+      expect(there.logprobs).toEqual(here.logprobs);
+      expect(there.top).toEqual(here.top);
+      expect(here.top.get('penalties')![0]!.tokenIds).toHaveLength(5);
+      expect(here.tokens.get('seeded')).not.toEqual(await recompute(promptOf(7, 1), 14)); // really sampled
+    }
+  });
+
+  it('a failed forward pass keeps no sampler it created and draws no seed: the run goes on as if it never happened', async () => {
+    const prompt = promptOf(6, 7);
+    const clean = harness({ seed: 4 });
+    clean.add('a', prompt, 8, { temperature: 1.3 });
+    clean.add('b', promptOf(5, 8), 8, { temperature: 1.3 });
+    const want = await clean.drain();
+    const h = harness({ seed: 4 });
+    h.add('a', prompt, 8, { temperature: 1.3 });
+    h.add('b', promptOf(5, 8), 8, { temperature: 1.3 });
+    h.state.fail = true;
+    await expect(h.core.step()).rejects.toMatchObject({ code: 'internal' });
+    expect(h.core.discardFailedStep().sort()).toEqual(['a', 'b']);
+    h.state.fail = false;
+    h.add('a', prompt, 8, { temperature: 1.3 });
+    h.add('b', promptOf(5, 8), 8, { temperature: 1.3 });
+    expect(await h.drain()).toEqual(want);
   });
 
   it('KV stored events come only after the forward pass: an identical prompt in the same step is no hit', async () => {

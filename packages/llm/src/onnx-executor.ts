@@ -17,7 +17,10 @@
 // One token is sampled per entry with `samples`, from its last position's logits (cut to `vocabSize`),
 // with the request's own SamplerState: created at its first sample (counting the request's prior
 // output tokens, its random stream advanced past their draws), kept across preemption (so a
-// recomputed sequence continues its random stream), dropped by `release`.
+// recomputed sequence continues its random stream), dropped by `release`. Sampling happens where the
+// forward pass ran when the session can (`sampling-rows.ts`: the decoder's thread samples each row
+// without a guided-decoding constraint and returns its token, not [B, n, V] logits); rows with a
+// constraint get their logits row back and are sampled here, with the same `sample` either way.
 //
 // Optimum's merged decoder (`decoder_model_merged.onnx`) takes one more input, `use_cache_branch`
 // (bool [1]): false runs its without-past branch, which ignores the past inputs; true its with-past
@@ -41,7 +44,8 @@ import { compileSamplingParams } from './sampling-params.js';
 import { compileTokenConstraint, type TokenConstraint } from './guided/token-constraint.js';
 import type { TokenVocabulary } from './guided/token-vocabulary.js';
 import { gateOnReasoning, type ReasoningMarkers } from './guided/reasoning-gate.js';
-import { Xoshiro128, createSamplerState, sample, type SamplerState, type TopLogprobs } from './sampling.js';
+import { Xoshiro128, createSamplerState, sample, type SampleResult, type SamplerState, type TopLogprobs } from './sampling.js';
+import { LOGIT_ROWS_OUTPUT, SAMPLED_OUTPUT, commitSample, encodeSampleRows, lastLogitsRow, readSampledRows, sampledLogitsDims } from './sampling-rows.js';
 
 export interface OnnxExecutorOptions {
   /** KV blocks (slots) to hold: the KvBlockManager's numBlocks. */
@@ -192,28 +196,39 @@ export class OnnxExecutor implements Executor {
     const topLogprobs = new Map<string, TopLogprobs>();
     const seeds = new Map<string, number>();
     for (const [n, entries] of groups) {
-      const logits = await this.run(entries, n);
+      // Samplers first (the rows' states go with the run); a run that fails leaves none it created.
+      const seedsBefore = this.seeds?.state();
+      const created = new Map<string, number>();
+      let states: Array<SamplerState | null>;
+      let out: Record<string, DecoderTensor>;
+      try {
+        states = entries.map((e) => (e.samples ? this.sampler(e, created) : null));
+        // A state with a guided-decoding constraint asks for its logits row (`encodeSampleRows`).
+        out = await this.run(entries, n, encodeSampleRows(this.vocabSize, states));
+      } catch (e) {
+        for (const id of created.keys()) this.samplers.delete(id);
+        if (seedsBefore !== undefined) this.seeds!.setState(seedsBefore);
+        throw e;
+      }
+      for (const [id, seed] of created) seeds.set(id, seed);
+      const sampled = out[SAMPLED_OUTPUT];
+      const rows = sampled === undefined ? null : readSampledRows(sampled, out[LOGIT_ROWS_OUTPUT]);
       entries.forEach((e, b) => {
-        if (!e.samples) return;
-        const picked = sample(this.lastLogits(logits, b, n), this.sampler(e, seeds));
+        const state = states[b];
+        if (state === null || state === undefined) return;
+        let picked: SampleResult;
+        if (rows === null) picked = sample(lastLogitsRow(out['logits']!, b, n, this.vocabSize ?? out['logits']!.dims[2]!), state);
+        else {
+          const row = rows[b];
+          if (row === null || row === undefined) throw internal(`the LLM's forward pass sampled nothing for row ${b}, which asked for a sample`);
+          picked = 'logits' in row ? sample(row.logits, state) : commitSample(state, row);
+        }
         sampledTokens.set(e.requestId, picked.tokenId);
         if (picked.logprob !== null) logprobs.set(e.requestId, picked.logprob);
         if (picked.top !== null) topLogprobs.set(e.requestId, picked.top);
       });
     }
     return { sampledTokens, ...(logprobs.size > 0 ? { logprobs } : {}), ...(topLogprobs.size > 0 ? { topLogprobs } : {}), seeds, elapsedMs: performance.now() - start };
-  }
-
-  /** Row b's logits at its last new position, cut to the vocabulary, as float32. */
-  private lastLogits(logits: DecoderTensor, b: number, n: number): Float32Array {
-    const width = logits.dims[2]!;
-    const from = (b * n + n - 1) * width;
-    const to = from + (this.vocabSize ?? width);
-    if (logits.data instanceof Float32Array) return logits.data.subarray(from, to);
-    const half = logits.data as Uint16Array;
-    const row = new Float32Array(to - from);
-    for (let i = 0; i < row.length; i++) row[i] = halfToFloat(half[from + i]!);
-    return row;
   }
 
   /** The request's sampler; one created now (its first sample) also goes into `created` with its seed. */
@@ -236,8 +251,12 @@ export class OnnxExecutor implements Executor {
     return s;
   }
 
-  /** One session.run over `entries` (each computing `n` new tokens); scatters the new KV; returns logits [B, n, V]. */
-  private async run(entries: readonly ScheduledSequence[], n: number): Promise<DecoderTensor> {
+  /**
+   * One session.run over `entries` (each computing `n` new tokens) with their rows' sampling
+   * (`encodeSampleRows`); scatters the new KV; returns the outputs: logits [B, n, V], or the rows
+   * sampled where the pass ran (SAMPLED_OUTPUT, LOGIT_ROWS_OUTPUT).
+   */
+  private async run(entries: readonly ScheduledSequence[], n: number, sampleRows: Float64Array): Promise<Record<string, DecoderTensor>> {
     const B = entries.length;
     const P = entries.reduce((m, e) => Math.max(m, e.numComputedTokens), -Infinity);
     const ids = new BigInt64Array(B * n);
@@ -264,16 +283,17 @@ export class OnnxExecutor implements Executor {
     const what = `${B} sequence(s) × ${n} token(s) after a past of ${P}`;
     let out: Record<string, DecoderTensor>;
     try {
-      out = await this.session.run(feeds);
+      out = await this.session.run(feeds, sampleRows);
     } catch (e) {
       throw internal(`the LLM's forward pass failed (${what}): ${toSwitchyardError(e).message}`, e);
     }
-    const logits = out['logits'];
-    if (logits === undefined || logits.dims.length !== 3 || logits.dims[0] !== B || logits.dims[1] !== n) {
-      throw internal(`the LLM's forward pass (${what}) returned logits of shape [${logits?.dims.join(',') ?? ''}], expected [${B},${n},vocab]`);
+    const sampled = out[SAMPLED_OUTPUT];
+    const dims = sampled !== undefined ? sampledLogitsDims(sampled) : out['logits']?.dims;
+    if (dims === undefined || dims.length !== 3 || dims[0] !== B || dims[1] !== n) {
+      throw internal(`the LLM's forward pass (${what}) returned logits of shape [${dims?.join(',') ?? ''}], expected [${B},${n},vocab]`);
     }
-    if (this.vocabSize !== undefined && logits.dims[2]! < this.vocabSize) {
-      throw internal(`the model's logits are ${logits.dims[2]} wide, the tokenizer has ${this.vocabSize} tokens`);
+    if (this.vocabSize !== undefined && dims[2]! < this.vocabSize) {
+      throw internal(`the model's logits are ${dims[2]} wide, the tokenizer has ${this.vocabSize} tokens`);
     }
     const writes = entries.map((e) => ({ blocks: e.blocks, from: e.numComputedTokens, count: n }));
     for (let l = 0; l < this.kv.numLayers; l++) {
@@ -283,7 +303,7 @@ export class OnnxExecutor implements Executor {
         this.kv.scatter(l, kind, present, P, writes);
       }
     }
-    return logits;
+    return out;
   }
 }
 
@@ -338,14 +358,4 @@ function readSignature(session: DecoderSession): Signature {
     hasPositionIds: inputs.has('position_ids'),
     hasUseCacheBranch: cacheBranch !== undefined,
   };
-}
-
-/** IEEE 754 half-precision bits → number. */
-function halfToFloat(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >> 10) & 0x1f;
-  const frac = h & 0x3ff;
-  if (exp === 0) return sign * frac * 2 ** -24;
-  if (exp === 0x1f) return frac === 0 ? sign * Infinity : NaN;
-  return sign * (1024 + frac) * 2 ** (exp - 25);
 }

@@ -52,6 +52,19 @@ export class Xoshiro128 {
     return result;
   }
 
+  /** The generator's state words, for `fromState` (a stream continued in another thread). */
+  state(): [number, number, number, number] {
+    return [this.a, this.b, this.c, this.d];
+  }
+
+  /** Continue the stream whose `state()` `words` are (the int32 or uint32 form of each word). */
+  setState(words: ArrayLike<number>): void {
+    this.a = words[0]! | 0;
+    this.b = words[1]! | 0;
+    this.c = words[2]! | 0;
+    this.d = words[3]! | 0;
+  }
+
   /** Uniform in [0, 1), 32 bits of resolution. */
   nextFloat(): number {
     return this.nextUint32() / 0x1_0000_0000;

@@ -1,14 +1,16 @@
 /**
  * The `llm` backend's executor: the LLM engine's `OnnxExecutor` over a `DecoderSession` that runs on
  * a `SessionThread`, so a decoder's forward passes run on their own worker thread (onnxruntime-node's
- * `session.run` blocks the thread that calls it). Scheduling, KV gather/scatter and sampling stay on
- * the event loop between steps.
+ * `session.run` blocks the thread that calls it). The thread also samples the rows the executor asks
+ * it to (`#sample_rows`: @switchyard/llm's sampling-rows.ts), so a step's [B, n, V] logits stay there;
+ * scheduling, KV gather/scatter and guided decoding's sampling stay on the event loop between steps.
  *
  * `SessionThread.run` transfers the feeds' ArrayBuffers to the thread; a feed that is a view into a
  * larger buffer is copied first, so nothing the executor keeps is detached.
  */
 import { OnnxExecutor, type DecoderSession, type DecoderTensor, type Executor, type ReasoningMarkers, type TokenVocabulary } from '@switchyard/llm';
 import type { LlmModelOptions } from './llm-options.js';
+import { LOGIT_ROWS_OUTPUT, SAMPLED_OUTPUT, SAMPLE_ROWS_INPUT } from '@switchyard/llm/internal';
 import { SessionThread, type WireTensor } from '../onnxruntime/session-thread.js';
 
 function owned(t: DecoderTensor): WireTensor {
@@ -20,18 +22,25 @@ function owned(t: DecoderTensor): WireTensor {
 /** A decoder session on its own thread; on the CUDA execution provider of `gpu` when given. */
 export async function threadDecoderSession(modelFile: string, gpu?: number): Promise<DecoderSession> {
   // The decoder gets the machine's cores for its operators: LLM steps are few and large.
-  const thread = await SessionThread.create(modelFile, {
-    graphOptimizationLevel: 'all',
-    ...(gpu !== undefined ? { executionProviders: [{ name: 'cuda', deviceId: gpu }] } : {}),
-  });
+  const thread = await SessionThread.create(
+    modelFile,
+    {
+      graphOptimizationLevel: 'all',
+      ...(gpu !== undefined ? { executionProviders: [{ name: 'cuda', deviceId: gpu }] } : {}),
+    },
+    { sampleRows: true },
+  );
   const outputNames = thread.outputMetadata.map((m) => m.name);
+  // 'logits' stays among the fetches: the thread leaves them in the outputs when it cannot sample them.
+  const sampledNames = [...outputNames, SAMPLED_OUTPUT, LOGIT_ROWS_OUTPUT];
   return {
     inputMetadata: thread.inputMetadata,
     outputMetadata: thread.outputMetadata,
-    async run(feeds: Record<string, DecoderTensor>): Promise<Record<string, DecoderTensor>> {
+    async run(feeds: Record<string, DecoderTensor>, sampleRows?: Float64Array): Promise<Record<string, DecoderTensor>> {
       const wire: Record<string, WireTensor> = {};
       for (const [name, t] of Object.entries(feeds)) wire[name] = owned(t);
-      return (await thread.run(wire, outputNames)) as unknown as Record<string, DecoderTensor>;
+      if (sampleRows !== undefined) wire[SAMPLE_ROWS_INPUT] = owned({ type: 'float64', dims: [sampleRows.length], data: sampleRows });
+      return (await thread.run(wire, sampleRows === undefined ? outputNames : sampledNames)) as unknown as Record<string, DecoderTensor>;
     },
     release: () => thread.release(),
   };

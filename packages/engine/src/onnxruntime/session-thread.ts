@@ -71,6 +71,17 @@ const RING_LAYOUT = {
   types: TYPES,
 };
 
+/** Node.js flags without `--conditions source` (or `-C source`, `--conditions=source`). */
+function withoutSourceCondition(argv: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if ((a === '--conditions' || a === '-C') && argv[i + 1] === 'source') i++;
+    else if (a !== '--conditions=source' && a !== '-C=source') out.push(a);
+  }
+  return out;
+}
+
 type WaitAsync = (a: Int32Array, index: number, value: number) => { async: false; value: string } | { async: true; value: Promise<string> };
 /** `Atomics.waitAsync` (ES2024; Node.js 16+), typed here: the package compiles against ES2023. */
 const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
@@ -230,11 +241,22 @@ export class SessionThread {
     worker.on('exit', (code) => fail(new Error(`onnxruntime session thread exited with code ${code}`)));
   }
 
-  /** Start a thread and create the session on it. Rejects with `SessionLoadError` when onnxruntime refuses the model. */
-  static create(modelFile: string, sessionOptions: ort.InferenceSession.SessionOptions): Promise<SessionThread> {
+  /**
+   * Start a thread and create the session on it. Rejects with `SessionLoadError` when onnxruntime
+   * refuses the model. `sampleRows`: a decoder's thread, which samples the rows a run's
+   * `#sample_rows` feed asks for (@switchyard/llm's sampling-rows.ts) instead of returning its logits.
+   */
+  static create(modelFile: string, sessionOptions: ort.InferenceSession.SessionOptions, threadOptions: { sampleRows?: boolean } = {}): Promise<SessionThread> {
     return new Promise((resolve, reject) => {
       const ring = new Ring();
-      const worker = new Worker(WORKER_URL, { workerData: { modelFile, sessionOptions, ring: { channel: ring.buffer, slots: RING_SLOTS, slotBytes: RING_SLOT_BYTES, layout: RING_LAYOUT } } });
+      const sampleRows = threadOptions.sampleRows === true;
+      // A sampling thread imports @switchyard/llm's build; under the test runner, whose `source`
+      // condition resolves workspace imports to TypeScript sources, it starts without that condition.
+      const execArgv = sampleRows ? withoutSourceCondition(process.execArgv) : undefined;
+      const worker = new Worker(WORKER_URL, {
+        workerData: { modelFile, sessionOptions, sampleRows, ring: { channel: ring.buffer, slots: RING_SLOTS, slotBytes: RING_SLOT_BYTES, layout: RING_LAYOUT } },
+        ...(execArgv !== undefined ? { execArgv } : {}),
+      });
       const onError = (err: Error): void => reject(err);
       worker.once('error', onError);
       worker.once('message', (reply: Reply) => {
