@@ -2,3 +2,4 @@
 export { subjectMatches } from './addressing.js';
 export { AsyncChannel } from './async-channel.js';
 export { WatchState } from './watch-state.js';
+export { type IdleEntry, IdleSweep } from './idle-sweep.js';

@@ -57,6 +57,7 @@ import {
   isInstanceAddress,
 } from './addressing.js';
 import { AsyncChannel } from './async-channel.js';
+import { IdleSweep } from './idle-sweep.js';
 import { DEFAULT_NATS_RECONNECT_WAIT_MS, connectNats, watchNatsConnection } from './nats-connection.js';
 import { ChunkAssembler, HEARTBEAT_INTERVAL_MS, isHeartbeat, needsChunks, publishFramed, publishHeartbeat } from './nats-framing.js';
 import { RunningRequests, readFrame, writeResponse } from './response-writer.js';
@@ -104,6 +105,18 @@ interface OutboxMessage {
   readonly data: Uint8Array;
   readonly reply?: string;
   readonly failed?: (e: unknown) => void;
+}
+
+/** A stream a worker is answering, in the plane's heartbeat sweep: silent `heartbeatIntervalMs` → a heartbeat to `reply`. */
+interface HeartbeatEntry {
+  lastActive: number;
+  readonly reply: string;
+}
+
+/** A caller's stream in the plane's idle sweep: silent `idleTimeoutMs` → `expire`. */
+interface IdleStream {
+  lastActive: number;
+  readonly expire: () => void;
 }
 
 /** One request's share of the reply subscription: a message to its inbox, or `null` when the subscription ended. */
@@ -185,30 +198,23 @@ class NatsServedEndpoint implements ServedEndpoint {
     this.running.start(requestId, envelope.attempt, async (abort) => {
       // A frame of this stream lost to a NATS outage: the handler is aborted, the caller told.
       let broken = false;
-      let lastSent = Date.now();
+      // a silent handler (a long unary computation) still shows the caller it is alive: the plane's
+      // one heartbeat sweep, not a timer per request
+      const heartbeats = this.owner.heartbeats;
+      const silence: HeartbeatEntry = { lastActive: 0, reply };
+      heartbeats.add(silence);
       const send = (frame: ResponseFrame): void => {
-        lastSent = Date.now();
+        heartbeats.touch(silence);
         if (frame.type !== 'data') return this.publish(reply, frame, true);
         if (this.owner.isConnected()) return this.publish(reply, frame, false);
         // NATS would discard it: the stream has a hole now, end it and say so once reconnected
         broken = true;
         abort.abort(cancelled(`request ${requestId}: the worker lost its connection to NATS mid-stream`));
       };
-      // a silent handler (a long unary computation) still shows the caller it is alive
-      const every = this.owner.heartbeatIntervalMs;
-      const heartbeat = setInterval(() => {
-        if (Date.now() - lastSent < every || !this.owner.isConnected() || this.nc.isClosed()) return;
-        lastSent = Date.now();
-        try {
-          publishHeartbeat(this.nc, reply);
-        } catch {
-          // closing: the caller finds out by itself
-        }
-      }, every);
       try {
         await writeResponse({ handler: this.handler, envelope, abort, send, stopped: () => this.stopped || broken });
       } finally {
-        clearInterval(heartbeat);
+        heartbeats.delete(silence);
       }
     });
   }
@@ -258,6 +264,10 @@ export class NatsRequestPlane implements RequestPlane {
   private readonly reconnectWaitMs: number;
   /** @internal */
   readonly heartbeatIntervalMs: number;
+  /** @internal Worker side: the streams being answered, a heartbeat to each one silent for `heartbeatIntervalMs`. */
+  readonly heartbeats: IdleSweep<HeartbeatEntry>;
+  /** Caller side: the open streams, each ended once silent for `idleTimeoutMs` (undefined: 0, never). */
+  private readonly idleStreams: IdleSweep<IdleStream> | undefined;
   private readonly ownsConnection: boolean;
   private closed = false;
   /** False from a `disconnect` status until the `reconnect` (nats-connection.ts). */
@@ -286,6 +296,14 @@ export class NatsRequestPlane implements RequestPlane {
     this.reconnectWaitMs = options.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS;
     this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
     this.ownsConnection = options.ownsConnection ?? false;
+    this.heartbeats = new IdleSweep<HeartbeatEntry>(this.heartbeatIntervalMs, (e) => this.heartbeat(e));
+    if (this.idleTimeoutMs > 0) {
+      const idle = new IdleSweep<IdleStream>(this.idleTimeoutMs, (e) => {
+        idle.delete(e);
+        e.expire();
+      });
+      this.idleStreams = idle;
+    }
     void nc.closed().then(() => this.connectionLost());
     watchNatsConnection(nc, this.log, { onDisconnect: () => this.onDisconnect(), onReconnect: () => this.onReconnect() });
   }
@@ -294,6 +312,17 @@ export class NatsRequestPlane implements RequestPlane {
   static async connect(options: NatsRequestPlaneConnectOptions): Promise<NatsRequestPlane> {
     const nc = await connectNats({ url: options.url, name: options.name ?? 'switchyard-request-plane' });
     return new NatsRequestPlane(nc, { ...options, ownsConnection: true });
+  }
+
+  /** A stream silent for a heartbeat interval: one heartbeat (none while disconnected), and the next one an interval later. */
+  private heartbeat(e: HeartbeatEntry): void {
+    e.lastActive = Date.now();
+    if (!this.connected || this.nc.isClosed()) return;
+    try {
+      publishHeartbeat(this.nc, e.reply);
+    } catch {
+      // closing: the caller finds out by itself
+    }
   }
 
   /** @internal False while NATS is disconnected. */
@@ -454,6 +483,7 @@ export class NatsRequestPlane implements RequestPlane {
     const nc = this.nc;
     const callers = this.callers;
     const idleTimeoutMs = this.idleTimeoutMs;
+    const idleStreams = this.idleStreams;
     const isClosed = (): boolean => this.closed || nc.isClosed();
     const plane = this;
     return {
@@ -468,19 +498,24 @@ export class NatsRequestPlane implements RequestPlane {
         // frames, or a marker for the 503 status / a NATS disconnect
         const inbox = new AsyncChannel<Inbound>();
         let protocolError: unknown = null;
-        let idle: ReturnType<typeof setTimeout> | undefined;
         let idleExpired = false;
-        // one timer per request, restarted by each message (not a new timer per frame)
+        // in the plane's idle sweep from the send on (one timer for every stream), restarted by each message
+        const idle: IdleStream | undefined =
+          idleStreams === undefined
+            ? undefined
+            : {
+                lastActive: 0,
+                expire: () => {
+                  idleExpired = true;
+                  inbox.end();
+                },
+              };
+        let idleWatched = false;
         const armIdle = (): void => {
-          if (idleTimeoutMs <= 0) return;
-          if (idle !== undefined) {
-            idle.refresh();
-            return;
-          }
-          idle = setTimeout(() => {
-            idleExpired = true;
-            inbox.end();
-          }, idleTimeoutMs);
+          if (idle === undefined) return;
+          if (idleWatched) return idleStreams!.touch(idle);
+          idleWatched = true;
+          idleStreams!.add(idle);
         };
         let chunks: ChunkAssembler | undefined; // made by the first chunk (most responses come whole)
         const sub = plane.openReplyInbox((m) => {
@@ -561,7 +596,7 @@ export class NatsRequestPlane implements RequestPlane {
           }
         } finally {
           clearTimeout(timer);
-          clearTimeout(idle);
+          if (idle !== undefined) idleStreams!.delete(idle);
           signal?.removeEventListener('abort', onAbort);
           callers.delete(inbox);
           sub.close();

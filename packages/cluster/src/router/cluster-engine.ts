@@ -86,7 +86,7 @@ import { type InferRequest, type InferResponse, deserializeBytesElements } from 
 import { type LlmEndpoint, textPromptTokens } from '@switchyard/llm';
 import { correlationText, inSequence, sequenceOf } from '@switchyard/engine/internal';
 import { DEFAULT_MAX_SEQUENCE_IDLE_MICROSECONDS, type ModelConfig, type ModelSequenceBatching, parseModelConfigJson } from '@switchyard/model-config';
-import { type InstanceId, type ModelCard, type Payload, type RequestPlane, NoRespondersError, StreamIncompleteError, endpointAddress, instanceAddress } from '@switchyard/runtime';
+import { type InstanceAddress, type InstanceId, type ModelCard, type Payload, type RequestPlane, NoRespondersError, StreamIncompleteError, endpointAddress, instanceAddress } from '@switchyard/runtime';
 import { INFER_ENDPOINT, STATS_ENDPOINT, type WireModelStatistics, type WireStatsRequest } from '../protocols.js';
 import { decodeWireInferResponse, decodeWireStats, inferErrorFromWire, inferRequestToBinary, inferRequestToWire, inferResponseFromWire, toJson } from '../wire-codec.js';
 import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
@@ -140,6 +140,8 @@ export class ClusterEngine implements InferenceEngine {
   private readonly endpoints = new Map<string, RoutedLlmEndpoint>();
   /** Parsed configs by card identity: one parse per (model, primary card). */
   private readonly configs = new WeakMap<object, ModelConfig>();
+  /** The `infer` address of each card's instance, built (and its names validated) once per card, not per request. */
+  private readonly inferTargets = new WeakMap<ModelCard, InstanceAddress>();
   /** Labels by the card's decoded labels object: one Map per (card, version). */
   private readonly labels = new WeakMap<object, OutputLabels>();
   private readonly random: () => number;
@@ -393,7 +395,7 @@ export class ClusterEngine implements InferenceEngine {
         if (attempt < MAX_VANISHED_RETRIES) continue;
         throw unavailable(`no worker available for model '${entry.name}' (instances kept leaving the cluster)`);
       }
-      const target = instanceAddress(endpointAddress(card.namespace, card.component, INFER_ENDPOINT), instance);
+      const target = this.inferTarget(card, instance);
       const abort = new AbortController();
       const onAbort = (): void => abort.abort(signal?.reason);
       signal?.addEventListener('abort', onAbort, { once: true });
@@ -474,6 +476,15 @@ export class ClusterEngine implements InferenceEngine {
         }
       }
     }
+  }
+
+  private inferTarget(card: ModelCard, instance: InstanceId): InstanceAddress {
+    let target = this.inferTargets.get(card);
+    if (target === undefined || target.instanceId !== instance) {
+      target = instanceAddress(endpointAddress(card.namespace, card.component, INFER_ENDPOINT), instance);
+      this.inferTargets.set(card, target);
+    }
+    return target;
   }
 
   /**

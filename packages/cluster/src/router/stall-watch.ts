@@ -9,10 +9,13 @@
  * plane's idle timeout (30 s). A slow but live worker costs one probe per `stallProbeMs` per instance
  * (probes of one instance share one request while in flight).
  *
- * Timers are unref'd; `stop()` (call it in `finally`) cancels everything, including a probe's result.
+ * Every attempt watched with the same `stallProbeMs` shares one unref'd timer (IdleSweep: the
+ * probe starts at the moment a timer of its own would have fired); `stop()` (call it in `finally`)
+ * cancels everything, including a probe's result.
  */
 import type { Logger } from '@switchyard/common';
 import type { InstanceId } from '@switchyard/runtime';
+import { IdleSweep } from '@switchyard/runtime/internal';
 import type { HealthProber } from './health-prober.js';
 import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
 import type { RouterStatsRecorder } from './router-stats.js';
@@ -34,43 +37,62 @@ export interface StallWatch {
 
 const NO_WATCH: StallWatch = { frame: () => {}, stop: () => {} };
 
+/** One attempt in a stall sweep: silent for the sweep's `stallProbeMs` → `probe`. */
+interface Watched {
+  lastActive: number;
+  readonly probe: () => void;
+}
+
+/**
+ * The sweeps, by stall probe length: every attempt in flight with the same `stallProbeMs` shares one
+ * timer (IdleSweep) instead of arming and clearing one of its own per request. An attempt leaves its
+ * sweep while its instance is probed, and comes back when the probe says alive.
+ */
+const sweeps = new Map<number, IdleSweep<Watched>>();
+
+function sweepOf(ms: number): IdleSweep<Watched> {
+  let sweep = sweeps.get(ms);
+  if (sweep === undefined) {
+    const made = new IdleSweep<Watched>(ms, (w) => {
+      made.delete(w);
+      w.probe();
+    });
+    sweeps.set(ms, (sweep = made));
+  }
+  return sweep;
+}
+
 /** Watch one attempt to `instance`; `attempt` is aborted with an InstanceGoneReason when the instance is found dead. */
 export function watchStall(deps: StallWatchDeps, instance: InstanceId, attempt: AbortController, requestId: string): StallWatch {
   const ms = deps.stallProbeMs ?? 0;
   const prober = deps.prober;
   if (ms <= 0 || prober === undefined) return NO_WATCH;
-  let lastFrame = Date.now();
+  const sweep = sweepOf(ms);
   let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  const arm = (delay: number): void => {
-    timer = setTimeout(check, delay);
-    timer.unref();
+  const watched: Watched = {
+    lastActive: 0,
+    probe: () => {
+      void prober.probe(instance).then((health) => {
+        if (stopped) return;
+        if (health === 'dead') {
+          deps.stats.stallProbeAborts++;
+          deps.tracker.inhibit(instance); // still in discovery until its lease expires: route elsewhere
+          deps.logger.warn({ requestId, instance, silentMs: Date.now() - watched.lastActive }, 'router: request silent and its instance is dead; re-sending or failing it');
+          attempt.abort(new InstanceGoneReason(instance));
+          return;
+        }
+        sweep.add(watched); // silent from now again
+      });
+    },
   };
-  const check = (): void => {
-    if (stopped) return;
-    const silent = Date.now() - lastFrame;
-    if (silent < ms) return arm(ms - silent);
-    void prober.probe(instance).then((health) => {
-      if (stopped) return;
-      if (health === 'dead') {
-        deps.stats.stallProbeAborts++;
-        deps.tracker.inhibit(instance); // still in discovery until its lease expires: route elsewhere
-        deps.logger.warn({ requestId, instance, silentMs: Date.now() - lastFrame }, 'router: request silent and its instance is dead; re-sending or failing it');
-        attempt.abort(new InstanceGoneReason(instance));
-        return;
-      }
-      lastFrame = Date.now();
-      arm(ms);
-    });
-  };
-  arm(ms);
+  sweep.add(watched);
   return {
     frame: () => {
-      lastFrame = Date.now();
+      watched.lastActive = Date.now();
     },
     stop: () => {
       stopped = true;
-      clearTimeout(timer);
+      sweep.delete(watched);
     },
   };
 }
