@@ -38,6 +38,7 @@
 import { randomUUID } from 'node:crypto';
 import { type Msg, type NatsConnection, type Subscription, createInbox } from '@nats-io/nats-core';
 import {
+  type CancelSignal,
   type Logger,
   alreadyExists,
   invalidArgument,
@@ -435,7 +436,7 @@ export class NatsRequestPlane implements RequestPlane {
   }
 
   /** Resolves once connected (at once if connected); rejects `unavailable` after `ms` or on `signal`. */
-  private async waitConnected(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  private async waitConnected(ms: number, signal: CancelSignal | undefined): Promise<void> {
     if (this.connected) return;
     await new Promise<void>((resolve, reject) => {
       const done = (err?: unknown): void => {

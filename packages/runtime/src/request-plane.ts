@@ -3,7 +3,7 @@
  * instance (direct) or to the endpoint's queue group (the transport picks an instance). Responses come
  * back in order and end with an explicit terminal frame; cancellation travels to the worker.
  */
-import { SwitchyardError } from '@switchyard/common';
+import { type CancelSignal, SwitchyardError } from '@switchyard/common';
 import { type EndpointAddress, type InstanceAddress, formatAddress } from './addressing.js';
 import type { Payload } from './protocols.js';
 
@@ -40,8 +40,8 @@ export interface ServedEndpoint {
 }
 
 export interface RequestOptions {
-  /** Aborting cancels the request: the worker's handler sees its signal abort; iteration throws cancelled. */
-  readonly signal?: AbortSignal;
+  /** Aborting cancels the request: the worker's handler sees its signal abort; iteration throws cancelled. An `AbortSignal` is one. */
+  readonly signal?: CancelSignal;
   /** Whole-stream deadline in ms from now; 0 = none (default). On expiry: cancel + deadline_exceeded. */
   readonly timeoutMs?: number;
   /** Default: a random UUID. */

@@ -79,7 +79,7 @@
  * A prompt whose byte length proves it cannot fit the context is refused on the router, before
  * tokenizing, with the worker's message (`textPromptTokens`).
  */
-import { type CancelSignal, type Logger, SwitchyardError, cancelled, invalidArgument, notFound, toSwitchyardError, unavailable, unsupported } from '@switchyard/common';
+import { Cancellation, type CancelSignal, type Logger, SwitchyardError, cancelled, invalidArgument, notFound, toSwitchyardError, unavailable, unsupported } from '@switchyard/common';
 import { DEFAULT_EXTENSIONS, DEFAULT_SERVER_NAME, DEFAULT_SERVER_VERSION, type InferenceEngine, inferViaSubmit, type InferResult, type ModelIndexEntry, type ModelMetadata, type ModelMetricsSnapshot, type ModelStatistics, type OutputLabels, type ServerMetadata, type SubmitOptions } from '@switchyard/engine';
 import { randomUUID } from 'node:crypto';
 import { type InferRequest, type InferResponse, deserializeBytesElements } from '@switchyard/kserve';
@@ -396,7 +396,7 @@ export class ClusterEngine implements InferenceEngine {
         throw unavailable(`no worker available for model '${entry.name}' (instances kept leaving the cluster)`);
       }
       const target = this.inferTarget(card, instance);
-      const abort = new AbortController();
+      const abort = new Cancellation();
       const onAbort = (): void => abort.abort(signal?.reason);
       signal?.addEventListener('abort', onAbort, { once: true });
       const untrack = this.options.tracker.track(instance, entry.name, abort);
@@ -494,7 +494,7 @@ export class ClusterEngine implements InferenceEngine {
    * worker stopped its endpoint without drain: a `cancelled` error frame the caller did not ask for).
    * Undefined: the request's own failure (an error frame), passed through.
    */
-  private instanceFailure(e: unknown, attempt: AbortSignal): 'unreachable' | 'gone' | 'died' | undefined {
+  private instanceFailure(e: unknown, attempt: CancelSignal): 'unreachable' | 'gone' | 'died' | undefined {
     if (attempt.aborted && attempt.reason instanceof InstanceGoneReason) return 'gone';
     if (e instanceof NoRespondersError) return 'unreachable';
     if (e instanceof StreamIncompleteError) return 'died';

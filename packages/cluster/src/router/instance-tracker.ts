@@ -18,6 +18,11 @@ import type { InstanceId } from '@switchyard/runtime';
 /** How long an instance stays inhibited when discovery does not remove it first (≈ one lease TTL). */
 export const DEFAULT_INHIBIT_MS = 10_000;
 
+/** How an attempt in flight is cut: its `AbortController` or `Cancellation`. */
+export interface AttemptAbort {
+  abort(reason?: unknown): void;
+}
+
 /** The reason an in-flight attempt's AbortController is aborted with when its instance left discovery. */
 export class InstanceGoneReason extends Error {
   constructor(readonly instanceId: InstanceId) {
@@ -30,7 +35,7 @@ export class InstanceTracker {
   /** instance → epoch ms until which it is inhibited. */
   private readonly inhibited = new Map<InstanceId, number>();
   /** `<instanceId>/<model>` → attempts in flight. */
-  private readonly inflight = new Map<string, Set<AbortController>>();
+  private readonly inflight = new Map<string, Set<AttemptAbort>>();
 
   constructor(
     private readonly inhibitMs: number = DEFAULT_INHIBIT_MS,
@@ -64,7 +69,7 @@ export class InstanceTracker {
    * Register an attempt in flight to `model` on instance `id`; the returned function unregisters it
    * (call it in `finally`).
    */
-  track(id: InstanceId, model: string, abort: AbortController): () => void {
+  track(id: InstanceId, model: string, abort: AttemptAbort): () => void {
     const key = `${id}/${model}`;
     let set = this.inflight.get(key);
     if (set === undefined) this.inflight.set(key, (set = new Set()));

@@ -17,7 +17,7 @@ import type { Logger } from '@switchyard/common';
 import type { InstanceId } from '@switchyard/runtime';
 import { IdleSweep } from '@switchyard/runtime/internal';
 import type { HealthProber } from './health-prober.js';
-import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
+import { type AttemptAbort, InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
 import type { RouterStatsRecorder } from './router-stats.js';
 
 export interface StallWatchDeps {
@@ -63,7 +63,7 @@ function sweepOf(ms: number): IdleSweep<Watched> {
 }
 
 /** Watch one attempt to `instance`; `attempt` is aborted with an InstanceGoneReason when the instance is found dead. */
-export function watchStall(deps: StallWatchDeps, instance: InstanceId, attempt: AbortController, requestId: string): StallWatch {
+export function watchStall(deps: StallWatchDeps, instance: InstanceId, attempt: AttemptAbort, requestId: string): StallWatch {
   const ms = deps.stallProbeMs ?? 0;
   const prober = deps.prober;
   if (ms <= 0 || prober === undefined) return NO_WATCH;
