@@ -4,7 +4,7 @@
 // stop strings belong to the caller (the frontend), exactly as in Dynamo and vLLM, so a router can do
 // them once for the whole cluster.
 
-import type { SwitchyardError } from '@switchyard/common';
+import type { CancelSignal, SwitchyardError } from '@switchyard/common';
 import type { CompiledSamplingParams, SamplingDefaults } from './sampling-params.js';
 import type { FinishReason } from './stop-checker.js';
 import type { TopLogprobs } from './sampling.js';
@@ -160,7 +160,7 @@ export interface LlmEndpoint {
    * failure) reject the iteration with a SwitchyardError. Aborting `signal` finishes the request with
    * reason 'abort' and frees its KV blocks at the next step boundary.
    */
-  generate(request: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerateOutput>;
+  generate(request: GenerateRequest, signal?: CancelSignal): AsyncIterable<GenerateOutput>;
   metrics(): LlmEngineMetrics;
   /**
    * The engine's KV cache as seen by an indexer (the cluster worker publishes it to routers). Absent

@@ -15,7 +15,7 @@
 // prefill-only request's prompt blocks on its final output and imports another engine's blocks for a
 // request that continues there (`outputTokenIds` + `kvImport`, released when that request ends).
 
-import { cancelled, describeValue, internal, invalidArgument, toSwitchyardError, type SwitchyardError } from '@switchyard/common';
+import { cancelled, describeValue, internal, invalidArgument, toSwitchyardError, type CancelSignal, type SwitchyardError } from '@switchyard/common';
 import { promptTooLongError, requestTooLongError } from './context-length.js';
 import { EngineCore, type ForwardPassSink } from './engine-core.js';
 import type { Executor } from './executor.js';
@@ -144,7 +144,7 @@ export class LlmEngine {
   }
 
   /** See LlmEndpoint.generate. */
-  generate(request: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerateOutput> {
+  generate(request: GenerateRequest, signal?: CancelSignal): AsyncIterable<GenerateOutput> {
     let stream: Stream | undefined;
     let early: SwitchyardError | undefined;
     try {

@@ -16,7 +16,7 @@ export interface RequestContext {
    * Aborts when the caller cancels (cancel message, or the caller stopped iterating), when the deadline
    * passes, or when the endpoint is stopped without drain. The handler stops producing promptly.
    */
-  readonly signal: AbortSignal;
+  readonly signal: CancelSignal;
   /** Epoch ms after which the caller no longer listens; `null` = none. */
   readonly deadline: number | null;
 }

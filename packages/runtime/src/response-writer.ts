@@ -7,7 +7,7 @@
  * more is sent, except a `cancelled` error frame when the endpoint was stopped without draining.
  * The envelope's deadline aborts `abort` when it passes. Never rejects.
  */
-import { SwitchyardError, cancelled, deadlineExceeded, toSwitchyardError, unavailable } from '@switchyard/common';
+import { Cancellation, SwitchyardError, cancelled, deadlineExceeded, toSwitchyardError, unavailable } from '@switchyard/common';
 import type { EndpointAddress, InstanceAddress } from './addressing.js';
 import type { Payload, RequestEnvelope, ResponseFrame } from './protocols.js';
 import { type EndpointHandler, StreamIncompleteError } from './request-plane.js';
@@ -16,7 +16,7 @@ export interface ResponseWriter {
   readonly handler: EndpointHandler;
   readonly envelope: RequestEnvelope;
   /** Aborted by a cancel message, a stop without drain, or the deadline. */
-  readonly abort: AbortController;
+  readonly abort: Cancellation;
   /** Delivers one frame to the caller (best effort). */
   readonly send: (frame: ResponseFrame) => void;
   /** The serving endpoint was stopped (abort then means "stopped without drain"). */
@@ -84,16 +84,16 @@ export function readFrame(
  * outage, say), and must not stop that one.
  */
 export class RunningRequests {
-  private readonly byId = new Map<string, { readonly abort: AbortController; readonly attempt: string | undefined; done: Promise<void> }>();
+  private readonly byId = new Map<string, { readonly abort: Cancellation; readonly attempt: string | undefined; done: Promise<void> }>();
 
   /**
-   * Run `body` for attempt `attempt` of `requestId` with a fresh AbortController (after any older
+   * Run `body` for attempt `attempt` of `requestId` with a fresh Cancellation (after any older
    * attempt of that id has ended). `body` must not reject.
    */
-  start(requestId: string, attempt: string | undefined, body: (abort: AbortController) => Promise<void>): void {
+  start(requestId: string, attempt: string | undefined, body: (abort: Cancellation) => Promise<void>): void {
     const previous = this.byId.get(requestId);
     previous?.abort.abort(cancelled(`request ${requestId} superseded by a newer attempt`));
-    const abort = new AbortController();
+    const abort = new Cancellation();
     const entry = { abort, attempt, done: Promise.resolve() };
     this.byId.set(requestId, entry);
     entry.done = (async () => {

@@ -30,7 +30,7 @@
  * goes on round-robin without it anyway (LlmWorkerChooser).
  */
 import { randomUUID } from 'node:crypto';
-import { type Logger, SwitchyardError } from '@switchyard/common';
+import { type CancelSignal, type Logger, SwitchyardError } from '@switchyard/common';
 import type { RoutingTable, RouteDecision, WorkerId } from '@switchyard/kv-router';
 import { type InstanceId, type RequestPlane, NoRespondersError, StreamIncompleteError, endpointAddress, instanceAddress } from '@switchyard/runtime';
 import { GENERATE_ENDPOINT, type LlmCardMetadata, type WireGenerateOutput, type WireKvImportReport, type WireKvTransferHandle } from '../protocols.js';
@@ -155,7 +155,7 @@ export class DisaggregatedPrefill {
   }
 
   /** Run the prefill half on one of `candidates` (a 'remote' plan's prefill workers). Never throws for a worker's failure. */
-  async prefill(e: ModelEntry, request: PrefillRequest, candidates: readonly WorkerId[], signal: AbortSignal | undefined): Promise<PrefillOutcome> {
+  async prefill(e: ModelEntry, request: PrefillRequest, candidates: readonly WorkerId[], signal: CancelSignal | undefined): Promise<PrefillOutcome> {
     const allowed = new Set(candidates.map(instanceOf));
     const tried = new Set<InstanceId>();
     for (let attempt = 1; attempt <= PREFILL_ATTEMPTS; attempt++) {
@@ -195,7 +195,7 @@ export class DisaggregatedPrefill {
   }
 
   /** One prefill-only request to `instance`; its reservation is released whatever happens. */
-  private async attempt(e: ModelEntry, request: PrefillRequest, instance: InstanceId, reservationId: string, signal: AbortSignal | undefined): Promise<PrefillOutcome> {
+  private async attempt(e: ModelEntry, request: PrefillRequest, instance: InstanceId, reservationId: string, signal: CancelSignal | undefined): Promise<PrefillOutcome> {
     const { deps } = this;
     const abort = new AbortController();
     const onCallerAbort = (): void => abort.abort(signal?.reason);

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { SwitchyardError, unavailable } from '@switchyard/common';
+import { type CancelSignal, SwitchyardError, unavailable } from '@switchyard/common';
 import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { type GenerateOutput, type LlmEndpoint, compileSamplingParams } from '@switchyard/llm';
 import { type JsonValue, type MemoryDiscovery, type ModelCard, endpointAddress, instanceAddress, modelKey, modelName, namespace } from '@switchyard/runtime';
@@ -154,7 +154,7 @@ describe('RoutedLlmEndpoint', () => {
     const stuck = cluster.store.connect();
     const plane = cluster.routerRoles().requestPlane;
     const address = instanceAddress(endpointAddress(NS, 'backend', 'generate'), stuck.instanceId);
-    let stuckSignal: AbortSignal | undefined;
+    let stuckSignal: CancelSignal | undefined;
     await plane.serve(address, async function* (_payload, ctx) {
       stuckSignal = ctx.signal;
       yield { tokenIds: [1, 2, 3], finishReason: null, stopReason: null } as unknown as JsonValue;

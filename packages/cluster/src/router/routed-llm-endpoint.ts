@@ -48,7 +48,7 @@
  * is 'abort', as the engine's own endpoint does.
  */
 import { randomUUID } from 'node:crypto';
-import { type Logger, SwitchyardError, internal, invalidArgument, toSwitchyardError, unavailable } from '@switchyard/common';
+import { type CancelSignal, type Logger, SwitchyardError, internal, invalidArgument, toSwitchyardError, unavailable } from '@switchyard/common';
 import type { RouteDecision, RoutingTable, WorkerId } from '@switchyard/kv-router';
 import {
   E2E_BUCKETS_S,
@@ -209,11 +209,11 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
    * `counted`: false when the caller counts the request and its errors in the router stats itself
    * (ClusterEngine's KServe `infer` path, counted as `infer`); default true (`generate`).
    */
-  generate(request: GenerateRequest, signal?: AbortSignal, counted = true): AsyncIterable<GenerateOutput> {
+  generate(request: GenerateRequest, signal?: CancelSignal, counted = true): AsyncIterable<GenerateOutput> {
     return { [Symbol.asyncIterator]: () => this.run(request, signal, counted) };
   }
 
-  private async *run(request: GenerateRequest, signal: AbortSignal | undefined, counted: boolean): AsyncGenerator<GenerateOutput> {
+  private async *run(request: GenerateRequest, signal: CancelSignal | undefined, counted: boolean): AsyncGenerator<GenerateOutput> {
     const { deps } = this;
     const stats = deps.stats;
     const model = this.card.name;

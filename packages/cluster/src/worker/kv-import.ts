@@ -10,7 +10,7 @@
  * Only a cancellation (the caller's signal) ends the request here: `cancelled` is thrown, and the
  * pins on both sides are released first.
  */
-import { cancelled, toSwitchyardError, type Logger } from '@switchyard/common';
+import { cancelled, toSwitchyardError, type CancelSignal, type Logger } from '@switchyard/common';
 import { kvLayoutMismatch, type KvImport, type LlmEndpoint } from '@switchyard/llm';
 import { DEFAULT_KV_PULL_TIMEOUT_MS, type KvTransferPlane } from '@switchyard/runtime';
 import type { WireKvImportReport, WireKvTransferHandle } from '../protocols.js';
@@ -21,7 +21,7 @@ export interface KvImportOptions {
   /** The model's name on both workers (the provider looks it up by name). */
   readonly model: string;
   /** The caller's signal: aborting it cancels the pull and the request. */
-  readonly signal: AbortSignal;
+  readonly signal: CancelSignal;
   readonly logger: Logger;
   /** Whole-pull deadline, ms (default DEFAULT_KV_PULL_TIMEOUT_MS). */
   readonly timeoutMs?: number;
@@ -30,7 +30,7 @@ export interface KvImportOptions {
    * rejects when `signal` aborts. Default: a real timer (the mocker's ms are already divided by its
    * speedup ratio).
    */
-  readonly sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  readonly sleep?: (ms: number, signal: CancelSignal) => Promise<void>;
 }
 
 /** What came of the import: `kvImport` (hand it to generate) when the blocks are in, else a report with `fallback`. */
@@ -40,7 +40,7 @@ export interface KvImportOutcome {
 }
 
 /** A real, abortable timer. */
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
+export function sleep(ms: number, signal: CancelSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(toSwitchyardError(signal.reason ?? cancelled('cancelled')));
     const onAbort = (): void => {

@@ -8,7 +8,7 @@
  * The plane moves opaque bytes per block hash; it knows nothing of layouts beyond the digest both
  * sides name (the server refuses a pull whose `layoutDigest` is not the one its provider states).
  */
-import type { SwitchyardError } from '@switchyard/common';
+import type { CancelSignal, SwitchyardError } from '@switchyard/common';
 
 /** One block on the plane: its sequence hash (16 hex digits) and its bytes. */
 export interface KvTransferBlock {
@@ -58,7 +58,7 @@ export interface KvTransferServer {
 }
 
 export interface KvPullOptions {
-  readonly signal?: AbortSignal;
+  readonly signal?: CancelSignal;
   /** Whole-pull deadline in ms (default DEFAULT_KV_PULL_TIMEOUT_MS). */
   readonly timeoutMs?: number;
 }

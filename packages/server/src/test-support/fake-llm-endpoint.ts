@@ -13,7 +13,7 @@
  * What tests observe: `requests` (every GenerateRequest, in order), `signals` (by request id) and
  * `abortedRequests` (ids whose signal was aborted while generating).
  */
-import type { SwitchyardError } from '@switchyard/common';
+import type { CancelSignal, SwitchyardError } from '@switchyard/common';
 import { invalidArgument } from '@switchyard/common';
 import {
   ChatTemplate,
@@ -75,7 +75,7 @@ export class FakeLlmEndpoint implements LlmEndpoint {
   readonly tokenizer: Tokenizer;
   readonly chatTemplate: ChatTemplate | undefined;
   readonly requests: GenerateRequest[] = [];
-  readonly signals = new Map<string, AbortSignal | undefined>();
+  readonly signals = new Map<string, CancelSignal | undefined>();
   readonly abortedRequests: string[] = [];
 
   constructor(private readonly options: FakeLlmOptions) {

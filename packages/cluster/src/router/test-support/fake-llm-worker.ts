@@ -8,6 +8,7 @@
  * disaggregated or migrated stream that hands every token on exactly once equals `tokensFrom(prompt.length, n)`.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { type CancelSignal, pauseUnlessAborted } from '@switchyard/common';
 import { type JsonValue, type Payload, type MemoryDiscovery, type ModelCard, MemoryRequestPlane, type RequestContext, endpointAddress, instanceAddress, modelKey, modelName, namespace } from '@switchyard/runtime';
 import type { WireGenerateOutput, WireGenerateRequest, WireKvImportReport, WireKvTransferHandle, WorkerRole } from '../../protocols.js';
 import { decodeWireGenerateRequest } from '../../wire-codec.js';
@@ -27,7 +28,7 @@ export async function llmCard(cluster: MockCluster): Promise<ModelCard> {
 export interface ReceivedGenerate {
   readonly wire: WireGenerateRequest;
   readonly envelopeId: string;
-  readonly signal: AbortSignal;
+  readonly signal: CancelSignal;
 }
 
 export type Behaviour = (request: WireGenerateRequest, context: RequestContext, worker: FakeLlmWorker) => AsyncIterable<WireGenerateOutput>;
@@ -126,14 +127,14 @@ export function decodeOk(options: { kvImport?: WireKvImportReport; delayMs?: num
     const start = request.promptTokenIds.length + prior.length;
     const n = max - prior.length;
     for (let i = 0; i < n; i++) {
-      if (options.delayMs !== undefined) await sleep(options.delayMs, undefined, { signal: context.signal }).catch(() => {});
+      if (options.delayMs !== undefined) await pauseUnlessAborted(options.delayMs, context.signal);
       if (context.signal.aborted) {
         yield { tokenIds: [], finishReason: 'abort', stopReason: null };
         return;
       }
       if (options.crashAfter !== undefined && i === options.crashAfter && (options.crashes === undefined || options.crashes.left-- > 0)) {
         worker.plane.crash();
-        await sleep(10_000, undefined, { signal: context.signal }).catch(() => {});
+        await pauseUnlessAborted(10_000, context.signal);
         return;
       }
       const last = i === n - 1;
@@ -168,7 +169,7 @@ export function crash(): Behaviour {
   // eslint-disable-next-line require-yield
   return async function* (_request, context, worker) {
     worker.plane.crash();
-    await sleep(10_000, undefined, { signal: context.signal }).catch(() => {});
+    await pauseUnlessAborted(10_000, context.signal);
   };
 }
 
@@ -189,7 +190,7 @@ export function scriptedReply(reply: readonly number[], options: { crashAfter?: 
       }
       if (options.crashAfter !== undefined && i === options.crashAfter && (options.crashes === undefined || options.crashes.left-- > 0)) {
         worker.plane.crash();
-        await sleep(10_000, undefined, { signal: context.signal }).catch(() => {});
+        await pauseUnlessAborted(10_000, context.signal);
         return;
       }
       const last = n === reply.length - 1;
