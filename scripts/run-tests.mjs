@@ -11,8 +11,9 @@
 // timing assertions flaky. `alone` runs after both. `npx vitest run` still runs everything, one file
 // at a time.
 //
-// The `waiting` track's lines are prefixed with `[waiting]`. Exit status: 0 when every track passed,
-// 1 otherwise (also when the filters matched no file in any track).
+// The `waiting` track's lines are prefixed with `[waiting]`; the last line says how long each track
+// took. Exit status: 0 when every track passed, 1 otherwise (also when the filters matched no file in
+// any track).
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -51,8 +52,11 @@ function track(projects, prefix) {
   };
   relay(child.stdout, process.stdout);
   relay(child.stderr, process.stderr);
+  const started = Date.now();
   return new Promise((resolve) => {
-    child.on('close', (code, signal) => resolve({ project: projects.join('+'), code: code ?? (signal ? 1 : 0), found }));
+    child.on('close', (code, signal) =>
+      resolve({ project: projects.join('+'), code: code ?? (signal ? 1 : 0), found, seconds: Math.round((Date.now() - started) / 1000) }),
+    );
   });
 }
 
@@ -66,5 +70,7 @@ if (!results.some((r) => r.found) && filters.length > 0) {
   process.exit(1);
 }
 for (const f of failures) process.stderr.write(`tests: ${f}\n`);
-process.stderr.write(`tests: ${failed.length === 0 ? 'all tracks passed' : `failed: ${failed.join(', ')}`} in ${seconds} s\n`);
+// How long each track took: the two that run side by side should end about together.
+const tracks = results.map((r) => `${r.project} ${r.seconds} s`).join(', ');
+process.stderr.write(`tests: ${failed.length === 0 ? 'all tracks passed' : `failed: ${failed.join(', ')}`} in ${seconds} s (${tracks})\n`);
 process.exit(failed.length === 0 ? 0 : 1);

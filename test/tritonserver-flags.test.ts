@@ -302,45 +302,6 @@ describe('header forwarding, gRPC response compression, metrics settings', () =>
   });
 });
 
-describe('--grpc-use-ssl', () => {
-  it('serves gRPC over TLS (mutual: client certificates required); a plaintext client is refused; an unreadable key fails the start', async () => {
-    // a self-signed certificate for localhost and 127.0.0.1, its own root (test/fixtures/tls/README.md);
-    // the server is named localhost: Node 26's TLS refuses an IP address as the server name
-    const named = { 'grpc.ssl_target_name_override': 'localhost', 'grpc.default_authority': 'localhost' };
-    const dir = join(repoRoot(), 'test/fixtures/tls');
-    const cert = join(dir, 'cert.pem');
-    const key = join(dir, 'key.pem');
-    const worker = await startWorkerProcess({ modelRepositories: [goodRepo], args: ['--grpc-use-ssl=true', `--grpc-server-cert=${cert}`, `--grpc-server-key=${key}`] });
-    const def = protoLoader.loadSync(['grpc_service.proto'], { includeDirs: [join(repoRoot(), 'proto')], keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
-    const Service = (grpc.loadPackageDefinition(def) as any).inference.GRPCInferenceService;
-    const tlsClient = new Service(worker.grpcAddress, grpc.credentials.createSsl(readFileSync(cert)), named);
-    const plainClient = loadGrpcClients(worker.grpcAddress).inference;
-    try {
-      expect(await unary(tlsClient, 'ServerReady', {})).toEqual({ ready: true });
-      await expect(unary(plainClient, 'ServerReady', {})).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
-    } finally {
-      tlsClient.close();
-      plainClient.close();
-      await worker.stop();
-    }
-    // mutual: the self-signed certificate is the root, and the client's certificate
-    const mutual = await startWorkerProcess({ modelRepositories: [goodRepo], args: ['--grpc-use-ssl-mutual=true', `--grpc-server-cert=${cert}`, `--grpc-server-key=${key}`, `--grpc-root-cert=${cert}`] });
-    const withCert = new Service(mutual.grpcAddress, grpc.credentials.createSsl(readFileSync(cert), readFileSync(key), readFileSync(cert)), named);
-    const withoutCert = new Service(mutual.grpcAddress, grpc.credentials.createSsl(readFileSync(cert)), named);
-    try {
-      expect(await unary(withCert, 'ServerReady', {})).toEqual({ ready: true });
-      await expect(unary(withoutCert, 'ServerReady', {})).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
-    } finally {
-      withCert.close();
-      withoutCert.close();
-      await mutual.stop();
-    }
-    const r = run([`--model-repository=${goodRepo}`, ...EPHEMERAL_PORT_ARGS, '--grpc-use-ssl', `--grpc-server-cert=${cert}`, `--grpc-server-key=${join(dir, 'absent.pem')}`]);
-    expect(r.status).toBe(1);
-    expect(r.stdout).toContain(`cannot read --grpc-server-key '${join(dir, 'absent.pem')}': ENOENT`);
-  });
-});
-
 describe('absurd values', () => {
   // each flag's reasons are unit-tested (apps/worker/src/options.test.ts); here, what a user sees
   it('exit 2 with the reason and the help on stderr', () => {
