@@ -189,5 +189,5 @@ export {
   type DecoderValueMetadata,
 } from './decoder-session.js';
 export { PagedKvCache, type GatherRow, type KvDtype, type PagedKvCacheOptions, type ScatterRow } from './paged-kv-cache.js';
-export { OnnxExecutor, type OnnxExecutorOptions } from './onnx-executor.js';
+export { OnnxExecutor, THREAD_SAMPLING_MIN_VOCAB, type OnnxExecutorOptions } from './onnx-executor.js';
 export { promptTooLongError, refuseOverlongPromptText, requestTooLongError, tokenByteBound } from './context-length.js';

@@ -13,7 +13,7 @@ import type { GenerateOutput } from './llm-endpoint.js';
 import { LlmEngine } from './llm-engine.js';
 import { LlmScheduler } from './llm-scheduler.js';
 import type { LlmSequence } from './llm-sequence.js';
-import { OnnxExecutor } from './onnx-executor.js';
+import { OnnxExecutor, THREAD_SAMPLING_MIN_VOCAB } from './onnx-executor.js';
 import { compileSamplingParams, type CompiledSamplingParams, type SamplingParams } from './sampling-params.js';
 import { argmax, logSoftmaxAt, type TopLogprobs } from './sampling.js';
 import { SAMPLED_OUTPUT } from './sampling-rows.js';
@@ -110,7 +110,7 @@ function harness(o: HarnessOptions = {}) {
   const session = o.wrap === undefined ? spied : o.wrap(spied);
   const kv = new KvBlockManager({ numBlocks, blockSize, onEvent: (e) => events.push(e) });
   const sched = new LlmScheduler(kv, { maxNumSeqs: o.maxNumSeqs ?? 32, maxNumBatchedTokens: o.maxNumBatchedTokens ?? 64 });
-  const executor = OnnxExecutor.create(session, { numBlocks, blockSize, vocabSize: V, ...(o.seed === undefined ? {} : { seed: o.seed }) });
+  const executor = OnnxExecutor.create(session, { numBlocks, blockSize, vocabSize: V, threadSamplingMinVocab: 0, ...(o.seed === undefined ? {} : { seed: o.seed }) });
   const core = new EngineCore(sched, executor, systemClock);
   const seqs = new Map<string, LlmSequence>();
   const tokens = new Map<string, number[]>();
@@ -587,6 +587,26 @@ describe('OnnxExecutor through EngineCore', () => {
 });
 
 describe('OnnxExecutor under LlmEngine', () => {
+  it('samples where the pass runs only from THREAD_SAMPLING_MIN_VOCAB tokens on (or the given bound), with the same tokens either way', async () => {
+    const generated = async (extra: { threadSamplingMinVocab?: number }) => {
+      const asked: boolean[] = [];
+      const session: DecoderSession = { ...sessions.FLOAT, run: (feeds, rows) => (asked.push(rows !== undefined), sessions.FLOAT.run(feeds, rows)) };
+      const executor = OnnxExecutor.create(session, { numBlocks: 64, blockSize: 4, vocabSize: V, seed: 4, ...extra });
+      const engine = new LlmEngine({ blockSize: 4, numBlocks: 64, maxModelLen: 256, executor, scheduler: { maxNumBatchedTokens: 64 } });
+      const tokens: number[] = [];
+      const sampling = compileSamplingParams({ temperature: 1, seed: 8, max_tokens: 5 });
+      for await (const o of engine.generate({ requestId: 'r', promptTokenIds: promptOf(9, 2), sampling })) tokens.push(...o.tokenIds);
+      return { tokens, asked: [...new Set(asked)] };
+    };
+    expect(V).toBeLessThan(THREAD_SAMPLING_MIN_VOCAB);
+    const here = await generated({});
+    const there = await generated({ threadSamplingMinVocab: V });
+    expect(here.asked).toEqual([false]);
+    expect(there.asked).toEqual([true]);
+    expect(there.tokens).toEqual(here.tokens);
+    expect(here.tokens).toHaveLength(5);
+  });
+
   it('concurrent generate calls of one prompt share a step, compute their own KV and match', async () => {
     const executor = OnnxExecutor.create(sessions.FLOAT, { numBlocks: 128, blockSize: 4, vocabSize: V });
     const engine = new LlmEngine({ blockSize: 4, numBlocks: 128, maxModelLen: 256, executor, scheduler: { maxNumBatchedTokens: 64 } });

@@ -54,7 +54,7 @@ async function generate(session: DecoderSession, passLogits: boolean): Promise<{
       return out;
     },
   };
-  const executor = OnnxExecutor.create(spied, { numBlocks: 64, blockSize: 4, vocabSize: V, seed: 17, tokenVocabulary: vocabulary });
+  const executor = OnnxExecutor.create(spied, { numBlocks: 64, blockSize: 4, vocabSize: V, threadSamplingMinVocab: 0, seed: 17, tokenVocabulary: vocabulary });
   const engine = new LlmEngine({ blockSize: 4, numBlocks: 64, maxModelLen: 256, executor, eosTokenIds: [EOS], vocabSize: V, scheduler: { maxNumSeqs: 8, maxNumBatchedTokens: 32 } });
   try {
     const outputs: Record<string, GenerateOutput[]> = {};
