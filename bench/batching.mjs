@@ -17,7 +17,7 @@
 //            takes ~25 us and a request ~150-200 us of the front door's CPU, so batching can only
 //            save the run's share; on the wide model the run dominates, as it does for the models
 //            Triton's published gains come from (3.27x, anchor T1), so its on/off ratio shows what
-//            the batcher itself achieves.
+//            the batcher itself achieves; once with no queue delay and once with WIDE_DELAY_US.
 //
 //   node bench/batching.mjs [--quick]     (after `npx tsc -b` and generate-models)
 import http from 'node:http';
@@ -37,6 +37,8 @@ const CONCURRENCY = [1, 4, 16, 32, 64];
 const WIDTH = 256;
 const WIDE = 1024;
 const WIDE_CONCURRENCY = [1, 16, 32];
+/** The wide model's batcher also runs with this queue delay: a batch waits for more requests up to it. */
+const WIDE_DELAY_US = 1000;
 
 function fmt(r) {
   return `${r.throughput.toFixed(0).padStart(7)} req/s  p50 ${r.p50_us.toFixed(0).padStart(6)} us  p99 ${r.p99_us.toFixed(0).padStart(6)} us`;
@@ -59,6 +61,7 @@ function makeRepository() {
   for (const [name, extra] of [
     ['mlp_wide', ''],
     ['mlp_wide_batched', '\ndynamic_batching { }\n'],
+    ['mlp_wide_delayed', `\ndynamic_batching { max_queue_delay_microseconds: ${WIDE_DELAY_US} }\n`],
   ]) {
     mkdirSync(join(dir, name, '1'), { recursive: true });
     writeFileSync(join(dir, name, 'config.pbtxt'), `${wideConfig.replace('NAME', name)}${extra}`);
@@ -139,8 +142,8 @@ export async function measureBatching({ quick = false, bare = {} } = {}) {
     const wideBody = inferBodies('INPUT0', [1, WIDE], wideInput, 'OUTPUT0');
     const wideHeaders = { ...headers, 'inference-header-content-length': String(wideBody.binaryHeaderLength) };
     const wideCall = (model) => () => httpPost(port, `/v2/models/${model}/infer`, wideBody.binary, wideHeaders, agent);
-    results.wide = { width: WIDE, off: {}, on: {}, formed: {} };
-    for (const model of ['mlp_wide', 'mlp_wide_batched']) await runLoad(wideCall(model), { concurrency: 16, durationMs: Math.min(durationMs, 1500) });
+    results.wide = { width: WIDE, delayUs: WIDE_DELAY_US, off: {}, on: {}, formed: {}, delayed: {}, formedDelayed: {} };
+    for (const model of ['mlp_wide', 'mlp_wide_batched', 'mlp_wide_delayed']) await runLoad(wideCall(model), { concurrency: 16, durationMs: Math.min(durationMs, 1500) });
     for (const c of WIDE_CONCURRENCY) {
       results.wide.off[c] = await runLoad(wideCall('mlp_wide'), { concurrency: c, durationMs });
       console.log(`wide off c=${String(c).padEnd(3)} ${fmt(results.wide.off[c])}`);
@@ -148,6 +151,10 @@ export async function measureBatching({ quick = false, bare = {} } = {}) {
       results.wide.on[c] = await runLoad(wideCall('mlp_wide_batched'), { concurrency: c, durationMs });
       const f = (results.wide.formed[c] = formed(before, await batchStats(port, 'mlp_wide_batched')));
       console.log(`wide on  c=${String(c).padEnd(3)} ${fmt(results.wide.on[c])}   batches: mean ${f.meanBatch}, most requests in batches of ${f.modeBatch}`);
+      const beforeDelayed = await batchStats(port, 'mlp_wide_delayed');
+      results.wide.delayed[c] = await runLoad(wideCall('mlp_wide_delayed'), { concurrency: c, durationMs });
+      const d = (results.wide.formedDelayed[c] = formed(beforeDelayed, await batchStats(port, 'mlp_wide_delayed')));
+      console.log(`wide on, delay ${WIDE_DELAY_US} us c=${String(c).padEnd(3)} ${fmt(results.wide.delayed[c])}   batches: mean ${d.meanBatch}, most requests in batches of ${d.modeBatch}`);
     }
   } finally {
     agent.destroy();
@@ -194,11 +201,15 @@ export async function measureBatching({ quick = false, bare = {} } = {}) {
     'on p50 us': Math.round(results.wide.on[c].p50_us),
     'off p50 us': Math.round(results.wide.off[c].p50_us),
     'batch (mean)': results.wide.formed[c].meanBatch,
+    [`delay ${WIDE_DELAY_US} us req/s`]: Math.round(results.wide.delayed[c].throughput),
+    'delayed/off': +(results.wide.delayed[c].throughput / results.wide.off[c].throughput).toFixed(2),
+    'delayed batch (mean)': results.wide.formedDelayed[c].meanBatch,
   }));
   console.log(`\nmemory-bound MLP (width ${WIDE}, one instance, HTTP binary): batching on / off`);
   console.table(wideRows);
   results.wide.ratios = wideRows;
   results.goals['c=32 batching on / off on the width-1024 MLP, where the run dominates (context: Triton 3.27x, anchor T1)'] = wideRows.find((r) => r.concurrency === 32)['on/off'];
+  results.goals[`c=32 batching on with a ${WIDE_DELAY_US} us queue delay / off, width-1024 MLP`] = wideRows.find((r) => r.concurrency === 32)['delayed/off'];
   console.log('\nbatching goals');
   for (const [k, v] of Object.entries(results.goals)) console.log(`  ${k}: ${v}`);
   return results;
