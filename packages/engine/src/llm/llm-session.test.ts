@@ -97,4 +97,18 @@ describe('threadDecoderSession: sampling on the decoder thread', () => {
       }
     }, 60_000);
   }
+
+  it('a thread started without the sampler returns the logits for a run that asks for sampled rows, and generates the same', async () => {
+    const thread = await threadDecoderSession(files.FLOAT, undefined, false);
+    const local = await createOrtDecoderSession(files.FLOAT);
+    try {
+      const there = await generate(thread, false);
+      const here = await generate(local, true);
+      expect(there.kinds).toEqual(new Set(['logits']));
+      expect(there.outputs).toEqual(here.outputs);
+    } finally {
+      await thread.release();
+      await local.release();
+    }
+  }, 60_000);
 });

@@ -8,7 +8,7 @@
  * `SessionThread.run` transfers the feeds' ArrayBuffers to the thread; a feed that is a view into a
  * larger buffer is copied first, so nothing the executor keeps is detached.
  */
-import { OnnxExecutor, type DecoderSession, type DecoderTensor, type Executor, type ReasoningMarkers, type TokenVocabulary } from '@switchyard/llm';
+import { OnnxExecutor, THREAD_SAMPLING_MIN_VOCAB, type DecoderSession, type DecoderTensor, type Executor, type ReasoningMarkers, type TokenVocabulary } from '@switchyard/llm';
 import type { LlmModelOptions } from './llm-options.js';
 import { LOGIT_ROWS_OUTPUT, SAMPLED_OUTPUT, SAMPLE_ROWS_INPUT } from '@switchyard/llm/internal';
 import { SessionThread, type WireTensor } from '../onnxruntime/session-thread.js';
@@ -19,8 +19,12 @@ function owned(t: DecoderTensor): WireTensor {
   return { type: t.type as WireTensor['type'], dims: [...t.dims], data: whole ? d : d.slice() };
 }
 
-/** A decoder session on its own thread; on the CUDA execution provider of `gpu` when given. */
-export async function threadDecoderSession(modelFile: string, gpu?: number): Promise<DecoderSession> {
+/**
+ * A decoder session on its own thread; on the CUDA execution provider of `gpu` when given. With
+ * `sampleRows` false the thread does not load the sampler and `run` ignores a run's sample rows: the
+ * logits come back and the executor samples them (DecoderSession's contract).
+ */
+export async function threadDecoderSession(modelFile: string, gpu?: number, sampleRows = true): Promise<DecoderSession> {
   // The decoder gets the machine's cores for its operators: LLM steps are few and large.
   const thread = await SessionThread.create(
     modelFile,
@@ -28,7 +32,7 @@ export async function threadDecoderSession(modelFile: string, gpu?: number): Pro
       graphOptimizationLevel: 'all',
       ...(gpu !== undefined ? { executionProviders: [{ name: 'cuda', deviceId: gpu }] } : {}),
     },
-    { sampleRows: true },
+    { sampleRows },
   );
   const outputNames = thread.outputMetadata.map((m) => m.name);
   // 'logits' stays among the fetches: the thread leaves them in the outputs when it cannot sample them.
@@ -36,11 +40,12 @@ export async function threadDecoderSession(modelFile: string, gpu?: number): Pro
   return {
     inputMetadata: thread.inputMetadata,
     outputMetadata: thread.outputMetadata,
-    async run(feeds: Record<string, DecoderTensor>, sampleRows?: Float64Array): Promise<Record<string, DecoderTensor>> {
+    async run(feeds: Record<string, DecoderTensor>, rows?: Float64Array): Promise<Record<string, DecoderTensor>> {
       const wire: Record<string, WireTensor> = {};
       for (const [name, t] of Object.entries(feeds)) wire[name] = owned(t);
-      if (sampleRows !== undefined) wire[SAMPLE_ROWS_INPUT] = owned({ type: 'float64', dims: [sampleRows.length], data: sampleRows });
-      return (await thread.run(wire, sampleRows === undefined ? outputNames : sampledNames)) as unknown as Record<string, DecoderTensor>;
+      const sampled = sampleRows && rows !== undefined;
+      if (sampled) wire[SAMPLE_ROWS_INPUT] = owned({ type: 'float64', dims: [rows.length], data: rows });
+      return (await thread.run(wire, sampled ? sampledNames : outputNames)) as unknown as Record<string, DecoderTensor>;
     },
     release: () => thread.release(),
   };
@@ -64,7 +69,8 @@ export async function createOnnxLlmExecutor(
   /** The think markers of a model that names a reasoning parser: guided decoding starts after the reasoning. */
   reasoningMarkers?: ReasoningMarkers,
 ): Promise<{ executor: Executor; release: () => Promise<void> }> {
-  const session = await threadDecoderSession(modelFile, gpu);
+  // The thread loads the sampler only when the executor will ask it to sample (the same bound).
+  const session = await threadDecoderSession(modelFile, gpu, vocabSize >= THREAD_SAMPLING_MIN_VOCAB);
   try {
     const id = await modelId;
     const executor = OnnxExecutor.create(session, {
