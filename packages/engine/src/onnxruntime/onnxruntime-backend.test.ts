@@ -538,10 +538,11 @@ describe('onnxruntime inline execution', () => {
   });
 
   it('goes back to the session thread after a slow inline run, and inline again once the thread measures tiny runs', async () => {
-    // 64 chained 64x64 MatMuls: a row costs about 0.26 M multiply-adds (tens of microseconds, far under the 5 ms half bound),
-    // 16384 rows about four billion (hundreds of milliseconds, far over 5 x 10 ms: one such run alone closes the gate).
+    // 64 chained 64x64 MatMuls: a row costs about 0.26 M multiply-adds (tens of microseconds, far under the 1 ms half bound),
+    // 16384 rows about four billion (tens of milliseconds even at one core's AVX-512 peak, ~45 ms, and hundreds on older
+    // cores: far over 5 x 2 ms, so one such run alone closes the gate).
     const text = 'name: "slow" backend: "onnxruntime" max_batch_size: 16384 input { name: "INPUT0" data_type: TYPE_FP32 dims: [ 64 ] } output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 64 ] } ' + inlineOn();
-    await withModel('slow', text, slowModel(64, 64), { ...WIDE, maxRunNs: 10_000_000 }, async ({ model, instance, config }) => {
+    await withModel('slow', text, slowModel(64, 64), { ...WIDE, maxRunNs: 2_000_000 }, async ({ model, instance, config }) => {
       const inline = model.inline!;
       const small = () => instance.execute([normalizeRequest(config, request('slow', [tensor('INPUT0', 'FP32', [1, 64], new Float32Array(64).fill(1))]))]);
       /** Small runs until the gate opens (a run the loaded machine preempted may take a few more): how many ran. */
