@@ -28,7 +28,8 @@ const MODEL_FILES: Record<string, () => Uint8Array> = {
   variable: () => buildIdentityModel('FLOAT'),
   // Triton's qa onnx_nobatch_zero_1_float32: identity over [-1], no batch dimension of its own.
   ragged: () => buildIdentityModel('FLOAT', [-1]),
-  concurrent: () => buildMlpModel({ width: 512, layers: 4 }),
+  // 16 layers: a row's run (~4M multiply-adds) outlasts decoding the next request even on a fast core under load.
+  concurrent: () => buildMlpModel({ width: 512, layers: 16 }),
 };
 
 /** `<model>/1/model.onnx` for every fixture model; throws for a fixture model without a plan. */
