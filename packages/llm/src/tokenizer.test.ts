@@ -1,6 +1,6 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import fc from 'fast-check';
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildTinyTokenizerFiles, TINY_DECODER_SHAPE, tinySpecialTokenIds } from '@switchyard/onnx-builder';
@@ -164,5 +164,32 @@ describe('Tokenizer vocabulary figures', () => {
       ),
       { numRuns: 200 },
     );
+  });
+});
+
+describe('Tokenizer sharing', () => {
+  it('folders with the same tokenizer files share one tokenizer and one parsed tokenizer.json; other files, other tokenizers', async () => {
+    const a = writeTinyModelFolder();
+    const b = writeTinyModelFolder();
+    const c = writeTinyModelFolder();
+    try {
+      // c's config.json names other end ids: its tokenizer differs (eosTokenIds), its tokenizer.json is the same
+      const config = JSON.parse(readFileSync(join(c, 'config.json'), 'utf8')) as Record<string, unknown>;
+      writeFileSync(join(c, 'config.json'), JSON.stringify({ ...config, eos_token_id: [1, 2] }));
+      const [fa, fb, fc2] = await Promise.all([readModelFolder(a), readModelFolder(b), readModelFolder(c)]);
+      expect(fb.tokenizerKey).toBe(fa.tokenizerKey);
+      expect(fc2.tokenizerKey).not.toBe(fa.tokenizerKey);
+      expect(fb.tokenizerJson).toBe(fa.tokenizerJson);
+      expect(fc2.tokenizerJson).toBe(fa.tokenizerJson);
+      const ta = Tokenizer.fromModelFolderFiles(fa);
+      expect(Tokenizer.fromModelFolderFiles(fb)).toBe(ta);
+      expect(await Tokenizer.fromModelFolder(b)).toBe(ta);
+      const tc = Tokenizer.fromModelFolderFiles(fc2);
+      expect(tc).not.toBe(ta);
+      expect([...tc.eosTokenIds]).toEqual(expect.arrayContaining([1, 2]));
+      expect(tc.encode('shared files, same ids')).toEqual(ta.encode('shared files, same ids'));
+    } finally {
+      for (const d of [a, b, c]) rmSync(d, { recursive: true, force: true });
+    }
   });
 });

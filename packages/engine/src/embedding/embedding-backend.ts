@@ -343,7 +343,7 @@ export class EmbeddingBackend implements Backend {
     let options: EmbeddingModelOptions;
     try {
       const files = await readModelFolder(versionPath);
-      tokenizer = Tokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig, files.modelConfig);
+      tokenizer = Tokenizer.fromModelFolderFiles(files);
       options = await readEmbeddingOptions(config, versionPath, files);
     } catch (e) {
       return fail(e instanceof Error ? e.message.replace(`unable to load model '${modelName}': `, '') : String(e), e);
