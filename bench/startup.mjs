@@ -24,7 +24,9 @@ function parseArgs(argv) {
     const a = argv[i];
     if (a === '--runs') out.runs = Number(argv[++i]);
     else if (a === '--repo') {
-      const [name, rest] = argv[++i].split('=');
+      const spec = argv[++i];
+      const name = spec.slice(0, spec.indexOf('='));
+      const rest = spec.slice(spec.indexOf('=') + 1);
       const [path, ...flags] = rest.split(',');
       out.repos.push({ name, path, flags });
     } else if (a === '--node-arg') out.nodeArgs.push(argv[++i]);
