@@ -25,6 +25,7 @@ import type { EnsemblePort } from '../ensemble/ensemble-port.js';
 import { loadOutputLabels } from '../labels.js';
 import { configLimitChecks, type LoadLimits } from '../load-limits.js';
 import { gpuPlacement, type GpuProbe } from '../gpu/gpu-probe.js';
+import { LoadHandoffs } from './load-handoffs.js';
 import { LoadedVersion } from './loaded-version.js';
 import type { ModelSource } from './model-source.js';
 import { checkConfigName, completeBackendFields } from '../repository.js';
@@ -184,6 +185,8 @@ async function loadBackendVersion(
   // With 'model version loaded' (and its loadSecs) the pair an operator watches a slow load by.
   logger.info({ backend: base.backend || base.platform }, 'loading model version');
   const backend = resolveBackend(base, context.backends);
+  // What auto-complete built for loadModel (a session): released here if loadModel does not take it.
+  const handoff = new LoadHandoffs();
   const backendContext: BackendModelContext = {
     modelName: name,
     version,
@@ -191,11 +194,19 @@ async function loadBackendVersion(
     versionPath: join(source.path, String(version)),
     config: base,
     logger,
+    handoff,
   };
-  const config = await finalConfig(context, backend, base, backendContext);
-  // Label files are read with the config, before the backend: a missing one fails the load.
-  const labels = await loadOutputLabels(config, source.path);
-  const model = await backend.loadModel({ ...backendContext, config });
+  let config: ModelConfig;
+  let labels: Awaited<ReturnType<typeof loadOutputLabels>>;
+  let model: Awaited<ReturnType<Backend['loadModel']>>;
+  try {
+    config = await finalConfig(context, backend, base, backendContext);
+    // Label files are read with the config, before the backend: a missing one fails the load.
+    labels = await loadOutputLabels(config, source.path);
+    model = await backend.loadModel({ ...backendContext, config });
+  } finally {
+    await handoff.close();
+  }
   let instances: BackendInstance[] = [];
   const stats = new ModelStatsCollector(name, version);
   let scheduler: Scheduler;
