@@ -138,6 +138,14 @@ export interface BackendInstance {
 export interface BackendModel {
   createInstance(spec: InstanceSpec): Promise<BackendInstance>;
   /**
+   * The loader may create this model's instances side by side (Triton's parallel model instance
+   * loading, which its ONNX Runtime backend enables), as many at once as load slots are free
+   * (`--model-load-thread-count`); absent: one after another, in order. Either way the instances
+   * keep their order, and a failure releases the ones created and reports the first failing
+   * instance's error.
+   */
+  readonly parallelInstanceLoading?: boolean;
+  /**
    * LLM backends (`llm`, `mocker`): the version's generation endpoint, which the OpenAI door uses
    * directly (token ids in and out). Absent for every other backend.
    */

@@ -326,6 +326,9 @@ class OnnxRuntimeInstance implements BackendInstance {
 }
 
 class OnnxRuntimeModel implements BackendModel {
+  /** Each instance's session starts on its own thread: they may start side by side (as in Triton's backend). */
+  readonly parallelInstanceLoading = true;
+
   constructor(
     private readonly context: BackendModelContext,
     private readonly modelFile: string,
