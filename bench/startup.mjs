@@ -3,10 +3,11 @@
 // loaded, doors listening), CPU the process spent by then (all threads, from /proc/<pid>/stat), RSS
 // then and its peak, and the CPU of the threads alive then by name (/proc/<pid>/task/*/stat).
 //
-//   node bench/startup.mjs [--runs N] [--repo NAME=PATH[,flag...]]... [TREE...]
+//   node bench/startup.mjs [--runs N] [--repo NAME=PATH[,flag...]]... [--node-arg ARG]... [TREE...]
 //
 // TREEs are checkouts to compare (default: this one); runs alternate between them, one start of each
 // tree per round, so a noisy machine hits them alike. Medians per tree and repository are printed.
+// --node-arg passes a flag to each worker's Node.js (e.g. --cpu-prof).
 // Repositories default to the example repository, the e2e fixtures (every model, --exit-on-error=false,
 // as test/model-control.test.ts starts it) and the real-vocabulary LLM fixtures. Linux only (/proc).
 import { spawn } from 'node:child_process';
