@@ -87,6 +87,9 @@ interface RequestPlan {
 }
 
 class EmbeddingModel implements BackendModel {
+  /** Each instance is a session of its own on its own thread: they may start side by side. */
+  readonly parallelInstanceLoading = true;
+
   constructor(
     private readonly context: BackendModelContext,
     private readonly file: string,
