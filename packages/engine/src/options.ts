@@ -127,7 +127,7 @@ export interface EngineOptions {
   /**
    * Most models loading at once, at start-up and in a poll pass (tritonserver's `--model-load-thread-count`;
    * default 4). A slot no model is waiting for may build another instance of a loading ONNX Runtime
-   * model (Triton's parallel instance loading), so builds at once stay within this count too.
+   * or embedding model (Triton's parallel instance loading), so builds at once stay within this count too.
    */
   modelLoadThreadCount?: number;
   /**
