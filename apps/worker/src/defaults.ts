@@ -3,9 +3,9 @@
  * Kept apart from `options.ts` so the flag table (`flag-groups.ts`) can quote them in its help
  * without an import cycle.
  */
-import { DEFAULT_GENERATION_CONFIG_MODE, type WorkerRole } from '@switchyard/cluster';
+import type { WorkerRole } from '@switchyard/cluster';
 import { DOOR_LIMIT_DEFAULTS, type OpenAiParsingOptions } from '@switchyard/cli';
-import { DEFAULT_PREPROCESS_INLINE_CHARS, DEFAULT_PREPROCESS_THREADS } from '@switchyard/llm';
+import { DEFAULT_GENERATION_CONFIG_MODE, DEFAULT_PREPROCESS_INLINE_CHARS, DEFAULT_PREPROCESS_THREADS } from '@switchyard/llm';
 import type { WorkerOptions } from './options.js';
 import type { TraceFlagOptions } from './trace-options.js';
 

@@ -22,7 +22,7 @@ import {
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import type { GenerationConfigMode, WorkerRole } from '@switchyard/cluster';
-import { NAME_PATTERN } from '@switchyard/runtime';
+import { NAME_PATTERN } from '@switchyard/runtime/internal';
 import { TRACE_FLAG_DEFAULTS, traceConfigOf, type TraceFlagOptions } from './trace-options.js';
 import { checkModelConfigName } from '@switchyard/engine';
 import { DEFAULTS, DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, MAX_KV_TRANSFER_GBPS, MAX_KV_TRANSFER_TTL_SECS, MAX_MODEL_LOAD_THREAD_COUNT } from './defaults.js';

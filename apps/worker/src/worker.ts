@@ -1,27 +1,17 @@
 /**
  * Builds a worker from options: the engine over the model repositories, and the HTTP, gRPC and
  * metrics front doors over the engine; in cluster mode (--etcd and --nats) also the runtime roles
- * and a worker node (@switchyard/cluster) that joins the cluster. Owns the order of start-up and drain.
+ * and a worker node (@switchyard/cluster) that joins the cluster (`cluster-mode.ts`, loaded only in
+ * cluster mode). Owns the order of start-up and drain.
  */
-import { pinnedKvBlocks, startWorkerNode, type WorkerNode } from '@switchyard/cluster';
+import type { WorkerNode } from '@switchyard/cluster';
 import { doorLimits, timestampFormat } from '@switchyard/cli';
-import { SwitchyardError, type Logger } from '@switchyard/common';
-import {
-  createDiscovery,
-  createKvTransferPlane,
-  createEventPlane,
-  createRequestPlane,
-  type Discovery,
-  type EventPlane,
-  type KvTransferPlane,
-  type RequestPlane,
-  type RuntimeConfig,
-} from '@switchyard/runtime';
+import type { Logger } from '@switchyard/common';
 import { createEngine, NvidiaSmiProbe, type Engine, type ModelLoadStep } from '@switchyard/engine';
 import { configureSharedPreprocessPool } from '@switchyard/llm';
 import { readFileSync } from 'node:fs';
 import { type FrontDoorPorts, type GrpcTls, ServerSettings, SharedMemoryManager, TraceManager, checkTraceFilePath, createFrontDoors, initialTraceSettings } from '@switchyard/server';
-import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, grpcTlsFiles, isClusterMode, kvTransferAdvertise, openModelControlDoors, outputParsing, responseCacheByteSize, type WorkerOptions } from './options.js';
+import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, grpcTlsFiles, isClusterMode, openModelControlDoors, outputParsing, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { readWorkerEnvironment } from './environment.js';
 import { levelFor } from './logger.js';
 import { backendCommandLine, headerForwardPatterns, metricsSettings } from './setting-flags.js';
@@ -51,81 +41,6 @@ export interface WorkerHooks {
   onKvTransferServing?: (address: string) => void;
   /** Each step of a model version's load as it starts (the engine's `onLoadStep`; load-progress.ts). */
   onLoadStep?: (step: ModelLoadStep) => void;
-}
-
-/** Cluster mode, etcd unreachable at start: wait this long between attempts to join. */
-export const DISCOVERY_RETRY_MS = 1000;
-
-/**
- * Connect Discovery, retrying while etcd is unreachable (`unavailable`): a worker started during an
- * etcd outage waits for etcd (logging the first failure and every 30th) instead of exiting, like
- * everything else in the cluster that outlives one. Anything else (a bad option) fails at once.
- */
-async function connectDiscovery(config: RuntimeConfig, logger: Logger): Promise<Discovery> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await createDiscovery(config);
-    } catch (err) {
-      if (!(err instanceof SwitchyardError && err.code === 'unavailable')) throw err;
-      if (attempt === 1 || attempt % 30 === 0) logger.warn({ err, attempt }, `etcd unreachable: retrying every ${DISCOVERY_RETRY_MS} ms`);
-      await new Promise((r) => setTimeout(r, DISCOVERY_RETRY_MS));
-    }
-  }
-}
-
-/** The runtime's configuration in cluster mode. */
-function runtimeConfig(options: WorkerOptions, logger: Logger): RuntimeConfig & { namespace: string } {
-  return {
-    namespace: options.namespace ?? DEFAULT_CLUSTER_NAMESPACE,
-    etcdUrl: options.etcd!,
-    natsUrl: options.nats!,
-    ...(options.leaseTtlSecs !== undefined ? { leaseTtlSeconds: options.leaseTtlSecs } : {}),
-    logger: logger.child({ component: 'runtime' }),
-  };
-}
-
-/**
- * Connect the runtime roles the worker needs (the runtime's role factories: etcd Discovery, NATS
- * request plane, JetStream event plane; no routing table, Redis is the routers'), build the KV
- * transfer plane (TCP, worker to worker; the node starts its server once it serves an LLM) and join
- * the cluster. The node owns them all from then on.
- */
-async function joinCluster(options: WorkerOptions, engine: Engine, logger: Logger, hooks: WorkerHooks, kvTransferPlane: KvTransferPlane): Promise<WorkerNode> {
-  const config = runtimeConfig(options, logger);
-  const ns = config.namespace;
-  const discovery = await connectDiscovery(config, logger);
-  const closeQuietly = (c: { close(): Promise<void> }) => c.close().catch(() => {});
-  let requestPlane: RequestPlane | undefined;
-  let eventPlane: EventPlane | undefined;
-  try {
-    requestPlane = await createRequestPlane(config);
-    eventPlane = await createEventPlane(config);
-    const advertise = kvTransferAdvertise(options);
-    return await startWorkerNode({
-      engine,
-      discovery,
-      requestPlane,
-      eventPlane,
-      namespace: ns,
-      logger,
-      role: options.role ?? DEFAULT_WORKER_ROLE,
-      kvTransferPlane,
-      kvTransferServe: {
-        port: options.kvTransferPort ?? 0,
-        ...(advertise.host !== undefined ? { advertiseHost: advertise.host } : {}),
-      },
-      ...(advertise.port !== undefined ? { kvTransferAdvertisedAddress: options.kvTransferAddress! } : {}),
-      ...(hooks.onKvTransferServing !== undefined ? { onKvTransferServing: hooks.onKvTransferServing } : {}),
-      ...(options.kvEvents === false ? { kvEvents: false } : {}),
-      ...(hooks.onLeaseLost !== undefined ? { onLeaseLost: hooks.onLeaseLost } : {}),
-    });
-  } catch (err) {
-    if (eventPlane !== undefined) await closeQuietly(eventPlane);
-    if (requestPlane !== undefined) await closeQuietly(requestPlane);
-    await closeQuietly(discovery);
-    await closeQuietly(kvTransferPlane);
-    throw err;
-  }
 }
 
 /** The gRPC TLS files read (`--grpc-use-ssl`), or undefined; a file that cannot be read fails the start with its flag, path and reason. */
@@ -214,11 +129,15 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   });
   const shm = new SharedMemoryManager({ enabled: options.allowClientShm });
 
-  // cluster mode: KV moves worker to worker over TCP (disaggregated prefill/decode); standalone: none
-  const kvTransferPlane = isClusterMode(options) ? await createKvTransferPlane(runtimeConfig(options, logger)) : undefined;
+  // cluster mode: KV moves worker to worker over TCP (disaggregated prefill/decode); standalone: none,
+  // and the cluster's modules are not even loaded
+  const clusterMode = isClusterMode(options) ? await import('./cluster-mode.js') : undefined;
+  const kvTransferPlane = clusterMode === undefined ? undefined : await clusterMode.createKvTransferPlane(clusterMode.runtimeConfig(options, logger));
   const limits = doorLimits(options);
   const extraMetrics: Array<() => string> = [];
-  if (kvTransferPlane !== undefined) extraMetrics.push(() => renderWorkerMetrics({ kvTransfer: kvTransferPlane.counters(), pinnedBlocks: pinnedKvBlocks(engine) }));
+  if (clusterMode !== undefined && kvTransferPlane !== undefined) {
+    extraMetrics.push(() => renderWorkerMetrics({ kvTransfer: kvTransferPlane.counters(), pinnedBlocks: clusterMode.pinnedKvBlocks(engine) }));
+  }
   if (tracer.exporterStats() !== undefined) extraMetrics.push(() => renderTraceMetrics(tracer.exporterStats()!));
   const forward = headerForwardPatterns(options);
   const doors = createFrontDoors({
@@ -266,8 +185,8 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   let kvTransferAddress: string | undefined;
   try {
     ports = await doors.listen();
-    if (kvTransferPlane !== undefined) {
-      node = await joinCluster(options, engine, logger, { ...hooks, onKvTransferServing: (address) => ((kvTransferAddress = address), hooks.onKvTransferServing?.(address)) }, kvTransferPlane);
+    if (clusterMode !== undefined && kvTransferPlane !== undefined) {
+      node = await clusterMode.joinCluster(options, engine, logger, { ...hooks, onKvTransferServing: (address) => ((kvTransferAddress = address), hooks.onKvTransferServing?.(address)) }, kvTransferPlane);
     }
   } catch (err) {
     await kvTransferPlane?.close().catch(() => {});

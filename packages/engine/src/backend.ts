@@ -5,7 +5,9 @@
  * - `gpuSupport` — by the model loader, once per version load on a host with GPUs, before the
  *   instance groups are placed.
  * - `autoCompleteConfig` — by the model loader, once per version load, before the config is
- *   normalised, and only when auto-complete is on. Returns a completed copy; never mutates.
+ *   normalised, and only when auto-complete is on. Returns a completed copy; never mutates. What it
+ *   built that the load can use (a session read for the model's I/O) it may leave in the context's
+ *   `handoff` for `loadModel`.
  * - `loadModel` — by the model loader after the config is final; may check the config against
  *   the model file and throw (the version then becomes UNAVAILABLE with that message).
  * - `BackendModel.createInstance` — by the loader, once per instance of every instance group.
@@ -37,6 +39,22 @@ export interface BackendModelContext {
   versionPath: string;
   config: ModelConfig;
   logger: Logger;
+  /** This version load's handoff from `autoCompleteConfig` to `loadModel`; absent: keep nothing. */
+  handoff?: LoadHandoff;
+}
+
+/**
+ * What one version load carries from the backend's `autoCompleteConfig` to its `loadModel`:
+ * something costly auto-complete built that the load can use as is (the ONNX Runtime backend's
+ * session, whose I/O completed the config), under a key naming everything it was built from. The
+ * loader makes one per version load and closes it once `loadModel` has returned or thrown (or the
+ * load failed before it): whatever was not taken is released then. Taking a value makes its
+ * releasing the taker's.
+ */
+export interface LoadHandoff {
+  keep(key: string, value: object, release: () => Promise<void>): void;
+  /** The value kept under `key`, now the caller's; undefined when none. */
+  take(key: string): object | undefined;
 }
 
 export interface InstanceSpec {
@@ -119,6 +137,14 @@ export interface BackendInstance {
 
 export interface BackendModel {
   createInstance(spec: InstanceSpec): Promise<BackendInstance>;
+  /**
+   * The loader may create this model's instances side by side (Triton's parallel model instance
+   * loading, which its ONNX Runtime backend enables), as many at once as load slots are free
+   * (`--model-load-thread-count`); absent: one after another, in order. Either way the instances
+   * keep their order, and a failure releases the ones created and reports the first failing
+   * instance's error.
+   */
+  readonly parallelInstanceLoading?: boolean;
   /**
    * LLM backends (`llm`, `mocker`): the version's generation endpoint, which the OpenAI door uses
    * directly (token ids in and out). Absent for every other backend.

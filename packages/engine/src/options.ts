@@ -124,7 +124,11 @@ export interface EngineOptions {
    * releasing what did (tritonserver's `--exit-on-error`). false (default): it serves what loaded.
    */
   exitOnError?: boolean;
-  /** Most models loading at once, at start-up and in a poll pass (tritonserver's `--model-load-thread-count`; default 4). */
+  /**
+   * Most models loading at once, at start-up and in a poll pass (tritonserver's `--model-load-thread-count`;
+   * default 4). A slot no model is waiting for may build another instance of a loading ONNX Runtime
+   * or embedding model (Triton's parallel instance loading), so builds at once stay within this count too.
+   */
   modelLoadThreadCount?: number;
   /**
    * A repository path that is not a folder: `'throw'` (default) fails creation; `'not-live'` gives

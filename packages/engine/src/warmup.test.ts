@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Backend, BackendModel } from './backend.js';
+import { normalizeModelConfig, parseModelConfigText } from '@switchyard/model-config';
+import type { Backend, BackendInstance, BackendModel } from './backend.js';
 import { createEngine, type Engine } from './engine.js';
 import type { ModelLoadStep } from './model/model-loader.js';
 import { OnnxRuntimeBackend } from './onnxruntime/onnxruntime-backend.js';
 import { buildIdentityModel } from '@switchyard/onnx-builder';
 import { createRepository, type RepositoryFixture } from './test-support/repository-fixture.js';
+import { runWarmup } from './warmup.js';
 
 const IO = (type: string) =>
   `backend: "onnxruntime" max_batch_size: 4 input { name: "INPUT0" data_type: ${type} dims: [ 2 ] } output { name: "OUTPUT0" data_type: ${type} dims: [ 2 ] }`;
@@ -99,5 +101,49 @@ describe('model warmup', () => {
     const shape = index.find((r) => r.name === 'warm_bad_shape');
     expect(shape).toMatchObject({ state: 'UNAVAILABLE' });
     expect(shape?.reason).toContain("unexpected shape for input 'INPUT0'");
+  });
+});
+
+describe('runWarmup', () => {
+  const config = normalizeModelConfig(
+    parseModelConfigText(
+      `name: "w" ${IO('TYPE_FP32')} model_warmup { name: "a" batch_size: 1 count: 3 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 2 ] zero_data: true } } } model_warmup { name: "b" batch_size: 1 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 2 ] zero_data: true } } }`,
+      'config.pbtxt',
+    ),
+    { modelName: 'w' },
+  );
+
+  /** Instances that take a few ms per execution and record what runs at once; `failing` fail sample runs. */
+  function instances(n: number, failing: ReadonlySet<number> = new Set()) {
+    const log = { running: 0, peak: 0, runs: [] as string[] };
+    const list = Array.from({ length: n }, (_, i): BackendInstance => ({
+      name: `w_0_${i}`,
+      release: async () => undefined,
+      async execute() {
+        log.running++;
+        log.peak = Math.max(log.peak, log.running);
+        log.runs.push(`w_0_${i}`);
+        await new Promise((r) => setTimeout(r, 5));
+        log.running--;
+        if (failing.has(i)) throw new Error(`instance ${i} broke`);
+        return { results: [{ outputs: [] }] } as unknown as Awaited<ReturnType<BackendInstance['execute']>>;
+      },
+    }));
+    return { list, log };
+  }
+
+  it('runs a sample on every instance side by side, count times each, samples in order', async () => {
+    const { list, log } = instances(3);
+    await runWarmup(config, '/nonexistent', list);
+    expect(log.peak).toBe(3);
+    expect(log.runs.filter((r) => r === 'w_0_1')).toHaveLength(4); // a: 3 times, b: once
+    expect(log.runs).toHaveLength(12);
+  });
+
+  it("reports the first failing instance in order, as one-after-another warmup did, and runs no later sample", async () => {
+    const { list, log } = instances(3, new Set([1, 2]));
+    await expect(runWarmup(config, '/nonexistent', list)).rejects.toThrow("failed to warm up model 'w' instance 'w_0_1' with sample 'a': instance 1 broke");
+    // sample a only: instance 0 three times, the failing ones once each
+    expect(log.runs.sort()).toEqual(['w_0_0', 'w_0_0', 'w_0_0', 'w_0_1', 'w_0_2']);
   });
 });

@@ -1,6 +1,7 @@
 /**
  * Model warmup (`model_warmup` in the config): build each warmup sample as an ordinary request
- * and run it `count` times (at least once) on every instance before the version turns READY.
+ * and run it `count` times (at least once) on every instance before the version turns READY; the
+ * instances run a sample side by side, samples one after another in config order.
  * Samples go straight to the instances, bypassing scheduler and statistics, as in Triton.
  *
  * Data: `zero_data` = zeros (empty strings for BYTES); `random_data` = random values in a
@@ -98,19 +99,30 @@ export async function runWarmup(config: ModelConfig, modelPath: string, instance
     } catch (e) {
       throw unavailable(`failed to warm up model '${config.name}' with sample '${warmup.name}': ${e instanceof Error ? e.message : String(e)}`, e);
     }
-    for (const instance of instances) {
-      for (let i = 0; i < sample.count; i++) {
-        try {
-          const outcome = await instance.execute([sample.request]);
-          const result = outcome.results[0];
-          if (result !== undefined && 'error' in result) throw result.error;
-        } catch (e) {
-          throw unavailable(
-            `failed to warm up model '${config.name}' instance '${instance.name}' with sample '${warmup.name}': ${e instanceof Error ? e.message : String(e)}`,
-            e,
-          );
-        }
-      }
+    // The instances run the sample side by side (each computes on its own thread, as when they serve);
+    // the failure reported is the first instance's in order, as when they ran one after another.
+    const failures = await Promise.all(instances.map((instance) => runSample(instance, sample)));
+    const failed = failures.findIndex((f) => f !== undefined);
+    if (failed >= 0) {
+      const e = failures[failed]!.error;
+      throw unavailable(
+        `failed to warm up model '${config.name}' instance '${instances[failed]!.name}' with sample '${warmup.name}': ${e instanceof Error ? e.message : String(e)}`,
+        e,
+      );
     }
   }
+}
+
+/** Run `sample` `count` times on `instance`, one after another; the first failure, if any. */
+async function runSample(instance: BackendInstance, sample: WarmupSample): Promise<{ error: unknown } | undefined> {
+  for (let i = 0; i < sample.count; i++) {
+    try {
+      const outcome = await instance.execute([sample.request]);
+      const result = outcome.results[0];
+      if (result !== undefined && 'error' in result) throw result.error;
+    } catch (e) {
+      return { error: e };
+    }
+  }
+  return undefined;
 }

@@ -39,9 +39,13 @@
 // @switchyard/kserve or the engine, because this file is loaded as-is by Node, also under the test
 // runner, where workspace imports resolve to TypeScript sources.) Truncated data never gets here:
 // the engine checked every BYTES input.
+import { createRequire } from 'node:module';
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
-import * as ort from 'onnxruntime-node';
 import { runOrtSession } from '@switchyard/ort';
+
+// Required, not imported, as @switchyard/ort requires it: an ES import of this CommonJS package
+// would cost every session thread a scan of its sources for export names (~4 ms of ~45 to start).
+const ort = createRequire(import.meta.url)('onnxruntime-node');
 
 const utf8 = new TextDecoder('utf-8');
 

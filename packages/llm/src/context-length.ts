@@ -66,7 +66,16 @@ function keepsEveryByte(pre: Record<string, unknown>): boolean {
  * the longest vocabulary token in bytes (one byte per byte-level symbol) or added token (its UTF-8
  * content).
  */
-export function tokenByteBound(tokenizerJson: TokenizerJson, tokenizerConfig: TokenizerConfigJson = {}): number | undefined {
+export function tokenByteBound(
+  tokenizerJson: TokenizerJson,
+  tokenizerConfig: TokenizerConfigJson = {},
+  /**
+   * The vocabulary's tokens, when the caller holds them in something faster to iterate than the JSON
+   * object (the tokenizer library's token → id map); added tokens among them change nothing, as they
+   * count below by their UTF-8 length, never less than their length in UTF-16 units. Default: the JSON's keys.
+   */
+  vocabTokens?: Iterable<string>,
+): number | undefined {
   const model = tokenizerJson.model;
   if (model.type !== 'BPE' || model.vocab === undefined || Array.isArray(model.vocab)) return undefined;
   if (tokenizerJson['normalizer'] !== null && tokenizerJson['normalizer'] !== undefined) return undefined;
@@ -78,7 +87,7 @@ export function tokenByteBound(tokenizerJson: TokenizerJson, tokenizerConfig: To
   const vocab = model.vocab as Readonly<Record<string, number>>;
   for (const symbol of BYTE_SYMBOLS) if (!(symbol in vocab)) return undefined;
   let max = 1;
-  for (const token of Object.keys(vocab)) {
+  for (const token of vocabTokens ?? Object.keys(vocab)) {
     // Byte-level symbols are single BMP characters, one per byte.
     if (token.length > max) max = token.length;
   }

@@ -11,10 +11,12 @@
  * read with one buffer of its size. Failures are classified here: a missing required file is
  * `not_found`, a file that is not the JSON object we need, or too big, is `invalid_argument`.
  */
+import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { invalidArgument, notFound, resolveConfinedPath } from '@switchyard/common';
 import { MAX_GENERATION_CONFIG_BYTES } from './generation-config.js';
+import { WeakValueCache } from './weak-value-cache.js';
 
 /** The parts of tokenizer.json we read ourselves; the rest is passed to @huggingface/tokenizers as is. */
 export interface TokenizerJson {
@@ -68,7 +70,23 @@ export interface ModelFolderFiles {
   readonly chatTemplateFile: string | undefined;
   /** generation_config.json as a JSON object; undefined when absent (see `generationDefaults`). */
   readonly generationConfig: Readonly<Record<string, unknown>> | undefined;
+  /**
+   * SHA-256 (hex) naming the bytes of tokenizer.json, tokenizer_config.json and config.json: what a
+   * `Tokenizer` is built from. Two folders with the same key get the same tokenizer
+   * (`Tokenizer.fromModelFolderFiles` shares it).
+   */
+  readonly tokenizerKey: string;
 }
+
+/**
+ * Parsed tokenizer.json documents by the SHA-256 of their bytes, while some model holds one: a folder
+ * whose tokenizer.json another loaded model has already read gets that document, not a second parse
+ * (a real vocabulary's file is megabytes: Qwen 3's 11 MB take ~0.13 s to parse and ~100 MB to hold).
+ * Nothing mutates a parsed document, so sharing it is safe.
+ */
+const parsedTokenizerJson = new WeakValueCache<TokenizerJson>();
+
+const sha256 = (bytes: Uint8Array | undefined): string => (bytes === undefined ? '-' : createHash('sha256').update(bytes).digest('hex'));
 
 /**
  * The most bytes each file may have: several times the largest real exports (Gemma 3's tokenizer.json
@@ -84,21 +102,27 @@ export const MODEL_FOLDER_FILE_BYTES = {
 
 /** Reads `dir`; only tokenizer.json is required. */
 export async function readModelFolder(dir: string): Promise<ModelFolderFiles> {
-  const tokenizerText = await readModelFolderText(dir, 'tokenizer.json', MODEL_FOLDER_FILE_BYTES['tokenizer.json']);
-  if (tokenizerText === undefined) throw notFound(`model folder '${dir}' has no tokenizer.json`);
-  const tokenizerJson = parseObject(tokenizerText, 'tokenizer.json', dir);
-  if (typeof tokenizerJson['model'] !== 'object' || tokenizerJson['model'] === null) {
-    throw invalidArgument(`tokenizer.json in '${dir}' has no "model" object`);
+  const tokenizerBytes = await readModelFolderBytes(dir, 'tokenizer.json', MODEL_FOLDER_FILE_BYTES['tokenizer.json']);
+  if (tokenizerBytes === undefined) throw notFound(`model folder '${dir}' has no tokenizer.json`);
+  const tokenizerDigest = sha256(tokenizerBytes);
+  let tokenizerJson = parsedTokenizerJson.get(tokenizerDigest);
+  if (tokenizerJson === undefined) {
+    const parsed = parseObject(tokenizerBytes.toString('utf8'), 'tokenizer.json', dir);
+    if (typeof parsed['model'] !== 'object' || parsed['model'] === null) {
+      throw invalidArgument(`tokenizer.json in '${dir}' has no "model" object`);
+    }
+    tokenizerJson = parsedTokenizerJson.set(tokenizerDigest, parsed as TokenizerJson);
   }
-  const configText = await readModelFolderText(dir, 'tokenizer_config.json', MODEL_FOLDER_FILE_BYTES['tokenizer_config.json']);
-  const modelText = await readModelFolderText(dir, 'config.json', MODEL_FOLDER_FILE_BYTES['config.json']);
+  const configBytes = await readModelFolderBytes(dir, 'tokenizer_config.json', MODEL_FOLDER_FILE_BYTES['tokenizer_config.json']);
+  const modelBytes = await readModelFolderBytes(dir, 'config.json', MODEL_FOLDER_FILE_BYTES['config.json']);
   const generationText = await readModelFolderText(dir, 'generation_config.json', MODEL_FOLDER_FILE_BYTES['generation_config.json']);
   return {
     generationConfig: generationText === undefined ? undefined : parseObject(generationText, 'generation_config.json', dir),
-    tokenizerJson: tokenizerJson as TokenizerJson,
-    tokenizerConfig: configText === undefined ? {} : (parseObject(configText, 'tokenizer_config.json', dir) as TokenizerConfigJson),
-    modelConfig: modelText === undefined ? undefined : (parseObject(modelText, 'config.json', dir) as ModelConfigJson),
+    tokenizerJson,
+    tokenizerConfig: configBytes === undefined ? {} : (parseObject(configBytes.toString('utf8'), 'tokenizer_config.json', dir) as TokenizerConfigJson),
+    modelConfig: modelBytes === undefined ? undefined : (parseObject(modelBytes.toString('utf8'), 'config.json', dir) as ModelConfigJson),
     chatTemplateFile: await readModelFolderText(dir, 'chat_template.jinja', MODEL_FOLDER_FILE_BYTES['chat_template.jinja']),
+    tokenizerKey: createHash('sha256').update(`${tokenizerDigest} ${sha256(configBytes)} ${sha256(modelBytes)}`).digest('hex'),
   };
 }
 
@@ -119,6 +143,16 @@ export async function readModelFolderText(
   maxBytes: number,
   where: { readonly what: string; readonly within: string } = { what: `${name} of model folder '${dir}'`, within: 'that folder' },
 ): Promise<string | undefined> {
+  return (await readModelFolderBytes(dir, name, maxBytes, where))?.toString('utf8');
+}
+
+/** `readModelFolderText`'s bytes, before decoding (`readModelFolder` names them by digest). */
+async function readModelFolderBytes(
+  dir: string,
+  name: string,
+  maxBytes: number,
+  where: { readonly what: string; readonly within: string } = { what: `${name} of model folder '${dir}'`, within: 'that folder' },
+): Promise<Buffer | undefined> {
   const found = resolveConfinedPath(dir, name, where.what, where.within);
   if (!found.exists) return undefined;
   try {
@@ -137,7 +171,7 @@ export async function readModelFolderText(
         filled += bytesRead;
       }
       if (filled > info.size) throw invalidArgument(`${name} in '${dir}' changed while it was read`);
-      return buffer.subarray(0, filled).toString('utf8');
+      return buffer.subarray(0, filled);
     } finally {
       await file.close();
     }

@@ -1,11 +1,13 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import fc from 'fast-check';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildTinyTokenizerFiles, TINY_DECODER_SHAPE, tinySpecialTokenIds } from '@switchyard/onnx-builder';
 import { isSwitchyardError } from '@switchyard/common';
+import { tokenByteBound } from './context-length.js';
 import { Tokenizer } from './tokenizer.js';
-import { readModelFolder } from './tokenizer-files.js';
+import { readModelFolder, type TokenizerJson } from './tokenizer-files.js';
 
 /** A temporary model folder with the tiny model's tokenizer files (what the repository plan writes). */
 function writeTinyModelFolder(): string {
@@ -114,6 +116,80 @@ describe('readModelFolder errors', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
       rmSync(outside, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('Tokenizer vocabulary figures', () => {
+  /** GPT-2's byte symbols: a vocabulary holding all 256 has a byte bound (see tokenByteBound). */
+  const byteSymbols = (() => {
+    const out: string[] = [];
+    let shifted = 0;
+    for (let b = 0; b < 256; b++) {
+      const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+      out.push(String.fromCharCode(printable ? b : 256 + shifted++));
+    }
+    return out;
+  })();
+
+  it('vocabSize and maxTokenBytes are those of the JSON, whatever the ids, gaps and added tokens', () => {
+    const token = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 6 });
+    fc.assert(
+      fc.property(
+        fc.dictionary(token, fc.nat(5000), { maxKeys: 40 }),
+        fc.array(fc.record({ id: fc.nat(6000), content: token, special: fc.boolean() }), { maxLength: 6 }),
+        fc.boolean(),
+        fc.constantFrom('BPE', 'WordPiece'),
+        (extra, added, allBytes, type) => {
+          // Byte symbols first (ids 0..255 or a sparse half), then arbitrary tokens at arbitrary ids (collisions too).
+          const vocab: Record<string, number> = {};
+          byteSymbols.forEach((sym, i) => {
+            if (allBytes || i % 2 === 0) vocab[sym] = i;
+          });
+          Object.assign(vocab, extra);
+          const json = {
+            version: '1.0',
+            normalizer: null,
+            pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
+            post_processor: null,
+            decoder: { type: 'ByteLevel' },
+            added_tokens: added.map((t) => ({ ...t, single_word: false, lstrip: false, rstrip: false, normalized: false })),
+            model: type === 'BPE' ? { type, vocab, merges: [], unk_token: null } : { type, vocab, unk_token: byteSymbols[0], continuing_subword_prefix: '##', max_input_chars_per_word: 100 },
+          } as unknown as TokenizerJson;
+          const tok = Tokenizer.fromJson(json, {});
+          const ids = [...Object.values(vocab), ...added.map((t) => t.id)];
+          expect(tok.vocabSize).toBe(Math.max(-1, ...ids) + 1);
+          expect(tok.maxTokenBytes).toBe(tokenByteBound(json, {}));
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});
+
+describe('Tokenizer sharing', () => {
+  it('folders with the same tokenizer files share one tokenizer and one parsed tokenizer.json; other files, other tokenizers', async () => {
+    const a = writeTinyModelFolder();
+    const b = writeTinyModelFolder();
+    const c = writeTinyModelFolder();
+    try {
+      // c's config.json names other end ids: its tokenizer differs (eosTokenIds), its tokenizer.json is the same
+      const config = JSON.parse(readFileSync(join(c, 'config.json'), 'utf8')) as Record<string, unknown>;
+      writeFileSync(join(c, 'config.json'), JSON.stringify({ ...config, eos_token_id: [1, 2] }));
+      const [fa, fb, fc2] = await Promise.all([readModelFolder(a), readModelFolder(b), readModelFolder(c)]);
+      expect(fb.tokenizerKey).toBe(fa.tokenizerKey);
+      expect(fc2.tokenizerKey).not.toBe(fa.tokenizerKey);
+      expect(fb.tokenizerJson).toBe(fa.tokenizerJson);
+      expect(fc2.tokenizerJson).toBe(fa.tokenizerJson);
+      const ta = Tokenizer.fromModelFolderFiles(fa);
+      expect(Tokenizer.fromModelFolderFiles(fb)).toBe(ta);
+      expect(await Tokenizer.fromModelFolder(b)).toBe(ta);
+      const tc = Tokenizer.fromModelFolderFiles(fc2);
+      expect(tc).not.toBe(ta);
+      expect([...tc.eosTokenIds]).toEqual(expect.arrayContaining([1, 2]));
+      expect(tc.encode('shared files, same ids')).toEqual(ta.encode('shared files, same ids'));
+    } finally {
+      for (const d of [a, b, c]) rmSync(d, { recursive: true, force: true });
     }
   });
 });

@@ -11,7 +11,12 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import * as ort from 'onnxruntime-node';
+
+// Required, not imported: importing this CommonJS package from an ES module makes each thread that
+// loads it (every session thread; see ort-tensor.js) scan its sources for export names first, ~4 ms of the ~45 ms of
+// CPU a session thread takes to start.
+/** @type {typeof import('onnxruntime-node')} */
+const ort = createRequire(import.meta.url)('onnxruntime-node');
 
 /** onnxruntime-node's own installer of the libraries it does not bundle. */
 export function ortInstallScript() {

@@ -87,6 +87,9 @@ interface RequestPlan {
 }
 
 class EmbeddingModel implements BackendModel {
+  /** Each instance is a session of its own on its own thread: they may start side by side. */
+  readonly parallelInstanceLoading = true;
+
   constructor(
     private readonly context: BackendModelContext,
     private readonly file: string,
@@ -343,7 +346,7 @@ export class EmbeddingBackend implements Backend {
     let options: EmbeddingModelOptions;
     try {
       const files = await readModelFolder(versionPath);
-      tokenizer = Tokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig, files.modelConfig);
+      tokenizer = Tokenizer.fromModelFolderFiles(files);
       options = await readEmbeddingOptions(config, versionPath, files);
     } catch (e) {
       return fail(e instanceof Error ? e.message.replace(`unable to load model '${modelName}': `, '') : String(e), e);

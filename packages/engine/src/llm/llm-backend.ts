@@ -173,7 +173,7 @@ export class LlmBackend implements Backend {
     let vocabSize: number;
     try {
       files = await readModelFolder(versionPath);
-      tokenizer = Tokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig, files.modelConfig);
+      tokenizer = Tokenizer.fromModelFolderFiles(files);
       chatTemplate = ChatTemplate.fromTokenizerConfig(files.tokenizerConfig, files.chatTemplateFile);
       generation = generationDefaults(files.generationConfig, options.generationConfig ?? this.transfer.generationConfig);
       vocabSize = sampledVocabSize(tokenizer.vocabSize, files.modelConfig?.vocab_size);

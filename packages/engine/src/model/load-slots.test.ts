@@ -34,6 +34,32 @@ describe('LoadSlots', () => {
     expect(await slots.run(async () => 'next')).toBe('next');
   });
 
+  it('tryTake takes a free slot without waiting, none when all are taken; its release hands the slot on once', async () => {
+    const slots = new LoadSlots(2);
+    const first = slots.tryTake();
+    const second = slots.tryTake();
+    expect(first).toBeDefined();
+    expect(second).toBeDefined();
+    expect(slots.tryTake()).toBeUndefined();
+    let ran = false;
+    const waiting = slots.run(async () => {
+      ran = true;
+    });
+    await new Promise((r) => setImmediate(r));
+    expect(ran).toBe(false);
+    first!();
+    first!(); // a second call frees nothing more
+    await waiting;
+    expect(ran).toBe(true);
+    // the run's slot is free again, the second borrowed one still taken: one more, then none
+    const third = slots.tryTake();
+    expect(third).toBeDefined();
+    expect(slots.tryTake()).toBeUndefined();
+    second!();
+    third!();
+    expect(slots.tryTake()).toBeDefined();
+  });
+
   it('refuses a size below 1', () => {
     expect(() => new LoadSlots(0)).toThrow(RangeError);
   });

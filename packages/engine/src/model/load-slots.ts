@@ -2,7 +2,9 @@
  * `LoadSlots`: at most `size` model loads run at once (tritonserver's `--model-load-thread-count`);
  * further loads wait in arrival order. A load holds its slot only while it reads and builds one
  * model, never while it waits on another model, so nested loads (an ensemble's composing models)
- * cannot deadlock on slots.
+ * cannot deadlock on slots. A load may also borrow slots nobody is using (`tryTake`, never waiting)
+ * to create its instances side by side; a borrowed slot goes back, or to the next waiting load, once
+ * its instance is built.
  */
 export class LoadSlots {
   private busy = 0;
@@ -19,10 +21,26 @@ export class LoadSlots {
     try {
       return await work();
     } finally {
-      // hand the slot straight to the next load (busy stays the same), or free it
-      const next = this.waiting.shift();
-      if (next !== undefined) next();
-      else this.busy--;
+      this.free();
     }
+  }
+
+  /** A free slot, taken now (its release returned; call it once), or undefined when none is free. */
+  tryTake(): (() => void) | undefined {
+    if (this.busy >= this.size) return undefined;
+    this.busy++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.free();
+    };
+  }
+
+  /** Hand the slot straight to the next load (busy stays the same), or free it. */
+  private free(): void {
+    const next = this.waiting.shift();
+    if (next !== undefined) next();
+    else this.busy--;
   }
 }

@@ -83,6 +83,7 @@ export class ModelLifecycle {
       gpus: options.gpus,
       minComputeCapability: options.minComputeCapability,
       ...(options.onLoadStep !== undefined ? { onLoadStep: options.onLoadStep } : {}),
+      borrowLoadSlot: () => this.loadSlots.tryTake(),
     };
     this.loadSlots = new LoadSlots(options.modelLoadThreadCount);
     this.ensembles = new EnsembleDependencies({

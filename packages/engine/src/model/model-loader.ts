@@ -18,13 +18,14 @@ import {
   validateModelConfig,
   type ModelConfig,
 } from '@switchyard/model-config';
-import { resolveBackend, type Backend, type BackendInstance, type BackendModelContext } from '../backend.js';
+import { resolveBackend, type Backend, type BackendInstance, type BackendModelContext, type InstanceSpec } from '../backend.js';
 import { executeBatch } from '../batch-executor.js';
 import { loadEnsembleVersion } from '../ensemble/ensemble-model.js';
 import type { EnsemblePort } from '../ensemble/ensemble-port.js';
 import { loadOutputLabels } from '../labels.js';
 import { configLimitChecks, type LoadLimits } from '../load-limits.js';
 import { gpuPlacement, type GpuProbe } from '../gpu/gpu-probe.js';
+import { LoadHandoffs } from './load-handoffs.js';
 import { LoadedVersion } from './loaded-version.js';
 import type { ModelSource } from './model-source.js';
 import { checkConfigName, completeBackendFields } from '../repository.js';
@@ -48,6 +49,12 @@ export interface LoaderContext {
   minComputeCapability?: number;
   /** Told of each step of a version's load as it starts (`EngineOptions.onLoadStep`). */
   onLoadStep?: (step: ModelLoadStep) => void;
+  /**
+   * A load slot nobody uses, taken now (its release returned), or undefined (`LoadSlots.tryTake`):
+   * what lets a model that loads its instances in parallel create more than one at a time. Absent:
+   * one at a time.
+   */
+  borrowLoadSlot?: () => (() => void) | undefined;
 }
 
 /**
@@ -129,25 +136,49 @@ async function finalConfig(context: LoaderContext, backend: Backend, base: Model
 }
 
 async function createInstances(context: LoaderContext, config: ModelConfig, model: Awaited<ReturnType<Backend['loadModel']>>): Promise<BackendInstance[]> {
-  const instances: BackendInstance[] = [];
-  let index = 0;
-  try {
-    // Triton's order: per group, per count, one instance on each of the group's GPUs (one on the
-    // CPU for other kinds); the instances of one count share the name `<group>_<c>`.
-    for (const group of config.instance_group) {
-      const devices = group.kind === 'KIND_GPU' ? group.gpus : [0];
-      for (let c = 0; c < group.count; c++) {
-        for (const deviceId of devices) {
-          instances.push(await model.createInstance({ name: `${group.name}_${c}`, kind: group.kind, deviceId, index: index++ }));
+  // Triton's order: per group, per count, one instance on each of the group's GPUs (one on the
+  // CPU for other kinds); the instances of one count share the name `<group>_<c>`.
+  const specs: InstanceSpec[] = [];
+  for (const group of config.instance_group) {
+    const devices = group.kind === 'KIND_GPU' ? group.gpus : [0];
+    for (let c = 0; c < group.count; c++) {
+      for (const deviceId of devices) specs.push({ name: `${group.name}_${c}`, kind: group.kind, deviceId, index: specs.length });
+    }
+  }
+  if (specs.length === 0) throw invalidArgument(`unable to load model '${config.name}': the model has no instances (instance_group count is 0)`);
+  const instances: Array<BackendInstance | undefined> = specs.map(() => undefined);
+  const errors = new Map<number, unknown>();
+  let next = 0;
+  // One builder takes instances in order until all are built or one failed; the load's own slot runs
+  // the first, each free slot borrowed (parallel loading only) one more.
+  const builder = async (release?: () => void): Promise<void> => {
+    try {
+      while (errors.size === 0 && next < specs.length) {
+        const i = next++;
+        try {
+          instances[i] = await model.createInstance(specs[i]!);
+        } catch (e) {
+          errors.set(i, e);
         }
       }
+    } finally {
+      release?.();
     }
-    if (instances.length === 0) throw invalidArgument(`unable to load model '${config.name}': the model has no instances (instance_group count is 0)`);
-    return instances;
-  } catch (e) {
-    for (const instance of instances) await instance.release().catch(() => undefined);
-    throw e;
+  };
+  const builders = [builder()];
+  if (model.parallelInstanceLoading === true && context.borrowLoadSlot !== undefined) {
+    for (let k = 1; k < specs.length; k++) {
+      const release = context.borrowLoadSlot();
+      if (release === undefined) break;
+      builders.push(builder(release));
+    }
   }
+  await Promise.all(builders);
+  if (errors.size > 0) {
+    for (const instance of instances) await instance?.release().catch(() => undefined);
+    throw errors.get(Math.min(...errors.keys()));
+  }
+  return instances as BackendInstance[];
 }
 
 /** Load one version. Throws on any failure, with every partially created resource released. */
@@ -184,6 +215,8 @@ async function loadBackendVersion(
   // With 'model version loaded' (and its loadSecs) the pair an operator watches a slow load by.
   logger.info({ backend: base.backend || base.platform }, 'loading model version');
   const backend = resolveBackend(base, context.backends);
+  // What auto-complete built for loadModel (a session): released here if loadModel does not take it.
+  const handoff = new LoadHandoffs();
   const backendContext: BackendModelContext = {
     modelName: name,
     version,
@@ -191,11 +224,19 @@ async function loadBackendVersion(
     versionPath: join(source.path, String(version)),
     config: base,
     logger,
+    handoff,
   };
-  const config = await finalConfig(context, backend, base, backendContext);
-  // Label files are read with the config, before the backend: a missing one fails the load.
-  const labels = await loadOutputLabels(config, source.path);
-  const model = await backend.loadModel({ ...backendContext, config });
+  let config: ModelConfig;
+  let labels: Awaited<ReturnType<typeof loadOutputLabels>>;
+  let model: Awaited<ReturnType<Backend['loadModel']>>;
+  try {
+    config = await finalConfig(context, backend, base, backendContext);
+    // Label files are read with the config, before the backend: a missing one fails the load.
+    labels = await loadOutputLabels(config, source.path);
+    model = await backend.loadModel({ ...backendContext, config });
+  } finally {
+    await handoff.close();
+  }
   let instances: BackendInstance[] = [];
   const stats = new ModelStatsCollector(name, version);
   let scheduler: Scheduler;

@@ -125,6 +125,11 @@ async function createSession(context: BackendModelContext, path: string, setting
   }
 }
 
+/** What a CPU session was built from (`LoadHandoff` key): a session is reused only for the same file and options. */
+function sessionKey(modelFile: string, options: ort.InferenceSession.SessionOptions): string {
+  return `onnxruntime-session ${JSON.stringify([modelFile, options])}`;
+}
+
 function ioInfo(metadata: readonly WireValueMetadata[]): OnnxIoInfo[] {
   return metadata.map((m) => ({
     name: m.name,
@@ -321,6 +326,9 @@ class OnnxRuntimeInstance implements BackendInstance {
 }
 
 class OnnxRuntimeModel implements BackendModel {
+  /** Each instance's session starts on its own thread: they may start side by side (as in Triton's backend). */
+  readonly parallelInstanceLoading = true;
+
   constructor(
     private readonly context: BackendModelContext,
     private readonly modelFile: string,
@@ -414,7 +422,9 @@ export class OnnxRuntimeBackend implements Backend {
   async autoCompleteConfig(context: BackendModelContext): Promise<ModelConfig> {
     const config = context.config;
     if (config.input.length + config.batch_input.length > 0 && config.output.length > 0) return config;
-    const session = await createSession(context, await resolveModelFile(context), this.settings);
+    const modelFile = await resolveModelFile(context);
+    const session = await createSession(context, modelFile, this.settings);
+    let kept = false;
     try {
       const completed = autoCompleteOnnxConfig(config, sessionIo(session), this.settings.defaultMaxBatchSize);
       if (completed.max_batch_size !== config.max_batch_size) {
@@ -423,15 +433,22 @@ export class OnnxRuntimeBackend implements Backend {
           'autofilled max_batch_size since batching is supported but no max_batch_size is specified in the model configuration',
         );
       }
+      // The load takes this session for its I/O check (and first CPU instance) when it opens the same
+      // file with the same options: the model is read and optimised once, not twice.
+      if (context.handoff !== undefined) {
+        context.handoff.keep(sessionKey(modelFile, sessionOptions(config, this.settings, CPU)), session, () => session.release());
+        kept = true;
+      }
       return completed;
     } finally {
-      await session.release();
+      if (!kept) await session.release();
     }
   }
 
   async loadModel(context: BackendModelContext): Promise<BackendModel> {
     const modelFile = await resolveModelFile(context);
-    const session = await createSession(context, modelFile, this.settings);
+    const handedOff = context.handoff?.take(sessionKey(modelFile, sessionOptions(context.config, this.settings, CPU)));
+    const session = handedOff instanceof SessionThread ? handedOff : await createSession(context, modelFile, this.settings);
     let inline: InlineSession | undefined;
     try {
       checkOnnxIo(context.config, sessionIo(session));
