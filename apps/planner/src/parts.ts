@@ -26,7 +26,6 @@ import { EventPlaneObservationSource, PLANNER_COMPONENT, type WirePlannerDecisio
 import { MemoryConnector, POOLS, type Connector, type ObservationSource, type PlannerConfig, type Pool } from '@switchyard/planner';
 import {
   EtcdLeaderElection,
-  KubernetesConnector,
   componentName,
   createDiscovery,
   createEventPlane,
@@ -129,7 +128,9 @@ export async function openConnector(options: PartsOptions, logger: Logger, loads
   }
 }
 
-function kubernetesConnector(options: PartsOptions, logger: Logger): KubernetesConnector {
+/** The Kubernetes connector; its module (and @kubernetes/client-node) is loaded only for `--connector=kubernetes`. */
+async function kubernetesConnector(options: PartsOptions, logger: Logger): Promise<Connector> {
+  const { KubernetesConnector } = await import('@switchyard/runtime/kubernetes');
   return new KubernetesConnector({
     deployments: options.kubeDeployments,
     ...(options.kubeconfig === undefined ? {} : { kubeconfig: options.kubeconfig }),
@@ -180,7 +181,7 @@ export async function buildParts(options: PartsOptions, logger: Logger): Promise
   });
   let source: ObservationSource | undefined;
   try {
-    if (options.connector === 'kubernetes') kubernetesConnector(options, logger); // checks the configuration; holds nothing
+    if (options.connector === 'kubernetes') await kubernetesConnector(options, logger); // checks the configuration; holds nothing
     const built = await createObservationSource(options, logger);
     source = built.source;
     const connector = new LeaderHeldConnector(() => openConnector(options, logger, built.loads), election, logger);

@@ -146,4 +146,5 @@ export {
 export type { LocalConnectorOptions, LocalReplica, LocalReplicaState, ReplicaExit } from './connectors/local-connector.js';
 export { MAX_TEMPLATE_ARGS, MAX_TEMPLATE_ARG_LENGTH, PORT_PLACEHOLDERS, TEMPLATE_PLACEHOLDERS, parseWorkerTemplate } from './connectors/worker-template.js';
 export type { PortPlaceholder, TemplatePlaceholder, WorkerTemplate } from './connectors/worker-template.js';
-export { DEFAULT_KUBE_CONFLICT_RETRIES, DEFAULT_KUBE_REQUEST_TIMEOUT_MS, KubernetesConnector, type KubernetesConnectorOptions } from './connectors/kubernetes-connector.js';
+// The Kubernetes connector is the `@switchyard/runtime/kubernetes` entry: @kubernetes/client-node costs
+// ~0.4 s of CPU to import, which only a planner on Kubernetes needs.
