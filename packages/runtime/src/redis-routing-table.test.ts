@@ -293,6 +293,58 @@ describe('RedisRoutingTable (real Redis)', () => {
     }
   });
 
+  it('makes the memory table’s decisions on random indexes, prompts, candidate lists and settlements', async () => {
+    const t = await table();
+    const mem = new MemoryRoutingTable();
+    let state = 0x2545f491;
+    const rnd = (): number => {
+      // xorshift32: the same run every time
+      state ^= state << 13;
+      state ^= state >>> 17;
+      state ^= state << 5;
+      return (state >>> 0) / 2 ** 32;
+    };
+    const int = (n: number): number => Math.floor(rnd() * n);
+    const workers = Array.from({ length: 20 }, (_, i) => `w${i}`);
+    // chains: a shared prefix of 0..40 blocks, then one of three branches, each worker holding some leading
+    // part of its chain, some with a hole (a removed block) — overlap stops at the first block not held
+    const chain = (branch: number, len: number): SequenceHash[] => [...hashes(0, Math.min(len, 40)), ...hashes(10_000 * (branch + 1), Math.max(0, len - 40))];
+    for (const [i, w] of workers.entries()) {
+      if (i % 7 === 6) continue; // a few workers never indexed
+      const held = chain(i % 3, int(200));
+      const events = [stored(0, held)];
+      if (held.length > 10 && i % 4 === 0) events.push(removed(1, [held[int(held.length)]!]));
+      for (const x of [t, mem]) await x.applyEvents(w, events);
+    }
+    const live: string[] = [];
+    for (let k = 0; k < 120; k++) {
+      const candidates = Array.from({ length: 1 + int(workers.length + 4) }, () => workers[int(workers.length)]!);
+      const blockHashes = chain(int(3), int(260));
+      const over = req({
+        requestId: `diff${k}`,
+        blockHashes,
+        promptTokens: blockHashes.length * 16 + int(16),
+        candidates,
+        overlapWeight: [0, 1, 2.5][int(3)]!,
+        scoring: k % 9 === 8 ? 'load' : 'kv',
+        temperature: k % 4 === 3 ? 0.5 : 0,
+        random: rnd(),
+      });
+      const [a, b] = [await t.selectAndReserve(over), await mem.selectAndReserve(over)];
+      expect(a, `decision ${k}`).toEqual(b);
+      live.push(over.requestId);
+      if (rnd() < 0.5) {
+        const id = live[int(live.length)]!;
+        for (const x of [t, mem]) void x.markPrefillDone(id);
+      }
+      if (live.length > 6) {
+        const id = live.splice(int(live.length), 1)[0]!;
+        for (const x of [t, mem]) void x.release(id);
+      }
+    }
+    expect(await t.loads(1_000_000)).toEqual(await mem.loads(1_000_000));
+  }, 60_000);
+
   it('approximate mode records the routed prompt on the chosen worker until its TTL', async () => {
     const t = await table();
     const ttl = { ttlMs: 1000 };

@@ -282,26 +282,26 @@ export class RedisRoutingTable implements RoutingTable {
       for (const c of candidates) args.push(workerKey + c);
       for (const hash of request.blockHashes) args.push(blockKey + hash);
     }
-    // The reply is packed little-endian doubles: the chosen index, every candidate's overlap, then every
-    // candidate's record (generation, active, pending, requests). The (fractional) scores come from the
-    // selector the memory twin uses, fed the same inputs: the same doubles the script compared.
+    // The reply is two strings of little-endian doubles: the chosen index and every candidate's overlap,
+    // then every candidate's record (generation, active, pending, requests). The (fractional) scores come
+    // from the selector the memory twin uses, fed the same inputs: the same doubles the script compared.
     const n = candidates.length;
-    let r: Buffer;
+    let reply: Buffer[];
     try {
-      r = (await this.call('sySelectAndReserveBuffer', args)) as unknown as Buffer;
+      reply = (await this.call('sySelectAndReserveBuffer', args)) as unknown as Buffer[];
     } catch (e) {
       settleWaiters(waiters, e as SwitchyardError);
       throw e;
     }
     settleWaiters(waiters, undefined);
-    if (!Buffer.isBuffer(r) || r.length !== 8 * (1 + 5 * n)) {
-      throw internal(`redis sySelectAndReserve: unexpected reply of ${Buffer.isBuffer(r) ? r.length : typeof r} bytes`);
+    const [r, recs] = Array.isArray(reply) ? reply : [];
+    if (!Buffer.isBuffer(r) || !Buffer.isBuffer(recs) || r.length !== 8 * (1 + n) || recs.length !== 32 * n) {
+      throw internal(`redis sySelectAndReserve: unexpected reply (${Array.isArray(reply) ? reply.map((x) => (Buffer.isBuffer(x) ? x.length : typeof x)).join(', ') : typeof reply})`);
     }
     const input = { promptTokens, blockSize, overlapWeight: request.overlapWeight, scoring: request.scoring ?? 'kv' } as const;
-    const recs = 8 + 8 * n;
     const scores: WorkerScore[] = candidates.map((worker, i) =>
       scoreCandidate(
-        { worker, overlapBlocks: r.readDoubleLE(8 + 8 * i), activeBlocks: r.readDoubleLE(recs + 8 + 32 * i), prefillTokens: r.readDoubleLE(recs + 16 + 32 * i), treeSize: 0 },
+        { worker, overlapBlocks: r.readDoubleLE(8 + 8 * i), activeBlocks: recs.readDoubleLE(8 + 32 * i), prefillTokens: recs.readDoubleLE(16 + 32 * i), treeSize: 0 },
         input,
       ),
     );
