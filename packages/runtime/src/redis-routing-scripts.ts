@@ -319,12 +319,12 @@ return {last, count}
  * selectAndReserve. ARGV: the queued settlements (settleQueued: applied first, so the decision sees
  * this router's own releases), then requestId, promptTokens, blockSize, overlapWeight, scoring (kv|load),
  * temperature, random, now, reservationTtlMs, approxTtlMs (-1: not approximate), pruneBudget,
- * n, separator, then the n candidates' record keys (`<prefix>w:<worker>`) and the prompt's block
- * bitmap keys (`<prefix>b:<hash>`), both built by the caller: no string building per candidate or
- * block here. Packed (separator is one character no key contains): two more ARGV, the record keys
- * joined by it and the block keys joined by it — a handful of arguments instead of hundreds, far
- * cheaper for the client to encode. Unpacked (separator ''): one ARGV per record key, then one per
- * block key. Returns two binary strings of little-endian doubles (exact for every integer the script
+ * n, form ('L' packed | '' unpacked), the number of block keys, then the n candidates' record keys
+ * (`<prefix>w:<worker>`) and the prompt's block bitmap keys (`<prefix>b:<hash>`), both built by the
+ * caller: no string building per candidate or block here. Packed (every key shorter than 128 bytes):
+ * two more ARGV, the record keys and the block keys, each key preceded by its length in one byte — a
+ * handful of arguments instead of hundreds, far cheaper for the client to encode, and split here by
+ * struct.unpack many keys a call. Unpacked: one ARGV per record key, then one per block key. Returns two binary strings of little-endian doubles (exact for every integer the script
  * handles): the chosen index (1-based) and every candidate's overlap; then every candidate's record as
  * stored in `w:<worker>` (generation, reserved active blocks, pending prefill tokens, requests;
  * before this request). Two bulk strings instead of 1 + 3n integers keep the reply cheap to build,
@@ -352,41 +352,52 @@ local resTtl = tonumber(ARGV[o + 9])
 local approxTtl = tonumber(ARGV[o + 10])
 local budget = tonumber(ARGV[o + 11])
 local n = tonumber(ARGV[o + 12])
-local sep = ARGV[o + 13]
-local rkeys, keys
--- packed keys not split yet: kstr from kpos on (matching usually stops long before the last key)
+local nkeys = tonumber(ARGV[o + 14])
+local rkeys
+-- the prompt's block keys split so far (keys[1..nk]); packed ones not split yet: kstr from kpos on
+-- (matching usually stops long before the last key)
+local keys, nk = {}, 0
 local kstr, kpos
--- plain find + sub: a pattern match would test every character in Lua
-local sfind, ssub = string.find, string.sub
-if sep == '' then
-  rkeys = {unpack(ARGV, o + 14, o + 13 + n)}
-  keys = {unpack(ARGV, o + 14 + n)}
+local ssub, srep = string.sub, string.rep
+-- Packed: each key prefixed with its length (one byte), so struct.unpack splits a run of them in one
+-- call (format 'Bc0' per key: the length read, then that many bytes) — a call per key would cost more
+-- than the key's own read.
+local function split(s, pos, count)
+  local out = {sunpack('<' .. srep('Bc0', count), s, pos)}
+  local nextPos = out[count + 1]
+  out[count + 1] = nil
+  return out, nextPos
+end
+if ARGV[o + 13] == '' then
+  rkeys = {unpack(ARGV, o + 15, o + 14 + n)}
+  keys = {unpack(ARGV, o + 15 + n)}
+  nk = #keys
 else
-  local function split(s)
-    local out = {}
-    if s == '' then return out end
-    local pos, k = 1, 0
-    while true do
-      local e = sfind(s, sep, pos, true)
-      k = k + 1
-      if not e then out[k] = ssub(s, pos); return out end
-      out[k] = ssub(s, pos, e - 1)
-      pos = e + 1
+  local s = ARGV[o + 15]
+  local pos = 1
+  if n <= 1024 then
+    rkeys, pos = split(s, 1, n)
+  else
+    rkeys = {}
+    for i = 1, n, 1024 do
+      local part
+      part, pos = split(s, pos, math.min(i + 1023, n) - i + 1)
+      for j = 1, #part do rkeys[i + j - 1] = part[j] end
     end
   end
-  rkeys = split(ARGV[o + 14])
-  keys = {}
-  if ARGV[o + 15] ~= '' then kstr, kpos = ARGV[o + 15], 1 end
+  if pos ~= #s + 1 then return redis.error_reply('SY_INVALID malformed candidate list') end
+  if nkeys > 0 then kstr, kpos = ARGV[o + 16], 1 end
 end
 if #rkeys ~= n then return redis.error_reply('SY_INVALID malformed candidate list') end
-local nk = #keys
--- split packed keys until keys holds the first upto ones (or all)
+-- split packed keys until keys holds the first upto ones (or all), at most 1024 per call (the C stack)
 local function need(upto)
   while kpos and nk < upto do
-    local e = sfind(kstr, sep, kpos, true)
-    nk = nk + 1
-    if e then keys[nk] = ssub(kstr, kpos, e - 1); kpos = e + 1
-    else keys[nk] = ssub(kstr, kpos); kpos = nil end
+    local c = math.min(upto, nkeys, nk + 1024) - nk
+    local part
+    part, kpos = split(kstr, kpos, c)
+    for j = 1, c do keys[nk + j] = part[j] end
+    nk = nk + c
+    if nk >= nkeys then kpos = nil end
   end
 end
 -- candidate i's worker id (its record key without the prefix)

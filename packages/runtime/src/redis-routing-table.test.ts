@@ -6,7 +6,7 @@ import { routingTableConformance } from '@switchyard/kv-router/internal';
 import { startRedis, type RedisServer } from '@switchyard/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisRoutingTable, SNAPSHOT_CHUNK, routingKeyPrefix } from './redis-routing-table.js';
+import { RedisRoutingTable, SNAPSHOT_CHUNK, packKeys, routingKeyPrefix } from './redis-routing-table.js';
 
 type KvCacheEvent = Parameters<RedisRoutingTable['applyEvents']>[1][number];
 type SequenceHash = KvCacheEvent extends { data: infer D } ? (D extends { type: 'removed'; block_hashes: readonly (infer H)[] } ? H : never) : never;
@@ -134,26 +134,39 @@ describe('RedisRoutingTable (real Redis)', () => {
     expect(d2.worker).toBe('w2');
   });
 
-  it('matches any worker ids and hashes: packed with a free separator, unpacked when every separator occurs', async () => {
-    const odd = ['\n', '\u0001', '\u0002', '\u0003', '\u001f', '\t'];
-    const cases: [string, SequenceHash[]][] = [
-      ['plain', hashes(1, 3)],
-      ['newline', [h(1), `${h(2)}\n` as SequenceHash, `\n${h(3)}` as SequenceHash]], // packed with another separator
-      ['all', [h(1), odd.join('') as SequenceHash, `%]${h(3)}` as SequenceHash]], // no free separator: unpacked
-      ['empty', ['' as SequenceHash, h(2), h(3)]],
+  it('matches any worker ids and hashes: packed (length-prefixed) or unpacked (a key not ASCII, or of 128 bytes or more)', async () => {
+    const odd = ['\n', '\u0000', '\u0001', '\u007f', '\t'].join('');
+    const cases: [string, string, SequenceHash[]][] = [
+      ['plain', 'w1', hashes(1, 3)],
+      ['control characters', `w\n1${odd}`, [h(1), `${h(2)}${odd}` as SequenceHash, `\n${h(3)}` as SequenceHash]],
+      ['not ascii', 'wé', [h(1), 'ĥ2' as SequenceHash, h(3)]],
+      ['long hash', 'w1', [h(1), 'x'.repeat(200) as SequenceHash, h(3)]],
+      ['long worker id', 'w'.repeat(120), hashes(1, 3)],
+      ['empty', '', ['' as SequenceHash, h(2), h(3)]],
     ];
-    for (const [name, hs] of cases) {
+    for (const [name, w1, hs] of cases) {
       const t = await table();
-      const w1 = `w\n1${name === 'all' ? odd.join('') : ''}`;
       const w2 = `w%${name}[`;
       await t.applyEvents(w1, [stored(0, hs)]);
       await t.applyEvents(w2, [stored(0, hs.slice(0, 2))]);
-      const d = await t.selectAndReserve(req({ blockHashes: [...hs, h(99)], promptTokens: 64, candidates: [w2, '', w1, w2] }));
-      expect(d.scores.map((x) => [x.worker, x.overlapBlocks]), name).toEqual([[w2, 2], ['', 0], [w1, 3], [w2, 2]]);
+      const d = await t.selectAndReserve(req({ blockHashes: [...hs, h(99)], promptTokens: 64, candidates: [w2, 'other', w1, w2] }));
+      expect(d.scores.map((x) => [x.worker, x.overlapBlocks]), name).toEqual([[w2, 2], ['other', 0], [w1, 3], [w2, 2]]);
       expect(d.worker, name).toBe(w1);
       const empty = await t.selectAndReserve(req({ blockHashes: [], promptTokens: 0, candidates: [w1] }));
       expect(empty.scores[0]!.overlapBlocks, name).toBe(0);
     }
+  });
+
+  it('packKeys: each key after its length in one byte; undefined when a key is not ASCII or 128 bytes or more', () => {
+    expect(packKeys('p:', ['a', '', 'bc'])).toBe('\u0003p:a\u0002p:\u0004p:bc');
+    expect(packKeys('p:', [])).toBe('');
+    expect(packKeys('p:', ['x'.repeat(125)])).toBe(`\u007fp:${'x'.repeat(125)}`);
+    expect(packKeys('p:', ['x'.repeat(126)])).toBeUndefined();
+    expect(packKeys('p:', ['a', 'é'])).toBeUndefined();
+    expect(packKeys('p:', ['\u{1F600}'])).toBeUndefined();
+    expect(packKeys('p:', ['ab', 'cd'])).toBe('\u0004p:ab\u0004p:cd'); // one length: joined
+    expect(packKeys('p:', ['x'.repeat(126), 'y'.repeat(126)])).toBeUndefined();
+    expect(packKeys('p:', ['é', 'e'])).toBeUndefined();
   });
 
   it('load scoring ignores the cache; temperature 0 ties go to the fewest indexed blocks, then to random', async () => {

@@ -268,19 +268,18 @@ export class RedisRoutingTable implements RoutingTable {
       DEFAULT_PRUNE_BUDGET,
       candidates.length,
     );
-    // The candidates' record keys and the bitmap keys go packed (two strings joined by a character none
-    // of them contains) unless no such separator exists: hundreds of arguments cost the client far more
-    // to encode. Keys are built here, where a join is cheap, not per candidate and block in Lua.
-    const blockKey = `${this.prefix}b:`;
-    const workerKey = `${this.prefix}w:`;
-    const sep = pickSeparator(candidates, request.blockHashes, this.prefix);
-    if (sep !== '') {
-      const hashes = request.blockHashes;
-      args.push(sep, workerKey + candidates.join(sep + workerKey), hashes.length === 0 ? '' : blockKey + hashes.join(sep + blockKey));
+    // The candidates' record keys and the bitmap keys go packed (two strings, each key preceded by its
+    // length in one byte) unless a key is 128 bytes or longer or not ASCII: hundreds of arguments cost
+    // the client far more to encode. Keys are built here, where strings are cheap, not in Lua.
+    const hashes = request.blockHashes;
+    const records = packKeys(`${this.prefix}w:`, candidates);
+    const blocks = records === undefined ? undefined : packKeys(`${this.prefix}b:`, hashes);
+    if (records !== undefined && blocks !== undefined) {
+      args.push('L', hashes.length, records, blocks);
     } else {
-      args.push('');
-      for (const c of candidates) args.push(workerKey + c);
-      for (const hash of request.blockHashes) args.push(blockKey + hash);
+      args.push('', hashes.length);
+      for (const c of candidates) args.push(`${this.prefix}w:${c}`);
+      for (const hash of hashes) args.push(`${this.prefix}b:${hash}`);
     }
     // The reply is two strings of little-endian doubles: the chosen index and every candidate's overlap,
     // then every candidate's record (generation, active, pending, requests). The (fractional) scores come
@@ -402,18 +401,31 @@ function settleWaiters(waiters: readonly SettleWaiter[], err: SwitchyardError | 
   else for (const w of waiters) w.resolve();
 }
 
-/** Separators tried for packing selectAndReserve's lists (single bytes; the script splits with a plain find). */
-const SEPARATORS = ['\n', '\u0001', '\u0002', '\u0003', '\u001f', '\t'];
+/** One-character strings of the codes 0..127: a packed key's length (one byte in UTF-8). */
+const LENGTH_CHARS = Array.from({ length: 128 }, (_, i) => String.fromCharCode(i));
 
-/** A separator that no candidate, hash or the key prefix contains; '' if there is none (unpacked form). */
-function pickSeparator(candidates: readonly string[], hashes: readonly string[], prefix: string): string {
-  next: for (const sep of SEPARATORS) {
-    if (prefix.includes(sep)) continue;
-    for (const c of candidates) if (c.includes(sep)) continue next;
-    for (const h of hashes) if (h.includes(sep)) continue next;
-    return sep;
+/**
+ * The keys `prefix + id` for each id, each preceded by its length in one byte (the script's 'Bc0'
+ * struct.unpack format); undefined if one is 128 bytes or longer, or not ASCII (its length in
+ * characters would not be its length in bytes): those go unpacked.
+ */
+export function packKeys(prefix: string, ids: readonly string[]): string | undefined {
+  if (ids.length === 0) return '';
+  const first = ids[0]!.length;
+  let out = '';
+  if (ids.every((id) => id.length === first)) {
+    // one length (block hashes; a model's worker ids): one join
+    if (prefix.length + first > 127) return undefined;
+    const head = LENGTH_CHARS[prefix.length + first]! + prefix;
+    out = head + ids.join(head);
+  } else {
+    for (const id of ids) {
+      const length = prefix.length + id.length;
+      if (length > 127) return undefined;
+      out += LENGTH_CHARS[length]! + prefix + id;
+    }
   }
-  return '';
+  return Buffer.byteLength(out) === out.length ? out : undefined;
 }
 
 /** Redis reply prefixes meaning "not now" rather than "wrong". */
