@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { SwitchyardError } from '@switchyard/common';
+import { SwitchyardError, silentLogger } from '@switchyard/common';
 import type { RouteRequest } from '@switchyard/kv-router';
 import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { routingTableConformance } from '@switchyard/kv-router/internal';
@@ -43,6 +43,15 @@ const req = (over: Partial<RouteRequest> = {}): RouteRequest => ({
   now: 1_000_000,
   ...over,
 });
+
+/** Poll until `ok` holds (every 50 ms, at most 15 s). */
+async function waitFor(ok: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (!(await ok())) {
+    if (Date.now() > deadline) throw new Error('condition not reached within 15 s');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 
 async function rejection(p: Promise<unknown>): Promise<SwitchyardError> {
   try {
@@ -526,6 +535,80 @@ describe('RedisRoutingTable (real Redis)', () => {
     expect(await raw.hget(`${v1}gen`, 'w1')).toBe('0');
     expect(await raw.hget(`${v1}last`, 'w1')).toBe('7');
   });
+
+  it('a settlement that failed while Redis was down is sent again once it answers, not left until the reservation expires', async () => {
+    const own = await startRedis({ persistence: true });
+    try {
+      const ns = `rt${randomBytes(4).toString('hex')}`;
+      const t = await table(ns, own.url);
+      const other = await table(ns, own.url);
+      await t.selectAndReserve(req({ requestId: 'a', candidates: ['w1'], promptTokens: 32 }));
+      await t.selectAndReserve(req({ requestId: 'b', candidates: ['w1'], promptTokens: 16 }));
+      await t.selectAndReserve(req({ requestId: 'c', candidates: ['w1'], promptTokens: 16 }));
+      expect((await other.loads(1_000_000)).get('w1')).toEqual({ activeBlocks: 4, prefillTokens: 64, requests: 3 });
+      const outage = own.restart({ downMs: 1000 }); // the data survives (append-only file)
+      await waitFor(async () => {
+        try {
+          await t.lastEventId('w1');
+          return false;
+        } catch {
+          return true; // down
+        }
+      });
+      expect((await rejection(t.release('a'))).code).toBe('unavailable');
+      expect((await rejection(t.markPrefillDone('b'))).code).toBe('unavailable');
+      expect((await rejection(t.selectAndReserve(req({ requestId: 'd', candidates: ['w1'] })))).code).toBe('unavailable');
+      await outage;
+      // t makes no further call: the kept settlements go out by themselves once Redis answers
+      await waitFor(async () => {
+        try {
+          return (await other.loads(1_000_000)).get('w1')?.requests === 2;
+        } catch {
+          return false;
+        }
+      });
+      expect((await other.loads(1_000_000)).get('w1')).toEqual({ activeBlocks: 2, prefillTokens: 16, requests: 2 });
+      expect(t.droppedSettlements).toBe(0);
+    } finally {
+      await own.stop();
+    }
+  }, 60_000);
+
+  it('keeps at most maxRetainedSettlements failed settlements: the oldest are dropped, counted and logged', async () => {
+    const own = await startRedis({ persistence: true });
+    const warnings: unknown[] = [];
+    const logger = { ...silentLogger, warn: (obj: unknown) => void warnings.push(obj), child: () => logger };
+    try {
+      const ns = `rt${randomBytes(4).toString('hex')}`;
+      const t = await RedisRoutingTable.connect({ url: own.url, namespace: ns, logger, maxRetainedSettlements: 2 });
+      open.push(t);
+      const other = await table(ns, own.url);
+      for (const id of ['a', 'b', 'c']) await t.selectAndReserve(req({ requestId: id, candidates: ['w1'], promptTokens: 16 }));
+      const outage = own.restart({ downMs: 1000 });
+      await waitFor(async () => {
+        try {
+          await t.lastEventId('w1');
+          return false;
+        } catch {
+          return true;
+        }
+      });
+      for (const id of ['a', 'b', 'c']) expect((await rejection(t.release(id))).code).toBe('unavailable');
+      expect(t.droppedSettlements).toBe(1); // a's release: the oldest
+      await outage;
+      await waitFor(async () => {
+        try {
+          return (await other.loads(1_000_000)).get('w1')?.requests === 1;
+        } catch {
+          return false;
+        }
+      });
+      expect((await other.loads(1_000_000)).get('w1')).toMatchObject({ requests: 1 }); // a stays until it expires
+      expect(warnings).toContainEqual(expect.objectContaining({ dropped: 1 }));
+    } finally {
+      await own.stop();
+    }
+  }, 60_000);
 
   it('rejects unavailable while Redis is down (never hangs) and recovers after a restart', async () => {
     const own = await startRedis();

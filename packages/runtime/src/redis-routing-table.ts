@@ -40,7 +40,11 @@
  * usually the next decision, which applies them first; with nothing to ride on they go on their own
  * after `settleDelayMs` (DEFAULT_SETTLE_DELAY_MS), so other routers see a release at most that much
  * later. Their promises resolve once applied, and reject `unavailable` with the call that carried
- * them (a duplicate request id failing the decision does not fail them: they were applied first). replaceWorker stages the snapshot in chunks of `SNAPSHOT_CHUNK` blocks
+ * them (a duplicate request id failing the decision does not fail them: they were applied first).
+ * A settlement rejected `unavailable` is kept and sent again with the next calls, or on its own every
+ * `SETTLEMENT_RETRY_MS`, until Redis answers: a short outage does not leave its load counted until the
+ * reservation expires (300 s). At most `maxRetainedSettlements` are kept; past that the oldest are
+ * dropped, counted (`droppedSettlements`) and logged. replaceWorker stages the snapshot in chunks of `SNAPSHOT_CHUNK` blocks
  * under a fresh generation nobody reads, then the last chunk's script swaps it in: readers see either
  * the whole old index or the whole new one, never a mix. Events applied for the worker while its
  * snapshot is staged land in the old generation and are dropped by the swap (as the contract says:
@@ -91,8 +95,15 @@ export const DEFAULT_PRUNE_BUDGET = 1024;
  * usually) before it is sent on its own. Other routers see a release at most this much later.
  */
 export const DEFAULT_SETTLE_DELAY_MS = 2;
-/** Settlements queued at most: one more sends them at once. */
+/** Settlements queued at most: one more sends them at once. Also the most kept ones one call carries. */
 export const MAX_QUEUED_SETTLEMENTS = 256;
+/**
+ * Settlements kept, by default, after failing `unavailable` (Redis unreachable), to be sent again; past
+ * this the oldest are dropped (counted and logged): their reservations then expire after their TTL.
+ */
+export const DEFAULT_MAX_RETAINED_SETTLEMENTS = 8192;
+/** How often kept settlements are sent again while no other call carries them (ms). */
+export const SETTLEMENT_RETRY_MS = 250;
 /** Default per-command deadline: a call never waits longer for Redis. */
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 5_000;
 
@@ -108,6 +119,8 @@ export interface RedisRoutingTableOptions {
   readonly connectTimeoutMs?: number;
   /** How long markPrefillDone / release wait for a call to ride on (ms, >= 0, default DEFAULT_SETTLE_DELAY_MS). */
   readonly settleDelayMs?: number;
+  /** Failed settlements kept to be sent again, at most (>= 0, default DEFAULT_MAX_RETAINED_SETTLEMENTS). */
+  readonly maxRetainedSettlements?: number;
 }
 
 /** The event and snapshot types, as the role declares them (@switchyard/llm's, without depending on it). */
@@ -151,14 +164,30 @@ export class RedisRoutingTable implements RoutingTable {
   private queued: string[] = [];
   private waiters: SettleWaiter[] = [];
   private settleTimer: ReturnType<typeof setTimeout> | undefined;
+  /**
+   * Settlements whose call failed `unavailable` (kind and request id, oldest first; their callers were
+   * told): they go again, ahead of the queued ones, with the next script calls, at most
+   * MAX_QUEUED_SETTLEMENTS a call, and every SETTLEMENT_RETRY_MS while none is made. Sending one twice
+   * is harmless (a second release or prefill done of a request is a no-op; request ids are unique).
+   */
+  private retained: string[] = [];
+  private retryTimer: ReturnType<typeof setTimeout> | undefined;
+  private dropped = 0;
+  private droppedNotLogged = 0;
 
   private constructor(
     private readonly redis: Redis,
     readonly prefix: string,
     private readonly log: Logger,
     private readonly settleDelayMs: number,
+    private readonly maxRetained: number,
   ) {
     this.seqKey = `${prefix}seq`;
+  }
+
+  /** Failed settlements dropped so far because more than `maxRetainedSettlements` were kept. */
+  get droppedSettlements(): number {
+    return this.dropped;
   }
 
   /** Connect (fails `unavailable` if Redis does not answer within `connectTimeoutMs`). */
@@ -168,6 +197,8 @@ export class RedisRoutingTable implements RoutingTable {
     }
     const settleDelayMs = options.settleDelayMs ?? DEFAULT_SETTLE_DELAY_MS;
     if (!Number.isFinite(settleDelayMs) || settleDelayMs < 0) throw invalidArgument(`settleDelayMs must be >= 0, got ${settleDelayMs}`);
+    const maxRetained = options.maxRetainedSettlements ?? DEFAULT_MAX_RETAINED_SETTLEMENTS;
+    if (!Number.isInteger(maxRetained) || maxRetained < 0) throw invalidArgument(`maxRetainedSettlements must be an integer >= 0, got ${maxRetained}`);
     const log = (options.logger ?? silentLogger).child({ component: 'redis-routing-table', namespace: options.namespace });
     const redis = new Redis(options.url, {
       lazyConnect: true,
@@ -194,7 +225,7 @@ export class RedisRoutingTable implements RoutingTable {
       redis.disconnect();
       throw unavailable(`cannot connect to Redis at ${options.url}: ${(e as Error).message}`, e);
     }
-    return new RedisRoutingTable(redis, routingKeyPrefix(options.namespace), log, settleDelayMs);
+    return new RedisRoutingTable(redis, routingKeyPrefix(options.namespace), log, settleDelayMs, maxRetained);
   }
 
   async applyEvents(worker: WorkerId, events: readonly KvCacheEvent[]): Promise<ApplyResult> {
@@ -252,8 +283,7 @@ export class RedisRoutingTable implements RoutingTable {
     const ttl = request.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS;
     const approx = request.approximate === undefined ? -1 : request.approximate.ttlMs;
     // the queued settlements ride along (applied first, so this decision sees this router's releases)
-    const waiters = this.waiters;
-    const args = this.takeQueued();
+    const { args, waiters, sent } = this.takeQueued();
     args.push(
       request.requestId,
       promptTokens,
@@ -289,10 +319,10 @@ export class RedisRoutingTable implements RoutingTable {
     try {
       reply = (await this.call('sySelectAndReserveBuffer', args)) as unknown as Buffer[];
     } catch (e) {
-      settleWaiters(waiters, e as SwitchyardError);
+      this.settled(waiters, sent, e as SwitchyardError);
       throw e;
     }
-    settleWaiters(waiters, undefined);
+    this.settled(waiters, sent, undefined);
     const [r, recs] = Array.isArray(reply) ? reply : [];
     if (!Buffer.isBuffer(r) || !Buffer.isBuffer(recs) || r.length !== 8 * (1 + n) || recs.length !== 32 * n) {
       throw internal(`redis sySelectAndReserve: unexpected reply (${Array.isArray(reply) ? reply.map((x) => (Buffer.isBuffer(x) ? x.length : typeof x)).join(', ') : typeof reply})`);
@@ -330,9 +360,11 @@ export class RedisRoutingTable implements RoutingTable {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    // what is queued goes out before the connection closes (its callers are told how it went)
+    // what is queued (and a batch of what is kept) goes out before the connection closes (its callers
+    // are told how it went); what is kept after that is left to expire
     const settled = this.flush();
     this.closed = true;
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
     try {
       await this.redis.quit();
     } catch {
@@ -352,36 +384,77 @@ export class RedisRoutingTable implements RoutingTable {
   }
 
   /**
-   * The queued settlements as the leading script arguments (count, then kind and request id each);
-   * the queue is left empty. Their waiters are `this.waiters` as it was before the call.
+   * The settlements to send as the leading script arguments (count, then kind and request id each):
+   * up to MAX_QUEUED_SETTLEMENTS kept ones, then every queued one; the queue is left empty. `waiters`
+   * await the queued ones; `sent` is every pair sent (kept again if the call fails `unavailable`).
    */
-  private takeQueued(): (string | number)[] {
-    const args: (string | number)[] = [this.waiters.length, ...this.queued];
+  private takeQueued(): { args: (string | number)[]; waiters: SettleWaiter[]; sent: string[] } {
+    const retry = this.retained.length === 0 ? this.retained : this.retained.splice(0, 2 * MAX_QUEUED_SETTLEMENTS);
+    const sent = retry.length === 0 ? this.queued : retry.concat(this.queued);
+    const args: (string | number)[] = [sent.length / 2, ...sent];
+    const waiters = this.waiters;
+    if (retry === this.retained) this.retained = [];
     this.queued = [];
     this.waiters = [];
     if (this.settleTimer !== undefined) clearTimeout(this.settleTimer);
     this.settleTimer = undefined;
-    return args;
+    return { args, waiters, sent };
   }
 
-  /** Send the queued settlements on their own (nothing to ride on); never rejects. */
+  /**
+   * How the call carrying settlements went. A script that ran applied them first, whatever failed
+   * after (a duplicate request id, a script error): only a call that may not have reached Redis
+   * (`unavailable`) fails their waiters, and they are kept to be sent again (a retry after one that
+   * did reach Redis is a no-op).
+   */
+  private settled(waiters: readonly SettleWaiter[], sent: string[], err: SwitchyardError | undefined): void {
+    if (err === undefined || err.code !== 'unavailable') {
+      for (const w of waiters) w.resolve();
+      return;
+    }
+    for (const w of waiters) w.reject(err);
+    if (sent.length === 0 || this.closed) return;
+    // older than anything kept meanwhile: back in front
+    this.retained = this.retained.length === 0 ? sent : sent.concat(this.retained);
+    const excess = this.retained.length / 2 - this.maxRetained;
+    if (excess > 0) {
+      this.retained.splice(0, 2 * excess);
+      this.dropped += excess;
+      this.droppedNotLogged += excess;
+    }
+    this.retryTimer ??= setTimeout(() => {
+      this.retryTimer = undefined;
+      if (this.droppedNotLogged > 0) {
+        this.log.warn(
+          { dropped: this.droppedNotLogged, droppedTotal: this.dropped, kept: this.retained.length / 2 },
+          'routing table: settlements that could not reach Redis dropped (the oldest, past maxRetainedSettlements): their reservations count until they expire',
+        );
+        this.droppedNotLogged = 0;
+      }
+      void this.flush();
+    }, SETTLEMENT_RETRY_MS);
+    this.retryTimer.unref?.();
+  }
+
+  /** Send the queued and kept settlements on their own (nothing to ride on); never rejects. */
   private async flush(): Promise<void> {
-    if (this.waiters.length === 0) return;
-    const waiters = this.waiters;
-    const args = this.takeQueued();
+    if (this.waiters.length === 0 && this.retained.length === 0) return;
+    const { args, waiters, sent } = this.takeQueued();
     try {
       await this.call('sySettle', args);
-      settleWaiters(waiters, undefined);
+      this.settled(waiters, sent, undefined);
     } catch (e) {
-      settleWaiters(waiters, e as SwitchyardError);
+      this.settled(waiters, sent, e as SwitchyardError);
     }
+    // more kept than one call carries: the next batch
+    if (this.retained.length > 0 && !this.closed && this.retryTimer === undefined) void this.flush();
   }
 
   /** Run one script; every failure leaves here classified. Queued settlements go out first. */
   private async call(name: RoutingScriptName | `${RoutingScriptName}Buffer`, args: (string | number)[]): Promise<Reply> {
     if (this.closed) throw unavailable('routing table is closed');
     // one connection runs commands in order: these are applied before the call that follows
-    if (this.waiters.length > 0) void this.flush();
+    if (this.waiters.length > 0 || this.retained.length > 0) void this.flush();
     const fn = (this.redis as unknown as Record<string, ScriptFn>)[name]!;
     try {
       return await fn.call(this.redis, this.seqKey, ...args);
@@ -389,16 +462,6 @@ export class RedisRoutingTable implements RoutingTable {
       throw classify(e, name, this.log);
     }
   }
-}
-
-/**
- * Tell the waiters of settlements how the script call carrying them went. A script that ran applied
- * them first, whatever failed after (a duplicate request id, a script error): only a call that may
- * not have reached Redis (`unavailable`) fails them.
- */
-function settleWaiters(waiters: readonly SettleWaiter[], err: SwitchyardError | undefined): void {
-  if (err !== undefined && err.code === 'unavailable') for (const w of waiters) w.reject(err);
-  else for (const w of waiters) w.resolve();
 }
 
 /** One-character strings of the codes 0..127: a packed key's length (one byte in UTF-8). */
