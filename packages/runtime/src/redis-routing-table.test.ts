@@ -574,6 +574,43 @@ describe('RedisRoutingTable (real Redis)', () => {
     }
   }, 60_000);
 
+  it('more kept settlements than one call carries all go once Redis answers', async () => {
+    const own = await startRedis({ persistence: true });
+    try {
+      const ns = `rt${randomBytes(4).toString('hex')}`;
+      const t = await table(ns, own.url);
+      const other = await table(ns, own.url);
+      const ids = Array.from({ length: 700 }, (_, i) => `m${i}`);
+      for (const id of ids) await t.selectAndReserve(req({ requestId: id, candidates: ['w1', 'w2'], promptTokens: 16 }));
+      const outage = own.restart({ downMs: 1000 });
+      await waitFor(async () => {
+        try {
+          await t.lastEventId('w1');
+          return false;
+        } catch {
+          return true;
+        }
+      });
+      const failed = await Promise.all(ids.map((id) => rejection(id.endsWith('7') ? t.markPrefillDone(id) : t.release(id))));
+      expect(failed.every((e) => e.code === 'unavailable')).toBe(true);
+      await outage;
+      await waitFor(async () => {
+        try {
+          const w1 = (await other.loads(1_000_000)).get('w1');
+          const w2 = (await other.loads(1_000_000)).get('w2');
+          return (w1?.requests ?? 0) + (w2?.requests ?? 0) === 70;
+        } catch {
+          return false;
+        }
+      });
+      const loads = [...(await other.loads(1_000_000)).values()];
+      expect(loads.reduce((a, l) => a + l.prefillTokens, 0)).toBe(0); // the 70 left had their prefill done
+      expect(t.droppedSettlements).toBe(0);
+    } finally {
+      await own.stop();
+    }
+  }, 60_000);
+
   it('keeps at most maxRetainedSettlements failed settlements: the oldest are dropped, counted and logged', async () => {
     const own = await startRedis({ persistence: true });
     const warnings: unknown[] = [];
