@@ -112,7 +112,7 @@ export async function measureDecisions({ quick = false } = {}) {
   // taken between the decisions (after each, untimed for it) so both see the same moments of noise.
   const bare = new Redis(server.url, { enableOfflineQueue: false });
   bare.defineCommand('floorScript', { numberOfKeys: 1, lua: 'return 1' });
-  const floor = { ping: [], evalsha: [] };
+  const floor = { ping: [], evalsha: [], pingCpuUs: 0, evalshaCpuUs: 0 };
   try {
     const table = await RedisRoutingTable.connect({ url: server.url, namespace: 'bench' });
     try {
@@ -123,12 +123,18 @@ export async function measureDecisions({ quick = false } = {}) {
           before = await commandCounts(admin);
         },
         between: async () => {
+          let c = process.cpuUsage();
           let t = performance.now();
           await bare.ping();
           floor.ping.push(performance.now() - t);
+          let used = process.cpuUsage(c);
+          floor.pingCpuUs += used.user + used.system;
+          c = process.cpuUsage();
           t = performance.now();
           await bare.floorScript('{sy:bench}:floor');
           floor.evalsha.push(performance.now() - t);
+          used = process.cpuUsage(c);
+          floor.evalshaCpuUs += used.user + used.system;
         },
         done: async () => {
           const after = await commandCounts(admin);
@@ -146,7 +152,8 @@ export async function measureDecisions({ quick = false } = {}) {
     admin.disconnect();
     await server.stop();
   }
-  results.floor = { ping: latencies(floor.ping), evalsha: latencies(floor.evalsha) };
+  const n = floor.ping.length;
+  results.floor = { ping: { ...latencies(floor.ping), cpu_us: Math.round(floor.pingCpuUs / n) }, evalsha: { ...latencies(floor.evalsha), cpu_us: Math.round(floor.evalshaCpuUs / n) } };
   results.memory = await measure(new MemoryRoutingTable(), shape);
   const row = (table, r) => ({ table, 'index load s': r.loadSec ?? '', 'p50 us': r.p50_us, 'p90 us': r.p90_us, 'p99 us': r.p99_us, 'max us': r.max_us, 'router cpu us': r.cpu_us ?? '' });
   console.table([row('memory', results.memory), row('redis', results.redis), row('floor: PING', results.floor.ping), row("floor: EVALSHA 'return 1'", results.floor.evalsha)]);
