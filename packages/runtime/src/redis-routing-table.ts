@@ -365,6 +365,9 @@ export class RedisRoutingTable implements RoutingTable {
     const settled = this.flush();
     this.closed = true;
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    if (this.retained.length > 0) {
+      this.log.warn({ dropped: this.retained.length / 2 }, 'routing table closed with settlements that could not reach Redis: their reservations count until they expire');
+    }
     try {
       await this.redis.quit();
     } catch {
@@ -389,11 +392,10 @@ export class RedisRoutingTable implements RoutingTable {
    * await the queued ones; `sent` is every pair sent (kept again if the call fails `unavailable`).
    */
   private takeQueued(): { args: (string | number)[]; waiters: SettleWaiter[]; sent: string[] } {
-    const retry = this.retained.length === 0 ? this.retained : this.retained.splice(0, 2 * MAX_QUEUED_SETTLEMENTS);
+    const retry = this.retained.splice(0, 2 * MAX_QUEUED_SETTLEMENTS);
     const sent = retry.length === 0 ? this.queued : retry.concat(this.queued);
     const args: (string | number)[] = [sent.length / 2, ...sent];
     const waiters = this.waiters;
-    if (retry === this.retained) this.retained = [];
     this.queued = [];
     this.waiters = [];
     if (this.settleTimer !== undefined) clearTimeout(this.settleTimer);
