@@ -324,8 +324,9 @@ return {last, count}
  * caller: no string building per candidate or block here. Packed (every key shorter than 128 bytes):
  * two more ARGV, the record keys and the block keys, each key preceded by its length in one byte — a
  * handful of arguments instead of hundreds, far cheaper for the client to encode, and split here by
- * struct.unpack many keys a call. Unpacked: one ARGV per record key, then one per block key. Returns two binary strings of little-endian doubles (exact for every integer the script
- * handles): the chosen index (1-based) and every candidate's overlap; then every candidate's record as
+ * struct.unpack many keys a call. Unpacked: one ARGV per record key, then one per block key.
+ * Returns two binary strings of little-endian doubles (exact for every integer the script handles):
+ * the chosen index (1-based) and every candidate's overlap; then every candidate's record as
  * stored in `w:<worker>` (generation, reserved active blocks, pending prefill tokens, requests;
  * before this request). Two bulk strings instead of 1 + 3n integers keep the reply cheap to build,
  * send and parse, and copying the stored records builds no string per candidate.

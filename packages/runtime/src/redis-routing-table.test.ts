@@ -290,10 +290,10 @@ describe('RedisRoutingTable (real Redis)', () => {
     expect(await other.loads(1_000_000)).toEqual(new Map());
   });
 
-  it('more candidates than one unpack call takes (256): the same decisions as the memory table', async () => {
+  it('more candidates than one unpack call takes (256, 1024): the same decisions as the memory table', async () => {
     const t = await table();
     const mem = new MemoryRoutingTable();
-    const workers = Array.from({ length: 600 }, (_, i) => `w${i}`);
+    const workers = Array.from({ length: 1100 }, (_, i) => `w${i}`);
     for (const [i, w] of workers.entries()) {
       const own = [...hashes(1, 4), ...hashes(1000 + i * 10, (i * 7) % 9)];
       for (const x of [t, mem]) await x.applyEvents(w, [stored(0, own)]);
@@ -301,7 +301,7 @@ describe('RedisRoutingTable (real Redis)', () => {
     let r = 0.37;
     for (let k = 0; k < 40; k++) {
       r = (r * 9301 + 0.49297) % 1;
-      const i = (k * 131) % 600;
+      const i = (k * 131) % 1100;
       const over = req({
         requestId: `many${k}`,
         blockHashes: [...hashes(1, 4), ...hashes(1000 + i * 10, 9)],
@@ -444,6 +444,9 @@ describe('RedisRoutingTable (real Redis)', () => {
     expect(await t.blockCount('w1')).toBe(n);
     const d = await t.selectAndReserve(req({ requestId: 'big1', blockHashes: hashes(1_000_000, 128), promptTokens: 2048, candidates: ['w1', 'w2'] }));
     expect(d.scores.map((s) => s.overlapBlocks)).toEqual([128, 0]);
+    // a long prompt: its keys split and read in batches (up to 1024 a call)
+    const long = await t.selectAndReserve(req({ requestId: 'big3', blockHashes: [...hashes(1_000_000, 3000), h(7)], promptTokens: 3001 * 16, candidates: ['w2', 'w1'] }));
+    expect(long.scores.map((s) => s.overlapBlocks)).toEqual([0, 3000]);
     const old = await t.selectAndReserve(req({ requestId: 'big2', blockHashes: hashes(0, 10), candidates: ['w1'] }));
     expect(old.overlapBlocks).toBe(0);
     // a second, small replace; then gc (driven by later calls) removes every block key of the big one
