@@ -8,6 +8,10 @@
 // per decision (process.cpuUsage around the call) is printed beside the latencies: unlike them, it
 // barely moves when other processes load the machine. So are Redis's commands per decision (INFO
 // commandstats over the measured decisions): script calls (round trips) and the commands they run.
+// Beside the decision the bench times the floor: a bare round trip to the same redis-server (PING, and
+// EVALSHA of `return 1`) on a connection of its own, one call at a time, right after each measured
+// decision, so both see the same moments of noise; the decision's p99 minus the floor's is ours, the
+// rest is the machine's round trip.
 //
 // Index: each worker holds a 32-block shared system prompt plus its own disjoint range; a prompt is
 // the system prompt, a random run of one worker's range, then blocks nobody holds, so every decision
@@ -76,6 +80,8 @@ async function measure(table, { workers, blocks, promptBlocks, decisions }, hook
       lat.push(performance.now() - t);
       const used = process.cpuUsage(c);
       cpuUs += used.user + used.system;
+      // before this decision's settlements are queued: nothing waits to ride on the next decision meanwhile
+      await hooks.between?.();
     }
     void table.markPrefillDone(`req${n}`).catch(failed);
     live.push(`req${n}`);
@@ -84,9 +90,14 @@ async function measure(table, { workers, blocks, promptBlocks, decisions }, hook
   // what the last decisions queued is applied before the figures are read
   await new Promise((r) => setTimeout(r, 20));
   const extra = (await hooks.done?.()) ?? {};
-  lat.sort((a, b) => a - b);
+  return { workers, blocks: perWorker * workers + SHARED * workers, promptBlocks, decisions, loadSec: +loadSec.toFixed(1), ...latencies(lat), cpu_us: Math.round(cpuUs / decisions), ...extra };
+}
+
+/** p50 / p90 / p99 / max (us) of latencies in ms. */
+function latencies(ms) {
+  const lat = [...ms].sort((a, b) => a - b);
   const us = (x) => Math.round(x * 1000);
-  return { workers, blocks: perWorker * workers + SHARED * workers, promptBlocks, decisions, loadSec: +loadSec.toFixed(1), p50_us: us(pct(lat, 0.5)), p90_us: us(pct(lat, 0.9)), p99_us: us(pct(lat, 0.99)), max_us: us(lat[lat.length - 1]), cpu_us: Math.round(cpuUs / decisions), ...extra };
+  return { p50_us: us(pct(lat, 0.5)), p90_us: us(pct(lat, 0.9)), p99_us: us(pct(lat, 0.99)), max_us: us(lat[lat.length - 1]) };
 }
 
 export async function measureDecisions({ quick = false } = {}) {
@@ -97,28 +108,60 @@ export async function measureDecisions({ quick = false } = {}) {
   // Redis run land on the decisions being timed.
   const server = await startRedis();
   const admin = new Redis(server.url);
+  // The floor: bare round trips to the same redis-server on a connection of their own, one at a time,
+  // taken between the decisions (after each, untimed for it) so both see the same moments of noise.
+  const bare = new Redis(server.url, { enableOfflineQueue: false });
+  bare.defineCommand('floorScript', { numberOfKeys: 1, lua: 'return 1' });
+  const floor = { ping: [], evalsha: [], pingCpuUs: 0, evalshaCpuUs: 0 };
   try {
     const table = await RedisRoutingTable.connect({ url: server.url, namespace: 'bench' });
     try {
       let before;
       results.redis = await measure(table, shape, {
-        measuring: async () => (before = await commandCounts(admin)),
+        measuring: async () => {
+          await bare.floorScript('{sy:bench}:floor'); // loaded (EVALSHA from now on)
+          before = await commandCounts(admin);
+        },
+        between: async () => {
+          let c = process.cpuUsage();
+          let t = performance.now();
+          await bare.ping();
+          floor.ping.push(performance.now() - t);
+          let used = process.cpuUsage(c);
+          floor.pingCpuUs += used.user + used.system;
+          c = process.cpuUsage();
+          t = performance.now();
+          await bare.floorScript('{sy:bench}:floor');
+          floor.evalsha.push(performance.now() - t);
+          used = process.cpuUsage(c);
+          floor.evalshaCpuUs += used.user + used.system;
+        },
         done: async () => {
           const after = await commandCounts(admin);
-          return { scripts_per_decision: +((after.scripts - before.scripts) / shape.decisions).toFixed(2), commands_per_decision: +((after.commands - before.commands) / shape.decisions).toFixed(1) };
+          // the floor's calls are not the decisions': one PING and one script call each
+          const scripts = after.scripts - before.scripts - floor.evalsha.length;
+          const commands = after.commands - before.commands - floor.ping.length;
+          return { scripts_per_decision: +(scripts / shape.decisions).toFixed(2), commands_per_decision: +(commands / shape.decisions).toFixed(1) };
         },
       });
     } finally {
       await table.close();
     }
   } finally {
+    bare.disconnect();
     admin.disconnect();
     await server.stop();
   }
+  const n = floor.ping.length;
+  results.floor = { ping: { ...latencies(floor.ping), cpu_us: Math.round(floor.pingCpuUs / n) }, evalsha: { ...latencies(floor.evalsha), cpu_us: Math.round(floor.evalshaCpuUs / n) } };
   results.memory = await measure(new MemoryRoutingTable(), shape);
-  const rows = ['memory', 'redis'].map((k) => ({ table: k, 'index load s': results[k].loadSec, 'p50 us': results[k].p50_us, 'p90 us': results[k].p90_us, 'p99 us': results[k].p99_us, 'max us': results[k].max_us, 'router cpu us': results[k].cpu_us }));
-  console.table(rows);
+  const row = (table, r) => ({ table, 'index load s': r.loadSec ?? '', 'p50 us': r.p50_us, 'p90 us': r.p90_us, 'p99 us': r.p99_us, 'max us': r.max_us, 'router cpu us': r.cpu_us ?? '' });
+  console.table([row('memory', results.memory), row('redis', results.redis), row('floor: PING', results.floor.ping), row("floor: EVALSHA 'return 1'", results.floor.evalsha)]);
   console.log(`  Redis per decision: ${results.redis.scripts_per_decision} script calls (round trips), running ${results.redis.commands_per_decision} commands`);
+  console.log(
+    `  Floor (a bare round trip to the same redis-server, one at a time, between the decisions): p99 PING ${results.floor.ping.p99_us} us, EVALSHA ${results.floor.evalsha.p99_us} us; ` +
+      `the decision's p99 is ${results.redis.p99_us - results.floor.evalsha.p99_us} us above the EVALSHA floor (p50: ${results.redis.p50_us - results.floor.evalsha.p50_us} us)`,
+  );
   const note = shape.blocks === 1_000_000 ? '' : ` (measured at ${shape.blocks} blocks, the goal is at 1M)`;
   results.goal = { [`Redis p99 us incl. round trip, 64 workers, 1M blocks (goal <= 500)${note}`]: results.redis.p99_us };
   console.log(`  Redis p99 incl. round trip, 64 workers, 1M blocks (goal <= 500 us)${note}: ${results.redis.p99_us} us`);

@@ -140,7 +140,9 @@ export interface RoutingTable {
    * Called at the request's first output token: its prompt no longer counts as pending prefill. No-op if unknown.
    * Resolves once applied. A shared table may hold it back briefly to send it with this table's next
    * call (RedisRoutingTable: one round trip per decision), but always applies it before any later call
-   * of this table — its next decision sees it — and other routers see it within milliseconds.
+   * of this table — its next decision sees it — and other routers see it within milliseconds. A shared
+   * table that cannot reach its storage rejects `unavailable` and keeps it (bounded) to apply once the
+   * storage answers again, so a short outage does not leave the load counted until the reservation expires.
    */
   markPrefillDone(requestId: string): Promise<void>;
   /** Called when the request ends (any way): its load leaves the worker. No-op if unknown (expired, released). Timing as markPrefillDone. */

@@ -319,20 +319,25 @@ return {last, count}
  * selectAndReserve. ARGV: the queued settlements (settleQueued: applied first, so the decision sees
  * this router's own releases), then requestId, promptTokens, blockSize, overlapWeight, scoring (kv|load),
  * temperature, random, now, reservationTtlMs, approxTtlMs (-1: not approximate), pruneBudget,
- * n, separator, then the n candidates' record keys (`<prefix>w:<worker>`) and the prompt's block
- * bitmap keys (`<prefix>b:<hash>`), both built by the caller: no string building per candidate or
- * block here. Packed (separator is one character no key contains): two more ARGV, the record keys
- * joined by it and the block keys joined by it — a handful of arguments instead of hundreds, far
- * cheaper for the client to encode. Unpacked (separator ''): one ARGV per record key, then one per
- * block key. Returns one binary string of little-endian doubles (exact for every integer the script
- * handles): chosen index (1-based), then every candidate's overlap, then every candidate's record as
+ * n, form ('L' packed | '' unpacked), the number of block keys, then the n candidates' record keys
+ * (`<prefix>w:<worker>`) and the prompt's block bitmap keys (`<prefix>b:<hash>`), both built by the
+ * caller: no string building per candidate or block here. Packed (every key shorter than 128 bytes):
+ * two more ARGV, the record keys and the block keys, each key preceded by its length in one byte — a
+ * handful of arguments instead of hundreds, far cheaper for the client to encode, and split here by
+ * struct.unpack many keys a call. Unpacked: one ARGV per record key, then one per block key.
+ * Returns two binary strings of little-endian doubles (exact for every integer the script handles):
+ * the chosen index (1-based) and every candidate's overlap; then every candidate's record as
  * stored in `w:<worker>` (generation, reserved active blocks, pending prefill tokens, requests;
- * before this request). One bulk string instead of 1 + 3n integers keeps the reply cheap to build,
+ * before this request). Two bulk strings instead of 1 + 3n integers keep the reply cheap to build,
  * send and parse, and copying the stored records builds no string per candidate.
  *
- * Redis calls in the common case (no settlement queued, no expired entry, no tie): ZRANGEBYSCORE ×2 (pruning), one MGET of
- * the records, MGETs of the prompt's blocks (32, 64, 128, …: two for a match of up to 96 blocks),
- * then SET NX + ZADD + SADD + SET to reserve.
+ * Redis calls in the common case (no settlement queued, no expired entry, no tie): ZRANGEBYSCORE ×2
+ * (pruning), one MGET of the records, MGETs of the prompt's blocks (16 at a time, a quarter of the
+ * depth matched once that is over 64), then SET NX + ZADD + SADD + SET to reserve.
+ *
+ * Cost model (Redis 7's Lua, callgrind): a loop iteration ~50 instructions per bytecode, any function
+ * call (Lua or C) ~400, a new string ~1,000 for a 32-byte key (every byte hashed), a key read by MGET
+ * ~1,700 plus ~3,600 per call. Per candidate and per block, tables, calls and strings are what to spare.
  */
 const SELECT_AND_RESERVE = `
 local o = settleQueued()
@@ -348,41 +353,52 @@ local resTtl = tonumber(ARGV[o + 9])
 local approxTtl = tonumber(ARGV[o + 10])
 local budget = tonumber(ARGV[o + 11])
 local n = tonumber(ARGV[o + 12])
-local sep = ARGV[o + 13]
-local rkeys, keys
--- packed keys not split yet: kstr from kpos on (matching usually stops long before the last key)
+local nkeys = tonumber(ARGV[o + 14])
+local rkeys
+-- the prompt's block keys split so far (keys[1..nk]); packed ones not split yet: kstr from kpos on
+-- (matching usually stops long before the last key)
+local keys, nk = {}, 0
 local kstr, kpos
--- plain find + sub: a pattern match would test every character in Lua
-local sfind, ssub = string.find, string.sub
-if sep == '' then
-  rkeys = {unpack(ARGV, o + 14, o + 13 + n)}
-  keys = {unpack(ARGV, o + 14 + n)}
+local ssub, srep = string.sub, string.rep
+-- Packed: each key prefixed with its length (one byte), so struct.unpack splits a run of them in one
+-- call (format 'Bc0' per key: the length read, then that many bytes) — a call per key would cost more
+-- than the key's own read.
+local function split(s, pos, count)
+  local out = {sunpack('<' .. srep('Bc0', count), s, pos)}
+  local nextPos = out[count + 1]
+  out[count + 1] = nil
+  return out, nextPos
+end
+if ARGV[o + 13] == '' then
+  rkeys = {unpack(ARGV, o + 15, o + 14 + n)}
+  keys = {unpack(ARGV, o + 15 + n)}
+  nk = #keys
 else
-  local function split(s)
-    local out = {}
-    if s == '' then return out end
-    local pos, k = 1, 0
-    while true do
-      local e = sfind(s, sep, pos, true)
-      k = k + 1
-      if not e then out[k] = ssub(s, pos); return out end
-      out[k] = ssub(s, pos, e - 1)
-      pos = e + 1
+  local s = ARGV[o + 15]
+  local pos = 1
+  if n <= 1024 then
+    rkeys, pos = split(s, 1, n)
+  else
+    rkeys = {}
+    for i = 1, n, 1024 do
+      local part
+      part, pos = split(s, pos, math.min(i + 1023, n) - i + 1)
+      for j = 1, #part do rkeys[i + j - 1] = part[j] end
     end
   end
-  rkeys = split(ARGV[o + 14])
-  keys = {}
-  if ARGV[o + 15] ~= '' then kstr, kpos = ARGV[o + 15], 1 end
+  if pos ~= #s + 1 then return redis.error_reply('SY_INVALID malformed candidate list') end
+  if nkeys > 0 then kstr, kpos = ARGV[o + 16], 1 end
 end
 if #rkeys ~= n then return redis.error_reply('SY_INVALID malformed candidate list') end
-local nk = #keys
--- split packed keys until keys holds the first upto ones (or all)
+-- split packed keys until keys holds the first upto ones (or all), at most 1024 per call (the C stack)
 local function need(upto)
   while kpos and nk < upto do
-    local e = sfind(kstr, sep, kpos, true)
-    nk = nk + 1
-    if e then keys[nk] = ssub(kstr, kpos, e - 1); kpos = e + 1
-    else keys[nk] = ssub(kstr, kpos); kpos = nil end
+    local c = math.min(upto, nkeys, nk + 1024) - nk
+    local part
+    part, kpos = split(kstr, kpos, c)
+    for j = 1, c do keys[nk + j] = part[j] end
+    nk = nk + c
+    if nk >= nkeys then kpos = nil end
   end
 end
 -- candidate i's worker id (its record key without the prefix)
@@ -429,30 +445,32 @@ else
     for q = 1, 4 * c do f[4 * (i - 1) + q] = part[q] end
   end
 end
--- bit b of a byte (0 = most significant, as SETBIT numbers them), without a call per bit
+-- f holds candidate i's record at f[4i-3 .. 4i]: generation (-1: none), active, pending, requests.
+-- The mask of the candidates' generations, one number per bitmap byte: mask[k] has bit b (0 = most
+-- significant, as SETBIT numbers them) set for generation 8(k-1)+b; bytes lists the k in use. A worker
+-- listed twice (or two sharing a generation) is one bit. No table per candidate and no call per bit:
+-- in Redis's Lua every table insert and every call costs far more than arithmetic.
 local BIT = {128, 64, 32, 16, 8, 4, 2, 1}
-local slots = {}
-local act, pen = {}, {}
-local mask = {}
-local seen = {}
+local mask, bytes, nb = {}, {}, 0
 local nAlive = 0
-for i = 1, n do
-  local b = 4 * i - 4
-  local s = f[b + 1]
-  act[i], pen[i] = f[b + 2], f[b + 3]
+for i = 1, 4 * n, 4 do
+  local s = f[i]
   if s >= 0 then
-    slots[i] = s
-    if not seen[s] then
-      seen[s] = true
-      local r = s % 8
-      local k = (s - r) / 8 + 1
-      mask[k] = (mask[k] or 0) + BIT[r + 1]
+    local r = s % 8
+    local k = (s - r) / 8 + 1
+    local bv = BIT[r + 1]
+    local m = mask[k]
+    if not m then
+      nb = nb + 1
+      bytes[nb] = k
+      mask[k] = bv
+      nAlive = nAlive + 1
+    elseif m % (bv + bv) < bv then
+      mask[k] = m + bv
       nAlive = nAlive + 1
     end
   end
 end
-local bytes, nb = {}, 0
-for k in pairs(mask) do nb = nb + 1; bytes[nb] = k end
 
 -- overlap of each matched generation (slot)
 local ovSlot = {}
@@ -470,11 +488,13 @@ end
 -- that double (fewer calls for a long match, few keys fetched past a short one).
 local depth = 0
 local prev = nil
-local batch = 32
 while nAlive > 0 do
+  -- a batch of a quarter of the depth matched so far, at least 16 (at most 1024: unpack's stack
+  -- limit): a key costs more than a call's share, so few are fetched past the end of the match, and
+  -- a long match still takes few calls
+  local batch = depth < 64 and 16 or math.min(math.floor(depth / 4), 1024)
   need(depth + batch)
   local last = math.min(depth + batch, nk)
-  batch = math.min(batch * 2, 1024) -- unpack's stack limit
   if last <= depth then break end
   local vals = call('MGET', unpack(keys, depth + 1, last))
   for j = 1, #vals do
@@ -530,18 +550,19 @@ local ovs = {}
 local reqBlocks = math.ceil(promptTokens / bs)
 local cmin, cmax = math.huge, -math.huge
 for i = 1, n do
-  local s = slots[i]
-  local ov = s and ovSlot[s] or 0
+  local b = 4 * i
+  local s = f[b - 3]
+  local ov = s >= 0 and ovSlot[s] or 0
   ovs[i] = ov
   local c
   if loadMode then
-    c = act[i] + pen[i] / bs
+    c = f[b - 2] + f[b - 1] / bs
   else
     -- max(x, 0) inline: a call per candidate costs more than the arithmetic
     local u, d = promptTokens - ov * bs, reqBlocks - ov
     if u < 0 then u = 0 end
     if d < 0 then d = 0 end
-    c = weight * ((pen[i] + u) / bs) + (act[i] + d)
+    c = weight * ((f[b - 1] + u) / bs) + (f[b - 2] + d)
   end
   cost[i] = c
   if c < cmin then cmin = c end
@@ -560,9 +581,9 @@ if temperature <= 0 then
     local fewest = math.huge
     local ties = {}
     for _, i in ipairs(tied) do
-      local s = slots[i]
+      local s = f[4 * i - 3]
       local size = 0
-      if s then size = call('SCARD', P .. 'g:' .. int(s)) end
+      if s >= 0 then size = call('SCARD', P .. 'g:' .. int(s)) end
       if size < fewest then fewest = size; ties = {i}
       elseif size == fewest then ties[#ties + 1] = i end
     end
@@ -588,10 +609,11 @@ end
 
 -- reserve (SET NX first: a request id already reserved is refused before anything is written)
 local worker = cand(chosen)
-local s = slots[chosen]
-local ov = s and ovSlot[s] or 0
+local s = f[4 * chosen - 3]
+if s < 0 then s = nil end
+local ov = ovs[chosen]
 local rec = recs[chosen]
-local _, active, pending, requests = sunpack('<dddd', rec)
+local active, pending, requests = f[4 * chosen - 2], f[4 * chosen - 1], f[4 * chosen]
 local uncached = max(promptTokens - ov * bs, 0)
 local expiry = now + resTtl
 -- "assume KV reuse" (Dynamo): blocks the worker already caches are shared, not new load
@@ -623,13 +645,20 @@ if approxTtl >= 0 and nh > 0 then
   call('ZADD', P .. 'axq', 'LT', exp, g)
 end
 
--- overlaps as doubles, 256 per pack call (unpack's stack limit)
-local packed = {}
-for i = 1, n, 256 do
-  local j = math.min(i + 255, n)
-  packed[#packed + 1] = spack('<' .. string.rep('d', j - i + 1), unpack(ovs, i, j))
+-- the chosen index and the overlaps as doubles (256 per pack call: unpack's stack limit), and the
+-- records as read: two bulk strings, not joined (a joined copy would be hashed again)
+local head
+if n < 256 then
+  head = spack('<' .. string.rep('d', n + 1), chosen, unpack(ovs))
+else
+  local packed = {spack('<d', chosen)}
+  for i = 1, n, 256 do
+    local j = math.min(i + 255, n)
+    packed[#packed + 1] = spack('<' .. string.rep('d', j - i + 1), unpack(ovs, i, j))
+  end
+  head = table.concat(packed)
 end
-return spack('<d', chosen) .. table.concat(packed) .. recstr
+return {head, recstr}
 `;
 
 /** Queued settlements alone (a router with no decision to carry them): ARGV as settleQueued's. */

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { SwitchyardError } from '@switchyard/common';
+import { SwitchyardError, silentLogger } from '@switchyard/common';
 import type { RouteRequest } from '@switchyard/kv-router';
 import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { routingTableConformance } from '@switchyard/kv-router/internal';
 import { startRedis, type RedisServer } from '@switchyard/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisRoutingTable, SNAPSHOT_CHUNK, routingKeyPrefix } from './redis-routing-table.js';
+import { RedisRoutingTable, SNAPSHOT_CHUNK, packKeys, routingKeyPrefix } from './redis-routing-table.js';
 
 type KvCacheEvent = Parameters<RedisRoutingTable['applyEvents']>[1][number];
 type SequenceHash = KvCacheEvent extends { data: infer D } ? (D extends { type: 'removed'; block_hashes: readonly (infer H)[] } ? H : never) : never;
@@ -43,6 +43,15 @@ const req = (over: Partial<RouteRequest> = {}): RouteRequest => ({
   now: 1_000_000,
   ...over,
 });
+
+/** Poll until `ok` holds (every 50 ms, at most 15 s). */
+async function waitFor(ok: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (!(await ok())) {
+    if (Date.now() > deadline) throw new Error('condition not reached within 15 s');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 
 async function rejection(p: Promise<unknown>): Promise<SwitchyardError> {
   try {
@@ -134,26 +143,39 @@ describe('RedisRoutingTable (real Redis)', () => {
     expect(d2.worker).toBe('w2');
   });
 
-  it('matches any worker ids and hashes: packed with a free separator, unpacked when every separator occurs', async () => {
-    const odd = ['\n', '\u0001', '\u0002', '\u0003', '\u001f', '\t'];
-    const cases: [string, SequenceHash[]][] = [
-      ['plain', hashes(1, 3)],
-      ['newline', [h(1), `${h(2)}\n` as SequenceHash, `\n${h(3)}` as SequenceHash]], // packed with another separator
-      ['all', [h(1), odd.join('') as SequenceHash, `%]${h(3)}` as SequenceHash]], // no free separator: unpacked
-      ['empty', ['' as SequenceHash, h(2), h(3)]],
+  it('matches any worker ids and hashes: packed (length-prefixed) or unpacked (a key not ASCII, or of 128 bytes or more)', async () => {
+    const odd = ['\n', '\u0000', '\u0001', '\u007f', '\t'].join('');
+    const cases: [string, string, SequenceHash[]][] = [
+      ['plain', 'w1', hashes(1, 3)],
+      ['control characters', `w\n1${odd}`, [h(1), `${h(2)}${odd}` as SequenceHash, `\n${h(3)}` as SequenceHash]],
+      ['not ascii', 'wé', [h(1), 'ĥ2' as SequenceHash, h(3)]],
+      ['long hash', 'w1', [h(1), 'x'.repeat(200) as SequenceHash, h(3)]],
+      ['long worker id', 'w'.repeat(120), hashes(1, 3)],
+      ['empty', '', ['' as SequenceHash, h(2), h(3)]],
     ];
-    for (const [name, hs] of cases) {
+    for (const [name, w1, hs] of cases) {
       const t = await table();
-      const w1 = `w\n1${name === 'all' ? odd.join('') : ''}`;
       const w2 = `w%${name}[`;
       await t.applyEvents(w1, [stored(0, hs)]);
       await t.applyEvents(w2, [stored(0, hs.slice(0, 2))]);
-      const d = await t.selectAndReserve(req({ blockHashes: [...hs, h(99)], promptTokens: 64, candidates: [w2, '', w1, w2] }));
-      expect(d.scores.map((x) => [x.worker, x.overlapBlocks]), name).toEqual([[w2, 2], ['', 0], [w1, 3], [w2, 2]]);
+      const d = await t.selectAndReserve(req({ blockHashes: [...hs, h(99)], promptTokens: 64, candidates: [w2, 'other', w1, w2] }));
+      expect(d.scores.map((x) => [x.worker, x.overlapBlocks]), name).toEqual([[w2, 2], ['other', 0], [w1, 3], [w2, 2]]);
       expect(d.worker, name).toBe(w1);
       const empty = await t.selectAndReserve(req({ blockHashes: [], promptTokens: 0, candidates: [w1] }));
       expect(empty.scores[0]!.overlapBlocks, name).toBe(0);
     }
+  });
+
+  it('packKeys: each key after its length in one byte; undefined when a key is not ASCII or 128 bytes or more', () => {
+    expect(packKeys('p:', ['a', '', 'bc'])).toBe('\u0003p:a\u0002p:\u0004p:bc');
+    expect(packKeys('p:', [])).toBe('');
+    expect(packKeys('p:', ['x'.repeat(125)])).toBe(`\u007fp:${'x'.repeat(125)}`);
+    expect(packKeys('p:', ['x'.repeat(126)])).toBeUndefined();
+    expect(packKeys('p:', ['a', 'é'])).toBeUndefined();
+    expect(packKeys('p:', ['\u{1F600}'])).toBeUndefined();
+    expect(packKeys('p:', ['ab', 'cd'])).toBe('\u0004p:ab\u0004p:cd'); // one length: joined
+    expect(packKeys('p:', ['x'.repeat(126), 'y'.repeat(126)])).toBeUndefined();
+    expect(packKeys('p:', ['é', 'e'])).toBeUndefined();
   });
 
   it('load scoring ignores the cache; temperature 0 ties go to the fewest indexed blocks, then to random', async () => {
@@ -268,10 +290,10 @@ describe('RedisRoutingTable (real Redis)', () => {
     expect(await other.loads(1_000_000)).toEqual(new Map());
   });
 
-  it('more candidates than one unpack call takes (256): the same decisions as the memory table', async () => {
+  it('more candidates than one unpack call takes (256, 1024): the same decisions as the memory table', async () => {
     const t = await table();
     const mem = new MemoryRoutingTable();
-    const workers = Array.from({ length: 600 }, (_, i) => `w${i}`);
+    const workers = Array.from({ length: 1100 }, (_, i) => `w${i}`);
     for (const [i, w] of workers.entries()) {
       const own = [...hashes(1, 4), ...hashes(1000 + i * 10, (i * 7) % 9)];
       for (const x of [t, mem]) await x.applyEvents(w, [stored(0, own)]);
@@ -279,7 +301,7 @@ describe('RedisRoutingTable (real Redis)', () => {
     let r = 0.37;
     for (let k = 0; k < 40; k++) {
       r = (r * 9301 + 0.49297) % 1;
-      const i = (k * 131) % 600;
+      const i = (k * 131) % 1100;
       const over = req({
         requestId: `many${k}`,
         blockHashes: [...hashes(1, 4), ...hashes(1000 + i * 10, 9)],
@@ -292,6 +314,58 @@ describe('RedisRoutingTable (real Redis)', () => {
       expect(a, `decision ${k}`).toEqual(b);
     }
   });
+
+  it('makes the memory table’s decisions on random indexes, prompts, candidate lists and settlements', async () => {
+    const t = await table();
+    const mem = new MemoryRoutingTable();
+    let state = 0x2545f491;
+    const rnd = (): number => {
+      // xorshift32: the same run every time
+      state ^= state << 13;
+      state ^= state >>> 17;
+      state ^= state << 5;
+      return (state >>> 0) / 2 ** 32;
+    };
+    const int = (n: number): number => Math.floor(rnd() * n);
+    const workers = Array.from({ length: 20 }, (_, i) => `w${i}`);
+    // chains: a shared prefix of 0..40 blocks, then one of three branches, each worker holding some leading
+    // part of its chain, some with a hole (a removed block) — overlap stops at the first block not held
+    const chain = (branch: number, len: number): SequenceHash[] => [...hashes(0, Math.min(len, 40)), ...hashes(10_000 * (branch + 1), Math.max(0, len - 40))];
+    for (const [i, w] of workers.entries()) {
+      if (i % 7 === 6) continue; // a few workers never indexed
+      const held = chain(i % 3, int(200));
+      const events = [stored(0, held)];
+      if (held.length > 10 && i % 4 === 0) events.push(removed(1, [held[int(held.length)]!]));
+      for (const x of [t, mem]) await x.applyEvents(w, events);
+    }
+    const live: string[] = [];
+    for (let k = 0; k < 120; k++) {
+      const candidates = Array.from({ length: 1 + int(workers.length + 4) }, () => workers[int(workers.length)]!);
+      const blockHashes = chain(int(3), int(260));
+      const over = req({
+        requestId: `diff${k}`,
+        blockHashes,
+        promptTokens: blockHashes.length * 16 + int(16),
+        candidates,
+        overlapWeight: [0, 1, 2.5][int(3)]!,
+        scoring: k % 9 === 8 ? 'load' : 'kv',
+        temperature: k % 4 === 3 ? 0.5 : 0,
+        random: rnd(),
+      });
+      const [a, b] = [await t.selectAndReserve(over), await mem.selectAndReserve(over)];
+      expect(a, `decision ${k}`).toEqual(b);
+      live.push(over.requestId);
+      if (rnd() < 0.5) {
+        const id = live[int(live.length)]!;
+        for (const x of [t, mem]) void x.markPrefillDone(id);
+      }
+      if (live.length > 6) {
+        const id = live.splice(int(live.length), 1)[0]!;
+        for (const x of [t, mem]) void x.release(id);
+      }
+    }
+    expect(await t.loads(1_000_000)).toEqual(await mem.loads(1_000_000));
+  }, 60_000);
 
   it('approximate mode records the routed prompt on the chosen worker until its TTL', async () => {
     const t = await table();
@@ -370,6 +444,9 @@ describe('RedisRoutingTable (real Redis)', () => {
     expect(await t.blockCount('w1')).toBe(n);
     const d = await t.selectAndReserve(req({ requestId: 'big1', blockHashes: hashes(1_000_000, 128), promptTokens: 2048, candidates: ['w1', 'w2'] }));
     expect(d.scores.map((s) => s.overlapBlocks)).toEqual([128, 0]);
+    // a long prompt: its keys split and read in batches (up to 1024 a call)
+    const long = await t.selectAndReserve(req({ requestId: 'big3', blockHashes: [...hashes(1_000_000, 3000), h(7)], promptTokens: 3001 * 16, candidates: ['w2', 'w1'] }));
+    expect(long.scores.map((s) => s.overlapBlocks)).toEqual([0, 3000]);
     const old = await t.selectAndReserve(req({ requestId: 'big2', blockHashes: hashes(0, 10), candidates: ['w1'] }));
     expect(old.overlapBlocks).toBe(0);
     // a second, small replace; then gc (driven by later calls) removes every block key of the big one
@@ -461,6 +538,117 @@ describe('RedisRoutingTable (real Redis)', () => {
     expect(await raw.hget(`${v1}gen`, 'w1')).toBe('0');
     expect(await raw.hget(`${v1}last`, 'w1')).toBe('7');
   });
+
+  it('a settlement that failed while Redis was down is sent again once it answers, not left until the reservation expires', async () => {
+    const own = await startRedis({ persistence: true });
+    try {
+      const ns = `rt${randomBytes(4).toString('hex')}`;
+      const t = await table(ns, own.url);
+      const other = await table(ns, own.url);
+      await t.selectAndReserve(req({ requestId: 'a', candidates: ['w1'], promptTokens: 32 }));
+      await t.selectAndReserve(req({ requestId: 'b', candidates: ['w1'], promptTokens: 16 }));
+      await t.selectAndReserve(req({ requestId: 'c', candidates: ['w1'], promptTokens: 16 }));
+      expect((await other.loads(1_000_000)).get('w1')).toEqual({ activeBlocks: 4, prefillTokens: 64, requests: 3 });
+      const outage = own.restart({ downMs: 1000 }); // the data survives (append-only file)
+      await waitFor(async () => {
+        try {
+          await t.lastEventId('w1');
+          return false;
+        } catch {
+          return true; // down
+        }
+      });
+      expect((await rejection(t.release('a'))).code).toBe('unavailable');
+      expect((await rejection(t.markPrefillDone('b'))).code).toBe('unavailable');
+      expect((await rejection(t.selectAndReserve(req({ requestId: 'd', candidates: ['w1'] })))).code).toBe('unavailable');
+      await outage;
+      // t makes no further call: the kept settlements go out by themselves once Redis answers
+      await waitFor(async () => {
+        try {
+          return (await other.loads(1_000_000)).get('w1')?.requests === 2;
+        } catch {
+          return false;
+        }
+      });
+      expect((await other.loads(1_000_000)).get('w1')).toEqual({ activeBlocks: 2, prefillTokens: 16, requests: 2 });
+      expect(t.droppedSettlements).toBe(0);
+    } finally {
+      await own.stop();
+    }
+  }, 60_000);
+
+  it('more kept settlements than one call carries all go once Redis answers', async () => {
+    const own = await startRedis({ persistence: true });
+    try {
+      const ns = `rt${randomBytes(4).toString('hex')}`;
+      const t = await table(ns, own.url);
+      const other = await table(ns, own.url);
+      const ids = Array.from({ length: 700 }, (_, i) => `m${i}`);
+      for (const id of ids) await t.selectAndReserve(req({ requestId: id, candidates: ['w1', 'w2'], promptTokens: 16 }));
+      const outage = own.restart({ downMs: 1000 });
+      await waitFor(async () => {
+        try {
+          await t.lastEventId('w1');
+          return false;
+        } catch {
+          return true;
+        }
+      });
+      const failed = await Promise.all(ids.map((id) => rejection(id.endsWith('7') ? t.markPrefillDone(id) : t.release(id))));
+      expect(failed.every((e) => e.code === 'unavailable')).toBe(true);
+      await outage;
+      await waitFor(async () => {
+        try {
+          const w1 = (await other.loads(1_000_000)).get('w1');
+          const w2 = (await other.loads(1_000_000)).get('w2');
+          return (w1?.requests ?? 0) + (w2?.requests ?? 0) === 70;
+        } catch {
+          return false;
+        }
+      });
+      const loads = [...(await other.loads(1_000_000)).values()];
+      expect(loads.reduce((a, l) => a + l.prefillTokens, 0)).toBe(0); // the 70 left had their prefill done
+      expect(t.droppedSettlements).toBe(0);
+    } finally {
+      await own.stop();
+    }
+  }, 60_000);
+
+  it('keeps at most maxRetainedSettlements failed settlements: the oldest are dropped, counted and logged', async () => {
+    const own = await startRedis({ persistence: true });
+    const warnings: unknown[] = [];
+    const logger = { ...silentLogger, warn: (obj: unknown) => void warnings.push(obj), child: () => logger };
+    try {
+      const ns = `rt${randomBytes(4).toString('hex')}`;
+      const t = await RedisRoutingTable.connect({ url: own.url, namespace: ns, logger, maxRetainedSettlements: 2 });
+      open.push(t);
+      const other = await table(ns, own.url);
+      for (const id of ['a', 'b', 'c']) await t.selectAndReserve(req({ requestId: id, candidates: ['w1'], promptTokens: 16 }));
+      const outage = own.restart({ downMs: 1000 });
+      await waitFor(async () => {
+        try {
+          await t.lastEventId('w1');
+          return false;
+        } catch {
+          return true;
+        }
+      });
+      for (const id of ['a', 'b', 'c']) expect((await rejection(t.release(id))).code).toBe('unavailable');
+      expect(t.droppedSettlements).toBe(1); // a's release: the oldest
+      await outage;
+      await waitFor(async () => {
+        try {
+          return (await other.loads(1_000_000)).get('w1')?.requests === 1;
+        } catch {
+          return false;
+        }
+      });
+      expect((await other.loads(1_000_000)).get('w1')).toMatchObject({ requests: 1 }); // a stays until it expires
+      expect(warnings).toContainEqual(expect.objectContaining({ dropped: 1 }));
+    } finally {
+      await own.stop();
+    }
+  }, 60_000);
 
   it('rejects unavailable while Redis is down (never hangs) and recovers after a restart', async () => {
     const own = await startRedis();

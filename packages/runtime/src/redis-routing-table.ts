@@ -40,7 +40,11 @@
  * usually the next decision, which applies them first; with nothing to ride on they go on their own
  * after `settleDelayMs` (DEFAULT_SETTLE_DELAY_MS), so other routers see a release at most that much
  * later. Their promises resolve once applied, and reject `unavailable` with the call that carried
- * them (a duplicate request id failing the decision does not fail them: they were applied first). replaceWorker stages the snapshot in chunks of `SNAPSHOT_CHUNK` blocks
+ * them (a duplicate request id failing the decision does not fail them: they were applied first).
+ * A settlement rejected `unavailable` is kept and sent again with the next calls, or on its own every
+ * `SETTLEMENT_RETRY_MS`, until Redis answers: a short outage does not leave its load counted until the
+ * reservation expires (300 s). At most `maxRetainedSettlements` are kept; past that the oldest are
+ * dropped, counted (`droppedSettlements`) and logged. replaceWorker stages the snapshot in chunks of `SNAPSHOT_CHUNK` blocks
  * under a fresh generation nobody reads, then the last chunk's script swaps it in: readers see either
  * the whole old index or the whole new one, never a mix. Events applied for the worker while its
  * snapshot is staged land in the old generation and are dropped by the swap (as the contract says:
@@ -91,8 +95,15 @@ export const DEFAULT_PRUNE_BUDGET = 1024;
  * usually) before it is sent on its own. Other routers see a release at most this much later.
  */
 export const DEFAULT_SETTLE_DELAY_MS = 2;
-/** Settlements queued at most: one more sends them at once. */
+/** Settlements queued at most: one more sends them at once. Also the most kept ones one call carries. */
 export const MAX_QUEUED_SETTLEMENTS = 256;
+/**
+ * Settlements kept, by default, after failing `unavailable` (Redis unreachable), to be sent again; past
+ * this the oldest are dropped (counted and logged): their reservations then expire after their TTL.
+ */
+export const DEFAULT_MAX_RETAINED_SETTLEMENTS = 8192;
+/** How often kept settlements are sent again while no other call carries them (ms). */
+export const SETTLEMENT_RETRY_MS = 250;
 /** Default per-command deadline: a call never waits longer for Redis. */
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 5_000;
 
@@ -108,6 +119,8 @@ export interface RedisRoutingTableOptions {
   readonly connectTimeoutMs?: number;
   /** How long markPrefillDone / release wait for a call to ride on (ms, >= 0, default DEFAULT_SETTLE_DELAY_MS). */
   readonly settleDelayMs?: number;
+  /** Failed settlements kept to be sent again, at most (>= 0, default DEFAULT_MAX_RETAINED_SETTLEMENTS). */
+  readonly maxRetainedSettlements?: number;
 }
 
 /** The event and snapshot types, as the role declares them (@switchyard/llm's, without depending on it). */
@@ -151,14 +164,30 @@ export class RedisRoutingTable implements RoutingTable {
   private queued: string[] = [];
   private waiters: SettleWaiter[] = [];
   private settleTimer: ReturnType<typeof setTimeout> | undefined;
+  /**
+   * Settlements whose call failed `unavailable` (kind and request id, oldest first; their callers were
+   * told): they go again, ahead of the queued ones, with the next script calls, at most
+   * MAX_QUEUED_SETTLEMENTS a call, and every SETTLEMENT_RETRY_MS while none is made. Sending one twice
+   * is harmless (a second release or prefill done of a request is a no-op; request ids are unique).
+   */
+  private retained: string[] = [];
+  private retryTimer: ReturnType<typeof setTimeout> | undefined;
+  private dropped = 0;
+  private droppedNotLogged = 0;
 
   private constructor(
     private readonly redis: Redis,
     readonly prefix: string,
     private readonly log: Logger,
     private readonly settleDelayMs: number,
+    private readonly maxRetained: number,
   ) {
     this.seqKey = `${prefix}seq`;
+  }
+
+  /** Failed settlements dropped so far because more than `maxRetainedSettlements` were kept. */
+  get droppedSettlements(): number {
+    return this.dropped;
   }
 
   /** Connect (fails `unavailable` if Redis does not answer within `connectTimeoutMs`). */
@@ -168,6 +197,8 @@ export class RedisRoutingTable implements RoutingTable {
     }
     const settleDelayMs = options.settleDelayMs ?? DEFAULT_SETTLE_DELAY_MS;
     if (!Number.isFinite(settleDelayMs) || settleDelayMs < 0) throw invalidArgument(`settleDelayMs must be >= 0, got ${settleDelayMs}`);
+    const maxRetained = options.maxRetainedSettlements ?? DEFAULT_MAX_RETAINED_SETTLEMENTS;
+    if (!Number.isInteger(maxRetained) || maxRetained < 0) throw invalidArgument(`maxRetainedSettlements must be an integer >= 0, got ${maxRetained}`);
     const log = (options.logger ?? silentLogger).child({ component: 'redis-routing-table', namespace: options.namespace });
     const redis = new Redis(options.url, {
       lazyConnect: true,
@@ -194,7 +225,7 @@ export class RedisRoutingTable implements RoutingTable {
       redis.disconnect();
       throw unavailable(`cannot connect to Redis at ${options.url}: ${(e as Error).message}`, e);
     }
-    return new RedisRoutingTable(redis, routingKeyPrefix(options.namespace), log, settleDelayMs);
+    return new RedisRoutingTable(redis, routingKeyPrefix(options.namespace), log, settleDelayMs, maxRetained);
   }
 
   async applyEvents(worker: WorkerId, events: readonly KvCacheEvent[]): Promise<ApplyResult> {
@@ -252,8 +283,7 @@ export class RedisRoutingTable implements RoutingTable {
     const ttl = request.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS;
     const approx = request.approximate === undefined ? -1 : request.approximate.ttlMs;
     // the queued settlements ride along (applied first, so this decision sees this router's releases)
-    const waiters = this.waiters;
-    const args = this.takeQueued();
+    const { args, waiters, sent } = this.takeQueued();
     args.push(
       request.requestId,
       promptTokens,
@@ -268,40 +298,39 @@ export class RedisRoutingTable implements RoutingTable {
       DEFAULT_PRUNE_BUDGET,
       candidates.length,
     );
-    // The candidates' record keys and the bitmap keys go packed (two strings joined by a character none
-    // of them contains) unless no such separator exists: hundreds of arguments cost the client far more
-    // to encode. Keys are built here, where a join is cheap, not per candidate and block in Lua.
-    const blockKey = `${this.prefix}b:`;
-    const workerKey = `${this.prefix}w:`;
-    const sep = pickSeparator(candidates, request.blockHashes, this.prefix);
-    if (sep !== '') {
-      const hashes = request.blockHashes;
-      args.push(sep, workerKey + candidates.join(sep + workerKey), hashes.length === 0 ? '' : blockKey + hashes.join(sep + blockKey));
+    // The candidates' record keys and the bitmap keys go packed (two strings, each key preceded by its
+    // length in one byte) unless a key is 128 bytes or longer or not ASCII: hundreds of arguments cost
+    // the client far more to encode. Keys are built here, where strings are cheap, not in Lua.
+    const hashes = request.blockHashes;
+    const records = packKeys(`${this.prefix}w:`, candidates);
+    const blocks = records === undefined ? undefined : packKeys(`${this.prefix}b:`, hashes);
+    if (records !== undefined && blocks !== undefined) {
+      args.push('L', hashes.length, records, blocks);
     } else {
-      args.push('');
-      for (const c of candidates) args.push(workerKey + c);
-      for (const hash of request.blockHashes) args.push(blockKey + hash);
+      args.push('', hashes.length);
+      for (const c of candidates) args.push(`${this.prefix}w:${c}`);
+      for (const hash of hashes) args.push(`${this.prefix}b:${hash}`);
     }
-    // The reply is packed little-endian doubles: the chosen index, every candidate's overlap, then every
-    // candidate's record (generation, active, pending, requests). The (fractional) scores come from the
-    // selector the memory twin uses, fed the same inputs: the same doubles the script compared.
+    // The reply is two strings of little-endian doubles: the chosen index and every candidate's overlap,
+    // then every candidate's record (generation, active, pending, requests). The (fractional) scores come
+    // from the selector the memory twin uses, fed the same inputs: the same doubles the script compared.
     const n = candidates.length;
-    let r: Buffer;
+    let reply: Buffer[];
     try {
-      r = (await this.call('sySelectAndReserveBuffer', args)) as unknown as Buffer;
+      reply = (await this.call('sySelectAndReserveBuffer', args)) as unknown as Buffer[];
     } catch (e) {
-      settleWaiters(waiters, e as SwitchyardError);
+      this.settled(waiters, sent, e as SwitchyardError);
       throw e;
     }
-    settleWaiters(waiters, undefined);
-    if (!Buffer.isBuffer(r) || r.length !== 8 * (1 + 5 * n)) {
-      throw internal(`redis sySelectAndReserve: unexpected reply of ${Buffer.isBuffer(r) ? r.length : typeof r} bytes`);
+    this.settled(waiters, sent, undefined);
+    const [r, recs] = Array.isArray(reply) ? reply : [];
+    if (!Buffer.isBuffer(r) || !Buffer.isBuffer(recs) || r.length !== 8 * (1 + n) || recs.length !== 32 * n) {
+      throw internal(`redis sySelectAndReserve: unexpected reply (${Array.isArray(reply) ? reply.map((x) => (Buffer.isBuffer(x) ? x.length : typeof x)).join(', ') : typeof reply})`);
     }
     const input = { promptTokens, blockSize, overlapWeight: request.overlapWeight, scoring: request.scoring ?? 'kv' } as const;
-    const recs = 8 + 8 * n;
     const scores: WorkerScore[] = candidates.map((worker, i) =>
       scoreCandidate(
-        { worker, overlapBlocks: r.readDoubleLE(8 + 8 * i), activeBlocks: r.readDoubleLE(recs + 8 + 32 * i), prefillTokens: r.readDoubleLE(recs + 16 + 32 * i), treeSize: 0 },
+        { worker, overlapBlocks: r.readDoubleLE(8 + 8 * i), activeBlocks: recs.readDoubleLE(8 + 32 * i), prefillTokens: recs.readDoubleLE(16 + 32 * i), treeSize: 0 },
         input,
       ),
     );
@@ -331,9 +360,14 @@ export class RedisRoutingTable implements RoutingTable {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    // what is queued goes out before the connection closes (its callers are told how it went)
+    // what is queued (and a batch of what is kept) goes out before the connection closes (its callers
+    // are told how it went); what is kept after that is left to expire
     const settled = this.flush();
     this.closed = true;
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    if (this.retained.length > 0) {
+      this.log.warn({ dropped: this.retained.length / 2 }, 'routing table closed with settlements that could not reach Redis: their reservations count until they expire');
+    }
     try {
       await this.redis.quit();
     } catch {
@@ -353,36 +387,76 @@ export class RedisRoutingTable implements RoutingTable {
   }
 
   /**
-   * The queued settlements as the leading script arguments (count, then kind and request id each);
-   * the queue is left empty. Their waiters are `this.waiters` as it was before the call.
+   * The settlements to send as the leading script arguments (count, then kind and request id each):
+   * up to MAX_QUEUED_SETTLEMENTS kept ones, then every queued one; the queue is left empty. `waiters`
+   * await the queued ones; `sent` is every pair sent (kept again if the call fails `unavailable`).
    */
-  private takeQueued(): (string | number)[] {
-    const args: (string | number)[] = [this.waiters.length, ...this.queued];
+  private takeQueued(): { args: (string | number)[]; waiters: SettleWaiter[]; sent: string[] } {
+    const retry = this.retained.splice(0, 2 * MAX_QUEUED_SETTLEMENTS);
+    const sent = retry.length === 0 ? this.queued : retry.concat(this.queued);
+    const args: (string | number)[] = [sent.length / 2, ...sent];
+    const waiters = this.waiters;
     this.queued = [];
     this.waiters = [];
     if (this.settleTimer !== undefined) clearTimeout(this.settleTimer);
     this.settleTimer = undefined;
-    return args;
+    return { args, waiters, sent };
   }
 
-  /** Send the queued settlements on their own (nothing to ride on); never rejects. */
+  /**
+   * How the call carrying settlements went. A script that ran applied them first, whatever failed
+   * after (a duplicate request id, a script error): only a call that may not have reached Redis
+   * (`unavailable`) fails their waiters, and they are kept to be sent again (a retry after one that
+   * did reach Redis is a no-op).
+   */
+  private settled(waiters: readonly SettleWaiter[], sent: string[], err: SwitchyardError | undefined): void {
+    if (err === undefined || err.code !== 'unavailable') {
+      for (const w of waiters) w.resolve();
+      return;
+    }
+    for (const w of waiters) w.reject(err);
+    if (sent.length === 0 || this.closed) return;
+    // older than anything kept meanwhile: back in front
+    this.retained = this.retained.length === 0 ? sent : sent.concat(this.retained);
+    const excess = this.retained.length / 2 - this.maxRetained;
+    if (excess > 0) {
+      this.retained.splice(0, 2 * excess);
+      this.dropped += excess;
+      this.droppedNotLogged += excess;
+    }
+    this.retryTimer ??= setTimeout(() => {
+      this.retryTimer = undefined;
+      if (this.droppedNotLogged > 0) {
+        this.log.warn(
+          { dropped: this.droppedNotLogged, droppedTotal: this.dropped, kept: this.retained.length / 2 },
+          'routing table: settlements that could not reach Redis dropped (the oldest, past maxRetainedSettlements): their reservations count until they expire',
+        );
+        this.droppedNotLogged = 0;
+      }
+      void this.flush();
+    }, SETTLEMENT_RETRY_MS);
+    this.retryTimer.unref?.();
+  }
+
+  /** Send the queued and kept settlements on their own (nothing to ride on); never rejects. */
   private async flush(): Promise<void> {
-    if (this.waiters.length === 0) return;
-    const waiters = this.waiters;
-    const args = this.takeQueued();
+    if (this.waiters.length === 0 && this.retained.length === 0) return;
+    const { args, waiters, sent } = this.takeQueued();
     try {
       await this.call('sySettle', args);
-      settleWaiters(waiters, undefined);
+      this.settled(waiters, sent, undefined);
     } catch (e) {
-      settleWaiters(waiters, e as SwitchyardError);
+      this.settled(waiters, sent, e as SwitchyardError);
     }
+    // more kept than one call carries: the next batch
+    if (this.retained.length > 0 && !this.closed && this.retryTimer === undefined) void this.flush();
   }
 
   /** Run one script; every failure leaves here classified. Queued settlements go out first. */
   private async call(name: RoutingScriptName | `${RoutingScriptName}Buffer`, args: (string | number)[]): Promise<Reply> {
     if (this.closed) throw unavailable('routing table is closed');
     // one connection runs commands in order: these are applied before the call that follows
-    if (this.waiters.length > 0) void this.flush();
+    if (this.waiters.length > 0 || this.retained.length > 0) void this.flush();
     const fn = (this.redis as unknown as Record<string, ScriptFn>)[name]!;
     try {
       return await fn.call(this.redis, this.seqKey, ...args);
@@ -392,28 +466,31 @@ export class RedisRoutingTable implements RoutingTable {
   }
 }
 
+/** One-character strings of the codes 0..127: a packed key's length (one byte in UTF-8). */
+const LENGTH_CHARS = Array.from({ length: 128 }, (_, i) => String.fromCharCode(i));
+
 /**
- * Tell the waiters of settlements how the script call carrying them went. A script that ran applied
- * them first, whatever failed after (a duplicate request id, a script error): only a call that may
- * not have reached Redis (`unavailable`) fails them.
+ * The keys `prefix + id` for each id, each preceded by its length in one byte (the script's 'Bc0'
+ * struct.unpack format); undefined if one is 128 bytes or longer, or not ASCII (its length in
+ * characters would not be its length in bytes): those go unpacked.
  */
-function settleWaiters(waiters: readonly SettleWaiter[], err: SwitchyardError | undefined): void {
-  if (err !== undefined && err.code === 'unavailable') for (const w of waiters) w.reject(err);
-  else for (const w of waiters) w.resolve();
-}
-
-/** Separators tried for packing selectAndReserve's lists (single bytes; the script splits with a plain find). */
-const SEPARATORS = ['\n', '\u0001', '\u0002', '\u0003', '\u001f', '\t'];
-
-/** A separator that no candidate, hash or the key prefix contains; '' if there is none (unpacked form). */
-function pickSeparator(candidates: readonly string[], hashes: readonly string[], prefix: string): string {
-  next: for (const sep of SEPARATORS) {
-    if (prefix.includes(sep)) continue;
-    for (const c of candidates) if (c.includes(sep)) continue next;
-    for (const h of hashes) if (h.includes(sep)) continue next;
-    return sep;
+export function packKeys(prefix: string, ids: readonly string[]): string | undefined {
+  if (ids.length === 0) return '';
+  const first = ids[0]!.length;
+  let out = '';
+  if (ids.every((id) => id.length === first)) {
+    // one length (block hashes; a model's worker ids): one join
+    if (prefix.length + first > 127) return undefined;
+    const head = LENGTH_CHARS[prefix.length + first]! + prefix;
+    out = head + ids.join(head);
+  } else {
+    for (const id of ids) {
+      const length = prefix.length + id.length;
+      if (length > 127) return undefined;
+      out += LENGTH_CHARS[length]! + prefix + id;
+    }
   }
-  return '';
+  return Buffer.byteLength(out) === out.length ? out : undefined;
 }
 
 /** Redis reply prefixes meaning "not now" rather than "wrong". */
