@@ -19,7 +19,7 @@ import {
   isInstanceAddress,
 } from './addressing.js';
 import { AsyncChannel } from './async-channel.js';
-import { RunningRequests, readFrame, writeResponse } from './response-writer.js';
+import { RunningRequests, isTerminal, readFrame, writeResponse } from './response-writer.js';
 import {
   type Payload,
   type ResponseFrame,
@@ -213,7 +213,7 @@ export class MemoryRequestPlane implements RequestPlane {
           },
         };
         const subject = isInstanceAddress(target) ? instanceSubject(target) : endpointSubject(target);
-        if (!broker.request(subject, encodeMessage({ v: 1, requestId, attempt, payload, deadline }), replyTo)) {
+        if (!broker.request(subject, encodeMessage({ v: 1, requestId, attempt, payload, deadline, finalData: true }), replyTo)) {
           throw new NoRespondersError(target);
         }
         callers.add(inbox);
@@ -227,12 +227,13 @@ export class MemoryRequestPlane implements RequestPlane {
             const r = await inbox.next();
             if (r.done) throw new StreamIncompleteError(target, received, dropped ? unavailable('connection dropped') : undefined);
             const frame = r.value;
-            // a terminal frame (final or error) ends the request on the worker: nothing to cancel
-            terminal = frame.seq === expected && frame.type !== 'data';
+            // a terminal frame (final, error, data marked final) ends the request on the worker: nothing to cancel
+            terminal = isTerminal(frame, expected);
             const data = readFrame(frame, expected, target, received);
             if (data === null) return;
             received++;
             yield data.payload;
+            if (data.final) return;
           }
         } finally {
           clearTimeout(timer);
