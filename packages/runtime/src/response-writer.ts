@@ -60,11 +60,12 @@ export async function writeResponse({ handler, envelope, abort, send, stopped }:
       : setTimeout(() => abort.abort(deadlineExceeded('request deadline passed')), Math.max(0, envelope.deadline - Date.now()));
   const finalData = envelope.finalData === true;
   // a payload received but not sent yet (finalData: while the handler's next step settles)
-  let held: { readonly payload: Payload } | undefined;
+  let holding = false;
+  let held: Payload = null;
   const sendHeld = (): void => {
-    if (held === undefined) return;
-    send({ v: 1, type: 'data', seq: seq++, payload: held.payload });
-    held = undefined;
+    if (!holding) return;
+    holding = false;
+    send({ v: 1, type: 'data', seq: seq++, payload: held });
   };
   let it: AsyncIterator<Payload> | undefined;
   let done = false;
@@ -80,13 +81,14 @@ export async function writeResponse({ handler, envelope, abort, send, stopped }:
         r = await it!.next();
         continue;
       }
-      held = { payload: r.value };
+      holding = true;
+      held = r.value;
       const next = it!.next();
       const first = await Promise.race([next, settled()]);
       if (first !== LATER && first.done === true && !abort.signal.aborted) {
         done = true;
-        send({ v: 1, type: 'data', seq: seq++, payload: held.payload, final: true });
-        held = undefined;
+        holding = false;
+        send({ v: 1, type: 'data', seq: seq++, payload: held, final: true });
         return;
       }
       sendHeld();
