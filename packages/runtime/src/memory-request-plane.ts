@@ -7,7 +7,6 @@
  * Worker death is `MemoryRequestPlane.crash()`: its endpoints vanish and the streams they were writing
  * end without a final marker, so callers see StreamIncompleteError.
  */
-import { randomUUID } from 'node:crypto';
 import { alreadyExists, cancelled, deadlineExceeded, unavailable } from '@switchyard/common';
 import {
   type EndpointAddress,
@@ -38,6 +37,7 @@ import {
   type ServedEndpoint,
   NoRespondersError,
   StreamIncompleteError,
+  requestIdSource,
 } from './request-plane.js';
 
 /** The caller's inbox as the broker sees it: frames in, or the connection drops. */
@@ -162,6 +162,8 @@ export class MemoryRequestPlane implements RequestPlane {
   private readonly openInboxes = new Set<Inbox>();
   private readonly callerInboxes = new Set<AsyncChannel<ResponseFrame>>();
   private closed = false;
+  /** Ids of the requests and attempts this plane sends. */
+  private readonly nextId = requestIdSource();
 
   constructor(private readonly broker: MemoryRequestBroker) {}
 
@@ -193,14 +195,15 @@ export class MemoryRequestPlane implements RequestPlane {
 
   request(target: EndpointAddress | InstanceAddress, payload: Payload, options: RequestOptions = {}): AsyncIterable<Payload> {
     const broker = this.broker;
+    const nextId = this.nextId;
     const callers = this.callerInboxes;
     const isClosed = (): boolean => this.closed;
     return {
       [Symbol.asyncIterator]: async function* () {
         if (isClosed()) throw unavailable('request plane is closed');
         const { signal, timeoutMs = 0 } = options;
-        const requestId = options.requestId ?? randomUUID();
-        const attempt = randomUUID();
+        const requestId = options.requestId ?? nextId();
+        const attempt = nextId();
         if (signal?.aborted) throw cancelled(`request ${requestId} cancelled before it was sent`);
         const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : null;
         const inbox = new AsyncChannel<ResponseFrame>();

@@ -38,7 +38,6 @@
  *     its terminal `cancelled` frame is held until the reconnect, so the caller sees the sequence gap
  *     (or that frame) and can migrate the request, instead of waiting out its idle timeout.
  */
-import { randomUUID } from 'node:crypto';
 import { type Msg, type NatsConnection, type Subscription, createInbox } from '@nats-io/nats-core';
 import {
   type CancelSignal,
@@ -83,6 +82,7 @@ import {
   type ServedEndpoint,
   NoRespondersError,
   StreamIncompleteError,
+  requestIdSource,
 } from './request-plane.js';
 
 /** Default: a stream with no frame for this long is StreamIncompleteError. */
@@ -274,6 +274,8 @@ export class NatsRequestPlane implements RequestPlane {
   private readonly idleStreams: IdleSweep<IdleStream> | undefined;
   private readonly ownsConnection: boolean;
   private closed = false;
+  /** Ids of the requests and attempts this plane sends. */
+  private readonly nextId = requestIdSource();
   /** False from a `disconnect` status until the `reconnect` (nats-connection.ts). */
   private connected = true;
   /** Epoch ms of the last reconnect (-Infinity: never reconnected). */
@@ -491,12 +493,13 @@ export class NatsRequestPlane implements RequestPlane {
     const idleStreams = this.idleStreams;
     const isClosed = (): boolean => this.closed || nc.isClosed();
     const plane = this;
+    const nextId = this.nextId;
     return {
       [Symbol.asyncIterator]: async function* () {
         if (isClosed()) throw unavailable('request plane is closed');
         const { signal, timeoutMs = 0 } = options;
-        const requestId = options.requestId ?? randomUUID();
-        const attempt = randomUUID();
+        const requestId = options.requestId ?? nextId();
+        const attempt = nextId();
         if (signal?.aborted) throw cancelled(`request ${requestId} cancelled before it was sent`);
         const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : null;
 
