@@ -188,10 +188,11 @@ describe('cluster wire decoders (fuzz)', () => {
   });
 });
 
-/** `payload` through a whole request-plane data frame on the wire (binary message format 2). */
-function viaMessage(payload: BinaryPayload): unknown {
-  const frame = decodeResponseFrame(decodeMessage(encodeMessage({ v: 1, type: 'data', seq: 0, payload })));
+/** `payload` through a whole request-plane data frame on the wire (binary message format 2), marked final (the stream's end) or not. */
+function viaMessage(payload: BinaryPayload, final = false): unknown {
+  const frame = decodeResponseFrame(decodeMessage(encodeMessage(final ? { v: 1, type: 'data', seq: 0, payload, final: true } : { v: 1, type: 'data', seq: 0, payload })));
   if (frame.type !== 'data') throw new Error('not a data frame');
+  expect(frame.final === true).toBe(final);
   return frame.payload;
 }
 
@@ -228,11 +229,11 @@ function handMade(header: string, lengths: readonly number[], tail: Uint8Array, 
 
 describe('cluster binary payloads (fuzz)', () => {
   it('infer requests and responses survive a binary message exactly (tensor bytes bit for bit, blobs 8-aligned)', () => {
-    fuzz(fc.tuple(inferRequest, inferResponse), ([request, response]) => {
+    fuzz(fc.tuple(inferRequest, inferResponse, fc.boolean()), ([request, response, endsStream]) => {
       const req = decodeWireInferRequest(viaMessage(inferRequestToBinary(request)));
       for (const t of req.inputs) expect(typeof t.data !== 'string' && t.data.byteOffset % 8).toBe(0);
       expect(comparable(inferRequestFromWire(req))).toEqual(comparable(request));
-      const res = decodeWireInferResponse(viaMessage(inferResponseToBinary(response, true)));
+      const res = decodeWireInferResponse(viaMessage(inferResponseToBinary(response, true), endsStream));
       expect(res.final).toBe(true);
       expect(comparable(inferResponseFromWire(res))).toEqual(comparable(response));
     });
@@ -285,7 +286,8 @@ describe('cluster binary payloads (fuzz)', () => {
   });
 
   it('decodes or refuses any bytes, and a binary message with any byte changed', () => {
-    const valid = encodeMessage({ v: 1, type: 'data', seq: 0, payload: inferResponseToBinary({ id: 'x', modelName: 'm', modelVersion: '1', parameters: {}, outputs: [{ name: 'o', datatype: 'FP32', shape: [2], parameters: {}, data: new Uint8Array(8).fill(7) }] }) });
+    // (a data frame marked final: the one message of a unary response to a caller that announced finalData)
+    const valid = encodeMessage({ v: 1, type: 'data', seq: 0, payload: inferResponseToBinary({ id: 'x', modelName: 'm', modelVersion: '1', parameters: {}, outputs: [{ name: 'o', datatype: 'FP32', shape: [2], parameters: {}, data: new Uint8Array(8).fill(7) }] }), final: true });
     const mutated = fc.tuple(fc.nat(valid.length - 1), fc.nat(255)).map(([i, b]) => {
       const m = Uint8Array.from(valid);
       m[i] = b;

@@ -212,7 +212,7 @@ export interface InferenceEngine {
    * or rejects with the request's error (`unavailable` when no worker started in time, `cancelled`
    * when `signal` aborts). Optional: a worker's engine has nothing to wait for.
    */
-  waitForModel?(name: string, signal?: AbortSignal): Promise<void> | undefined;
+  waitForModel?(name: string, signal?: CancelSignal): Promise<void> | undefined;
 
   /**
    * `listener` is called (synchronously, with no arguments) whenever a model version starts serving,

@@ -2,7 +2,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { capacityExhausted } from '@switchyard/common';
 import { endpointAddress, instanceAddress, instanceIdFromLease } from './addressing.js';
 import { MemoryRequestBroker, MemoryRequestPlane } from './memory-request-plane.js';
-import { BinaryPayload, type Payload, encodeMessage } from './protocols.js';
+import { instanceSubject } from './addressing.js';
+import { BinaryPayload, type Payload, type ResponseFrame, decodeMessage, decodeRequestEnvelope, decodeResponseFrame, encodeMessage } from './protocols.js';
 import { type EndpointHandler, type RequestContext, NoRespondersError, StreamIncompleteError, isRetriable } from './request-plane.js';
 
 const ep = endpointAddress('prod', 'backend', 'generate');
@@ -228,5 +229,78 @@ describe('MemoryRequestPlane', () => {
     const broker = new MemoryRequestBroker();
     await new MemoryRequestPlane(broker).serve(inst(1), async function* () {});
     await expect(new MemoryRequestPlane(broker).serve(inst(1), async function* () {})).rejects.toMatchObject({ code: 'already_exists' });
+  });
+
+  describe('mixed versions: a unary response in one data frame marked final', () => {
+    const unary: EndpointHandler = async function* (payload) {
+      yield { echo: payload as number };
+    };
+    /** Sends an envelope as an older (or newer) caller would, straight through the broker; resolves with the frames. */
+    function rawRequest(broker: MemoryRequestBroker, envelope: object): Promise<ResponseFrame[]> {
+      const frames: ResponseFrame[] = [];
+      return new Promise((resolve) => {
+        const sent = broker.request(instanceSubject(inst(1)), encodeMessage(envelope as never), {
+          deliver: (bytes) => {
+            const frame = decodeResponseFrame(decodeMessage(bytes));
+            frames.push(frame);
+            if (frame.type !== 'data' || frame.final === true) resolve(frames);
+          },
+          drop: () => resolve(frames),
+        });
+        expect(sent).toBe(true);
+      });
+    }
+
+    it('a caller that does not announce finalData gets a data frame and a final frame; one that does gets one frame', async () => {
+      const broker = new MemoryRequestBroker();
+      await new MemoryRequestPlane(broker).serve(inst(1), unary);
+      expect(await rawRequest(broker, { v: 1, requestId: 'old', payload: 1, deadline: null })).toEqual([
+        { v: 1, type: 'data', seq: 0, payload: { echo: 1 } },
+        { v: 1, type: 'final', seq: 1 },
+      ]);
+      expect(await rawRequest(broker, { v: 1, requestId: 'new', payload: 2, deadline: null, finalData: true })).toEqual([
+        { v: 1, type: 'data', seq: 0, payload: { echo: 2 }, final: true },
+      ]);
+      // and the plane's own caller announces it
+      expect(await collect(new MemoryRequestPlane(broker).request(inst(1), 3))).toEqual([{ echo: 3 }]);
+    });
+
+    it('a worker that ignores finalData (two frames) still serves the announcing caller, which sends no cancel after either ending', async () => {
+      const broker = new MemoryRequestBroker();
+      const cancels: Uint8Array[] = [];
+      const announced: boolean[] = [];
+      // an older worker: answers every request with a data frame and a final frame
+      broker.subscribe({
+        address: inst(1),
+        owner: undefined as never,
+        onRequest: (bytes, reply) => {
+          const envelope = decodeRequestEnvelope(decodeMessage(bytes));
+          announced.push(envelope.finalData === true);
+          reply.deliver(encodeMessage({ v: 1, type: 'data', seq: 0, payload: { old: envelope.payload as number } }));
+          reply.deliver(encodeMessage({ v: 1, type: 'final', seq: 1 }));
+        },
+        onCancel: (bytes) => cancels.push(bytes),
+      });
+      const client = new MemoryRequestPlane(broker);
+      expect(await collect(client.request(inst(1), 5))).toEqual([{ old: 5 }]);
+      expect(announced).toEqual([true]);
+      await tick();
+      expect(cancels).toEqual([]);
+    });
+
+    it('a caller that stops reading after the final data frame sends no cancel', async () => {
+      const broker = new MemoryRequestBroker();
+      const worker = new MemoryRequestPlane(broker);
+      await worker.serve(inst(1), unary);
+      const cancels: Uint8Array[] = [];
+      broker.subscribe({ address: inst(2), owner: undefined as never, onRequest: () => undefined, onCancel: (bytes) => cancels.push(bytes) });
+      const client = new MemoryRequestPlane(broker);
+      for await (const v of client.request(inst(1), 9)) {
+        expect(v).toEqual({ echo: 9 });
+        break;
+      }
+      await tick();
+      expect(cancels).toEqual([]);
+    });
   });
 });

@@ -7,7 +7,6 @@
  * Worker death is `MemoryRequestPlane.crash()`: its endpoints vanish and the streams they were writing
  * end without a final marker, so callers see StreamIncompleteError.
  */
-import { randomUUID } from 'node:crypto';
 import { alreadyExists, cancelled, deadlineExceeded, unavailable } from '@switchyard/common';
 import {
   type EndpointAddress,
@@ -19,7 +18,7 @@ import {
   isInstanceAddress,
 } from './addressing.js';
 import { AsyncChannel } from './async-channel.js';
-import { RunningRequests, readFrame, writeResponse } from './response-writer.js';
+import { RunningRequests, isTerminal, readFrame, writeResponse } from './response-writer.js';
 import {
   type Payload,
   type ResponseFrame,
@@ -38,6 +37,7 @@ import {
   type ServedEndpoint,
   NoRespondersError,
   StreamIncompleteError,
+  requestIdSource,
 } from './request-plane.js';
 
 /** The caller's inbox as the broker sees it: frames in, or the connection drops. */
@@ -162,6 +162,8 @@ export class MemoryRequestPlane implements RequestPlane {
   private readonly openInboxes = new Set<Inbox>();
   private readonly callerInboxes = new Set<AsyncChannel<ResponseFrame>>();
   private closed = false;
+  /** Ids of the requests and attempts this plane sends. */
+  private readonly nextId = requestIdSource();
 
   constructor(private readonly broker: MemoryRequestBroker) {}
 
@@ -193,14 +195,15 @@ export class MemoryRequestPlane implements RequestPlane {
 
   request(target: EndpointAddress | InstanceAddress, payload: Payload, options: RequestOptions = {}): AsyncIterable<Payload> {
     const broker = this.broker;
+    const nextId = this.nextId;
     const callers = this.callerInboxes;
     const isClosed = (): boolean => this.closed;
     return {
       [Symbol.asyncIterator]: async function* () {
         if (isClosed()) throw unavailable('request plane is closed');
         const { signal, timeoutMs = 0 } = options;
-        const requestId = options.requestId ?? randomUUID();
-        const attempt = randomUUID();
+        const requestId = options.requestId ?? nextId();
+        const attempt = nextId();
         if (signal?.aborted) throw cancelled(`request ${requestId} cancelled before it was sent`);
         const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : null;
         const inbox = new AsyncChannel<ResponseFrame>();
@@ -213,7 +216,7 @@ export class MemoryRequestPlane implements RequestPlane {
           },
         };
         const subject = isInstanceAddress(target) ? instanceSubject(target) : endpointSubject(target);
-        if (!broker.request(subject, encodeMessage({ v: 1, requestId, attempt, payload, deadline }), replyTo)) {
+        if (!broker.request(subject, encodeMessage({ v: 1, requestId, attempt, payload, deadline, finalData: true }), replyTo)) {
           throw new NoRespondersError(target);
         }
         callers.add(inbox);
@@ -227,12 +230,13 @@ export class MemoryRequestPlane implements RequestPlane {
             const r = await inbox.next();
             if (r.done) throw new StreamIncompleteError(target, received, dropped ? unavailable('connection dropped') : undefined);
             const frame = r.value;
-            // a terminal frame (final or error) ends the request on the worker: nothing to cancel
-            terminal = frame.seq === expected && frame.type !== 'data';
+            // a terminal frame (final, error, data marked final) ends the request on the worker: nothing to cancel
+            terminal = isTerminal(frame, expected);
             const data = readFrame(frame, expected, target, received);
             if (data === null) return;
             received++;
             yield data.payload;
+            if (data.final) return;
           }
         } finally {
           clearTimeout(timer);

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect } from '@nats-io/transport-node';
+import { connect, createInbox } from '@nats-io/transport-node';
 import { capacityExhausted } from '@switchyard/common';
 import { type NatsServer, startNats } from '@switchyard/testing';
-import { endpointAddress, instanceAddress, instanceIdFromLease, instanceSubject } from './addressing.js';
+import { cancelSubject, endpointAddress, instanceAddress, instanceIdFromLease, instanceSubject } from './addressing.js';
 import { NatsRequestPlane } from './nats-request-plane.js';
-import { BinaryPayload, type Payload } from './protocols.js';
+import { BinaryPayload, type Payload, type ResponseFrame, decodeMessage, decodeRequestEnvelope, decodeResponseFrame, encodeMessage } from './protocols.js';
 import { type RequestContext, NoRespondersError, StreamIncompleteError, isRetriable } from './request-plane.js';
 
 let nats: NatsServer;
@@ -428,5 +428,93 @@ describe('NatsRequestPlane framing (chunks beyond max_payload, heartbeats)', () 
       yield 'done';
     });
     expect((await failure(client.request(inst(ep, 2), null))).error).toBeInstanceOf(StreamIncompleteError);
+  });
+});
+
+describe('NatsRequestPlane mixed versions: a unary response in one data frame marked final', () => {
+  /** The frames answering `envelope`, sent as an older (or newer) caller would, until a terminal one. */
+  async function rawRequest(subject: string, envelope: object): Promise<ResponseFrame[]> {
+    const nc = await connect({ servers: nats.url });
+    try {
+      const inbox = createInbox();
+      const frames: ResponseFrame[] = [];
+      const sub = nc.subscribe(inbox);
+      nc.publish(subject, encodeMessage(envelope as never), { reply: inbox });
+      for await (const m of sub) {
+        const frame = decodeResponseFrame(decodeMessage(m.data));
+        frames.push(frame);
+        if (frame.type !== 'data' || frame.final === true) break;
+      }
+      return frames;
+    } finally {
+      await nc.close();
+    }
+  }
+
+  it('a caller that does not announce finalData gets a data frame and a final frame; one that does gets one message', async () => {
+    const ep = freshEndpoint();
+    const worker = await plane();
+    await worker.serve(inst(ep, 1), async function* (payload) {
+      yield { echo: payload as number };
+    });
+    const subject = instanceSubject(inst(ep, 1));
+    expect(await rawRequest(subject, { v: 1, requestId: 'old', payload: 1, deadline: null })).toEqual([
+      { v: 1, type: 'data', seq: 0, payload: { echo: 1 } },
+      { v: 1, type: 'final', seq: 1 },
+    ]);
+    expect(await rawRequest(subject, { v: 1, requestId: 'new', payload: 2, deadline: null, finalData: true })).toEqual([
+      { v: 1, type: 'data', seq: 0, payload: { echo: 2 }, final: true },
+    ]);
+    // a binary response ends in its binary message alike
+    const worker2 = await plane();
+    await worker2.serve(inst(ep, 2), async function* () {
+      yield new BinaryPayload({ n: 1 }, [new Uint8Array([7, 8])]);
+    });
+    const [frame, ...rest] = await rawRequest(instanceSubject(inst(ep, 2)), { v: 1, requestId: 'bin', payload: 0, deadline: null, finalData: true });
+    expect(rest).toEqual([]);
+    expect(frame).toMatchObject({ type: 'data', seq: 0, final: true });
+    expect(frame!.type === 'data' && frame!.payload instanceof BinaryPayload && [...frame!.payload.blobs[0]!]).toEqual([7, 8]);
+  });
+
+  it('a worker that ignores finalData (two frames) still serves the announcing caller; no cancel follows either ending', async () => {
+    const ep = freshEndpoint();
+    const nc = await connect({ servers: nats.url });
+    const announced: boolean[] = [];
+    const cancels: unknown[] = [];
+    try {
+      // an older worker: a data frame and a final frame, whatever the envelope says
+      nc.subscribe(instanceSubject(inst(ep, 1)), {
+        callback: (_err, m) => {
+          const envelope = decodeRequestEnvelope(decodeMessage(m.data));
+          announced.push(envelope.finalData === true);
+          m.respond(encodeMessage({ v: 1, type: 'data', seq: 0, payload: { old: envelope.payload as number } }));
+          m.respond(encodeMessage({ v: 1, type: 'final', seq: 1 }));
+        },
+      });
+      nc.subscribe(cancelSubject(inst(ep, 1)), {
+        callback: (_err, m) => {
+          cancels.push(m.json());
+        },
+      });
+      await nc.flush();
+      const client = await plane();
+      expect(await collect(client.request(inst(ep, 1), 5))).toEqual([{ old: 5 }]);
+      expect(announced).toEqual([true]);
+      // a new worker's one-frame answer, read by a caller that stops at its first payload
+      const worker = await plane();
+      await worker.serve(inst(ep, 2), async function* (payload) {
+        yield { echo: payload as number };
+      });
+      for await (const v of client.request(inst(ep, 2), 6)) {
+        expect(v).toEqual({ echo: 6 });
+        break;
+      }
+      await new Promise((r) => setImmediate(r)); // the plane's outbox (a cancel would be in it)
+      await client.nc.flush();
+      await nc.flush();
+      expect(cancels).toEqual([]);
+    } finally {
+      await nc.close();
+    }
   });
 });

@@ -11,7 +11,10 @@
  * with the NATS reply subject set to a fresh inbox `<prefix>.<token>` under the plane's one wildcard
  * subscription `<prefix>.*` (made on the first request, on the same connection, so its SUB reaches
  * the server before any PUB; a subscription per request would cost a SUB and an UNSUB each). The worker publishes ResponseFrames to that reply subject, in order (NATS keeps the order
- * of one publisher's messages): `data` frames with seq 0.., then exactly one `final` or `error`.
+ * of one publisher's messages): `data` frames with seq 0.., then exactly one `final` or `error`. The
+ * envelope announces `finalData`, so a worker of this version ends a stream that ends with its last
+ * data frame in that frame (`final: true`): a unary response is one NATS message (an older worker
+ * still sends two, which this caller reads as well).
  *
  * No responders: nats.js announces `headers` + `no_responders` in CONNECT, so when a message with a
  * reply subject matches no subscription, the server itself sends a status message (empty body,
@@ -35,7 +38,6 @@
  *     its terminal `cancelled` frame is held until the reconnect, so the caller sees the sequence gap
  *     (or that frame) and can migrate the request, instead of waiting out its idle timeout.
  */
-import { randomUUID } from 'node:crypto';
 import { type Msg, type NatsConnection, type Subscription, createInbox } from '@nats-io/nats-core';
 import {
   type CancelSignal,
@@ -61,7 +63,7 @@ import { AsyncChannel } from './async-channel.js';
 import { IdleSweep } from './idle-sweep.js';
 import { DEFAULT_NATS_RECONNECT_WAIT_MS, connectNats, watchNatsConnection } from './nats-connection.js';
 import { ChunkAssembler, HEARTBEAT_INTERVAL_MS, isHeartbeat, needsChunks, publishFramed, publishHeartbeat } from './nats-framing.js';
-import { RunningRequests, readFrame, writeResponse } from './response-writer.js';
+import { RunningRequests, isTerminal, readFrame, writeResponse } from './response-writer.js';
 import {
   type Payload,
   type ResponseFrame,
@@ -80,6 +82,7 @@ import {
   type ServedEndpoint,
   NoRespondersError,
   StreamIncompleteError,
+  requestIdSource,
 } from './request-plane.js';
 
 /** Default: a stream with no frame for this long is StreamIncompleteError. */
@@ -271,6 +274,8 @@ export class NatsRequestPlane implements RequestPlane {
   private readonly idleStreams: IdleSweep<IdleStream> | undefined;
   private readonly ownsConnection: boolean;
   private closed = false;
+  /** Ids of the requests and attempts this plane sends. */
+  private readonly nextId = requestIdSource();
   /** False from a `disconnect` status until the `reconnect` (nats-connection.ts). */
   private connected = true;
   /** Epoch ms of the last reconnect (-Infinity: never reconnected). */
@@ -358,8 +363,9 @@ export class NatsRequestPlane implements RequestPlane {
 
   /**
    * Publish what this turn of the event loop queued, in order, in one go: nats.js flushes its buffer
-   * once per microtask drain, so a unary response's data and final frames (and the frames of every
-   * stream that produced one this turn) leave in one socket write instead of one write each.
+   * once per microtask drain, so the frames of every stream that produced one this turn (a unary
+   * response's data and final frames, for a caller that did not announce `finalData`) leave in one
+   * socket write instead of one write each.
    * Disconnected meanwhile: the batch is held for the reconnect, still in order.
    */
   /** @internal */
@@ -487,12 +493,13 @@ export class NatsRequestPlane implements RequestPlane {
     const idleStreams = this.idleStreams;
     const isClosed = (): boolean => this.closed || nc.isClosed();
     const plane = this;
+    const nextId = this.nextId;
     return {
       [Symbol.asyncIterator]: async function* () {
         if (isClosed()) throw unavailable('request plane is closed');
         const { signal, timeoutMs = 0 } = options;
-        const requestId = options.requestId ?? randomUUID();
-        const attempt = randomUUID();
+        const requestId = options.requestId ?? nextId();
+        const attempt = nextId();
         if (signal?.aborted) throw cancelled(`request ${requestId} cancelled before it was sent`);
         const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : null;
 
@@ -546,7 +553,7 @@ export class NatsRequestPlane implements RequestPlane {
             await plane.waitConnected(wait, signal);
           }
           callers.add(inbox); // from now on a disconnect ends this stream
-          const message = encodeMessage({ v: 1, requestId, attempt, payload, deadline });
+          const message = encodeMessage({ v: 1, requestId, attempt, payload, deadline, finalData: true });
           if (!isInstanceAddress(target) && needsChunks(nc, message)) {
             // chunks sent to a queue group could reach different instances
             throw invalidArgument(`request ${requestId} of ${message.length} bytes is larger than one NATS message: send it to one instance`);
@@ -588,12 +595,13 @@ export class NatsRequestPlane implements RequestPlane {
               terminal = true; // nothing reached a worker: nothing to cancel
               throw new NoRespondersError(target);
             }
-            // a terminal frame (final or error) ends the request on the worker: nothing to cancel
-            terminal = frame.seq === expected && frame.type !== 'data';
+            // a terminal frame (final, error, data marked final) ends the request on the worker: nothing to cancel
+            terminal = isTerminal(frame, expected);
             const data = readFrame(frame, expected, target, received);
             if (data === null) return;
             received++;
             yield data.payload;
+            if (data.final) return;
           }
         } finally {
           clearTimeout(timer);

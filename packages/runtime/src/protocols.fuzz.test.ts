@@ -22,7 +22,9 @@ const VALID: Array<[string, (v: unknown) => unknown, JsonValue]> = [
     { v: 1, model: 'org/m', kind: 'llm', ...address, tokenizer: { type: 'inline', files: { 'tokenizer.json': '{}' } }, kvBlockSize: 16, contextLength: 2048, metadata: {} },
   ],
   ['request envelope', decodeRequestEnvelope, { v: 1, requestId: 'r1', attempt: 'a1', payload: { x: [1, 2] }, deadline: 1_700_000_000_000 }],
+  ['request envelope announcing finalData', decodeRequestEnvelope, { v: 1, requestId: 'r1', payload: null, deadline: null, finalData: true }],
   ['data frame', decodeResponseFrame, { v: 1, type: 'data', seq: 0, payload: 'x' }],
+  ['data frame marked final', decodeResponseFrame, { v: 1, type: 'data', seq: 4, payload: { y: 'x' }, final: true }],
   ['error frame', decodeResponseFrame, { v: 1, type: 'error', seq: 3, error: { code: 'unavailable', message: 'gone' } }],
   ['cancel message', decodeCancelMessage, { v: 1, type: 'cancel', requestId: 'r1', attempt: 'a1' }],
 ];

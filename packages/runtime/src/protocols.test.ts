@@ -9,8 +9,11 @@ import {
   decodeJson,
   decodeModelCard,
   decodeRequestEnvelope,
+  decodeMessage,
   decodeResponseFrame,
   encodeJson,
+  encodeMessage,
+  BinaryPayload,
 } from './protocols.js';
 
 const inst = instanceAddress(endpointAddress('prod', 'backend', 'generate'), '00000000000000ff');
@@ -84,6 +87,28 @@ describe('request plane frames', () => {
     expect(() => decodeCancelMessage({ v: 1, type: 'cancel' })).toThrow(/requestId/);
     expect(() => decodeCancelMessage({ v: 1, type: 'cancel', requestId: 'r', attempt: 7 })).toThrow(/attempt/);
     expect(() => decodeRequestEnvelope({ v: 1, requestId: 'r', attempt: '', payload: 1, deadline: null })).toThrow(/attempt/);
+  });
+  it('carries the finalData announcement and the final mark of a data frame, in JSON and binary messages', () => {
+    const env = { v: 1, requestId: 'r1', attempt: 'a1', payload: { x: 1 }, deadline: null, finalData: true };
+    expect(decodeRequestEnvelope(roundTrip(env))).toEqual(env);
+    // false is the same as absent
+    expect(decodeRequestEnvelope({ ...env, finalData: false })).toEqual({ v: 1, requestId: 'r1', attempt: 'a1', payload: { x: 1 }, deadline: null });
+    const last: ResponseFrame = { v: 1, type: 'data', seq: 3, payload: [1, 2], final: true };
+    expect(decodeResponseFrame(roundTrip(last))).toEqual(last);
+    expect(decodeResponseFrame({ ...last, final: false })).toEqual({ v: 1, type: 'data', seq: 3, payload: [1, 2] });
+    expect(() => decodeRequestEnvelope({ ...env, finalData: 'yes' })).toThrow(/request: 'finalData' must be a boolean/);
+    expect(() => decodeResponseFrame({ ...last, final: 1 })).toThrow(/response frame: 'final' must be a boolean/);
+    const blob = new Uint8Array([1, 2, 3]);
+    const binary = decodeResponseFrame(decodeMessage(encodeMessage({ v: 1, type: 'data', seq: 0, payload: new BinaryPayload({ k: 'v' }, [blob]), final: true })));
+    expect(binary).toMatchObject({ type: 'data', seq: 0, final: true });
+    expect(binary.type === 'data' && binary.payload instanceof BinaryPayload && [...binary.payload.blobs[0]!]).toEqual([1, 2, 3]);
+    const request = decodeRequestEnvelope(decodeMessage(encodeMessage({ v: 1, requestId: 'r', payload: new BinaryPayload(null, [blob]), deadline: 5, finalData: true })));
+    expect(request.finalData).toBe(true);
+  });
+  it('ignores fields it does not know (a newer peer\'s)', () => {
+    const env = { v: 1, requestId: 'r1', payload: 1, deadline: null };
+    expect(decodeRequestEnvelope({ ...env, someday: { x: 1 } })).toEqual(env);
+    expect(decodeResponseFrame({ v: 1, type: 'final', seq: 2, someday: true })).toEqual({ v: 1, type: 'final', seq: 2 });
   });
   it('keeps an unknown error code as unknown', () => {
     expect(decodeResponseFrame({ v: 1, type: 'error', seq: 0, error: { code: 'teapot', message: 'x' } })).toEqual({

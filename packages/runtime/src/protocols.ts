@@ -97,15 +97,25 @@ export interface RequestEnvelope {
   readonly payload: Payload;
   /** Epoch milliseconds after which the caller has given up; `null` = no deadline. */
   readonly deadline: number | null;
+  /**
+   * The caller reads a data frame with `final: true` as the end of the stream (see ResponseFrame), so
+   * the worker may end a stream in its last data frame instead of a `final` frame after it. Absent
+   * from older callers: they get a `final` frame. An older worker ignores the field and always sends
+   * one, which a caller that announces it still reads.
+   */
+  readonly finalData?: true;
 }
 
 /**
  * Instance → caller, in order. `seq` starts at 0 and grows by one per frame, so a gap is detectable.
- * Exactly one terminal frame (`final` or `error`) ends a stream; a stream that stops without one is
- * incomplete (the worker died or the connection dropped) — see StreamIncompleteError.
+ * Exactly one terminal frame ends a stream: `final`, `error`, or — only when the request announced
+ * `finalData` — a `data` frame with `final: true`, which carries the stream's last payload and its end
+ * in one message (a unary response is then one frame, not two). Nothing follows a terminal frame. A
+ * stream that stops without one is incomplete (the worker died or the connection dropped) — see
+ * StreamIncompleteError.
  */
 export type ResponseFrame =
-  | { readonly v: 1; readonly type: 'data'; readonly seq: number; readonly payload: Payload }
+  | { readonly v: 1; readonly type: 'data'; readonly seq: number; readonly payload: Payload; readonly final?: true }
   | { readonly v: 1; readonly type: 'final'; readonly seq: number }
   | { readonly v: 1; readonly type: 'error'; readonly seq: number; readonly error: WireError };
 
@@ -165,6 +175,13 @@ function metadata(o: Obj, what: string): { readonly [k: string]: JsonValue } {
   const m = o['metadata'];
   if (m === undefined) return {};
   return obj(m, `${what} metadata`) as { readonly [k: string]: JsonValue };
+}
+/** An optional flag: true, or false when absent or false; anything else is refused. */
+function flag(o: Obj, field: string, what: string): boolean {
+  const v = o[field];
+  if (v === undefined || v === false) return false;
+  if (v !== true) throw invalidArgument(`${what}: '${field}' must be a boolean`);
+  return true;
 }
 function has(o: Obj, field: string): boolean {
   return Object.prototype.hasOwnProperty.call(o, field);
@@ -250,7 +267,11 @@ export function decodeRequestEnvelope(value: unknown): RequestEnvelope {
     throw invalidArgument(`${what}: 'deadline' must be epoch milliseconds or null`);
   }
   if (!has(o, 'payload')) throw invalidArgument(`${what}: 'payload' is missing`);
-  return { v: 1, requestId: str(o, 'requestId', what), ...optStr(o, 'attempt', what), payload: o['payload'] as Payload, deadline };
+  // (fields this version does not know, a newer caller's, are ignored)
+  const envelope: { -readonly [K in keyof RequestEnvelope]: RequestEnvelope[K] } = { v: 1, requestId: str(o, 'requestId', what), payload: o['payload'] as Payload, deadline };
+  if (o['attempt'] !== undefined) envelope.attempt = str(o, 'attempt', what);
+  if (flag(o, 'finalData', what)) envelope.finalData = true;
+  return envelope;
 }
 
 const CODES: ReadonlySet<string> = new Set(ERROR_CODES);
@@ -263,7 +284,7 @@ export function decodeResponseFrame(value: unknown): ResponseFrame {
   switch (o['type']) {
     case 'data':
       if (!has(o, 'payload')) throw invalidArgument(`${what}: 'payload' is missing`);
-      return { v: 1, type: 'data', seq, payload: o['payload'] as Payload };
+      return flag(o, 'final', what) ? { v: 1, type: 'data', seq, payload: o['payload'] as Payload, final: true } : { v: 1, type: 'data', seq, payload: o['payload'] as Payload };
     case 'final':
       return { v: 1, type: 'final', seq };
     case 'error': {

@@ -6,6 +6,17 @@
  * `error` — unless the request was aborted (cancelled by the caller or past its deadline), when nothing
  * more is sent, except a `cancelled` error frame when the endpoint was stopped without draining.
  * The envelope's deadline aborts `abort` when it passes. Never rejects.
+ *
+ * When the request announced `finalData` (protocols.ts), a stream that ends right after its last data
+ * frame ends IN that frame (`final: true`), so a unary response is one message instead of two. The
+ * writer cannot know a payload is the last before the handler says so: it holds each data frame while
+ * it asks the handler for the next one, until the microtasks running now have settled (one
+ * `process.nextTick`, shared by every stream, from a microtask: it runs once the queue has drained).
+ * A handler that ends in that window — a unary one: its result and its end arrive together — has its
+ * last frame marked final; otherwise the frame goes out unmarked in the same event-loop turn as
+ * before (a token stream's frames are not delayed to a later turn), and a `final` frame ends the
+ * stream later. A held frame is always sent, also when the request is aborted or the handler throws
+ * meanwhile: it was produced before, as if it had left at once.
  */
 import { Cancellation, SwitchyardError, cancelled, deadlineExceeded, toSwitchyardError, unavailable } from '@switchyard/common';
 import type { EndpointAddress, InstanceAddress } from './addressing.js';
@@ -23,19 +34,67 @@ export interface ResponseWriter {
   readonly stopped: () => boolean;
 }
 
+/** What `settled()` resolves with: the handler's next step was not ready when the microtasks drained. */
+const LATER = Symbol('later');
+let settling: Promise<typeof LATER> | undefined;
+
+/**
+ * Resolves once the microtask queue has drained. Called from a microtask (an `await`'s continuation),
+ * a `process.nextTick` runs after the queue is empty, before the event loop moves on; every stream
+ * that waits in the same drain shares one.
+ */
+function settled(): Promise<typeof LATER> {
+  return (settling ??= new Promise((resolve) =>
+    process.nextTick(() => {
+      settling = undefined;
+      resolve(LATER);
+    }),
+  ));
+}
+
 export async function writeResponse({ handler, envelope, abort, send, stopped }: ResponseWriter): Promise<void> {
   let seq = 0;
   const timer =
     envelope.deadline === null
       ? undefined
       : setTimeout(() => abort.abort(deadlineExceeded('request deadline passed')), Math.max(0, envelope.deadline - Date.now()));
+  const finalData = envelope.finalData === true;
+  // a payload received but not sent yet (finalData: while the handler's next step settles)
+  let holding = false;
+  let held: Payload = null;
+  const sendHeld = (): void => {
+    if (!holding) return;
+    holding = false;
+    send({ v: 1, type: 'data', seq: seq++, payload: held });
+  };
+  let it: AsyncIterator<Payload> | undefined;
+  let done = false;
   try {
     const ctx = { requestId: envelope.requestId, signal: abort.signal, deadline: envelope.deadline };
     // (aborted before it started: superseded while it waited for an older attempt, or stopped)
-    for await (const payload of abort.signal.aborted ? [] : handler(envelope.payload, ctx)) {
+    if (!abort.signal.aborted) it = handler(envelope.payload, ctx)[Symbol.asyncIterator]();
+    let r: IteratorResult<Payload> = it === undefined ? { done: true, value: undefined } : await it.next();
+    while (r.done !== true) {
       if (abort.signal.aborted) break;
-      send({ v: 1, type: 'data', seq: seq++, payload });
+      if (!finalData) {
+        send({ v: 1, type: 'data', seq: seq++, payload: r.value });
+        r = await it!.next();
+        continue;
+      }
+      holding = true;
+      held = r.value;
+      const next = it!.next();
+      const first = await Promise.race([next, settled()]);
+      if (first !== LATER && first.done === true && !abort.signal.aborted) {
+        done = true;
+        holding = false;
+        send({ v: 1, type: 'data', seq: seq++, payload: held, final: true });
+        return;
+      }
+      sendHeld();
+      r = first === LATER ? await next : first;
     }
+    done = r.done === true;
     if (abort.signal.aborted) {
       // The caller is gone (cancel / deadline); an endpoint stopped without drain tells it why.
       const reason: unknown = abort.signal.reason;
@@ -46,31 +105,47 @@ export async function writeResponse({ handler, envelope, abort, send, stopped }:
     }
     send({ v: 1, type: 'final', seq: seq++ });
   } catch (e) {
+    done = true; // a handler that threw is finished
+    sendHeld();
     if (abort.signal.aborted && !stopped()) return; // the caller is gone: nobody reads an error frame
     const err = toSwitchyardError(e);
     send({ v: 1, type: 'error', seq: seq++, error: { code: err.code, message: err.message } });
   } finally {
     clearTimeout(timer);
+    // left early (aborted): let the handler run its own cleanup, as `for await`'s break does
+    if (it !== undefined && !done) {
+      try {
+        await it.return?.();
+      } catch {
+        // the handler's cleanup failed: nobody is left to tell
+      }
+    }
   }
 }
 
 /**
  * `readFrame`: the caller side. Checks the frame that should carry sequence number `expected` (after
  * `received` data frames): a gap is StreamIncompleteError, an error frame throws its SwitchyardError,
- * `final` ends the stream (null), a data frame yields its payload.
+ * `final` ends the stream (null), a data frame yields its payload — and `final: true` when it also
+ * ends the stream (the caller yields the payload and stops: nothing follows it).
  */
 export function readFrame(
   frame: ResponseFrame,
   expected: number,
   target: EndpointAddress | InstanceAddress,
   received: number,
-): { readonly payload: Payload } | null {
+): { readonly payload: Payload; readonly final: boolean } | null {
   if (frame.seq !== expected) {
     throw new StreamIncompleteError(target, received, unavailable(`frame ${expected} missing (got ${frame.seq})`));
   }
   if (frame.type === 'final') return null;
   if (frame.type === 'error') throw new SwitchyardError(frame.error.code, frame.error.message);
-  return { payload: frame.payload };
+  return { payload: frame.payload, final: frame.final === true };
+}
+
+/** True when `frame`, the one expected next, ends its stream (`final`, `error`, or a data frame marked final). */
+export function isTerminal(frame: ResponseFrame, expected: number): boolean {
+  return frame.seq === expected && (frame.type !== 'data' || frame.final === true);
 }
 
 /**

@@ -273,7 +273,7 @@ export class ClusterEngine implements InferenceEngine {
    * promise that resolves once a worker can take the request, or rejects `unavailable` when none
    * started within the queue timeout, `cancelled` when `signal` aborts (held-requests.ts).
    */
-  waitForModel(name: string, signal?: AbortSignal): Promise<void> | undefined {
+  waitForModel(name: string, signal?: CancelSignal): Promise<void> | undefined {
     if (this.stopping) return undefined; // the request itself is refused 'Server is stopping'
     return this.options.held?.untilServable(name, signal);
   }

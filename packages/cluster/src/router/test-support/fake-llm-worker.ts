@@ -118,7 +118,9 @@ export function prefillOk(options: { seed?: number; cachedTokens?: number; handl
  * A decode (or aggregated) worker: one token per output from position prompt + outputTokenIds, up to
  * `max_tokens` (which counts outputTokenIds); the first output of a request with a handle carries
  * `kvImport`. `crashAfter`: after that many outputs the worker's process dies (stream cut, no final
- * marker), as long as the shared `crashes` budget lasts (default: always).
+ * marker), as long as the shared `crashes` budget lasts (default: always) — a turn of the event loop
+ * after the last one, which has left by then (a process that dies in the turn it produced a frame
+ * loses it: the request plane sends a turn's frames at its end).
  */
 export function decodeOk(options: { kvImport?: WireKvImportReport; delayMs?: number; crashAfter?: number; crashes?: { left: number } } = {}): Behaviour {
   return async function* (request, context, worker) {
@@ -133,6 +135,7 @@ export function decodeOk(options: { kvImport?: WireKvImportReport; delayMs?: num
         return;
       }
       if (options.crashAfter !== undefined && i === options.crashAfter && (options.crashes === undefined || options.crashes.left-- > 0)) {
+        await new Promise((resolve) => setImmediate(resolve));
         worker.plane.crash();
         await pauseUnlessAborted(10_000, context.signal);
         return;
@@ -177,7 +180,8 @@ export function crash(): Behaviour {
  * A worker whose model always answers `reply` (token ids), whatever the prompt: output token n is
  * `reply[n]`, continuing after `outputTokenIds` as a real engine does; after the last one it
  * finishes 'stop' (the model's EOS). `crashAfter`: after that many outputs of one attempt the
- * process dies (stream cut), as long as the shared `crashes` budget lasts.
+ * process dies (stream cut; a turn after the last output, as in decodeOk), as long as the shared
+ * `crashes` budget lasts.
  */
 export function scriptedReply(reply: readonly number[], options: { crashAfter?: number; crashes?: { left: number } } = {}): Behaviour {
   return async function* (request, context, worker) {
@@ -189,6 +193,7 @@ export function scriptedReply(reply: readonly number[], options: { crashAfter?: 
         return;
       }
       if (options.crashAfter !== undefined && i === options.crashAfter && (options.crashes === undefined || options.crashes.left-- > 0)) {
+        await new Promise((resolve) => setImmediate(resolve));
         worker.plane.crash();
         await pauseUnlessAborted(10_000, context.signal);
         return;
