@@ -256,7 +256,8 @@ export class KvBlockManager {
     this.queried += full.length;
     this.hits += cached;
     const refs: BlockRef[] = new Array(full.length + numPartial);
-    let run: StoredBlock[] = [];
+    /** The current run of new blocks (null: none open; a list is made only when a run starts). */
+    let run: StoredBlock[] | null = null;
     let runParent: SequenceHash | null = null;
     let prev = request.parent ?? null;
     for (let i = 0; i < full.length; i++) {
@@ -266,11 +267,14 @@ export class KvBlockManager {
       if (st === NEW) {
         b = this.newBlock(spec.sequenceHash, true, spec.localHash, prev);
         this.fullBlocks.set(spec.sequenceHash, b);
-        if (run.length === 0) runParent = prev;
+        if (run === null) {
+          run = [];
+          runParent = prev;
+        }
         run.push({ block_hash: spec.sequenceHash, tokens_hash: spec.localHash });
       } else {
-        if (run.length > 0) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
-        run = [];
+        if (run !== null) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
+        run = null;
         b = this.fullBlocks.get(spec.sequenceHash)!;
         // A later duplicate of a block created earlier in this request: one more reference.
         if (st === REPEAT) b.refCount++;
@@ -278,7 +282,7 @@ export class KvBlockManager {
       refs[i] = b.ref;
       prev = spec.sequenceHash;
     }
-    if (run.length > 0) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
+    if (run !== null) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
     for (let j = 0; j < numPartial; j++) {
       const id = `p${this.nextPartial++}` as PartialBlockId;
       const b = this.newBlock(id, false, null, null);
@@ -505,13 +509,15 @@ export class KvBlockManager {
   private flush(): void {
     const out = this.pending;
     if (out.length === 0) return;
-    this.pending = [];
     if (out.length === 1) {
-      // the common case (one promotion, one admission): nothing to merge
+      // the common case (one promotion, one admission): nothing to merge, and the list is kept for the
+      // next call (emptied before the sink runs, so a sink that calls back in starts from nothing)
       const event: KvCacheEvent = { event_id: this.nextEventId++, data: out[0]! };
+      out.length = 0;
       if (this.sink !== undefined) this.sink(event);
       return;
     }
+    this.pending = [];
     // Consecutive evictions within one call travel as one `removed` event.
     const merged: KvCacheEventData[] = [];
     for (const d of out) {
