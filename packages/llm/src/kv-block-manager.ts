@@ -159,6 +159,8 @@ export class KvBlockManager {
   private readonly scratchInactiveHits = new Set<SequenceHash>();
   /** `allocate`'s state per full block (RESIDENT / NEW / REPEAT); grown as needed. */
   private scratchState = new Uint8Array(64);
+  /** `allocate`'s resident block per full block (RESIDENT entries only; emptied before it returns). */
+  private readonly scratchBlocks: (Block | undefined)[] = [];
 
   constructor(options: KvBlockManagerOptions) {
     const { numBlocks, blockSize } = options;
@@ -223,6 +225,7 @@ export class KvBlockManager {
     // Pass 1, read-only: which full blocks are new, and is there room?
     if (this.scratchState.length < full.length) this.scratchState = new Uint8Array(Math.max(full.length, 2 * this.scratchState.length));
     const state = this.scratchState;
+    const found = this.scratchBlocks;
     let numMissing = 0;
     let numInactiveHits = 0;
     if (full.length > 0) {
@@ -236,6 +239,7 @@ export class KvBlockManager {
           missing.add(h);
         } else {
           state[i] = RESIDENT;
+          found[i] = b;
           if (b.refCount === 0) inactiveHits.add(h);
         }
       }
@@ -244,13 +248,16 @@ export class KvBlockManager {
       missing.clear();
       inactiveHits.clear();
     }
-    if (numMissing + numPartial > this.available - numInactiveHits) return null;
+    if (numMissing + numPartial > this.available - numInactiveHits) {
+      found.length = 0;
+      return null;
+    }
 
     // Pass 2: hits first, so eviction below can never take a block this request uses.
     let cached = 0;
     for (let i = 0; i < full.length; i++) {
       if (state[i] !== RESIDENT) continue;
-      this.acquire(this.fullBlocks.get(full[i]!.sequenceHash)!);
+      this.acquire(found[i]!);
       cached++;
     }
     this.queried += full.length;
@@ -275,14 +282,19 @@ export class KvBlockManager {
       } else {
         if (run !== null) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
         run = null;
-        b = this.fullBlocks.get(spec.sequenceHash)!;
-        // A later duplicate of a block created earlier in this request: one more reference.
-        if (st === REPEAT) b.refCount++;
+        if (st === RESIDENT) {
+          b = found[i]!;
+        } else {
+          // A later duplicate of a block created earlier in this request: one more reference.
+          b = this.fullBlocks.get(spec.sequenceHash)!;
+          b.refCount++;
+        }
       }
       refs[i] = b.ref;
       prev = spec.sequenceHash;
     }
     if (run !== null) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
+    found.length = 0; // (holds no block between calls)
     for (let j = 0; j < numPartial; j++) {
       const id = `p${this.nextPartial++}` as PartialBlockId;
       const b = this.newBlock(id, false, null, null);
