@@ -112,7 +112,7 @@ describe('LlmScheduler', () => {
   });
 
   it("a step's block lists stay as they were at schedule() while later steps promote and add blocks", async () => {
-    // a 3-token budget: some chunks complete no block, so the next one adds a block to a list the last step shares
+    // a 3-token budget: some chunks complete no block, so the next one adds a block to the list the last step holds
     const s = setup(100, { maxNumBatchedTokens: 3 });
     s.sched.addRequest(req('a', prompt(0, 13), 11));
     s.sched.addRequest(req('b', prompt(0, 9), 9)); // shares a's first blocks once they are computed

@@ -29,10 +29,8 @@
 // blocks; full blocks are immutable and may be shared. (A fully cached prompt still recomputes its last
 // token for the logits; that token's block is a full prefix-cache hit, so its KV write is skipped.)
 //
-// Block lists are copy-on-write: a step's ScheduledSequence shares `seq.blocks` as it was at
-// `schedule()` instead of copying it every step, and a shared list (`seq.blocksShared`) is replaced,
-// never changed in place. A list no entry has seen yet (made by the last promotion, or empty) is
-// appended to in place, so a decoding sequence copies its list once per block, not twice.
+// Block lists are copy-on-write: `seq.blocks` is replaced, never changed in place, so a step's
+// ScheduledSequence shares the list as it was at `schedule()` instead of copying it every step.
 // In `seq.blocks` the full blocks always come first, then the partial ones.
 
 import { internal, invalidArgument } from '@switchyard/common';
@@ -305,7 +303,6 @@ export class LlmScheduler {
     remove(this.waiting, seq);
     this.kv.free(seq.blocks);
     seq.blocks = [];
-    seq.blocksShared = false;
     seq.status = 'finished';
     seq.finishReason = reason;
     this.sequences.delete(seq.requestId);
@@ -314,7 +311,6 @@ export class LlmScheduler {
   private preempt(seq: LlmSequence): void {
     this.kv.free(seq.blocks);
     seq.blocks = [];
-    seq.blocksShared = false;
     seq.numComputedTokens = 0;
     seq.status = 'preempted';
     seq.numPreemptions++;
@@ -340,12 +336,7 @@ export class LlmScheduler {
     const full = k < validBlocks ? specs.slice(k, validBlocks) : [];
     const got = this.kv.allocate({ parent: k > 0 ? specs[k - 1]!.sequenceHash : null, full, partial: Math.max(partial, 0) });
     if (got === null) return false;
-    if (seq.blocksShared) {
-      seq.blocks = held.concat(got.blocks); // a new list: a step already scheduled shares the old one
-      seq.blocksShared = false;
-    } else {
-      for (const ref of got.blocks) held.push(ref);
-    }
+    seq.blocks = held.concat(got.blocks); // a new list: steps already scheduled share the old one
     return true;
   }
 
@@ -364,12 +355,11 @@ export class LlmScheduler {
     let first = done;
     while (first > 0 && !held[first - 1]!.full) first--;
     if (first === done) return;
-    const blocks = seq.blocksShared ? held.slice() : held; // copy on write: the step's ScheduledSequence shares `held`
+    const blocks = held.slice(); // copy on write: the step's ScheduledSequence shares `held`
     for (let i = first; i < done; i++) {
       blocks[i] = this.kv.promote(held[i]!, specs[i]!, i > 0 ? specs[i - 1]!.sequenceHash : null);
     }
     seq.blocks = blocks;
-    seq.blocksShared = false;
   }
 
   private entry(seq: LlmSequence, n: number, cached: number, admitted: boolean): ScheduledSequence {
@@ -433,7 +423,6 @@ class Scheduled implements ScheduledSequence {
     this.numComputedTokens = from;
     this.numCachedTokens = cached;
     this.blocks = seq.blocks;
-    seq.blocksShared = true;
     this.#seq = seq;
     this.#flags = (samples ? SAMPLES : 0) | (isPrefill ? PREFILL : 0);
   }

@@ -84,8 +84,6 @@ export class LlmSequence {
   numComputedTokens = 0;
   /** Blocks held, in order; all full except possibly the last. Owned: freed exactly once. */
   blocks: BlockRef[] = [];
-  /** True while `blocks` is also a scheduled step's `ScheduledSequence.blocks` (LlmScheduler replaces it then, never changes it). */
-  blocksShared = false;
   /** Tokens found in the prefix cache at the last admission (for metrics and tests). */
   numCachedTokens = 0;
   numPreemptions = 0;
