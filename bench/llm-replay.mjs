@@ -36,6 +36,11 @@
 // ~4% (shared) and ~13% (control) in alternating runs, for ~30 MB more peak RSS; a process cannot
 // raise it for itself (v8.setFlagsFromString after start-up leaves the new space as it was), so it
 // would take a re-exec or NODE_OPTIONS, which this small a gain does not justify.
+//
+// Wall vs CPU: on the 2-core shared VM the shared replay's CPU time stayed near 1.4-1.7 s while its
+// wall time ran from 1.3 s (idle machine) to 2.8-3.7 s (load average 5-18 from other work); in the
+// slow runs `--trace-gc` put 0.6-1.0 s of wall time in the ~80 scavenges. Compare runs by CPU time,
+// alternating before/after, when the machine is busy.
 import { fileURLToPath } from 'node:url';
 import { EngineCore, KvBlockManager, LlmScheduler, SimulatedExecutor, VirtualClock, replay } from '@switchyard/llm';
 import { mulberry32 } from '@switchyard/onnx-builder';

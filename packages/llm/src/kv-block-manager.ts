@@ -93,20 +93,29 @@ export interface KvBlockManagerOptions {
   readonly onEvent?: KvEventSink;
 }
 
-interface Block {
+/** A resident block: the manager's own record (holders see only its `ref`). */
+class Block {
   readonly id: BlockId;
   readonly slot: number;
   readonly full: boolean;
   readonly localHash: LocalBlockHash | null;
   readonly parent: SequenceHash | null;
-  refCount: number;
+  refCount = 1;
   /** The one BlockRef handed out for this block (a value: every holder shares it). */
   readonly ref: BlockRef;
-}
+  /** Neighbours in the inactive pool's LRU list while refCount is 0 (null otherwise, and at the ends). */
+  older: Block | null = null;
+  newer: Block | null = null;
 
-/** A block with refCount 1 and its ref. */
-function makeBlock(id: BlockId, slot: number, full: boolean, localHash: LocalBlockHash | null, parent: SequenceHash | null): Block {
-  return { id, slot, full, localHash, parent, refCount: 1, ref: { id, slot, full } };
+  /** A block with refCount 1 and its ref. */
+  constructor(id: BlockId, slot: number, full: boolean, localHash: LocalBlockHash | null, parent: SequenceHash | null) {
+    this.id = id;
+    this.slot = slot;
+    this.full = full;
+    this.localHash = localHash;
+    this.parent = parent;
+    this.ref = { id, slot, full };
+  }
 }
 
 const NO_SPECS: readonly FullBlockSpec[] = Object.freeze([]);
@@ -123,9 +132,19 @@ export class KvBlockManager {
   private readonly sink: KvEventSink | undefined;
   /** Resident full blocks, active and inactive, in creation order (snapshot order). */
   private readonly fullBlocks = new Map<SequenceHash, Block>();
-  private readonly partialBlocks = new Map<PartialBlockId, Block>();
-  /** Inactive full blocks; Map order is LRU order (first = least recently freed = next victim). */
-  private readonly inactive = new Map<SequenceHash, Block>();
+  /**
+   * The block in each used slot (undefined: free), so a ref is resolved by its slot and checked by its
+   * id without hashing. Grows as slots are first used.
+   */
+  private readonly bySlot: (Block | undefined)[] = [];
+  private numPartial = 0;
+  /**
+   * The inactive pool (refCount-0 full blocks) as a list through the blocks themselves, least recently
+   * freed first (`oldest` is the next victim): joining, leaving and eviction are O(1), with no hashing.
+   */
+  private oldest: Block | null = null;
+  private newest: Block | null = null;
+  private numInactive = 0;
   /** Slots freed after use, most recently freed last (taken first). */
   private readonly freeSlots: number[] = [];
   /** Slots numbered `fresh`..numBlocks-1 were never used: handed out in order after `freeSlots`, so nothing is allocated per slot up front. */
@@ -134,14 +153,14 @@ export class KvBlockManager {
   private nextEventId = 0;
   private pending: KvCacheEventData[] = [];
   private queried = 0;
-  /** Live iterator over `inactive` for eviction (see nextVictim). */
-  private evictCursor: MapIterator<[SequenceHash, Block]> | undefined;
   private hits = 0;
   /** `allocate`'s scratch sets (empty between calls; allocate is synchronous and not re-entrant). */
   private readonly scratchMissing = new Set<SequenceHash>();
   private readonly scratchInactiveHits = new Set<SequenceHash>();
   /** `allocate`'s state per full block (RESIDENT / NEW / REPEAT); grown as needed. */
   private scratchState = new Uint8Array(64);
+  /** `allocate`'s resident block per full block (RESIDENT entries only; emptied before it returns). */
+  private readonly scratchBlocks: (Block | undefined)[] = [];
 
   constructor(options: KvBlockManagerOptions) {
     const { numBlocks, blockSize } = options;
@@ -170,7 +189,7 @@ export class KvBlockManager {
 
   /** Active blocks / numBlocks (`stats().usage`, without building the stats). */
   get usage(): number {
-    return (this.numBlocks - this.inactive.size - this.freeCount) / this.numBlocks;
+    return (this.numBlocks - this.numInactive - this.freeCount) / this.numBlocks;
   }
 
   /** Free slots: freed ones plus never-used ones. */
@@ -180,7 +199,7 @@ export class KvBlockManager {
 
   /** Blocks obtainable for new data right now: free slots plus evictable inactive blocks. */
   get available(): number {
-    return this.freeCount + this.inactive.size;
+    return this.freeCount + this.numInactive;
   }
 
   /**
@@ -206,6 +225,7 @@ export class KvBlockManager {
     // Pass 1, read-only: which full blocks are new, and is there room?
     if (this.scratchState.length < full.length) this.scratchState = new Uint8Array(Math.max(full.length, 2 * this.scratchState.length));
     const state = this.scratchState;
+    const found = this.scratchBlocks;
     let numMissing = 0;
     let numInactiveHits = 0;
     if (full.length > 0) {
@@ -219,6 +239,7 @@ export class KvBlockManager {
           missing.add(h);
         } else {
           state[i] = RESIDENT;
+          found[i] = b;
           if (b.refCount === 0) inactiveHits.add(h);
         }
       }
@@ -227,19 +248,23 @@ export class KvBlockManager {
       missing.clear();
       inactiveHits.clear();
     }
-    if (numMissing + numPartial > this.available - numInactiveHits) return null;
+    if (numMissing + numPartial > this.available - numInactiveHits) {
+      found.length = 0;
+      return null;
+    }
 
     // Pass 2: hits first, so eviction below can never take a block this request uses.
     let cached = 0;
     for (let i = 0; i < full.length; i++) {
       if (state[i] !== RESIDENT) continue;
-      this.acquire(this.fullBlocks.get(full[i]!.sequenceHash)!);
+      this.acquire(found[i]!);
       cached++;
     }
     this.queried += full.length;
     this.hits += cached;
     const refs: BlockRef[] = new Array(full.length + numPartial);
-    let run: StoredBlock[] = [];
+    /** The current run of new blocks (null: none open; a list is made only when a run starts). */
+    let run: StoredBlock[] | null = null;
     let runParent: SequenceHash | null = null;
     let prev = request.parent ?? null;
     for (let i = 0; i < full.length; i++) {
@@ -249,23 +274,31 @@ export class KvBlockManager {
       if (st === NEW) {
         b = this.newBlock(spec.sequenceHash, true, spec.localHash, prev);
         this.fullBlocks.set(spec.sequenceHash, b);
-        if (run.length === 0) runParent = prev;
+        if (run === null) {
+          run = [];
+          runParent = prev;
+        }
         run.push({ block_hash: spec.sequenceHash, tokens_hash: spec.localHash });
       } else {
-        if (run.length > 0) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
-        run = [];
-        b = this.fullBlocks.get(spec.sequenceHash)!;
-        // A later duplicate of a block created earlier in this request: one more reference.
-        if (st === REPEAT) b.refCount++;
+        if (run !== null) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
+        run = null;
+        if (st === RESIDENT) {
+          b = found[i]!;
+        } else {
+          // A later duplicate of a block created earlier in this request: one more reference.
+          b = this.fullBlocks.get(spec.sequenceHash)!;
+          b.refCount++;
+        }
       }
       refs[i] = b.ref;
       prev = spec.sequenceHash;
     }
-    if (run.length > 0) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
+    if (run !== null) this.pending.push({ type: 'stored', parent_hash: runParent, blocks: run });
+    found.length = 0; // (holds no block between calls)
     for (let j = 0; j < numPartial; j++) {
       const id = `p${this.nextPartial++}` as PartialBlockId;
       const b = this.newBlock(id, false, null, null);
-      this.partialBlocks.set(id, b);
+      this.numPartial++;
       refs[full.length + j] = b.ref;
     }
     this.flush();
@@ -299,13 +332,13 @@ export class KvBlockManager {
       if (b.refCount <= 0) throw internal(`KV block ${b.id} freed more often than acquired`);
       if (--b.refCount > 0) continue;
       if (!b.full) {
-        this.partialBlocks.delete(b.id as PartialBlockId);
-        this.freeSlots.push(b.slot);
+        this.numPartial--;
+        this.freeSlot(b.slot);
       } else if (this.prefixCaching) {
-        this.inactive.set(b.id as SequenceHash, b);
+        this.joinInactive(b);
       } else {
         this.fullBlocks.delete(b.id as SequenceHash);
-        this.freeSlots.push(b.slot);
+        this.freeSlot(b.slot);
         this.pending.push({ type: 'removed', block_hashes: [b.id as SequenceHash] });
       }
     }
@@ -322,15 +355,16 @@ export class KvBlockManager {
     const p = this.resolve(ref);
     if (p.full) throw internal(`KV block ${p.id} is already full`);
     if (p.refCount !== 1) throw internal(`partial KV block ${p.id} has refCount ${p.refCount}, expected 1`);
-    this.partialBlocks.delete(p.id as PartialBlockId);
+    this.numPartial--;
     let b = this.fullBlocks.get(spec.sequenceHash);
     this.queried++;
     if (b !== undefined) {
       this.hits++;
       this.acquire(b);
-      this.freeSlots.push(p.slot);
+      this.freeSlot(p.slot);
     } else {
-      b = makeBlock(spec.sequenceHash, p.slot, true, spec.localHash, parent);
+      b = new Block(spec.sequenceHash, p.slot, true, spec.localHash, parent);
+      this.bySlot[p.slot] = b;
       this.fullBlocks.set(spec.sequenceHash, b);
       this.pending.push({ type: 'stored', parent_hash: parent, blocks: [{ block_hash: spec.sequenceHash, tokens_hash: spec.localHash }] });
     }
@@ -343,10 +377,11 @@ export class KvBlockManager {
    * changes nothing if some block is still referenced.
    */
   reset(): boolean {
-    if (this.fullBlocks.size - this.inactive.size + this.partialBlocks.size > 0) return false;
+    if (this.fullBlocks.size - this.numInactive + this.numPartial > 0) return false;
     this.fullBlocks.clear();
-    this.inactive.clear();
-    this.evictCursor = undefined;
+    this.bySlot.length = 0;
+    this.oldest = this.newest = null;
+    this.numInactive = 0;
     this.freeSlots.length = 0;
     this.fresh = 0;
     this.pending.push({ type: 'cleared' });
@@ -360,11 +395,11 @@ export class KvBlockManager {
     for (const b of this.fullBlocks.values()) {
       blocks.push({ block_hash: b.id as SequenceHash, tokens_hash: b.localHash!, parent_hash: b.parent });
     }
-    return { last_event_id: this.nextEventId - 1, blocks, partial_blocks: this.partialBlocks.size };
+    return { last_event_id: this.nextEventId - 1, blocks, partial_blocks: this.numPartial };
   }
 
   stats(): KvBlockStats {
-    const inactive = this.inactive.size;
+    const inactive = this.numInactive;
     const free = this.freeCount;
     const active = this.numBlocks - inactive - free;
     return {
@@ -381,75 +416,104 @@ export class KvBlockManager {
 
   /** Reference count of a resident block (0: inactive), or undefined if not resident. For tests. */
   refCount(id: BlockId): number | undefined {
-    return (this.fullBlocks.get(id as SequenceHash) ?? this.partialBlocks.get(id as PartialBlockId))?.refCount;
+    return (this.fullBlocks.get(id as SequenceHash) ?? this.bySlot.find((b) => b?.id === id))?.refCount;
   }
 
   /** Inactive full blocks, next victim first. For tests and diagnostics. */
   lruOrder(): SequenceHash[] {
-    return [...this.inactive.keys()];
+    const out: SequenceHash[] = [];
+    for (let b = this.oldest; b !== null; b = b.newer) out.push(b.id as SequenceHash);
+    return out;
   }
 
   /** Check every internal invariant; throws `internal` on the first broken one. For tests. */
   assertInvariants(): void {
     const slots = new Set<number>(this.freeSlots);
     if (slots.size !== this.freeSlots.length) throw internal('duplicate free slot');
-    for (const s of this.freeSlots) if (s >= this.fresh) throw internal(`free slot ${s} was never used`);
+    for (const s of this.freeSlots) {
+      if (s >= this.fresh) throw internal(`free slot ${s} was never used`);
+      if (this.bySlot[s] !== undefined) throw internal(`free slot ${s} holds block ${this.bySlot[s]!.id}`);
+    }
+    const lru = new Set<Block>();
+    for (let b = this.oldest, older: Block | null = null; b !== null; older = b, b = b.newer) {
+      if (b.older !== older || lru.has(b)) throw internal(`inactive list broken at ${b.id}`);
+      lru.add(b);
+    }
+    if (lru.size !== this.numInactive) throw internal(`inactive count ${this.numInactive} != ${lru.size} listed`);
     const check = (b: Block): void => {
       if (slots.has(b.slot)) throw internal(`slot ${b.slot} used twice`);
       slots.add(b.slot);
+      if (this.bySlot[b.slot] !== b) throw internal(`slot ${b.slot} does not record block ${b.id}`);
       if (b.refCount < 0) throw internal(`negative refCount on ${b.id}`);
     };
     for (const b of this.fullBlocks.values()) {
       check(b);
-      if ((b.refCount === 0) !== this.inactive.has(b.id as SequenceHash)) throw internal(`block ${b.id} inactive state wrong`);
+      if ((b.refCount === 0) !== lru.has(b)) throw internal(`block ${b.id} inactive state wrong`);
     }
-    for (const b of this.partialBlocks.values()) {
+    let partial = 0;
+    for (const b of this.bySlot) {
+      if (b === undefined || b.full) continue;
+      partial++;
       check(b);
       if (b.refCount === 0) throw internal(`partial block ${b.id} unreferenced`);
     }
+    if (partial !== this.numPartial) throw internal(`partial count ${this.numPartial} != ${partial} held`);
     for (const s of slots) if (s >= this.fresh) throw internal(`slot ${s} beyond the used ones`);
     if (slots.size !== this.fresh) throw internal(`slots accounted ${slots.size} != ${this.fresh} used`);
   }
 
   private acquire(b: Block): void {
-    if (b.refCount === 0) this.inactive.delete(b.id as SequenceHash);
+    if (b.refCount === 0) this.leaveInactive(b);
     b.refCount++;
+  }
+
+  /** A full block whose last reference went joins the inactive pool as its most recently freed. */
+  private joinInactive(b: Block): void {
+    b.older = this.newest;
+    b.newer = null;
+    if (this.newest === null) this.oldest = b;
+    else this.newest.newer = b;
+    this.newest = b;
+    this.numInactive++;
+  }
+
+  private leaveInactive(b: Block): void {
+    if (b.older === null) this.oldest = b.newer;
+    else b.older.newer = b.newer;
+    if (b.newer === null) this.newest = b.older;
+    else b.newer.older = b.older;
+    b.older = b.newer = null;
+    this.numInactive--;
+  }
+
+  private freeSlot(slot: number): void {
+    this.bySlot[slot] = undefined;
+    this.freeSlots.push(slot);
   }
 
   /** Take a slot (evicting the LRU inactive block if none is free) and build a block with refCount 1. */
   private newBlock(id: BlockId, full: boolean, localHash: LocalBlockHash | null, parent: SequenceHash | null): Block {
     let slot = this.freeSlots.pop() ?? (this.fresh < this.numBlocks ? this.fresh++ : undefined);
     if (slot === undefined) {
-      const victim = this.nextVictim();
-      if (victim === undefined) throw internal('KV block manager: no slot although capacity was checked');
-      const [hash, b] = victim;
-      this.inactive.delete(hash);
+      const victim = this.oldest;
+      if (victim === null) throw internal('KV block manager: no slot although capacity was checked');
+      this.leaveInactive(victim);
+      const hash = victim.id as SequenceHash;
       this.fullBlocks.delete(hash);
       this.pending.push({ type: 'removed', block_hashes: [hash] });
-      slot = b.slot;
+      slot = victim.slot;
     }
-    return makeBlock(id, slot, full, localHash, parent);
+    const b = new Block(id, slot, full, localHash, parent);
+    this.bySlot[slot] = b;
+    return b;
   }
 
-  /**
-   * The least recently freed inactive block. A fresh Map iterator scans past the holes that deleted
-   * entries leave until the Map rehashes (cost grows with the cache size), so one live iterator is kept:
-   * every entry before its position has been evicted, entries added later (blocks freed again) come
-   * after it, and deleted entries ahead of it are skipped — LRU order, O(1) amortised per eviction.
-   */
-  private nextVictim(): [SequenceHash, Block] | undefined {
-    for (let attempt = 0; attempt < 2; attempt++) {
-      this.evictCursor ??= this.inactive.entries();
-      const r = this.evictCursor.next();
-      if (r.done !== true) return r.value;
-      this.evictCursor = undefined; // a finished iterator stays finished: start again
-    }
-    return undefined;
-  }
-
+  /** The block `ref` names: the one in its slot, with its id and kind (throws internal if there is none). */
   private resolve(ref: BlockRef): Block {
-    const b = ref.full ? this.fullBlocks.get(ref.id as SequenceHash) : this.partialBlocks.get(ref.id as PartialBlockId);
-    if (b === undefined || b.slot !== ref.slot) throw internal(`unknown KV block ${ref.id} (slot ${ref.slot})`);
+    const b = this.bySlot[ref.slot];
+    if (b === undefined || (b.ref !== ref && (b.id !== ref.id || b.full !== ref.full))) {
+      throw internal(`unknown KV block ${ref.id} (slot ${ref.slot})`);
+    }
     return b;
   }
 
@@ -457,13 +521,15 @@ export class KvBlockManager {
   private flush(): void {
     const out = this.pending;
     if (out.length === 0) return;
-    this.pending = [];
     if (out.length === 1) {
-      // the common case (one promotion, one admission): nothing to merge
+      // the common case (one promotion, one admission): nothing to merge, and the list is kept for the
+      // next call (emptied before the sink runs, so a sink that calls back in starts from nothing)
       const event: KvCacheEvent = { event_id: this.nextEventId++, data: out[0]! };
+      out.length = 0;
       if (this.sink !== undefined) this.sink(event);
       return;
     }
+    this.pending = [];
     // Consecutive evictions within one call travel as one `removed` event.
     const merged: KvCacheEventData[] = [];
     for (const d of out) {

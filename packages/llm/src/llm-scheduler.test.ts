@@ -111,6 +111,24 @@ describe('LlmScheduler', () => {
     s.sched.update(third, (await s.exec.execute(third)).sampledTokens);
   });
 
+  it("a step's block lists stay as they were at schedule() while later steps promote and add blocks", async () => {
+    // a 3-token budget: some chunks complete no block, so the next one adds a block to the list the last step holds
+    const s = setup(100, { maxNumBatchedTokens: 3 });
+    s.sched.addRequest(req('a', prompt(0, 13), 11));
+    s.sched.addRequest(req('b', prompt(0, 9), 9)); // shares a's first blocks once they are computed
+    const seen: { blocks: readonly { id: string; slot: number; full: boolean }[]; at: string }[] = [];
+    const snap = (blocks: readonly { id: string; slot: number; full: boolean }[]): string => JSON.stringify(blocks.map((b) => [b.id, b.slot, b.full]));
+    while (s.sched.hasUnfinished()) {
+      const out = s.sched.schedule();
+      for (const e of out.scheduled) seen.push({ blocks: e.blocks, at: snap(e.blocks) });
+      s.sched.update(out, (await s.exec.execute(out)).sampledTokens);
+    }
+    expect(seen.length).toBeGreaterThan(20);
+    for (const x of seen) expect(snap(x.blocks)).toBe(x.at);
+    // both kinds of change happened: blocks promoted to full, and blocks added
+    expect(new Set(seen.map((x) => x.at)).size).toBeGreaterThan(4);
+  });
+
   it('without chunked prefill a prompt waits for a step with room', () => {
     const s = setup(100, { maxNumBatchedTokens: 8, enableChunkedPrefill: false });
     s.sched.addRequest(req('a', prompt(0, 20), 3));

@@ -236,13 +236,17 @@ export class LlmScheduler {
     this.inFlight = null;
     const results: SequenceOutput[] = [];
     const scheduled = output.scheduled;
+    const bs = this.kv.blockSize;
     for (let i = 0; i < scheduled.length; i++) {
       const e = scheduled[i]!;
       // (a scheduled sequence is never preempted later in the same schedule(): victims come after it)
       const seq = sequenceOf(e); // (the entries of the last schedule() are all Scheduled)
       if (seq.status !== 'running') throw internal(`scheduled sequence ${e.requestId} is not running`);
-      seq.numComputedTokens += e.numNewTokens;
-      this.promoteComputed(seq);
+      const before = seq.numComputedTokens;
+      seq.numComputedTokens = before + e.numNewTokens;
+      // Blocks below floor(before / blockSize) were full already (promoted by an earlier update, or
+      // prefix-cache hits): only a step that completes a block has anything to promote.
+      if (Math.floor(seq.numComputedTokens / bs) > Math.floor(before / bs)) this.promoteComputed(seq);
       if (!e.samples) continue;
       const token = sampled.get(e.requestId);
       if (token === undefined) throw internal(`executor returned no token for ${e.requestId}`);

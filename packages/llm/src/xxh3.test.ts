@@ -79,6 +79,26 @@ describe('xxh3_64', () => {
     }
   });
 
+  it('reads whole words when the range is 4-byte aligned and a multiple of 4 long: the same hash as at any other alignment', async () => {
+    const next = mulberry32(13);
+    const out = new Uint32Array(2);
+    const lengths = [244, 256, 260, 512, 1020, 1024, 1028, 1088, 2048, 2052, 3072, 4100];
+    for (const fill of ['random', 'ones'] as const) {
+      for (const len of lengths) {
+        const bytes = new Uint8Array(len).map(() => (fill === 'ones' ? 0xff : Math.floor(next() * 256)));
+        for (const seed of [1337n, (1n << 64n) - 1n]) {
+          const want = await oracle(bytes, seed);
+          for (let shift = 0; shift < 4; shift++) {
+            const backing = new Uint8Array(len + 8);
+            backing.set(bytes, 4 + shift); // byte offset 4: aligned; 5..7: not
+            xxh3_64Into(out, 0, new DataView(backing.buffer), 4 + shift, len, Number(seed >> 32n), Number(seed & 0xffffffffn));
+            expect((BigInt(out[0]!) << 32n) | BigInt(out[1]!), `${fill} len ${len} shift ${shift} seed ${seed}`).toBe(want);
+          }
+        }
+      }
+    }
+  });
+
   it('wraps negative seeds modulo 2^64', () => {
     const data = new Uint8Array([1, 2, 3, 4, 5]);
     expect(xxh3_64(data, -1n)).toBe(xxh3_64(data, (1n << 64n) - 1n));

