@@ -93,7 +93,7 @@ import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js'
 import type { HeldRequests } from './held-requests.js';
 import { type ModelEntry, type ModelRegistry, onlyPrefillWorkers, takesWholeRequests } from './model-registry.js';
 import { KServeLlm, type PreparedLlmRequest } from './kserve-llm.js';
-import { instanceOf } from './llm-worker-chooser.js';
+import { instanceOf, settlementFailed } from './llm-worker-chooser.js';
 import { RoutedLlmEndpoint, type RoutedLlmEndpointDeps } from './routed-llm-endpoint.js';
 import { SequencePins, rendezvousInstance, sequencePinKey } from './sequence-pins.js';
 import type { RouterStatsRecorder } from './router-stats.js';
@@ -390,7 +390,7 @@ export class ClusterEngine implements InferenceEngine {
       if (card === undefined) {
         // it left discovery while the (asynchronous) LLM choice was being made: choose again
         if (reservationId !== undefined) {
-          void this.options.llm.table.release(reservationId).catch((err: unknown) => this.options.logger.warn({ err }, 'router: release failed'));
+          void this.options.llm.table.release(reservationId).catch(settlementFailed(this.options.logger, 'release'));
         }
         if (attempt < MAX_VANISHED_RETRIES) continue;
         throw unavailable(`no worker available for model '${entry.name}' (instances kept leaving the cluster)`);
@@ -409,7 +409,7 @@ export class ClusterEngine implements InferenceEngine {
         for await (const frame of this.options.requestPlane.request(target, payloadFor(instance), { signal: abort.signal })) {
           stall.frame();
           if (received === 0 && reservationId !== undefined) {
-            void this.options.llm.table.markPrefillDone(reservationId).catch((err: unknown) => this.options.logger.warn({ err }, 'router: markPrefillDone failed'));
+            void this.options.llm.table.markPrefillDone(reservationId).catch(settlementFailed(this.options.logger, 'markPrefillDone'));
           }
           const wire = decodeWireInferResponse(frame);
           received++;
@@ -472,7 +472,7 @@ export class ClusterEngine implements InferenceEngine {
         signal?.removeEventListener('abort', onAbort);
         untrack();
         if (reservationId !== undefined) {
-          void this.options.llm.table.release(reservationId).catch((err: unknown) => this.options.logger.warn({ err }, 'router: release failed'));
+          void this.options.llm.table.release(reservationId).catch(settlementFailed(this.options.logger, 'release'));
         }
       }
     }

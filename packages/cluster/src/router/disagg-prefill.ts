@@ -38,7 +38,7 @@ import { decodeWireGenerateOutput, generateRequestToWire, toJson } from '../wire
 import { DEFAULT_DISAGG_MAX_PREFILL_QUEUE_TOKENS, DEFAULT_DISAGG_MIN_REMOTE_TOKENS, type DisaggDecision, type DisaggThresholds, decideDisagg } from './disagg-policy.js';
 import type { HealthProber } from './health-prober.js';
 import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
-import { LlmWorkerChooser, instanceOf, workerId } from './llm-worker-chooser.js';
+import { LlmWorkerChooser, instanceOf, settlementFailed, workerId } from './llm-worker-chooser.js';
 import { type ModelEntry, instancesWithRole, isDisaggregated } from './model-registry.js';
 import type { DisaggPath, RouterMode, RouterStatsRecorder } from './router-stats.js';
 import { watchStall } from './stall-watch.js';
@@ -222,7 +222,7 @@ export class DisaggregatedPrefill {
         if (out.topLogprobs !== undefined) topLogprobs.push(...out.topLogprobs);
         if (tokens.length > 0 && !marked) {
           marked = true;
-          void deps.table.markPrefillDone(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: markPrefillDone failed'));
+          void deps.table.markPrefillDone(reservationId).catch(settlementFailed(deps.logger, 'markPrefillDone'));
         }
         if (out.finishReason !== null) final = out;
       }
@@ -252,7 +252,7 @@ export class DisaggregatedPrefill {
       stall.stop();
       signal?.removeEventListener('abort', onCallerAbort);
       untrack();
-      void deps.table.release(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: release failed'));
+      void deps.table.release(reservationId).catch(settlementFailed(deps.logger, 'release'));
     }
   }
 }

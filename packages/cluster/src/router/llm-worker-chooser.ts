@@ -22,6 +22,19 @@ import type { InstanceTracker } from './instance-tracker.js';
 import { type ModelEntry, instanceRole, onlyPrefillWorkers } from './model-registry.js';
 import type { RouterMode, RouterStatsRecorder } from './router-stats.js';
 
+/**
+ * The catch of a markPrefillDone / release nobody waits for. `unavailable` means the table could not
+ * reach its storage and keeps the settlement to apply once it answers (RoutingTable): logged at debug,
+ * since every request of an outage would log one and the outage is logged where it is seen; anything
+ * else is a warning.
+ */
+export function settlementFailed(logger: Logger, what: 'markPrefillDone' | 'release'): (err: unknown) => void {
+  return (err) => {
+    if (err instanceof SwitchyardError && err.code === 'unavailable') logger.debug({ err }, `router: ${what} not applied yet (routing table unreachable); kept and sent again once it answers`);
+    else logger.warn({ err }, `router: ${what} failed`);
+  };
+}
+
 /** `<instanceId>/<model>`: a worker in the routing table. */
 export function workerId(instanceId: string, model: string): WorkerId {
   return `${instanceId}/${model}`;

@@ -82,7 +82,7 @@ import { DEFAULT_DISAGG_OPTIONS, type DisaggOptions, DisaggregatedPrefill } from
 import type { HealthProber } from './health-prober.js';
 import { watchStall } from './stall-watch.js';
 import { InstanceGoneReason, type InstanceTracker } from './instance-tracker.js';
-import { LlmWorkerChooser, instanceOf, workerId } from './llm-worker-chooser.js';
+import { LlmWorkerChooser, instanceOf, settlementFailed, workerId } from './llm-worker-chooser.js';
 import type { ModelEntry, ModelRegistry } from './model-registry.js';
 import type { DisaggLocalReason, DisaggPath, RouterMode, RouterStatsRecorder } from './router-stats.js';
 
@@ -285,7 +285,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
             else if (plan !== undefined) {
               // This decode worker will not prefill the prompt: its reserved prefill is another worker's work.
               prefillMarked = true;
-              void deps.table.markPrefillDone(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: markPrefillDone failed'));
+              void deps.table.markPrefillDone(reservationId).catch(settlementFailed(deps.logger, 'markPrefillDone'));
               const pre = await this.disagg.prefill(e, { requestId: request.requestId, promptTokenIds: prompt, sampling: wireSampling(sampling, maxTokens) }, plan.prefillWorkers, signal);
               path = { path: 'remote' };
               if (pre.kind === 'aborted') {
@@ -335,7 +335,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
             }
             if (out.tokenIds.length > 0 && !prefillMarked) {
               prefillMarked = true;
-              void deps.table.markPrefillDone(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: markPrefillDone failed'));
+              void deps.table.markPrefillDone(reservationId).catch(settlementFailed(deps.logger, 'markPrefillDone'));
             }
             tokensOut(out.tokenIds);
             if (out.finishReason === null) {
@@ -379,7 +379,7 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
           stall?.stop();
           signal?.removeEventListener('abort', onCallerAbort);
           untrack();
-          void deps.table.release(reservationId).catch((err: unknown) => deps.logger.warn({ err }, 'router: release failed'));
+          void deps.table.release(reservationId).catch(settlementFailed(deps.logger, 'release'));
         }
       }
     } catch (err) {
