@@ -530,14 +530,19 @@ export class KvBlockManager {
       return;
     }
     this.pending = [];
-    // Consecutive evictions within one call travel as one `removed` event.
+    // Consecutive evictions within one call travel as one `removed` event (its hashes gathered in one
+    // list: linear in the evictions of the call).
     const merged: KvCacheEventData[] = [];
+    let run: SequenceHash[] | undefined;
     for (const d of out) {
-      const last = merged[merged.length - 1];
-      if (d.type === 'removed' && last?.type === 'removed') {
-        merged[merged.length - 1] = { type: 'removed', block_hashes: [...last.block_hashes, ...d.block_hashes] };
-      } else {
+      if (d.type !== 'removed') {
+        run = undefined;
         merged.push(d);
+      } else if (run !== undefined) {
+        for (const h of d.block_hashes) run.push(h);
+      } else {
+        run = [...d.block_hashes];
+        merged.push({ type: 'removed', block_hashes: run });
       }
     }
     const events: KvCacheEvent[] = merged.map((data) => ({ event_id: this.nextEventId++, data }));
