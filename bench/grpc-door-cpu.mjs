@@ -4,10 +4,12 @@
 // answered in it), throughput and p50 / p99, at each concurrency, driven by the lean node:http2 client
 // (bench/lib/grpc-h2.mjs). CPU per request is steadier than throughput on a shared machine.
 //
+// With `--echo`, each root's door also runs alone over an engine that answers at once
+// (bench/lib/grpc-echo-door.mjs): the door's own cost, without the model's run and thread hand-off.
 // With several repository roots (each a built copy), the rounds alternate between them, so an old and a
 // new build are measured back to back in the same conditions; medians over rounds are printed last.
 //
-//   node bench/grpc-door-cpu.mjs [--root DIR]... [--rounds 3] [--window-ms 3000] [--concurrency 1,16] [--no-bare]
+//   node bench/grpc-door-cpu.mjs [--root DIR]... [--rounds 3] [--window-ms 3000] [--concurrency 1,16] [--no-bare] [--echo]
 //
 // A program, not a test.
 import { spawn } from 'node:child_process';
@@ -21,7 +23,7 @@ const MODEL = 'mlp';
 const WIDTH = 256;
 
 function args(argv) {
-  const out = { roots: [], rounds: 3, windowMs: 3000, warmupMs: 1500, concurrency: [1, 16], bare: true };
+  const out = { roots: [], rounds: 3, windowMs: 3000, warmupMs: 1500, concurrency: [1, 16], bare: true, echo: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => argv[++i];
@@ -31,6 +33,7 @@ function args(argv) {
     else if (a === '--warmup-ms') out.warmupMs = Number(value());
     else if (a === '--concurrency') out.concurrency = value().split(',').map(Number);
     else if (a === '--no-bare') out.bare = false;
+    else if (a === '--echo') out.echo = true;
     else {
       console.error(`unknown argument ${a}`);
       process.exit(2);
@@ -92,6 +95,16 @@ function startBare() {
   const raw = Buffer.alloc(WIDTH * 4).toString('base64');
   const payload = JSON.stringify(['', '', 0, raw]);
   return startProcess(`${HERE}bench/lib/bare-servers.mjs`, [payload], HERE, (line) => {
+    try {
+      return JSON.parse(line).grpc;
+    } catch {
+      return undefined;
+    }
+  });
+}
+
+function startEchoDoor(root) {
+  return startProcess(`${HERE}bench/lib/grpc-echo-door.mjs`, [root], HERE, (line) => {
     try {
       return JSON.parse(line).grpc;
     } catch {
@@ -169,7 +182,10 @@ async function runTarget(label, start, opts, rows) {
 const opts = args(process.argv.slice(2));
 const rows = [];
 for (let round = 0; round < opts.rounds; round++) {
-  for (const root of opts.roots) await runTarget(`served ${root}`, () => startWorker(root), opts, rows);
+  for (const root of opts.roots) {
+    await runTarget(`served ${root}`, () => startWorker(root), opts, rows);
+    if (opts.echo) await runTarget(`echo door ${root}`, () => startEchoDoor(root), opts, rows);
+  }
   if (opts.bare) await runTarget('bare grpc-js', startBare, opts, rows);
 }
 const median = (xs) => {
