@@ -30,6 +30,8 @@
 // 151,936-token vocabulary, greedy, temperature 1 and top-5 logprobs (sampling runs on the decoder thread).
 // Guided decoding (bench/guided-decoding.mjs): sample() and the engine on a 151,936-token vocabulary,
 // with and without a JSON-schema / json_object constraint: added time per generated token.
+// gRPC door cost (bench/grpc-door-cpu.mjs, run on its own): main-thread and other-thread CPU per ModelInfer
+// call and p50 against the bare grpc-js server; alternates between built copies given with --root.
 // Cluster hop (bench/cluster-hop.mjs): one worker and one router over private etcd, NATS and
 // Redis; `simple` over HTTP and gRPC at c=1 and 16 and streaming chat on `mock_llm` at c=1 and 8, each
 // straight to the worker and through the router, with router/direct ratios (what the hop costs).

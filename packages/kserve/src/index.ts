@@ -27,6 +27,7 @@ export {
 } from './grpc-codec.js';
 export type { DecodedGrpcInferRequest, EncodeResponseOptions, StreamEcho } from './grpc-codec.js';
 export { encodeModelInferResponseBytes, encodeModelStreamInferResponseBytes } from './grpc-wire.js';
+export { decodeModelInferRequestBytes } from './grpc-wire-request.js';
 export {
   ENABLE_EMPTY_FINAL_RESPONSE,
   FINAL_RESPONSE_PARAMETER,

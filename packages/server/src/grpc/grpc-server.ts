@@ -179,6 +179,10 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
     'grpc.keepalive_timeout_ms': keepaliveTimeoutMs,
     ...(maxConnectionAgeMs !== undefined ? { 'grpc.max_connection_age_ms': maxConnectionAgeMs } : {}),
     ...(maxConnectionAgeGraceMs !== undefined ? { 'grpc.max_connection_age_grace_ms': maxConnectionAgeGraceMs } : {}),
+    // channelz keeps per-call counters, timestamps and closures that only its admin service reads,
+    // and this server does not serve it (nor does tritonserver): off, grpc-js takes its plain
+    // per-stream handler
+    'grpc.enable_channelz': 0,
     interceptors: options.restrictions !== undefined && options.restrictions.size > 0 ? [restrictedProtocolInterceptor(options.restrictions)] : [],
   });
   // large ModelInfer / ModelStreamInfer messages reach the handlers undecoded (infer-message.ts);

@@ -11,7 +11,7 @@
  * status), in Triton's order: the model lookup's errors come before the decoder's.
  */
 import { status, type MethodDefinition, type ServiceDefinition } from '@grpc/grpc-js';
-import { decodeModelInferRequest, type DecodedGrpcInferRequest, type GrpcModelInferRequest } from '@switchyard/kserve';
+import { decodeModelInferRequest, decodeModelInferRequestBytes, type DecodedGrpcInferRequest, type GrpcModelInferRequest } from '@switchyard/kserve';
 import { OFF_LOOP_GRPC_BYTES, type CodecThread } from '../codec-thread.js';
 import { GrpcStatusError } from './grpc-status.js';
 
@@ -35,8 +35,10 @@ const OFF_LOOP_METHODS = ['ModelInfer', 'ModelStreamInfer'] as const;
 
 /**
  * `service` (inference.GRPCInferenceService) with ModelInfer and ModelStreamInfer request
- * deserializers that keep messages from `OFF_LOOP_GRPC_BYTES` undecoded. The shared definition
- * is not changed (clients use it too).
+ * deserializers that keep messages from `OFF_LOOP_GRPC_BYTES` undecoded, and read smaller ones with
+ * kserve's `decodeModelInferRequestBytes` (the protos' object without protobufjs's message objects;
+ * the protos' deserializer for what it leaves). The shared definition is not changed (clients use
+ * it too).
  */
 export function withOffLoopInferDecoding(service: ServiceDefinition): ServiceDefinition {
   const out: Record<string, MethodDefinition<unknown, unknown>> = { ...service };
@@ -45,7 +47,8 @@ export function withOffLoopInferDecoding(service: ServiceDefinition): ServiceDef
     const inline = method.requestDeserialize;
     out[name] = {
       ...method,
-      requestDeserialize: (bytes: Buffer): unknown => (bytes.byteLength >= OFF_LOOP_GRPC_BYTES ? new EncodedInferMessage(bytes) : inline(bytes)),
+      requestDeserialize: (bytes: Buffer): unknown =>
+        bytes.byteLength >= OFF_LOOP_GRPC_BYTES ? new EncodedInferMessage(bytes) : (decodeModelInferRequestBytes(bytes) ?? inline(bytes)),
     };
   }
   return out as ServiceDefinition;
