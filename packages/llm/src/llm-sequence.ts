@@ -82,7 +82,11 @@ export class LlmSequence {
   finishReason: FinishReason | null = null;
   /** Tokens whose KV is computed (or taken from the prefix cache). */
   numComputedTokens = 0;
-  /** Blocks held, in order; all full except possibly the last. Owned: freed exactly once. */
+  /**
+   * Blocks held, in order: the full (hashed, possibly shared) blocks first, then the private partial
+   * blocks the scheduled step fills (several under chunked prefill; `update` promotes each once its tokens
+   * are computed, see llm-scheduler.ts). Owned: freed exactly once.
+   */
   blocks: BlockRef[] = [];
   /** Tokens found in the prefix cache at the last admission (for metrics and tests). */
   numCachedTokens = 0;
