@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildTinyTokenizerFiles, TINY_DECODER_SHAPE, tinySpecialTokenIds } from '@switchyard/onnx-builder';
+import { buildTinyTokenizerFiles, byteToUnicode, TINY_DECODER_SHAPE, tinySpecialTokenIds } from '@switchyard/onnx-builder';
 import { isSwitchyardError } from '@switchyard/common';
 import { tokenByteBound } from './context-length.js';
 import { Tokenizer } from './tokenizer.js';
@@ -122,15 +122,7 @@ describe('readModelFolder errors', () => {
 
 describe('Tokenizer vocabulary figures', () => {
   /** GPT-2's byte symbols: a vocabulary holding all 256 has a byte bound (see tokenByteBound). */
-  const byteSymbols = (() => {
-    const out: string[] = [];
-    let shifted = 0;
-    for (let b = 0; b < 256; b++) {
-      const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-      out.push(String.fromCharCode(printable ? b : 256 + shifted++));
-    }
-    return out;
-  })();
+  const byteSymbols = byteToUnicode();
 
   it('vocabSize and maxTokenBytes are those of the JSON, whatever the ids, gaps and added tokens', () => {
     const token = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 6 });
