@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { SwitchyardError, silentLogger } from '@switchyard/common';
-import type { RouteRequest } from '@switchyard/kv-router';
+import type { RouteRequest, WorkerLoad } from '@switchyard/kv-router';
 import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { routingTableConformance } from '@switchyard/kv-router/internal';
 import { startRedis, type RedisServer } from '@switchyard/testing';
@@ -51,6 +51,29 @@ async function waitFor(ok: () => Promise<boolean>): Promise<void> {
     if (Date.now() > deadline) throw new Error('condition not reached within 15 s');
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** Until `t` cannot reach Redis (a restart's outage has begun). */
+async function untilUnreachable(t: RedisRoutingTable): Promise<void> {
+  await waitFor(async () => {
+    try {
+      await t.lastEventId('w1');
+      return false;
+    } catch {
+      return true;
+    }
+  });
+}
+
+/** Until Redis answers `t` again and its loads satisfy `ok`. */
+async function untilLoads(t: RedisRoutingTable, ok: (loads: ReadonlyMap<string, WorkerLoad>) => boolean): Promise<void> {
+  await waitFor(async () => {
+    try {
+      return ok(await t.loads(1_000_000));
+    } catch {
+      return false;
+    }
+  });
 }
 
 async function rejection(p: Promise<unknown>): Promise<SwitchyardError> {
@@ -550,26 +573,13 @@ describe('RedisRoutingTable (real Redis)', () => {
       await t.selectAndReserve(req({ requestId: 'c', candidates: ['w1'], promptTokens: 16 }));
       expect((await other.loads(1_000_000)).get('w1')).toEqual({ activeBlocks: 4, prefillTokens: 64, requests: 3 });
       const outage = own.restart({ downMs: 1000 }); // the data survives (append-only file)
-      await waitFor(async () => {
-        try {
-          await t.lastEventId('w1');
-          return false;
-        } catch {
-          return true; // down
-        }
-      });
+      await untilUnreachable(t);
       expect((await rejection(t.release('a'))).code).toBe('unavailable');
       expect((await rejection(t.markPrefillDone('b'))).code).toBe('unavailable');
       expect((await rejection(t.selectAndReserve(req({ requestId: 'd', candidates: ['w1'] })))).code).toBe('unavailable');
       await outage;
       // t makes no further call: the kept settlements go out by themselves once Redis answers
-      await waitFor(async () => {
-        try {
-          return (await other.loads(1_000_000)).get('w1')?.requests === 2;
-        } catch {
-          return false;
-        }
-      });
+      await untilLoads(other, (loads) => loads.get('w1')?.requests === 2);
       expect((await other.loads(1_000_000)).get('w1')).toEqual({ activeBlocks: 2, prefillTokens: 16, requests: 2 });
       expect(t.droppedSettlements).toBe(0);
     } finally {
@@ -586,26 +596,11 @@ describe('RedisRoutingTable (real Redis)', () => {
       const ids = Array.from({ length: 700 }, (_, i) => `m${i}`);
       for (const id of ids) await t.selectAndReserve(req({ requestId: id, candidates: ['w1', 'w2'], promptTokens: 16 }));
       const outage = own.restart({ downMs: 1000 });
-      await waitFor(async () => {
-        try {
-          await t.lastEventId('w1');
-          return false;
-        } catch {
-          return true;
-        }
-      });
+      await untilUnreachable(t);
       const failed = await Promise.all(ids.map((id) => rejection(id.endsWith('7') ? t.markPrefillDone(id) : t.release(id))));
       expect(failed.every((e) => e.code === 'unavailable')).toBe(true);
       await outage;
-      await waitFor(async () => {
-        try {
-          const w1 = (await other.loads(1_000_000)).get('w1');
-          const w2 = (await other.loads(1_000_000)).get('w2');
-          return (w1?.requests ?? 0) + (w2?.requests ?? 0) === 70;
-        } catch {
-          return false;
-        }
-      });
+      await untilLoads(other, (loads) => (loads.get('w1')?.requests ?? 0) + (loads.get('w2')?.requests ?? 0) === 70);
       const loads = [...(await other.loads(1_000_000)).values()];
       expect(loads.reduce((a, l) => a + l.prefillTokens, 0)).toBe(0); // the 70 left had their prefill done
       expect(t.droppedSettlements).toBe(0);
@@ -625,24 +620,11 @@ describe('RedisRoutingTable (real Redis)', () => {
       const other = await table(ns, own.url);
       for (const id of ['a', 'b', 'c']) await t.selectAndReserve(req({ requestId: id, candidates: ['w1'], promptTokens: 16 }));
       const outage = own.restart({ downMs: 1000 });
-      await waitFor(async () => {
-        try {
-          await t.lastEventId('w1');
-          return false;
-        } catch {
-          return true;
-        }
-      });
+      await untilUnreachable(t);
       for (const id of ['a', 'b', 'c']) expect((await rejection(t.release(id))).code).toBe('unavailable');
       expect(t.droppedSettlements).toBe(1); // a's release: the oldest
       await outage;
-      await waitFor(async () => {
-        try {
-          return (await other.loads(1_000_000)).get('w1')?.requests === 1;
-        } catch {
-          return false;
-        }
-      });
+      await untilLoads(other, (loads) => loads.get('w1')?.requests === 1);
       expect((await other.loads(1_000_000)).get('w1')).toMatchObject({ requests: 1 }); // a stays until it expires
       expect(warnings).toContainEqual(expect.objectContaining({ dropped: 1 }));
     } finally {
