@@ -25,7 +25,7 @@ export {
   type TensorInit,
   type BuildModelOptions,
 } from './graph-builder.js';
-export { decodeModelProto } from './onnx-proto.js';
+export { decodeModelProto, encodeModelProto } from './onnx-proto.js';
 export { GEMMA3_CHAT_TEMPLATE, LLAMA3_CHAT_TEMPLATE, MISTRAL_CHAT_TEMPLATE, QWEN3_CHAT_TEMPLATE } from './family-chat-templates.js';
 export { buildFamilyModelFiles, MODEL_FAMILIES, type FamilyModelFiles, type ModelFamily } from './family-tokenizer-files.js';
 export { mulberry32, uniformFloats } from './prng.js';
