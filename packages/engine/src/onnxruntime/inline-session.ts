@@ -4,7 +4,8 @@
  * each way) costs more main-thread time than the run itself.
  *
  * Which executions run here (`OnnxRuntimeInstance` asks `admits`, then `runTimed`):
- * - the model's config parameter `enable_inline_execution` is on (default off), the model file is at
+ * - the model's config parameter `enable_inline_execution` is not `false` (absent, the graph must do
+ *   work that depends on its input shapes alone: see onnx-op-scan.ts), the model file is at
  *   most `maxModelBytes`, the instance is a CPU one and its session computes on the calling thread
  *   alone (`intraOpNumThreads` 1);
  * - no input or requested output is a string tensor (strings keep their one conversion path, on
@@ -42,7 +43,7 @@ export interface InlineLimits {
   maxRunNs: number;
 }
 
-export const DEFAULT_INLINE_LIMITS: InlineLimits = { maxModelBytes: 16 * 1024 * 1024, maxInputBytes: 64 * 1024, maxRunNs: 100_000 };
+export const DEFAULT_INLINE_LIMITS: InlineLimits = { maxModelBytes: 16 * 1024 * 1024, maxInputBytes: 64 * 1024, maxRunNs: 200_000 };
 
 /** Weight of the newest run in the EWMA. */
 export const EWMA_WEIGHT = 0.2;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deserializeBytesElements, serializeBytesElements, type DataType } from '@switchyard/kserve';
-import type { Backend, BackendInstance, BackendModel } from '../backend.js';
+import type { Backend, BackendInstance, BackendModel, ExecutionOutcome } from '../backend.js';
 import { createEngine, type Engine } from '../engine.js';
 import { silentLogger } from '@switchyard/common';
 import { normalizeModelConfig, parseModelConfigText, type ModelConfig } from '@switchyard/model-config';
@@ -482,14 +482,36 @@ describe('onnxruntime inline execution', () => {
     }
   });
 
-  it('is off unless enable_inline_execution says on; a value that is not a boolean fails the load', async () => {
+  it('is on by default for a graph whose work follows its input shapes, off when the parameter says so; a value that is not a boolean fails the load', async () => {
     await withModel('mlp', mlpConfig('mlp', ''), mlpModel(), WIDE, async ({ model }) => {
-      expect(model.inline).toBeUndefined();
-    });
-    await withModel('mlp', mlpConfig('mlp', inlineOn('on')), mlpModel(), WIDE, async ({ model }) => {
       expect(model.inline).toBeDefined();
     });
+    await withModel('mlp', mlpConfig('mlp', inlineOn('off')), mlpModel(), WIDE, async ({ model }) => {
+      expect(model.inline).toBeUndefined();
+    });
     await expect(withModel('mlp', mlpConfig('mlp', inlineOn('maybe')), mlpModel(), WIDE, async () => {})).rejects.toThrow("failed to convert 'maybe' to boolean value");
+  });
+
+  it('is off by default for a graph whose work may follow input values, and on when the parameter asks for it', async () => {
+    // ConstantOfShape sized by a tensor computed at run time: what it allocates and fills follows values, not the feed sizes.
+    const valueSized = new GraphBuilder('sized')
+      .input('X', 'FLOAT', ['batch', 8])
+      .output('Y', 'FLOAT', ['batch', 8])
+      .node('Shape', ['X'], ['s'])
+      .node('ConstantOfShape', ['s'], ['z'])
+      .node('Add', ['X', 'z'], ['Y'])
+      .buildModel();
+    const config = (parameters: string) => `name: "sized" backend: "onnxruntime" max_batch_size: 8 input { name: "X" data_type: TYPE_FP32 dims: [ 8 ] } output { name: "Y" data_type: TYPE_FP32 dims: [ 8 ] } ${parameters}`;
+    await withModel('sized', config(''), valueSized, WIDE, async ({ model, instance, config: c }) => {
+      expect(model.inline).toBeUndefined();
+      const outcome = await instance.execute([normalizeRequest(c, request('sized', [tensor('X', 'FP32', [1, 8], rows(1, 0))]))]);
+      const result = outcome.results[0]!;
+      if ('error' in result) throw result.error;
+      expect(float32s(result.outputs[0]!.data)).toEqual([...rows(1, 0)]);
+    });
+    await withModel('sized', config(inlineOn()), valueSized, WIDE, async ({ model }) => {
+      expect(model.inline).toBeDefined();
+    });
   });
 
   it("fails a run with onnxruntime's own message, as the session thread does", async () => {
@@ -575,26 +597,33 @@ describe('onnxruntime inline execution', () => {
     });
   });
 
-  it('runs an execution inline only when it is alone on the instance: executions handed over together cross to the thread', async () => {
-    await withModel('mlp', mlpConfig('mlp'), mlpModel(), WIDE, async ({ model, instance, config }) => {
+  it('runs executions handed over together inline, and none while one is on the session thread: an inline run never overtakes it', async () => {
+    // Inputs over 64 bytes (more than two rows) are not eligible: such an execution runs on the thread.
+    await withModel('mlp', mlpConfig('mlp'), mlpModel(), { ...WIDE, maxInputBytes: 64 }, async ({ model, instance, config }) => {
       const inline = model.inline!;
-      const one = (i: number) => instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [1, 8], rows(1, i))]))]);
-      for (let i = 0; i < PROBE_RUNS; i++) await one(i);
-      await inline.created();
-      expect(inline.open).toBe(true);
-      const alone = await one(100);
-      expect(inline.counts.inlineRuns).toBe(1);
-      const together = await Promise.all([100, 100, 101, 102].map(one));
-      expect(inline.counts.inlineRuns).toBe(2);
-      const values = (o: (typeof together)[number]) => {
+      const execute = (batch: number, seed: number) => instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [batch, 8], rows(batch, seed))]))]);
+      const values = (o: ExecutionOutcome) => {
         const result = o.results[0]!;
         if ('error' in result) throw result.error;
         return float32s(result.outputs[0]!.data);
       };
-      // The first ran inline, the second (same input) on the thread: they agree to the bit.
-      expect(values(together[0]!)).toEqual(values(alone));
+      for (let i = 0; i < PROBE_RUNS; i++) await execute(1, i);
+      await inline.created();
+      expect(inline.open).toBe(true);
+      const alone = await execute(1, 100);
+      expect(inline.counts.inlineRuns).toBe(1);
+      const together = await Promise.all([100, 100, 101, 102].map((seed) => execute(1, seed)));
+      expect(inline.counts.inlineRuns).toBe(5);
       expect(values(together[1]!)).toEqual(values(alone));
       expect(values(together[2]!)).not.toEqual(values(alone));
+      // A large execution goes to the thread; the small ones handed over with it follow it there.
+      const [large, ...small] = await Promise.all([execute(3, 7), execute(1, 100), execute(1, 101)]);
+      expect(inline.counts.inlineRuns).toBe(5);
+      expect(values(large!).length).toBe(12);
+      // Computed on the thread, the same input agrees with the inline run to the bit.
+      expect(values(small[0]!)).toEqual(values(alone));
+      await execute(1, 100);
+      expect(inline.counts.inlineRuns).toBe(6);
     });
   });
 

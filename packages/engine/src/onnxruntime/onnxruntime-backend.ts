@@ -13,7 +13,7 @@
  * config parameters `intra_op_thread_count` / `inter_op_thread_count` say otherwise (Triton's
  * names): with Triton's default of two CPU instances, that is one core per instance.
  */
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { internal, invalidArgument, resolveConfinedPath, unavailable, type SwitchyardError } from '@switchyard/common';
 import { elementCount, type DataType, type InferTensor } from '@switchyard/kserve';
@@ -35,6 +35,7 @@ import { checkOrtStrings, concatBatch, configTypeOfOrt, fromWireTensor, splitBat
 import { batchInputTensor, compileRaggedLayout, raggedFeed, scatterOutput, type RaggedLayout } from './ragged-batch.js';
 import { SessionLoadError, SessionThread, type TimedRun, type WireTensor, type WireValueMetadata } from './session-thread.js';
 import { DEFAULT_INLINE_LIMITS, InlineSession, type InlineLimits } from './inline-session.js';
+import { valueDependentWork } from './onnx-op-scan.js';
 import type { NormalizedRequest } from '../request-normalizer.js';
 import { DEFAULT_BACKEND_SETTINGS, type OnnxRuntimeSettings } from '../backend-config.js';
 
@@ -167,11 +168,13 @@ class OnnxRuntimeInstance implements BackendInstance {
   private readonly ragged: RaggedLayout;
 
   /**
-   * Executions of this instance not yet answered. An execution runs inline only when it is alone: it
-   * never overtakes one on the thread, and while executions pile up (under load) the hop to the
-   * thread is shared by several of them and the event loop keeps the compute off it.
+   * Executions of this instance on its session thread, not yet answered. An execution runs inline
+   * only while there is none: it never overtakes one on the thread. Executions handed over together
+   * (under load) all run inline then, one after another on the event loop: each costs it the run
+   * (at most the gate's bound, tens of microseconds for the models that pass it), where the hop to
+   * the thread costs a wake-up and a copy each way.
    */
-  private inFlight = 0;
+  private onThread = 0;
 
   constructor(
     readonly name: string,
@@ -220,19 +223,18 @@ class OnnxRuntimeInstance implements BackendInstance {
     let ran: TimedRun;
     try {
       const inline = this.inline;
-      const alone = this.inFlight === 0;
-      this.inFlight++;
-      try {
-        if (inline !== undefined && alone && inline.admits(feeds, fetches)) {
-          ran = await inline.runTimed(feeds, fetches);
-        } else {
-          // An eligible run on the thread is measured there: its time decides whether the gate opens.
-          const probe = inline !== undefined && !inline.open && inline.eligible(feeds, fetches);
+      if (inline !== undefined && this.onThread === 0 && inline.admits(feeds, fetches)) {
+        ran = await inline.runTimed(feeds, fetches);
+      } else {
+        // An eligible run on the thread is measured there: its time decides whether the gate opens.
+        const probe = inline !== undefined && !inline.open && inline.eligible(feeds, fetches);
+        this.onThread++;
+        try {
           ran = await this.session.runTimed(feeds, fetches);
-          if (probe) inline.noteThreadRun(Number(ran.times.inferEndNs - ran.times.inferStartNs));
+        } finally {
+          this.onThread--;
         }
-      } finally {
-        this.inFlight--;
+        if (probe) inline.noteThreadRun(Number(ran.times.inferEndNs - ran.times.inferStartNs));
       }
     } catch (e) {
       throw internal(`onnx runtime error: ${e instanceof Error ? e.message : String(e)}`, e);
@@ -369,10 +371,14 @@ class OnnxRuntimeModel implements BackendModel {
 }
 
 /**
- * The model's main-thread session for tiny executions, when the config parameter
- * `enable_inline_execution` asks for it (default off: on the benchmark MLP it saved no main-thread
- * CPU per request, see the engine README) and the model qualifies: a CPU instance group, a model file of at most 16 MiB, and
- * sessions that compute on the calling thread alone (one intra-op thread), within `limits`.
+ * The model's main-thread session for tiny executions (see inline-session.ts), when the model
+ * qualifies: a CPU instance group, a model file of at most `limits.maxModelBytes`, and sessions that
+ * compute on the calling thread alone (one intra-op thread). The config parameter
+ * `enable_inline_execution` decides beyond that: `false` never, `true` always, and absent (the
+ * default) only when the graph's work depends on its input shapes alone (`valueDependentWork`):
+ * no subgraphs, no output sized by a computed tensor's values, standard operator domains. Such a
+ * model's runs are as long as its input sizes make them, which the gate bounds; a model whose run
+ * time could follow an input value (a loop count, a requested shape) could stall the event loop.
  */
 async function inlineSession(
   context: BackendModelContext,
@@ -382,11 +388,20 @@ async function inlineSession(
   limits: InlineLimits,
 ): Promise<InlineSession | undefined> {
   const config = context.config;
-  if (!boolParameter(config, 'enable_inline_execution', false)) return undefined;
+  const asked = config.parameters['enable_inline_execution']?.string_value;
+  const explicit = asked !== undefined && asked !== '';
+  if (!boolParameter(config, 'enable_inline_execution', true)) return undefined;
   if (!config.instance_group.some((g) => g.kind !== 'KIND_GPU')) return undefined;
   const options = sessionOptions(config, settings, CPU);
   if (options.intraOpNumThreads !== 1) return undefined;
   if ((await stat(modelFile)).size > limits.maxModelBytes) return undefined;
+  if (!explicit) {
+    const reason = valueDependentWork(await readFile(modelFile));
+    if (reason !== undefined) {
+      context.logger.debug({ model: context.modelName, reason }, 'onnx runtime inline execution off: the run time may depend on input values');
+      return undefined;
+    }
+  }
   const stringOutputs = new Set(session.outputMetadata.filter((m) => m.isTensor && m.type === 'string').map((m) => m.name));
   return new InlineSession(modelFile, options, limits, stringOutputs, (message) =>
     context.logger.warn({ model: context.modelName, reason: message }, 'onnx runtime main-thread session not created: every execution stays on the session threads'),
