@@ -41,7 +41,7 @@ import {
   MAX_WIRE_CONTEXT_TOKENS,
   type RouterMode,
 } from '@switchyard/cluster';
-import { DEFAULT_PREPROCESS_INLINE_CHARS, DEFAULT_PREPROCESS_THREADS } from '@switchyard/llm';
+import { DEFAULT_PREPROCESS_IDLE_INLINE_CHARS, DEFAULT_PREPROCESS_INLINE_CHARS, DEFAULT_PREPROCESS_THREADS } from '@switchyard/llm';
 import { MAX_MODEL_NAME_LENGTH, NAME_PATTERN } from '@switchyard/runtime';
 
 export { UsageError, accessPolicy, outputParsing };
@@ -226,7 +226,7 @@ const FLAGS: FlagTable<RouterOptions> = {
     kind: 'int',
     key: 'preprocessInlineChars',
     min: 0,
-    help: `Prompts with fewer characters of messages and tools than this are rendered and tokenized on the event loop, where a thread hop costs more (default ${DEFAULT_PREPROCESS_INLINE_CHARS}; 0 = all on threads).`,
+    help: `Prompts with fewer characters of messages and tools than this are rendered and tokenized on the event loop, where a thread hop costs more (default ${DEFAULT_PREPROCESS_INLINE_CHARS}; 0 = all on threads); while the loop is idle, prompts under ${DEFAULT_PREPROCESS_IDLE_INLINE_CHARS} characters (or this, if larger) too.`,
   },
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
   ...ACCESS_FLAGS,

@@ -15,7 +15,7 @@
  * Groups are data: adding a feature's flags (e.g. tracing) is adding a group to `WORKER_FLAG_GROUPS`.
  */
 import { ACCESS_FLAGS, DOOR_LIMIT_FLAGS, LOG_FORMAT_HELP, LOG_FORMATS, OPENAI_PARSING_FLAGS, type FlagGroup, type FlagTable } from '@switchyard/cli';
-import { GENERATION_CONFIG_MODES } from '@switchyard/llm';
+import { DEFAULT_PREPROCESS_IDLE_INLINE_CHARS, GENERATION_CONFIG_MODES } from '@switchyard/llm';
 import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, DEFAULTS, MAX_KV_TRANSFER_GBPS, MAX_KV_TRANSFER_TTL_SECS, MAX_MODEL_LOAD_RETRY_COUNT, MAX_MODEL_LOAD_THREAD_COUNT } from './defaults.js';
 import type { WorkerOptions } from './options.js';
 import { TRACE_FLAGS } from './trace-options.js';
@@ -56,7 +56,7 @@ const SERVER: Table = {
     kind: 'int',
     key: 'preprocessInlineChars',
     min: 0,
-    help: `Prompts with fewer characters of messages and tools than this are rendered and tokenized on the event loop, where a thread hop costs more (default ${DEFAULTS.preprocessInlineChars}; 0 = all on threads).`,
+    help: `Prompts with fewer characters of messages and tools than this are rendered and tokenized on the event loop, where a thread hop costs more (default ${DEFAULTS.preprocessInlineChars}; 0 = all on threads); while the loop is idle, prompts under ${DEFAULT_PREPROCESS_IDLE_INLINE_CHARS} characters (or this, if larger) too.`,
   },
 };
 

@@ -24,6 +24,8 @@ export type { ConfinedPath } from './confined-path.js';
 export { enforceLimits, limitMessage } from './limits.js';
 export { pauseUnlessAborted } from './pause.js';
 export { Cancellation } from './cancellation.js';
+export { LoopLoad } from './loop-load.js';
+export type { LoopLoadOptions, LoopTimes } from './loop-load.js';
 export type { CancelSignal } from './cancellation.js';
 export type { LimitCheck } from './limits.js';
 export { DEFAULT_DESCRIBE_MAX_LENGTH, DESCRIBE_MAX_DEPTH, describeValue } from './describe-value.js';

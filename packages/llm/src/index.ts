@@ -170,6 +170,7 @@ export { TOOL_CALL_PARSERS, type ToolCallIdStyle, type ToolCallParserSpec } from
 export { chatPrompt, completionPrompt, textPromptTokens, type ChatPromptOptions, type PreprocessedPrompt, type PreprocessorEndpoint } from './preprocessor.js';
 export {
   configureSharedPreprocessPool,
+  DEFAULT_PREPROCESS_IDLE_INLINE_CHARS,
   DEFAULT_PREPROCESS_INLINE_CHARS,
   DEFAULT_PREPROCESS_MAX_PENDING,
   DEFAULT_PREPROCESS_THREADS,

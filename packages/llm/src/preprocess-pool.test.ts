@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { buildTinyTokenizerFiles } from '@switchyard/onnx-builder';
 import { isSwitchyardError } from '@switchyard/common';
 import { ChatTemplate, type ChatMessage } from './chat-template.js';
-import { PreprocessPool, compilePreprocessPoolOptions, configureSharedPreprocessPool, sharedPreprocessPool, textSize, type ChatPromptJob } from './preprocess-pool.js';
+import { DEFAULT_PREPROCESS_IDLE_INLINE_CHARS, PreprocessPool, compilePreprocessPoolOptions, configureSharedPreprocessPool, sharedPreprocessPool, textSize, type ChatPromptJob } from './preprocess-pool.js';
 import { Tokenizer } from './tokenizer.js';
 import type { TokenizerJson } from './tokenizer-files.js';
 
@@ -103,6 +103,38 @@ describe('PreprocessPool gives the event loop\'s answers', () => {
       await small.close();
     }
   });
+
+  it('runs mid-sized requests inline while the loop is idle and on a thread while it is busy', async () => {
+    let busy = false;
+    const pool = new PreprocessPool({ threads: 1, inlineChars: 16, idleInlineChars: 400, loopLoad: { busy: () => busy } });
+    const mid = job({ messages: [{ role: 'user', content: 'a prompt of a few dozen characters, under the idle bound' }] });
+    const large = job({ messages: [{ role: 'user', content: 'x'.repeat(500) }] });
+    try {
+      expect(await pool.chatPrompt(tokenizer, chatml, mid)).toEqual(await inline.chatPrompt(tokenizer, chatml, mid));
+      expect(pool.threadsForTest()).toEqual([undefined]);
+      // Over the idle bound: a thread even while the loop is idle.
+      expect(await pool.chatPrompt(tokenizer, chatml, large)).toEqual(await inline.chatPrompt(tokenizer, chatml, large));
+      const thread = pool.threadsForTest()[0];
+      expect(thread).toBeDefined();
+      await pool.close();
+      const again = new PreprocessPool({ threads: 1, inlineChars: 16, idleInlineChars: 400, loopLoad: { busy: () => busy } });
+      busy = true;
+      try {
+        expect(await again.chatPrompt(tokenizer, chatml, mid)).toEqual(await inline.chatPrompt(tokenizer, chatml, mid));
+        expect(again.threadsForTest()[0]).toBeDefined();
+      } finally {
+        await again.close();
+      }
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('keeps every request on the threads with inlineChars 0, whatever the loop', () => {
+    expect(compilePreprocessPoolOptions({ inlineChars: 0 }).idleInlineChars).toBe(0);
+    expect(compilePreprocessPoolOptions({ inlineChars: 2000 }).idleInlineChars).toBe(2000);
+    expect(compilePreprocessPoolOptions({}).idleInlineChars).toBe(DEFAULT_PREPROCESS_IDLE_INLINE_CHARS);
+  });
 });
 
 describe('PreprocessPool limits and failures', () => {
@@ -187,7 +219,8 @@ describe('PreprocessPool limits and failures', () => {
   }, 30_000);
 
   it('options: validated in one place; textSize counts strings and keys up to its limit', () => {
-    expect(compilePreprocessPoolOptions({ threads: 0, maxPending: 1, inlineChars: 0 })).toEqual({ threads: 0, maxPending: 1, inlineChars: 0 });
+    expect(compilePreprocessPoolOptions({ threads: 0, maxPending: 1, inlineChars: 0 })).toEqual({ threads: 0, maxPending: 1, inlineChars: 0, idleInlineChars: 0 });
+    expect(() => compilePreprocessPoolOptions({ idleInlineChars: -1 })).toThrow(/idleInlineChars must be a non-negative integer/);
     expect(() => compilePreprocessPoolOptions({ threads: -1 })).toThrow(/threads must be an integer in 0\.\.64/);
     expect(() => compilePreprocessPoolOptions({ maxPending: 0 })).toThrow(/maxPending must be a positive integer/);
     expect(() => configureSharedPreprocessPool({ inlineChars: 1.5 })).toThrow(/inlineChars/);

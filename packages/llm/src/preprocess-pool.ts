@@ -8,6 +8,9 @@
  *   never keeps a process alive, yet a pending call does, like any other pending IO).
  * - Small work runs inline: a request whose message and tool strings total fewer than `inlineChars`
  *   UTF-16 units (default `DEFAULT_PREPROCESS_INLINE_CHARS`) costs less here than a thread hop's latency.
+ *   While the event loop is idle (`LoopLoad`: under half busy lately), requests under
+ *   `idleInlineChars` (default `DEFAULT_PREPROCESS_IDLE_INLINE_CHARS`) run inline too: the loop has
+ *   the time, and the answer comes a hop sooner.
  * - Bounded: at most `maxPending` calls in flight across the threads; past that a call is refused with
  *   `capacity_exhausted` (the HTTP door's 503), never queued without bound.
  * - A thread that crashes (or exits) fails only the calls it held, with `internal`; the next call
@@ -21,7 +24,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { capacityExhausted, internal, SwitchyardError, type ErrorCode } from '@switchyard/common';
+import { capacityExhausted, internal, LoopLoad, SwitchyardError, type ErrorCode } from '@switchyard/common';
 import type { ChatMessage, ChatTemplate } from './chat-template.js';
 import { promptTextTokens, renderChatPromptText, type ChatRenderOptions } from './prompt-text.js';
 import type { Tokenizer } from './tokenizer.js';
@@ -45,6 +48,14 @@ export const DEFAULT_PREPROCESS_MAX_PENDING = 1024;
  * a 90-char prompt, back to back), the router's loop spent ~25% less CPU per request with the pool.
  */
 export const DEFAULT_PREPROCESS_INLINE_CHARS = 64;
+/**
+ * Below this many units a request is preprocessed inline while the loop is idle. bench/preprocess-pool.mjs
+ * on a 2-core VM where a thread wake-up costs ~100 µs, one request alone: inline 188 / 139 / 225 /
+ * 404 µs against 248 / 318 / 560 / 882 µs through a thread at 64 / 256 / 512 / 1k chars, while from
+ * 2k chars the thread was sooner (958 against 1,399 µs). Through a router at c=1 (a 90-char prompt,
+ * bench/cluster-hop.mjs's), inline preprocessing took ~0.5 ms off the time to first token.
+ */
+export const DEFAULT_PREPROCESS_IDLE_INLINE_CHARS = 1024;
 
 export interface PreprocessPoolOptions {
   /** Worker threads; 0 runs all preprocessing inline. Default `DEFAULT_PREPROCESS_THREADS`. */
@@ -53,12 +64,20 @@ export interface PreprocessPoolOptions {
   readonly maxPending?: number;
   /** Requests with less text than this run inline. Default `DEFAULT_PREPROCESS_INLINE_CHARS`; 0 sends all to threads. */
   readonly inlineChars?: number;
+  /**
+   * Requests with less text than this run inline while the loop is idle. Default
+   * `DEFAULT_PREPROCESS_IDLE_INLINE_CHARS`, or 0 when `inlineChars` is 0; never below `inlineChars`.
+   */
+  readonly idleInlineChars?: number;
+  /** How busy the loop is; default one `LoopLoad` shared by every pool (tests substitute it). */
+  readonly loopLoad?: { busy(): boolean };
 }
 
 interface CompiledOptions {
   readonly threads: number;
   readonly maxPending: number;
   readonly inlineChars: number;
+  readonly idleInlineChars: number;
 }
 
 /** Options with defaults, validated; a bad value (a programming or flag-parsing error) throws a RangeError. */
@@ -69,8 +88,13 @@ export function compilePreprocessPoolOptions(options: PreprocessPoolOptions = {}
   if (!Number.isInteger(threads) || threads < 0 || threads > 64) throw new RangeError(`preprocess threads must be an integer in 0..64, not ${threads}`);
   if (!Number.isInteger(maxPending) || maxPending < 1) throw new RangeError(`preprocess maxPending must be a positive integer, not ${maxPending}`);
   if (!Number.isInteger(inlineChars) || inlineChars < 0) throw new RangeError(`preprocess inlineChars must be a non-negative integer, not ${inlineChars}`);
-  return { threads, maxPending, inlineChars };
+  const idleInlineChars = options.idleInlineChars ?? (inlineChars === 0 ? 0 : DEFAULT_PREPROCESS_IDLE_INLINE_CHARS);
+  if (!Number.isInteger(idleInlineChars) || idleInlineChars < 0) throw new RangeError(`preprocess idleInlineChars must be a non-negative integer, not ${idleInlineChars}`);
+  return { threads, maxPending, inlineChars, idleInlineChars: Math.max(inlineChars, idleInlineChars) };
 }
+
+/** The loop reading every pool shares (one per thread that makes pools). */
+let sharedLoopLoad: LoopLoad | undefined;
 
 /** A chat request to render and tokenize. */
 export interface ChatPromptJob extends ChatRenderOptions {
@@ -116,8 +140,11 @@ export class PreprocessPool {
   /** `closeWhenIdle` was called: close when the last call in flight is answered. */
   private closing = false;
 
+  private readonly loopLoad: { busy(): boolean };
+
   constructor(options: PreprocessPoolOptions = {}) {
     this.options = compilePreprocessPoolOptions(options);
+    this.loopLoad = options.loopLoad ?? (sharedLoopLoad ??= new LoopLoad());
     this.slots = new Array<Slot | undefined>(this.options.threads).fill(undefined);
   }
 
@@ -140,7 +167,7 @@ export class PreprocessPool {
    * inline path throws, `capacity_exhausted` when the pool is full, `internal` when a thread died.
    */
   chatPrompt(tokenizer: Tokenizer, template: ChatTemplate, job: ChatPromptJob): Promise<PromptTextAndIds> {
-    if (!this.offLoop(textSize([job.messages, job.tools, job.templateKwargs], this.options.inlineChars))) {
+    if (!this.offLoop(textSize([job.messages, job.tools, job.templateKwargs], this.options.idleInlineChars))) {
       return attempt(() => {
         const text = renderChatPromptText(template, job.messages, job);
         return { text, ids: promptTextTokens(tokenizer, text, job.addSpecialTokens, job.contextLength) };
@@ -186,7 +213,9 @@ export class PreprocessPool {
   }
 
   private offLoop(size: number): boolean {
-    return !this.closed && !this.closing && this.options.threads > 0 && size >= this.options.inlineChars;
+    if (this.closed || this.closing || this.options.threads === 0) return false;
+    if (size >= this.options.idleInlineChars) return true;
+    return size >= this.options.inlineChars && this.loopLoad.busy();
   }
 
   private async call(tokenizer: Tokenizer, template: ChatTemplate | undefined, message: object): Promise<Reply & { ids: Uint32Array; text?: string }> {
@@ -328,7 +357,7 @@ export function sharedPreprocessPool(): PreprocessPool {
 export function configureSharedPreprocessPool(options: PreprocessPoolOptions): void {
   const compiled = compilePreprocessPoolOptions(options);
   const current = compilePreprocessPoolOptions(sharedOptions);
-  if (compiled.threads === current.threads && compiled.maxPending === current.maxPending && compiled.inlineChars === current.inlineChars) return;
+  if (compiled.threads === current.threads && compiled.maxPending === current.maxPending && compiled.inlineChars === current.inlineChars && compiled.idleInlineChars === current.idleInlineChars) return;
   sharedOptions = options;
   const old = shared;
   shared = undefined;
