@@ -287,13 +287,16 @@ async function warm(call, ms) {
   await Promise.all([caller(), caller(), caller(), caller()]);
 }
 
-async function measureTensor(targets, { durationMs, warmupMs }, pids) {
+async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warmupMs }, pids) {
   const callers = Object.fromEntries(Object.entries(targets).map(([k, ports]) => [k, tensorCallers(ports)]));
   const out = {};
   try {
     // Warm every path (JIT, connections, the router's first route) before any cell is timed, so the
-    // first router cell does not pay for a cold process the direct cell before it did not.
-    for (const target of ['direct', 'router']) for (const call of Object.values(callers[target].modes)) await warm(call, warmupMs);
+    // first router cell does not pay for a cold process the direct cell before it did not. V8 keeps
+    // optimising a fresh process's hot code for seconds: a router's compiler and GC threads spent 30-65
+    // µs of CPU each per request over a c=1 cell after 1 s of traffic, 10-25 µs after 10 s. So each
+    // path gets `jitWarmupMs` first.
+    for (const target of ['direct', 'router']) for (const call of Object.values(callers[target].modes)) await warm(call, jitWarmupMs);
     for (const mode of ['http-json', 'grpc']) {
       out[mode] = {};
       for (const c of TENSOR_CONCURRENCY) {
@@ -344,7 +347,7 @@ async function measureLlm(targets, { durationMs, warmupMs }, pids) {
 }
 
 export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs = [] } = {}) {
-  const tensorTiming = quick ? { durationMs: 700, warmupMs: 200 } : { durationMs: 2500, warmupMs: 400 };
+  const tensorTiming = quick ? { durationMs: 700, warmupMs: 200 } : { durationMs: 2500, warmupMs: 400, jitWarmupMs: 3000 };
   const llmTiming = quick ? { durationMs: 1000, warmupMs: 250 } : { durationMs: 4000, warmupMs: 500 };
   const codec = measureWireCodec();
   console.log(`\nCluster hop: 1 worker + 1 router over private etcd, NATS (JetStream), Redis; direct to the worker vs through the router`);
