@@ -73,6 +73,8 @@ export const SHAPE_FROM_VALUES: ReadonlyMap<string, ReadonlyMap<string, readonly
     new Map<string, readonly number[]>([
       ['Range', [0, 1, 2]], // start, limit, delta
       ['CropAndResize', [3]], // crop_size
+      ['Pad', [1]], // pads
+      ['ConvTransposeWithDynamicPads', [2]], // Pads
     ]),
   ],
 ]);
