@@ -7,7 +7,7 @@
 //
 // Worker (issue 2), on the MLP (FP32 [1,256] -> 3 x (256x256 MatMul + Add + Relu)):
 //   raw      in-process onnxruntime-node session.run at batch 1 (same session options as the worker)
-//   served   the worker over HTTP JSON, HTTP binary and gRPC at concurrency 1, 16, 64
+//   served   the worker over HTTP JSON, HTTP binary and gRPC at concurrency 1, 16, 64, sending 64 different inputs in turn
 //   bare     a node:http and a grpc-js server answering the same payload sizes with no inference
 // Goals reported against: served / bare throughput at c=16 >= 0.6 over HTTP JSON and HTTP binary;
 // served gRPC at c=16 >= 0.5x raw rate; served p50 at c=1 within 1.5x of (bare p50 + raw run p50).
@@ -80,6 +80,13 @@ const WIDTH = 256;
 
 const input = new Float32Array(WIDTH).map((_, i) => ((i * 37) % 101) / 101 - 0.5);
 const bodies = inferBodies('INPUT0', [1, WIDTH], input, 'OUTPUT0');
+// The served and bare rows send VARIANTS different inputs in turn, so the outputs differ from request
+// to request as a real client's do: with one input the worker formatted the same 256 output numbers
+// every time, which V8's number-to-string cache answers: encoding the JSON response took ~12-20 µs
+// in process with one output repeated, ~40-47 µs with outputs that differ (JSON door).
+const VARIANTS = 64;
+const inputs = Array.from({ length: VARIANTS }, (_, k) => new Float32Array(WIDTH).map((_, i) => ((i * 37 + k * 11) % 101) / 101 - 0.5 + k / 1024));
+const variantBodies = inputs.map((values) => inferBodies('INPUT0', [1, WIDTH], values, 'OUTPUT0'));
 const NODE_MAJOR = process.versions.node.split('.')[0];
 console.log(`switchyard bench on Node.js ${process.version} (${process.platform}-${process.arch}, ${cpus().length} cpus)${QUICK ? ', quick' : ''}`);
 const results = { date: new Date().toISOString(), machine: { cpus: cpus().length, model: cpus()[0]?.model, node: process.version }, sections: [...ONLY], durationMs: DURATION_MS, raw: {}, bare: {}, served: {} };
@@ -116,16 +123,21 @@ function callers(ports) {
   // gRPC over a lean node:http2 client with a pre-encoded frame: grpc-js's client costs more CPU
   // per call than the servers under test and would cap every gRPC row at its own rate.
   const client = h2GrpcClient(ports.grpc);
-  const grpcFrame = encodeInferFrame({ model_name: MODEL, model_version: '', id: '', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, WIDTH] }], outputs: [{ name: 'OUTPUT0' }], raw_input_contents: [Buffer.from(input.buffer)] });
+  const grpcFrames = inputs.map((values) => encodeInferFrame({ model_name: MODEL, model_version: '', id: '', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, WIDTH] }], outputs: [{ name: 'OUTPUT0' }], raw_input_contents: [Buffer.from(values.buffer)] }));
+  let next = 0;
+  const variant = () => next++ % VARIANTS;
   return {
     close: () => {
       agent.destroy();
       client.close();
     },
     modes: {
-      'http-json': () => httpPost(ports.http, `/v2/models/${MODEL}/infer`, bodies.json, { 'content-type': 'application/json' }, agent),
-      'http-binary': () => httpPost(ports.http, `/v2/models/${MODEL}/infer`, bodies.binary, { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(bodies.binaryHeaderLength) }, agent),
-      grpc: () => client.call('/inference.GRPCInferenceService/ModelInfer', grpcFrame),
+      'http-json': () => httpPost(ports.http, `/v2/models/${MODEL}/infer`, variantBodies[variant()].json, { 'content-type': 'application/json' }, agent),
+      'http-binary': () => {
+        const b = variantBodies[variant()];
+        return httpPost(ports.http, `/v2/models/${MODEL}/infer`, b.binary, { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(b.binaryHeaderLength) }, agent);
+      },
+      grpc: () => client.call('/inference.GRPCInferenceService/ModelInfer', grpcFrames[variant()]),
     },
   };
 }
