@@ -70,8 +70,13 @@ function intParameter(config: ModelConfig, key: string, fallback: number): numbe
 
 /** A boolean model parameter, read as Triton's backends read one ("true"/"false", "1"/"0", "on"/"off"). */
 function boolParameter(config: ModelConfig, key: string, fallback: boolean): boolean {
+  return optionalBoolParameter(config, key) ?? fallback;
+}
+
+/** `boolParameter` with no fallback: undefined when the parameter is absent or empty. */
+function optionalBoolParameter(config: ModelConfig, key: string): boolean | undefined {
   const raw = config.parameters[key]?.string_value;
-  if (raw === undefined || raw === '') return fallback;
+  if (raw === undefined || raw === '') return undefined;
   const value = raw.trim().toLowerCase();
   if (value === 'true' || value === '1' || value === 'on') return true;
   if (value === 'false' || value === '0' || value === 'off') return false;
@@ -388,14 +393,13 @@ async function inlineSession(
   limits: InlineLimits,
 ): Promise<InlineSession | undefined> {
   const config = context.config;
-  const asked = config.parameters['enable_inline_execution']?.string_value;
-  const explicit = asked !== undefined && asked !== '';
-  if (!boolParameter(config, 'enable_inline_execution', true)) return undefined;
+  const asked = optionalBoolParameter(config, 'enable_inline_execution');
+  if (asked === false) return undefined;
   if (!config.instance_group.some((g) => g.kind !== 'KIND_GPU')) return undefined;
   const options = sessionOptions(config, settings, CPU);
   if (options.intraOpNumThreads !== 1) return undefined;
   if ((await stat(modelFile)).size > limits.maxModelBytes) return undefined;
-  if (!explicit) {
+  if (asked === undefined) {
     const reason = valueDependentWork(await readFile(modelFile));
     if (reason !== undefined) {
       context.logger.debug({ model: context.modelName, reason }, 'onnx runtime inline execution off: the run time may depend on input values');
