@@ -9,6 +9,8 @@
 //   raw      in-process onnxruntime-node session.run at batch 1 (same session options as the worker)
 //   served   the worker over HTTP JSON, HTTP binary and gRPC at concurrency 1, 16, 64, sending 64 different inputs in turn
 //   bare     a node:http and a grpc-js server answering the same payload sizes with no inference
+//   minimal  the same two servers running the model on the event loop, with nothing else (lib/minimal-servers.mjs):
+//            served / minimal is what our own code costs, minimal / bare what Node.js and onnxruntime-node do
 // Goals reported against: served / bare throughput at c=16 >= 0.6 over HTTP JSON and HTTP binary;
 // served gRPC at c=16 >= 0.5x raw rate; served p50 at c=1 within 1.5x of (bare p50 + raw run p50).
 // Batching (issue 3, bench/batching.mjs): the MLP with dynamic batching on and off.
@@ -89,7 +91,7 @@ const inputs = Array.from({ length: VARIANTS }, (_, k) => new Float32Array(WIDTH
 const variantBodies = inputs.map((values) => inferBodies('INPUT0', [1, WIDTH], values, 'OUTPUT0'));
 const NODE_MAJOR = process.versions.node.split('.')[0];
 console.log(`switchyard bench on Node.js ${process.version} (${process.platform}-${process.arch}, ${cpus().length} cpus)${QUICK ? ', quick' : ''}`);
-const results = { date: new Date().toISOString(), machine: { cpus: cpus().length, model: cpus()[0]?.model, node: process.version }, sections: [...ONLY], durationMs: DURATION_MS, raw: {}, bare: {}, served: {} };
+const results = { date: new Date().toISOString(), machine: { cpus: cpus().length, model: cpus()[0]?.model, node: process.version }, sections: [...ONLY], durationMs: DURATION_MS, raw: {}, bare: {}, minimal: {}, served: {} };
 
 /** `--only a,b` (or `--only=a,b`, repeatable): the sections to run; every section when absent. */
 function onlySections(argv) {
@@ -184,6 +186,20 @@ async function measureBare(worker) {
   }
 }
 
+// --- minimal servers: the model on the event loop and nothing else ---------------------------------
+async function measureMinimal() {
+  const child = spawn(process.execPath, [`${ROOT}bench/lib/minimal-servers.mjs`, MODEL_FILE, MODEL, 'INPUT0', 'OUTPUT0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const ports = await new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`minimal-servers exited with code ${code}`)));
+    child.stdout.once('data', (d) => resolve(JSON.parse(d.toString())));
+  });
+  try {
+    await measureServer('minimal', ports, results.minimal);
+  } finally {
+    child.kill('SIGTERM');
+  }
+}
+
 function ratios() {
   const raw = results.raw.batch1;
   console.log(`\nratios (Node.js ${process.version})`);
@@ -192,7 +208,16 @@ function ratios() {
     for (const c of CONCURRENCY) {
       const s = results.served[mode][c];
       const b = results.bare[mode][c];
-      rows.push({ mode, concurrency: c, 'served/raw throughput': +(s.throughput / raw.throughput).toFixed(3), 'served/bare throughput': +(s.throughput / b.throughput).toFixed(3), 'served p50 / (bare p50 + raw p50)': +(s.p50_us / (b.p50_us + raw.p50_us)).toFixed(3) });
+      const m = results.minimal[mode][c];
+      rows.push({
+        mode,
+        concurrency: c,
+        'served/raw throughput': +(s.throughput / raw.throughput).toFixed(3),
+        'served/bare throughput': +(s.throughput / b.throughput).toFixed(3),
+        'served p50 / (bare p50 + raw p50)': +(s.p50_us / (b.p50_us + raw.p50_us)).toFixed(3),
+        'served/minimal throughput': +(s.throughput / m.throughput).toFixed(3),
+        'served p50 / minimal p50': +(s.p50_us / m.p50_us).toFixed(3),
+      });
     }
   }
   console.table(rows);
@@ -210,6 +235,18 @@ function ratios() {
   };
   console.log('\ngoals');
   for (const [k, v] of Object.entries(results.goals)) console.log(`  ${k}: ${v}`);
+  // Not goals: where the floor is. The minimal server decodes, runs the model and encodes with nothing
+  // else, so what it loses against the bare server is Node.js's and onnxruntime-node's, not ours.
+  const doors = ['http-json', 'http-binary', 'grpc'];
+  const at = (set, mode, c) => results[set][mode][c];
+  results.floor = {
+    'minimal / bare throughput, c=16 (JSON, binary, gRPC)': doors.map((m) => +(at('minimal', m, 16).throughput / at('bare', m, 16).throughput).toFixed(3)),
+    'served / minimal throughput, c=16 (JSON, binary, gRPC)': doors.map((m) => +(at('served', m, 16).throughput / at('minimal', m, 16).throughput).toFixed(3)),
+    'minimal p50 c=1 / (bare p50 + raw p50) (JSON, binary, gRPC)': doors.map((m) => +(at('minimal', m, 1).p50_us / (at('bare', m, 1).p50_us + raw.p50_us)).toFixed(3)),
+    'served p50 / minimal p50, c=1 (JSON, binary, gRPC)': doors.map((m) => +(at('served', m, 1).p50_us / at('minimal', m, 1).p50_us).toFixed(3)),
+  };
+  console.log('\nfloor: a minimal Node.js server running the same model (lib/minimal-servers.mjs)');
+  for (const [k, v] of Object.entries(results.floor)) console.log(`  ${k}: ${v.join(', ')}`);
 }
 
 /**
@@ -233,6 +270,7 @@ await section('worker', async () => {
   const worker = await startWorkerProcess({ modelRepositories: ['examples/model_repository'], args: ['--model-control-mode=explicit', `--load-model=${MODEL}`, '--log-verbose=0'] });
   try {
     await measureBare(worker);
+    await measureMinimal();
     await measureServer('served', worker.ports, results.served);
   } finally {
     await worker.stop();
