@@ -293,7 +293,9 @@ describe('EtcdDiscovery (real etcd)', () => {
     await a.close();
   });
 
-  describe('etcd outages longer than the lease', () => {
+  // Each of these starts its own etcd and spends most of its time waiting out an outage or a lease:
+  // they run side by side (the file still runs with nothing else beside it, see vitest.config.ts).
+  describe.concurrent('etcd outages longer than the lease', () => {
     /** Resolves on the next onLeaseRestored of `d`. */
     const restored = (d: EtcdDiscovery): Promise<void> => new Promise((resolve) => d.onLeaseRestored(resolve));
     /** The lease (decimal) etcd holds `key` under, or undefined when the key is absent. */
@@ -308,7 +310,7 @@ describe('EtcdDiscovery (real etcd)', () => {
       }
     };
 
-    it('etcd back with its data: the lease is vouched for again, keys intact, onLeaseRestored; the watch resyncs within ~1 s', async () => {
+    it('etcd back with its data: the lease is vouched for again, keys intact, onLeaseRestored; the watch resyncs within ~1 s', async ({ expect }) => {
       const server = await startEtcd();
       const a = await EtcdDiscovery.connect({ url: server.url, leaseTtlSeconds: 2 });
       const w = await EtcdDiscovery.connect({ url: server.url });
@@ -344,7 +346,7 @@ describe('EtcdDiscovery (real etcd)', () => {
       }
     }, 60_000);
 
-    it('etcd back without its data: a new lease, the same instance id, every key written again but the one unregistered meanwhile', async () => {
+    it('etcd back without its data: a new lease, the same instance id, every key written again but the one unregistered meanwhile', async ({ expect }) => {
       const server = await startEtcd();
       const a = await EtcdDiscovery.connect({ url: server.url, leaseTtlSeconds: 2 });
       try {
@@ -377,7 +379,7 @@ describe('EtcdDiscovery (real etcd)', () => {
       }
     }, 60_000);
 
-    it('a watch follows an etcd that came back without its data (its revisions start again at 1)', async () => {
+    it('a watch follows an etcd that came back without its data (its revisions start again at 1)', async ({ expect }) => {
       const server = await startEtcd();
       const a = await EtcdDiscovery.connect({ url: server.url, leaseTtlSeconds: 2 });
       const w = await EtcdDiscovery.connect({ url: server.url });
@@ -421,7 +423,7 @@ describe('EtcdDiscovery (real etcd)', () => {
       }
     }, 60_000);
 
-    it('a keep-alive thread that dies is replaced: the same lease is kept alive from a new thread', async () => {
+    it('a keep-alive thread that dies is replaced: the same lease is kept alive from a new thread', async ({ expect }) => {
       const server = await startEtcd();
       const a = await EtcdDiscovery.connect({ url: server.url, leaseTtlSeconds: 2 });
       try {
