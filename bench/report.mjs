@@ -6,7 +6,7 @@
 //
 // run.mjs calls it after writing the JSON. Only the sections the file holds appear. Charts (each with
 // the goal the issue states drawn as a dashed red line, where there is one):
-//   worker      served / bare and served / raw throughput per door against concurrency; req/s of all three
+//   worker      served / bare and served / raw throughput per door against concurrency; req/s of served, bare, minimal (when measured) and raw
 //   batching    on / off throughput (the batching gain), on / raw and on / bare, and req/s, against concurrency
 //   routing     TTFT p50 per policy against arrival rate; RR / KV TTFT gain; hit rate / ideal; the no-reuse control
 //   disagg      per workload: share of requests within SLO and goodput against arrival rate, aggregated vs 4P+4D
@@ -35,7 +35,7 @@ const numericKeys = (o) =>
     .filter(Number.isFinite)
     .sort((a, b) => a - b);
 const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? a / b : Number.NaN);
-const fmt = (v) => (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)))) : String(v));
+const fmt = (v) => (Array.isArray(v) ? v.map(fmt).join(', ') : typeof v === 'number' ? (Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)))) : String(v));
 const mdCell = (s) => String(s).replace(/\|/g, '\\|').replace(/[\r\n]+/g, ' ');
 const slug = (s) => String(s).toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
 
@@ -74,7 +74,7 @@ function workerCharts(r) {
     },
     {
       key: 'throughput',
-      caption: 'Requests per second: served (solid) and bare server (dashed) per door; raw session.run at batch 1 (grey) for scale.',
+      caption: 'Requests per second: served (solid), bare server (dashed) and, when measured, a minimal server running the model with nothing else (dotted) per door; raw session.run at batch 1 (grey) for scale.',
       plot: {
         title: 'throughput, MLP',
         x,
@@ -82,6 +82,7 @@ function workerCharts(r) {
         series: [
           ...perDoor((m, c) => r.served[m][c]?.throughput).map((s) => ({ ...s, label: `served ${s.label}` })),
           ...perDoor((m, c) => r.bare[m][c]?.throughput).map((s) => ({ ...s, label: `bare ${s.label}`, dash: '5,4' })),
+          ...(r.minimal?.[doors[0]?.[0]] !== undefined ? perDoor((m, c) => r.minimal[m]?.[c]?.throughput).map((s) => ({ ...s, label: `minimal ${s.label}`, dash: '1,3' })) : []),
           ...(Number.isFinite(raw) ? [{ label: 'raw session.run b=1', color: '#7f7f7f', points: cs.map((c) => [c, raw]), markers: false }] : []),
         ],
       },
@@ -276,7 +277,7 @@ function goalsIn(value, path = [], out = [], depth = 0) {
 
 /** The sections in run.mjs's order: title, where in the results, charts (optional). */
 const SECTIONS = [
-  { title: 'Worker: served vs raw and bare (issue 2)', has: (r) => r.served?.['http-json'] !== undefined && r.bare?.['http-json'] !== undefined, data: (r) => r, charts: workerCharts, id: 'worker', goals: (r) => [{ where: '', goals: r.goals }] },
+  { title: 'Worker: served vs raw and bare (issue 2)', has: (r) => r.served?.['http-json'] !== undefined && r.bare?.['http-json'] !== undefined, data: (r) => r, charts: workerCharts, id: 'worker', goals: (r) => [{ where: '', goals: r.goals }, ...(r.floor !== undefined ? [{ where: 'floor', title: 'Not goals: the floor, a minimal Node.js server running the same model with nothing else (`bench/lib/minimal-servers.mjs`)', goals: r.floor }] : [])] },
   { title: 'Dynamic batching (issue 3)', data: (r) => r.batching, charts: batchingCharts, id: 'batching' },
   { title: 'Embeddings', data: (r) => r.embeddings, id: 'embeddings' },
   { title: 'LLM: replay in virtual time (issue 4)', data: (r) => r.llmReplay, id: 'llm-replay' },
@@ -313,8 +314,9 @@ export function report(results, stem) {
     drawn++;
     lines.push(`## ${s.title}`, '');
     const goals = s.goals !== undefined ? s.goals(results) : goalsIn(data);
-    for (const { where, goals: g } of goals) {
-      if (where !== '') lines.push(`Goals, ${where.replace(/^byRate /, 'at ').replace(/^at (\d+(\.\d+)?)$/, 'at $1 req/s')}:`, '');
+    for (const { where, title, goals: g } of goals) {
+      if (title !== undefined) lines.push(`${title}:`, '');
+      else if (where !== '') lines.push(`Goals, ${where.replace(/^byRate /, 'at ').replace(/^at (\d+(\.\d+)?)$/, 'at $1 req/s')}:`, '');
       lines.push(...goalsTable(g));
     }
     if (Array.isArray(data.headlines)) lines.push(...data.headlines.map((h) => `- ${mdCell(h)}`), '');

@@ -21,7 +21,9 @@ const worker = {
   raw: { batch1: { ...load(20000, 40), rowsPerSec: 20000 } },
   bare: { 'http-json': door(4), 'http-binary': door(4), grpc: door(2) },
   served: { 'http-json': door(2), 'http-binary': door(3), grpc: door(1) },
+  minimal: { 'http-json': door(3), 'http-binary': door(4), grpc: door(1.5) },
   goals: { 'served / bare throughput, HTTP JSON, c=16 (goal >= 0.6)': 0.5 },
+  floor: { 'served / minimal throughput, c=16 (JSON, binary, gRPC)': [0.667, 0.75, 0.667] },
 };
 const batching = {
   off: { 1: load(500), 4: load(2000), 16: load(4000), 32: load(4000), 64: load(4000) },
@@ -96,13 +98,16 @@ describe('bench report', () => {
     for (const title of ['## Worker', '## Dynamic batching', '## Routing: KV-aware', '## Disaggregated', '## Planner']) expect(md).toContain(title);
     expect(md).toContain('| served / bare throughput, HTTP JSON, c=16 (goal >= 0.6) | 0.5 |');
     expect(md).toContain('Goals, at 24 req/s:');
+    // the worker's floor: listed apart from its goals, arrays as comma-separated values
+    expect(md).toContain('Not goals: the floor');
+    expect(md).toContain('| served / minimal throughput, c=16 (JSON, binary, gRPC) | 0.667, 0.75, 0.667 |');
   });
 
   it('draws each headline with its series and the goal the issue states', () => {
     const servedBare = byName(files, '-worker-served-bare.svg');
     expect(series(servedBare)).toEqual(['HTTP JSON', 'HTTP binary', 'gRPC']);
     expect(goals(servedBare)).toEqual(['goal ≥ 0.6 at c=16']);
-    expect(series(byName(files, '-worker-throughput.svg'))).toEqual(expect.arrayContaining(['served gRPC', 'bare gRPC', 'raw session.run b=1']));
+    expect(series(byName(files, '-worker-throughput.svg'))).toEqual(expect.arrayContaining(['served gRPC', 'bare gRPC', 'minimal gRPC', 'raw session.run b=1']));
     expect(goals(byName(files, '-batching-gain.svg'))).toEqual(['goal ≥ 4 at c=32']);
     expect(series(byName(files, '-batching-efficiency.svg'))).toEqual(['on / raw at formed batch', 'on / bare HTTP']);
     expect(series(byName(files, '-routing-ttft.svg'))).toEqual(['kv', 'round-robin', 'random', 'least-loaded']);
