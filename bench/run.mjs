@@ -187,13 +187,29 @@ async function measureBare(worker) {
 }
 
 // --- minimal servers: the model on the event loop and nothing else ---------------------------------
-async function measureMinimal() {
+/**
+ * The same request to the worker and to the minimal servers must get the same response bytes, or
+ * served / minimal would compare unlike work: checked over HTTP JSON and binary before measuring.
+ */
+async function checkSameBytes(workerPort, minimalPort) {
+  const post = (port, kind) =>
+    kind === 'json'
+      ? httpPost(port, `/v2/models/${MODEL}/infer`, bodies.json, { 'content-type': 'application/json' })
+      : httpPost(port, `/v2/models/${MODEL}/infer`, bodies.binary, { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(bodies.binaryHeaderLength) });
+  for (const kind of ['json', 'binary']) {
+    const [served, minimal] = await Promise.all([post(workerPort, kind), post(minimalPort, kind)]);
+    if (!served.equals(minimal)) throw new Error(`bench/lib/minimal-servers.mjs answers HTTP ${kind} differently from the worker (${minimal.length} vs ${served.length} bytes): update it to the worker's response`);
+  }
+}
+
+async function measureMinimal(worker) {
   const child = spawn(process.execPath, [`${ROOT}bench/lib/minimal-servers.mjs`, MODEL_FILE, MODEL, 'INPUT0', 'OUTPUT0'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const ports = await new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`minimal-servers exited with code ${code}`)));
     child.stdout.once('data', (d) => resolve(JSON.parse(d.toString())));
   });
   try {
+    await checkSameBytes(worker.ports.http, ports.http);
     await measureServer('minimal', ports, results.minimal);
   } finally {
     child.kill('SIGTERM');
@@ -270,7 +286,7 @@ await section('worker', async () => {
   const worker = await startWorkerProcess({ modelRepositories: ['examples/model_repository'], args: ['--model-control-mode=explicit', `--load-model=${MODEL}`, '--log-verbose=0'] });
   try {
     await measureBare(worker);
-    await measureMinimal();
+    await measureMinimal(worker);
     await measureServer('served', worker.ports, results.served);
   } finally {
     await worker.stop();
