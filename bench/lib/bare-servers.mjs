@@ -1,10 +1,8 @@
 // Bare servers for the baseline: a node:http server and a grpc-js server that answer every
 // request with a fixed response of the same size the worker sends, doing no inference.
-// Run as a child process: prints {"http":port,"grpc":port} on stdout when listening.
+// Run as a child process: prints {"http":port,"grpc":port} on stdout when listening (child-servers.mjs).
 import http from 'node:http';
-import grpc from '@grpc/grpc-js';
-import protoLoader from '@grpc/proto-loader';
-import { fileURLToPath } from 'node:url';
+import { listenAndAnnounce, modelInferServer } from './child-servers.mjs';
 
 const [jsonResponse, binaryResponse, binaryHeaderLength, grpcRaw] = JSON.parse(process.argv[2]).map((x) => (typeof x === 'string' ? Buffer.from(x, 'base64') : x));
 
@@ -23,24 +21,13 @@ const server = http.createServer((req, res) => {
 });
 server.keepAliveTimeout = 60_000;
 
-const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url));
-const def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
-const pkg = grpc.loadPackageDefinition(def);
-const g = new grpc.Server({ 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 });
-g.addService(pkg.inference.GRPCInferenceService.service, {
-  ModelInfer: (call, cb) =>
-    cb(null, {
-      model_name: call.request.model_name,
-      model_version: '1',
-      id: call.request.id,
-      outputs: [{ name: 'OUTPUT0', datatype: 'FP32', shape: [1, grpcRaw.length / 4] }],
-      raw_output_contents: [grpcRaw],
-    }),
-});
-server.listen(0, '127.0.0.1', () => {
-  g.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, grpcPort) => {
-    if (err) throw err;
-    process.stdout.write(JSON.stringify({ http: server.address().port, grpc: grpcPort }) + '\n');
-  });
-});
-process.on('SIGTERM', () => process.exit(0));
+const g = modelInferServer((call, cb) =>
+  cb(null, {
+    model_name: call.request.model_name,
+    model_version: '1',
+    id: call.request.id,
+    outputs: [{ name: 'OUTPUT0', datatype: 'FP32', shape: [1, grpcRaw.length / 4] }],
+    raw_output_contents: [grpcRaw],
+  }),
+);
+listenAndAnnounce(server, g);

@@ -6,14 +6,13 @@
 // worker would: the same JSON shape and number formatting, the same binary header. Between the bare
 // servers (transport only) and the worker, the served / minimal ratio is what our own code costs;
 // minimal / bare is what Node.js's number codecs and onnxruntime-node's run cost on this machine.
-// Run as a child process: prints {"http":port,"grpc":port} on stdout when listening.
+// Run as a child process: prints {"http":port,"grpc":port} on stdout when listening (child-servers.mjs).
 //
 //   node bench/lib/minimal-servers.mjs MODEL_FILE MODEL_NAME INPUT_NAME OUTPUT_NAME
 import http from 'node:http';
 import grpc from '@grpc/grpc-js';
-import protoLoader from '@grpc/proto-loader';
 import * as ort from 'onnxruntime-node';
-import { fileURLToPath } from 'node:url';
+import { listenAndAnnounce, modelInferServer } from './child-servers.mjs';
 
 const [modelFile, modelName, inputName, outputName] = process.argv.slice(2);
 const session = await ort.InferenceSession.create(modelFile, { executionProviders: ['cpu'], intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: 'all' });
@@ -73,33 +72,21 @@ const server = http.createServer((req, res) => {
 });
 server.keepAliveTimeout = 60_000;
 
-const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url));
-const def = protoLoader.loadSync('grpc_service.proto', { includeDirs: [PROTO_DIR], keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
-const pkg = grpc.loadPackageDefinition(def);
-const g = new grpc.Server({ 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 });
-g.addService(pkg.inference.GRPCInferenceService.service, {
-  ModelInfer: (call, cb) => {
-    const input = call.request.inputs[0];
-    const raw = call.request.raw_input_contents[0];
-    const values = new Float32Array(raw.byteLength / 4);
-    new Uint8Array(values.buffer).set(raw);
-    run(values, input.shape.map(Number)).then(
-      (out) =>
-        cb(null, {
-          model_name: modelName,
-          model_version: '1',
-          id: call.request.id,
-          outputs: [{ name: outputName, datatype: 'FP32', shape: out.dims }],
-          raw_output_contents: [Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength)],
-        }),
-      (e) => cb({ code: grpc.status.INTERNAL, details: String(e) }),
-    );
-  },
+const g = modelInferServer((call, cb) => {
+  const input = call.request.inputs[0];
+  const raw = call.request.raw_input_contents[0];
+  const values = new Float32Array(raw.byteLength / 4);
+  new Uint8Array(values.buffer).set(raw);
+  run(values, input.shape.map(Number)).then(
+    (out) =>
+      cb(null, {
+        model_name: modelName,
+        model_version: '1',
+        id: call.request.id,
+        outputs: [{ name: outputName, datatype: 'FP32', shape: out.dims }],
+        raw_output_contents: [Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength)],
+      }),
+    (e) => cb({ code: grpc.status.INTERNAL, details: String(e) }),
+  );
 });
-server.listen(0, '127.0.0.1', () => {
-  g.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, grpcPort) => {
-    if (err) throw err;
-    process.stdout.write(JSON.stringify({ http: server.address().port, grpc: grpcPort }) + '\n');
-  });
-});
-process.on('SIGTERM', () => process.exit(0));
+listenAndAnnounce(server, g);
