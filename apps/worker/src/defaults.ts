@@ -90,6 +90,7 @@ export const DEFAULTS: Omit<
   repositoryPollSecs: 15,
   allowClientShm: false,
   httpMaxInputSize: 64 * 1024 * 1024,
+  httpThreadCount: 0,
   ...DOOR_LIMIT_DEFAULTS,
   grpcInferResponseCompressionLevel: 'none',
   metricsIntervalMs: 2000,

@@ -29,7 +29,7 @@ function pick<T extends object>(table: FlagTable<T>, prefix: string): Table {
 
 const NO_GPU = 'this worker runs on CPU and manages no GPU memory.';
 const NO_LIBRARIES = 'backends, caches and repository agents are built in, not loaded from shared libraries.';
-const NO_THREAD_POOL = "Node.js serves every connection from one event loop; the C++ server's thread pools do not exist here.";
+const NO_THREAD_POOL = "grpc-js serves every gRPC call on the event loop; the C++ server's thread pools do not exist here.";
 
 /**
  * tritonserver reads numbers with std::stoi / stoll / stod, which take a leading number and ignore
@@ -129,7 +129,13 @@ const HTTP: Table = {
     key: 'httpHeaderForwardPattern',
     help: 'Regular expression (case-insensitive, anywhere in the name): request headers whose names match reach the model as string request parameters.',
   },
-  'http-thread-count': inertNumber('Threads handling HTTP requests.', NO_THREAD_POOL),
+  'http-thread-count': {
+    kind: 'int',
+    key: 'httpThreadCount',
+    min: 0,
+    max: 128,
+    help: `Threads that accept HTTP connections on the HTTP port and parse, decode and encode infer requests, whose models run on the main thread; other requests go on to the main thread (default ${DEFAULTS.httpThreadCount}: every connection on the event loop). Needs Node.js 22.12 or later; on older ones the flag is logged and ignored.`,
+  },
   ...pick(ACCESS_FLAGS, 'http-'),
   'http-max-input-size': {
     kind: 'int',

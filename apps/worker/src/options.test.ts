@@ -286,7 +286,7 @@ describe("tritonserver's flags", () => {
       '--allow-gpu-metrics=false',
       '--grpc-use-ssl=false',
     ]);
-    expect(o).toMatchObject({ logVerbose: 1, exitOnError: false, strictReadiness: false, exitTimeoutSecs: 5, modelLoadThreadCount: 2, controlMode: 'explicit', serverId: 'inference:0' });
+    expect(o).toMatchObject({ logVerbose: 1, exitOnError: false, strictReadiness: false, exitTimeoutSecs: 5, modelLoadThreadCount: 2, controlMode: 'explicit', serverId: 'inference:0', httpThreadCount: 16 });
     // --min-supported-compute-capability and --allow-gpu-metrics are live (GPU placement, nv_gpu_* metrics)
     expect(o.inertFlags).toEqual([
       'backend-directory',
@@ -294,7 +294,6 @@ describe("tritonserver's flags", () => {
       'cache-directory',
       'pinned-memory-pool-byte-size',
       'cuda-memory-pool-byte-size',
-      'http-thread-count',
       'buffer-manager-thread-count',
       'rate-limit',
       'rate-limit-resource',

@@ -110,6 +110,8 @@ export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions, Trac
   allowClientShm: boolean;
   /** Largest accepted HTTP request body (after decompression), bytes. */
   httpMaxInputSize: number;
+  /** HTTP front threads sharing the port (`--http-thread-count`); 0 = every connection on the event loop. */
+  httpThreadCount: number;
   logVerbose: number;
   logFormat: LogFormat;
   /** Seconds to wait for in-flight requests on SIGTERM/SIGINT before exiting anyway. */

@@ -164,8 +164,8 @@ export class CodecThread {
   }
 }
 
-/** The thread's error as the event loop would have thrown it: same code, same message. */
-function rebuildError(e: { code: string; message: string }): SwitchyardError {
+/** A thread's error as the event loop would have thrown it: same code, same message. */
+export function rebuildError(e: { code: string; message: string }): SwitchyardError {
   const code = (ERROR_CODES as readonly string[]).includes(e.code) ? (e.code as ErrorCode) : 'internal';
   return new SwitchyardError(code, e.message);
 }
@@ -174,7 +174,7 @@ function rebuildError(e: { code: string; message: string }): SwitchyardError {
  * The thread loads the packages' built JavaScript: drop the test runner's `source` export
  * condition (which points workspace imports at TypeScript sources Node cannot load).
  */
-function withoutSourceCondition(execArgv: readonly string[]): string[] {
+export function withoutSourceCondition(execArgv: readonly string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < execArgv.length; i++) {
     const a = execArgv[i] as string;

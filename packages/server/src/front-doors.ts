@@ -44,6 +44,8 @@ export interface FrontDoorsOptions {
     readonly maxConnections?: number;
     /** The OpenAI door's chat output parsing flags (HttpServerOptions.outputParsing). */
     readonly outputParsing?: OutputParsingConfig;
+    /** HTTP front threads (HttpServerOptions.threads, `--http-thread-count`); default none. */
+    readonly threads?: number;
     /** The process's own pages on the HTTP port (HttpServerOptions.appRoutes: the router's dashboard). */
     readonly appRoutes?: readonly HttpAppRoute[];
   };

@@ -52,6 +52,13 @@ export interface SharedMemoryUse {
   release(): void;
 }
 
+/** Some input or output of `request` names a shared memory region. */
+export function usesSharedMemory(request: InferRequest): boolean {
+  for (const t of request.inputs) if (targetOf(t.parameters) !== undefined) return true;
+  for (const t of request.outputs) if (targetOf(t.parameters) !== undefined) return true;
+  return false;
+}
+
 const NO_LEASE = { release: (): void => undefined };
 
 /**

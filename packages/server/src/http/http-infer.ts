@@ -31,7 +31,7 @@ import { UNSUPPORTED_ENCODING_MESSAGE, compressBody, decompressBody, inferBodyBo
 import { type Headers, errorBody, send, sendError } from './http-reply.js';
 import type { HttpContext } from './http-context.js';
 import { waitForModel } from '../wait-for-model.js';
-import { OFF_LOOP_JSON_BYTES } from '../codec-thread.js';
+import { type CodecThread, OFF_LOOP_JSON_BYTES } from '../codec-thread.js';
 import type { RequestTrace } from '../trace/request-trace.js';
 import { parseTraceParent } from '../trace/traceparent.js';
 import { forwardHeaders, rawHeaderPairs } from '../header-forward.js';
@@ -136,20 +136,36 @@ async function inferTraced(
     batching: config.max_batch_size > 0,
     labels: classifies(decoded.outputs) ? ctx.engine.classificationLabels?.(response.modelName, Number(response.modelVersion)) : undefined,
   };
+  await sendInferResponse(req, res, response, options, ctx.codecThread, () => traceSend(traced, res));
+}
+
+/**
+ * An infer response encoded (JSON-rendered outputs from `OFF_LOOP_JSON_BYTES` on `codecThread`, when
+ * there is one), compressed as the client's Accept-Encoding asks, and sent; `beforeSend` runs right
+ * before the first byte is written. Shared with the front threads (front-threads/front-thread.ts).
+ */
+export async function sendInferResponse(
+  req: IncomingMessage,
+  res: ServerResponse,
+  response: InferResponse,
+  options: HttpResponseOptions,
+  codecThread: CodecThread | undefined,
+  beforeSend?: () => void,
+): Promise<void> {
   const encoded =
-    jsonOutputBytes(response, options) >= OFF_LOOP_JSON_BYTES ? await ctx.codecThread.encodeHttp(response, options) : encodeHttpInferResponse(response, options);
+    codecThread !== undefined && jsonOutputBytes(response, options) >= OFF_LOOP_JSON_BYTES ? await codecThread.encodeHttp(response, options) : encodeHttpInferResponse(response, options);
   const headers: Headers = { 'Content-Type': encoded.binary ? 'application/octet-stream' : 'application/json' };
   if (encoded.binary) headers['Inference-Header-Content-Length'] = encoded.headerLength;
   const accept = req.headers['accept-encoding'];
   const coding = responseEncoding(Array.isArray(accept) ? accept.join(',') : accept);
   if (coding === 'identity') {
-    traceSend(traced, res);
+    beforeSend?.();
     send(res, 200, encoded.chunks, headers);
     return;
   }
   headers['Content-Encoding'] = coding;
   const compressed = await compressBody(Buffer.concat(encoded.chunks), coding);
-  traceSend(traced, res);
+  beforeSend?.();
   send(res, 200, compressed, headers);
 }
 
@@ -163,7 +179,7 @@ function jsonOutputBytes(response: InferResponse, options: HttpResponseOptions):
 }
 
 /** Some output asked for the classification extension (its labels are then looked up). */
-function classifies(outputs: ReadonlyMap<string, { classification: number }>): boolean {
+export function classifies(outputs: ReadonlyMap<string, { classification: number }>): boolean {
   for (const o of outputs.values()) if (o.classification > 0) return true;
   return false;
 }

@@ -1,7 +1,8 @@
 /**
  * Route matching for the KServe v2 / Triton HTTP API, in Triton's order (`HTTPAPIServer::Handle`).
  *
- * Pure: a path (query string already removed) in, a route out. Methods are not part of
+ * Pure: a path (query string already removed) in, a route out; `pathOf` and `versionOf` read a URL's
+ * path and a version segment. Methods are not part of
  * matching: a matched route with the wrong method answers 405, an unmatched path 404, as in
  * Triton. Version segments are digits only, so `/versions/abc/...` does not match (404).
  * Path segments are percent-decoded after matching.
@@ -9,6 +10,7 @@
  * The OpenAI routes (`/v1/...`, as vLLM serves them) share the table; a model id may contain '/'
  * (`Qwen/Qwen3-0.6B`), so `/v1/models/{id}` takes the rest of the path.
  */
+import { invalidArgument } from '@switchyard/common';
 
 export type ModelAction = 'metadata' | 'ready' | 'infer' | 'generate' | 'generate_stream' | 'config' | 'stats';
 export type OpenAiAction = 'chat_completions' | 'completions' | 'embeddings' | 'models' | 'model';
@@ -41,6 +43,21 @@ const OPENAI_ROUTES: Readonly<Record<string, OpenAiAction>> = {
   '/v1/models': 'models',
 };
 const OPENAI_MODEL_RE = /^\/v1\/models\/(.+)$/;
+
+/** The path of a request URL (the query string is ignored by every route). */
+export function pathOf(url: string | undefined): string {
+  const u = url ?? '/';
+  const q = u.indexOf('?');
+  return q === -1 ? u : u.slice(0, q);
+}
+
+/** A route's version segment as a number; throws invalid_argument (Triton's message) past the safe integers. */
+export function versionOf(v: string | undefined): number | undefined {
+  if (v === undefined || v === '') return undefined;
+  const n = Number(v);
+  if (!Number.isSafeInteger(n)) throw invalidArgument(`failed to get model version from specified version string '${v}'`);
+  return n;
+}
 
 /** The path belongs to the OpenAI API (its errors are rendered OpenAI's way, even a 404). */
 export function isOpenAiPath(path: string): boolean {

@@ -14,15 +14,20 @@
  * closed as soon as it is accepted, while the others are served.
  */
 import * as http from 'node:http';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { type Logger, SwitchyardError, invalidArgument, silentLogger, toSwitchyardError } from '@switchyard/common';
+import { type Logger, SwitchyardError, silentLogger, toSwitchyardError } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
 import { type AccessPolicy, type ApiGroup, OPEN_ACCESS, authorizeHttp, checkHttpRestriction } from '../access-control.js';
 import type { ServerSettings } from '../settings.js';
 import type { TraceManager } from '../trace/trace-manager.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
-import { type BodyBound, DEFAULT_MAX_BINARY_INPUT_SIZE, DEFAULT_MAX_INPUT_SIZE, bodyBound, declaredLength, inferBodyBound } from './http-body.js';
-import { createLimitedHttpServer, type HttpLimits } from './http-limits.js';
+import { DEFAULT_MAX_BINARY_INPUT_SIZE, DEFAULT_MAX_INPUT_SIZE } from './http-body.js';
+import { answerExpectContinue } from './http-continue.js';
+import { DEFAULT_HTTP_MAX_CONNECTIONS, createLimitedHttpServer, type HttpLimits } from './http-limits.js';
+import { FrontThreads } from './front-threads/front-host.js';
 import type { HttpContext } from './http-context.js';
 import { CodecThread } from '../codec-thread.js';
 import {
@@ -39,7 +44,7 @@ import { handleCudaSharedMemory, handleLogging, handleSystemSharedMemory, handle
 import { handleGenerate, handleInfer } from './http-infer.js';
 import { sendError, sendJson } from './http-reply.js';
 import type { HeaderForwardPattern } from '../header-forward.js';
-import { type Route, allowedMethods, isOpenAiPath, matchRoute } from './http-router.js';
+import { type Route, allowedMethods, isOpenAiPath, matchRoute, pathOf, versionOf } from './http-router.js';
 import { handleOpenAi } from '../openai/openai-routes.js';
 import type { OutputParsingConfig } from '@switchyard/llm';
 import { sendOpenAiError, sendOpenAiStatus } from '../openai/openai-errors.js';
@@ -73,6 +78,12 @@ export interface HttpServerOptions extends HttpLimits {
   outputParsing?: OutputParsingConfig;
   /** The process's own read-only pages beside the APIs (the router's dashboard); default none. */
   appRoutes?: readonly HttpAppRoute[];
+  /**
+   * `--http-thread-count`: HTTP front threads sharing the port (front-threads/), which serve infer
+   * requests themselves and hand every other request to this door on a private Unix socket.
+   * 0 / undefined: the door serves every connection on the event loop. Needs `reusePortSupported()`.
+   */
+  threads?: number;
   logger?: Logger;
 }
 
@@ -125,47 +136,71 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
       else res.destroy();
     });
   }, ctx.logger);
-  // Refuse an oversized body before the client sends it (curl sends `Expect: 100-continue`).
-  server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
-    const path = pathOf(req.url);
-    const refused = authorizeHttp(ctx.access, path, matchRoute(path), req.headers);
-    if (refused !== undefined) {
-      res.setHeader('Connection', 'close');
-      if (isOpenAiPath(path)) sendOpenAiError(res, refused);
-      else sendError(res, refused);
-      return;
-    }
-    const route = matchRoute(path);
-    const bound: BodyBound = route?.kind === 'model' && route.action === 'infer' ? inferBodyBound(req, ctx.maxInputSize, ctx.maxBinaryInputSize) : bodyBound(ctx.maxInputSize);
-    const declared = declaredLength(req);
-    const error = bound.refusal ?? (declared !== undefined && declared > bound.limit ? bound.tooLarge(declared) : undefined);
-    if (error !== undefined) {
-      res.setHeader('Connection', 'close');
-      if (isOpenAiPath(path)) sendOpenAiError(res, error);
-      else sendError(res, error);
-      return;
-    }
-    res.writeContinue();
-    server.emit('request', req, res);
-  });
+  answerExpectContinue(server, ctx);
 
+  const threads = options.threads ?? 0;
+  let fronts: { threads: FrontThreads; dir: string } | undefined;
+  const bind = (...args: [number, string | undefined] | [string]) =>
+    new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(...(args as [number, string]), () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
   return {
-    listen: () =>
-      new Promise<number>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(options.port, options.host, () => {
-          server.off('error', reject);
-          resolve((server.address() as AddressInfo).port);
-        });
-      }),
+    listen: async () => {
+      if (threads <= 0) {
+        await bind(options.port, options.host);
+        return (server.address() as AddressInfo).port;
+      }
+      // The door itself answers the front threads only, on a socket in a directory only this user can enter.
+      const dir = await mkdtemp(join(tmpdir(), 'switchyard-http-'));
+      const socketPath = join(dir, 'main.sock');
+      await bind(socketPath);
+      const front = new FrontThreads({
+        count: threads,
+        port: options.port,
+        ...(options.host !== undefined ? { host: options.host } : {}),
+        socketPath,
+        limits: { ...threadLimits(options, threads) },
+        maxInputSize: ctx.maxInputSize,
+        maxBinaryInputSize: ctx.maxBinaryInputSize,
+        access: ctx.access,
+        ...(ctx.headerForward !== undefined ? { headerForwardSource: ctx.headerForward.source } : {}),
+        engine: ctx.engine,
+        settings: ctx.settings,
+        tracer: ctx.tracer,
+        logger: ctx.logger,
+      });
+      fronts = { threads: front, dir };
+      try {
+        return await front.start();
+      } catch (e) {
+        await front.close();
+        throw e;
+      }
+    },
     close: async () => {
       closing = true;
+      await fronts?.threads.close();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       if (inFlight > 0) await new Promise<void>((resolve) => (drained = resolve));
       server.closeAllConnections();
       await closed;
       await ctx.codecThread.close();
+      if (fronts !== undefined) await rm(fronts.dir, { recursive: true, force: true });
     },
+  };
+}
+
+/** The door's limits as each of `threads` front threads applies them: the connection cap split between them. */
+function threadLimits(limits: HttpLimits, threads: number): HttpLimits {
+  const cap = limits.maxConnections ?? DEFAULT_HTTP_MAX_CONNECTIONS;
+  return {
+    ...(limits.headerTimeoutMs !== undefined ? { headerTimeoutMs: limits.headerTimeoutMs } : {}),
+    ...(limits.requestTimeoutMs !== undefined ? { requestTimeoutMs: limits.requestTimeoutMs } : {}),
+    maxConnections: cap === 0 ? 0 : Math.max(1, Math.floor(cap / threads)),
   };
 }
 
@@ -214,19 +249,6 @@ async function handleAppRoute(ctx: HttpContext, app: HttpAppRoute, req: http.Inc
   await app.handle(req, res);
 }
 
-/** The path of a request URL (the query string is ignored by every route). */
-function pathOf(url: string | undefined): string {
-  const u = url ?? '/';
-  const q = u.indexOf('?');
-  return q === -1 ? u : u.slice(0, q);
-}
-
-function versionOf(v: string | undefined): number | undefined {
-  if (v === undefined || v === '') return undefined;
-  const n = Number(v);
-  if (!Number.isSafeInteger(n)) throw invalidArgument(`failed to get model version from specified version string '${v}'`);
-  return n;
-}
 
 async function dispatch(ctx: HttpContext, req: http.IncomingMessage, res: http.ServerResponse, route: Route): Promise<void> {
   switch (route.kind) {

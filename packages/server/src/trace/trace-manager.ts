@@ -69,6 +69,11 @@ export class TraceManager {
     });
   }
 
+  /** Whether `sample` may trace a request to `model` under the settings now (its trace level is not OFF). */
+  mayTrace(model: string): boolean {
+    return traceLevels(this.#settings.traceValue(model, 'trace_level')).length > 0;
+  }
+
   /**
    * A trace for a request to `model` if this one is sampled, else undefined. `traceparent`: the
    * request's W3C header (HTTP header or gRPC metadata), used in opentelemetry mode.

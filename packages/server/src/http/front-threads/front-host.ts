@@ -1,0 +1,166 @@
+/**
+ * The main thread's side of the HTTP front threads (`--http-thread-count`): starts them on the door's
+ * port, keeps them told which models they may serve (front-state.ts), runs the infer requests they
+ * send on the engine (one engine, one owner: scheduling, batching, sequences and statistics stay
+ * Triton's), sends back each answer, and cancels a request whose client went away.
+ *
+ * Threads need `reusePort` (Node.js 22.12 / 23.1 and later; `reusePortSupported`). A thread that
+ * exits unexpectedly has its requests in flight cancelled (their clients' connections went with it)
+ * and is started again on the same port a second later; the other threads serve meanwhile. `close()` has every thread stop accepting, finish its requests in
+ * flight and exit.
+ */
+import { Worker } from 'node:worker_threads';
+import { Cancellation, type Logger, internal, toSwitchyardError } from '@switchyard/common';
+import type { InferenceEngine } from '@switchyard/engine';
+import type { InferRequest } from '@switchyard/kserve';
+import { withoutSourceCondition } from '../../codec-thread.js';
+import type { ServerSettings } from '../../settings.js';
+import type { TraceManager } from '../../trace/trace-manager.js';
+import { type FrontState, buildFrontState } from './front-state.js';
+import { type ToMain, type ToThread, postableResponse } from './front-messages.js';
+import type { FrontThreadConfig } from './front-thread.js';
+
+const THREAD_URL = new URL('../../../worker/front.mjs', import.meta.url);
+/** A thread that exited unexpectedly is started again after this long (a crash loop stays slow). */
+const RESTART_DELAY_MS = 1000;
+
+/** Whether this Node.js binds several listeners to one port (`listen({reusePort})`). */
+export function reusePortSupported(version: string = process.versions.node): boolean {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  return major > 23 || (major === 23 && minor >= 1) || (major === 22 && minor >= 12);
+}
+
+export interface FrontThreadsOptions extends Omit<FrontThreadConfig, 'index'> {
+  readonly count: number;
+  readonly engine: InferenceEngine;
+  readonly settings: ServerSettings;
+  readonly tracer: TraceManager | undefined;
+  readonly logger: Logger;
+}
+
+interface Thread {
+  readonly worker: Worker;
+  /** Requests of this thread running on the engine, by the thread's id. */
+  readonly running: Map<number, Cancellation>;
+}
+
+export class FrontThreads {
+  readonly #o: FrontThreadsOptions;
+  readonly #threads = new Set<Thread>();
+  #port = 0;
+  #closing = false;
+  #state: FrontState | undefined;
+  #stateVersion = 0;
+  #unsubscribe: (() => void) | undefined;
+
+  constructor(options: FrontThreadsOptions) {
+    if (!reusePortSupported()) throw internal(`HTTP front threads need Node.js 22.12 or later (reusePort); this is ${process.version}`);
+    this.#o = options;
+  }
+
+  /** Start every thread; resolves with the port they share once all listen. */
+  async start(): Promise<number> {
+    this.#unsubscribe = this.#o.engine.onModelChange?.(() => void this.#refresh());
+    this.#o.settings.onTraceSettingsChange(() => void this.#refresh());
+    await this.#refresh();
+    let port = this.#o.port;
+    for (let i = 0; i < this.#o.count; i++) port = await this.#spawn(i, port);
+    this.#port = port;
+    return port;
+  }
+
+  async close(): Promise<void> {
+    this.#closing = true;
+    this.#unsubscribe?.();
+    await Promise.all(
+      [...this.#threads].map(
+        (t) =>
+          new Promise<void>((resolve) => {
+            t.worker.once('exit', () => resolve());
+            t.worker.postMessage({ t: 'close' } satisfies ToThread);
+          }),
+      ),
+    );
+  }
+
+  /** Build the state from the engine now and send it to every thread (the newest build wins). */
+  async #refresh(): Promise<void> {
+    const version = ++this.#stateVersion;
+    const tracer = this.#o.tracer;
+    const state = await buildFrontState(this.#o.engine, (model) => tracer?.mayTrace(model) ?? false);
+    if (version !== this.#stateVersion) return;
+    this.#state = state;
+    for (const t of this.#threads) t.worker.postMessage({ t: 'state', state } satisfies ToThread);
+  }
+
+  #spawn(index: number, port: number): Promise<number> {
+    const { count: _count, engine: _engine, settings: _settings, tracer: _tracer, logger: _logger, ...rest } = this.#o;
+    const config: FrontThreadConfig & { index: number } = { ...rest, port, index };
+    const worker = new Worker(THREAD_URL, { workerData: config, execArgv: withoutSourceCondition(process.execArgv) });
+    const thread: Thread = { worker, running: new Map() };
+    this.#threads.add(thread);
+    if (this.#state !== undefined) worker.postMessage({ t: 'state', state: this.#state } satisfies ToThread);
+    return new Promise<number>((resolve, reject) => {
+      let listening = false;
+      worker.on('message', (m: ToMain) => {
+        switch (m.t) {
+          case 'listening':
+            listening = true;
+            resolve(m.port);
+            return;
+          case 'failed':
+            reject(new Error(m.message));
+            return;
+          case 'infer':
+            this.#infer(thread, m.id, m.request);
+            return;
+          case 'cancel':
+            thread.running.get(m.id)?.abort();
+            return;
+          case 'log':
+            this.#o.logger[m.level](m.fields, m.msg);
+            return;
+        }
+      });
+      worker.on('error', (e) => {
+        this.#o.logger.error({ err: e, thread: index }, 'HTTP front thread failed');
+        if (!listening) reject(e);
+      });
+      worker.on('exit', (code) => {
+        this.#threads.delete(thread);
+        for (const c of thread.running.values()) c.abort();
+        thread.running.clear();
+        if (!listening) {
+          reject(new Error(`HTTP front thread ${index} exited with code ${code} before listening`));
+          return;
+        }
+        if (this.#closing) return;
+        this.#o.logger.error({ thread: index, code }, `HTTP front thread exited; starting it again in ${RESTART_DELAY_MS} ms`);
+        setTimeout(() => {
+          if (this.#closing) return;
+          this.#spawn(index, this.#port).catch((e: unknown) => this.#o.logger.error({ err: e, thread: index }, 'HTTP front thread did not start again'));
+        }, RESTART_DELAY_MS).unref();
+      });
+    });
+  }
+
+  #infer(thread: Thread, id: number, request: InferRequest): void {
+    const abort = new Cancellation();
+    thread.running.set(id, abort);
+    const done = (m: ToThread, transfer?: ArrayBuffer[]): void => {
+      thread.running.delete(id);
+      if (abort.signal.aborted) return;
+      thread.worker.postMessage(m, transfer);
+    };
+    this.#o.engine.infer(request, { signal: abort.signal }).then(
+      (response) => {
+        const p = postableResponse(response);
+        done({ t: 'result', id, response: p.response }, p.transfer);
+      },
+      (e: unknown) => {
+        const err = toSwitchyardError(e);
+        done({ t: 'error', id, code: err.code, message: err.message });
+      },
+    );
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * The messages between the main thread and its HTTP front threads, and how tensors cross.
+ *
+ *   main → thread (the worker's port):   {t: 'state', state}                        (front-state.ts)
+ *                                        {t: 'result', id, response}                (tensor buffers transferred)
+ *                                        {t: 'error', id, code, message}
+ *                                        {t: 'close'}                               (stop accepting, finish, exit)
+ *   thread → main:                       {t: 'listening', port}                     (bound; the first thread's port is every thread's)
+ *                                        {t: 'infer', id, request}                  (tensor buffers transferred)
+ *                                        {t: 'cancel', id}                          (the client went away)
+ *                                        {t: 'failed', message}                     (could not bind)
+ *                                        {t: 'log', level, fields, msg}             (the thread's log lines, for the process's logger)
+ *
+ * Ownership: a buffer is transferred only when the tensor's view covers all of it (Node's Buffer
+ * pool and a batch's shared output buffer must never be detached); other tensors are copied first.
+ * Request inputs decoded from one body share it: the body is transferred once. Response outputs are
+ * always copied (the engine may hold them: a response cache, a batch's buffer).
+ */
+import type { InferRequest, InferResponse, InferTensor } from '@switchyard/kserve';
+import type { FrontState } from './front-state.js';
+
+export type ToThread =
+  | { t: 'state'; state: FrontState }
+  | { t: 'result'; id: number; response: InferResponse }
+  | { t: 'error'; id: number; code: string; message: string }
+  | { t: 'close' };
+
+export type ToMain =
+  | { t: 'listening'; port: number }
+  | { t: 'infer'; id: number; request: InferRequest }
+  | { t: 'cancel'; id: number }
+  | { t: 'failed'; message: string }
+  | { t: 'log'; level: LogLevel; fields: Record<string, unknown>; msg: string | undefined };
+
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
+
+/** `bytes` itself when it covers its whole (non-shared) buffer, else a copy that does. */
+export function ownedBytes(bytes: Uint8Array): Uint8Array {
+  return bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && bytes.buffer instanceof ArrayBuffer ? bytes : new Uint8Array(bytes);
+}
+
+/**
+ * `request` ready to post: every input's bytes in a buffer that may be transferred, and that list.
+ * `body`: the owned body (`ownedBytes`) the request was decoded from; inputs that are views into it
+ * travel with it (one transfer, no copy).
+ */
+export function postableRequest(request: InferRequest, body?: Uint8Array): { request: InferRequest; transfer: ArrayBuffer[] } {
+  const transfer = new Set<ArrayBuffer>();
+  if (body !== undefined && body.buffer instanceof ArrayBuffer) transfer.add(body.buffer);
+  const inputs = request.inputs.map((t): InferTensor => {
+    if (t.data.buffer instanceof ArrayBuffer && transfer.has(t.data.buffer)) return t;
+    const data = t.data.byteLength === 0 ? new Uint8Array(0) : ownedBytes(t.data);
+    transfer.add(data.buffer as ArrayBuffer);
+    return data === t.data ? t : { ...t, data };
+  });
+  return { request: { ...request, inputs }, transfer: [...transfer] };
+}
+
+/** `response` ready to post: every output's bytes copied into a buffer of its own, and those buffers. */
+export function postableResponse(response: InferResponse): { response: InferResponse; transfer: ArrayBuffer[] } {
+  const transfer: ArrayBuffer[] = [];
+  const outputs = response.outputs.map((t): InferTensor => {
+    const data = new Uint8Array(t.data);
+    transfer.push(data.buffer);
+    return { ...t, data };
+  });
+  return { response: { ...response, outputs }, transfer };
+}

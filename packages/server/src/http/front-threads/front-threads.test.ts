@@ -1,0 +1,215 @@
+import * as http from 'node:http';
+import * as zlib from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ServerSettings } from '../../settings.js';
+import { SharedMemoryManager } from '../../shared-memory.js';
+import { FakeEngine } from '../../test-support/fake-engine.js';
+import { compileHeaderForwardPattern } from '../../header-forward.js';
+import { type HttpFrontDoor, createHttpServer } from '../http-server.js';
+import { type RawResponse, rawRequest } from '../http-test-client.js';
+import { reusePortSupported } from './front-host.js';
+
+const LIMIT = 64 * 1024;
+const range = (n: number, f: (i: number) => number) => Array.from({ length: n }, (_, i) => f(i));
+const i32 = (values: number[]) => Buffer.from(new Int32Array(values).buffer);
+
+const simpleJson = (extra: object = {}) =>
+  JSON.stringify({
+    id: 'r1',
+    inputs: [
+      { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: range(16, (i) => i) },
+      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: range(16, () => 1) },
+    ],
+    ...extra,
+  });
+
+function simpleBinary(outputs: object[]): { body: Buffer; headers: Record<string, string> } {
+  const json = Buffer.from(
+    JSON.stringify({
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
+      ],
+      outputs,
+    }),
+  );
+  return { body: Buffer.concat([json, i32(range(16, (i) => i * 3)), i32(range(16, () => 2))]), headers: { 'Inference-Header-Content-Length': String(json.byteLength) } };
+}
+
+/** What a client can tell two answers apart by (Date and connection bookkeeping aside). */
+function visible(r: RawResponse): object {
+  const h = r.headers;
+  return {
+    status: r.status,
+    contentType: h['content-type'],
+    headerLength: h['inference-header-content-length'],
+    contentEncoding: h['content-encoding'],
+    connection: h['connection'],
+    allow: h['allow'],
+    body: h['content-encoding'] === 'gzip' ? zlib.gunzipSync(r.body).toString('latin1') : r.body.toString('latin1'),
+  };
+}
+
+describe.skipIf(!reusePortSupported())('HTTP front threads (--http-thread-count)', () => {
+  const engine = new FakeEngine();
+  let configReads = 0;
+  const modelConfig = engine.modelConfig.bind(engine);
+  engine.modelConfig = (name, version) => {
+    configReads += 1;
+    return modelConfig(name, version);
+  };
+  let direct: HttpFrontDoor;
+  let threaded: HttpFrontDoor;
+  let directPort: number;
+  let threadedPort: number;
+  const door = (threads: number) =>
+    createHttpServer({
+      engine,
+      shm: new SharedMemoryManager({ enabled: false }),
+      settings: new ServerSettings(),
+      port: 0,
+      host: '127.0.0.1',
+      maxInputSize: LIMIT,
+      headerForwardPattern: compileHeaderForwardPattern('^x-tenant$'),
+      threads,
+    });
+
+  beforeAll(async () => {
+    direct = door(0);
+    threaded = door(2);
+    directPort = await direct.listen();
+    threadedPort = await threaded.listen();
+  });
+  afterAll(async () => {
+    await threaded.close();
+    await direct.close();
+  });
+
+  /** The same request to the door without threads and to the one with, answered alike. */
+  async function same(method: string, path: string, options: Parameters<typeof rawRequest>[3] = {}): Promise<RawResponse> {
+    const a = await rawRequest(directPort, method, path, options);
+    const b = await rawRequest(threadedPort, method, path, options);
+    expect(visible(b)).toEqual(visible(a));
+    return b;
+  }
+
+  it('serves infer requests on the threads: JSON and binary, with the same bytes as the event loop', async () => {
+    const before = configReads;
+    const json = await same('POST', '/v2/models/simple/infer', { body: simpleJson({ outputs: [{ name: 'OUTPUT0' }] }) });
+    expect(json.status).toBe(200);
+    expect(json.text).toContain('"id":"r1"');
+    const bin = simpleBinary([{ name: 'OUTPUT0', parameters: { binary_data: true } }, { name: 'OUTPUT1', parameters: { binary_data: false } }]);
+    expect((await same('POST', '/v2/models/simple/infer', bin)).status).toBe(200);
+    expect((await same('POST', '/v2/models/simple/versions/1/infer', { body: simpleJson({ parameters: { binary_data_output: true } }) })).status).toBe(200);
+    expect((await same('POST', '/v2/models/identity/infer', { body: JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [3], data: [0.1, 1e-7, -2.5] }] }) })).status).toBe(200);
+    const direct4 = configReads - before;
+    // the event loop's handler reads the model's config once per request; a thread answers from its state
+    for (let i = 0; i < 5; i++) expect((await rawRequest(threadedPort, 'POST', '/v2/models/simple/infer', { body: simpleJson() })).status).toBe(200);
+    expect(configReads - before).toBe(direct4);
+    expect(direct4).toBe(4);
+  });
+
+  it('answers infer errors as the event loop does: its own and the engine\'s', async () => {
+    const cases: Array<[string, string | Buffer, Record<string, string>?]> = [
+      ['/v2/models/nope/infer', simpleJson()],
+      ['/v2/models/simple/versions/7/infer', simpleJson()],
+      ['/v2/models/simple/versions/99999999999999999999/infer', simpleJson()],
+      ['/v2/models/simple/infer', '{"inputs": ['],
+      ['/v2/models/simple/infer', simpleJson(), { 'Inference-Header-Content-Length': '999999' }],
+      ['/v2/models/simple/infer', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: [1] }] })],
+      ['/v2/models/repeat/infer', JSON.stringify({ inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: [1] }] })],
+      ['/v2/models/busy/infer', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1], data: [1] }] })],
+      ['/v2/models/fail/infer', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1], data: [1] }] })],
+      ['/v2/models/identity/infer', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1], data: [1] }], outputs: [{ name: 'OUTPUT0', parameters: { classification: 1 } }] })],
+    ];
+    const statuses = [];
+    for (const [path, body, headers] of cases) statuses.push((await same('POST', path, { body, headers: headers ?? {} })).status);
+    expect(statuses.every((s) => s >= 400)).toBe(false); // classification is served (by the main thread)
+    expect(statuses.slice(0, -1).every((s) => s >= 400)).toBe(true);
+  });
+
+  it('hands every other route to the main thread: control, streams, 404, 405, compression', async () => {
+    for (const path of ['/v2/health/live', '/v2/health/ready', '/v2', '/v2/models/simple', '/v2/models/simple/config', '/v2/models/simple/ready', '/v2/models/stats', '/v2/nowhere']) {
+      await same('GET', path);
+    }
+    await same('POST', '/v2/repository/index', { body: '{}' });
+    await same('DELETE', '/v2/models/simple/infer');
+    await same('GET', '/v2/models/simple/infer');
+    const stream = await same('POST', '/v2/models/repeat/generate_stream', { body: '{"IN":[4,5,6]}' });
+    expect(stream.text.split('data: ').length).toBe(4);
+    // a gzip body goes to the main thread; a gzip answer is compressed on the thread
+    await same('POST', '/v2/models/simple/infer', { body: zlib.gzipSync(simpleJson()), headers: { 'Content-Encoding': 'gzip' } });
+    const gz = await same('POST', '/v2/models/simple/infer', { body: simpleJson(), headers: { 'Accept-Encoding': 'gzip' } });
+    expect(gz.headers['content-encoding']).toBe('gzip');
+  });
+
+  it('refuses an oversized body as the event loop does, closing the connection', async () => {
+    const big = simpleJson({ pad: 'x'.repeat(LIMIT) });
+    const r = await same('POST', '/v2/models/simple/infer', { body: big });
+    expect(r.status).toBe(400);
+    expect(r.headers['connection']).toBe('close');
+    // Expect: 100-continue: refused before the body is sent
+    const early = (port: number) =>
+      new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/v2/models/simple/infer', agent: false, headers: { 'Content-Length': String(1 << 30), Expect: '100-continue' } });
+        req.on('continue', () => reject(new Error('server asked for the body')));
+        req.on('response', (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        });
+        req.on('error', reject);
+        req.flushHeaders();
+      });
+    const [a, b] = [await early(directPort), await early(threadedPort)];
+    expect(b).toEqual(a);
+    expect(b.status).toBe(400);
+  });
+
+  it('forwards matching headers as request parameters', async () => {
+    await rawRequest(threadedPort, 'POST', '/v2/models/simple/infer', { body: simpleJson({ id: 'fwd' }), headers: { 'X-Tenant': 'acme', 'X-Other': 'no' } });
+    const sent = engine.lastCall('submit')?.[0];
+    expect(sent?.id).toBe('fwd');
+    expect(sent?.parameters).toMatchObject({ 'X-Tenant': 'acme' });
+    expect(sent?.parameters).not.toHaveProperty('X-Other');
+  });
+
+  it('cancels the engine request of a client that goes away', async () => {
+    const aborted = engine.abortedRequests;
+    await new Promise<void>((resolve) => {
+      const req = http.request({ host: '127.0.0.1', port: threadedPort, method: 'POST', path: '/v2/models/slow/infer', agent: false });
+      req.on('error', () => resolve());
+      req.end(JSON.stringify({ id: 'gone', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1], data: [1] }] }));
+      const wait = setInterval(() => {
+        if (engine.signals.has('gone')) {
+          clearInterval(wait);
+          req.destroy();
+        }
+      }, 5);
+    });
+    await expect.poll(() => engine.abortedRequests).toBe(aborted + 1);
+    await expect.poll(() => engine.signals.has('gone')).toBe(false);
+  });
+});
+
+describe.skipIf(!reusePortSupported())('HTTP front threads: closing', () => {
+  it('finish the requests in flight, then stop listening', async () => {
+    const engine = new FakeEngine();
+    const door = createHttpServer({ engine, shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1', threads: 2 });
+    const port = await door.listen();
+    const slow = rawRequest(port, 'POST', '/v2/models/simple/infer', { body: simpleJson({ parameters: { delay_ms: 200 } }) });
+    const proxied = rawRequest(port, 'GET', '/v2/health/ready');
+    await expect.poll(() => engine.calls.some((c) => c.method === 'submit')).toBe(true);
+    await door.close();
+    expect((await slow).status).toBe(200);
+    expect((await proxied).status).toBe(200);
+    await expect(rawRequest(port, 'GET', '/v2/health/live')).rejects.toThrow(/ECONNREFUSED/);
+  });
+});
+
+describe('reusePortSupported', () => {
+  it('is true from Node.js 22.12 and 23.1 on', () => {
+    expect(['20.20.2', '22.11.0', '23.0.0'].map((v) => reusePortSupported(v))).toEqual([false, false, false]);
+    expect(['22.12.0', '23.1.0', '24.0.0', '26.10.0'].map((v) => reusePortSupported(v))).toEqual([true, true, true, true]);
+  });
+});

@@ -1,0 +1,6 @@
+// The body of an HTTP front thread (src/http/front-threads/front-thread.ts, `--http-thread-count`):
+// runs the package's built JavaScript with the configuration the host started it with.
+import { parentPort, workerData } from 'node:worker_threads';
+
+const { runFrontThread, portLogger } = await import(new URL('../dist/http/front-threads/front-thread.js', import.meta.url).href);
+runFrontThread(workerData, parentPort, portLogger(parentPort, { component: 'http', thread: workerData.index }));
