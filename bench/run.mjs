@@ -46,7 +46,7 @@
 // the report and the results file name say which one.
 import { spawn } from 'node:child_process';
 import http from 'node:http';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { startWorkerProcess } from '@switchyard/testing';
@@ -144,23 +144,49 @@ function callers(ports) {
   };
 }
 
-async function measureServer(label, ports, target) {
+/**
+ * Each door at each concurrency. `pid` (a worker process): each row also records the CPU that
+ * process spent per request, its main thread's (`mainCpuUs`) and all its threads' (`cpuUs`), from /proc.
+ */
+async function measureServer(label, ports, target, { pid, modes } = {}) {
   const c = callers(ports);
   try {
     for (const [mode, call] of Object.entries(c.modes)) {
+      if (modes !== undefined && !modes.includes(mode)) continue;
       target[mode] = {};
       // Unrecorded warm-up of this door at c=16: without it the first row measured (c=1) ran on code
       // V8 had not optimised yet and read 2-4x slower than the same row measured after the others.
       await runLoad(call, { concurrency: 16, durationMs: WARMUP_MS });
       for (const concurrency of CONCURRENCY) {
-        const r = await runLoad(call, { concurrency, durationMs: DURATION_MS });
+        let before;
+        let after;
+        const onWindow = pid === undefined ? undefined : (at) => (at === 'start' ? (before = cpuTicks(pid)) : (after = cpuTicks(pid)));
+        const r = await runLoad(call, { concurrency, durationMs: DURATION_MS, onWindow });
+        if (before !== undefined && after !== undefined) {
+          r.mainCpuUs = +(((after.main - before.main) * TICK_US) / r.requests).toFixed(1);
+          r.cpuUs = +(((after.all - before.all) * TICK_US) / r.requests).toFixed(1);
+        }
         target[mode][concurrency] = r;
-        console.log(`${label} ${mode.padEnd(11)} c=${String(concurrency).padEnd(3)}         ${fmt(r)}`);
+        const cpu = r.mainCpuUs === undefined ? '' : `   CPU/req main ${r.mainCpuUs.toFixed(0).padStart(4)} us, all ${r.cpuUs.toFixed(0).padStart(4)} us`;
+        console.log(`${label} ${mode.padEnd(11)} c=${String(concurrency).padEnd(3)}         ${fmt(r)}${cpu}`);
       }
     }
   } finally {
     c.close();
   }
+}
+
+/** Microseconds per clock tick of /proc's CPU times (USER_HZ, 100 on Linux). */
+const TICK_US = 10_000;
+
+/** CPU ticks (user + system) of a process's main thread and of all its threads, from /proc. */
+function cpuTicks(pid) {
+  const ticks = (path) => {
+    const stat = readFileSync(path, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  };
+  return { main: ticks(`/proc/${pid}/task/${pid}/stat`), all: ticks(`/proc/${pid}/stat`) };
 }
 
 // --- bare servers ----------------------------------------------------------------------------
@@ -281,17 +307,67 @@ async function section(name, body) {
   if (tty) process.stderr.write(`${tag}: done in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
 }
 
+// --- HTTP front threads (--http-thread-count) ----------------------------------------------------
+/** Front threads the `threads` rows run with. */
+const HTTP_THREADS = 2;
+
+/**
+ * The worker again with `--http-thread-count`, HTTP doors only (gRPC has no threads), where this
+ * Node.js shares a port between threads (22.12 on). What it shows on any machine is the main
+ * thread's CPU per request against `served`'s: the engine's thread freed of HTTP. Throughput gains
+ * need cores to spare: on 2 cores the load generator takes the other one.
+ */
+async function measureThreads() {
+  const [major, minor] = process.versions.node.split('.').map(Number);
+  if (!(major > 23 || (major === 23 && minor >= 1) || (major === 22 && minor >= 12))) {
+    console.log(`threads: skipped (Node.js ${process.version} cannot share a port between threads; 22.12 or later)`);
+    return;
+  }
+  const worker = await startWorkerProcess({ modelRepositories: ['examples/model_repository'], args: ['--model-control-mode=explicit', `--load-model=${MODEL}`, '--log-verbose=0', `--http-thread-count=${HTTP_THREADS}`] });
+  try {
+    results.threads = {};
+    await measureServer(`threads(${HTTP_THREADS})`, worker.ports, results.threads, { pid: worker.pid, modes: ['http-json', 'http-binary'] });
+  } finally {
+    await worker.stop();
+  }
+}
+
+function threadRatios() {
+  if (results.threads === undefined) return;
+  const rows = [];
+  for (const mode of ['http-json', 'http-binary']) {
+    for (const c of CONCURRENCY) {
+      const s = results.served[mode][c];
+      const t = results.threads[mode][c];
+      rows.push({
+        mode,
+        concurrency: c,
+        'threads/served throughput': +(t.throughput / s.throughput).toFixed(3),
+        'threads p50 / served p50': +(t.p50_us / s.p50_us).toFixed(3),
+        'main-thread CPU/req, served (us)': s.mainCpuUs,
+        'main-thread CPU/req, threads (us)': t.mainCpuUs,
+        'all-threads CPU/req, served / threads (us)': `${s.cpuUs} / ${t.cpuUs}`,
+      });
+    }
+  }
+  console.log(`\nHTTP front threads (--http-thread-count=${HTTP_THREADS}) against the worker without them`);
+  console.table(rows);
+  results.threadRatios = rows;
+}
+
 await section('worker', async () => {
   await measureRaw();
   const worker = await startWorkerProcess({ modelRepositories: ['examples/model_repository'], args: ['--model-control-mode=explicit', `--load-model=${MODEL}`, '--log-verbose=0'] });
   try {
     await measureBare(worker);
     await measureMinimal(worker);
-    await measureServer('served', worker.ports, results.served);
+    await measureServer('served', worker.ports, results.served, { pid: worker.pid });
   } finally {
     await worker.stop();
   }
+  await measureThreads();
   ratios();
+  threadRatios();
 });
 // Issue 3: dynamic batching on/off and raw session.run at the batch sizes formed (bench/batching.mjs).
 await section('batching', async () => (results.batching = await measureBatching({ quick: QUICK, bare: results.bare['http-binary'] })));

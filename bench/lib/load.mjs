@@ -1,8 +1,9 @@
 // Closed-loop load: `concurrency` callers each issue the next request when the previous one
 // answers, for `durationMs` after `warmupMs`. Latencies are recorded per request (ns); with
 // `keepValues`, what each measured call resolved with is returned too (`values`, same order).
+// `onWindow('start' | 'end')` is called as the measured window opens and closes (to sample CPU over it).
 
-export async function runLoad(call, { concurrency, durationMs, warmupMs = 300, keepValues = false }) {
+export async function runLoad(call, { concurrency, durationMs, warmupMs = 300, keepValues = false, onWindow }) {
   const latencies = [];
   const values = [];
   let errors = 0;
@@ -30,9 +31,11 @@ export async function runLoad(call, { concurrency, durationMs, warmupMs = 300, k
   latencies.length = 0;
   values.length = 0;
   measuring = true;
+  onWindow?.('start');
   const start = process.hrtime.bigint();
   await sleep(durationMs);
   measuring = false;
+  onWindow?.('end');
   const elapsedNs = Number(process.hrtime.bigint() - start);
   stop = true;
   await Promise.all(workers);
