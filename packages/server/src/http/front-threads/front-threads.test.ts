@@ -5,6 +5,7 @@ import { ServerSettings } from '../../settings.js';
 import { SharedMemoryManager } from '../../shared-memory.js';
 import { FakeEngine } from '../../test-support/fake-engine.js';
 import { compileHeaderForwardPattern } from '../../header-forward.js';
+import { accessPolicy } from '../../access-control.js';
 import { type HttpFrontDoor, createHttpServer } from '../http-server.js';
 import { type RawResponse, rawRequest } from '../http-test-client.js';
 import { reusePortSupported } from './front-host.js';
@@ -34,6 +35,24 @@ function simpleBinary(outputs: object[]): { body: Buffer; headers: Record<string
     }),
   );
   return { body: Buffer.concat([json, i32(range(16, (i) => i * 3)), i32(range(16, () => 2))]), headers: { 'Inference-Header-Content-Length': String(json.byteLength) } };
+}
+
+/** An infer request declaring `length` bytes with `Expect: 100-continue`: the answer it gets before sending any (fails if asked for the body). */
+function expectContinue(port: number, length: number): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/v2/models/simple/infer', agent: false, headers: { 'Content-Length': String(length), Expect: '100-continue' } });
+    req.on('continue', () => {
+      req.destroy();
+      reject(new Error('server asked for the body'));
+    });
+    req.on('response', (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+    req.flushHeaders();
+  });
 }
 
 /** What a client can tell two answers apart by (Date and connection bookkeeping aside). */
@@ -149,19 +168,7 @@ describe.skipIf(!reusePortSupported())('HTTP front threads (--http-thread-count)
     expect(r.status).toBe(400);
     expect(r.headers['connection']).toBe('close');
     // Expect: 100-continue: refused before the body is sent
-    const early = (port: number) =>
-      new Promise<{ status: number; text: string }>((resolve, reject) => {
-        const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/v2/models/simple/infer', agent: false, headers: { 'Content-Length': String(1 << 30), Expect: '100-continue' } });
-        req.on('continue', () => reject(new Error('server asked for the body')));
-        req.on('response', (res) => {
-          let text = '';
-          res.on('data', (c: Buffer) => (text += c.toString()));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        });
-        req.on('error', reject);
-        req.flushHeaders();
-      });
-    const [a, b] = [await early(directPort), await early(threadedPort)];
+    const [a, b] = [await expectContinue(directPort, 1 << 30), await expectContinue(threadedPort, 1 << 30)];
     expect(b).toEqual(a);
     expect(b.status).toBe(400);
   });
@@ -189,6 +196,32 @@ describe.skipIf(!reusePortSupported())('HTTP front threads (--http-thread-count)
     });
     await expect.poll(() => engine.abortedRequests).toBe(aborted + 1);
     await expect.poll(() => engine.signals.has('gone')).toBe(false);
+  });
+});
+
+describe.skipIf(!reusePortSupported())('HTTP front threads: restricted APIs', () => {
+  it('check the restriction as the event loop does, before the body (Expect) and after', async () => {
+    const engine = new FakeEngine();
+    const access = accessPolicy({ httpRestrictedApi: ['inference:infer-key=s3cret'], grpcRestrictedProtocol: [] });
+    const door = (threads: number) =>
+      createHttpServer({ engine, shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1', access, threads });
+    const [a, b] = [door(0), door(2)];
+    const ports = [await a.listen(), await b.listen()] as const;
+    try {
+      for (const [key, status] of [[undefined, 403], ['wrong', 403], ['s3cret', 200]] as const) {
+        const headers: Record<string, string> = key === undefined ? {} : { 'infer-key': key };
+        const [x, y] = [await rawRequest(ports[0], 'POST', '/v2/models/simple/infer', { body: simpleJson(), headers }), await rawRequest(ports[1], 'POST', '/v2/models/simple/infer', { body: simpleJson(), headers })];
+        expect(visible(y)).toEqual(visible(x));
+        expect(x.status).toBe(status);
+      }
+      // refused before the body is asked for
+      const [x, y] = [await expectContinue(ports[0], 64), await expectContinue(ports[1], 64)];
+      expect(y).toEqual(x);
+      expect(x.status).toBe(403);
+    } finally {
+      await b.close();
+      await a.close();
+    }
   });
 });
 
