@@ -14,7 +14,7 @@
  *
  * Groups are data: adding a feature's flags (e.g. tracing) is adding a group to `WORKER_FLAG_GROUPS`.
  */
-import { ACCESS_FLAGS, DOOR_LIMIT_FLAGS, LOG_FORMAT_HELP, LOG_FORMATS, OPENAI_PARSING_FLAGS, type FlagGroup, type FlagTable } from '@switchyard/cli';
+import { ACCESS_FLAGS, DOOR_LIMIT_FLAGS, HTTP_THREAD_FLAGS, LOG_FORMAT_HELP, LOG_FORMATS, OPENAI_PARSING_FLAGS, type FlagGroup, type FlagTable } from '@switchyard/cli';
 import { DEFAULT_PREPROCESS_IDLE_INLINE_CHARS, GENERATION_CONFIG_MODES } from '@switchyard/llm';
 import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, DEFAULTS, MAX_KV_TRANSFER_GBPS, MAX_KV_TRANSFER_TTL_SECS, MAX_MODEL_LOAD_RETRY_COUNT, MAX_MODEL_LOAD_THREAD_COUNT } from './defaults.js';
 import type { WorkerOptions } from './options.js';
@@ -129,13 +129,7 @@ const HTTP: Table = {
     key: 'httpHeaderForwardPattern',
     help: 'Regular expression (case-insensitive, anywhere in the name): request headers whose names match reach the model as string request parameters.',
   },
-  'http-thread-count': {
-    kind: 'int',
-    key: 'httpThreadCount',
-    min: 0,
-    max: 128,
-    help: `Threads that accept HTTP connections on the HTTP port and parse, decode and encode infer requests, whose models run on the main thread; other requests go on to the main thread (default ${DEFAULTS.httpThreadCount}: every connection on the event loop). Needs Node.js 22.12 or later; on older ones the flag is logged and ignored.`,
-  },
+  ...HTTP_THREAD_FLAGS,
   ...pick(ACCESS_FLAGS, 'http-'),
   'http-max-input-size': {
     kind: 'int',

@@ -5,12 +5,12 @@
  * cluster mode). Owns the order of start-up and drain.
  */
 import type { WorkerNode } from '@switchyard/cluster';
-import { doorLimits, timestampFormat } from '@switchyard/cli';
+import { doorLimits, httpThreads, timestampFormat } from '@switchyard/cli';
 import type { Logger } from '@switchyard/common';
 import { createEngine, NvidiaSmiProbe, type Engine, type ModelLoadStep } from '@switchyard/engine';
 import { configureSharedPreprocessPool } from '@switchyard/llm';
 import { readFileSync } from 'node:fs';
-import { type FrontDoorPorts, type GrpcTls, ServerSettings, SharedMemoryManager, TraceManager, checkTraceFilePath, createFrontDoors, initialTraceSettings, reusePortSupported } from '@switchyard/server';
+import { type FrontDoorPorts, type GrpcTls, ServerSettings, SharedMemoryManager, TraceManager, checkTraceFilePath, createFrontDoors, initialTraceSettings } from '@switchyard/server';
 import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, accessPolicy, grpcTlsFiles, isClusterMode, openModelControlDoors, outputParsing, responseCacheByteSize, type WorkerOptions } from './options.js';
 import { readWorkerEnvironment } from './environment.js';
 import { levelFor } from './logger.js';
@@ -241,11 +241,4 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
   };
 
   return { engine, instanceId: node?.instanceId, ports, close };
-}
-
-/** `--http-thread-count`, or 0 (with a warning) on a Node.js that cannot share the port between threads. */
-function httpThreads(options: WorkerOptions, logger: Logger): number {
-  if (options.httpThreadCount === 0 || reusePortSupported()) return options.httpThreadCount;
-  logger.warn({ flag: '--http-thread-count' }, `--http-thread-count needs Node.js 22.12 or later (this is ${process.version}): every HTTP connection is served on the event loop`);
-  return 0;
 }

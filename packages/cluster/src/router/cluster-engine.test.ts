@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { renderModelConfigJson } from '@switchyard/model-config';
-import { type HttpFrontDoor, ServerSettings, SharedMemoryManager, createHttpServer } from '@switchyard/server';
+import { type HttpFrontDoor, ServerSettings, SharedMemoryManager, createHttpServer, reusePortSupported } from '@switchyard/server';
 import { type RouterCore, startRouterCore } from './router-core.js';
 import { LLM, MockCluster, type MockWorker, NS, TENSOR, waitFor } from './test-support/mock-cluster.js';
 
@@ -72,6 +72,30 @@ describe('ClusterEngine behind the unchanged front doors', () => {
     expect(json).toMatchObject({ model_name: TENSOR, model_version: '1' });
     expect(json.outputs.find((o) => o.name === 'OUTPUT0')!.data).toEqual([11, 22, 33, 44]);
     expect(json.outputs.find((o) => o.name === 'OUTPUT1')!.data).toEqual([-9, -18, -27, -36]);
+  });
+
+  it.skipIf(!reusePortSupported())('serves the same answers through HTTP front threads (--http-thread-count)', async () => {
+    const threaded = createHttpServer({ engine: router.engine, shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1', threads: 2 });
+    const tbase = `http://127.0.0.1:${await threaded.listen()}`;
+    try {
+      const body = JSON.stringify({ id: 't', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [2], data: [1, 2] }, { name: 'INPUT1', datatype: 'INT32', shape: [2], data: [5, 5] }] });
+      for (const path of [`/v2/models/${TENSOR}/infer`, '/v2/models/nope/infer']) {
+        const [a, b] = await Promise.all([base, tbase].map((u) => fetch(u + path, { method: 'POST', body }).then(async (r) => [r.status, await r.text()])));
+        expect(b).toEqual(a);
+      }
+      expect((await fetch(`${tbase}/v2/models/${TENSOR}/config`).then((r) => r.text())).length).toBeGreaterThan(0);
+    } finally {
+      await threaded.close();
+    }
+  });
+
+  it('tells its listeners when the cluster\'s models change', async () => {
+    let changes = 0;
+    const off = router.engine.onModelChange(() => changes++);
+    const added = await cluster.addWorker({ tensor: true });
+    await waitFor(() => changes > 0, 5000, 'a model change');
+    off();
+    await added.close();
   });
 
   it('gives the worker\'s error for an unknown model', async () => {

@@ -296,6 +296,11 @@ export class ClusterEngine implements InferenceEngine {
       .filter((ep): ep is LlmEndpoint => ep !== undefined);
   }
 
+  /** Called after every change of the cluster's models (a card added, changed or gone: the registry's changes). */
+  onModelChange(listener: () => void): () => void {
+    return this.options.registry.onChange(() => listener());
+  }
+
   async repositoryIndex(_readyOnly: boolean): Promise<ModelIndexEntry[]> {
     // Every model the registry knows is served by a live instance, hence READY either way.
     return this.options.registry.list().flatMap((e) => versionsOf(e).map((version): ModelIndexEntry => ({ name: e.name, version, state: 'READY' })));
