@@ -3,13 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerSettings } from '../settings.js';
 import { SharedMemoryManager } from '../shared-memory.js';
 import { FakeEngine } from '../test-support/fake-engine.js';
+import { i32, range, simpleJson } from '../test-support/simple-requests.js';
 import { type HttpFrontDoor, createHttpServer } from './http-server.js';
 import { rawRequest } from './http-test-client.js';
 
 const LIMIT = 64 * 1024;
-const i32 = (values: number[]) => Buffer.from(new Int32Array(values).buffer);
 const ints = (b: Uint8Array) => [...new Int32Array(new Uint8Array(b).buffer)];
-const range = (n: number, f: (i: number) => number) => Array.from({ length: n }, (_, i) => f(i));
 
 /** A JSON header followed by binary blobs, with the header naming the JSON length. */
 function binaryBody(header: object, blobs: Buffer[]): { body: Buffer; headers: Record<string, string> } {
@@ -38,16 +37,6 @@ describe('HTTP front door: inference', () => {
   afterAll(async () => {
     await door.close();
   });
-
-  const simpleJson = (extra: object = {}) =>
-    JSON.stringify({
-      id: 'r1',
-      inputs: [
-        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: range(16, (i) => i) },
-        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: range(16, () => 1) },
-      ],
-      ...extra,
-    });
 
   it('JSON in, JSON out, in Triton key order', async () => {
     const r = await infer('simple', simpleJson({ outputs: [{ name: 'OUTPUT0' }] }));

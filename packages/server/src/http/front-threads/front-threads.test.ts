@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerSettings } from '../../settings.js';
 import { SharedMemoryManager } from '../../shared-memory.js';
 import { FakeEngine } from '../../test-support/fake-engine.js';
+import { i32, range, simpleJson } from '../../test-support/simple-requests.js';
 import { compileHeaderForwardPattern } from '../../header-forward.js';
 import { accessPolicy } from '../../access-control.js';
 import { type HttpFrontDoor, createHttpServer } from '../http-server.js';
@@ -11,18 +12,6 @@ import { type RawResponse, rawRequest } from '../http-test-client.js';
 import { reusePortSupported } from './front-host.js';
 
 const LIMIT = 64 * 1024;
-const range = (n: number, f: (i: number) => number) => Array.from({ length: n }, (_, i) => f(i));
-const i32 = (values: number[]) => Buffer.from(new Int32Array(values).buffer);
-
-const simpleJson = (extra: object = {}) =>
-  JSON.stringify({
-    id: 'r1',
-    inputs: [
-      { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: range(16, (i) => i) },
-      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: range(16, () => 1) },
-    ],
-    ...extra,
-  });
 
 function simpleBinary(outputs: object[]): { body: Buffer; headers: Record<string, string> } {
   const json = Buffer.from(
