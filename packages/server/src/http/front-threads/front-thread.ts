@@ -54,7 +54,8 @@ export function runFrontThread(config: FrontThreadConfig, port: MessagePort, log
   const headerForward: HeaderForwardPattern | undefined = config.headerForwardSource === undefined ? undefined : compileHeaderForwardPattern(config.headerForwardSource);
   let state: FrontState = EMPTY_FRONT_STATE;
   let nextId = 1;
-  const waiting = new Map<number, (answer: Answer) => void>();
+  /** Requests on the main thread's engine, by id: what settles each one's handler. */
+  const waiting = new Map<number, (answer: Answer | undefined) => void>();
   const post = (m: ToMain, transfer?: ArrayBuffer[]): void => port.postMessage(m, transfer);
 
   let inFlight = 0;
@@ -108,21 +109,24 @@ export function runFrontThread(config: FrontThreadConfig, port: MessagePort, log
     if (usesSharedMemory(decoded.request) || classifies(decoded.outputs)) return main.forward(req, res, raw);
     if (headerForward !== undefined) forwardHeaders(headerForward, rawHeaderPairs(req.rawHeaders), decoded.request.parameters);
 
+    if (res.destroyed) return;
     const id = nextId++;
     const { request, transfer } = postableRequest(decoded.request, body);
-    let gone = false;
-    const onClose = (): void => {
-      if (res.writableEnded || gone) return;
-      gone = true;
-      post({ t: 'cancel', id });
-    };
-    const answer = await new Promise<Answer>((resolve) => {
+    // A client that goes away cancels its request and ends this handler at once: the main thread
+    // sends no answer for a cancelled request.
+    let onClose: (() => void) | undefined;
+    const answer = await new Promise<Answer | undefined>((resolve) => {
+      onClose = (): void => {
+        if (res.writableEnded || !waiting.delete(id)) return;
+        post({ t: 'cancel', id });
+        resolve(undefined);
+      };
       waiting.set(id, resolve);
       res.on('close', onClose);
       post({ t: 'infer', id, request }, transfer);
     });
-    res.off('close', onClose);
-    if (gone) return;
+    if (onClose !== undefined) res.off('close', onClose);
+    if (answer === undefined) return;
     if ('error' in answer) throw answer.error;
     await sendInferResponse(req, res, answer.response, { defaultOutputKind: decoded.defaultOutputKind, outputs: decoded.outputs, batching: model.batching }, undefined);
   }
