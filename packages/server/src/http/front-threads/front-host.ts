@@ -17,7 +17,7 @@ import { withoutSourceCondition } from '../../codec-thread.js';
 import type { ServerSettings } from '../../settings.js';
 import type { TraceManager } from '../../trace/trace-manager.js';
 import { type FrontState, buildFrontState } from './front-state.js';
-import { type ToMain, type ToThread, postableResponse } from './front-messages.js';
+import { type Answer, Outbox, type ToMain, type ToThread, postableResponse } from './front-messages.js';
 import type { FrontThreadConfig } from './front-thread.js';
 
 const THREAD_URL = new URL('../../../worker/front.mjs', import.meta.url);
@@ -42,6 +42,7 @@ interface Thread {
   readonly worker: Worker;
   /** Requests of this thread running on the engine, by the thread's id. */
   readonly running: Map<number, Cancellation>;
+  readonly answers: Outbox<Answer>;
 }
 
 export class FrontThreads {
@@ -97,7 +98,7 @@ export class FrontThreads {
     const { count: _count, engine: _engine, settings: _settings, tracer: _tracer, logger: _logger, ...rest } = this.#o;
     const config: FrontThreadConfig & { index: number } = { ...rest, port, index };
     const worker = new Worker(THREAD_URL, { workerData: config, execArgv: withoutSourceCondition(process.execArgv) });
-    const thread: Thread = { worker, running: new Map() };
+    const thread: Thread = { worker, running: new Map(), answers: new Outbox((batch, transfer) => worker.postMessage({ t: 'answers', batch } satisfies ToThread, transfer)) };
     this.#threads.add(thread);
     if (this.#state !== undefined) worker.postMessage({ t: 'state', state: this.#state } satisfies ToThread);
     return new Promise<number>((resolve, reject) => {
@@ -111,11 +112,11 @@ export class FrontThreads {
           case 'failed':
             reject(new Error(m.message));
             return;
-          case 'infer':
-            this.#infer(thread, m.id, m.request);
-            return;
-          case 'cancel':
-            thread.running.get(m.id)?.abort();
+          case 'asks':
+            for (const a of m.batch) {
+              if (a.t === 'infer') this.#infer(thread, a.id, a.request);
+              else thread.running.get(a.id)?.abort();
+            }
             return;
           case 'log':
             this.#o.logger[m.level](m.fields, m.msg);
@@ -147,10 +148,10 @@ export class FrontThreads {
   #infer(thread: Thread, id: number, request: InferRequest): void {
     const abort = new Cancellation();
     thread.running.set(id, abort);
-    const done = (m: ToThread, transfer?: ArrayBuffer[]): void => {
+    const done = (m: Answer, transfer?: ArrayBuffer[]): void => {
       thread.running.delete(id);
-      if (abort.signal.aborted) return;
-      thread.worker.postMessage(m, transfer);
+      if (abort.signal.aborted || !this.#threads.has(thread)) return;
+      thread.answers.add(m, transfer);
     };
     this.#o.engine.infer(request, { signal: abort.signal }).then(
       (response) => {

@@ -2,14 +2,18 @@
  * The messages between the main thread and its HTTP front threads, and how tensors cross.
  *
  *   main → thread (the worker's port):   {t: 'state', state}                        (front-state.ts)
- *                                        {t: 'result', id, response}                (tensor buffers transferred)
- *                                        {t: 'error', id, code, message}
+ *                                        {t: 'answers', batch: [{t: 'result', id, response} (tensor buffers transferred)
+ *                                                               | {t: 'error', id, code, message}]}
  *                                        {t: 'close'}                               (stop accepting, finish, exit)
  *   thread → main:                       {t: 'listening', port}                     (bound; the first thread's port is every thread's)
- *                                        {t: 'infer', id, request}                  (tensor buffers transferred)
- *                                        {t: 'cancel', id}                          (the client went away)
+ *                                        {t: 'asks', batch: [{t: 'infer', id, request} (tensor buffers transferred)
+ *                                                            | {t: 'cancel', id}]}  (the client went away)
  *                                        {t: 'failed', message}                     (could not bind)
  *                                        {t: 'log', level, fields, msg}             (the thread's log lines, for the process's logger)
+ *
+ * Requests and answers travel in batches (`Outbox`): whatever one side has for the other by the end of
+ * an event-loop turn goes as one message, so a busy thread wakes the other once per turn, not once
+ * per request.
  *
  * Ownership: a buffer is transferred only when the tensor's view covers all of it (Node's Buffer
  * pool and a batch's shared output buffer must never be detached); other tensors are copied first.
@@ -19,16 +23,16 @@
 import type { InferRequest, InferResponse, InferTensor } from '@switchyard/kserve';
 import type { FrontState } from './front-state.js';
 
-export type ToThread =
-  | { t: 'state'; state: FrontState }
-  | { t: 'result'; id: number; response: InferResponse }
-  | { t: 'error'; id: number; code: string; message: string }
-  | { t: 'close' };
+/** What answers one request (batched: `Outbox`). */
+export type Answer = { t: 'result'; id: number; response: InferResponse } | { t: 'error'; id: number; code: string; message: string };
+/** What a thread says of one request (batched: `Outbox`). */
+export type Ask = { t: 'infer'; id: number; request: InferRequest } | { t: 'cancel'; id: number };
+
+export type ToThread = { t: 'state'; state: FrontState } | { t: 'answers'; batch: Answer[] } | { t: 'close' };
 
 export type ToMain =
   | { t: 'listening'; port: number }
-  | { t: 'infer'; id: number; request: InferRequest }
-  | { t: 'cancel'; id: number }
+  | { t: 'asks'; batch: Ask[] }
   | { t: 'failed'; message: string }
   | { t: 'log'; level: LogLevel; fields: Record<string, unknown>; msg: string | undefined };
 
@@ -65,4 +69,36 @@ export function postableResponse(response: InferResponse): { response: InferResp
     return { ...t, data };
   });
   return { response: { ...response, outputs }, transfer };
+}
+
+/**
+ * Messages for the other side, sent together once per event-loop turn (`setImmediate`: after the
+ * turn's I/O, so what one turn's sockets and results produced shares one message).
+ */
+export class Outbox<M> {
+  #batch: M[] = [];
+  #transfer: ArrayBuffer[] = [];
+  #scheduled = false;
+  readonly #send: (batch: M[], transfer: ArrayBuffer[]) => void;
+
+  constructor(send: (batch: M[], transfer: ArrayBuffer[]) => void) {
+    this.#send = send;
+  }
+
+  add(message: M, transfer?: readonly ArrayBuffer[]): void {
+    this.#batch.push(message);
+    if (transfer !== undefined) for (const b of transfer) this.#transfer.push(b);
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(this.#flush);
+  }
+
+  readonly #flush = (): void => {
+    this.#scheduled = false;
+    const batch = this.#batch;
+    const transfer = this.#transfer;
+    this.#batch = [];
+    this.#transfer = [];
+    this.#send(batch, transfer);
+  };
 }

@@ -27,7 +27,7 @@ import { createLimitedHttpServer, type HttpLimits } from '../http-limits.js';
 import { sendError } from '../http-reply.js';
 import { type Route, matchRoute, pathOf, versionOf } from '../http-router.js';
 import { EMPTY_FRONT_STATE, type FrontState, frontModel } from './front-state.js';
-import { type LogLevel, type ToMain, type ToThread, ownedBytes, postableRequest } from './front-messages.js';
+import { type Ask, type LogLevel, Outbox, type ToMain, type ToThread, ownedBytes, postableRequest } from './front-messages.js';
 import { MainDoor } from './front-proxy.js';
 
 /** What a front thread is started with (its `workerData`). */
@@ -57,6 +57,7 @@ export function runFrontThread(config: FrontThreadConfig, port: MessagePort, log
   /** Requests on the main thread's engine, by id: what settles each one's handler. */
   const waiting = new Map<number, (answer: Answer | undefined) => void>();
   const post = (m: ToMain, transfer?: ArrayBuffer[]): void => port.postMessage(m, transfer);
+  const asks = new Outbox<Ask>((batch, transfer) => post({ t: 'asks', batch }, transfer));
 
   let inFlight = 0;
   let closing = false;
@@ -118,12 +119,12 @@ export function runFrontThread(config: FrontThreadConfig, port: MessagePort, log
     const answer = await new Promise<Answer | undefined>((resolve) => {
       onClose = (): void => {
         if (res.writableEnded || !waiting.delete(id)) return;
-        post({ t: 'cancel', id });
+        asks.add({ t: 'cancel', id });
         resolve(undefined);
       };
       waiting.set(id, resolve);
       res.on('close', onClose);
-      post({ t: 'infer', id, request }, transfer);
+      asks.add({ t: 'infer', id, request }, transfer);
     });
     if (onClose !== undefined) res.off('close', onClose);
     if (answer === undefined) return;
@@ -147,14 +148,14 @@ export function runFrontThread(config: FrontThreadConfig, port: MessagePort, log
       case 'state':
         state = m.state;
         return;
-      case 'result':
-      case 'error': {
-        const resolve = waiting.get(m.id);
-        if (resolve === undefined) return;
-        waiting.delete(m.id);
-        resolve(m.t === 'result' ? { response: m.response } : { error: rebuildError(m) });
+      case 'answers':
+        for (const a of m.batch) {
+          const resolve = waiting.get(a.id);
+          if (resolve === undefined) continue;
+          waiting.delete(a.id);
+          resolve(a.t === 'result' ? { response: a.response } : { error: rebuildError(a) });
+        }
         return;
-      }
       case 'close':
         void close();
         return;
