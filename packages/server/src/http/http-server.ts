@@ -160,14 +160,19 @@ export function createHttpServer(options: HttpServerOptions): HttpFrontDoor {
       await bind(socketPath);
       const front = new FrontThreads({
         count: threads,
-        port: options.port,
-        ...(options.host !== undefined ? { host: options.host } : {}),
-        socketPath,
-        limits: { ...threadLimits(options, threads) },
-        maxInputSize: ctx.maxInputSize,
-        maxBinaryInputSize: ctx.maxBinaryInputSize,
-        access: ctx.access,
-        ...(ctx.headerForward !== undefined ? { headerForwardSource: ctx.headerForward.source } : {}),
+        door: {
+          kind: 'http',
+          http: {
+            port: options.port,
+            ...(options.host !== undefined ? { host: options.host } : {}),
+            socketPath,
+            limits: threadLimits(options, threads),
+            maxInputSize: ctx.maxInputSize,
+            maxBinaryInputSize: ctx.maxBinaryInputSize,
+            access: ctx.access,
+            ...(ctx.headerForward !== undefined ? { headerForwardSource: ctx.headerForward.source } : {}),
+          },
+        },
         engine: ctx.engine,
         settings: ctx.settings,
         tracer: ctx.tracer,

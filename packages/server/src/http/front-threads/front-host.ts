@@ -18,7 +18,7 @@ import type { ServerSettings } from '../../settings.js';
 import type { TraceManager } from '../../trace/trace-manager.js';
 import { type FrontState, buildFrontState } from './front-state.js';
 import { type Answer, Outbox, type ToMain, type ToThread, postableResponse } from './front-messages.js';
-import type { FrontThreadConfig } from './front-thread.js';
+import { type FrontDoorConfig, type FrontThreadConfig, onPort } from './front-thread.js';
 
 const THREAD_URL = new URL('../../../worker/front.mjs', import.meta.url);
 /** A thread that exited unexpectedly is started again after this long (a crash loop stays slow). */
@@ -30,8 +30,10 @@ export function reusePortSupported(version: string = process.versions.node): boo
   return major > 23 || (major === 23 && minor >= 1) || (major === 22 && minor >= 12);
 }
 
-export interface FrontThreadsOptions extends Omit<FrontThreadConfig, 'index'> {
+export interface FrontThreadsOptions {
   readonly count: number;
+  /** What every thread serves; its port: where the first thread binds (0: a free one), the others then bind the same. */
+  readonly door: FrontDoorConfig;
   readonly engine: InferenceEngine;
   readonly settings: ServerSettings;
   readonly tracer: TraceManager | undefined;
@@ -64,7 +66,7 @@ export class FrontThreads {
     this.#unsubscribe = this.#o.engine.onModelChange?.(() => void this.#refresh());
     this.#o.settings.onTraceSettingsChange(() => void this.#refresh());
     await this.#refresh();
-    let port = this.#o.port;
+    let port = this.#o.door.kind === 'http' ? this.#o.door.http.port : 0;
     for (let i = 0; i < this.#o.count; i++) port = await this.#spawn(i, port);
     this.#port = port;
     return port;
@@ -95,8 +97,7 @@ export class FrontThreads {
   }
 
   #spawn(index: number, port: number): Promise<number> {
-    const { count: _count, engine: _engine, settings: _settings, tracer: _tracer, logger: _logger, ...rest } = this.#o;
-    const config: FrontThreadConfig & { index: number } = { ...rest, port, index };
+    const config: FrontThreadConfig = { door: onPort(this.#o.door, port), index };
     const worker = new Worker(THREAD_URL, { workerData: config, execArgv: withoutSourceCondition(process.execArgv) });
     const thread: Thread = { worker, running: new Map(), answers: new Outbox((batch, transfer) => worker.postMessage({ t: 'answers', batch } satisfies ToThread, transfer)) };
     this.#threads.add(thread);

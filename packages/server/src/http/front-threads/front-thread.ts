@@ -1,172 +1,41 @@
 /**
- * One HTTP front thread (`--http-thread-count`): a node:http server on the door's port (SO_REUSEPORT:
- * the kernel spreads connections over the threads), with the door's limits. It serves the hot route
- * itself — `POST /v2/models/{m}[/versions/{v}]/infer` for a model the state lists (front-state.ts):
- * body, decode, header forwarding, then the request goes to the main thread's engine and the answer
- * comes back to be encoded, compressed and sent here — and hands every other request, and every
- * infer request it cannot finish alone (shared memory, classification, raw binary bodies, compressed
- * bodies), to the main thread's door (front-proxy.ts), whose handlers answer as without threads.
- *
- * The steps it runs itself are the main thread's own functions (body bounds, codecs, replies), in
- * the main handler's order, so its answers and errors are the same bytes.
+ * The body of a front thread (`worker/front.mjs` runs it): its link to the main thread
+ * (front-link.ts) and one door, HTTP (front-http.ts, `--http-thread-count`). It says `listening`
+ * with the bound port (or `failed`), and on `close` stops accepting, finishes its requests in flight
+ * and lets the thread exit.
  */
-import * as http from 'node:http';
-import type { AddressInfo, ListenOptions } from 'node:net';
 import type { MessagePort } from 'node:worker_threads';
-import { type Logger, SwitchyardError, silentLogger, toSwitchyardError } from '@switchyard/common';
-import { decodeHttpInferRequest, parseInferenceHeaderLength } from '@switchyard/kserve';
-import type { InferResponse } from '@switchyard/kserve';
-import { type AccessPolicy, authorizeHttp } from '../../access-control.js';
-import { rebuildError } from '../../codec-thread.js';
-import { compileHeaderForwardPattern, forwardHeaders, rawHeaderPairs, type HeaderForwardPattern } from '../../header-forward.js';
-import { usesSharedMemory } from '../../shared-memory-io.js';
-import { inferBodyBound, readBody, requestEncoding } from '../http-body.js';
-import { answerExpectContinue } from '../http-continue.js';
-import { classifies, sendInferResponse } from '../http-infer.js';
-import { createLimitedHttpServer, type HttpLimits } from '../http-limits.js';
-import { sendError } from '../http-reply.js';
-import { type Route, matchRoute, pathOf, versionOf } from '../http-router.js';
-import { EMPTY_FRONT_STATE, type FrontState, frontModel } from './front-state.js';
-import { type Ask, type LogLevel, Outbox, type ToMain, type ToThread, ownedBytes, postableRequest } from './front-messages.js';
-import { MainDoor } from './front-proxy.js';
+import { type Logger, silentLogger } from '@switchyard/common';
+import { type HttpFrontConfig, httpThreadDoor } from './front-http.js';
+import { MainLink } from './front-link.js';
+import type { LogLevel, ToMain } from './front-messages.js';
+
+/** A front thread's door and its settings (the port: 0 for the first thread, then the port it bound). */
+export type FrontDoorConfig = { readonly kind: 'http'; readonly http: HttpFrontConfig };
 
 /** What a front thread is started with (its `workerData`). */
 export interface FrontThreadConfig {
-  readonly port: number;
-  readonly host?: string;
-  /** The main thread's door (front-proxy.ts). */
-  readonly socketPath: string;
-  readonly limits: HttpLimits;
-  readonly maxInputSize: number;
-  readonly maxBinaryInputSize: number;
-  readonly access: AccessPolicy;
-  /** `--http-header-forward-pattern` as given (compiled again here). */
-  readonly headerForwardSource?: string;
+  readonly door: FrontDoorConfig;
   /** The thread's number, for its log lines. */
   readonly index?: number;
 }
 
-type Answer = { response: InferResponse } | { error: SwitchyardError };
+/** `door` bound to `port`. */
+export function onPort(door: FrontDoorConfig, port: number): FrontDoorConfig {
+  return { ...door, http: { ...door.http, port } };
+}
 
 /** Serve as a front thread over `port` (the worker's parent port) until told to close. */
 export function runFrontThread(config: FrontThreadConfig, port: MessagePort, logger: Logger = silentLogger): void {
-  const main = new MainDoor(config.socketPath);
-  const headerForward: HeaderForwardPattern | undefined = config.headerForwardSource === undefined ? undefined : compileHeaderForwardPattern(config.headerForwardSource);
-  let state: FrontState = EMPTY_FRONT_STATE;
-  let nextId = 1;
-  /** Requests on the main thread's engine, by id: what settles each one's handler. */
-  const waiting = new Map<number, (answer: Answer | undefined) => void>();
-  const post = (m: ToMain, transfer?: ArrayBuffer[]): void => port.postMessage(m, transfer);
-  const asks = new Outbox<Ask>((batch, transfer) => post({ t: 'asks', batch }, transfer));
-
-  let inFlight = 0;
-  let closing = false;
-  let drained: (() => void) | undefined;
-  const server = createLimitedHttpServer(
-    config.limits,
-    (req, res) => {
-      inFlight += 1;
-      if (closing) res.setHeader('Connection', 'close');
-      res.on('close', () => {
-        inFlight -= 1;
-        if (inFlight === 0) drained?.();
-      });
-      handle(req, res).catch((e: unknown) => {
-        if (!(e instanceof SwitchyardError)) logger.warn({ err: e, path: pathOf(req.url) }, 'HTTP request failed unexpectedly');
-        if (!res.headersSent) sendError(res, toSwitchyardError(e));
-        else if (!res.writableEnded) res.end();
-      });
-    },
-    logger,
+  let closing: Promise<void> | undefined;
+  const link = new MainLink(port, () => {
+    closing ??= door.close().then(() => link.close());
+  });
+  const door = httpThreadDoor(config.door.http, link, logger);
+  door.listen().then(
+    (bound) => link.post({ t: 'listening', port: bound }),
+    (e: unknown) => link.post({ t: 'failed', message: e instanceof Error ? e.message : String(e) }),
   );
-  answerExpectContinue(server, config);
-
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const path = pathOf(req.url);
-    const route = matchRoute(path);
-    if (route?.kind !== 'model' || route.action !== 'infer' || req.method !== 'POST') return main.forward(req, res);
-    // Credentials first, as the main thread's door checks them.
-    const refused = authorizeHttp(config.access, path, route, req.headers);
-    if (refused !== undefined) return sendError(res, refused);
-    return infer(req, res, route);
-  }
-
-  async function infer(req: http.IncomingMessage, res: http.ServerResponse, route: Extract<Route, { kind: 'model' }>): Promise<void> {
-    let version: number | undefined;
-    try {
-      version = versionOf(route.version);
-    } catch {
-      return main.forward(req, res);
-    }
-    const model = frontModel(state, route.model, version);
-    if (model === undefined || requestEncoding(req) !== 'identity') return main.forward(req, res);
-    const raw = await readBody(req, inferBodyBound(req, config.maxInputSize, config.maxBinaryInputSize));
-    const headerValue = req.headers['inference-header-content-length'];
-    const headerLength = parseInferenceHeaderLength(Array.isArray(headerValue) ? headerValue[0] : headerValue, raw.byteLength);
-    // a raw binary body is read against the model's inputs: the main thread's door does that
-    if (headerLength === 0) return main.forward(req, res, raw);
-    const body = ownedBytes(raw);
-    const decoded = decodeHttpInferRequest({ modelName: route.model, modelVersion: version, body }, headerLength);
-    if (usesSharedMemory(decoded.request) || classifies(decoded.outputs)) return main.forward(req, res, raw);
-    if (headerForward !== undefined) forwardHeaders(headerForward, rawHeaderPairs(req.rawHeaders), decoded.request.parameters);
-
-    if (res.destroyed) return;
-    const id = nextId++;
-    const { request, transfer } = postableRequest(decoded.request, body);
-    // A client that goes away cancels its request and ends this handler at once: the main thread
-    // sends no answer for a cancelled request.
-    let onClose: (() => void) | undefined;
-    const answer = await new Promise<Answer | undefined>((resolve) => {
-      onClose = (): void => {
-        if (res.writableEnded || !waiting.delete(id)) return;
-        asks.add({ t: 'cancel', id });
-        resolve(undefined);
-      };
-      waiting.set(id, resolve);
-      res.on('close', onClose);
-      asks.add({ t: 'infer', id, request }, transfer);
-    });
-    if (onClose !== undefined) res.off('close', onClose);
-    if (answer === undefined) return;
-    if ('error' in answer) throw answer.error;
-    await sendInferResponse(req, res, answer.response, { defaultOutputKind: decoded.defaultOutputKind, outputs: decoded.outputs, batching: model.batching }, undefined);
-  }
-
-  const close = async (): Promise<void> => {
-    if (closing) return;
-    closing = true;
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    if (inFlight > 0) await new Promise<void>((resolve) => (drained = resolve));
-    server.closeAllConnections();
-    await closed;
-    main.close();
-    port.close();
-  };
-
-  port.on('message', (m: ToThread) => {
-    switch (m.t) {
-      case 'state':
-        state = m.state;
-        return;
-      case 'answers':
-        for (const a of m.batch) {
-          const resolve = waiting.get(a.id);
-          if (resolve === undefined) continue;
-          waiting.delete(a.id);
-          resolve(a.t === 'result' ? { response: a.response } : { error: rebuildError(a) });
-        }
-        return;
-      case 'close':
-        void close();
-        return;
-    }
-  });
-
-  server.once('error', (e) => post({ t: 'failed', message: e.message }));
-  // reusePort: node 22.12 / 23.1 and later (the host checks before starting threads)
-  server.listen({ port: config.port, host: config.host, reusePort: true } as ListenOptions, () => {
-    post({ t: 'listening', port: (server.address() as AddressInfo).port });
-  });
 }
 
 /**

@@ -219,12 +219,15 @@ describe.skipIf(!reusePortSupported())('HTTP front threads: closing', () => {
     const engine = new FakeEngine();
     const door = createHttpServer({ engine, shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1', threads: 2 });
     const port = await door.listen();
-    const slow = rawRequest(port, 'POST', '/v2/models/simple/infer', { body: simpleJson({ parameters: { delay_ms: 200 } }) });
-    const proxied = rawRequest(port, 'GET', '/v2/health/ready');
-    await expect.poll(() => engine.calls.some((c) => c.method === 'submit')).toBe(true);
+    // one served by a thread, one relayed to the main thread (generate), both in the engine when the door closes
+    const slow = rawRequest(port, 'POST', '/v2/models/simple/infer', { body: simpleJson({ parameters: { delay_ms: 300 } }) });
+    const relayed = rawRequest(port, 'POST', '/v2/models/simple/generate', { body: JSON.stringify({ INPUT0: range(16, (i) => i), INPUT1: range(16, () => 1), parameters: { delay_ms: 300 } }) });
+    await expect.poll(() => engine.calls.filter((c) => c.method === 'submit').length).toBe(2);
     await door.close();
     expect((await slow).status).toBe(200);
-    expect((await proxied).status).toBe(200);
+    const r = await relayed;
+    expect(r.status).toBe(200);
+    expect(r.json()).toMatchObject({ model_name: 'simple', OUTPUT0: range(16, (i) => i + 1) });
     await expect(rawRequest(port, 'GET', '/v2/health/live')).rejects.toThrow(/ECONNREFUSED/);
   });
 });
