@@ -308,14 +308,14 @@ async function section(name, body) {
 }
 
 // --- HTTP front threads (--http-thread-count) ----------------------------------------------------
-/** Front threads the `threads` rows run with. */
+/** Front threads per door the `threads` rows run with. */
 const HTTP_THREADS = 2;
 
 /**
- * The worker again with `--http-thread-count`, HTTP doors only (gRPC has no threads), where this
- * Node.js shares a port between threads (22.12 on). What it shows on any machine is the main
- * thread's CPU per request against `served`'s: the engine's thread freed of HTTP. Throughput gains
- * need cores to spare: on 2 cores the load generator takes the other one.
+ * The worker again with `--http-thread-count` and `--grpc-infer-thread-count`, where this Node.js
+ * shares a port between threads (22.12 on). What it shows on any machine is the main thread's CPU per
+ * request against `served`'s: the engine's thread freed of the transport. Throughput gains need cores
+ * to spare: on 2 cores the load generator takes the other one.
  */
 async function measureThreads() {
   const [major, minor] = process.versions.node.split('.').map(Number);
@@ -323,10 +323,10 @@ async function measureThreads() {
     console.log(`threads: skipped (Node.js ${process.version} cannot share a port between threads; 22.12 or later)`);
     return;
   }
-  const worker = await startWorkerProcess({ modelRepositories: ['examples/model_repository'], args: ['--model-control-mode=explicit', `--load-model=${MODEL}`, '--log-verbose=0', `--http-thread-count=${HTTP_THREADS}`] });
+  const worker = await startWorkerProcess({ modelRepositories: ['examples/model_repository'], args: ['--model-control-mode=explicit', `--load-model=${MODEL}`, '--log-verbose=0', `--http-thread-count=${HTTP_THREADS}`, `--grpc-infer-thread-count=${HTTP_THREADS}`] });
   try {
     results.threads = {};
-    await measureServer(`threads(${HTTP_THREADS})`, worker.ports, results.threads, { pid: worker.pid, modes: ['http-json', 'http-binary'] });
+    await measureServer(`threads(${HTTP_THREADS})`, worker.ports, results.threads, { pid: worker.pid });
   } finally {
     await worker.stop();
   }
@@ -335,7 +335,7 @@ async function measureThreads() {
 function threadRatios() {
   if (results.threads === undefined) return;
   const rows = [];
-  for (const mode of ['http-json', 'http-binary']) {
+  for (const mode of ['http-json', 'http-binary', 'grpc']) {
     for (const c of CONCURRENCY) {
       const s = results.served[mode][c];
       const t = results.threads[mode][c];
@@ -350,7 +350,7 @@ function threadRatios() {
       });
     }
   }
-  console.log(`\nHTTP front threads (--http-thread-count=${HTTP_THREADS}) against the worker without them`);
+  console.log(`\nfront threads (--http-thread-count=${HTTP_THREADS} --grpc-infer-thread-count=${HTTP_THREADS}) against the worker without them`);
   console.table(rows);
   results.threadRatios = rows;
 }

@@ -10,6 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { describe, expect, it } from 'vitest';
 import { EPHEMERAL_PORT_ARGS, repoRoot, startWorkerProcess } from '@switchyard/testing';
+import { reusePortSupported } from '@switchyard/server';
 import { loadGrpcClients, unary } from './lib/grpc-client.js';
 
 const BIN = join(repoRoot(), 'bin', 'switchyard.mjs');
@@ -56,5 +57,32 @@ describe('--grpc-use-ssl', () => {
     });
     expect(r.status).toBe(1);
     expect(r.stdout).toContain(`cannot read --grpc-server-key '${join(dir, 'absent.pem')}': ENOENT`);
+  });
+
+  it.skipIf(!reusePortSupported())('through gRPC front threads (--grpc-infer-thread-count): the threads do the TLS, mutual included', async () => {
+    const named = { 'grpc.ssl_target_name_override': 'localhost', 'grpc.default_authority': 'localhost' };
+    const dir = join(repoRoot(), 'test/fixtures/tls');
+    const cert = join(dir, 'cert.pem');
+    const key = join(dir, 'key.pem');
+    const mutual = await startWorkerProcess({
+      modelRepositories: [REPO],
+      args: [EXPLICIT, '--grpc-infer-thread-count=2', '--grpc-use-ssl-mutual=true', `--grpc-server-cert=${cert}`, `--grpc-server-key=${key}`, `--grpc-root-cert=${cert}`],
+    });
+    const def = protoLoader.loadSync(['grpc_service.proto'], { includeDirs: [join(repoRoot(), 'proto')], keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
+    const Service = (grpc.loadPackageDefinition(def) as any).inference.GRPCInferenceService;
+    const withCert = new Service(mutual.grpcAddress, grpc.credentials.createSsl(readFileSync(cert), readFileSync(key), readFileSync(cert)), named);
+    const withoutCert = new Service(mutual.grpcAddress, grpc.credentials.createSsl(readFileSync(cert)), named);
+    const plain = loadGrpcClients(mutual.grpcAddress).inference;
+    try {
+      expect(await unary(withCert, 'ServerReady', {})).toEqual({ ready: true });
+      await expect(unary(withCert, 'ModelReady', { name: 'simple' })).resolves.toEqual({ ready: false });
+      await expect(unary(withoutCert, 'ServerReady', {})).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+      await expect(unary(plain, 'ServerReady', {})).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+    } finally {
+      withCert.close();
+      withoutCert.close();
+      plain.close();
+      await mutual.stop();
+    }
   });
 });

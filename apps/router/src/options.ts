@@ -10,8 +10,8 @@ import {
   ACCESS_FLAGS,
   DOOR_LIMIT_DEFAULTS,
   DOOR_LIMIT_FLAGS,
-  HTTP_THREAD_DEFAULTS,
-  HTTP_THREAD_FLAGS,
+  FRONT_THREAD_DEFAULTS,
+  FRONT_THREAD_FLAGS,
   LOG_FORMAT_HELP,
   LOG_FORMATS,
   OPENAI_PARSING_DEFAULTS,
@@ -25,7 +25,7 @@ import {
   type AccessFlagOptions,
   type DoorLimitOptions,
   type FlagTable,
-  type HttpThreadOptions,
+  type FrontThreadOptions,
   type LogFormat,
   type OpenAiParsingOptions,
 } from '@switchyard/cli';
@@ -63,7 +63,7 @@ export const DEFAULT_NAMESPACE = 'default';
  * Front-door limits (`--grpc-max-message-size`, ...) and access control (`--http-restricted-api`,
  * ...): the worker's flags, from @switchyard/cli.
  */
-export interface RouterOptions extends DoorLimitOptions, AccessFlagOptions, OpenAiParsingOptions, HttpThreadOptions {
+export interface RouterOptions extends DoorLimitOptions, AccessFlagOptions, OpenAiParsingOptions, FrontThreadOptions {
   httpPort: number;
   grpcPort: number;
   metricsPort: number;
@@ -145,7 +145,7 @@ export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | 
   queueTimeoutSecs: DEFAULT_QUEUE_TIMEOUT_MS / 1000,
   maxHeldRequests: DEFAULT_MAX_HELD_REQUESTS,
   httpMaxInputSize: 64 * 1024 * 1024,
-  ...HTTP_THREAD_DEFAULTS,
+  ...FRONT_THREAD_DEFAULTS,
   ...DOOR_LIMIT_DEFAULTS,
   logVerbose: 0,
   logFormat: 'default',
@@ -216,7 +216,7 @@ const FLAGS: FlagTable<RouterOptions> = {
   },
   model: { kind: 'strings', key: 'models', help: 'A model this router knows before any worker of it registers (repeatable): with --queue-timeout-secs its requests wait for a first worker instead of 404.' },
   'http-max-input-size': { kind: 'int', key: 'httpMaxInputSize', min: 1, help: 'Largest HTTP request JSON in bytes, after decompression: a whole body, or the JSON header of an infer request whose tensors follow as binary data (bounded by --http-max-binary-input-size) (default 67108864).' },
-  ...HTTP_THREAD_FLAGS,
+  ...FRONT_THREAD_FLAGS,
   ...DOOR_LIMIT_FLAGS,
   'log-verbose': { kind: 'int', key: 'logVerbose', min: 0, help: 'Verbose logging level: 0 info, 1 debug, 2+ trace (default 0).' },
   'log-format': { kind: 'enum', key: 'logFormat', values: LOG_FORMATS, help: LOG_FORMAT_HELP },

@@ -13,7 +13,7 @@
  * The HTTP door also serves the live dashboard (`/dashboard`, `/dashboard/events`: dashboard.ts).
  */
 import { randomBytes } from 'node:crypto';
-import { doorLimits, httpThreads, levelFor, timestampFormat } from '@switchyard/cli';
+import { doorLimits, grpcThreads, httpThreads, levelFor, timestampFormat } from '@switchyard/cli';
 import { startRouterCore, type RouterStats } from '@switchyard/cluster';
 import type { Logger } from '@switchyard/common';
 import { configureSharedPreprocessPool } from '@switchyard/llm';
@@ -107,7 +107,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
     logger,
     access: accessPolicy(options),
     ...(options.allowHttp ? { http: { port: options.httpPort, host: options.httpAddress, maxInputSize: options.httpMaxInputSize, ...limits.http, ...limits.httpInfer, outputParsing: outputParsing(options), appRoutes: dashboard.routes, threads: httpThreads(options, logger) } } : {}),
-    ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, ...limits.grpc } } : {}),
+    ...(options.allowGrpc ? { grpc: { port: options.grpcPort, host: options.grpcAddress, ...limits.grpc, threads: grpcThreads(options, logger) } } : {}),
     ...(options.allowMetrics
       ? {
           metrics: {

@@ -4,7 +4,7 @@
  * without an import cycle.
  */
 import type { WorkerRole } from '@switchyard/cluster';
-import { DOOR_LIMIT_DEFAULTS, HTTP_THREAD_DEFAULTS, type OpenAiParsingOptions } from '@switchyard/cli';
+import { DOOR_LIMIT_DEFAULTS, FRONT_THREAD_DEFAULTS, type OpenAiParsingOptions } from '@switchyard/cli';
 import { DEFAULT_GENERATION_CONFIG_MODE, DEFAULT_PREPROCESS_INLINE_CHARS, DEFAULT_PREPROCESS_THREADS } from '@switchyard/llm';
 import type { WorkerOptions } from './options.js';
 import type { TraceFlagOptions } from './trace-options.js';
@@ -90,7 +90,7 @@ export const DEFAULTS: Omit<
   repositoryPollSecs: 15,
   allowClientShm: false,
   httpMaxInputSize: 64 * 1024 * 1024,
-  ...HTTP_THREAD_DEFAULTS,
+  ...FRONT_THREAD_DEFAULTS,
   ...DOOR_LIMIT_DEFAULTS,
   grpcInferResponseCompressionLevel: 'none',
   metricsIntervalMs: 2000,

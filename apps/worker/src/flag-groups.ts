@@ -14,7 +14,7 @@
  *
  * Groups are data: adding a feature's flags (e.g. tracing) is adding a group to `WORKER_FLAG_GROUPS`.
  */
-import { ACCESS_FLAGS, DOOR_LIMIT_FLAGS, HTTP_THREAD_FLAGS, LOG_FORMAT_HELP, LOG_FORMATS, OPENAI_PARSING_FLAGS, type FlagGroup, type FlagTable } from '@switchyard/cli';
+import { ACCESS_FLAGS, DOOR_LIMIT_FLAGS, FRONT_THREAD_FLAGS, LOG_FORMAT_HELP, LOG_FORMATS, OPENAI_PARSING_FLAGS, type FlagGroup, type FlagTable } from '@switchyard/cli';
 import { DEFAULT_PREPROCESS_IDLE_INLINE_CHARS, GENERATION_CONFIG_MODES } from '@switchyard/llm';
 import { DEFAULT_CLUSTER_NAMESPACE, DEFAULT_WORKER_ROLE, DEFAULTS, MAX_KV_TRANSFER_GBPS, MAX_KV_TRANSFER_TTL_SECS, MAX_MODEL_LOAD_RETRY_COUNT, MAX_MODEL_LOAD_THREAD_COUNT } from './defaults.js';
 import type { WorkerOptions } from './options.js';
@@ -29,7 +29,6 @@ function pick<T extends object>(table: FlagTable<T>, prefix: string): Table {
 
 const NO_GPU = 'this worker runs on CPU and manages no GPU memory.';
 const NO_LIBRARIES = 'backends, caches and repository agents are built in, not loaded from shared libraries.';
-const NO_THREAD_POOL = "grpc-js serves every gRPC call on the event loop; the C++ server's thread pools do not exist here.";
 
 /**
  * tritonserver reads numbers with std::stoi / stoll / stod, which take a leading number and ignore
@@ -129,7 +128,7 @@ const HTTP: Table = {
     key: 'httpHeaderForwardPattern',
     help: 'Regular expression (case-insensitive, anywhere in the name): request headers whose names match reach the model as string request parameters.',
   },
-  ...HTTP_THREAD_FLAGS,
+  ...pick(FRONT_THREAD_FLAGS, 'http-'),
   ...pick(ACCESS_FLAGS, 'http-'),
   'http-max-input-size': {
     kind: 'int',
@@ -150,7 +149,7 @@ const GRPC: Table = {
     key: 'grpcHeaderForwardPattern',
     help: 'Regular expression (case-insensitive, anywhere in the name): request metadata whose keys match reach the model as string request parameters.',
   },
-  'grpc-infer-thread-count': { kind: 'int', min: 2, max: 128, inert: NO_THREAD_POOL, help: 'gRPC inference handler threads (2-128).' },
+  ...pick(FRONT_THREAD_FLAGS, 'grpc-infer-thread'),
   'grpc-infer-allocation-pool-size': inertNumber('Inference request/response states kept for reuse.', 'request and response objects are not pooled.'),
   'grpc-max-response-pool-size': { kind: 'int', min: 1, inert: 'responses are not pooled; --grpc-max-inflight-per-stream bounds a stream.', help: 'Most response objects kept per stream.' },
   'grpc-use-ssl': { kind: 'bool', key: 'grpcUseSsl', help: 'Serve gRPC over TLS, with --grpc-server-cert and --grpc-server-key (default false).' },

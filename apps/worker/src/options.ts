@@ -112,6 +112,8 @@ export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions, Trac
   httpMaxInputSize: number;
   /** HTTP front threads sharing the port (`--http-thread-count`); 0 = every connection on the event loop. */
   httpThreadCount: number;
+  /** gRPC front threads sharing the port (`--grpc-infer-thread-count`); 0 = every connection on the event loop. */
+  grpcInferThreadCount: number;
   logVerbose: number;
   logFormat: LogFormat;
   /** Seconds to wait for in-flight requests on SIGTERM/SIGINT before exiting anyway. */

@@ -5,7 +5,7 @@
  * cluster mode). Owns the order of start-up and drain.
  */
 import type { WorkerNode } from '@switchyard/cluster';
-import { doorLimits, httpThreads, timestampFormat } from '@switchyard/cli';
+import { doorLimits, grpcThreads, httpThreads, timestampFormat } from '@switchyard/cli';
 import type { Logger } from '@switchyard/common';
 import { createEngine, NvidiaSmiProbe, type Engine, type ModelLoadStep } from '@switchyard/engine';
 import { configureSharedPreprocessPool } from '@switchyard/llm';
@@ -161,6 +161,7 @@ export async function startWorker(options: WorkerOptions, logger: Logger & { lev
             ...(options.grpcMaxConnectionAgeGrace ? { maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGrace } : {}),
             ...(tls !== undefined ? { tls } : {}),
             ...(forward.grpc !== undefined ? { headerForwardPattern: forward.grpc } : {}),
+            threads: grpcThreads(options, logger),
           },
         }
       : {}),

@@ -15,7 +15,7 @@ export { stopOnSignals } from './signals.js';
 export type { SignalLogger } from './signals.js';
 export { parseCommandLine } from './command-line.js';
 export { DOOR_LIMIT_DEFAULTS, DOOR_LIMIT_FLAGS, doorLimits } from './door-flags.js';
-export { HTTP_THREAD_DEFAULTS, HTTP_THREAD_FLAGS, httpThreads, type HttpThreadOptions } from './http-thread-flags.js';
+export { FRONT_THREAD_DEFAULTS, FRONT_THREAD_FLAGS, grpcThreads, httpThreads, type FrontThreadOptions } from './front-thread-flags.js';
 export type { DoorLimitOptions, DoorLimits } from './door-flags.js';
 export { ACCESS_FLAGS, accessFlagDefaults, accessPolicy } from './access-flags.js';
 export type { AccessFlagOptions } from './access-flags.js';

@@ -64,6 +64,8 @@ export interface FrontDoorsOptions {
     readonly maxConnectionAgeMs?: number;
     readonly maxConnectionAgeGraceMs?: number;
     readonly tls?: GrpcTls;
+    /** gRPC front threads (GrpcServerOptions.threads, `--grpc-infer-thread-count`); default none. */
+    readonly threads?: number;
   };
   readonly metrics?: {
     readonly port: number;

@@ -2,15 +2,15 @@
  * A grpc-js client built from our protos, as a Triton client would be, for the front-door tests
  * (not exported from the package). Unary calls are promisified; errors keep their gRPC code.
  */
-import { credentials, loadPackageDefinition, type Client, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
+import { Metadata, credentials, loadPackageDefinition, type Client, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
 import { loadGrpcProtos } from './protos.js';
 
-type UnaryMethod = (request: object, callback: (err: ServiceError | null, response: unknown) => void) => { cancel(): void };
+type UnaryMethod = (request: object, metadata: Metadata, callback: (err: ServiceError | null, response: unknown) => void) => { cancel(): void };
 type ClientConstructor = new (address: string, creds: ReturnType<typeof credentials.createInsecure>, options?: object) => Client;
 
 export interface TestClient {
-  /** Call a unary RPC of `inference.GRPCInferenceService`. */
-  call<Res = Record<string, unknown>>(method: string, request?: object): Promise<Res>;
+  /** Call a unary RPC of `inference.GRPCInferenceService` (with `metadata`, if given). */
+  call<Res = Record<string, unknown>>(method: string, request?: object, metadata?: Metadata): Promise<Res>;
   /** Start a unary call that the test may cancel. */
   start<Res = Record<string, unknown>>(method: string, request?: object): { result: Promise<Res>; cancel(): void };
   /** Call `grpc.health.v1.Health/Check`. */
@@ -29,17 +29,17 @@ export function createTestClient(port: number): TestClient {
   const options = { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 };
   const inference = new pkg.inference.GRPCInferenceService(address, credentials.createInsecure(), options);
   const health = new pkg.grpc.health.v1.Health(address, credentials.createInsecure());
-  const start = <Res>(client: Client, method: string, request: object): { result: Promise<Res>; cancel(): void } => {
+  const start = <Res>(client: Client, method: string, request: object, metadata = new Metadata()): { result: Promise<Res>; cancel(): void } => {
     const fn = (client as unknown as Record<string, UnaryMethod>)[method];
     if (fn === undefined) throw new Error(`no such method ${method}`);
     let call: { cancel(): void } | undefined;
     const result = new Promise<Res>((resolve, reject) => {
-      call = fn.call(client, request, (err, res) => (err === null ? resolve(res as Res) : reject(err)));
+      call = fn.call(client, request, metadata, (err, res) => (err === null ? resolve(res as Res) : reject(err)));
     });
     return { result, cancel: () => call?.cancel() };
   };
   return {
-    call: (method, request = {}) => start(inference, method, request).result as never,
+    call: (method, request = {}, metadata?: Metadata) => start(inference, method, request, metadata).result as never,
     start: (method, request = {}) => start(inference, method, request),
     health: () => start(health, 'Check', {}).result as never,
     stream: () => (inference as unknown as { ModelStreamInfer(): ClientDuplexStream<object, Record<string, unknown>> }).ModelStreamInfer(),

@@ -15,7 +15,7 @@ import type { InferMessage } from './infer-message.js';
 import { useSharedMemory, writeSharedMemoryOutputs, type SharedMemoryTarget } from '../shared-memory-io.js';
 
 /** A call's metadata as name/value pairs; binary (`-bin`) values are not text and are left out. */
-function* metadataPairs(metadata: Metadata): Iterable<readonly [string, string]> {
+export function* metadataPairs(metadata: Metadata): Iterable<readonly [string, string]> {
   for (const [name, values] of Object.entries(metadata.getMap())) {
     if (typeof values === 'string') yield [name, values];
   }

@@ -1,5 +1,5 @@
 /**
- * The main thread's side of the HTTP front threads (`--http-thread-count`): starts them on the door's
+ * The main thread's side of the front threads (`--http-thread-count`, `--grpc-infer-thread-count`): starts them on the door's
  * port, keeps them told which models they may serve (front-state.ts), runs the infer requests they
  * send on the engine (one engine, one owner: scheduling, batching, sequences and statistics stay
  * Triton's), sends back each answer, and cancels a request whose client went away.
@@ -18,7 +18,7 @@ import type { ServerSettings } from '../../settings.js';
 import type { TraceManager } from '../../trace/trace-manager.js';
 import { type FrontState, buildFrontState } from './front-state.js';
 import { type Answer, Outbox, type ToMain, type ToThread, postableResponse } from './front-messages.js';
-import { type FrontDoorConfig, type FrontThreadConfig, onPort } from './front-thread.js';
+import { type FrontDoorConfig, type FrontThreadConfig, onPort, portOf } from './front-config.js';
 
 const THREAD_URL = new URL('../../../worker/front.mjs', import.meta.url);
 /** A thread that exited unexpectedly is started again after this long (a crash loop stays slow). */
@@ -57,7 +57,7 @@ export class FrontThreads {
   #unsubscribe: (() => void) | undefined;
 
   constructor(options: FrontThreadsOptions) {
-    if (!reusePortSupported()) throw internal(`HTTP front threads need Node.js 22.12 or later (reusePort); this is ${process.version}`);
+    if (!reusePortSupported()) throw internal(`front threads need Node.js 22.12 or later (reusePort); this is ${process.version}`);
     this.#o = options;
   }
 
@@ -66,7 +66,7 @@ export class FrontThreads {
     this.#unsubscribe = this.#o.engine.onModelChange?.(() => void this.#refresh());
     this.#o.settings.onTraceSettingsChange(() => void this.#refresh());
     await this.#refresh();
-    let port = this.#o.door.kind === 'http' ? this.#o.door.http.port : 0;
+    let port = portOf(this.#o.door);
     for (let i = 0; i < this.#o.count; i++) port = await this.#spawn(i, port);
     this.#port = port;
     return port;
@@ -125,7 +125,7 @@ export class FrontThreads {
         }
       });
       worker.on('error', (e) => {
-        this.#o.logger.error({ err: e, thread: index }, 'HTTP front thread failed');
+        this.#o.logger.error({ err: e, thread: index, door: this.#o.door.kind }, 'front thread failed');
         if (!listening) reject(e);
       });
       worker.on('exit', (code) => {
@@ -133,14 +133,14 @@ export class FrontThreads {
         for (const c of thread.running.values()) c.abort();
         thread.running.clear();
         if (!listening) {
-          reject(new Error(`HTTP front thread ${index} exited with code ${code} before listening`));
+          reject(new Error(`${this.#o.door.kind} front thread ${index} exited with code ${code} before listening`));
           return;
         }
         if (this.#closing) return;
-        this.#o.logger.error({ thread: index, code }, `HTTP front thread exited; starting it again in ${RESTART_DELAY_MS} ms`);
+        this.#o.logger.error({ thread: index, door: this.#o.door.kind, code }, `front thread exited; starting it again in ${RESTART_DELAY_MS} ms`);
         setTimeout(() => {
           if (this.#closing) return;
-          this.#spawn(index, this.#port).catch((e: unknown) => this.#o.logger.error({ err: e, thread: index }, 'HTTP front thread did not start again'));
+          this.#spawn(index, this.#port).catch((e: unknown) => this.#o.logger.error({ err: e, thread: index, door: this.#o.door.kind }, 'front thread did not start again'));
         }, RESTART_DELAY_MS).unref();
       });
     });

@@ -1,29 +1,17 @@
 /**
  * The body of a front thread (`worker/front.mjs` runs it): its link to the main thread
- * (front-link.ts) and one door, HTTP (front-http.ts, `--http-thread-count`). It says `listening`
+ * (front-link.ts) and one door, HTTP (front-http.ts, `--http-thread-count`) or gRPC (front-grpc.ts,
+ * `--grpc-infer-thread-count`). It says `listening`
  * with the bound port (or `failed`), and on `close` stops accepting, finishes its requests in flight
  * and lets the thread exit.
  */
 import type { MessagePort } from 'node:worker_threads';
 import { type Logger, silentLogger } from '@switchyard/common';
-import { type HttpFrontConfig, httpThreadDoor } from './front-http.js';
+import { httpThreadDoor } from './front-http.js';
+import { grpcThreadDoor } from './front-grpc.js';
+import type { FrontThreadConfig } from './front-config.js';
 import { MainLink } from './front-link.js';
 import type { LogLevel, ToMain } from './front-messages.js';
-
-/** A front thread's door and its settings (the port: 0 for the first thread, then the port it bound). */
-export type FrontDoorConfig = { readonly kind: 'http'; readonly http: HttpFrontConfig };
-
-/** What a front thread is started with (its `workerData`). */
-export interface FrontThreadConfig {
-  readonly door: FrontDoorConfig;
-  /** The thread's number, for its log lines. */
-  readonly index?: number;
-}
-
-/** `door` bound to `port`. */
-export function onPort(door: FrontDoorConfig, port: number): FrontDoorConfig {
-  return { ...door, http: { ...door.http, port } };
-}
 
 /** Serve as a front thread over `port` (the worker's parent port) until told to close. */
 export function runFrontThread(config: FrontThreadConfig, port: MessagePort, logger: Logger = silentLogger): void {
@@ -31,7 +19,8 @@ export function runFrontThread(config: FrontThreadConfig, port: MessagePort, log
   const link = new MainLink(port, () => {
     closing ??= door.close().then(() => link.close());
   });
-  const door = httpThreadDoor(config.door.http, link, logger);
+  const d = config.door;
+  const door = d.kind === 'http' ? httpThreadDoor(d.http, link, logger) : grpcThreadDoor(d.grpc, link, logger);
   door.listen().then(
     (bound) => link.post({ t: 'listening', port: bound }),
     (e: unknown) => link.post({ t: 'failed', message: e instanceof Error ? e.message : String(e) }),

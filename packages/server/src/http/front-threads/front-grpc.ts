@@ -1,0 +1,125 @@
+/**
+ * The gRPC door of a front thread (`--grpc-infer-thread-count`): grpc-js behind a listening socket of
+ * its own on the door's port (SO_REUSEPORT: the kernel spreads connections over the threads), with
+ * the door's transport limits, TLS and restricted protocols (the same interceptor: a refused call
+ * never starts). It serves `ModelInfer` itself for a model the state lists (front-state.ts): the
+ * message decoded here, the request run on the main thread's engine, the response encoded here; every
+ * other call, and every ModelInfer it cannot finish alone (a message the fast decoder leaves, shared
+ * memory, classification, anything the main thread would refuse before the engine), is relayed to the
+ * main thread's gRPC door (grpc-relay.ts), whose handlers answer as without threads.
+ */
+import * as net from 'node:net';
+import { type Metadata, Server, type ServerUnaryCall, type sendUnaryData } from '@grpc/grpc-js';
+import type { Logger } from '@switchyard/common';
+import { classificationCounts, decodeModelInferRequest, decodeModelInferRequestBytes, encodeModelInferResponse, parseModelVersion } from '@switchyard/kserve';
+import type { Restrictions } from '../../access-control.js';
+import { compileHeaderForwardPattern, forwardHeaders, type HeaderForwardPattern } from '../../header-forward.js';
+import { usesSharedMemory } from '../../shared-memory-io.js';
+import { installBoundedDecompression } from '../../grpc/bounded-decompression.js';
+import { type GrpcTls, type GrpcTransportLimits, grpcJsServerOptions, serverCredentials } from '../../grpc/grpc-transport.js';
+import { toGrpcError } from '../../grpc/grpc-status.js';
+import { metadataPairs } from '../../grpc/infer-request.js';
+import { modelInferResponseSerializer } from '../../grpc/infer-response-serializer.js';
+import { loadGrpcProtos } from '../../grpc/protos.js';
+import { frontModel } from './front-state.js';
+import { postableRequest } from './front-messages.js';
+import type { MainLink } from './front-link.js';
+import type { ThreadDoor } from './front-http.js';
+import { mainChannel, rawService, relayHandlers, relayUnary } from './grpc-relay.js';
+
+/** The gRPC door's settings as a thread gets them. */
+export interface GrpcFrontConfig {
+  readonly port: number;
+  readonly host: string;
+  /** The main thread's gRPC door (grpc-relay.ts). */
+  readonly socketPath: string;
+  /** The door's limits; `maxConnections` is this thread's share. */
+  readonly limits: GrpcTransportLimits;
+  readonly tls?: GrpcTls;
+  readonly restrictions?: Restrictions;
+  /** `--grpc-header-forward-pattern` as given (compiled again here). */
+  readonly headerForwardSource?: string;
+}
+
+const MODEL_INFER = '/inference.GRPCInferenceService/ModelInfer';
+
+export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: Logger): ThreadDoor {
+  // as the main thread's door: grpc-js would inflate every compressed message at once
+  installBoundedDecompression();
+  const protos = loadGrpcProtos();
+  const serializeResponse = modelInferResponseSerializer(protos.inferenceService);
+  const headerForward: HeaderForwardPattern | undefined = config.headerForwardSource === undefined ? undefined : compileHeaderForwardPattern(config.headerForwardSource);
+  const client = mainChannel(config.socketPath);
+  const server = new Server(grpcJsServerOptions(config.limits, config.restrictions));
+  server.addService(rawService(protos.inferenceService), { ...relayHandlers(client, protos.inferenceService), ModelInfer: modelInfer });
+  server.addService(rawService(protos.healthService), relayHandlers(client, protos.healthService));
+
+  function modelInfer(call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>): void {
+    const relay = (): void => relayUnary(client, MODEL_INFER, call, callback);
+    const msg = decodeModelInferRequestBytes(call.request);
+    if (msg === undefined) return relay();
+    let version: number | undefined;
+    try {
+      version = parseModelVersion(msg.model_version);
+    } catch {
+      return relay();
+    }
+    const model = frontModel(link.state, msg.model_name, version);
+    if (model === undefined) return relay();
+    let request;
+    try {
+      request = decodeModelInferRequest(msg).request;
+    } catch {
+      return relay();
+    }
+    if (usesSharedMemory(request) || classificationCounts(request).size > 0) return relay();
+    if (headerForward !== undefined) forwardHeaders(headerForward, metadataPairs(call.metadata as Metadata), request.parameters);
+    if (call.cancelled) return;
+    const posted = postableRequest(request);
+    const remote = link.infer(posted.request, posted.transfer);
+    const onCancel = (): void => remote.cancel();
+    call.on('cancelled', onCancel);
+    void remote.answer.then((answer) => {
+      call.removeListener('cancelled', onCancel);
+      if (answer === undefined) return;
+      if ('error' in answer) {
+        callback(toGrpcError(answer.error, logger));
+        return;
+      }
+      try {
+        callback(null, serializeResponse(encodeModelInferResponse(answer.response, { batching: model.batching })));
+      } catch (e) {
+        callback(toGrpcError(e, logger));
+      }
+    });
+  }
+
+  const listener = net.createServer({ noDelay: true });
+  const maxConnections = config.limits.maxConnections;
+  if (maxConnections > 0) listener.maxConnections = maxConnections;
+  listener.on('drop', (d?: { remoteAddress?: string }) => logger.debug({ remoteAddress: d?.remoteAddress, maxConnections }, 'gRPC connection refused: connection limit reached'));
+  let closing: Promise<void> | undefined;
+  return {
+    listen: () =>
+      new Promise<number>((resolve, reject) => {
+        const injector = server.createConnectionInjector(serverCredentials(config.tls));
+        listener.on('connection', (socket: net.Socket) => injector.injectConnection(socket));
+        listener.once('error', reject);
+        // reusePort: node 22.12 / 23.1 and later (the host checks before starting threads)
+        listener.listen({ port: config.port, host: config.host, reusePort: true } as net.ListenOptions, () => {
+          listener.off('error', reject);
+          resolve((listener.address() as net.AddressInfo).port);
+        });
+      }),
+    close: () => {
+      closing ??= new Promise<void>((resolve) => {
+        listener.close();
+        server.tryShutdown(() => {
+          client.close();
+          resolve();
+        });
+      });
+      return closing;
+    },
+  };
+}
