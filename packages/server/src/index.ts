@@ -1,6 +1,6 @@
 // @switchyard/server: the worker's front doors over an InferenceEngine.
 export { createHttpServer } from './http/http-server.js';
-export { reusePortSupported } from './http/front-threads/front-host.js';
+export { reusePortSupported } from './front-threads/front-host.js';
 export { DEFAULT_HTTP_HEADER_TIMEOUT_MS, DEFAULT_HTTP_MAX_CONNECTIONS, DEFAULT_HTTP_REQUEST_TIMEOUT_MS } from './http/http-limits.js';
 export type { HttpLimits } from './http/http-limits.js';
 export type { HttpAppRoute, HttpFrontDoor, HttpServerOptions } from './http/http-server.js';

@@ -27,7 +27,7 @@ import { modelInferHandler } from './model-infer.js';
 import { loadGrpcProtos } from './protos.js';
 import { modelStreamInferHandler } from './stream-infer.js';
 import { grpcJsServerOptions, grpcTransportLimits, integerOption, serverCredentials } from './grpc-transport.js';
-import { FrontThreads } from '../http/front-threads/front-host.js';
+import { FrontThreads } from '../front-threads/front-host.js';
 
 export const DEFAULT_GRPC_PORT = 8001;
 export const DEFAULT_GRPC_HOST = '0.0.0.0';

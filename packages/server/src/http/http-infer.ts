@@ -142,7 +142,7 @@ async function inferTraced(
 /**
  * An infer response encoded (JSON-rendered outputs from `OFF_LOOP_JSON_BYTES` on `codecThread`, when
  * there is one), compressed as the client's Accept-Encoding asks, and sent; `beforeSend` runs right
- * before the first byte is written. Shared with the front threads (front-threads/front-thread.ts).
+ * before the first byte is written. Shared with the front threads (front-threads/front-http.ts).
  */
 export async function sendInferResponse(
   req: IncomingMessage,

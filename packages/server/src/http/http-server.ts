@@ -27,7 +27,7 @@ import type { SharedMemoryManager } from '../shared-memory.js';
 import { DEFAULT_MAX_BINARY_INPUT_SIZE, DEFAULT_MAX_INPUT_SIZE } from './http-body.js';
 import { answerExpectContinue } from './http-continue.js';
 import { DEFAULT_HTTP_MAX_CONNECTIONS, createLimitedHttpServer, type HttpLimits } from './http-limits.js';
-import { FrontThreads } from './front-threads/front-host.js';
+import { FrontThreads } from '../front-threads/front-host.js';
 import type { HttpContext } from './http-context.js';
 import { CodecThread } from '../codec-thread.js';
 import {

@@ -1,14 +1,14 @@
 import * as http from 'node:http';
 import * as zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ServerSettings } from '../../settings.js';
-import { SharedMemoryManager } from '../../shared-memory.js';
-import { FakeEngine } from '../../test-support/fake-engine.js';
-import { i32, range, simpleJson } from '../../test-support/simple-requests.js';
-import { compileHeaderForwardPattern } from '../../header-forward.js';
-import { accessPolicy } from '../../access-control.js';
-import { type HttpFrontDoor, createHttpServer } from '../http-server.js';
-import { type RawResponse, rawRequest } from '../http-test-client.js';
+import { ServerSettings } from '../settings.js';
+import { SharedMemoryManager } from '../shared-memory.js';
+import { FakeEngine } from '../test-support/fake-engine.js';
+import { i32, range, simpleJson } from '../test-support/simple-requests.js';
+import { compileHeaderForwardPattern } from '../header-forward.js';
+import { accessPolicy } from '../access-control.js';
+import { type HttpFrontDoor, createHttpServer } from '../http/http-server.js';
+import { type RawResponse, rawRequest } from '../http/http-test-client.js';
 import { reusePortSupported } from './front-host.js';
 
 const LIMIT = 64 * 1024;

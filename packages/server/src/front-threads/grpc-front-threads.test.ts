@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metadata, type ServiceError } from '@grpc/grpc-js';
-import { accessPolicy } from '../../access-control.js';
-import { createGrpcServer, type GrpcFrontDoor } from '../../grpc/grpc-server.js';
-import { createTestClient, type TestClient } from '../../grpc/grpc-test-client.js';
-import { compileHeaderForwardPattern } from '../../header-forward.js';
-import { ServerSettings } from '../../settings.js';
-import { SharedMemoryManager } from '../../shared-memory.js';
-import { FakeEngine } from '../../test-support/fake-engine.js';
-import { i32, range } from '../../test-support/simple-requests.js';
+import { accessPolicy } from '../access-control.js';
+import { createGrpcServer, type GrpcFrontDoor } from '../grpc/grpc-server.js';
+import { createTestClient, type TestClient } from '../grpc/grpc-test-client.js';
+import { compileHeaderForwardPattern } from '../header-forward.js';
+import { ServerSettings } from '../settings.js';
+import { SharedMemoryManager } from '../shared-memory.js';
+import { FakeEngine } from '../test-support/fake-engine.js';
+import { i32, range } from '../test-support/simple-requests.js';
 import { reusePortSupported } from './front-host.js';
 
 const simple = (extra: object = {}) => ({

@@ -13,7 +13,7 @@
  */
 import * as http from 'node:http';
 import { unavailable } from '@switchyard/common';
-import { sendError } from '../http-reply.js';
+import { sendError } from '../http/http-reply.js';
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect']);
 

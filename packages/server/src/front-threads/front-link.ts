@@ -6,7 +6,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { SwitchyardError } from '@switchyard/common';
 import type { InferRequest, InferResponse } from '@switchyard/kserve';
-import { rebuildError } from '../../codec-thread.js';
+import { rebuildError } from '../codec-thread.js';
 import { EMPTY_FRONT_STATE, type FrontState } from './front-state.js';
 import { type Ask, Outbox, type ToMain, type ToThread } from './front-messages.js';
 

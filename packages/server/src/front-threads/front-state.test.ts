@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FakeEngine } from '../../test-support/fake-engine.js';
+import { FakeEngine } from '../test-support/fake-engine.js';
 import { buildFrontState, frontModel } from './front-state.js';
 
 describe('front thread state', () => {

@@ -13,14 +13,14 @@ import { Worker } from 'node:worker_threads';
 import { Cancellation, type Logger, internal, toSwitchyardError } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
 import type { InferRequest } from '@switchyard/kserve';
-import { withoutSourceCondition } from '../../codec-thread.js';
-import type { ServerSettings } from '../../settings.js';
-import type { TraceManager } from '../../trace/trace-manager.js';
+import { withoutSourceCondition } from '../codec-thread.js';
+import type { ServerSettings } from '../settings.js';
+import type { TraceManager } from '../trace/trace-manager.js';
 import { type FrontState, buildFrontState } from './front-state.js';
 import { type Answer, Outbox, type ToMain, type ToThread, postableResponse } from './front-messages.js';
 import { type FrontDoorConfig, type FrontThreadConfig, onPort, portOf } from './front-config.js';
 
-const THREAD_URL = new URL('../../../worker/front.mjs', import.meta.url);
+const THREAD_URL = new URL('../../worker/front.mjs', import.meta.url);
 /** A thread that exited unexpectedly is started again after this long (a crash loop stays slow). */
 const RESTART_DELAY_MS = 1000;
 
