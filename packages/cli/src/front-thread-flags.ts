@@ -6,6 +6,7 @@
  * share a port between threads; gRPC response compression) the flag is logged and the door serves
  * every connection on the event loop, so tritonserver command lines keep working.
  */
+import { availableParallelism } from 'node:os';
 import { reusePortSupported } from '@switchyard/server';
 import type { FlagTable } from './flags.js';
 
@@ -38,25 +39,36 @@ export const FRONT_THREAD_FLAGS: FlagTable<FrontThreadOptions> = {
 type Warn = { warn(fields: object, msg: string): void };
 
 /** `--http-thread-count`, or 0 (with a warning) on a Node.js that cannot share a port between threads. */
-export function httpThreads(options: FrontThreadOptions, logger: Warn, nodeVersion: string = process.versions.node): number {
-  return threadsOr0('--http-thread-count', options.httpThreadCount, logger, nodeVersion);
+export function httpThreads(options: FrontThreadOptions, logger: Warn, nodeVersion: string = process.versions.node, cpus?: number): number {
+  return threadsOr0('--http-thread-count', options.httpThreadCount, logger, nodeVersion, cpus);
 }
 
 /**
  * `--grpc-infer-thread-count`, or 0 (with a warning) on a Node.js that cannot share a port between
  * threads, or with response compression (the threads send responses as they are).
  */
-export function grpcThreads(options: FrontThreadOptions & { grpcInferResponseCompressionLevel?: string }, logger: Warn, nodeVersion: string = process.versions.node): number {
+export function grpcThreads(options: FrontThreadOptions & { grpcInferResponseCompressionLevel?: string }, logger: Warn, nodeVersion: string = process.versions.node, cpus?: number): number {
   const level = options.grpcInferResponseCompressionLevel;
   if (options.grpcInferThreadCount > 0 && level !== undefined && level !== 'none') {
     logger.warn({ flag: '--grpc-infer-thread-count' }, `--grpc-infer-thread-count is not used with --grpc-infer-response-compression-level=${level}: every gRPC connection is served on the event loop`);
     return 0;
   }
-  return threadsOr0('--grpc-infer-thread-count', options.grpcInferThreadCount, logger, nodeVersion);
+  return threadsOr0('--grpc-infer-thread-count', options.grpcInferThreadCount, logger, nodeVersion, cpus);
 }
 
-function threadsOr0(flag: string, count: number, logger: Warn, nodeVersion: string): number {
-  if (count === 0 || reusePortSupported(nodeVersion)) return count;
-  logger.warn({ flag }, `${flag} needs Node.js 22.12 or later (this is v${nodeVersion}): every connection of its door is served on the event loop`);
-  return 0;
+/**
+ * The threads a door gets for `count`: 0 where Node.js cannot share a port between threads, and at
+ * most one per CPU. Each thread is an event loop with its own JavaScript heap (tens of MB): unlike
+ * tritonserver's thread pools, more threads than CPUs only cost memory, so a command line asking for
+ * more (tritonserver's qa scripts pass 16) gets one per CPU, and says so.
+ */
+function threadsOr0(flag: string, count: number, logger: Warn, nodeVersion: string, cpus: number = availableParallelism()): number {
+  if (count === 0) return 0;
+  if (!reusePortSupported(nodeVersion)) {
+    logger.warn({ flag }, `${flag} needs Node.js 22.12 or later (this is v${nodeVersion}): every connection of its door is served on the event loop`);
+    return 0;
+  }
+  if (count <= cpus) return count;
+  logger.warn({ flag, cpus }, `${flag}=${count}: ${cpus} threads, one per CPU (more would only cost memory: each thread is an event loop with its own heap)`);
+  return cpus;
 }
