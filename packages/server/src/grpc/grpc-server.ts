@@ -145,7 +145,12 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   installBoundedDecompression();
   if (ctx.compression !== 'none') installResponseCompression();
 
-  const server = new Server(grpcJsServerOptions(limits, options.restrictions));
+  const threads = options.threads ?? 0;
+  if (threads > 0 && ctx.compression !== 'none') throw new RangeError('gRPC front threads serve responses uncompressed: use them with inferResponseCompression none');
+  // With front threads this server only hears them, each over one connection carrying all its
+  // clients' relayed calls: the per-connection limits are the threads' to apply, not this server's.
+  const served = threads > 0 ? { ...limits, maxConcurrentStreams: 0, maxConnectionIdleMs: 0, maxConnectionAgeMs: undefined, maxConnectionAgeGraceMs: undefined } : limits;
+  const server = new Server(grpcJsServerOptions(served, options.restrictions));
   // large ModelInfer / ModelStreamInfer messages reach the handlers undecoded (infer-message.ts);
   // their responses are written by kserve's encoder (infer-response-serializer.ts)
   server.addService(withFastInferResponseEncoding(withOffLoopInferDecoding(protos.inferenceService)), {
@@ -164,8 +169,6 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   listener.on('drop', (d?: { remoteAddress?: string }) => logger.debug({ remoteAddress: d?.remoteAddress, maxConnections }, 'gRPC connection refused: connection limit reached'));
 
   let closing: Promise<void> | undefined;
-  const threads = options.threads ?? 0;
-  if (threads > 0 && ctx.compression !== 'none') throw new RangeError('gRPC front threads serve responses uncompressed: use them with inferResponseCompression none');
   let fronts: { threads: FrontThreads; dir: string } | undefined;
   /** Bind `listener` where `bind` says, each accepted connection handed to grpc-js with `credentials`. */
   const bind = (credentials: ServerCredentials, ...where: [number, string] | [string]) =>
