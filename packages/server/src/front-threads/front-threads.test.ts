@@ -8,7 +8,7 @@ import { i32, range, simpleJson } from '../test-support/simple-requests.js';
 import { compileHeaderForwardPattern } from '../header-forward.js';
 import { accessPolicy } from '../access-control.js';
 import { type HttpFrontDoor, createHttpServer } from '../http/http-server.js';
-import { type RawResponse, rawRequest } from '../http/http-test-client.js';
+import { type RawResponse, expectContinueAnswer, rawRequest } from '../http/http-test-client.js';
 import { reusePortSupported } from './front-host.js';
 
 const LIMIT = 64 * 1024;
@@ -26,23 +26,8 @@ function simpleBinary(outputs: object[]): { body: Buffer; headers: Record<string
   return { body: Buffer.concat([json, i32(range(16, (i) => i * 3)), i32(range(16, () => 2))]), headers: { 'Inference-Header-Content-Length': String(json.byteLength) } };
 }
 
-/** An infer request declaring `length` bytes with `Expect: 100-continue`: the answer it gets before sending any (fails if asked for the body). */
-function expectContinue(port: number, length: number): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/v2/models/simple/infer', agent: false, headers: { 'Content-Length': String(length), Expect: '100-continue' } });
-    req.on('continue', () => {
-      req.destroy();
-      reject(new Error('server asked for the body'));
-    });
-    req.on('response', (res) => {
-      let text = '';
-      res.on('data', (c: Buffer) => (text += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on('error', reject);
-    req.flushHeaders();
-  });
-}
+/** An infer request declaring `length` bytes with `Expect: 100-continue`: what it is answered before sending any. */
+const early = (port: number, length: number) => expectContinueAnswer(port, '/v2/models/simple/infer', { 'Content-Length': String(length) });
 
 /** What a client can tell two answers apart by (Date and connection bookkeeping aside). */
 function visible(r: RawResponse): object {
@@ -60,12 +45,6 @@ function visible(r: RawResponse): object {
 
 describe.skipIf(!reusePortSupported())('HTTP front threads (--http-thread-count)', () => {
   const engine = new FakeEngine();
-  let configReads = 0;
-  const modelConfig = engine.modelConfig.bind(engine);
-  engine.modelConfig = (name, version) => {
-    configReads += 1;
-    return modelConfig(name, version);
-  };
   let direct: HttpFrontDoor;
   let threaded: HttpFrontDoor;
   let directPort: number;
@@ -102,7 +81,7 @@ describe.skipIf(!reusePortSupported())('HTTP front threads (--http-thread-count)
   }
 
   it('serves infer requests on the threads: JSON and binary, with the same bytes as the event loop', async () => {
-    const before = configReads;
+    const before = engine.configReads;
     const json = await same('POST', '/v2/models/simple/infer', { body: simpleJson({ outputs: [{ name: 'OUTPUT0' }] }) });
     expect(json.status).toBe(200);
     expect(json.text).toContain('"id":"r1"');
@@ -110,10 +89,10 @@ describe.skipIf(!reusePortSupported())('HTTP front threads (--http-thread-count)
     expect((await same('POST', '/v2/models/simple/infer', bin)).status).toBe(200);
     expect((await same('POST', '/v2/models/simple/versions/1/infer', { body: simpleJson({ parameters: { binary_data_output: true } }) })).status).toBe(200);
     expect((await same('POST', '/v2/models/identity/infer', { body: JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [3], data: [0.1, 1e-7, -2.5] }] }) })).status).toBe(200);
-    const direct4 = configReads - before;
+    const direct4 = engine.configReads - before;
     // the event loop's handler reads the model's config once per request; a thread answers from its state
     for (let i = 0; i < 5; i++) expect((await rawRequest(threadedPort, 'POST', '/v2/models/simple/infer', { body: simpleJson() })).status).toBe(200);
-    expect(configReads - before).toBe(direct4);
+    expect(engine.configReads - before).toBe(direct4);
     expect(direct4).toBe(4);
   });
 
@@ -157,7 +136,7 @@ describe.skipIf(!reusePortSupported())('HTTP front threads (--http-thread-count)
     expect(r.status).toBe(400);
     expect(r.headers['connection']).toBe('close');
     // Expect: 100-continue: refused before the body is sent
-    const [a, b] = [await expectContinue(directPort, 1 << 30), await expectContinue(threadedPort, 1 << 30)];
+    const [a, b] = [await early(directPort, 1 << 30), await early(threadedPort, 1 << 30)];
     expect(b).toEqual(a);
     expect(b.status).toBe(400);
   });
@@ -204,7 +183,7 @@ describe.skipIf(!reusePortSupported())('HTTP front threads: restricted APIs', ()
         expect(x.status).toBe(status);
       }
       // refused before the body is asked for
-      const [x, y] = [await expectContinue(ports[0], 64), await expectContinue(ports[1], 64)];
+      const [x, y] = [await early(ports[0], 64), await early(ports[1], 64)];
       expect(y).toEqual(x);
       expect(x.status).toBe(403);
     } finally {

@@ -30,12 +30,6 @@ const outcome = (p: Promise<unknown>) =>
 
 describe.skipIf(!reusePortSupported())('gRPC front threads (--grpc-infer-thread-count)', () => {
   const engine = new FakeEngine();
-  let configReads = 0;
-  const modelConfig = engine.modelConfig.bind(engine);
-  engine.modelConfig = (name, version) => {
-    configReads += 1;
-    return modelConfig(name, version);
-  };
   const doors: GrpcFrontDoor[] = [];
   let direct: TestClient;
   let threaded: TestClient;
@@ -73,14 +67,14 @@ describe.skipIf(!reusePortSupported())('gRPC front threads (--grpc-infer-thread-
   }
 
   it('serves ModelInfer on the threads with the same answer as the event loop', async () => {
-    const before = configReads;
+    const before = engine.configReads;
     const r = (await same('ModelInfer', simple())) as { response: { raw_output_contents: Buffer[]; id: string } };
     expect(r.response.id).toBe('g1');
     await same('ModelInfer', simple({ model_version: '1', outputs: [{ name: 'OUTPUT1' }] }));
-    const direct2 = configReads - before;
+    const direct2 = engine.configReads - before;
     for (let i = 0; i < 5; i++) await threaded.call('ModelInfer', simple());
     // the event loop's handler looks the model up per call; a thread answers from its state
-    expect(configReads - before).toBe(direct2);
+    expect(engine.configReads - before).toBe(direct2);
     expect(direct2).toBe(2);
   });
 

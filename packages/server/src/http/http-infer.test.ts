@@ -5,7 +5,7 @@ import { SharedMemoryManager } from '../shared-memory.js';
 import { FakeEngine } from '../test-support/fake-engine.js';
 import { i32, range, simpleJson } from '../test-support/simple-requests.js';
 import { type HttpFrontDoor, createHttpServer } from './http-server.js';
-import { rawRequest } from './http-test-client.js';
+import { expectContinueAnswer, rawRequest } from './http-test-client.js';
 
 const LIMIT = 64 * 1024;
 const ints = (b: Uint8Array) => [...new Int32Array(new Uint8Array(b).buffer)];
@@ -203,25 +203,7 @@ describe('HTTP front door: inference', () => {
   });
 
   it('answers an oversized Expect: 100-continue request before the body is sent', async () => {
-    const http = await import('node:http');
-    const res = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = http.request({
-        host: '127.0.0.1',
-        port,
-        method: 'POST',
-        path: '/v2/models/simple/infer',
-        agent: false,
-        headers: { 'Content-Length': String(1 << 30), Expect: '100-continue' },
-      });
-      req.on('continue', () => reject(new Error('server asked for the body')));
-      req.on('response', (r) => {
-        let text = '';
-        r.on('data', (c: Buffer) => (text += c.toString()));
-        r.on('end', () => resolve({ status: r.statusCode ?? 0, text }));
-      });
-      req.on('error', reject);
-      req.flushHeaders();
-    });
+    const res = await expectContinueAnswer(port, '/v2/models/simple/infer', { 'Content-Length': String(1 << 30) });
     expect(res.status).toBe(400);
     expect(JSON.parse(res.text)).toEqual({
       error: `request JSON size of ${1 << 30} bytes exceeds the maximum allowed input size of ${LIMIT} bytes. Use --http-max-input-size to increase the limit.`,
@@ -327,24 +309,7 @@ describe('HTTP front door: binary tensor data is bounded apart from --http-max-i
   });
 
   it('a JSON header declared past the limit is refused before its body is asked for (Expect: 100-continue)', async () => {
-    const http = await import('node:http');
-    const answer = (headers: Record<string, string>) =>
-      new Promise<{ status: number; text: string; continued: boolean }>((resolve, reject) => {
-        let continued = false;
-        const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/v2/models/identity/infer', agent: false, headers: { Expect: '100-continue', ...headers } });
-        req.on('continue', () => {
-          continued = true;
-          req.destroy();
-          resolve({ status: 100, text: '', continued });
-        });
-        req.on('response', (r) => {
-          let text = '';
-          r.on('data', (c: Buffer) => (text += c.toString()));
-          r.on('end', () => resolve({ status: r.statusCode ?? 0, text, continued }));
-        });
-        req.on('error', (e) => (continued ? undefined : reject(e)));
-        req.flushHeaders();
-      });
+    const answer = (headers: Record<string, string>) => expectContinueAnswer(port, '/v2/models/identity/infer', headers);
     const refused = await answer({ 'Content-Length': String(1 << 20), 'Inference-Header-Content-Length': String(JSON_LIMIT + 1) });
     expect([refused.status, JSON.parse(refused.text)]).toEqual([
       400,

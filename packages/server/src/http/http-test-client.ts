@@ -44,3 +44,26 @@ export function rawRequest(port: number, method: string, path: string, options: 
     }
   });
 }
+
+/**
+ * A POST to `path` sending `headers` and `Expect: 100-continue`, and none of its body: the answer the
+ * server gives before asking for the body, or `continued` (status 100) when it asks for it.
+ */
+export function expectContinueAnswer(port: number, path: string, headers: Record<string, string>): Promise<{ status: number; text: string; continued: boolean }> {
+  return new Promise((resolve, reject) => {
+    let continued = false;
+    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path, agent: false, headers: { Expect: '100-continue', ...headers } });
+    req.on('continue', () => {
+      continued = true;
+      req.destroy();
+      resolve({ status: 100, text: '', continued });
+    });
+    req.on('response', (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text, continued }));
+    });
+    req.on('error', (e) => (continued ? undefined : reject(e)));
+    req.flushHeaders();
+  });
+}

@@ -159,6 +159,8 @@ export class FakeEngine implements InferenceEngine {
   readonly signals = new Map<string, CancelSignal | undefined>();
   /** Requests whose signal was aborted before their final result. */
   abortedRequests = 0;
+  /** Calls of `modelConfig` (the doors read a model's config per request on the event loop). */
+  configReads = 0;
 
   constructor() {
     const fp32: Io = [['INPUT0', 'FP32', [-1]]];
@@ -251,6 +253,7 @@ export class FakeEngine implements InferenceEngine {
     return this.models.has(name) && (version === undefined || version === 1);
   }
   modelConfig(name: string, version?: number): ModelConfig {
+    this.configReads += 1;
     return this.lookup(name, version).config;
   }
   /** Every model reports 3 inferences, the last at 1_700_000_000_000 ms. */
