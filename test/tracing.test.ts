@@ -15,6 +15,7 @@ import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BATCH_DIM, buildAddConstantModel, buildSimpleModel } from '@switchyard/onnx-builder';
 import { repoRoot, startWorkerProcess, type WorkerProcess } from '@switchyard/testing';
+import { reusePortSupported } from '@switchyard/server';
 import { fixtureRepository, type FixtureRepository } from './lib/fixture-repository.js';
 import { grpc, loadGrpcClients, streamInfer, unary, unaryError, type GrpcClient } from './lib/grpc-client.js';
 import { get, int32Bytes, post, range } from './lib/tensors.js';
@@ -328,11 +329,20 @@ describe('triton mode', () => {
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it("writes Triton's JSON trace file for HTTP infer, gRPC and HTTP generate requests", async () => {
-    const file = join(dir, 'trace.json');
+  // through front threads too: a traced model's requests go to the main thread, which traces them as ever
+  it.each(reusePortSupported() ? [0, 2] : [0])("writes Triton's JSON trace file for HTTP infer, gRPC and HTTP generate requests (front threads: %i)", async (threads) => {
+    const file = join(dir, `trace-${threads}.json`);
     const worker = await startWorkerProcess({
       modelRepositories: [SIMPLE_REPO],
-      args: ['--model-control-mode=explicit', '--load-model=simple', '--load-model=simple_nobatch', `--trace-config=triton,file=${file}`, '--trace-config=level=TIMESTAMPS', '--trace-config=rate=1'],
+      args: [
+        '--model-control-mode=explicit',
+        '--load-model=simple',
+        '--load-model=simple_nobatch',
+        `--trace-config=triton,file=${file}`,
+        '--trace-config=level=TIMESTAMPS',
+        '--trace-config=rate=1',
+        ...(threads > 0 ? [`--http-thread-count=${threads}`, `--grpc-infer-thread-count=${threads}`] : []),
+      ],
     });
     const client = loadGrpcClients(worker.grpcAddress).inference;
     try {

@@ -2,6 +2,12 @@ import * as http from 'node:http';
 import * as zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerSettings } from '../settings.js';
+import { TraceManager } from '../trace/trace-manager.js';
+import { DEFAULT_TRACE_CONFIG, initialTraceSettings } from '../trace/trace-config.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { silentLogger } from '@switchyard/common';
 import { SharedMemoryManager } from '../shared-memory.js';
 import { FakeEngine } from '../test-support/fake-engine.js';
 import { i32, range, simpleJson } from '../test-support/simple-requests.js';
@@ -189,6 +195,34 @@ describe.skipIf(!reusePortSupported())('HTTP front threads: restricted APIs', ()
     } finally {
       await b.close();
       await a.close();
+    }
+  });
+});
+
+describe.skipIf(!reusePortSupported())('HTTP front threads: tracing', () => {
+  it('hand a model to the main thread once its trace level is not OFF, and take it back when it is again', async () => {
+    const engine = new FakeEngine();
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-front-trace-'));
+    const config = { ...DEFAULT_TRACE_CONFIG, mode: 'triton' as const, file: join(dir, 'trace.json') };
+    const settings = new ServerSettings(undefined, initialTraceSettings(config));
+    const tracer = new TraceManager(config, settings, silentLogger);
+    const door = createHttpServer({ engine, shm: new SharedMemoryManager({ enabled: false }), settings, tracer, port: 0, host: '127.0.0.1', threads: 1 });
+    const port = await door.listen();
+    // each request the main thread's door handles reads the model's config once; a thread reads none
+    const reads = async (): Promise<number> => {
+      const before = engine.configReads;
+      expect((await rawRequest(port, 'POST', '/v2/models/simple/infer', { body: simpleJson() })).status).toBe(200);
+      return engine.configReads - before;
+    };
+    try {
+      expect(await reads()).toBe(0);
+      settings.updateTraceSettings('simple', { trace_level: ['TIMESTAMPS'] });
+      await expect.poll(reads).toBe(1);
+      settings.updateTraceSettings('simple', { trace_level: ['OFF'] });
+      await expect.poll(reads).toBe(0);
+    } finally {
+      await door.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
