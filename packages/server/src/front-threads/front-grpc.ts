@@ -55,6 +55,16 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
   server.addService(rawService(protos.healthService), relayHandlers(client, protos.healthService));
 
   function modelInfer(call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>): void {
+    try {
+      serveModelInfer(call, callback);
+    } catch (e) {
+      // a bug here fails its call, never the thread (and the other calls on it)
+      logger.warn({ err: e }, 'gRPC ModelInfer failed unexpectedly on a front thread');
+      callback(toGrpcError(e, logger));
+    }
+  }
+
+  function serveModelInfer(call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>): void {
     const relay = (): void => relayUnary(client, MODEL_INFER, call, callback);
     const msg = decodeModelInferRequestBytes(call.request);
     if (msg === undefined) return relay();
