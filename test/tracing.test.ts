@@ -322,6 +322,15 @@ describe('opentelemetry mode with a dead collector', () => {
   });
 });
 
+/** A trace file's entries; undefined before its first trace is written (it is created empty just before). */
+function readTraceFile(file: string): any[] | undefined {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as any[];
+  } catch {
+    return undefined;
+  }
+}
+
 describe('triton mode', () => {
   let dir: string;
   beforeAll(() => {
@@ -348,9 +357,9 @@ describe('triton mode', () => {
     try {
       expect((await post(worker.httpUrl + '/v2/models/simple/infer', { id: 'http-1', ...simpleBody })).status).toBe(200);
       await unary(client, 'ModelInfer', simpleGrpc('grpc-1'));
-      await waitFor(async () => existsSync(file) && JSON.parse(readFileSync(file, 'utf8')).some((e: any) => e.timestamps?.[0]?.name === 'GRPC_SEND_END'));
+      await waitFor(async () => (readTraceFile(file) ?? []).some((e: any) => e.timestamps?.[0]?.name === 'GRPC_SEND_END'));
       expect((await post(worker.httpUrl + '/v2/models/simple_nobatch/generate', { INPUT0: range(16), INPUT1: range(16) })).status).toBe(200);
-      await waitFor(async () => JSON.parse(readFileSync(file, 'utf8')).some((e: any) => e.id === 3 && e.timestamps?.[0]?.name === 'HTTP_SEND_END'));
+      await waitFor(async () => (readTraceFile(file) ?? []).some((e: any) => e.id === 3 && e.timestamps?.[0]?.name === 'HTTP_SEND_END'));
       const entries = JSON.parse(readFileSync(file, 'utf8')) as any[];
       const byId = new Map<number, any[]>();
       for (const e of entries) byId.set(e.id, [...(byId.get(e.id) ?? []), e]);
@@ -380,8 +389,8 @@ describe('triton mode', () => {
     try {
       expect(worker.output()).toContain("'--trace-file' has been deprecated");
       expect((await post(worker.httpUrl + '/v2/models/simple/infer', simpleBody)).status).toBe(200);
-      await waitFor(async () => existsSync(file));
-      const entries = JSON.parse(readFileSync(file, 'utf8')) as any[];
+      await waitFor(async () => (readTraceFile(file)?.length ?? 0) >= 4);
+      const entries = readTraceFile(file)!;
       expect(entries.filter((e) => e.timestamps !== undefined)).toEqual([]);
       expect(entries.map((e) => e.activity)).toEqual(['TENSOR_QUEUE_INPUT', 'TENSOR_QUEUE_INPUT', 'TENSOR_BACKEND_OUTPUT', 'TENSOR_BACKEND_OUTPUT']);
       expect(entries[0].tensor).toEqual({ name: 'INPUT0', data: range(16).join(','), shape: '1,16', dtype: 'INT32' });
@@ -400,7 +409,7 @@ describe('triton mode', () => {
     try {
       for (let i = 0; i < 5; i++) expect((await post(worker.httpUrl + '/v2/models/simple/infer', simpleBody)).status).toBe(200);
       const traces = (f: string) => new Set((JSON.parse(readFileSync(f, 'utf8')) as any[]).map((e) => e.id)).size;
-      await waitFor(async () => existsSync(`${file}.2`));
+      await waitFor(async () => readTraceFile(`${file}.2`) !== undefined);
       expect([traces(`${file}.0`), traces(`${file}.1`), traces(`${file}.2`)]).toEqual([2, 2, 1]);
       expect(existsSync(file)).toBe(false);
       // a count of 3 (log frequency back to 0): those 3 traces go to the next indexed file, then tracing stops
@@ -408,7 +417,7 @@ describe('triton mode', () => {
       expect(set.json()).toMatchObject({ trace_count: '3', log_frequency: '0' });
       for (let i = 0; i < 5; i++) expect((await post(worker.httpUrl + '/v2/models/simple/infer', simpleBody)).status).toBe(200);
       expect((await get(worker.httpUrl + '/v2/models/simple/trace/setting')).json().trace_count).toBe('0');
-      await waitFor(async () => existsSync(`${file}.3`));
+      await waitFor(async () => readTraceFile(`${file}.3`) !== undefined);
       expect(traces(`${file}.3`)).toBe(3);
     } finally {
       await worker.stop();

@@ -8,7 +8,8 @@
  * Unlike tritonserver, which keeps every trace in memory until it writes a file (at shutdown, for
  * `log_frequency` 0), each trace is written when it ends, and the file is kept a complete JSON array
  * after every write (the closing `]` is overwritten by the next trace): memory stays bounded and a
- * reader sees valid JSON at any time. Writes are synchronous and small (one trace).
+ * reader sees valid JSON once the first trace is written (the file is created empty just before).
+ * Writes are synchronous and small (one trace).
  */
 import { accessSync, closeSync, constants, openSync, statSync, writeSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
