@@ -70,10 +70,12 @@ describe('DashboardFeed', () => {
     // 40 tokens, block size 16, nothing cached, nothing active: (3 prefill blocks) + 3 decode blocks
     expect(d.cost).toBeGreaterThan(0);
     expect(snap.workers.find((w) => w.instanceId === d.instanceId)!.decisions).toBe(1);
-    const current = snap.series.at(-1)!;
-    expect(current.rate).toBeGreaterThan(0);
-    expect(current.ttftP50).not.toBeNull();
-    expect(current.itlP50).not.toBeNull();
+    // the request's arrival, first token and later tokens fall in the current 5 s bucket, or the one
+    // before when a boundary passed while it ran (a busy machine made that happen in CI)
+    const recent = snap.series.slice(-2);
+    expect(recent.some((p) => p.rate > 0)).toBe(true);
+    expect(recent.some((p) => p.ttftP50 !== null)).toBe(true);
+    expect(recent.some((p) => p.itlP50 !== null)).toBe(true);
     // the workers' load samples arrive (every 20 ms here)
     await waitFor(() => feed.snapshot().workers.every((w) => w.load !== null), 5000, 'load samples');
     expect(feed.snapshot().workers[0]!.load).toMatchObject({ running: expect.any(Number), waiting: expect.any(Number), kvUsage: expect.any(Number) });
