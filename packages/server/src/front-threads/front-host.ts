@@ -6,8 +6,8 @@
  *
  * Threads need `reusePort` (Node.js 22.12 / 23.1 and later; `reusePortSupported`). A thread that
  * exits unexpectedly has its requests in flight cancelled (their clients' connections went with it)
- * and is started again on the same port a second later; the other threads serve meanwhile. `close()` has every thread stop accepting, finish its requests in
- * flight and exit.
+ * and is started again on the same port a second later; the other threads serve meanwhile.
+ * `close()` has every thread stop accepting, finish its requests in flight and exit.
  */
 import { Worker } from 'node:worker_threads';
 import { Cancellation, type Logger, internal, toSwitchyardError } from '@switchyard/common';
@@ -86,11 +86,21 @@ export class FrontThreads {
     );
   }
 
-  /** Build the state from the engine now and send it to every thread (the newest build wins). */
+  /**
+   * Build the state from the engine now and send it to every thread (the newest build wins). Never
+   * rejects: a state that cannot be built (an engine shutting down) leaves the threads the last one.
+   */
   async #refresh(): Promise<void> {
+    if (this.#closing) return;
     const version = ++this.#stateVersion;
     const tracer = this.#o.tracer;
-    const state = await buildFrontState(this.#o.engine, (model) => tracer?.mayTrace(model) ?? false);
+    let state: FrontState;
+    try {
+      state = await buildFrontState(this.#o.engine, (model) => tracer?.mayTrace(model) ?? false);
+    } catch (e) {
+      this.#o.logger.warn({ err: e }, 'front threads: the models they may serve could not be read; they keep the last list');
+      return;
+    }
     if (version !== this.#stateVersion) return;
     this.#state = state;
     for (const t of this.#threads) t.worker.postMessage({ t: 'state', state } satisfies ToThread);

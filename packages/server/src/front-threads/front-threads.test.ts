@@ -227,6 +227,24 @@ describe.skipIf(!reusePortSupported())('HTTP front threads: tracing', () => {
   });
 });
 
+describe.skipIf(!reusePortSupported())('HTTP front threads: an engine whose models cannot be listed', () => {
+  it('still serves: the threads hand every request to the main thread', async () => {
+    const engine = new FakeEngine();
+    engine.repositoryIndex = async () => {
+      throw new Error('shutting down');
+    };
+    const door = createHttpServer({ engine, shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1', threads: 1 });
+    const port = await door.listen();
+    try {
+      const before = engine.configReads;
+      expect((await rawRequest(port, 'POST', '/v2/models/simple/infer', { body: simpleJson() })).status).toBe(200);
+      expect(engine.configReads - before).toBe(1);
+    } finally {
+      await door.close();
+    }
+  });
+});
+
 describe.skipIf(!reusePortSupported())('HTTP front threads: closing', () => {
   it('finish the requests in flight, then stop listening', async () => {
     const engine = new FakeEngine();
