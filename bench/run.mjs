@@ -50,6 +50,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { startWorkerProcess } from '@switchyard/testing';
+import { reusePortSupported } from '@switchyard/server';
 import { runLoad } from './lib/load.mjs';
 import { measureSessionRun } from './lib/raw-ort.mjs';
 import { httpPost, inferBodies } from './lib/clients.mjs';
@@ -318,8 +319,7 @@ const HTTP_THREADS = 2;
  * to spare: on 2 cores the load generator takes the other one.
  */
 async function measureThreads() {
-  const [major, minor] = process.versions.node.split('.').map(Number);
-  if (!(major > 23 || (major === 23 && minor >= 1) || (major === 22 && minor >= 12))) {
+  if (!reusePortSupported()) {
     console.log(`threads: skipped (Node.js ${process.version} cannot share a port between threads; 22.12 or later)`);
     return;
   }

@@ -17,6 +17,19 @@ import { sendError } from '../http/http-reply.js';
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect']);
 
+/** The end-to-end headers of `raw` (a message's rawHeaders), repeated ones as lists; `also`: one more name to leave out. */
+function endToEnd(raw: readonly string[], also?: string): http.OutgoingHttpHeaders {
+  const out: http.OutgoingHttpHeaders = {};
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i] as string;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || lower === also) continue;
+    const prev = out[name];
+    out[name] = prev === undefined ? (raw[i + 1] as string) : ([] as string[]).concat(prev as string | string[], raw[i + 1] as string);
+  }
+  return out;
+}
+
 /** The main thread's door on `socketPath`, over kept-alive connections. */
 export class MainDoor {
   readonly #agent: http.Agent;
@@ -32,29 +45,13 @@ export class MainDoor {
    * (the request is then sent with it); absent, the body is streamed from `req` as it arrives.
    */
   forward(req: http.IncomingMessage, res: http.ServerResponse, body?: Uint8Array): void {
-    const headers: http.OutgoingHttpHeaders = {};
-    const raw = req.rawHeaders;
-    for (let i = 0; i + 1 < raw.length; i += 2) {
-      const name = raw[i] as string;
-      const lower = name.toLowerCase();
-      if (HOP_BY_HOP.has(lower)) continue;
-      if (body !== undefined && lower === 'content-length') continue;
-      const prev = headers[name];
-      headers[name] = prev === undefined ? (raw[i + 1] as string) : ([] as string[]).concat(prev as string | string[], raw[i + 1] as string);
-    }
+    const headers = endToEnd(req.rawHeaders, body !== undefined ? 'content-length' : undefined);
     if (body !== undefined) headers['Content-Length'] = body.byteLength;
     const upstream = http.request({ socketPath: this.#socketPath, agent: this.#agent, method: req.method, path: req.url, headers });
     let answered = false;
     upstream.on('response', (up) => {
       answered = true;
-      const out: http.OutgoingHttpHeaders = {};
-      const rawOut = up.rawHeaders;
-      for (let i = 0; i + 1 < rawOut.length; i += 2) {
-        const name = rawOut[i] as string;
-        if (HOP_BY_HOP.has(name.toLowerCase())) continue;
-        const prev = out[name];
-        out[name] = prev === undefined ? (rawOut[i + 1] as string) : ([] as string[]).concat(prev as string | string[], rawOut[i + 1] as string);
-      }
+      const out = endToEnd(up.rawHeaders);
       if (up.headers.connection?.toLowerCase() === 'close') out['Connection'] = 'close';
       if (res.destroyed) {
         up.destroy();
