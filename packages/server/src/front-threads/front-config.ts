@@ -25,3 +25,8 @@ export function portOf(door: FrontDoorConfig): number {
   return door.kind === 'http' ? door.http.port : door.grpc.port;
 }
 
+
+/** Each of `threads` threads' share of a door's connection cap (0: no cap); at least 1. */
+export function connectionShare(cap: number, threads: number): number {
+  return cap === 0 ? 0 : Math.max(1, Math.floor(cap / threads));
+}

@@ -28,6 +28,7 @@ import { loadGrpcProtos } from './protos.js';
 import { modelStreamInferHandler } from './stream-infer.js';
 import { grpcJsServerOptions, grpcTransportLimits, integerOption, serverCredentials } from './grpc-transport.js';
 import { FrontThreads } from '../front-threads/front-host.js';
+import { connectionShare } from '../front-threads/front-config.js';
 
 export const DEFAULT_GRPC_PORT = 8001;
 export const DEFAULT_GRPC_HOST = '0.0.0.0';
@@ -204,7 +205,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
             port: options.port,
             host,
             socketPath,
-            limits: { ...limits, maxConnections: limits.maxConnections === 0 ? 0 : Math.max(1, Math.floor(limits.maxConnections / threads)) },
+            limits: { ...limits, maxConnections: connectionShare(limits.maxConnections, threads) },
             ...(options.tls !== undefined ? { tls: options.tls } : {}),
             ...(options.restrictions !== undefined ? { restrictions: options.restrictions } : {}),
             ...(options.headerForwardPattern !== undefined ? { headerForwardSource: options.headerForwardPattern.source } : {}),

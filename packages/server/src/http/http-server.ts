@@ -28,6 +28,7 @@ import { DEFAULT_MAX_BINARY_INPUT_SIZE, DEFAULT_MAX_INPUT_SIZE } from './http-bo
 import { answerExpectContinue } from './http-continue.js';
 import { DEFAULT_HTTP_MAX_CONNECTIONS, createLimitedHttpServer, type HttpLimits } from './http-limits.js';
 import { FrontThreads } from '../front-threads/front-host.js';
+import { connectionShare } from '../front-threads/front-config.js';
 import type { HttpContext } from './http-context.js';
 import { CodecThread } from '../codec-thread.js';
 import {
@@ -205,7 +206,7 @@ function threadLimits(limits: HttpLimits, threads: number): HttpLimits {
   return {
     ...(limits.headerTimeoutMs !== undefined ? { headerTimeoutMs: limits.headerTimeoutMs } : {}),
     ...(limits.requestTimeoutMs !== undefined ? { requestTimeoutMs: limits.requestTimeoutMs } : {}),
-    maxConnections: cap === 0 ? 0 : Math.max(1, Math.floor(cap / threads)),
+    maxConnections: connectionShare(cap, threads),
   };
 }
 
