@@ -6,10 +6,13 @@
  * message decoded here, the request run on the main thread's engine, the response encoded here; every
  * other call, and every ModelInfer it cannot finish alone (a message the fast decoder leaves, shared
  * memory, classification, anything the main thread would refuse before the engine), is relayed to the
- * main thread's gRPC door (grpc-relay.ts), whose handlers answer as without threads.
+ * main thread's gRPC door (grpc-relay.ts), whose handlers answer as without threads. A
+ * `ModelStreamInfer` call stays here (HTTP/2, flow control to the client); its messages go to the
+ * door's own stream session on the main thread and its responses come back (thread-stream.ts), with
+ * at most STREAM_WINDOW messages handed over and not yet taken.
  */
 import * as net from 'node:net';
-import { type Metadata, Server, type ServerUnaryCall, type sendUnaryData } from '@grpc/grpc-js';
+import { type Metadata, Server, type ServerDuplexStream, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
 import type { Logger } from '@switchyard/common';
 import { classificationCounts, decodeModelInferRequest, decodeModelInferRequestBytes, encodeModelInferResponse, parseModelVersion } from '@switchyard/kserve';
 import type { Restrictions } from '../access-control.js';
@@ -22,7 +25,7 @@ import { metadataPairs } from '../grpc/infer-request.js';
 import { modelInferResponseSerializer } from '../grpc/infer-response-serializer.js';
 import { loadGrpcProtos } from '../grpc/protos.js';
 import { frontModel } from './front-state.js';
-import { postableRequest } from './front-messages.js';
+import { type MetadataEntry, ownedBytes, postableRequest, STREAM_WINDOW } from './front-messages.js';
 import type { MainLink } from './front-link.js';
 import type { ThreadDoor } from './front-http.js';
 import { mainChannel, rawService, relayHandlers, relayUnary } from './grpc-relay.js';
@@ -51,7 +54,7 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
   const headerForward: HeaderForwardPattern | undefined = config.headerForwardSource === undefined ? undefined : compileHeaderForwardPattern(config.headerForwardSource);
   const client = mainChannel(config.socketPath);
   const server = new Server(grpcJsServerOptions(config.limits, config.restrictions));
-  server.addService(rawService(protos.inferenceService), { ...relayHandlers(client, protos.inferenceService), ModelInfer: modelInfer });
+  server.addService(rawService(protos.inferenceService), { ...relayHandlers(client, protos.inferenceService), ModelInfer: modelInfer, ModelStreamInfer: modelStreamInfer });
   server.addService(rawService(protos.healthService), relayHandlers(client, protos.healthService));
 
   function modelInfer(call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>): void {
@@ -104,6 +107,46 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
     });
   }
 
+  function modelStreamInfer(call: ServerDuplexStream<Buffer, Buffer>): void {
+    /** Messages handed to the main thread and not yet taken by its session. */
+    let untaken = 0;
+    let paused = false;
+    let full = false;
+    const stream = link.openStream(metadataEntries(call.metadata), {
+      write: (bytes) => {
+        if (call.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)) || full) return;
+        full = true;
+        stream.congested(true);
+        call.once('drain', () => {
+          full = false;
+          stream.congested(false);
+        });
+      },
+      took: (n) => {
+        untaken -= n;
+        if (paused && untaken < STREAM_WINDOW) {
+          paused = false;
+          call.resume();
+        }
+      },
+      end: (code, details) => {
+        if (code === status.OK) call.end();
+        else call.emit('error', { code, details });
+      },
+    });
+    call.on('data', (b: Buffer) => {
+      untaken += 1;
+      stream.data(ownedBytes(b));
+      if (untaken >= STREAM_WINDOW && !paused) {
+        paused = true;
+        call.pause();
+      }
+    });
+    call.on('end', () => stream.halfClose());
+    call.on('cancelled', () => stream.cancel());
+    call.on('error', () => stream.cancel());
+  }
+
   const listener = net.createServer({ noDelay: true });
   const maxConnections = config.limits.maxConnections;
   if (maxConnections > 0) listener.maxConnections = maxConnections;
@@ -132,4 +175,11 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
       return closing;
     },
   };
+}
+
+/** A call's metadata as it crosses to the main thread: every value, `-bin` ones as bytes. */
+function metadataEntries(metadata: Metadata): MetadataEntry[] {
+  const out: MetadataEntry[] = [];
+  for (const [key, values] of Object.entries(metadata.toJSON())) for (const v of values) out.push([key, typeof v === 'string' ? v : new Uint8Array(v)]);
+  return out;
 }

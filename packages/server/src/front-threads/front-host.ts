@@ -2,7 +2,8 @@
  * The main thread's side of the front threads (`--http-thread-count`, `--grpc-infer-thread-count`): starts them on the door's
  * port, keeps them told which models they may serve (front-state.ts), runs the infer requests they
  * send on the engine (one engine, one owner: scheduling, batching, sequences and statistics stay
- * Triton's), sends back each answer, and cancels a request whose client went away.
+ * Triton's), sends back each answer, and cancels a request whose client went away. A gRPC door's
+ * streams are served here by the door's own handler, each as a `ThreadStreamCall` (thread-stream.ts).
  *
  * Threads need `reusePort` (Node.js 22.12 / 23.1 and later; `reusePortSupported`). A thread that
  * exits unexpectedly has its requests in flight cancelled (their clients' connections went with it)
@@ -10,6 +11,7 @@
  * `close()` has every thread stop accepting, finish its requests in flight and exit.
  */
 import { Worker } from 'node:worker_threads';
+import { status } from '@grpc/grpc-js';
 import { Cancellation, type Logger, internal, toSwitchyardError } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
 import type { InferRequest } from '@switchyard/kserve';
@@ -17,7 +19,8 @@ import { withoutSourceCondition } from '../codec-thread.js';
 import type { ServerSettings } from '../settings.js';
 import type { TraceManager } from '../trace/trace-manager.js';
 import { type FrontState, buildFrontState } from './front-state.js';
-import { type Answer, Outbox, type ToMain, type ToThread, postableResponse } from './front-messages.js';
+import { type Answer, type Ask, type MetadataEntry, Outbox, type ToMain, type ToThread, postableResponse } from './front-messages.js';
+import { ThreadStreamCall } from './thread-stream.js';
 import { type FrontDoorConfig, type FrontThreadConfig, onPort, portOf } from './front-config.js';
 
 const THREAD_URL = new URL('../../worker/front.mjs', import.meta.url);
@@ -38,12 +41,26 @@ export interface FrontThreadsOptions {
   readonly settings: ServerSettings;
   readonly tracer: TraceManager | undefined;
   readonly logger: Logger;
+  /** The gRPC door's streams (ModelStreamInfer): served here, their calls on the threads. */
+  readonly streams?: FrontStreams;
+}
+
+/** How the main thread serves a front thread's gRPC stream. */
+export interface FrontStreams {
+  /** The door's request deserializer for the method. */
+  readonly deserialize: (bytes: Buffer) => unknown;
+  /** The door's response serializer for the method. */
+  readonly serialize: (value: unknown) => Buffer;
+  /** The door's handler, given the call. */
+  readonly serve: (call: ThreadStreamCall) => void;
 }
 
 interface Thread {
   readonly worker: Worker;
   /** Requests of this thread running on the engine, by the thread's id. */
   readonly running: Map<number, Cancellation>;
+  /** Streams of this thread served here, by the thread's id. */
+  readonly streams: Map<number, ThreadStreamCall>;
   readonly answers: Outbox<Answer>;
 }
 
@@ -109,7 +126,7 @@ export class FrontThreads {
   #spawn(index: number, port: number): Promise<number> {
     const config: FrontThreadConfig = { door: onPort(this.#o.door, port), index };
     const worker = new Worker(THREAD_URL, { workerData: config, execArgv: withoutSourceCondition(process.execArgv) });
-    const thread: Thread = { worker, running: new Map(), answers: new Outbox((batch, transfer) => worker.postMessage({ t: 'answers', batch } satisfies ToThread, transfer)) };
+    const thread: Thread = { worker, running: new Map(), streams: new Map(), answers: new Outbox((batch, transfer) => worker.postMessage({ t: 'answers', batch } satisfies ToThread, transfer)) };
     this.#threads.add(thread);
     if (this.#state !== undefined) worker.postMessage({ t: 'state', state: this.#state } satisfies ToThread);
     return new Promise<number>((resolve, reject) => {
@@ -124,10 +141,7 @@ export class FrontThreads {
             reject(new Error(m.message));
             return;
           case 'asks':
-            for (const a of m.batch) {
-              if (a.t === 'infer') this.#infer(thread, a.id, a.request);
-              else thread.running.get(a.id)?.abort();
-            }
+            for (const a of m.batch) this.#ask(thread, a);
             return;
           case 'log':
             this.#o.logger[m.level](m.fields, m.msg);
@@ -142,6 +156,7 @@ export class FrontThreads {
         this.#threads.delete(thread);
         for (const c of thread.running.values()) c.abort();
         thread.running.clear();
+        for (const s of [...thread.streams.values()]) s.cancel();
         if (!listening) {
           reject(new Error(`${this.#o.door.kind} front thread ${index} exited with code ${code} before listening`));
           return;
@@ -154,6 +169,47 @@ export class FrontThreads {
         }, RESTART_DELAY_MS).unref();
       });
     });
+  }
+
+  #ask(thread: Thread, a: Ask): void {
+    switch (a.t) {
+      case 'infer':
+        this.#infer(thread, a.id, a.request);
+        return;
+      case 'cancel':
+        thread.running.get(a.id)?.abort();
+        thread.streams.get(a.id)?.cancel();
+        return;
+      case 'open':
+        this.#openStream(thread, a.id, a.metadata);
+        return;
+      case 'data':
+        thread.streams.get(a.id)?.receive(a.bytes);
+        return;
+      case 'half':
+        thread.streams.get(a.id)?.halfClose();
+        return;
+      case 'full':
+      case 'drain':
+        thread.streams.get(a.id)?.congested(a.t === 'full');
+        return;
+    }
+  }
+
+  #openStream(thread: Thread, id: number, metadata: MetadataEntry[]): void {
+    const streams = this.#o.streams;
+    if (streams === undefined) {
+      thread.answers.add({ t: 'end', id, code: status.UNIMPLEMENTED, details: 'streams are not served by this door' });
+      return;
+    }
+    const call = new ThreadStreamCall(id, metadata, { deserialize: streams.deserialize, serialize: streams.serialize, answers: thread.answers, onDone: () => thread.streams.delete(id) });
+    thread.streams.set(id, call);
+    try {
+      streams.serve(call);
+    } catch (e) {
+      this.#o.logger.warn({ err: e }, 'a front thread\'s stream failed to start');
+      call.emit('error', { code: status.INTERNAL, details: toSwitchyardError(e).message });
+    }
   }
 
   #infer(thread: Thread, id: number, request: InferRequest): void {

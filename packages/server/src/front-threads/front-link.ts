@@ -1,14 +1,15 @@
 /**
  * A front thread's link to the main thread (the worker's parent port): the state it last got
- * (front-state.ts), and its requests on the main thread's engine — sent in batches (`Outbox`),
- * answered by id, cancelled when their client goes away. Shared by the thread's HTTP and gRPC doors.
+ * (front-state.ts), its requests on the main thread's engine — sent in batches (`Outbox`),
+ * answered by id, cancelled when their client goes away — and its gRPC streams, whose sessions run
+ * on the main thread (thread-stream.ts). Shared by the thread's HTTP and gRPC doors.
  */
 import type { MessagePort } from 'node:worker_threads';
 import type { SwitchyardError } from '@switchyard/common';
 import type { InferRequest, InferResponse } from '@switchyard/kserve';
 import { rebuildError } from '../codec-thread.js';
 import { EMPTY_FRONT_STATE, type FrontState } from './front-state.js';
-import { type Ask, Outbox, type ToMain, type ToThread } from './front-messages.js';
+import { type Ask, type MetadataEntry, Outbox, type ToMain, type ToThread } from './front-messages.js';
 
 /** The engine's answer to one request. */
 export type EngineAnswer = { response: InferResponse } | { error: SwitchyardError };
@@ -21,10 +22,33 @@ export interface RemoteInfer {
   cancel(): void;
 }
 
+/** What the main thread says to one of this thread's streams. */
+export interface StreamListener {
+  /** A response message to send. */
+  write(bytes: Uint8Array): void;
+  /** The main thread's session took `n` more of the messages sent to it. */
+  took(n: number): void;
+  /** The final status (code 0: OK); nothing follows. */
+  end(code: number, details: string): void;
+}
+
+/** One stream whose session runs on the main thread. */
+export interface RemoteStream {
+  /** A message the client sent (its buffer is transferred: `ownedBytes`). */
+  data(bytes: Uint8Array): void;
+  /** The client half-closed. */
+  halfClose(): void;
+  /** The client cancelled (or the call failed): the main thread's session is cancelled; nothing more comes. */
+  cancel(): void;
+  /** The call's write buffer filled (true) or drained (false). */
+  congested(full: boolean): void;
+}
+
 export class MainLink {
   #state: FrontState = EMPTY_FRONT_STATE;
   #nextId = 1;
   readonly #waiting = new Map<number, (answer: EngineAnswer | undefined) => void>();
+  readonly #streams = new Map<number, StreamListener>();
   readonly #port: MessagePort;
   readonly #asks: Outbox<Ask>;
 
@@ -39,10 +63,21 @@ export class MainLink {
           return;
         case 'answers':
           for (const a of m.batch) {
-            const resolve = this.#waiting.get(a.id);
-            if (resolve === undefined) continue;
-            this.#waiting.delete(a.id);
-            resolve(a.t === 'result' ? { response: a.response } : { error: rebuildError(a) });
+            if (a.t === 'result' || a.t === 'error') {
+              const resolve = this.#waiting.get(a.id);
+              if (resolve === undefined) continue;
+              this.#waiting.delete(a.id);
+              resolve(a.t === 'result' ? { response: a.response } : { error: rebuildError(a) });
+              continue;
+            }
+            const stream = this.#streams.get(a.id);
+            if (stream === undefined) continue;
+            if (a.t === 'write') stream.write(a.bytes);
+            else if (a.t === 'took') stream.took(a.n);
+            else {
+              this.#streams.delete(a.id);
+              stream.end(a.code, a.details);
+            }
           }
           return;
         case 'close':
@@ -73,6 +108,27 @@ export class MainLink {
         if (!this.#waiting.delete(id)) return;
         this.#asks.add({ t: 'cancel', id });
         settle(undefined);
+      },
+    };
+  }
+
+  /** Open a stream whose session runs on the main thread; `listener` hears what it says. */
+  openStream(metadata: MetadataEntry[], listener: StreamListener): RemoteStream {
+    const id = this.#nextId++;
+    this.#streams.set(id, listener);
+    this.#asks.add({ t: 'open', id, metadata });
+    return {
+      data: (bytes) => {
+        if (this.#streams.has(id)) this.#asks.add({ t: 'data', id, bytes }, [bytes.buffer as ArrayBuffer]);
+      },
+      halfClose: () => {
+        if (this.#streams.has(id)) this.#asks.add({ t: 'half', id });
+      },
+      cancel: () => {
+        if (this.#streams.delete(id)) this.#asks.add({ t: 'cancel', id });
+      },
+      congested: (full) => {
+        if (this.#streams.has(id)) this.#asks.add(full ? { t: 'full', id } : { t: 'drain', id });
       },
     };
   }

@@ -1,15 +1,25 @@
 /**
- * The messages between the main thread and its HTTP front threads, and how tensors cross.
+ * The messages between the main thread and its front threads, and how tensors cross.
  *
  *   main → thread (the worker's port):   {t: 'state', state}                        (front-state.ts)
  *                                        {t: 'answers', batch: [{t: 'result', id, response} (tensor buffers transferred)
- *                                                               | {t: 'error', id, code, message}]}
+ *                                                               | {t: 'error', id, code, message}
+ *                                                               | stream answers (below)]}
  *                                        {t: 'close'}                               (stop accepting, finish, exit)
  *   thread → main:                       {t: 'listening', port}                     (bound; the first thread's port is every thread's)
  *                                        {t: 'asks', batch: [{t: 'infer', id, request} (tensor buffers transferred)
- *                                                            | {t: 'cancel', id}]}  (the client went away)
+ *                                                            | {t: 'cancel', id}    (the client went away: a request or a stream)
+ *                                                            | stream asks (below)]}
  *                                        {t: 'failed', message}                     (could not bind)
  *                                        {t: 'log', level, fields, msg}             (the thread's log lines, for the process's logger)
+ *
+ * A gRPC stream (ModelStreamInfer) runs its session on the main thread, its call on the thread
+ * (thread-stream.ts): the thread asks {t: 'open', id, metadata}, then {t: 'data', id, bytes} per
+ * message (bytes transferred), {t: 'half', id} when the client half-closes, {t: 'full', id} /
+ * {t: 'drain', id} as its call's write buffer fills and drains; the main thread answers
+ * {t: 'write', id, bytes} per response message (bytes transferred), {t: 'took', id, n} as its
+ * session takes messages (the thread holds at most STREAM_WINDOW untaken), and {t: 'end', id, code,
+ * details} once (code 0: OK).
  *
  * Requests and answers travel in batches (`Outbox`): whatever one side has for the other by the end of
  * an event-loop turn goes as one message, so a busy thread wakes the other once per turn, not once
@@ -23,10 +33,29 @@
 import type { InferRequest, InferResponse, InferTensor } from '@switchyard/kserve';
 import type { FrontState } from './front-state.js';
 
-/** What answers one request (batched: `Outbox`). */
-export type Answer = { t: 'result'; id: number; response: InferResponse } | { t: 'error'; id: number; code: string; message: string };
-/** What a thread says of one request (batched: `Outbox`). */
-export type Ask = { t: 'infer'; id: number; request: InferRequest } | { t: 'cancel'; id: number };
+/** What answers one request or stream (batched: `Outbox`). */
+export type Answer = { t: 'result'; id: number; response: InferResponse } | { t: 'error'; id: number; code: string; message: string } | StreamAnswer;
+/** What a thread says of one request or stream (batched: `Outbox`). */
+export type Ask = { t: 'infer'; id: number; request: InferRequest } | { t: 'cancel'; id: number } | StreamAsk;
+
+/** A stream's messages from its thread: opened (the call's metadata), a message, half-closed, write buffer full / drained. */
+export type StreamAsk =
+  | { t: 'open'; id: number; metadata: MetadataEntry[] }
+  | { t: 'data'; id: number; bytes: Uint8Array }
+  | { t: 'half'; id: number }
+  | { t: 'full'; id: number }
+  | { t: 'drain'; id: number };
+/** A stream's messages from the main thread: a response message, n messages taken, the final status (code 0: OK). */
+export type StreamAnswer = { t: 'write'; id: number; bytes: Uint8Array } | { t: 'took'; id: number; n: number } | { t: 'end'; id: number; code: number; details: string };
+/** One metadata value as it crosses: text, or the bytes of a `-bin` key. */
+export type MetadataEntry = readonly [key: string, value: string | Uint8Array];
+
+/**
+ * Most messages of one stream a thread hands over before the main thread's session takes them;
+ * then its call stops reading (HTTP/2 flow control holds the client), as grpc-js's own stream stops
+ * at its read buffer's 16 messages.
+ */
+export const STREAM_WINDOW = 16;
 
 export type ToThread = { t: 'state'; state: FrontState } | { t: 'answers'; batch: Answer[] } | { t: 'close' };
 
@@ -79,6 +108,7 @@ export class Outbox<M> {
   #batch: M[] = [];
   #transfer: ArrayBuffer[] = [];
   #scheduled = false;
+  #sent = 0;
   readonly #send: (batch: M[], transfer: ArrayBuffer[]) => void;
 
   constructor(send: (batch: M[], transfer: ArrayBuffer[]) => void) {
@@ -93,8 +123,17 @@ export class Outbox<M> {
     setImmediate(this.#flush);
   }
 
+  /**
+   * How many batches have gone so far: a message added while this is unchanged has not been sent
+   * yet (a sender may still update it in place, to say "n more" in one message instead of n).
+   */
+  get sent(): number {
+    return this.#sent;
+  }
+
   readonly #flush = (): void => {
     this.#scheduled = false;
+    this.#sent += 1;
     const batch = this.#batch;
     const transfer = this.#transfer;
     this.#batch = [];

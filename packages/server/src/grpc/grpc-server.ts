@@ -6,7 +6,7 @@ import * as net from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Server, ServerCredentials } from '@grpc/grpc-js';
+import { type MethodDefinition, Server, ServerCredentials } from '@grpc/grpc-js';
 import { silentLogger, type Logger } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
 import type { Restrictions } from '../access-control.js';
@@ -25,7 +25,7 @@ import { withOffLoopInferDecoding } from './infer-message.js';
 import { modelInferResponseSerializer, withFastInferResponseEncoding } from './infer-response-serializer.js';
 import { modelInferHandler } from './model-infer.js';
 import { loadGrpcProtos } from './protos.js';
-import { modelStreamInferHandler } from './stream-infer.js';
+import { modelStreamInferHandler, serveModelStream } from './stream-infer.js';
 import { grpcJsServerOptions, grpcTransportLimits, integerOption, serverCredentials } from './grpc-transport.js';
 import { FrontThreads } from '../front-threads/front-host.js';
 import { connectionShare } from '../front-threads/front-config.js';
@@ -94,8 +94,8 @@ export interface GrpcServerOptions {
   inferResponseCompression?: CompressionLevel;
   /**
    * `--grpc-infer-thread-count`: gRPC front threads sharing the port (front-threads/front-grpc.ts),
-   * which serve ModelInfer themselves and relay every other call to this door on a private Unix
-   * socket. 0 / undefined: every connection on the event loop. Needs `reusePortSupported()` and no
+   * which serve ModelInfer themselves, carry ModelStreamInfer calls whose sessions run here, and relay
+   * every other call to this door on a private Unix socket. 0 / undefined: every connection on the event loop. Needs `reusePortSupported()` and no
    * response compression.
    */
   threads?: number;
@@ -154,7 +154,8 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   const server = new Server(grpcJsServerOptions(served, options.restrictions));
   // large ModelInfer / ModelStreamInfer messages reach the handlers undecoded (infer-message.ts);
   // their responses are written by kserve's encoder (infer-response-serializer.ts)
-  server.addService(withFastInferResponseEncoding(withOffLoopInferDecoding(protos.inferenceService)), {
+  const inferenceService = withFastInferResponseEncoding(withOffLoopInferDecoding(protos.inferenceService));
+  server.addService(inferenceService, {
     ...modelHandlers(ctx),
     ...adminHandlers(ctx),
     ModelInfer: modelInferHandler(ctx),
@@ -215,6 +216,12 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
         settings: options.settings,
         tracer: options.tracer,
         logger,
+        // streams: the call on a thread, this door's own session here (front-threads/thread-stream.ts)
+        streams: {
+          deserialize: (inferenceService['ModelStreamInfer'] as MethodDefinition<unknown, unknown>).requestDeserialize,
+          serialize: (inferenceService['ModelStreamInfer'] as MethodDefinition<unknown, unknown>).responseSerialize,
+          serve: (call) => serveModelStream(ctx, call),
+        },
       });
       fronts = { threads: front, dir };
       try {

@@ -15,8 +15,8 @@ export interface TestClient {
   start<Res = Record<string, unknown>>(method: string, request?: object): { result: Promise<Res>; cancel(): void };
   /** Call `grpc.health.v1.Health/Check`. */
   health(): Promise<{ status: string }>;
-  /** Open a ModelStreamInfer stream. */
-  stream(): ClientDuplexStream<object, Record<string, unknown>>;
+  /** Open a ModelStreamInfer stream (with `metadata`, if given). */
+  stream(metadata?: Metadata): ClientDuplexStream<object, Record<string, unknown>>;
   close(): void;
 }
 
@@ -42,7 +42,7 @@ export function createTestClient(port: number): TestClient {
     call: (method, request = {}, metadata?: Metadata) => start(inference, method, request, metadata).result as never,
     start: (method, request = {}) => start(inference, method, request),
     health: () => start(health, 'Check', {}).result as never,
-    stream: () => (inference as unknown as { ModelStreamInfer(): ClientDuplexStream<object, Record<string, unknown>> }).ModelStreamInfer(),
+    stream: (metadata = new Metadata()) => (inference as unknown as { ModelStreamInfer(md: Metadata): ClientDuplexStream<object, Record<string, unknown>> }).ModelStreamInfer(metadata),
     close: () => {
       inference.close();
       health.close();

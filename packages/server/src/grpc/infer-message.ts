@@ -78,7 +78,7 @@ export function inlineInferMessage(msg: GrpcModelInferRequest): InferMessage {
 }
 
 /** The status grpc-js sends when a request deserializer throws (server-interceptors.js). */
-function deserializeError(reason: string): GrpcStatusError {
+export function deserializeError(reason: string): GrpcStatusError {
   const details = process.env['GRPC_NODE_DEBUG_SEND_ERROR_DETAILS'] === 'true' ? `Error deserializing request: ${reason}` : 'Error deserializing request';
   return new GrpcStatusError(status.INTERNAL, details);
 }

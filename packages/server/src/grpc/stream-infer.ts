@@ -30,7 +30,7 @@
  * reading like a decoding one, and its refusal (no worker in time) is answered in order like a
  * failed lookup. A client cancel stops the wait.
  */
-import type { handleBidiStreamingCall, ServerDuplexStream } from '@grpc/grpc-js';
+import type { handleBidiStreamingCall, Metadata } from '@grpc/grpc-js';
 import { Cancellation, toSwitchyardError } from '@switchyard/common';
 import type { InferResult } from '@switchyard/engine';
 import {
@@ -47,7 +47,26 @@ import { markCompressed, startCompressedResponses, type CallCompression } from '
 import { EncodedInferMessage, inlineInferMessage, readInferMessage, type InferMessage, type ReceivedInferMessage } from './infer-message.js';
 import { traceParentOf } from './grpc-trace.js';
 
-type Call = ServerDuplexStream<ReceivedInferMessage, GrpcModelStreamInferResponse>;
+/**
+ * What a stream session uses of its call: grpc-js's ServerDuplexStream, or a front thread's stream
+ * on the main thread (front-threads/thread-stream.ts).
+ */
+export interface StreamCall {
+  readonly metadata: Metadata;
+  readonly cancelled: boolean;
+  on(event: 'data', listener: (msg: ReceivedInferMessage) => void): unknown;
+  on(event: 'end' | 'cancelled', listener: () => void): unknown;
+  on(event: 'error', listener: (e: unknown) => void): unknown;
+  once(event: 'drain', listener: () => void): unknown;
+  emit(event: 'error', e: unknown): boolean;
+  pause(): unknown;
+  resume(): unknown;
+  write(message: GrpcModelStreamInferResponse): boolean;
+  end(): unknown;
+  sendMetadata(metadata: Metadata): void;
+}
+
+type Call = StreamCall;
 
 /** The place of one non-decoupled request in the response order; filled when its answer is known. */
 interface Slot {
@@ -55,7 +74,12 @@ interface Slot {
 }
 
 export function modelStreamInferHandler(ctx: GrpcContext): handleBidiStreamingCall<ReceivedInferMessage, GrpcModelStreamInferResponse> {
-  return (call) => new StreamSession(ctx, call).start();
+  return (call) => serveModelStream(ctx, call);
+}
+
+/** Serve one ModelStreamInfer call until it ends. */
+export function serveModelStream(ctx: GrpcContext, call: StreamCall): void {
+  new StreamSession(ctx, call).start();
 }
 
 class StreamSession {
