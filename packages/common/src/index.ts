@@ -25,6 +25,7 @@ export { enforceLimits, limitMessage } from './limits.js';
 export { pauseUnlessAborted } from './pause.js';
 export { Cancellation } from './cancellation.js';
 export { LoopLoad } from './loop-load.js';
+export { threadExecArgv } from './thread-exec-argv.js';
 export type { LoopLoadOptions, LoopTimes } from './loop-load.js';
 export type { CancelSignal } from './cancellation.js';
 export type { LimitCheck } from './limits.js';

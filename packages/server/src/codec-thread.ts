@@ -19,7 +19,7 @@
  * any number may be in flight. `close()` ends it.
  */
 import { Worker } from 'node:worker_threads';
-import { ERROR_CODES, type ErrorCode, SwitchyardError, internal } from '@switchyard/common';
+import { ERROR_CODES, type ErrorCode, SwitchyardError, internal, threadExecArgv } from '@switchyard/common';
 import type {
   DecodedGrpcInferRequest,
   DecodedHttpInferRequest,
@@ -138,7 +138,8 @@ export class CodecThread {
 
   private start(): Worker {
     if (this.worker !== undefined) return this.worker;
-    const worker = new Worker(THREAD_URL, { execArgv: withoutSourceCondition(process.execArgv) });
+    const execArgv = threadExecArgv();
+    const worker = new Worker(THREAD_URL, execArgv !== undefined ? { execArgv } : {});
     worker.unref();
     worker.on('message', (reply: Reply) => {
       const waiter = this.pending.get(reply.id);
@@ -170,20 +171,3 @@ export function rebuildError(e: { code: string; message: string }): SwitchyardEr
   return new SwitchyardError(code, e.message);
 }
 
-/**
- * The thread loads the packages' built JavaScript: drop the test runner's `source` export
- * condition (which points workspace imports at TypeScript sources Node cannot load).
- */
-export function withoutSourceCondition(execArgv: readonly string[]): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < execArgv.length; i++) {
-    const a = execArgv[i] as string;
-    if ((a === '--conditions' || a === '-C') && execArgv[i + 1] === 'source') {
-      i += 1;
-      continue;
-    }
-    if (a === '--conditions=source' || a === '-C=source') continue;
-    out.push(a);
-  }
-  return out;
-}

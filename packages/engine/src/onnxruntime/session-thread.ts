@@ -21,6 +21,7 @@
  * tolerates overlap (replies are matched by id).
  */
 import { Worker } from 'node:worker_threads';
+import { threadExecArgv } from '@switchyard/common';
 import type * as ort from 'onnxruntime-node';
 import type { TypedArray } from '@switchyard/kserve';
 
@@ -70,17 +71,6 @@ const RING_LAYOUT = {
   posted: RING_POSTED,
   types: TYPES,
 };
-
-/** Node.js flags without `--conditions source` (or `-C source`, `--conditions=source`). */
-function withoutSourceCondition(argv: readonly string[]): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if ((a === '--conditions' || a === '-C') && argv[i + 1] === 'source') i++;
-    else if (a !== '--conditions=source' && a !== '-C=source') out.push(a);
-  }
-  return out;
-}
 
 type WaitAsync = (a: Int32Array, index: number, value: number) => { async: false; value: string } | { async: true; value: Promise<string> };
 /** `Atomics.waitAsync` (ES2024; Node.js 16+), typed here: the package compiles against ES2023. */
@@ -252,7 +242,7 @@ export class SessionThread {
       const sampleRows = threadOptions.sampleRows === true;
       // A sampling thread imports @switchyard/llm's build; under the test runner, whose `source`
       // condition resolves workspace imports to TypeScript sources, it starts without that condition.
-      const execArgv = sampleRows ? withoutSourceCondition(process.execArgv) : undefined;
+      const execArgv = sampleRows ? threadExecArgv() : undefined;
       const worker = new Worker(WORKER_URL, {
         workerData: { modelFile, sessionOptions, sampleRows, ring: { channel: ring.buffer, slots: RING_SLOTS, slotBytes: RING_SLOT_BYTES, layout: RING_LAYOUT } },
         ...(execArgv !== undefined ? { execArgv } : {}),

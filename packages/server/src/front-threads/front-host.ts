@@ -12,10 +12,9 @@
  */
 import { Worker } from 'node:worker_threads';
 import { status } from '@grpc/grpc-js';
-import { Cancellation, type Logger, internal, toSwitchyardError } from '@switchyard/common';
+import { Cancellation, type Logger, internal, threadExecArgv, toSwitchyardError } from '@switchyard/common';
 import type { InferenceEngine } from '@switchyard/engine';
 import type { InferRequest } from '@switchyard/kserve';
-import { withoutSourceCondition } from '../codec-thread.js';
 import type { ServerSettings } from '../settings.js';
 import type { TraceManager } from '../trace/trace-manager.js';
 import { type FrontState, buildFrontState } from './front-state.js';
@@ -125,7 +124,8 @@ export class FrontThreads {
 
   #spawn(index: number, port: number): Promise<number> {
     const config: FrontThreadConfig = { door: onPort(this.#o.door, port), index };
-    const worker = new Worker(THREAD_URL, { workerData: config, execArgv: withoutSourceCondition(process.execArgv) });
+    const execArgv = threadExecArgv();
+    const worker = new Worker(THREAD_URL, { workerData: config, ...(execArgv !== undefined ? { execArgv } : {}) });
     const thread: Thread = { worker, running: new Map(), streams: new Map(), answers: new Outbox((batch, transfer) => worker.postMessage({ t: 'answers', batch } satisfies ToThread, transfer)) };
     this.#threads.add(thread);
     if (this.#state !== undefined) worker.postMessage({ t: 'state', state: this.#state } satisfies ToThread);
