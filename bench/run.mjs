@@ -7,7 +7,8 @@
 //
 // Worker (issue 2), on the MLP (FP32 [1,256] -> 3 x (256x256 MatMul + Add + Relu)):
 //   raw      in-process onnxruntime-node session.run at batch 1 (same session options as the worker)
-//   served   the worker over HTTP JSON, HTTP binary and gRPC at concurrency 1, 16, 64, sending 64 different inputs in turn
+//   served   the worker over HTTP JSON, HTTP binary and gRPC at concurrency 1, 16, 64, sending 64 different inputs in turn;
+//            and over gRPC streams (ModelStreamInfer, one request in flight per stream: grpc-stream rows, no bare twin)
 //   bare     a node:http and a grpc-js server answering the same payload sizes with no inference
 //   minimal  the same two servers running the model on the event loop, with nothing else (lib/minimal-servers.mjs):
 //            served / minimal is what our own code costs, minimal / bare what Node.js and onnxruntime-node do
@@ -54,7 +55,7 @@ import { reusePortSupported } from '@switchyard/server';
 import { runLoad } from './lib/load.mjs';
 import { measureSessionRun } from './lib/raw-ort.mjs';
 import { httpPost, inferBodies } from './lib/clients.mjs';
-import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
+import { encodeInferFrame, h2GrpcClient, h2GrpcStreams } from './lib/grpc-h2.mjs';
 import { measureBatching } from './batching.mjs';
 import { measureEmbeddings } from './embeddings.mjs';
 import { measureReplay } from './llm-replay.mjs';
@@ -110,6 +111,9 @@ function onlySections(argv) {
   return new Set(names.length > 0 ? names : SECTIONS);
 }
 
+/** The doors the bare and minimal servers have too (the worker's also serve `grpc-stream`). */
+const UNARY_DOORS = ['http-json', 'http-binary', 'grpc'];
+
 function fmt(r) {
   return `${r.throughput.toFixed(0).padStart(8)} req/s   p50 ${r.p50_us.toFixed(0).padStart(6)} us   p99 ${r.p99_us.toFixed(0).padStart(6)} us`;
 }
@@ -126,6 +130,8 @@ function callers(ports) {
   // gRPC over a lean node:http2 client with a pre-encoded frame: grpc-js's client costs more CPU
   // per call than the servers under test and would cap every gRPC row at its own rate.
   const client = h2GrpcClient(ports.grpc);
+  // the worker's gRPC streams (bare and minimal servers have none): `modes` leaves them out there
+  const streams = h2GrpcStreams(ports.grpc);
   const grpcFrames = inputs.map((values) => encodeInferFrame({ model_name: MODEL, model_version: '', id: '', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, WIDTH] }], outputs: [{ name: 'OUTPUT0' }], raw_input_contents: [Buffer.from(values.buffer)] }));
   let next = 0;
   const variant = () => next++ % VARIANTS;
@@ -133,6 +139,7 @@ function callers(ports) {
     close: () => {
       agent.destroy();
       client.close();
+      streams.close();
     },
     modes: {
       'http-json': () => httpPost(ports.http, `/v2/models/${MODEL}/infer`, variantBodies[variant()].json, { 'content-type': 'application/json' }, agent),
@@ -141,6 +148,8 @@ function callers(ports) {
         return httpPost(ports.http, `/v2/models/${MODEL}/infer`, b.binary, { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(b.binaryHeaderLength) }, agent);
       },
       grpc: () => client.call('/inference.GRPCInferenceService/ModelInfer', grpcFrames[variant()]),
+      // ModelStreamInfer, one request in flight per stream (lib/grpc-h2.mjs h2GrpcStreams)
+      'grpc-stream': () => streams.call(grpcFrames[variant()]),
     },
   };
 }
@@ -207,7 +216,7 @@ async function measureBare(worker) {
   const child = spawn(process.execPath, [`${ROOT}bench/lib/bare-servers.mjs`, JSON.stringify([json.toString('base64'), binary.body.toString('base64'), binary.headerLength, raw.toString('base64')])], { stdio: ['ignore', 'pipe', 'inherit'] });
   const ports = await new Promise((resolve) => child.stdout.once('data', (d) => resolve(JSON.parse(d.toString()))));
   try {
-    await measureServer('bare  ', ports, results.bare);
+    await measureServer('bare  ', ports, results.bare, { modes: UNARY_DOORS });
   } finally {
     child.kill('SIGTERM');
   }
@@ -237,7 +246,7 @@ async function measureMinimal(worker) {
   });
   try {
     await checkSameBytes(worker.ports.http, ports.http);
-    await measureServer('minimal', ports, results.minimal);
+    await measureServer('minimal', ports, results.minimal, { modes: UNARY_DOORS });
   } finally {
     child.kill('SIGTERM');
   }
@@ -335,7 +344,7 @@ async function measureThreads() {
 function threadRatios() {
   if (results.threads === undefined) return;
   const rows = [];
-  for (const mode of ['http-json', 'http-binary', 'grpc']) {
+  for (const mode of [...UNARY_DOORS, 'grpc-stream']) {
     for (const c of CONCURRENCY) {
       const s = results.served[mode][c];
       const t = results.threads[mode][c];

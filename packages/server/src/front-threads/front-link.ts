@@ -72,7 +72,10 @@ export class MainLink {
             }
             const stream = this.#streams.get(a.id);
             if (stream === undefined) continue;
-            if (a.t === 'write') stream.write(a.bytes);
+            if (a.t === 'write') {
+              if (a.took !== undefined) stream.took(a.took);
+              stream.write(a.bytes);
+            }
             else if (a.t === 'took') stream.took(a.n);
             else {
               this.#streams.delete(a.id);

@@ -17,9 +17,10 @@
  * (thread-stream.ts): the thread asks {t: 'open', id, metadata}, then {t: 'data', id, bytes} per
  * message (bytes transferred), {t: 'half', id} when the client half-closes, {t: 'full', id} /
  * {t: 'drain', id} as its call's write buffer fills and drains; the main thread answers
- * {t: 'write', id, bytes} per response message (bytes transferred), {t: 'took', id, n} as its
- * session takes messages (the thread holds at most STREAM_WINDOW untaken), and {t: 'end', id, code,
- * details} once (code 0: OK).
+ * {t: 'write', id, bytes, took?} per response message (bytes transferred), and {t: 'end', id, code,
+ * details} once (code 0: OK). The thread holds at most STREAM_WINDOW messages the session has not
+ * acknowledged taking: acknowledgements ride on writes (`took`), and go alone ({t: 'took', id, n})
+ * only once STREAM_ACK_AT are owed, so a request answered at once costs one message each way.
  *
  * Requests and answers travel in batches (`Outbox`): whatever one side has for the other by the end of
  * an event-loop turn goes as one message, so a busy thread wakes the other once per turn, not once
@@ -46,7 +47,7 @@ export type StreamAsk =
   | { t: 'full'; id: number }
   | { t: 'drain'; id: number };
 /** A stream's messages from the main thread: a response message, n messages taken, the final status (code 0: OK). */
-export type StreamAnswer = { t: 'write'; id: number; bytes: Uint8Array } | { t: 'took'; id: number; n: number } | { t: 'end'; id: number; code: number; details: string };
+export type StreamAnswer = { t: 'write'; id: number; bytes: Uint8Array; took?: number } | { t: 'took'; id: number; n: number } | { t: 'end'; id: number; code: number; details: string };
 /** One metadata value as it crosses: text, or the bytes of a `-bin` key. */
 export type MetadataEntry = readonly [key: string, value: string | Uint8Array];
 
@@ -56,6 +57,8 @@ export type MetadataEntry = readonly [key: string, value: string | Uint8Array];
  * at its read buffer's 16 messages.
  */
 export const STREAM_WINDOW = 16;
+/** Messages taken that the main thread acknowledges alone when no write has carried them (half the window: the thread never waits on an owed acknowledgement). */
+export const STREAM_ACK_AT = STREAM_WINDOW / 2;
 
 export type ToThread = { t: 'state'; state: FrontState } | { t: 'answers'; batch: Answer[] } | { t: 'close' };
 

@@ -14,14 +14,15 @@
  * - an 'error' emitted on the call ends it with that error's status (code and details);
  * - `write` returns false while the thread's write buffer is full, and 'drain' follows;
  * - a client that cancels (or a thread that exits) sets `cancelled` and emits 'cancelled'.
- * Every message the session takes is acknowledged to the thread (`took`, one message per turn
- * however many), which holds at most STREAM_WINDOW untaken: messages wait here only while the
- * session is paused, and then at most that many.
+ * Every message the session takes is acknowledged to the thread, which holds at most
+ * STREAM_WINDOW unacknowledged: on the stream's next write, or alone once STREAM_ACK_AT are owed
+ * (one message per turn however many). Messages wait here only while the session is paused, and
+ * then at most that many.
  */
 import { EventEmitter } from 'node:events';
 import { Metadata, status } from '@grpc/grpc-js';
 import { deserializeError } from '../grpc/infer-message.js';
-import { type Answer, type MetadataEntry, type Outbox, ownedBytes } from './front-messages.js';
+import { type Answer, type MetadataEntry, type Outbox, ownedBytes, STREAM_ACK_AT } from './front-messages.js';
 
 export interface ThreadStreamOptions {
   /** The door's request deserializer for this method (it may throw: the call ends as grpc-js ends it). */
@@ -48,6 +49,8 @@ export class ThreadStreamCall extends EventEmitter {
   #cancelled = false;
   /** The thread's write buffer is full (a 'drain' follows). */
   #full = false;
+  /** Messages taken and not yet acknowledged to the thread. */
+  #owed = 0;
   /** The `took` answer not sent yet, to count more messages in (`Outbox.sent` when it was added). */
   #took: { readonly answer: { t: 'took'; id: number; n: number }; readonly batch: number } | undefined;
 
@@ -121,7 +124,9 @@ export class ThreadStreamCall extends EventEmitter {
   write(message: unknown): boolean {
     if (this.#done) return false;
     const bytes = ownedBytes(this.#o.serialize(message));
-    this.#o.answers.add({ t: 'write', id: this.#id, bytes }, [bytes.buffer as ArrayBuffer]);
+    const owed = this.#owed;
+    this.#owed = 0;
+    this.#o.answers.add(owed > 0 ? { t: 'write', id: this.#id, bytes, took: owed } : { t: 'write', id: this.#id, bytes }, [bytes.buffer as ArrayBuffer]);
     return !this.#full;
   }
 
@@ -148,14 +153,18 @@ export class ThreadStreamCall extends EventEmitter {
     }
   }
 
-  /** One more message taken: counted into this turn's `took` answer. */
+  /** One more message taken: owed to the thread until a write carries it, or alone once STREAM_ACK_AT are owed. */
   #count(): void {
+    this.#owed += 1;
+    if (this.#owed < STREAM_ACK_AT) return;
+    const n = this.#owed;
+    this.#owed = 0;
     const answers = this.#o.answers;
     if (this.#took !== undefined && this.#took.batch === answers.sent) {
-      this.#took.answer.n += 1;
+      this.#took.answer.n += n;
       return;
     }
-    const answer = { t: 'took' as const, id: this.#id, n: 1 };
+    const answer = { t: 'took' as const, id: this.#id, n };
     this.#took = { answer, batch: answers.sent };
     answers.add(answer);
   }
