@@ -28,7 +28,7 @@ import { frontModel } from './front-state.js';
 import { type MetadataEntry, ownedBytes, postableRequest, STREAM_WINDOW } from './front-messages.js';
 import type { MainLink } from './front-link.js';
 import type { ThreadDoor } from './front-http.js';
-import { mainChannel, rawService, relayHandlers, relayUnary } from './grpc-relay.js';
+import { mainChannel, rawService, RelaysInFlight, relayHandlers, relayUnary } from './grpc-relay.js';
 
 /** The gRPC door's settings as a thread gets them. */
 export interface GrpcFrontConfig {
@@ -42,9 +42,20 @@ export interface GrpcFrontConfig {
   readonly restrictions?: Restrictions;
   /** `--grpc-header-forward-pattern` as given (compiled again here). */
   readonly headerForwardSource?: string;
+  /** How long closing waits for the calls in flight before cancelling the rest (the door's). */
+  readonly shutdownTimeoutMs: number;
 }
 
 const MODEL_INFER = '/inference.GRPCInferenceService/ModelInfer';
+/** Once nothing is in flight, how long the connections get to send what they were given and close before they are cut. */
+const SESSION_CLOSE_GRACE_MS = 1000;
+
+/** Whether `p` settled within `ms`. */
+function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  return Promise.race([p.then(() => true), late]).finally(() => clearTimeout(timer));
+}
 
 export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: Logger): ThreadDoor {
   // as the main thread's door: grpc-js would inflate every compressed message at once
@@ -54,8 +65,9 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
   const headerForward: HeaderForwardPattern | undefined = config.headerForwardSource === undefined ? undefined : compileHeaderForwardPattern(config.headerForwardSource);
   const client = mainChannel(config.socketPath);
   const server = new Server(grpcJsServerOptions(config.limits, config.restrictions));
-  server.addService(rawService(protos.inferenceService), { ...relayHandlers(client, protos.inferenceService), ModelInfer: modelInfer, ModelStreamInfer: modelStreamInfer });
-  server.addService(rawService(protos.healthService), relayHandlers(client, protos.healthService));
+  const relays = new RelaysInFlight();
+  server.addService(rawService(protos.inferenceService), { ...relayHandlers(client, protos.inferenceService, relays), ModelInfer: modelInfer, ModelStreamInfer: modelStreamInfer });
+  server.addService(rawService(protos.healthService), relayHandlers(client, protos.healthService, relays));
 
   function modelInfer(call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>): void {
     try {
@@ -68,7 +80,7 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
   }
 
   function serveModelInfer(call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>): void {
-    const relay = (): void => relayUnary(client, MODEL_INFER, call, callback);
+    const relay = (): void => relayUnary(client, MODEL_INFER, call, callback, relays);
     const msg = decodeModelInferRequestBytes(call.request);
     if (msg === undefined) return relay();
     let version: number | undefined;
@@ -151,12 +163,22 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
   const maxConnections = config.limits.maxConnections;
   if (maxConnections > 0) listener.maxConnections = maxConnections;
   listener.on('drop', (d?: { remoteAddress?: string }) => logger.debug({ remoteAddress: d?.remoteAddress, maxConnections }, 'gRPC connection refused: connection limit reached'));
+  /** Every accepted connection: a session grpc-js has closed may keep its socket (and the thread) until the client leaves. */
+  const sockets = new Set<net.Socket>();
+  let allClosed: (() => void) | undefined;
   let closing: Promise<void> | undefined;
   return {
     listen: () =>
       new Promise<number>((resolve, reject) => {
         const injector = server.createConnectionInjector(serverCredentials(config.tls));
-        listener.on('connection', (socket: net.Socket) => injector.injectConnection(socket));
+        listener.on('connection', (socket: net.Socket) => {
+          sockets.add(socket);
+          socket.once('close', () => {
+            sockets.delete(socket);
+            if (sockets.size === 0) allClosed?.();
+          });
+          injector.injectConnection(socket);
+        });
         listener.once('error', reject);
         // reusePort: node 22.12 / 23.1 and later (the host checks before starting threads)
         listener.listen({ port: config.port, host: config.host, reusePort: true } as net.ListenOptions, () => {
@@ -164,14 +186,28 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
           resolve((listener.address() as net.AddressInfo).port);
         });
       }),
+    // Stop accepting (GOAWAY: no new calls), let the calls in flight finish — requests on the main
+    // thread's engine, streams (which the main thread ends once their requests are answered), relayed
+    // calls — up to the shutdown timeout, let the sessions close, then cancel whatever is left (an
+    // idle health watch, a call past the timeout) and drop every connection, so the thread can exit.
     close: () => {
-      closing ??= new Promise<void>((resolve) => {
+      closing ??= (async () => {
         listener.close();
-        server.tryShutdown(() => {
-          client.close();
-          resolve();
-        });
-      });
+        server.tryShutdown(() => undefined);
+        const idle = await within(Promise.all([link.whenIdle(), relays.whenIdle()]), config.shutdownTimeoutMs);
+        if (!idle) logger.warn({ timeoutMs: config.shutdownTimeoutMs }, 'gRPC calls still running on a front thread at shutdown timeout; cancelling them');
+        // the last answers and statuses go out; clients told GOAWAY leave
+        await within(
+          new Promise<void>((resolve) => {
+            if (sockets.size === 0) resolve();
+            else allClosed = resolve;
+          }),
+          SESSION_CLOSE_GRACE_MS,
+        );
+        server.forceShutdown();
+        for (const socket of sockets) socket.destroy();
+        client.close();
+      })();
       return closing;
     },
   };

@@ -49,6 +49,8 @@ export class MainLink {
   #nextId = 1;
   readonly #waiting = new Map<number, (answer: EngineAnswer | undefined) => void>();
   readonly #streams = new Map<number, StreamListener>();
+  /** Who waits for no request or stream to be outstanding (`whenIdle`). */
+  #idleWaiters: (() => void)[] = [];
   readonly #port: MessagePort;
   readonly #asks: Outbox<Ask>;
 
@@ -68,6 +70,7 @@ export class MainLink {
               if (resolve === undefined) continue;
               this.#waiting.delete(a.id);
               resolve(a.t === 'result' ? { response: a.response } : { error: rebuildError(a) });
+              this.#checkIdle();
               continue;
             }
             const stream = this.#streams.get(a.id);
@@ -80,6 +83,7 @@ export class MainLink {
             else {
               this.#streams.delete(a.id);
               stream.end(a.code, a.details);
+              this.#checkIdle();
             }
           }
           return;
@@ -111,6 +115,7 @@ export class MainLink {
         if (!this.#waiting.delete(id)) return;
         this.#asks.add({ t: 'cancel', id });
         settle(undefined);
+        this.#checkIdle();
       },
     };
   }
@@ -128,12 +133,27 @@ export class MainLink {
         if (this.#streams.has(id)) this.#asks.add({ t: 'half', id });
       },
       cancel: () => {
-        if (this.#streams.delete(id)) this.#asks.add({ t: 'cancel', id });
+        if (!this.#streams.delete(id)) return;
+        this.#asks.add({ t: 'cancel', id });
+        this.#checkIdle();
       },
       congested: (full) => {
         if (this.#streams.has(id)) this.#asks.add(full ? { t: 'full', id } : { t: 'drain', id });
       },
     };
+  }
+
+  /** Resolves once no request and no stream of this thread is outstanding on the main thread. */
+  whenIdle(): Promise<void> {
+    if (this.#waiting.size === 0 && this.#streams.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  #checkIdle(): void {
+    if (this.#idleWaiters.length === 0 || this.#waiting.size > 0 || this.#streams.size > 0) return;
+    const waiters = this.#idleWaiters;
+    this.#idleWaiters = [];
+    for (const w of waiters) w();
   }
 
   close(): void {

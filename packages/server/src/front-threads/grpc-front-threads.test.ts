@@ -201,6 +201,43 @@ describe.skipIf(!reusePortSupported())('gRPC front threads (--grpc-infer-thread-
   });
 });
 
+describe.skipIf(!reusePortSupported())('gRPC front threads: closing', () => {
+  it('finishes the requests in flight, ends every stream with UNAVAILABLE once its requests are answered, and closes', async () => {
+    const engine = new FakeEngine();
+    const door = createGrpcServer({ engine, shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1', shutdownTimeoutMs: 10_000, threads: 2 });
+    const client = createTestClient(await door.listen());
+    try {
+      const delayed = (id: string) => simple({ id, parameters: { delay_ms: { int64_param: 300 } } });
+      const unaryCall = outcome(client.call('ModelInfer', delayed('u')));
+      const open = (first?: object) => {
+        const s = client.stream();
+        const got: string[] = [];
+        s.on('data', (m: { infer_response?: { id?: string } }) => got.push(m.infer_response?.id ?? ''));
+        const ended = new Promise<{ code: number; details: string }>((resolve) => {
+          s.on('error', (e: ServiceError) => resolve({ code: e.code, details: e.details }));
+          s.on('end', () => resolve({ code: 0, details: '' }));
+        });
+        if (first !== undefined) s.write(first);
+        return { got, ended };
+      };
+      const busy = open(delayed('s'));
+      const idle = open();
+      await expect.poll(() => engine.calls.filter((c) => c.method === 'submit').length).toBe(2);
+      const started = Date.now();
+      await door.close();
+      // well before the shutdown timeout: nothing waited for it
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(await unaryCall).toMatchObject({ response: { id: 'u' } });
+      expect(await busy.ended).toEqual({ code: 14, details: 'the server is shutting down' });
+      expect(busy.got).toEqual(['s']);
+      expect(await idle.ended).toEqual({ code: 14, details: 'the server is shutting down' });
+    } finally {
+      client.close();
+      await door.close();
+    }
+  });
+});
+
 describe.skipIf(!reusePortSupported())('gRPC front threads: restricted protocols', () => {
   it('refuse a call without the key before any handler, as the event loop does', async () => {
     const access = accessPolicy({ httpRestrictedApi: [], grpcRestrictedProtocol: ['inference:infer-key=s3cret'] });

@@ -24,6 +24,28 @@ import {
 
 const same = (b: Buffer): Buffer => b;
 
+/** The relayed unary calls not answered yet: a closing thread waits for them (`whenIdle`). */
+export class RelaysInFlight {
+  #count = 0;
+  #waiters: (() => void)[] = [];
+
+  begin(): void {
+    this.#count += 1;
+  }
+
+  end(): void {
+    this.#count -= 1;
+    if (this.#count > 0) return;
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const w of waiters) w();
+  }
+
+  whenIdle(): Promise<void> {
+    return this.#count === 0 ? Promise.resolve() : new Promise((resolve) => this.#waiters.push(resolve));
+  }
+}
+
 /** `service` with every message as its raw bytes (no (de)serialization on the relaying thread). */
 export function rawService(service: ServiceDefinition): ServiceDefinition {
   const out: Record<string, MethodDefinition<Buffer, Buffer>> = {};
@@ -48,9 +70,11 @@ const optionsOf = (call: Call) => ({ deadline: call.getDeadline() });
 
 const asError = (s: StatusObject | ServerErrorResponse): Partial<StatusObject> & { code: status } => ({ code: s.code ?? status.UNKNOWN, details: s.details ?? '', metadata: s.metadata as Metadata });
 
-/** A unary call relayed (its answer through `callback`). */
-export function relayUnary(client: Client, path: string, call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>): void {
+/** A unary call relayed (its answer through `callback`), counted in `inFlight` until answered. */
+export function relayUnary(client: Client, path: string, call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>, inFlight?: RelaysInFlight): void {
+  inFlight?.begin();
   const upstream = client.makeUnaryRequest(path, same, same, call.request, call.metadata, optionsOf(call), (err, value) => {
+    inFlight?.end();
     if (err) callback(asError(err));
     else callback(null, value);
   });
@@ -58,12 +82,12 @@ export function relayUnary(client: Client, path: string, call: ServerUnaryCall<B
   call.on('cancelled', () => upstream.cancel());
 }
 
-/** Handlers relaying every method of `service` (raw: `rawService`). */
-export function relayHandlers(client: Client, service: ServiceDefinition): UntypedServiceImplementation {
+/** Handlers relaying every method of `service` (raw: `rawService`); unary calls counted in `inFlight`. */
+export function relayHandlers(client: Client, service: ServiceDefinition, inFlight?: RelaysInFlight): UntypedServiceImplementation {
   const handlers: UntypedServiceImplementation = {};
   for (const [name, m] of Object.entries(service)) {
     const path = m.path;
-    if (!m.requestStream && !m.responseStream) handlers[name] = (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => relayUnary(client, path, call, callback);
+    if (!m.requestStream && !m.responseStream) handlers[name] = (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => relayUnary(client, path, call, callback, inFlight);
     else if (!m.requestStream) handlers[name] = (call: ServerWritableStream<Buffer, Buffer>) => relayServerStream(client, path, call);
     else if (m.responseStream) handlers[name] = (call: ServerDuplexStream<Buffer, Buffer>) => relayBidi(client, path, call);
   }

@@ -210,6 +210,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
             ...(options.tls !== undefined ? { tls: options.tls } : {}),
             ...(options.restrictions !== undefined ? { restrictions: options.restrictions } : {}),
             ...(options.headerForwardPattern !== undefined ? { headerForwardSource: options.headerForwardPattern.source } : {}),
+            shutdownTimeoutMs,
           },
         },
         engine: options.engine,

@@ -64,6 +64,8 @@ export interface StreamCall {
   write(message: GrpcModelStreamInferResponse): boolean;
   end(): unknown;
   sendMetadata(metadata: Metadata): void;
+  /** Told when the stream gets its first unanswered request (true) and answers its last (false); a front thread's stream drains on it at shutdown. */
+  requestsInFlight?(busy: boolean): void;
 }
 
 type Call = StreamCall;
@@ -113,6 +115,7 @@ class StreamSession {
     this.#call.on('data', (msg: ReceivedInferMessage) => {
       if (this.#closed) return;
       this.#open += 1;
+      if (this.#open === 1) this.#call.requestsInFlight?.(true);
       if (this.#tail === undefined && !(msg instanceof EncodedInferMessage)) {
         const held = this.#ctx.engine.waitForModel?.(msg.model_name, this.#waits.signal);
         if (held === undefined) this.#onRequest(inlineInferMessage(msg));
@@ -253,6 +256,7 @@ class StreamSession {
     }
     if (final) {
       this.#open -= 1;
+      if (this.#open === 0) this.#call.requestsInFlight?.(false);
       this.#regulate();
       this.#maybeEnd();
     }
