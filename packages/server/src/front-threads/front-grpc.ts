@@ -19,7 +19,7 @@ import type { Restrictions } from '../access-control.js';
 import { compileHeaderForwardPattern, forwardHeaders, type HeaderForwardPattern } from '../header-forward.js';
 import { usesSharedMemory } from '../shared-memory-io.js';
 import { installBoundedDecompression } from '../grpc/bounded-decompression.js';
-import { type GrpcTls, type GrpcTransportLimits, grpcJsServerOptions, serverCredentials } from '../grpc/grpc-transport.js';
+import { CONNECTION_CLOSE_GRACE_MS, type GrpcTls, type GrpcTransportLimits, grpcJsServerOptions, serverCredentials } from '../grpc/grpc-transport.js';
 import { toGrpcError } from '../grpc/grpc-status.js';
 import { metadataPairs } from '../grpc/infer-request.js';
 import { modelInferResponseSerializer } from '../grpc/infer-response-serializer.js';
@@ -28,7 +28,8 @@ import { frontModel } from './front-state.js';
 import { type MetadataEntry, ownedBytes, postableRequest, STREAM_WINDOW } from './front-messages.js';
 import type { MainLink } from './front-link.js';
 import type { ThreadDoor } from './front-http.js';
-import { mainChannel, rawService, RelaysInFlight, relayHandlers, relayUnary } from './grpc-relay.js';
+import { mainChannel, rawService, relayHandlers, relayUnary } from './grpc-relay.js';
+import { InFlight, within } from '../grpc/in-flight.js';
 
 /** The gRPC door's settings as a thread gets them. */
 export interface GrpcFrontConfig {
@@ -47,15 +48,7 @@ export interface GrpcFrontConfig {
 }
 
 const MODEL_INFER = '/inference.GRPCInferenceService/ModelInfer';
-/** Once nothing is in flight, how long the connections get to send what they were given and close before they are cut. */
-const SESSION_CLOSE_GRACE_MS = 1000;
 
-/** Whether `p` settled within `ms`. */
-function within(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
-  return Promise.race([p.then(() => true), late]).finally(() => clearTimeout(timer));
-}
 
 export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: Logger): ThreadDoor {
   // as the main thread's door: grpc-js would inflate every compressed message at once
@@ -65,7 +58,7 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
   const headerForward: HeaderForwardPattern | undefined = config.headerForwardSource === undefined ? undefined : compileHeaderForwardPattern(config.headerForwardSource);
   const client = mainChannel(config.socketPath);
   const server = new Server(grpcJsServerOptions(config.limits, config.restrictions));
-  const relays = new RelaysInFlight();
+  const relays = new InFlight();
   server.addService(rawService(protos.inferenceService), { ...relayHandlers(client, protos.inferenceService, relays), ModelInfer: modelInfer, ModelStreamInfer: modelStreamInfer });
   server.addService(rawService(protos.healthService), relayHandlers(client, protos.healthService, relays));
 
@@ -202,7 +195,7 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
             if (sockets.size === 0) resolve();
             else allClosed = resolve;
           }),
-          SESSION_CLOSE_GRACE_MS,
+          CONNECTION_CLOSE_GRACE_MS,
         );
         server.forceShutdown();
         for (const socket of sockets) socket.destroy();

@@ -8,8 +8,8 @@
  * Threads need `reusePort` (Node.js 22.12 / 23.1 and later; `reusePortSupported`). A thread that
  * exits unexpectedly has its requests in flight cancelled (their clients' connections went with it)
  * and is started again on the same port a second later; the other threads serve meanwhile.
- * `close()` has every thread stop accepting, finish its requests in flight and exit; a gRPC stream
- * ends (UNAVAILABLE) once none of its requests is in flight.
+ * `close()` has every thread stop accepting, finish its requests in flight and exit (a gRPC door
+ * drains its streams first: grpc/stream-infer.ts).
  */
 import { Worker } from 'node:worker_threads';
 import { status } from '@grpc/grpc-js';
@@ -92,8 +92,6 @@ export class FrontThreads {
   async close(): Promise<void> {
     this.#closing = true;
     this.#unsubscribe?.();
-    // streams end as their requests in flight are answered (at once when none is), so the threads can close
-    for (const t of this.#threads) for (const s of [...t.streams.values()]) s.drain();
     await Promise.all(
       [...this.#threads].map(
         (t) =>
@@ -207,8 +205,6 @@ export class FrontThreads {
     }
     const call = new ThreadStreamCall(id, metadata, { deserialize: streams.deserialize, serialize: streams.serialize, answers: thread.answers, onDone: () => thread.streams.delete(id) });
     thread.streams.set(id, call);
-    // opened as the door was closing (the thread refuses new calls once it hears): drained like the others
-    if (this.#closing) call.drain();
     try {
       streams.serve(call);
     } catch (e) {

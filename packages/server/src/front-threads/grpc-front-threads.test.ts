@@ -201,10 +201,10 @@ describe.skipIf(!reusePortSupported())('gRPC front threads (--grpc-infer-thread-
   });
 });
 
-describe.skipIf(!reusePortSupported())('gRPC front threads: closing', () => {
+describe.each(reusePortSupported() ? [0, 2] : [0])('closing a gRPC door (%i front threads)', (threads) => {
   it('finishes the requests in flight, ends every stream with UNAVAILABLE once its requests are answered, and closes', async () => {
     const engine = new FakeEngine();
-    const door = createGrpcServer({ engine, shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1', shutdownTimeoutMs: 10_000, threads: 2 });
+    const door = createGrpcServer({ engine, shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1', shutdownTimeoutMs: 10_000, threads });
     const client = createTestClient(await door.listen());
     try {
       const delayed = (id: string) => simple({ id, parameters: { delay_ms: { int64_param: 300 } } });

@@ -22,29 +22,11 @@ import {
   status,
 } from '@grpc/grpc-js';
 
+import type { InFlight } from '../grpc/in-flight.js';
+
 const same = (b: Buffer): Buffer => b;
 
-/** The relayed unary calls not answered yet: a closing thread waits for them (`whenIdle`). */
-export class RelaysInFlight {
-  #count = 0;
-  #waiters: (() => void)[] = [];
 
-  begin(): void {
-    this.#count += 1;
-  }
-
-  end(): void {
-    this.#count -= 1;
-    if (this.#count > 0) return;
-    const waiters = this.#waiters;
-    this.#waiters = [];
-    for (const w of waiters) w();
-  }
-
-  whenIdle(): Promise<void> {
-    return this.#count === 0 ? Promise.resolve() : new Promise((resolve) => this.#waiters.push(resolve));
-  }
-}
 
 /** `service` with every message as its raw bytes (no (de)serialization on the relaying thread). */
 export function rawService(service: ServiceDefinition): ServiceDefinition {
@@ -71,7 +53,7 @@ const optionsOf = (call: Call) => ({ deadline: call.getDeadline() });
 const asError = (s: StatusObject | ServerErrorResponse): Partial<StatusObject> & { code: status } => ({ code: s.code ?? status.UNKNOWN, details: s.details ?? '', metadata: s.metadata as Metadata });
 
 /** A unary call relayed (its answer through `callback`), counted in `inFlight` until answered. */
-export function relayUnary(client: Client, path: string, call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>, inFlight?: RelaysInFlight): void {
+export function relayUnary(client: Client, path: string, call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>, inFlight?: InFlight): void {
   inFlight?.begin();
   const upstream = client.makeUnaryRequest(path, same, same, call.request, call.metadata, optionsOf(call), (err, value) => {
     inFlight?.end();
@@ -83,7 +65,7 @@ export function relayUnary(client: Client, path: string, call: ServerUnaryCall<B
 }
 
 /** Handlers relaying every method of `service` (raw: `rawService`); unary calls counted in `inFlight`. */
-export function relayHandlers(client: Client, service: ServiceDefinition, inFlight?: RelaysInFlight): UntypedServiceImplementation {
+export function relayHandlers(client: Client, service: ServiceDefinition, inFlight?: InFlight): UntypedServiceImplementation {
   const handlers: UntypedServiceImplementation = {};
   for (const [name, m] of Object.entries(service)) {
     const path = m.path;

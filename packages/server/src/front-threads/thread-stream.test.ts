@@ -137,26 +137,6 @@ describe('ThreadStreamCall (a front thread stream on the main thread)', () => {
     expect(done()).toBe(1);
   });
 
-  it('drains at shutdown: an idle stream ends at once, a busy one once its last request is answered (UNAVAILABLE)', async () => {
-    const shuttingDown = { t: 'end', id: 7, code: status.UNAVAILABLE, details: 'the server is shutting down' };
-    const idle = setup();
-    idle.call.drain();
-    await turn();
-    expect(idle.sent()).toEqual([shuttingDown]);
-    expect(idle.events).toEqual(['cancelled']);
-    const busy = setup();
-    busy.call.requestsInFlight(true);
-    busy.call.drain();
-    await turn();
-    expect(busy.sent()).toEqual([]);
-    busy.call.write('last');
-    busy.call.requestsInFlight(false);
-    await turn();
-    expect(busy.sent().map((a) => a.t)).toEqual(['write', 'end']);
-    expect(busy.sent()[1]).toEqual(shuttingDown);
-    expect(busy.events).toEqual(['cancelled']);
-  });
-
   it('carries the client metadata, binary values as bytes', () => {
     const { call } = setup([
       ['x-tenant', 'acme'],

@@ -14,8 +14,6 @@
  * - an 'error' emitted on the call ends it with that error's status (code and details);
  * - `write` returns false while the thread's write buffer is full, and 'drain' follows;
  * - a client that cancels (or a thread that exits) sets `cancelled` and emits 'cancelled'.
- * At shutdown (`drain`) a stream ends once no request of it is in flight (at once if none is), with
- * UNAVAILABLE, so the thread can close: its client hears why and may go elsewhere.
  * Every message the session takes is acknowledged to the thread, which holds at most
  * STREAM_WINDOW unacknowledged: on the stream's next write, or alone once STREAM_ACK_AT are owed
  * (one message per turn however many). Messages wait here only while the session is paused, and
@@ -51,10 +49,6 @@ export class ThreadStreamCall extends EventEmitter {
   #cancelled = false;
   /** The thread's write buffer is full (a 'drain' follows). */
   #full = false;
-  /** The session has requests in flight (`requestsInFlight`). */
-  #busy = false;
-  /** Shutting down: end the stream once it is not busy. */
-  #draining = false;
   /** Messages taken and not yet acknowledged to the thread. */
   #owed = 0;
   /** The `took` answer not sent yet, to count more messages in (`Outbox.sent` when it was added). */
@@ -106,12 +100,6 @@ export class ThreadStreamCall extends EventEmitter {
     this.emit('cancelled', 'cancelled');
   }
 
-  /** Shutting down: end the stream as soon as no request of it is in flight. */
-  drain(): void {
-    this.#draining = true;
-    if (!this.#busy) this.#shutDown();
-  }
-
   /** The thread's write buffer is full / has drained. */
   congested(full: boolean): void {
     if (this.#full === full) return;
@@ -147,12 +135,6 @@ export class ThreadStreamCall extends EventEmitter {
     return this;
   }
 
-  requestsInFlight(busy: boolean): void {
-    this.#busy = busy;
-    // after the session is done with its answer (called from inside it)
-    if (!busy && this.#draining) process.nextTick(() => this.#busy || this.#shutDown());
-  }
-
   /**
    * Initial metadata: only response compression sends any (startCompressedResponses), and a door
    * with front threads never compresses (grpc-server.ts refuses that pair), so nothing is sent.
@@ -185,14 +167,6 @@ export class ThreadStreamCall extends EventEmitter {
     const answer = { t: 'took' as const, id: this.#id, n };
     this.#took = { answer, batch: answers.sent };
     answers.add(answer);
-  }
-
-  /** End the stream at shutdown: UNAVAILABLE to the client, 'cancelled' to the session (nothing of it is in flight). */
-  #shutDown(): void {
-    if (this.#done) return;
-    this.#finish(status.UNAVAILABLE, 'the server is shutting down');
-    this.#cancelled = true;
-    this.emit('cancelled', 'cancelled');
   }
 
   #finish(code: number, details: string): void {

@@ -14,6 +14,8 @@ import type { ServerSettings } from '../settings.js';
 import type { SharedMemoryManager } from '../shared-memory.js';
 import type { TraceManager } from '../trace/trace-manager.js';
 import { toGrpcError } from './grpc-status.js';
+import type { InFlight } from './in-flight.js';
+import type { StreamSessions } from './stream-infer.js';
 
 /** Shared by all handlers of one server; the engine, shm manager and settings are shared with the HTTP door. */
 export interface GrpcContext {
@@ -32,6 +34,10 @@ export interface GrpcContext {
   compression: CompressionLevel;
   /** The ModelInfer response serializer, for compressing a response before grpc-js sends it. */
   serializeInferResponse: (response: GrpcModelInferResponse) => Buffer;
+  /** Unary calls in flight (`unary`), which a closing door waits for. */
+  calls: InFlight;
+  /** Open ModelStreamInfer streams, which a closing door drains. */
+  streams: StreamSessions;
 }
 
 /** Limits the handlers apply (the server applies the transport ones itself). */
@@ -40,7 +46,7 @@ export interface GrpcHandlerLimits {
   readonly maxStreamInflight: number;
 }
 
-/** A unary RPC from a function of the request; a throw or rejection becomes the call's status. */
+/** A unary RPC from a function of the request; a throw or rejection becomes the call's status. Counted in `ctx.calls` until answered. */
 export function unary<Req, Res>(
   ctx: GrpcContext,
   fn: (request: Req, call: ServerUnaryCall<Req, Res>) => Res | Promise<Res>,
@@ -53,9 +59,16 @@ export function unary<Req, Res>(
       callback(toGrpcError(e, ctx.logger));
       return;
     }
+    ctx.calls.begin();
     Promise.resolve(result).then(
-      (value) => callback(null, value),
-      (e: unknown) => callback(toGrpcError(e, ctx.logger)),
+      (value) => {
+        ctx.calls.end();
+        callback(null, value);
+      },
+      (e: unknown) => {
+        ctx.calls.end();
+        callback(toGrpcError(e, ctx.logger));
+      },
     );
   };
 }

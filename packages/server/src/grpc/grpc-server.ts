@@ -25,8 +25,9 @@ import { withOffLoopInferDecoding } from './infer-message.js';
 import { modelInferResponseSerializer, withFastInferResponseEncoding } from './infer-response-serializer.js';
 import { modelInferHandler } from './model-infer.js';
 import { loadGrpcProtos } from './protos.js';
-import { modelStreamInferHandler, serveModelStream } from './stream-infer.js';
-import { grpcJsServerOptions, grpcTransportLimits, integerOption, serverCredentials } from './grpc-transport.js';
+import { modelStreamInferHandler, serveModelStream, StreamSessions } from './stream-infer.js';
+import { InFlight, within } from './in-flight.js';
+import { CONNECTION_CLOSE_GRACE_MS, grpcJsServerOptions, grpcTransportLimits, integerOption, serverCredentials } from './grpc-transport.js';
 import { FrontThreads } from '../front-threads/front-host.js';
 import { connectionShare } from '../front-threads/front-config.js';
 
@@ -39,6 +40,7 @@ export const DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS = 30_000;
  * flow control holds them at the client). Enough to keep dynamic batching fed from one stream.
  */
 export const DEFAULT_GRPC_MAX_STREAM_INFLIGHT = 128;
+
 
 export interface GrpcServerOptions {
   engine: InferenceEngine;
@@ -106,7 +108,11 @@ export interface GrpcServerOptions {
 export interface GrpcFrontDoor {
   /** Bind and start serving; resolves with the bound port. */
   listen(): Promise<number>;
-  /** Stop accepting calls, let in-flight ones finish (up to the shutdown timeout), then cancel the rest. */
+  /**
+   * Stop accepting calls (GOAWAY), let the ones in flight finish (up to the shutdown timeout): streams
+   * read no more and end once their requests are answered (UNAVAILABLE, or OK when the client had
+   * half-closed); then cancel the rest and drop the connections.
+   */
   close(): Promise<void>;
 }
 
@@ -141,6 +147,8 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
     headerForward: options.headerForwardPattern,
     compression: options.inferResponseCompression ?? 'none',
     serializeInferResponse,
+    calls: new InFlight(),
+    streams: new StreamSessions(),
   };
   // grpc-js would inflate every compressed message at once, each up to the limit
   installBoundedDecompression();
@@ -166,6 +174,16 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   // grpc-js has no connection limit: we own the listening socket (net.Server.maxConnections closes
   // a connection beyond the limit at accept) and hand every accepted one to grpc-js.
   const listener = net.createServer({ noDelay: true });
+  /** Every accepted connection (a session grpc-js has closed may keep its socket until the client leaves). */
+  const sockets = new Set<net.Socket>();
+  let allClosed: (() => void) | undefined;
+  listener.on('connection', (socket: net.Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => {
+      sockets.delete(socket);
+      if (sockets.size === 0) allClosed?.();
+    });
+  });
   const maxConnections = limits.maxConnections;
   if (maxConnections > 0) listener.maxConnections = maxConnections;
   listener.on('drop', (d?: { remoteAddress?: string }) => logger.debug({ remoteAddress: d?.remoteAddress, maxConnections }, 'gRPC connection refused: connection limit reached'));
@@ -234,26 +252,31 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
         throw e;
       }
     },
+    // Streams stop reading and end once their requests are answered (grpc/stream-infer.ts); the front
+    // threads (if any) stop accepting, finish and exit; then this server stops taking calls (GOAWAY),
+    // the calls in flight finish up to the shutdown timeout, the connections get a moment to take the
+    // last answers, and whatever is left is cancelled and dropped.
     close: () => {
-      closing ??= (fronts?.threads.close() ?? Promise.resolve())
-        .then(
-          () =>
-            new Promise<void>((resolve) => {
-              listener.close();
-              const timer = setTimeout(() => {
-                logger.warn({ timeoutMs: shutdownTimeoutMs }, 'gRPC calls still running at shutdown timeout; cancelling them');
-                server.forceShutdown();
-                resolve();
-              }, shutdownTimeoutMs);
-              timer.unref();
-              server.tryShutdown(() => {
-                clearTimeout(timer);
-                resolve();
-              });
-            }),
-        )
-        .then(() => ctx.codecThread.close())
-        .then(() => (fronts !== undefined ? rm(fronts.dir, { recursive: true, force: true }) : undefined));
+      closing ??= (async () => {
+        ctx.streams.drain();
+        await fronts?.threads.close();
+        listener.close();
+        server.tryShutdown(() => undefined);
+        if (!(await within(Promise.all([ctx.calls.whenIdle(), ctx.streams.whenEmpty()]), shutdownTimeoutMs))) {
+          logger.warn({ timeoutMs: shutdownTimeoutMs, calls: ctx.calls.count, streams: ctx.streams.size }, 'gRPC calls still running at shutdown timeout; cancelling them');
+        }
+        await within(
+          new Promise<void>((resolve) => {
+            if (sockets.size === 0) resolve();
+            else allClosed = resolve;
+          }),
+          CONNECTION_CLOSE_GRACE_MS,
+        );
+        server.forceShutdown();
+        for (const socket of sockets) socket.destroy();
+        await ctx.codecThread.close();
+        if (fronts !== undefined) await rm(fronts.dir, { recursive: true, force: true });
+      })();
       return closing;
     },
   };

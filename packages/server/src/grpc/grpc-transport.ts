@@ -118,3 +118,5 @@ export function serverCredentials(tls: GrpcTls | undefined): ServerCredentials {
   return tls === undefined ? ServerCredentials.createInsecure() : ServerCredentials.createSsl(tls.rootCert === undefined ? null : Buffer.from(tls.rootCert), [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }], tls.mutual);
 }
 
+/** Once nothing is in flight at close, how long a door's connections get to take the last answers and leave before they are cut. */
+export const CONNECTION_CLOSE_GRACE_MS = 1000;

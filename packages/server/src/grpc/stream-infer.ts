@@ -29,6 +29,10 @@
  * waited on before each request's lookup, in the same one-by-one order: a held request pauses
  * reading like a decoding one, and its refusal (no worker in time) is answered in order like a
  * failed lookup. A client cancel stops the wait.
+ *
+ * Closing (`StreamSessions.drain`, the door's close): a stream reads no more requests, answers the
+ * ones it has, then ends with UNAVAILABLE "the server is shutting down" (with OK if the client had
+ * half-closed), at once when it has none; the door waits for every stream to end.
  */
 import type { handleBidiStreamingCall, Metadata } from '@grpc/grpc-js';
 import { Cancellation, toSwitchyardError } from '@switchyard/common';
@@ -46,6 +50,45 @@ import { encodeInferResponse, isDecoupled, lookupModel, prepareInfer, type Prepa
 import { markCompressed, startCompressedResponses, type CallCompression } from './response-compression.js';
 import { EncodedInferMessage, inlineInferMessage, readInferMessage, type InferMessage, type ReceivedInferMessage } from './infer-message.js';
 import { traceParentOf } from './grpc-trace.js';
+import { InFlight } from './in-flight.js';
+import { status } from '@grpc/grpc-js';
+
+/** What a closing stream ends with when its client had not half-closed. */
+export const SHUTTING_DOWN = 'the server is shutting down';
+
+/** A door's open streams: at close, each drains, and the door waits for none to be left. */
+export class StreamSessions {
+  readonly #open = new Set<StreamSession>();
+  readonly #count = new InFlight();
+  #draining = false;
+
+  /** Streams open now. */
+  get size(): number {
+    return this.#open.size;
+  }
+
+  add(session: StreamSession): void {
+    this.#open.add(session);
+    this.#count.begin();
+    // opened as the door closes: drained like the others
+    if (this.#draining) session.drain();
+  }
+
+  remove(session: StreamSession): void {
+    if (this.#open.delete(session)) this.#count.end();
+  }
+
+  /** Every stream, and every one opened from now on, reads no more and ends once its requests are answered. */
+  drain(): void {
+    this.#draining = true;
+    for (const s of [...this.#open]) s.drain();
+  }
+
+  /** Resolves once no stream is open. */
+  whenEmpty(): Promise<void> {
+    return this.#count.whenIdle();
+  }
+}
 
 /**
  * What a stream session uses of its call: grpc-js's ServerDuplexStream, or a front thread's stream
@@ -64,8 +107,6 @@ export interface StreamCall {
   write(message: GrpcModelStreamInferResponse): boolean;
   end(): unknown;
   sendMetadata(metadata: Metadata): void;
-  /** Told when the stream gets its first unanswered request (true) and answers its last (false); a front thread's stream drains on it at shutdown. */
-  requestsInFlight?(busy: boolean): void;
 }
 
 type Call = StreamCall;
@@ -104,6 +145,8 @@ class StreamSession {
   readonly #waits = new AbortController();
   /** `--grpc-infer-response-compression-level`: how this stream's responses are sent; undefined = uncompressed. */
   #compression: CallCompression | undefined;
+  /** The door is closing: read no more, end once every request is answered. */
+  #draining = false;
 
   constructor(ctx: GrpcContext, call: Call) {
     this.#ctx = ctx;
@@ -115,7 +158,6 @@ class StreamSession {
     this.#call.on('data', (msg: ReceivedInferMessage) => {
       if (this.#closed) return;
       this.#open += 1;
-      if (this.#open === 1) this.#call.requestsInFlight?.(true);
       if (this.#tail === undefined && !(msg instanceof EncodedInferMessage)) {
         const held = this.#ctx.engine.waitForModel?.(msg.model_name, this.#waits.signal);
         if (held === undefined) this.#onRequest(inlineInferMessage(msg));
@@ -132,6 +174,14 @@ class StreamSession {
       this.#ctx.logger.debug({ err: e }, 'ModelStreamInfer stream error');
       this.#cancel();
     });
+    this.#ctx.streams.add(this);
+  }
+
+  /** The door is closing: read no more requests; end once those read are answered. */
+  drain(): void {
+    if (this.#draining) return;
+    this.#draining = true;
+    this.#regulate();
   }
 
   /**
@@ -256,7 +306,6 @@ class StreamSession {
     }
     if (final) {
       this.#open -= 1;
-      if (this.#open === 0) this.#call.requestsInFlight?.(false);
       this.#regulate();
       this.#maybeEnd();
     }
@@ -269,7 +318,12 @@ class StreamSession {
    */
   #regulate(): void {
     if (this.#closed) return;
-    const hold = this.#congested || this.#tail !== undefined || this.#open >= this.#ctx.limits.maxStreamInflight;
+    if (this.#draining && this.#open === 0 && this.#tail === undefined && this.#ordered.length === 0) {
+      if (this.#readsDone) this.#maybeEnd();
+      else this.#shutDown();
+      return;
+    }
+    const hold = this.#draining || this.#congested || this.#tail !== undefined || this.#open >= this.#ctx.limits.maxStreamInflight;
     if (hold && !this.#paused) {
       this.#paused = true;
       this.#call.pause();
@@ -305,12 +359,21 @@ class StreamSession {
   #maybeEnd(): void {
     if (this.#closed || !this.#readsDone || this.#open > 0 || this.#ordered.length > 0) return;
     this.#closed = true;
+    this.#ctx.streams.remove(this);
     this.#call.end();
+  }
+
+  /** Closing, nothing in flight, the client still sending: end with UNAVAILABLE (it may go elsewhere). */
+  #shutDown(): void {
+    this.#closed = true;
+    this.#ctx.streams.remove(this);
+    this.#call.emit('error', new GrpcStatusError(status.UNAVAILABLE, SHUTTING_DOWN));
   }
 
   #cancel(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#ctx.streams.remove(this);
     this.#waits.abort();
     for (const c of this.#controllers) c.abort();
     this.#controllers.clear();
