@@ -19,7 +19,7 @@ import type { Restrictions } from '../access-control.js';
 import { compileHeaderForwardPattern, forwardHeaders, type HeaderForwardPattern } from '../header-forward.js';
 import { usesSharedMemory } from '../shared-memory-io.js';
 import { installBoundedDecompression } from '../grpc/bounded-decompression.js';
-import { CONNECTION_CLOSE_GRACE_MS, type GrpcTls, type GrpcTransportLimits, grpcJsServerOptions, serverCredentials } from '../grpc/grpc-transport.js';
+import { acceptedConnections, type GrpcTls, type GrpcTransportLimits, grpcJsServerOptions, serverCredentials } from '../grpc/grpc-transport.js';
 import { toGrpcError } from '../grpc/grpc-status.js';
 import { metadataPairs } from '../grpc/infer-request.js';
 import { modelInferResponseSerializer } from '../grpc/infer-response-serializer.js';
@@ -156,22 +156,13 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
   const maxConnections = config.limits.maxConnections;
   if (maxConnections > 0) listener.maxConnections = maxConnections;
   listener.on('drop', (d?: { remoteAddress?: string }) => logger.debug({ remoteAddress: d?.remoteAddress, maxConnections }, 'gRPC connection refused: connection limit reached'));
-  /** Every accepted connection: a session grpc-js has closed may keep its socket (and the thread) until the client leaves. */
-  const sockets = new Set<net.Socket>();
-  let allClosed: (() => void) | undefined;
+  const connections = acceptedConnections(listener);
   let closing: Promise<void> | undefined;
   return {
     listen: () =>
       new Promise<number>((resolve, reject) => {
         const injector = server.createConnectionInjector(serverCredentials(config.tls));
-        listener.on('connection', (socket: net.Socket) => {
-          sockets.add(socket);
-          socket.once('close', () => {
-            sockets.delete(socket);
-            if (sockets.size === 0) allClosed?.();
-          });
-          injector.injectConnection(socket);
-        });
+        listener.on('connection', (socket: net.Socket) => injector.injectConnection(socket));
         listener.once('error', reject);
         // reusePort: node 22.12 / 23.1 and later (the host checks before starting threads)
         listener.listen({ port: config.port, host: config.host, reusePort: true } as net.ListenOptions, () => {
@@ -189,16 +180,7 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
         server.tryShutdown(() => undefined);
         const idle = await within(Promise.all([link.whenIdle(), relays.whenIdle()]), config.shutdownTimeoutMs);
         if (!idle) logger.warn({ timeoutMs: config.shutdownTimeoutMs }, 'gRPC calls still running on a front thread at shutdown timeout; cancelling them');
-        // the last answers and statuses go out; clients told GOAWAY leave
-        await within(
-          new Promise<void>((resolve) => {
-            if (sockets.size === 0) resolve();
-            else allClosed = resolve;
-          }),
-          CONNECTION_CLOSE_GRACE_MS,
-        );
-        server.forceShutdown();
-        for (const socket of sockets) socket.destroy();
+        await connections.cut(server);
         client.close();
       })();
       return closing;

@@ -27,7 +27,7 @@ import { modelInferHandler } from './model-infer.js';
 import { loadGrpcProtos } from './protos.js';
 import { modelStreamInferHandler, serveModelStream, StreamSessions } from './stream-infer.js';
 import { InFlight, within } from './in-flight.js';
-import { CONNECTION_CLOSE_GRACE_MS, grpcJsServerOptions, grpcTransportLimits, integerOption, serverCredentials } from './grpc-transport.js';
+import { acceptedConnections, grpcJsServerOptions, grpcTransportLimits, integerOption, serverCredentials } from './grpc-transport.js';
 import { FrontThreads } from '../front-threads/front-host.js';
 import { connectionShare } from '../front-threads/front-config.js';
 
@@ -174,16 +174,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
   // grpc-js has no connection limit: we own the listening socket (net.Server.maxConnections closes
   // a connection beyond the limit at accept) and hand every accepted one to grpc-js.
   const listener = net.createServer({ noDelay: true });
-  /** Every accepted connection (a session grpc-js has closed may keep its socket until the client leaves). */
-  const sockets = new Set<net.Socket>();
-  let allClosed: (() => void) | undefined;
-  listener.on('connection', (socket: net.Socket) => {
-    sockets.add(socket);
-    socket.once('close', () => {
-      sockets.delete(socket);
-      if (sockets.size === 0) allClosed?.();
-    });
-  });
+  const connections = acceptedConnections(listener);
   const maxConnections = limits.maxConnections;
   if (maxConnections > 0) listener.maxConnections = maxConnections;
   listener.on('drop', (d?: { remoteAddress?: string }) => logger.debug({ remoteAddress: d?.remoteAddress, maxConnections }, 'gRPC connection refused: connection limit reached'));
@@ -265,15 +256,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcFrontDoor {
         if (!(await within(Promise.all([ctx.calls.whenIdle(), ctx.streams.whenEmpty()]), shutdownTimeoutMs))) {
           logger.warn({ timeoutMs: shutdownTimeoutMs, calls: ctx.calls.count, streams: ctx.streams.size }, 'gRPC calls still running at shutdown timeout; cancelling them');
         }
-        await within(
-          new Promise<void>((resolve) => {
-            if (sockets.size === 0) resolve();
-            else allClosed = resolve;
-          }),
-          CONNECTION_CLOSE_GRACE_MS,
-        );
-        server.forceShutdown();
-        for (const socket of sockets) socket.destroy();
+        await connections.cut(server);
         await ctx.codecThread.close();
         if (fronts !== undefined) await rm(fronts.dir, { recursive: true, force: true });
       })();

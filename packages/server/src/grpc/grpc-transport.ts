@@ -3,9 +3,11 @@
  * server options for them (with the restricted-protocol interceptor), and the credentials (plaintext
  * or TLS).
  */
-import { ServerCredentials, type ServerOptions } from '@grpc/grpc-js';
+import type * as net from 'node:net';
+import { type Server, ServerCredentials, type ServerOptions } from '@grpc/grpc-js';
 import type { Restrictions } from '../access-control.js';
 import { restrictedProtocolInterceptor } from './grpc-access.js';
+import { within } from './in-flight.js';
 
 /**
  * The largest message received, after decompression: 64 MiB, as `--http-max-input-size`, so a
@@ -120,3 +122,34 @@ export function serverCredentials(tls: GrpcTls | undefined): ServerCredentials {
 
 /** Once nothing is in flight at close, how long a door's connections get to take the last answers and leave before they are cut. */
 export const CONNECTION_CLOSE_GRACE_MS = 1000;
+
+/**
+ * The connections `listener` accepts, for a door's close: `cut` gives them CONNECTION_CLOSE_GRACE_MS
+ * to take the last answers and leave (clients told GOAWAY do), then cancels what grpc-js still runs
+ * and drops them. A session grpc-js has closed may keep its socket until the client leaves, which
+ * would keep the door's event loop alive.
+ */
+export function acceptedConnections(listener: net.Server): { cut(server: Server): Promise<void> } {
+  const sockets = new Set<net.Socket>();
+  let allClosed: (() => void) | undefined;
+  listener.on('connection', (socket: net.Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => {
+      sockets.delete(socket);
+      if (sockets.size === 0) allClosed?.();
+    });
+  });
+  return {
+    cut: async (server) => {
+      await within(
+        new Promise<void>((resolve) => {
+          if (sockets.size === 0) resolve();
+          else allClosed = resolve;
+        }),
+        CONNECTION_CLOSE_GRACE_MS,
+      );
+      server.forceShutdown();
+      for (const socket of sockets) socket.destroy();
+    },
+  };
+}
