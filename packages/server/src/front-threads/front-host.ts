@@ -142,7 +142,16 @@ export class FrontThreads {
             reject(new Error(m.message));
             return;
           case 'asks':
-            for (const a of m.batch) this.#ask(thread, a);
+            for (const a of m.batch) {
+              try {
+                this.#ask(thread, a);
+              } catch (e) {
+                // a bug here fails that request or stream, never the process
+                this.#o.logger.error({ err: e, ask: a.t }, 'a front thread\'s request failed unexpectedly on the main thread');
+                const stream = thread.streams.get(a.id);
+                if (stream !== undefined) stream.emit('error', { code: status.INTERNAL, details: toSwitchyardError(e).message });
+              }
+            }
             return;
           case 'log':
             this.#o.logger[m.level](m.fields, m.msg);

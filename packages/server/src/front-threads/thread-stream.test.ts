@@ -146,4 +146,13 @@ describe('ThreadStreamCall (a front thread stream on the main thread)', () => {
     expect(call.metadata.get('x-tenant')).toEqual(['acme', 'beta']);
     expect(call.metadata.get('trace-bin')).toEqual([Buffer.from([1, 2, 3])]);
   });
+
+  it('drops metadata grpc-js would refuse instead of throwing', () => {
+    const { call } = setup([
+      ['x!y', 'v'],
+      ['text-bin', 'not bytes'],
+      ['ok', 'kept'],
+    ]);
+    expect(call.metadata.toJSON()).toEqual({ ok: ['kept'] });
+  });
 });

@@ -178,10 +178,19 @@ export class ThreadStreamCall extends EventEmitter {
   }
 }
 
-/** The call's metadata as the client sent it (`-bin` values as bytes). */
+/**
+ * The call's metadata as the client sent it (`-bin` values as bytes). grpc-js on the thread has
+ * already dropped what it would not accept; an entry it would refuse here is dropped too, never thrown.
+ */
 function metadataOf(entries: readonly MetadataEntry[]): Metadata {
   const md = new Metadata();
-  for (const [key, value] of entries) md.add(key, typeof value === 'string' ? value : Buffer.from(value));
+  for (const [key, value] of entries) {
+    try {
+      md.add(key, typeof value === 'string' ? value : Buffer.from(value));
+    } catch {
+      // an illegal key, or a text value under a -bin key
+    }
+  }
   return md;
 }
 
