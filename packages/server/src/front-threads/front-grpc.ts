@@ -9,7 +9,7 @@
  * main thread's gRPC door (grpc-relay.ts), whose handlers answer as without threads. A
  * `ModelStreamInfer` call stays here (HTTP/2, flow control to the client); its messages go to the
  * door's own stream session on the main thread and its responses come back (thread-stream.ts), with
- * at most STREAM_WINDOW messages handed over and not yet taken.
+ * at most STREAM_WINDOW messages handed over that the session has not acknowledged taking.
  */
 import * as net from 'node:net';
 import { type Metadata, Server, type ServerDuplexStream, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
@@ -48,7 +48,6 @@ export interface GrpcFrontConfig {
 }
 
 const MODEL_INFER = '/inference.GRPCInferenceService/ModelInfer';
-
 
 export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: Logger): ThreadDoor {
   // as the main thread's door: grpc-js would inflate every compressed message at once
@@ -113,8 +112,8 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
   }
 
   function modelStreamInfer(call: ServerDuplexStream<Buffer, Buffer>): void {
-    /** Messages handed to the main thread and not yet taken by its session. */
-    let untaken = 0;
+    /** Messages handed to the main thread that its session has not acknowledged taking. */
+    let unacknowledged = 0;
     let paused = false;
     let full = false;
     const stream = link.openStream(metadataEntries(call.metadata), {
@@ -128,8 +127,8 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
         });
       },
       took: (n) => {
-        untaken -= n;
-        if (paused && untaken < STREAM_WINDOW) {
+        unacknowledged -= n;
+        if (paused && unacknowledged < STREAM_WINDOW) {
           paused = false;
           call.resume();
         }
@@ -140,9 +139,9 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
       },
     });
     call.on('data', (b: Buffer) => {
-      untaken += 1;
+      unacknowledged += 1;
       stream.data(ownedBytes(b));
-      if (untaken >= STREAM_WINDOW && !paused) {
+      if (unacknowledged >= STREAM_WINDOW && !paused) {
         paused = true;
         call.pause();
       }
@@ -172,8 +171,9 @@ export function grpcThreadDoor(config: GrpcFrontConfig, link: MainLink, logger: 
       }),
     // Stop accepting (GOAWAY: no new calls), let the calls in flight finish — requests on the main
     // thread's engine, streams (which the main thread ends once their requests are answered), relayed
-    // calls — up to the shutdown timeout, let the sessions close, then cancel whatever is left (an
-    // idle health watch, a call past the timeout) and drop every connection, so the thread can exit.
+    // calls — up to the shutdown timeout, give the connections a moment to take the last answers, then
+    // cancel whatever is left (an idle health watch, a call past the timeout) and drop every
+    // connection, so the thread can exit.
     close: () => {
       closing ??= (async () => {
         listener.close();
