@@ -229,4 +229,41 @@ describe.each(reusePortSupported() ? [0, 2] : [0])('--grpc-infer-thread-count=%i
       expect(res.settings.log_verbose_level.uint32_param).toBe(0);
     });
   });
+
+  describe('shutdown', () => {
+    it('SIGTERM with streams open: each ends with UNAVAILABLE, and the worker exits at once', async () => {
+      const own = await startWorkerProcess({
+        modelRepositories: [repo.path],
+        args: ['--model-control-mode=explicit', '--load-model=simple', ...(threads > 0 ? [`--grpc-infer-thread-count=${threads}`] : [])],
+      });
+      const { inference } = loadGrpcClients(own.grpcAddress);
+      try {
+        const open = () => {
+          const call = inference.ModelStreamInfer();
+          const got: any[] = [];
+          call.on('data', (r: any) => got.push(r));
+          const ended = new Promise<{ code: number; details: string }>((resolve) => {
+            call.on('error', (e: grpc.ServiceError) => resolve({ code: e.code, details: e.details }));
+            call.on('end', () => resolve({ code: grpc.status.OK, details: '' }));
+          });
+          return { call, got, ended };
+        };
+        // two streams, each answered once and left open (the client never half-closes)
+        const streams = [open(), open()];
+        streams.forEach((st, i) => st.call.write(simpleRaw(range(16), range(16, () => 1), `before-${i}`)));
+        await expect.poll(() => streams.map((st) => st.got.length)).toEqual([1, 1]);
+        const started = Date.now();
+        const stopped = own.stop('SIGTERM');
+        const shuttingDown = { code: grpc.status.UNAVAILABLE, details: 'the server is shutting down' };
+        expect(await Promise.all(streams.map((st) => st.ended))).toEqual([shuttingDown, shuttingDown]);
+        expect(streams.map((st) => st.got[0].infer_response.id)).toEqual(['before-0', 'before-1']);
+        expect(await stopped).toEqual({ code: 0, signal: null });
+        // the drain did not wait for the exit timeout (30 s): nothing was in flight
+        expect(Date.now() - started).toBeLessThan(15_000);
+      } finally {
+        inference.close();
+        await own.stop();
+      }
+    });
+  });
 });
