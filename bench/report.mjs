@@ -12,7 +12,8 @@
 //   disagg      per workload: share of requests within SLO and goodput against arrival rate, aggregated vs 4P+4D
 //   planner     per planner run: replicas (serving, starting, target) against the arrival rate over time;
 //               every run's SLO attainment against its worker-seconds
-// Every section's `goals` (and the cluster hop's headlines) are listed as text beside the charts.
+// Every section's `goals` (and the cluster hop's headlines) are listed as text beside the charts; the
+// front-threads comparison (`threadRatios`) as a table.
 // The charts are drawn by @switchyard/simulator's SVG writer (`renderPlotSvg`), the same that
 // draws `switchyard simulate`'s timeline.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -52,6 +53,13 @@ function goalsTable(goals) {
   const entries = Object.entries(goals ?? {});
   if (entries.length === 0) return [];
   return ['| measure | value |', '|---|---|', ...entries.map(([k, v]) => `| ${mdCell(k)} | ${mdCell(fmt(v))} |`), ''];
+}
+
+/** A list of like rows (run.mjs's console tables) as a Markdown table, columns from the first row. */
+function rowsTable(rows) {
+  if (rows.length === 0 || typeof rows[0] !== 'object' || rows[0] === null) return [];
+  const cols = Object.keys(rows[0]);
+  return [`| ${cols.map(mdCell).join(' | ')} |`, `|${cols.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${cols.map((c) => mdCell(fmt(r[c] ?? ''))).join(' | ')} |`), ''];
 }
 
 // --- worker -------------------------------------------------------------------------------------
@@ -278,6 +286,7 @@ function goalsIn(value, path = [], out = [], depth = 0) {
 /** The sections in run.mjs's order: title, where in the results, charts (optional). */
 const SECTIONS = [
   { title: 'Worker: served vs raw and bare (issue 2)', has: (r) => r.served?.['http-json'] !== undefined && r.bare?.['http-json'] !== undefined, data: (r) => r, charts: workerCharts, id: 'worker', goals: (r) => [{ where: '', goals: r.goals }, ...(r.floor !== undefined ? [{ where: 'floor', title: 'Not goals: the floor, a minimal Node.js server running the same model with nothing else (`bench/lib/minimal-servers.mjs`)', goals: r.floor }] : [])] },
+  { title: 'Worker: front threads against the event loop', data: (r) => r.threadRatios, rows: true, id: 'threads' },
   { title: 'Dynamic batching (issue 3)', data: (r) => r.batching, charts: batchingCharts, id: 'batching' },
   { title: 'Embeddings', data: (r) => r.embeddings, id: 'embeddings' },
   { title: 'LLM: replay in virtual time (issue 4)', data: (r) => r.llmReplay, id: 'llm-replay' },
@@ -320,6 +329,7 @@ export function report(results, stem) {
       lines.push(...goalsTable(g));
     }
     if (Array.isArray(data.headlines)) lines.push(...data.headlines.map((h) => `- ${mdCell(h)}`), '');
+    if (s.rows === true && Array.isArray(data)) lines.push(...rowsTable(data));
     if (s.charts !== undefined) chartsOf(s.id, stem, s.charts(data), files, lines);
   }
   if (drawn === 0) lines.push('No section of this file is known to the report.', '');

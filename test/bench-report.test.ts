@@ -24,6 +24,10 @@ const worker = {
   minimal: { 'http-json': door(3), 'http-binary': door(4), grpc: door(1.5) },
   goals: { 'served / bare throughput, HTTP JSON, c=16 (goal >= 0.6)': 0.5 },
   floor: { 'served / minimal throughput, c=16 (JSON, binary, gRPC)': [0.667, 0.75, 0.667] },
+  threadRatios: [
+    { mode: 'grpc', concurrency: 16, 'threads/served throughput': 1.01, 'main-thread CPU/req, threads (us)': 76 },
+    { mode: 'grpc-stream', concurrency: 16, 'threads/served throughput': 1.15, 'main-thread CPU/req, threads (us)': 74 },
+  ],
 };
 const batching = {
   off: { 1: load(500), 4: load(2000), 16: load(4000), 32: load(4000), 64: load(4000) },
@@ -101,6 +105,10 @@ describe('bench report', () => {
     // the worker's floor: listed apart from its goals, arrays as comma-separated values
     expect(md).toContain('Not goals: the floor');
     expect(md).toContain('| served / minimal throughput, c=16 (JSON, binary, gRPC) | 0.667, 0.75, 0.667 |');
+    // the front-threads comparison, as run.mjs prints it
+    expect(md).toContain('## Worker: front threads against the event loop');
+    expect(md).toContain('| mode | concurrency | threads/served throughput | main-thread CPU/req, threads (us) |');
+    expect(md).toContain('| grpc-stream | 16 | 1.15 | 74 |');
   });
 
   it('draws each headline with its series and the goal the issue states', () => {
