@@ -91,12 +91,15 @@ describe('ThreadStreamCall (a front thread stream on the main thread)', () => {
     expect(done()).toBe(1);
   });
 
-  it('ends the call as grpc-js does when a message cannot be deserialized, and reads nothing more', async () => {
-    const { call, data, sent } = setup();
+  it('ends the call as grpc-js does when a message cannot be deserialized (status, then cancelled), and reads nothing more', async () => {
+    const { call, data, events, sent, done } = setup();
     call.receive(bytes('bad'));
     call.receive(bytes('a'));
     await turn();
     expect(data).toEqual([]);
+    expect(events).toEqual(['cancelled']);
+    expect(call.cancelled).toBe(true);
+    expect(done()).toBe(1);
     const details = process.env['GRPC_NODE_DEBUG_SEND_ERROR_DETAILS'] === 'true' ? 'Error deserializing request: no such wire type' : 'Error deserializing request';
     expect(sent()).toEqual([{ t: 'end', id: 7, code: status.INTERNAL, details }]);
   });

@@ -10,7 +10,7 @@
  * - 'data' events stop while paused and start again after `resume`, on a later tick; 'end' comes
  *   after the last message;
  * - a message the deserializer refuses ends the call with INTERNAL `Error deserializing request`,
- *   and nothing more is read;
+ *   then 'cancelled' is emitted, and nothing more is read;
  * - an 'error' emitted on the call ends it with that error's status (code and details);
  * - `write` returns false while the thread's write buffer is full, and 'drain' follows;
  * - a client that cancels (or a thread that exits) sets `cancelled` and emits 'cancelled'.
@@ -78,6 +78,9 @@ export class ThreadStreamCall extends EventEmitter {
     } catch (e) {
       const refused = deserializeError(e instanceof Error ? e.message : String(e));
       this.#finish(refused.code, refused.details);
+      // as grpc-js: the handler hears 'cancelled' after that status (and lets go of the stream)
+      this.#cancelled = true;
+      this.emit('cancelled', 'cancelled');
       return;
     }
     this.#queue.push(message);

@@ -1,5 +1,7 @@
-import { status, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
+import { Metadata, status, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
+import { EventEmitter } from 'node:events';
 import * as http2 from 'node:http2';
+import { silentLogger } from '@switchyard/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerSettings } from '../settings.js';
 import { SharedMemoryManager } from '../shared-memory.js';
@@ -7,6 +9,9 @@ import { FakeEngine } from '../test-support/fake-engine.js';
 import { createGrpcServer, type GrpcFrontDoor } from './grpc-server.js';
 import { createTestClient, type TestClient } from './grpc-test-client.js';
 import { loadGrpcProtos } from './protos.js';
+import type { GrpcContext } from './grpc-context.js';
+import { InFlight } from './in-flight.js';
+import { SHUTTING_DOWN, serveModelStream, StreamSessions, type StreamCall } from './stream-infer.js';
 
 type StreamResponse = Record<string, unknown> & {
   error_message: string;
@@ -290,3 +295,32 @@ async function waitFor(cond: () => boolean, timeoutMs = 2000): Promise<void> {
     await new Promise((r) => setTimeout(r, 5));
   }
 }
+
+describe('StreamSessions: a door lets go of every stream, however it ends', () => {
+  it('client cancel, client half-close, an error status, a drain at close', async () => {
+    const streams = new StreamSessions();
+    const ctx = { engine: new FakeEngine(), streams, calls: new InFlight(), limits: { maxStreamInflight: 4 }, logger: silentLogger, compression: 'none' } as unknown as GrpcContext;
+    const statuses: unknown[] = [];
+    const call = () => {
+      const c = Object.assign(new EventEmitter(), { metadata: new Metadata(), cancelled: false, pause: () => c, resume: () => c, write: () => true, end: () => statuses.push('end'), sendMetadata: () => undefined });
+      c.on('error', (e: unknown) => statuses.push(e));
+      serveModelStream(ctx, c as unknown as StreamCall);
+      return c;
+    };
+    const ends: Array<(c: EventEmitter) => void> = [(c) => c.emit('cancelled'), (c) => c.emit('end'), (c) => c.emit('error', new Error('reset'))];
+    for (const end of ends) {
+      const c = call();
+      expect(streams.size).toBe(1);
+      end(c);
+      expect(streams.size).toBe(0);
+    }
+    call();
+    streams.drain();
+    expect(streams.size).toBe(0);
+    await streams.whenEmpty();
+    expect(statuses.at(-1)).toMatchObject({ code: status.UNAVAILABLE, details: SHUTTING_DOWN });
+    // opened while the door closes: drained at once
+    call();
+    expect(streams.size).toBe(0);
+  });
+});
