@@ -10,6 +10,7 @@ import type { InferRequest, InferResponse } from '@switchyard/kserve';
 import { rebuildError } from '../codec-thread.js';
 import { EMPTY_FRONT_STATE, type FrontState } from './front-state.js';
 import { type Ask, type MetadataEntry, Outbox, type ToMain, type ToThread } from './front-messages.js';
+import { InFlight } from '../grpc/in-flight.js';
 
 /** The engine's answer to one request. */
 export type EngineAnswer = { response: InferResponse } | { error: SwitchyardError };
@@ -49,8 +50,8 @@ export class MainLink {
   #nextId = 1;
   readonly #waiting = new Map<number, (answer: EngineAnswer | undefined) => void>();
   readonly #streams = new Map<number, StreamListener>();
-  /** Who waits for no request or stream to be outstanding (`whenIdle`). */
-  #idleWaiters: (() => void)[] = [];
+  /** Requests and streams outstanding on the main thread (`whenIdle`). */
+  readonly #outstanding = new InFlight();
   readonly #port: MessagePort;
   readonly #asks: Outbox<Ask>;
 
@@ -70,7 +71,7 @@ export class MainLink {
               if (resolve === undefined) continue;
               this.#waiting.delete(a.id);
               resolve(a.t === 'result' ? { response: a.response } : { error: rebuildError(a) });
-              this.#checkIdle();
+              this.#outstanding.end();
               continue;
             }
             const stream = this.#streams.get(a.id);
@@ -78,12 +79,11 @@ export class MainLink {
             if (a.t === 'write') {
               if (a.took !== undefined) stream.took(a.took);
               stream.write(a.bytes);
-            }
-            else if (a.t === 'took') stream.took(a.n);
+            } else if (a.t === 'took') stream.took(a.n);
             else {
               this.#streams.delete(a.id);
               stream.end(a.code, a.details);
-              this.#checkIdle();
+              this.#outstanding.end();
             }
           }
           return;
@@ -108,6 +108,7 @@ export class MainLink {
     let settle: (answer: EngineAnswer | undefined) => void = () => undefined;
     const answer = new Promise<EngineAnswer | undefined>((resolve) => (settle = resolve));
     this.#waiting.set(id, settle);
+    this.#outstanding.begin();
     this.#asks.add({ t: 'infer', id, request }, transfer);
     return {
       answer,
@@ -115,7 +116,7 @@ export class MainLink {
         if (!this.#waiting.delete(id)) return;
         this.#asks.add({ t: 'cancel', id });
         settle(undefined);
-        this.#checkIdle();
+        this.#outstanding.end();
       },
     };
   }
@@ -124,6 +125,7 @@ export class MainLink {
   openStream(metadata: MetadataEntry[], listener: StreamListener): RemoteStream {
     const id = this.#nextId++;
     this.#streams.set(id, listener);
+    this.#outstanding.begin();
     this.#asks.add({ t: 'open', id, metadata });
     return {
       data: (bytes) => {
@@ -135,7 +137,7 @@ export class MainLink {
       cancel: () => {
         if (!this.#streams.delete(id)) return;
         this.#asks.add({ t: 'cancel', id });
-        this.#checkIdle();
+        this.#outstanding.end();
       },
       congested: (full) => {
         if (this.#streams.has(id)) this.#asks.add(full ? { t: 'full', id } : { t: 'drain', id });
@@ -145,15 +147,7 @@ export class MainLink {
 
   /** Resolves once no request and no stream of this thread is outstanding on the main thread. */
   whenIdle(): Promise<void> {
-    if (this.#waiting.size === 0 && this.#streams.size === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#idleWaiters.push(resolve));
-  }
-
-  #checkIdle(): void {
-    if (this.#idleWaiters.length === 0 || this.#waiting.size > 0 || this.#streams.size > 0) return;
-    const waiters = this.#idleWaiters;
-    this.#idleWaiters = [];
-    for (const w of waiters) w();
+    return this.#outstanding.whenIdle();
   }
 
   close(): void {

@@ -41,7 +41,6 @@ export const DEFAULT_GRPC_SHUTDOWN_TIMEOUT_MS = 30_000;
  */
 export const DEFAULT_GRPC_MAX_STREAM_INFLIGHT = 128;
 
-
 export interface GrpcServerOptions {
   engine: InferenceEngine;
   /** Client system shared memory, shared with the HTTP door. */
@@ -97,8 +96,8 @@ export interface GrpcServerOptions {
   /**
    * `--grpc-infer-thread-count`: gRPC front threads sharing the port (front-threads/front-grpc.ts),
    * which serve ModelInfer themselves, carry ModelStreamInfer calls whose sessions run here, and relay
-   * every other call to this door on a private Unix socket. 0 / undefined: every connection on the event loop. Needs `reusePortSupported()` and no
-   * response compression.
+   * every other call to this door on a private Unix socket. 0 / undefined: every connection on the
+   * event loop. Needs `reusePortSupported()` and no response compression.
    */
   threads?: number;
   logger?: Logger;

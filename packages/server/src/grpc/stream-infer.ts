@@ -34,7 +34,7 @@
  * ones it has, then ends with UNAVAILABLE "the server is shutting down" (with OK if the client had
  * half-closed), at once when it has none; the door waits for every stream to end.
  */
-import type { handleBidiStreamingCall, Metadata } from '@grpc/grpc-js';
+import { type handleBidiStreamingCall, type Metadata, status } from '@grpc/grpc-js';
 import { Cancellation, toSwitchyardError } from '@switchyard/common';
 import type { InferResult } from '@switchyard/engine';
 import {
@@ -51,7 +51,6 @@ import { markCompressed, startCompressedResponses, type CallCompression } from '
 import { EncodedInferMessage, inlineInferMessage, readInferMessage, type InferMessage, type ReceivedInferMessage } from './infer-message.js';
 import { traceParentOf } from './grpc-trace.js';
 import { InFlight } from './in-flight.js';
-import { status } from '@grpc/grpc-js';
 
 /** What a closing stream ends with when its client had not half-closed. */
 export const SHUTTING_DOWN = 'the server is shutting down';
@@ -109,8 +108,6 @@ export interface StreamCall {
   sendMetadata(metadata: Metadata): void;
 }
 
-type Call = StreamCall;
-
 /** The place of one non-decoupled request in the response order; filled when its answer is known. */
 interface Slot {
   response?: GrpcModelStreamInferResponse;
@@ -127,7 +124,7 @@ export function serveModelStream(ctx: GrpcContext, call: StreamCall): void {
 
 class StreamSession {
   readonly #ctx: GrpcContext;
-  readonly #call: Call;
+  readonly #call: StreamCall;
   /** Non-decoupled requests awaiting their turn to be written, oldest first. */
   readonly #ordered: Slot[] = [];
   /** Requests whose final answer has not been delivered yet. */
@@ -148,7 +145,7 @@ class StreamSession {
   /** The door is closing: read no more, end once every request is answered. */
   #draining = false;
 
-  constructor(ctx: GrpcContext, call: Call) {
+  constructor(ctx: GrpcContext, call: StreamCall) {
     this.#ctx = ctx;
     this.#call = call;
   }
