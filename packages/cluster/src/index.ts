@@ -46,6 +46,7 @@ export type { WorkerNode, WorkerNodeOptions, WorkerNodeState } from './worker/wo
 export { MAX_INLINE_TOKENIZER_BYTES, TOKENIZER_FILES } from './worker/model-cards.js';
 export { DEFAULT_LOAD_INTERVAL_MS, LOAD_HEARTBEAT_MS } from './worker/load-publisher.js';
 export { DEFAULT_FORWARD_PASS_INTERVAL_MS, FORWARD_PASS_MAX_STEPS } from './worker/forward-pass-publisher.js';
+export { KV_EVENTS_MIN_INTERVAL_MS } from './worker/kv-publisher.js';
 // ---- figures for planners ----
 export { ITL_MS_BOUNDS, TOKEN_BOUNDS, TTFT_MS_BOUNDS, addHistogram, geometricBounds } from './figure-histogram.js';
 export { DEFAULT_REQUEST_FIGURES_INTERVAL_MS } from './router/request-figures.js';

@@ -40,7 +40,7 @@ const ids = (b: WireKvEvents) => b.events.map((e) => e.event_id);
 describe('KvEventPublisher', () => {
   it('batches per macrotask, keeps one publish in flight, and never blocks the producer', async () => {
     const { plane, calls } = manualPlane();
-    const p = new KvEventPublisher(plane, 's', instanceId('00000000000000aa'), silentLogger);
+    const p = new KvEventPublisher(plane, 's', instanceId('00000000000000aa'), silentLogger, 0);
     const kv = source();
     p.attach('m', kv);
     kv.emit(3);
@@ -63,7 +63,7 @@ describe('KvEventPublisher', () => {
     const { plane, calls } = manualPlane();
     const errors: unknown[] = [];
     const logger = { ...silentLogger, error: (...a: unknown[]) => void errors.push(a) };
-    const p = new KvEventPublisher(plane, 's', instanceId('00000000000000aa'), logger);
+    const p = new KvEventPublisher(plane, 's', instanceId('00000000000000aa'), logger, 0);
     const kv = source();
     const detach = p.attach('m', kv);
     kv.emit(2);
@@ -85,7 +85,7 @@ describe('KvEventPublisher', () => {
 
   it('a reloaded engine continues the wire ids after a cleared event; snapshots translate', async () => {
     const { plane, calls } = manualPlane();
-    const p = new KvEventPublisher(plane, 's', instanceId('00000000000000aa'), silentLogger);
+    const p = new KvEventPublisher(plane, 's', instanceId('00000000000000aa'), silentLogger, 0);
     const first = source();
     const detachFirst = p.attach('m', first);
     first.emit(3);
@@ -105,5 +105,44 @@ describe('KvEventPublisher', () => {
     ]);
     expect(p.wireEventId('m', second.snapshot().last_event_id)).toBe(5);
     expect(p.wireEventId('other', 7)).toBe(7);
+  });
+
+  it('publishes a model at most once per interval, at once when idle, and flush does not wait it out', async () => {
+    const { plane, calls } = manualPlane();
+    const p = new KvEventPublisher(plane, 's', instanceId('00000000000000aa'), silentLogger, 40);
+    const kv = source();
+    p.attach('m', kv);
+    const other = source();
+    p.attach('o', other);
+    const t0 = performance.now();
+    kv.emit(1);
+    await tick();
+    expect(calls.map((c) => ids(c.payload))).toEqual([[0]]); // the first batch does not wait
+    calls[0]!.resolve();
+    for (let i = 0; i < 3; i++) {
+      kv.emit(1);
+      await tick();
+    }
+    other.emit(1);
+    await tick();
+    // the model's next batch waits out the interval, merging what comes meanwhile; another model does not wait
+    expect(calls.map((c) => [c.payload.model, ids(c.payload)])).toEqual([['m', [0]], ['o', [0]]]);
+    await new Promise<void>((resolve) => {
+      const poll = (): void => void (calls.length >= 3 ? resolve() : setTimeout(poll, 2));
+      poll();
+    });
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(38);
+    expect(ids(calls[2]!.payload)).toEqual([1, 2, 3]);
+    calls[1]!.resolve();
+    calls[2]!.resolve();
+    kv.emit(2);
+    const flushed = p.flush();
+    const t1 = performance.now();
+    for (let i = 0; i < 5 && calls.length < 4; i++) await tick();
+    expect(ids(calls[3]!.payload)).toEqual([4, 5]); // flush publishes now, not after the interval
+    expect(performance.now() - t1).toBeLessThan(30);
+    calls[3]!.resolve();
+    await flushed;
+    expect(() => new KvEventPublisher(plane, 's', instanceId('00000000000000aa'), silentLogger, -1)).toThrow(RangeError);
   });
 });

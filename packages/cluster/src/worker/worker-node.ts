@@ -68,6 +68,8 @@ export interface WorkerNodeOptions {
   readonly loadIntervalMs?: number;
   /** How often each LLM's forward-pass figures go out as one batch (default 1000 ms). */
   readonly forwardPassIntervalMs?: number;
+  /** Least time between two KV event batches of one model (default KV_EVENTS_MIN_INTERVAL_MS, 10 ms; 0 = every macrotask). */
+  readonly kvEventsIntervalMs?: number;
   /** Called when the lease is lost (the node keeps serving; Discovery restores the lease when etcd answers). */
   readonly onLeaseLost?: (cause: Error) => void;
   /** Called when the lease is restored and the model cards are re-synced. */
@@ -136,7 +138,7 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
 
   const readyLlms = (): LlmEndpoint[] => engine.llmEndpoints?.() ?? [];
   // KV events are numbered per (worker, model) across engine reloads; kv_snapshot uses the same ids.
-  const kvPublisher = new KvEventPublisher(eventPlane, kvEventsSubject(ns, component), id, logger);
+  const kvPublisher = new KvEventPublisher(eventPlane, kvEventsSubject(ns, component), id, logger, options.kvEventsIntervalMs);
 
   // KV transfer: one server per process, started when the first LLM that can transfer KV is announced
   const plane = options.kvTransferPlane;
