@@ -12,6 +12,9 @@
 // latency p50, router/direct ratios. TTFT is the first SSE event with non-empty delta.content (the
 // role-only opening chunk does not count). Tokens are generated on a clock, so the LLM's absolute times
 // are the mocker's; the difference router − direct is the hop.
+// Each LLM cell also reports the KV event batches the worker published per request (the stream's
+// message count, read from JetStream) and the CPU NATS and Redis spent per request: every batch is
+// stored by JetStream and applied to Redis by each router, whichever door the request came in by.
 //
 // Transport floor: a bare NATS request/reply (lib/nats-echo.mjs as the replier, its own process) through
 // the same NATS server at c=1 and 16: the hop crosses the same process boundaries, so the hop's p50
@@ -173,6 +176,7 @@ async function loadWithCpu(call, timing, pids) {
   };
   const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuUs(pid)]));
   const run = await runLoad(counted, timing);
+  run.calls = calls;
   const cpu = {};
   for (const [k, pid] of Object.entries(pids)) {
     const after = cpuUs(pid);
@@ -248,10 +252,12 @@ function streamChat(port, agent) {
 }
 
 /** Closed loop of `concurrency` streams for `durationMs` after `warmupMs`: TTFT and total per request. */
-async function runStreams(port, { concurrency, durationMs, warmupMs }, pids) {
+async function runStreams(port, { concurrency, durationMs, warmupMs }, pids, kvBatches) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   try {
+    const batches0 = await kvBatches();
     const run = await loadWithCpu(() => streamChat(port, agent), { concurrency, durationMs, warmupMs, keepValues: true }, pids);
+    const batches1 = await kvBatches();
     const t = summarize(run.values.map((v) => v.ttftNs), run.elapsedNs, run.errors);
     const tokens = run.values.reduce((n, v) => n + v.chunks, 0);
     return {
@@ -264,10 +270,31 @@ async function runStreams(port, { concurrency, durationMs, warmupMs }, pids) {
       total_p50_us: run.p50_us,
       total_p99_us: run.p99_us,
       cpuUsPerRequest: run.cpuUsPerRequest,
+      kvBatchesPerRequest: batches0 === undefined || batches1 === undefined ? undefined : (batches1 - batches0) / run.calls,
     };
   } finally {
     agent.destroy();
   }
+}
+
+/**
+ * The number of KV event batches the workers have published so far (the namespace's KV event stream's
+ * last sequence, from JetStream's API over plain NATS), or undefined if JetStream does not answer.
+ */
+async function kvBatchCounter(natsUrl, namespace) {
+  const nc = await connectNats({ servers: natsUrl });
+  const { name } = runtime.kvEventsStream(namespace);
+  return {
+    count: async () => {
+      try {
+        const info = JSON.parse(new TextDecoder().decode((await nc.request(`$JS.API.STREAM.INFO.${name}`, new Uint8Array(0), { timeout: 2_000 })).data));
+        return info.state?.last_seq;
+      } catch {
+        return undefined;
+      }
+    },
+    close: () => nc.close(),
+  };
 }
 
 /**
@@ -337,11 +364,11 @@ async function measureNatsFloor(natsUrl, { durationMs, warmupMs }) {
   }
 }
 
-async function measureLlm(targets, { durationMs, warmupMs }, pids) {
+async function measureLlm(targets, { durationMs, warmupMs }, pids, kvBatches) {
   const out = {};
   for (const c of LLM_CONCURRENCY) {
     out[c] = {};
-    for (const target of ['direct', 'router']) out[c][target] = await runStreams(targets[target].http, { concurrency: c, durationMs, warmupMs }, pids);
+    for (const target of ['direct', 'router']) out[c][target] = await runStreams(targets[target].http, { concurrency: c, durationMs, warmupMs }, pids, kvBatches);
   }
   return out;
 }
@@ -379,7 +406,12 @@ export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs 
     const targets = { direct: worker.ports, router: router.ports };
     results.natsFloor = await measureNatsFloor(nats.url, tensorTiming);
     results.tensor = await measureTensor(targets, tensorTiming, { router: router.pid, worker: worker.pid });
-    results.llm = await measureLlm(targets, llmTiming, { router: router.pid, worker: worker.pid });
+    const kvBatches = await kvBatchCounter(nats.url, namespace);
+    try {
+      results.llm = await measureLlm(targets, llmTiming, { router: router.pid, worker: worker.pid, nats: nats.pid, redis: redis.pid }, kvBatches.count);
+    } finally {
+      await kvBatches.close();
+    }
   } finally {
     await Promise.allSettled([started.router?.stop()]);
     await Promise.allSettled([started.worker?.stop()]);
@@ -431,6 +463,8 @@ function report(results) {
       'router/direct TTFT p99': r3(r.ttft_p99_us / d.ttft_p99_us),
       'router/direct total p50': r3(r.total_p50_us / d.total_p50_us),
       'router CPU us/req': r.cpuUsPerRequest.router === undefined ? '-' : r0(r.cpuUsPerRequest.router),
+      'KV batches/req (router)': r.kvBatchesPerRequest === undefined ? '-' : +r.kvBatchesPerRequest.toFixed(2),
+      'NATS + Redis CPU us/req (direct, router)': r.cpuUsPerRequest.nats === undefined ? '-' : `${r0(d.cpuUsPerRequest.nats + d.cpuUsPerRequest.redis)}, ${r0(r.cpuUsPerRequest.nats + r.cpuUsPerRequest.redis)}`,
     });
   }
   console.log(`\nLLM: streaming /v1/chat/completions on ${LLM_MODEL}, max_tokens ${MAX_TOKENS}, fixed prompt, closed loop`);
