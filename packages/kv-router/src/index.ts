@@ -2,6 +2,7 @@
 // @switchyard/runtime (the only package that talks to Redis).
 export type {
   ApplyResult,
+  WorkerEvents,
   RouteDecision,
   RouteRequest,
   RoutingTable,

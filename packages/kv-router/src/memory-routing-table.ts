@@ -24,6 +24,7 @@ import {
   type RouteDecision,
   type RouteRequest,
   type RoutingTable,
+  type WorkerEvents,
   type WorkerId,
   type WorkerLoad,
 } from './routing-table.js';
@@ -62,6 +63,13 @@ export class MemoryRoutingTable implements RoutingTable {
   /** Lazy: entries of released reservations stay until they surface; rebuilt when mostly stale. */
   private reservationExpiry = new MinHeap<string>();
   private approxExpiry = new MinHeap<{ worker: WorkerId; hash: SequenceHash }>();
+
+  async applyEventBatches(batches: readonly WorkerEvents[]): Promise<ApplyResult[]> {
+    for (const b of batches) checkEvents(b.events);
+    const out: ApplyResult[] = [];
+    for (const b of batches) out.push(await this.applyEvents(b.worker, b.events));
+    return out;
+  }
 
   async applyEvents(worker: WorkerId, events: readonly KvCacheEvent[]): Promise<ApplyResult> {
     checkEvents(events);

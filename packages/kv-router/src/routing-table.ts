@@ -47,6 +47,12 @@ export type ApplyResult =
    */
   | { readonly status: 'gap'; readonly applied: number; readonly lastEventId: number; readonly expected: number; readonly got: number };
 
+/** One worker's batch of events, in id order (`RoutingTable.applyEventBatches`). */
+export interface WorkerEvents {
+  readonly worker: WorkerId;
+  readonly events: readonly KvCacheEvent[];
+}
+
 /** One routing decision's input. */
 export interface RouteRequest {
   /** Unique per request across routers; the reservation is released under this id. */
@@ -115,6 +121,13 @@ export interface RoutingTable {
    * redelivery (ids at or below the worker's last applied id are skipped). Atomic per call.
    */
   applyEvents(worker: WorkerId, events: readonly KvCacheEvent[]): Promise<ApplyResult>;
+  /**
+   * `applyEvents` for several batches at once (workers may repeat; applied in the given order), one
+   * result per batch, a gap stopping only its own batch. A shared table makes it one round trip
+   * (RedisRoutingTable: one script call), which is why the KV indexer gathers batches that arrive
+   * together. Throws invalid_argument (applying nothing) if any batch's events are malformed.
+   */
+  applyEventBatches(batches: readonly WorkerEvents[]): Promise<ApplyResult[]>;
   /**
    * Replace everything indexed for `worker` by a snapshot (after a gap, a flush, or when a worker is
    * first seen), and set its last applied event id to `snapshot.last_event_id`. Atomic.

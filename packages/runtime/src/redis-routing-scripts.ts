@@ -203,55 +203,64 @@ end
 `;
 
 /**
- * applyEvents. ARGV: worker, now, gcBudget, then per event: id, kind (s|r|c), n, n hashes
- * (stored block hashes / removed block hashes / none). Returns {'ok', applied, last} or
- * {'gap', applied, last, expected, got}.
+ * applyEvents, for one or more batches (each a worker's events in id order; a worker may appear in
+ * several, applied in ARGV order). ARGV: now, gcBudget, then per batch: worker, m (the ARGV entries its
+ * events take), and per event: id, kind (s|r|c), n, n hashes (stored block hashes / removed block
+ * hashes / none). Returns one result per batch: {'ok', applied, last} or {'gap', applied, last,
+ * expected, got}. A gap stops that batch only.
  */
 const APPLY_EVENTS = `
-local worker = ARGV[1]
-gc(tonumber(ARGV[2]), tonumber(ARGV[3]))
-local last = tonumber(call('HGET', P .. 'last', worker) or '-1')
-local g = genOfWorker(worker)
-local hasAx = g and call('EXISTS', P .. 'ax:' .. g) == 1
-local applied = 0
-local i = 4
-local result = nil
-while i <= #ARGV do
-  local id = tonumber(ARGV[i])
-  local kind = ARGV[i + 1]
-  local n = tonumber(ARGV[i + 2])
-  local first = i + 3
-  i = first + n
-  if id > last then
-    if id ~= last + 1 then
-      result = {'gap', applied, last, last + 1, id}
-      break
-    end
-    if not g then g = newGen(worker); hasAx = false end
-    if kind == 's' then
-      for k = first, i - 1 do
-        local h = ARGV[k]
-        indexAdd(g, h)
-        -- a block an event stored is no longer subject to approximate-mode expiry
-        if hasAx then call('ZREM', P .. 'ax:' .. g, h) end
+gc(tonumber(ARGV[1]), tonumber(ARGV[2]))
+local results = {}
+local j = 3
+while j <= #ARGV do
+  local worker = ARGV[j]
+  local stop = j + 2 + tonumber(ARGV[j + 1])
+  local last = tonumber(call('HGET', P .. 'last', worker) or '-1')
+  local g = genOfWorker(worker)
+  local hasAx = g and call('EXISTS', P .. 'ax:' .. g) == 1
+  local applied = 0
+  local i = j + 2
+  local result = nil
+  while i < stop do
+    local id = tonumber(ARGV[i])
+    local kind = ARGV[i + 1]
+    local n = tonumber(ARGV[i + 2])
+    local first = i + 3
+    i = first + n
+    if id > last then
+      if id ~= last + 1 then
+        result = {'gap', applied, last, last + 1, id}
+        break
       end
-    elseif kind == 'r' then
-      for k = first, i - 1 do
-        local h = ARGV[k]
-        indexRemove(g, h)
-        if hasAx then call('ZREM', P .. 'ax:' .. g, h) end
+      if not g then g = newGen(worker); hasAx = false end
+      if kind == 's' then
+        for k = first, i - 1 do
+          local h = ARGV[k]
+          indexAdd(g, h)
+          -- a block an event stored is no longer subject to approximate-mode expiry
+          if hasAx then call('ZREM', P .. 'ax:' .. g, h) end
+        end
+      elseif kind == 'r' then
+        for k = first, i - 1 do
+          local h = ARGV[k]
+          indexRemove(g, h)
+          if hasAx then call('ZREM', P .. 'ax:' .. g, h) end
+        end
+      else
+        retire(g)
+        g = newGen(worker)
+        hasAx = false
       end
-    else
-      retire(g)
-      g = newGen(worker)
-      hasAx = false
+      last = id
+      applied = applied + 1
     end
-    last = id
-    applied = applied + 1
   end
+  if applied > 0 then call('HSET', P .. 'last', worker, int(last)) end
+  results[#results + 1] = result or {'ok', applied, last}
+  j = stop
 end
-if applied > 0 then call('HSET', P .. 'last', worker, int(last)) end
-return result or {'ok', applied, last}
+return results
 `;
 
 /**

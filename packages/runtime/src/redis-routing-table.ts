@@ -71,6 +71,7 @@ import {
   type RoutingTable,
   type WorkerId,
   type WorkerLoad,
+  type WorkerEvents,
   type WorkerScore,
   checkEvents,
   checkRouteRequest,
@@ -229,22 +230,34 @@ export class RedisRoutingTable implements RoutingTable {
   }
 
   async applyEvents(worker: WorkerId, events: readonly KvCacheEvent[]): Promise<ApplyResult> {
-    const args: (string | number)[] = [worker, Date.now(), DEFAULT_GC_BUDGET];
-    checkEvents(events);
-    for (const e of events) {
-      const d = e.data;
-      if (d.type === 'stored') {
-        args.push(e.event_id, 's', d.blocks.length);
-        for (const b of d.blocks) args.push(b.block_hash);
-      } else if (d.type === 'removed') {
-        args.push(e.event_id, 'r', d.block_hashes.length, ...d.block_hashes);
-      } else {
-        args.push(e.event_id, 'c', 0);
+    return (await this.applyEventBatches([{ worker, events }]))[0]!;
+  }
+
+  /** One script call (one round trip) for every batch; each batch as `applyEvents` would apply it. */
+  async applyEventBatches(batches: readonly WorkerEvents[]): Promise<ApplyResult[]> {
+    if (batches.length === 0) return [];
+    const args: (string | number)[] = [Date.now(), DEFAULT_GC_BUDGET];
+    for (const { worker, events } of batches) {
+      checkEvents(events);
+      const at = args.length;
+      args.push(worker, 0);
+      for (const e of events) {
+        const d = e.data;
+        if (d.type === 'stored') {
+          args.push(e.event_id, 's', d.blocks.length);
+          for (const b of d.blocks) args.push(b.block_hash);
+        } else if (d.type === 'removed') {
+          args.push(e.event_id, 'r', d.block_hashes.length);
+          for (const h of d.block_hashes) args.push(h);
+        } else {
+          args.push(e.event_id, 'c', 0);
+        }
       }
+      args[at + 1] = args.length - at - 2;
     }
-    const r = (await this.call('syApplyEvents', args)) as [string, number, number, number?, number?];
-    if (r[0] === 'ok') return { status: 'ok', applied: r[1], lastEventId: r[2] };
-    return { status: 'gap', applied: r[1], lastEventId: r[2], expected: r[3]!, got: r[4]! };
+    const replies = (await this.call('syApplyEvents', args)) as [string, number, number, number?, number?][];
+    if (!Array.isArray(replies) || replies.length !== batches.length) throw internal(`redis syApplyEvents: ${batches.length} batches, ${Array.isArray(replies) ? replies.length : typeof replies} results`);
+    return replies.map((r) => (r[0] === 'ok' ? { status: 'ok', applied: r[1], lastEventId: r[2] } : { status: 'gap', applied: r[1], lastEventId: r[2], expected: r[3]!, got: r[4]! }));
   }
 
   async replaceWorker(worker: WorkerId, snapshot: KvSnapshot): Promise<void> {

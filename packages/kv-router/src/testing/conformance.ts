@@ -80,6 +80,32 @@ export function routingTableConformance(name: string, open: () => Promise<Confor
         expect(await t.lastEventId('w1')).toBe(1);
       });
 
+      it('applyEventBatches: one result per batch, as applyEvents in order; a gap stops only its batch', async () => {
+        await t.applyEvents('w1', [stored(0, hashes(1, 2))]);
+        const r = await t.applyEventBatches([
+          { worker: 'w1', events: [stored(0, hashes(1, 2)), stored(1, hashes(3, 1), hashOf(2))] }, // a redelivery, then one new
+          { worker: 'w2', events: [stored(3, [hashOf(1)])] }, // unknown worker not starting at 0: a gap
+          { worker: 'w3', events: [stored(0, hashes(1, 4)), removed(1, [hashOf(4)])] },
+          { worker: 'w1', events: [stored(2, hashes(4, 1), hashOf(3)), stored(4, [hashOf(9)]), stored(5, [hashOf(8)])] }, // same worker again: continues, then a gap
+          { worker: 'w4', events: [] },
+        ]);
+        expect(r).toEqual([
+          { status: 'ok', applied: 1, lastEventId: 1 },
+          { status: 'gap', applied: 0, lastEventId: -1, expected: 0, got: 3 },
+          { status: 'ok', applied: 2, lastEventId: 1 },
+          { status: 'gap', applied: 1, lastEventId: 2, expected: 3, got: 4 },
+          { status: 'ok', applied: 0, lastEventId: -1 },
+        ]);
+        expect(await t.blockCount('w1')).toBe(4);
+        expect(await t.blockCount('w2')).toBe(0);
+        expect(await t.blockCount('w3')).toBe(3);
+        expect(await t.lastEventId('w1')).toBe(2);
+        expect(await t.applyEventBatches([])).toEqual([]);
+        // a malformed batch refuses the call and applies nothing of it
+        await expect(t.applyEventBatches([{ worker: 'w1', events: [stored(3, [hashOf(7)])] }, { worker: 'w3', events: [stored(-1, [hashOf(7)])] }])).rejects.toThrow(/event_id/);
+        expect(await t.lastEventId('w1')).toBe(2);
+      });
+
       it('an unknown worker must start at event 0', async () => {
         const r = await t.applyEvents('w9', [stored(5, [hashOf(1)])]);
         expect(r).toEqual({ status: 'gap', applied: 0, lastEventId: -1, expected: 0, got: 5 });
