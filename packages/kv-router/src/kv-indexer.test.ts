@@ -1,10 +1,67 @@
 import { describe, expect, it } from 'vitest';
 import { applyKvEvent, type KvCacheEvent, type KvSnapshot, type LocalBlockHash, type SequenceHash, type SnapshotBlock } from '@switchyard/llm';
-import { KvIndexer } from './kv-indexer.js';
+import { KvIndexer, MAX_HASHES_PER_TABLE_CALL } from './kv-indexer.js';
 import { MemoryRoutingTable } from './memory-routing-table.js';
 import { stored } from './testing/conformance.js';
 
 describe('KvIndexer', () => {
+  it("gathers the batches of a turn into one table call; each worker gets its own result, a gap resyncs only its worker", async () => {
+    const table = new MemoryRoutingTable();
+    const calls: number[] = [];
+    const many = table.applyEventBatches.bind(table);
+    table.applyEventBatches = (batches) => (calls.push(batches.length), many(batches));
+    const h = (n: number) => n.toString(16).padStart(16, '0') as never;
+    let fetches = 0;
+    const indexer = new KvIndexer({ table, fetchSnapshot: async () => (fetches++, { last_event_id: 3, blocks: [], partial_blocks: 0 }) });
+    const results = await Promise.all([
+      indexer.apply('a', [stored(0, [h(1)])]),
+      indexer.apply('b', [stored(0, [h(2)]), stored(1, [h(3)], h(2))]),
+      indexer.apply('c', [stored(2, [h(4)])]), // a gap: c is resynced (snapshot up to 3), nothing else is
+      indexer.apply('a', [stored(1, [h(5)], h(1))]), // a's second batch waits for its first (same worker, next call)
+    ]);
+    expect(results).toEqual([
+      { applied: 1, gap: false, resynced: false },
+      { applied: 2, gap: false, resynced: false },
+      { applied: 0, gap: true, resynced: true },
+      { applied: 1, gap: false, resynced: false },
+    ]);
+    expect(calls).toEqual([3, 1]);
+    expect(fetches).toBe(1);
+    expect(await table.lastEventId('a')).toBe(1);
+    expect(await table.lastEventId('c')).toBe(3);
+    expect(indexer.stats()).toMatchObject({ batches: 4, tableCalls: 2, gaps: 1, resyncs: 1 });
+    // a malformed batch fails alone; a failed call fails each batch it carried, and the next turn works
+    const bad = indexer.apply('d', [stored(-1, [h(6)])]);
+    const good = indexer.apply('e', [stored(0, [h(6)])]);
+    await expect(bad).rejects.toThrow(/event_id/);
+    expect(await good).toMatchObject({ applied: 1 });
+    table.applyEventBatches = async () => {
+      throw new Error('redis down');
+    };
+    await expect(Promise.all([indexer.apply('f', [stored(0, [h(7)])]), indexer.apply('g', [stored(0, [h(7)])])])).rejects.toThrow('redis down');
+    table.applyEventBatches = (batches) => (calls.push(batches.length), many(batches));
+    expect(await indexer.apply('f', [stored(0, [h(7)])])).toMatchObject({ applied: 1 });
+  });
+
+  it('a turn with more block hashes than one call carries is split; a batch larger than that goes alone', async () => {
+    const table = new MemoryRoutingTable();
+    const calls: number[] = [];
+    const many = table.applyEventBatches.bind(table);
+    table.applyEventBatches = (batches) => (calls.push(batches.length), many(batches));
+    const indexer = new KvIndexer({ table, fetchSnapshot: async () => ({ last_event_id: -1, blocks: [], partial_blocks: 0 }) });
+    const blocks = (from: number, n: number) => Array.from({ length: n }, (_, i) => (from + i).toString(16).padStart(16, '0') as never);
+    const third = Math.floor(MAX_HASHES_PER_TABLE_CALL / 3);
+    await Promise.all([
+      indexer.apply('a', [stored(0, blocks(0, third))]),
+      indexer.apply('b', [stored(0, blocks(0, third))]),
+      indexer.apply('c', [stored(0, blocks(0, third))]), // the third does not fit with the other two
+      indexer.apply('d', [stored(0, blocks(0, MAX_HASHES_PER_TABLE_CALL + 10))]),
+      indexer.apply('e', [stored(0, blocks(0, 1))]),
+    ]);
+    expect(calls).toEqual([2, 1, 1, 1]);
+    expect(await table.blockCount('d')).toBe(MAX_HASHES_PER_TABLE_CALL + 10);
+  });
+
   it('applies batches, skips redeliveries, resyncs a gap from the snapshot', async () => {
     const table = new MemoryRoutingTable();
     let fetches = 0;

@@ -4,14 +4,29 @@
  * `kv_snapshot` endpoint over the request plane).
  *
  * Per worker, calls are serialised (a promise chain), so a resync and the batches behind it never
- * interleave. A batch goes to `table.applyEvents`; on a gap (events lost, table flushed, worker never
+ * interleave. A batch goes to the table with every other worker's batch that reaches the indexer in
+ * the same event-loop turn, in one `table.applyEventBatches` call (one Redis round trip instead of one
+ * per batch; a call holds at most MAX_HASHES_PER_TABLE_CALL block hashes, so one script never blocks
+ * Redis long; a larger batch goes alone). Batches come in bursts: a router's JetStream consumer
+ * receives many in one read when many workers publish. On a gap (events lost, table flushed, worker never
  * seen by this table) the worker's snapshot replaces its state and the batch's events above the
  * snapshot's `last_event_id` are applied after it. A failed snapshot fetch is logged and counted, never
  * thrown: the worker stays behind until its next batch, which meets the gap again and retries.
  */
 import { type Logger, silentLogger } from '@switchyard/common';
 import type { KvCacheEvent, KvSnapshot } from '@switchyard/llm';
-import type { RoutingTable, WorkerId } from './routing-table.js';
+import { type ApplyResult, type RoutingTable, type WorkerId, checkEvents } from './routing-table.js';
+
+/** Block hashes one gathered table call carries at most (a single larger batch goes alone). */
+export const MAX_HASHES_PER_TABLE_CALL = 8192;
+
+/** A batch waiting for the turn's table call. */
+interface Gathered {
+  readonly worker: WorkerId;
+  readonly events: readonly KvCacheEvent[];
+  readonly resolve: (r: ApplyResult) => void;
+  readonly reject: (e: unknown) => void;
+}
 
 export interface KvIndexerOptions {
   readonly table: RoutingTable;
@@ -37,6 +52,8 @@ export interface KvIndexerStats {
   readonly gaps: number;
   readonly resyncs: number;
   readonly resyncFailures: number;
+  /** Table calls that applied batches (gathered: at most one per batch). */
+  readonly tableCalls: number;
 }
 
 export class KvIndexer {
@@ -44,7 +61,9 @@ export class KvIndexer {
   private readonly fetchSnapshot: (worker: WorkerId) => Promise<KvSnapshot>;
   private readonly logger: Logger;
   private readonly chains = new Map<WorkerId, Promise<unknown>>();
-  private readonly counters = { batches: 0, eventsApplied: 0, duplicatesSkipped: 0, gaps: 0, resyncs: 0, resyncFailures: 0 };
+  private readonly counters = { batches: 0, eventsApplied: 0, duplicatesSkipped: 0, gaps: 0, resyncs: 0, resyncFailures: 0, tableCalls: 0 };
+  private gathering: Gathered[] = [];
+  private gatherScheduled = false;
 
   constructor(options: KvIndexerOptions) {
     this.table = options.table;
@@ -73,7 +92,7 @@ export class KvIndexer {
 
   private async applyNow(worker: WorkerId, events: readonly KvCacheEvent[]): Promise<IndexerApplyResult> {
     this.counters.batches++;
-    const r = await this.table.applyEvents(worker, events);
+    const r = await this.gathered(worker, events);
     this.counters.eventsApplied += r.applied;
     if (r.status === 'ok') {
       this.counters.duplicatesSkipped += events.length - r.applied;
@@ -96,6 +115,49 @@ export class KvIndexer {
       if (again.status === 'gap') this.counters.gaps++;
     }
     return { applied, gap: true, resynced: true };
+  }
+
+  /** Apply `events` in this turn's table call. */
+  private gathered(worker: WorkerId, events: readonly KvCacheEvent[]): Promise<ApplyResult> {
+    return new Promise<ApplyResult>((resolve, reject) => {
+      this.gathering.push({ worker, events, resolve, reject });
+      if (this.gatherScheduled) return;
+      this.gatherScheduled = true;
+      setImmediate(() => this.sendGathered());
+    });
+  }
+
+  private sendGathered(): void {
+    this.gatherScheduled = false;
+    const all = this.gathering;
+    this.gathering = [];
+    let call: Gathered[] = [];
+    let hashes = 0;
+    for (const g of all) {
+      try {
+        checkEvents(g.events); // a malformed batch fails alone, not the call it would have joined
+      } catch (e) {
+        g.reject(e);
+        continue;
+      }
+      const n = hashCount(g.events);
+      if (call.length > 0 && hashes + n > MAX_HASHES_PER_TABLE_CALL) {
+        this.send(call);
+        call = [];
+        hashes = 0;
+      }
+      call.push(g);
+      hashes += n;
+    }
+    if (call.length > 0) this.send(call);
+  }
+
+  private send(call: readonly Gathered[]): void {
+    this.counters.tableCalls++;
+    this.table.applyEventBatches(call.map(({ worker, events }) => ({ worker, events }))).then(
+      (results) => call.forEach((g, i) => g.resolve(results[i]!)),
+      (err: unknown) => call.forEach((g) => g.reject(err)),
+    );
   }
 
   private async resyncNow(worker: WorkerId): Promise<boolean> {
@@ -126,4 +188,10 @@ export class KvIndexer {
     });
     return run;
   }
+}
+
+function hashCount(events: readonly KvCacheEvent[]): number {
+  let n = 0;
+  for (const e of events) n += e.data.type === 'stored' ? e.data.blocks.length : e.data.type === 'removed' ? e.data.block_hashes.length : 0;
+  return n + events.length;
 }

@@ -11,6 +11,8 @@ import { LLM, MockCluster, type MockWorker, NS, waitFor } from './test-support/m
 /** An indexer that records calls; `hold(worker)` makes that worker's resync wait until released. */
 class RecordingIndexer implements KvIndexerPort {
   readonly applied = new Map<WorkerId, number>();
+  /** Every apply call's event ids, per worker. */
+  readonly calls = new Map<WorkerId, number[][]>();
   private readonly held = new Map<WorkerId, Promise<void>>();
   private readonly releases: (() => void)[] = [];
 
@@ -22,6 +24,7 @@ class RecordingIndexer implements KvIndexerPort {
   }
   async apply(worker: WorkerId, events: readonly KvCacheEvent[]): Promise<unknown> {
     this.applied.set(worker, (this.applied.get(worker) ?? 0) + events.length);
+    this.calls.set(worker, [...(this.calls.get(worker) ?? []), events.map((e) => e.event_id)]);
     return { status: 'ok', applied: events.length };
   }
   async resync(worker: WorkerId): Promise<unknown> {
@@ -55,6 +58,7 @@ describe('KvEventConsumer', () => {
     const workerA = `${a.node.instanceId}/${LLM}`;
     const workerB = `${b.node.instanceId}/${LLM}`;
     indexer.hold(workerA); // A's first-sight resync hangs (a snapshot fetch from a stalled worker)
+    const stats = new RouterStatsRecorder();
     const consumer = new KvEventConsumer({
       eventPlane: roles.eventPlane,
       requestPlane: roles.requestPlane,
@@ -62,7 +66,7 @@ describe('KvEventConsumer', () => {
       indexer,
       namespace: namespace(NS),
       routerId: 'r1',
-      stats: new RouterStatsRecorder(),
+      stats,
       logger: silentLogger,
     });
     try {
@@ -71,8 +75,19 @@ describe('KvEventConsumer', () => {
       await generateOn(b, 2); // ...B's must not
       await waitFor(() => (indexer.applied.get(workerB) ?? 0) > 0, 5000, "B's events applied");
       expect(indexer.applied.get(workerA) ?? 0).toBe(0);
+      // more of A's batches while it waits: they join the waiting one (one indexer call, ids in order)
+      for (const seed of [3, 4]) {
+        await new Promise((r) => setTimeout(r, 30)); // past the worker's publish interval: batches of their own
+        await generateOn(a, seed);
+      }
+      await waitFor(() => stats.kvEvents.batches >= 4, 5000, "A's three batches and B's received");
       indexer.releaseAll();
       await waitFor(() => (indexer.applied.get(workerA) ?? 0) > 0, 5000, "A's events applied after its resync");
+      const aCalls = indexer.calls.get(workerA)!;
+      expect(aCalls).toHaveLength(1);
+      const ids = aCalls[0]!;
+      expect(ids.length).toBeGreaterThan(2);
+      expect(ids).toEqual(ids.map((_, i) => ids[0]! + i)); // every event once, in order
     } finally {
       indexer.releaseAll();
       await consumer.close();

@@ -30,7 +30,10 @@
  * forget never overtakes an apply of the same worker; different workers' chains run concurrently (at
  * most MAX_BATCHES_IN_FLIGHT batches), so one worker's slow resync delays only its own events.
  * Messages are acked after their batch is applied: a router that dies mid-batch gets it again (the
- * table skips event ids it already holds).
+ * table skips event ids it already holds). Batches of a worker that arrive while an earlier one of
+ * that worker is still being applied wait as one merged batch (at most MAX_MERGED_EVENTS events), so
+ * they cost one indexer call; the indexer in turn gathers the calls of one event-loop turn, over all
+ * workers, into one table call (kv-router's KvIndexer).
  */
 import { type Logger, pauseUnlessAborted, unavailable } from '@switchyard/common';
 import type { WorkerId } from '@switchyard/kv-router';
@@ -56,6 +59,14 @@ export const SUBSCRIBE_RETRY_MS = 1_000;
 
 /** KV event batches being applied at once (over all workers) before the consumer stops reading. */
 const MAX_BATCHES_IN_FLIGHT = 256;
+/** Events of one worker merged into one indexer call at most (batches waiting behind an earlier call). */
+const MAX_MERGED_EVENTS = 4096;
+
+/** Batches of one worker not handed to the indexer yet, and their messages (acked once applied). */
+interface WaitingBatch {
+  readonly events: KvCacheEvent[];
+  readonly msgs: { ack(): void }[];
+}
 
 /** What the consumer needs of the kv-router's KvIndexer. */
 export interface KvIndexerPort {
@@ -207,6 +218,7 @@ export class KvEventConsumer {
 
   private async consumeKvEvents(): Promise<void> {
     const inflight = new Set<Promise<void>>();
+    const waitingByWorker = new Map<WorkerId, WaitingBatch>();
     const { eventPlane, namespace, stats, logger } = this.options;
     try {
       const subject = kvEventsSubject(namespace, componentName(WORKER_COMPONENT));
@@ -230,16 +242,30 @@ export class KvEventConsumer {
         stats.kvEvents.batches++;
         if (batch.events.length > 0 && this.eventfulWorker(batch.instanceId, batch.model)) {
           const worker = workerId(batch.instanceId, batch.model);
+          // A batch whose worker already has one waiting (behind an apply or a resync in flight) joins
+          // it: one indexer call for both, events still in order. So a worker's batches that arrive
+          // faster than the table answers cost one call per round trip, not one each.
+          const waiting = waitingByWorker.get(worker);
+          if (waiting !== undefined && waiting.events.length + batch.events.length <= MAX_MERGED_EVENTS) {
+            for (const e of batch.events) waiting.events.push(e);
+            waiting.msgs.push(msg);
+            continue;
+          }
+          const entry: WaitingBatch = { events: [...batch.events], msgs: [msg] };
+          waitingByWorker.set(worker, entry);
           // Workers apply in parallel, each in order: one worker's resync (a snapshot fetch that can
           // take seconds) does not hold back every other worker's events. Acked once applied.
           const applied = this.enqueue(worker, async () => {
-            const result = await this.options.indexer.apply(worker, batch.events);
-            stats.kvEvents.applied += appliedCount(result, batch.events.length);
+            if (waitingByWorker.get(worker) === entry) waitingByWorker.delete(worker); // from here on, batches wait for the next call
+            const result = await this.options.indexer.apply(worker, entry.events);
+            stats.kvEvents.applied += appliedCount(result, entry.events.length);
             if (isGap(result)) {
               stats.kvEvents.gaps++;
               stats.kvEvents.resyncs++;
             }
-          }).then(() => msg.ack());
+          }).then(() => {
+            for (const m of entry.msgs) m.ack();
+          });
           inflight.add(applied);
           void applied.finally(() => inflight.delete(applied));
           if (inflight.size >= MAX_BATCHES_IN_FLIGHT) await Promise.race(inflight);
