@@ -19,6 +19,9 @@
 // Transport floor: a bare NATS request/reply (lib/nats-echo.mjs as the replier, its own process) through
 // the same NATS server at c=1 and 16: the hop crosses the same process boundaries, so the hop's p50
 // minus the floor's is what our code adds (issue 15: "the router hop little more than a NATS round trip").
+// The floor also reports the replier's own CPU per request: what a process that only answers NATS
+// messages costs on this machine, next to the router's CPU per request (on small VMs a process pays a
+// fixed CPU cost per wake-up, however little it then does).
 //
 // Request-plane codec (in process, no servers, so no noise from the machine's other jobs): one
 // tensor request and its response through both payload forms a router and a worker exchange —
@@ -344,7 +347,7 @@ async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warm
  * either end. The router's hop crosses the same boundaries (router → NATS → worker → NATS → router)
  * plus its own work, so "hop − floor" is what the router and the worker's request-plane side add.
  */
-async function measureNatsFloor(natsUrl, { durationMs, warmupMs }) {
+async function measureNatsFloor(natsUrl, { durationMs, warmupMs, jitWarmupMs = warmupMs }) {
   const subject = `bench.floor.${process.pid}`;
   const echo = spawn(process.execPath, [NATS_ECHO, natsUrl, subject], { stdio: ['ignore', 'pipe', 'inherit'] });
   const nc = await connectNats({ servers: natsUrl });
@@ -355,8 +358,10 @@ async function measureNatsFloor(natsUrl, { durationMs, warmupMs }) {
     });
     const payload = new Uint8Array(FLOOR_PAYLOAD_BYTES).fill(7);
     const call = () => nc.request(subject, payload, { timeout: 5_000 });
+    await warm(call, jitWarmupMs);
     const out = {};
-    for (const c of TENSOR_CONCURRENCY) out[c] = await runLoad(call, { concurrency: c, durationMs, warmupMs });
+    // the replier's CPU per request: what one nats.js process doing nothing but answer costs here
+    for (const c of TENSOR_CONCURRENCY) out[c] = await loadWithCpu(call, { concurrency: c, durationMs, warmupMs }, { replier: echo.pid });
     return out;
   } finally {
     await nc.close();
@@ -476,7 +481,8 @@ function report(results) {
   // tensor request, <= 500 us to the first token)
   const routerCpu = (mode, c) => t[mode][c].router.cpuUsPerRequest.router;
   const floor = results.natsFloor;
-  console.log(`\ntransport floor: bare NATS request/reply (${FLOOR_PAYLOAD_BYTES} B) between this process and a replier process: c=1 ${r0(floor[1].throughput)} req/s p50 ${r0(floor[1].p50_us)} us; c=16 ${r0(floor[16].throughput)} req/s p50 ${r0(floor[16].p50_us)} us`);
+  const replierCpu = (c) => (floor[c].cpuUsPerRequest?.replier === undefined ? '' : `, the replier's CPU ${r0(floor[c].cpuUsPerRequest.replier)} us/req`);
+  console.log(`\ntransport floor: bare NATS request/reply (${FLOOR_PAYLOAD_BYTES} B) between this process and a replier process: c=1 ${r0(floor[1].throughput)} req/s p50 ${r0(floor[1].p50_us)} us${replierCpu(1)}; c=16 ${r0(floor[16].throughput)} req/s p50 ${r0(floor[16].p50_us)} us${replierCpu(16)}`);
   const hop = (mode) => t[mode][1].router.p50_us - t[mode][1].direct.p50_us;
   const headlines = [
     `router hop adds ${r0(hop('http-json'))} us at p50 for a tensor request over HTTP (c=1) (goal <= 300 us); a bare NATS request/reply takes ${r0(floor[1].p50_us)} us, so the router and the worker's request-plane side add ${r0(hop('http-json') - floor[1].p50_us)} us beyond the transport`,
