@@ -11,6 +11,7 @@
  */
 import * as tokenizers from '@huggingface/tokenizers';
 import { invalidArgument } from '@switchyard/common';
+import { ByteLevelDecoder, type ByteLevelParts } from './byte-level-decoder.js';
 import { tokenByteBound } from './context-length.js';
 import { sharedPreprocessPool } from './preprocess-pool.js';
 import { WeakValueCache } from './weak-value-cache.js';
@@ -35,6 +36,35 @@ interface HfTokenizer {
    * than iterating the parsed JSON vocabulary, a dictionary-mode object of up to 262k keys (~0.2 s each pass).
    */
   readonly model: { readonly vocab: ReadonlyArray<string | undefined>; readonly tokens_to_ids: ReadonlyMap<string, number> } | null;
+  /**
+   * What `decode` uses, read once to build a `ByteLevelDecoder` when the decoder is the byte-level one:
+   * the decoder (its config, byte table and end-of-word suffix), every added token, and the token strings
+   * `skip_special_tokens` drops.
+   */
+  readonly decoder?: { readonly config?: { readonly type?: unknown }; readonly byte_decoder?: unknown; readonly end_of_word_suffix?: unknown } | null;
+  readonly added_tokens?: ReadonlyArray<{ readonly content?: unknown }>;
+  readonly special_tokens?: readonly unknown[];
+}
+
+/**
+ * The library's decoding parts when its decoder is exactly the byte-level one over a mapped vocabulary,
+ * for `ByteLevelDecoder`; undefined otherwise (decode then always asks the library).
+ */
+function byteLevelParts(hf: HfTokenizer, mapped: NonNullable<HfTokenizer['model']> | undefined): ByteLevelParts | undefined {
+  const d = hf.decoder;
+  if (mapped === undefined || d === null || d === undefined || d.config?.type !== 'ByteLevel') return undefined;
+  if (d.end_of_word_suffix) return undefined; // the library rewrites a (non-empty) suffix after decoding
+  if (typeof d.byte_decoder !== 'object' || d.byte_decoder === null) return undefined;
+  const added = hf.added_tokens;
+  const special = hf.special_tokens;
+  if (!Array.isArray(added) || !Array.isArray(special)) return undefined;
+  if (!added.every((t) => typeof t.content === 'string') || !special.every((t) => typeof t === 'string')) return undefined;
+  return {
+    vocab: mapped.vocab,
+    addedContents: added.map((t) => t.content as string),
+    specialContents: special as string[],
+    byteDecoder: d.byte_decoder as Record<string, number | string>,
+  };
 }
 
 /** Model types whose JSON vocabulary (token → id object) the library's model holds as is, added tokens put on top. */
@@ -87,6 +117,8 @@ export class Tokenizer {
    * undefined when it gives none.
    */
   readonly maxTokenBytes: number | undefined;
+  /** The library's decoding without its per-token scans, for byte-level tokenizers; undefined otherwise. */
+  private readonly byteLevel: ByteLevelDecoder | undefined;
 
   private constructor(
     private readonly hf: HfTokenizer,
@@ -125,6 +157,8 @@ export class Tokenizer {
     for (const t of added) if (t.id > maxId) maxId = t.id;
     this.vocabSize = maxId + 1;
     this.maxTokenBytes = tokenByteBound(tokenizerJson, tokenizerConfig, mapped?.tokens_to_ids.keys());
+    const parts = byteLevelParts(hf, mapped);
+    this.byteLevel = parts === undefined ? undefined : new ByteLevelDecoder(parts);
   }
 
   /** From parsed JSON documents; throws `invalid_argument` when the library rejects them. */
@@ -178,7 +212,8 @@ export class Tokenizer {
    */
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
     if (ids.length === 0) return ''; // the library rejects an empty list
-    return this.hf.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false, clean_up_tokenization_spaces: false });
+    const skip = options.skipSpecialTokens ?? false;
+    return this.byteLevel?.decode(ids, skip) ?? this.hf.decode([...ids], { skip_special_tokens: skip, clean_up_tokenization_spaces: false });
   }
 
   /** Id of a token string (vocabulary or added token); undefined when unknown. */
