@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { buildTinyTokenizerFiles, tinySpecialTokenIds } from '@switchyard/onnx-builder';
 import { isSwitchyardError } from '@switchyard/common';
 import { ChatTemplate, detectContentFormat, type ChatMessage } from './chat-template.js';
-import { Tokenizer } from './tokenizer.js';
+import { Tokenizer } from './tokenizer/tokenizer.js';
 
 const messages: ChatMessage[] = [
   { role: 'system', content: 'You are a helpful assistant.' },

@@ -12,7 +12,7 @@
  */
 import { Template } from '@huggingface/jinja';
 import { invalidArgument, notFound } from '@switchyard/common';
-import { readModelFolder, specialTokenContent, type TokenizerConfigJson } from './tokenizer-files.js';
+import { readModelFolder, specialTokenContent, type TokenizerConfigJson } from './tokenizer/tokenizer-files.js';
 
 /** A text part of a message's content, as templates that iterate over content get it. */
 export interface ChatTextPart {

@@ -4,8 +4,8 @@ import { isSwitchyardError } from '@switchyard/common';
 import { ChatTemplate } from './chat-template.js';
 import { refuseOverlongPromptText, tokenByteBound } from './context-length.js';
 import { chatPrompt, completionPrompt, textPromptTokens } from './preprocessor.js';
-import { OFF_LOOP_TOKENIZE_CHARS, Tokenizer } from './tokenizer.js';
-import type { TokenizerJson } from './tokenizer-files.js';
+import { OFF_LOOP_TOKENIZE_CHARS, Tokenizer } from './tokenizer/tokenizer.js';
+import type { TokenizerJson } from './tokenizer/tokenizer-files.js';
 
 const files = buildTinyTokenizerFiles();
 const tokenizerJson = JSON.parse(files['tokenizer.json']) as TokenizerJson;

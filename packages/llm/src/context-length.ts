@@ -12,7 +12,7 @@
  * nothing is refused early and the exact count decides, as before.
  */
 import { invalidArgument, type SwitchyardError } from '@switchyard/common';
-import type { TokenizerConfigJson, TokenizerJson } from './tokenizer-files.js';
+import type { TokenizerConfigJson, TokenizerJson } from './tokenizer/tokenizer-files.js';
 
 /** vLLM's refusal of a prompt of `promptTokens` tokens that leaves no room to generate. */
 export function promptTooLongError(limit: number, promptTokens: number): SwitchyardError {

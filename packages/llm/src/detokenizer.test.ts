@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { buildTinyTokenizerFiles } from '@switchyard/onnx-builder';
 import { describe, expect, it } from 'vitest';
 import { IncrementalDetokenizer, type DecodeFn } from './detokenizer.js';
-import { Tokenizer } from './tokenizer.js';
+import { Tokenizer } from './tokenizer/tokenizer.js';
 
 /**
  * A fake byte-level BPE vocabulary: token id i stands for `pieces[i]` (a byte string), and decoding is

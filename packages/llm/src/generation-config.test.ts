@@ -8,7 +8,7 @@ import { buildTinyTokenizerFiles } from '@switchyard/onnx-builder';
 import { MAX_GENERATION_CONFIG_BYTES, generationDefaults, parseGenerationConfigMode, withoutModelEos } from './generation-config.js';
 import { compileSamplingParams, decodeSamplingDefaults } from './sampling-params.js';
 import { StopChecker } from './stop-checker.js';
-import { MODEL_FOLDER_FILE_BYTES, readModelFolder } from './tokenizer-files.js';
+import { MODEL_FOLDER_FILE_BYTES, readModelFolder } from './tokenizer/tokenizer-files.js';
 
 /** Qwen3-0.6B's generation_config.json. */
 const QWEN3 = { bos_token_id: 151643, do_sample: true, eos_token_id: [151645, 151643], pad_token_id: 151643, temperature: 0.6, top_k: 20, top_p: 0.95, transformers_version: '4.51.0' };

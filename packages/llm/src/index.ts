@@ -1,5 +1,5 @@
 export {};
-export { OFF_LOOP_TOKENIZE_CHARS, Tokenizer, type EncodeOptions, type DecodeOptions } from './tokenizer.js';
+export { OFF_LOOP_TOKENIZE_CHARS, Tokenizer, type EncodeOptions, type DecodeOptions } from './tokenizer/tokenizer.js';
 export { ChatTemplate, detectContentFormat, type ChatMessage, type ChatTextPart, type ContentFormat, type RenderOptions, type TemplateSpecialTokens } from './chat-template.js';
 export {
   readModelFolder,
@@ -9,7 +9,7 @@ export {
   type TokenizerConfigJson,
   type TokenizerJson,
   type SpecialTokenValue,
-} from './tokenizer-files.js';
+} from './tokenizer/tokenizer-files.js';
 export {
   KV_HASH_SEED,
   blockHashFromBigInt,

@@ -1,5 +1,5 @@
 export {};
-export { specialTokenContent } from './tokenizer-files.js';
+export { specialTokenContent } from './tokenizer/tokenizer-files.js';
 export { xxh3_64 } from './xxh3.js';
 export { Xoshiro128, argmax, logSoftmaxAt } from './sampling.js';
 export { LOGIT_ROWS_OUTPUT, SAMPLED_OUTPUT, SAMPLE_ROWS_INPUT, commitSample, encodeSampleRows, readSampledRows, sampleRows, type RowOutcome, type RowSampling, type SampledRow } from './sampling-rows.js';

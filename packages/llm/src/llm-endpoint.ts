@@ -9,7 +9,7 @@ import type { CompiledSamplingParams, SamplingDefaults } from './sampling-params
 import type { FinishReason } from './stop-checker.js';
 import type { TopLogprobs } from './sampling.js';
 import type { ChatTemplate } from './chat-template.js';
-import type { Tokenizer } from './tokenizer.js';
+import type { Tokenizer } from './tokenizer/tokenizer.js';
 import type { KvEventSink, KvSnapshot } from './kv-events.js';
 import type { KvImport, KvTransferLease, LlmKvTransfer } from './kv-transfer.js';
 import type { ForwardPassSink } from './engine-core.js';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { buildTinyTokenizerFiles } from '@switchyard/onnx-builder';
 import { ChatAssembler, CompletionAssembler, openAiUsage, withChoices } from './openai-response.js';
 import type { ProcessedOutput } from './output-processor.js';
-import { Tokenizer } from './tokenizer.js';
+import { Tokenizer } from './tokenizer/tokenizer.js';
 
 const files = buildTinyTokenizerFiles();
 const config = JSON.parse(files['tokenizer_config.json']);

@@ -3,7 +3,7 @@ import { buildTinyTokenizerFiles, tinySpecialTokenIds } from '@switchyard/onnx-b
 import type { GenerateOutput } from './llm-endpoint.js';
 import { OutputProcessor, type ProcessedOutput } from './output-processor.js';
 import { compileSamplingParams, type SamplingParams } from './sampling-params.js';
-import { Tokenizer } from './tokenizer.js';
+import { Tokenizer } from './tokenizer/tokenizer.js';
 
 const files = buildTinyTokenizerFiles();
 const config = JSON.parse(files['tokenizer_config.json']);

@@ -17,7 +17,7 @@ import { IncrementalDetokenizer } from './detokenizer.js';
 import type { GenerateOutput } from './llm-endpoint.js';
 import type { CompiledSamplingParams } from './sampling-params.js';
 import { StopChecker, type FinishReason } from './stop-checker.js';
-import type { Tokenizer } from './tokenizer.js';
+import type { Tokenizer } from './tokenizer/tokenizer.js';
 import type { TopLogprobs } from './sampling.js';
 
 /** One generated token the client saw, with its logprob when the request asked for them. */

@@ -6,8 +6,8 @@ import { buildTinyTokenizerFiles } from '@switchyard/onnx-builder';
 import { isSwitchyardError } from '@switchyard/common';
 import { ChatTemplate, type ChatMessage } from './chat-template.js';
 import { DEFAULT_PREPROCESS_IDLE_INLINE_CHARS, PreprocessPool, compilePreprocessPoolOptions, configureSharedPreprocessPool, sharedPreprocessPool, textSize, type ChatPromptJob } from './preprocess-pool.js';
-import { Tokenizer } from './tokenizer.js';
-import type { TokenizerJson } from './tokenizer-files.js';
+import { Tokenizer } from './tokenizer/tokenizer.js';
+import type { TokenizerJson } from './tokenizer/tokenizer-files.js';
 
 const files = buildTinyTokenizerFiles();
 const tokenizerJson = JSON.parse(files['tokenizer.json']) as TokenizerJson;

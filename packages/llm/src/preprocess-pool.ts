@@ -27,7 +27,7 @@ import { Worker } from 'node:worker_threads';
 import { capacityExhausted, internal, LoopLoad, SwitchyardError, type ErrorCode } from '@switchyard/common';
 import type { ChatMessage, ChatTemplate } from './chat-template.js';
 import { promptTextTokens, renderChatPromptText, type ChatRenderOptions } from './prompt-text.js';
-import type { Tokenizer } from './tokenizer.js';
+import type { Tokenizer } from './tokenizer/tokenizer.js';
 
 const THREAD_URL = new URL('../worker/preprocess.mjs', import.meta.url);
 

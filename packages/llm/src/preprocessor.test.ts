@@ -3,7 +3,7 @@ import { buildTinyTokenizerFiles, tinySpecialTokenIds } from '@switchyard/onnx-b
 import { isSwitchyardError } from '@switchyard/common';
 import { ChatTemplate } from './chat-template.js';
 import { chatPrompt, completionPrompt } from './preprocessor.js';
-import { Tokenizer } from './tokenizer.js';
+import { Tokenizer } from './tokenizer/tokenizer.js';
 
 const files = buildTinyTokenizerFiles();
 const config = JSON.parse(files['tokenizer_config.json']);

@@ -7,7 +7,7 @@
  */
 import type { ChatMessage, ChatTemplate } from './chat-template.js';
 import { refuseOverlongPromptText } from './context-length.js';
-import type { Tokenizer } from './tokenizer.js';
+import type { Tokenizer } from './tokenizer/tokenizer.js';
 
 /** What rendering a chat prompt reads besides the messages. */
 export interface ChatRenderOptions {

@@ -21,7 +21,7 @@ import type { Executor, ExecutorOutput } from './executor.js';
 import type { KvLayout } from './kv-transfer.js';
 import type { ScheduledSequence, SchedulerOutput } from './llm-scheduler.js';
 import { polynomialTimingModel, stepMs, systemClock, type Clock, type TimingModel } from './timing-model.js';
-import type { ModelConfigJson } from './tokenizer-files.js';
+import type { ModelConfigJson } from './tokenizer/tokenizer-files.js';
 
 export const DEFAULT_SIM_VOCAB_SIZE = 32000;
 /** Default bandwidth of the simulated KV transfer, Gbit/s (`--kv-transfer-gbps`). */

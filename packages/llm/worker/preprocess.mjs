@@ -12,7 +12,7 @@
 import { parentPort } from 'node:worker_threads';
 import { ChatTemplate } from '../dist/chat-template.js';
 import { promptTextTokens, renderChatPromptText } from '../dist/prompt-text.js';
-import { Tokenizer } from '../dist/tokenizer.js';
+import { Tokenizer } from '../dist/tokenizer/tokenizer.js';
 
 const MAX_CACHED = 8;
 const tokenizers = new Map();

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { buildTinyTokenizerFiles, tinySpecialTokenIds } from '@switchyard/onnx-builder';
-import { Tokenizer } from '../tokenizer.js';
+import { Tokenizer } from '../tokenizer/tokenizer.js';
 import { compileSamplingParams } from '../sampling-params.js';
 import { createSamplerState, sample } from '../sampling.js';
 import type { GuidedDecoding } from './json-schema.js';

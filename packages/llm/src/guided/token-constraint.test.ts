@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildTinyTokenizerFiles, tinySpecialTokenIds } from '@switchyard/onnx-builder';
 import { fc, fuzz, validates } from '@switchyard/testing/fuzz';
-import { Tokenizer } from '../tokenizer.js';
+import { Tokenizer } from '../tokenizer/tokenizer.js';
 import { compileSamplingParams } from '../sampling-params.js';
 import { createSamplerState, sample } from '../sampling.js';
 import { initialState, isAccepting, step, type JsonState } from './json-automaton.js';

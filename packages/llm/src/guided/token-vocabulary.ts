@@ -7,7 +7,7 @@
  * tokens may share bytes). Tokens without bytes (special tokens, unknown ids, empty
  * strings) are not in the trie: a constraint never allows them, except the end ids it is given.
  */
-import type { Tokenizer } from '../tokenizer.js';
+import type { Tokenizer } from '../tokenizer/tokenizer.js';
 
 /**
  * Tokens longer than this many bytes are left out (never generated under a constraint): no real

@@ -12,9 +12,9 @@
 import * as tokenizers from '@huggingface/tokenizers';
 import { invalidArgument } from '@switchyard/common';
 import { ByteLevelDecoder, type ByteLevelParts } from './byte-level-decoder.js';
-import { tokenByteBound } from './context-length.js';
-import { sharedPreprocessPool } from './preprocess-pool.js';
-import { WeakValueCache } from './weak-value-cache.js';
+import { tokenByteBound } from '../context-length.js';
+import { sharedPreprocessPool } from '../preprocess-pool.js';
+import { WeakValueCache } from '../weak-value-cache.js';
 import {
   readModelFolder,
   specialTokenContent,

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildTinyTokenizerFiles, byteToUnicode, TINY_DECODER_SHAPE, tinySpecialTokenIds } from '@switchyard/onnx-builder';
 import { isSwitchyardError } from '@switchyard/common';
-import { tokenByteBound } from './context-length.js';
+import { tokenByteBound } from '../context-length.js';
 import { Tokenizer } from './tokenizer.js';
 import { readModelFolder, type TokenizerJson } from './tokenizer-files.js';
 

@@ -15,8 +15,8 @@ import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { invalidArgument, notFound, resolveConfinedPath } from '@switchyard/common';
-import { MAX_GENERATION_CONFIG_BYTES } from './generation-config.js';
-import { WeakValueCache } from './weak-value-cache.js';
+import { MAX_GENERATION_CONFIG_BYTES } from '../generation-config.js';
+import { WeakValueCache } from '../weak-value-cache.js';
 
 /** The parts of tokenizer.json we read ourselves; the rest is passed to @huggingface/tokenizers as is. */
 export interface TokenizerJson {
