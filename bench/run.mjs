@@ -31,6 +31,9 @@
 // infer requests the worker received per call.
 // LLM sampling CPU (bench/llm-sampling-cpu.mjs): event-loop and all-thread CPU per generated token at a
 // 151,936-token vocabulary, greedy, temperature 1 and top-5 logprobs (sampling runs on the decoder thread).
+// Detokenisation (bench/detokenize.mjs, in the llm section): CPU per streamed token of the incremental
+// detokenizer with our Tokenizer.decode and with the tokenizer library's own decode, same token stream,
+// on the tiny tokenizer and the four family tokenizers.
 // Guided decoding (bench/guided-decoding.mjs): sample() and the engine on a 151,936-token vocabulary,
 // with and without a JSON-schema / json_object constraint: added time per generated token.
 // gRPC door cost (bench/grpc-door-cpu.mjs, run on its own): main-thread and other-thread CPU per ModelInfer
@@ -62,6 +65,7 @@ import { measureReplay } from './llm-replay.mjs';
 import { measureOnnxLlm } from './llm-onnx.mjs';
 import { measureGuidedDecoding } from './guided-decoding.mjs';
 import { measureSamplingCpu } from './llm-sampling-cpu.mjs';
+import { measureDetokenize } from './detokenize.mjs';
 import { measureRouting } from './llm-routing.mjs';
 import { measureDecisions } from './routing-decision.mjs';
 import { measureDisagg } from './llm-disagg.mjs';
@@ -389,6 +393,8 @@ await section('llm', async () => {
   results.llmOnnx = await measureOnnxLlm({ quick: QUICK });
   // Event-loop CPU per token at a real vocabulary width, sampling on the decoder thread (bench/llm-sampling-cpu.mjs).
   results.llmSamplingCpu = await measureSamplingCpu(QUICK ? { tokens: 100, rounds: 3 } : {});
+  // Event-loop CPU per streamed token of detokenisation: our Tokenizer.decode beside the library's (bench/detokenize.mjs).
+  results.llmDetokenize = measureDetokenize({ quick: QUICK });
 });
 // Guided decoding (response_format) on a 150k vocabulary: time per token with and without (bench/guided-decoding.mjs).
 await section('guided', async () => (results.guidedDecoding = await measureGuidedDecoding({ quick: QUICK })));
