@@ -39,6 +39,12 @@ describe('KvIndexer', () => {
       throw new Error('redis down');
     };
     await expect(Promise.all([indexer.apply('f', [stored(0, [h(7)])]), indexer.apply('g', [stored(0, [h(7)])])])).rejects.toThrow('redis down');
+    table.applyEventBatches = () => {
+      throw new Error('thrown, not rejected');
+    };
+    await expect(indexer.apply('f', [stored(0, [h(7)])])).rejects.toThrow('thrown, not rejected');
+    table.applyEventBatches = async () => [];
+    await expect(indexer.apply('f', [stored(0, [h(7)])])).rejects.toThrow('0 results for 1 batches');
     table.applyEventBatches = (batches) => (calls.push(batches.length), many(batches));
     expect(await indexer.apply('f', [stored(0, [h(7)])])).toMatchObject({ applied: 1 });
   });

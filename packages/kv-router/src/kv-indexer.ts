@@ -154,10 +154,18 @@ export class KvIndexer {
 
   private send(call: readonly Gathered[]): void {
     this.counters.tableCalls++;
-    this.table.applyEventBatches(call.map(({ worker, events }) => ({ worker, events }))).then(
-      (results) => call.forEach((g, i) => g.resolve(results[i]!)),
-      (err: unknown) => call.forEach((g) => g.reject(err)),
-    );
+    const fail = (err: unknown): void => call.forEach((g) => g.reject(err));
+    let applied: Promise<ApplyResult[]>;
+    try {
+      applied = this.table.applyEventBatches(call.map(({ worker, events }) => ({ worker, events })));
+    } catch (e) {
+      fail(e); // (a table that throws instead of rejecting must not escape this setImmediate)
+      return;
+    }
+    applied.then((results) => {
+      if (results.length !== call.length) return fail(new Error(`routing table answered ${results.length} results for ${call.length} batches`));
+      call.forEach((g, i) => g.resolve(results[i]!));
+    }, fail);
   }
 
   private async resyncNow(worker: WorkerId): Promise<boolean> {
