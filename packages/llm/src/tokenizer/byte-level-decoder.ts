@@ -44,10 +44,11 @@ export class ByteLevelDecoder {
   /**
    * Each id's bytes, computed on first use, packed in `arena` at [start, start + length): two ints per
    * vocabulary entry and the bytes of the ids seen, however many (a fresh typed array per id would cost
-   * ~100 bytes of overhead each over a 262k vocabulary).
+   * ~100 bytes of overhead each over a 262k vocabulary). Allocated at the first decode: a tokenizer
+   * that only encodes (a prompt preprocessing thread's twin) never pays for them.
    */
-  private readonly start: Int32Array;
-  private readonly length: Int32Array;
+  private start = new Int32Array(0);
+  private length = new Int32Array(0);
   private arena = new Uint8Array(4096);
   private used = 0;
   private readonly utf8 = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true });
@@ -59,12 +60,14 @@ export class ByteLevelDecoder {
     this.added = new Set(parts.addedContents);
     this.special = new Set(parts.specialContents);
     this.byteDecoder = parts.byteDecoder;
-    this.start = new Int32Array(this.vocab.length).fill(UNKNOWN);
-    this.length = new Int32Array(this.vocab.length);
   }
 
   /** The text of `ids`, or undefined when the library must decode them (see the file comment). */
   decode(ids: readonly number[], skipSpecial: boolean): string | undefined {
+    if (this.start.length !== this.vocab.length) {
+      this.start = new Int32Array(this.vocab.length).fill(UNKNOWN);
+      this.length = new Int32Array(this.vocab.length);
+    }
     let out = '';
     let run = 0; // bytes of the current run in `scratch`
     let inRun = false;
