@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SwitchyardError } from '@switchyard/common';
-import { withBigIntLimit } from '@switchyard/testing/fuzz';
+import { fc, fuzz, withBigIntLimit } from '@switchyard/testing/fuzz';
 import { formatDouble, hasDoubleLiteral, isDoubleLiteralMember, JsonDoubles, parseJson, stringifyJson, type JsonObject, type JsonValue } from './http-json.js';
 
 function err(fn: () => unknown): SwitchyardError {
@@ -57,6 +57,29 @@ describe('parseJson', () => {
     expect(err(() => read('1,,2')).message).toBe('failed to parse the request JSON buffer: Invalid value. at 11');
     expect(err(() => read('01')).message).toBe("failed to parse the request JSON buffer: Missing a comma or ']' after an array element. at 10");
     expect(err(() => parseJson(`[${pad}`)).message).toMatch(/^failed to parse the request JSON buffer: Missing a comma or '\]' after an array element\. at \d+$/);
+  });
+
+  it('reads a flat number array natively exactly as the general loop does (property)', () => {
+    // A string element sends the same literals through the general loop: values (-0 kept or not)
+    // and the double-literal mark must agree, wherever the integral values and whitespace fall.
+    const literal = fc.oneof(
+      fc.integer({ min: -1_000_000, max: 1_000_000 }).map(String),
+      fc.constantFrom('0', '-0', '-0.0', '0.0', '1.0', '2e3', '2E3', '-2.5e1', '1.0000000000000001', '0.000', '1e-7', '5e-324'),
+      fc.double({ noNaN: true, noDefaultInfinity: true }).map(String),
+      fc.float({ noNaN: true, noDefaultInfinity: true }).map((v) => String(Math.fround(v))),
+    );
+    const spaced = fc.tuple(fc.constantFrom('', ' ', '\n', ' \t'), literal, fc.constantFrom('', ' ', '\r\n')).map(([a, l, b]) => `${a}${l}${b}`);
+    // (the padding makes the array long enough for the native path; before the items or after them)
+    fuzz(fc.tuple(fc.array(spaced, { minLength: 1, maxLength: 40 }), fc.boolean()), ([items, padFirst]) => {
+      const pad = '0.125,0.25,0.375,0.5,0.625,0.75,0.875';
+      const list = padFirst ? `${pad},${items.join(',')}` : `${items.join(',')},${pad}`;
+      const native = parseJson(`{"data":[${list}]}`) as { data: JsonValue[] };
+      const general = parseJson(`{"data":[${list},"x"]}`) as { data: JsonValue[] };
+      const n = items.length + 7;
+      expect(native.data.length).toBe(n);
+      for (let k = 0; k < n; k++) expect(Object.is(native.data[k], general.data[k]), `${k}: ${String(native.data[k])} vs ${String(general.data[k])}`).toBe(true);
+      expect(hasDoubleLiteral(native.data)).toBe(hasDoubleLiteral(general.data));
+    });
   });
 
   it('refuses bytes that are not UTF-8 instead of replacing them, naming the first bad byte', () => {

@@ -282,28 +282,36 @@ function foundOrEnd(s: string, at: number): number {
 }
 
 /**
- * For `numberArray`: walk the literals of `text` beside `values` (same order): an integral value
- * from a double literal marks the array, an integer literal `-0` becomes 0.
+ * For `numberArray`: read the literal of each integral value beside `values` (same order): one
+ * from a double literal marks the array, an integer literal `-0` becomes 0. `text` holds numbers
+ * only (JSON.parse read it), so its commas are exactly the separators: the literals of the other
+ * values are skipped by `indexOf` (tensor data is mostly non-integral floats; a char-by-char walk of
+ * the whole text cost twice JSON.parse itself on a 256-float row with one zero).
  */
 function settleIntegralValues(text: string, values: number[]): void {
-  const doubleForms = DOUBLE_FORM.test(text);
-  if (!doubleForms) {
+  if (!DOUBLE_FORM.test(text)) {
     for (let k = 0; k < values.length; k++) if (Object.is(values[k], -0)) values[k] = 0;
     return;
   }
-  let at = 1;
-  for (let k = 0; k < values.length; k++) {
-    let c = text.charCodeAt(at);
-    while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09 || c === 0x2c) c = text.charCodeAt(++at);
-    let doubleForm = false;
-    while (c !== 0x2c && c !== 0x5d && c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) {
-      if (c === 0x2e || c === 0x65 || c === 0x45) doubleForm = true;
-      c = text.charCodeAt(++at);
-    }
+  const last = values.length - 1;
+  let start = 1;
+  for (let k = 0; k <= last; k++) {
+    // the closing `]` ends the last literal
+    const end = k === last ? text.length - 1 : text.indexOf(',', start);
     const v = values[k] as number;
-    if (!Number.isInteger(v)) continue;
-    if (doubleForm) (values as Marked)[DOUBLE_LITERALS] = true;
-    else if (Object.is(v, -0)) values[k] = 0;
+    if (Number.isInteger(v)) {
+      let doubleForm = false;
+      for (let at = start; at < end; at++) {
+        const c = text.charCodeAt(at);
+        if (c === 0x2e || c === 0x65 || c === 0x45) {
+          doubleForm = true;
+          break;
+        }
+      }
+      if (doubleForm) (values as Marked)[DOUBLE_LITERALS] = true;
+      else if (Object.is(v, -0)) values[k] = 0;
+    }
+    start = end + 1;
   }
 }
 
