@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SwitchyardError } from '@switchyard/common';
 import { fc, fuzz, withBigIntLimit } from '@switchyard/testing/fuzz';
-import { formatDouble, hasDoubleLiteral, isDoubleLiteralMember, JsonDoubles, parseJson, stringifyJson, type JsonObject, type JsonValue } from './http-json.js';
+import { formatDouble, hasDoubleLiteral, isDoubleLiteralMember, JsonDoubles, JsonIntegers, parseJson, stringifyJson, type JsonObject, type JsonValue } from './http-json.js';
 
 function err(fn: () => unknown): SwitchyardError {
   try {
@@ -59,26 +59,45 @@ describe('parseJson', () => {
     expect(err(() => parseJson(`[${pad}`)).message).toMatch(/^failed to parse the request JSON buffer: Missing a comma or '\]' after an array element\. at \d+$/);
   });
 
-  it('reads a flat number array natively exactly as the general loop does (property)', () => {
-    // A string element sends the same literals through the general loop: values (-0 kept or not)
-    // and the double-literal mark must agree, wherever the integral values and whitespace fall.
-    const literal = fc.oneof(
+  it('reads a flat array natively exactly as the general loop does (property)', () => {
+    // A null element sends the same literals through the general loop: values (-0 kept or not),
+    // the double-literal mark and any error must agree, wherever the integral values, booleans,
+    // strings (escapes, brackets and commas inside) and whitespace fall.
+    const number = fc.oneof(
       fc.integer({ min: -1_000_000, max: 1_000_000 }).map(String),
       fc.constantFrom('0', '-0', '-0.0', '0.0', '1.0', '2e3', '2E3', '-2.5e1', '1.0000000000000001', '0.000', '1e-7', '5e-324'),
       fc.double({ noNaN: true, noDefaultInfinity: true }).map(String),
       fc.float({ noNaN: true, noDefaultInfinity: true }).map((v) => String(Math.fround(v))),
     );
+    const text = fc.oneof(
+      fc.string({ maxLength: 12 }).map((t) => JSON.stringify(t)),
+      fc.constantFrom('"[CLS]"', '"a,b"', '"x]"', '"\\ud83d\\ude00"', '"\\ud800"', '"\\udc00"', '"tab\\t"', '"é"'),
+    );
+    const literal = fc.oneof({ weight: 4, arbitrary: number }, { weight: 1, arbitrary: fc.constantFrom('true', 'false') }, { weight: 2, arbitrary: text });
     const spaced = fc.tuple(fc.constantFrom('', ' ', '\n', ' \t'), literal, fc.constantFrom('', ' ', '\r\n')).map(([a, l, b]) => `${a}${l}${b}`);
+    const read = (doc: string): JsonValue[] | SwitchyardError => {
+      try {
+        return (parseJson(doc) as { data: JsonValue[] }).data;
+      } catch (e) {
+        if (e instanceof SwitchyardError) return e;
+        throw e;
+      }
+    };
     // (the padding makes the array long enough for the native path; before the items or after them)
-    fuzz(fc.tuple(fc.array(spaced, { minLength: 1, maxLength: 40 }), fc.boolean()), ([items, padFirst]) => {
-      const pad = '0.125,0.25,0.375,0.5,0.625,0.75,0.875';
+    fuzz(fc.tuple(fc.array(spaced, { minLength: 1, maxLength: 40 }), fc.boolean(), fc.boolean()), ([items, padFirst, padStrings]) => {
+      const pad = padStrings ? '"pad","ding","long","enough","to try"' : '0.125,0.25,0.375,0.5,0.625,0.75,0.875';
       const list = padFirst ? `${pad},${items.join(',')}` : `${items.join(',')},${pad}`;
-      const native = parseJson(`{"data":[${list}]}`) as { data: JsonValue[] };
-      const general = parseJson(`{"data":[${list},"x"]}`) as { data: JsonValue[] };
-      const n = items.length + 7;
-      expect(native.data.length).toBe(n);
-      for (let k = 0; k < n; k++) expect(Object.is(native.data[k], general.data[k]), `${k}: ${String(native.data[k])} vs ${String(general.data[k])}`).toBe(true);
-      expect(hasDoubleLiteral(native.data)).toBe(hasDoubleLiteral(general.data));
+      const native = read(`{"data":[${list}]}`);
+      const general = read(`{"data":[${list},null]}`);
+      if (general instanceof SwitchyardError) {
+        expect(native).toBeInstanceOf(SwitchyardError);
+        return;
+      }
+      expect(native).not.toBeInstanceOf(SwitchyardError);
+      const values = native as JsonValue[];
+      expect(values.length).toBe(general.length - 1);
+      for (let k = 0; k < values.length; k++) expect(Object.is(values[k], general[k]), `${k}: ${String(values[k])} vs ${String(general[k])}`).toBe(true);
+      expect(hasDoubleLiteral(values)).toBe(hasDoubleLiteral(general));
     });
   });
 
@@ -144,5 +163,27 @@ describe('stringifyJson', () => {
     );
     expect(formatDouble(1e-7)).toBe('1e-7');
     expect(formatDouble(Math.fround(0.1))).toBe('0.10000000149011612');
+  });
+
+  it('writes a list natively only where JSON.stringify writes every element as the general path does (property)', () => {
+    const element = fc.oneof(
+      fc.double(),
+      fc.integer(),
+      fc.boolean(),
+      fc.string({ maxLength: 8 }),
+      fc.bigInt({ min: -(2n ** 64n), max: 2n ** 64n }),
+      fc.constantFrom(null, -0, NaN, Infinity, -Infinity, 1e21, 5e-324),
+    );
+    const general = (v: unknown): string => (Array.isArray(v) ? `[${v.map(general).join(',')}]` : stringifyJson(v));
+    fuzz(fc.array(element, { maxLength: 20 }), (list) => {
+      expect(stringifyJson(list)).toBe(general(list));
+    });
+  });
+
+  it('writes integer tensor data in decimal, 64-bit values exactly', () => {
+    expect(stringifyJson(new JsonIntegers(new Int32Array([-2147483648, 0, 7])))).toBe('[-2147483648,0,7]');
+    expect(stringifyJson(new JsonIntegers(new BigUint64Array([18446744073709551615n, 1n])))).toBe('[18446744073709551615,1]');
+    expect(stringifyJson(new JsonIntegers(new BigInt64Array([-9223372036854775808n])))).toBe('[-9223372036854775808]');
+    expect(stringifyJson(new JsonIntegers(new Uint8Array(0)))).toBe('[]');
   });
 });

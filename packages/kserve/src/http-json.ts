@@ -143,13 +143,13 @@ function parseText(s: string): JsonValue {
       const open = i;
       i = skipWs(s, i + 1);
       const first = s.charCodeAt(i);
-      const numbers = first === 0x2d || (first >= 0x30 && first <= 0x39) ? numberArray(s, open) : undefined;
+      const flat = first === 0x2d || (first >= 0x30 && first <= 0x39) || first === 0x22 || first === 0x74 || first === 0x66 ? flatArray(s, open) : undefined;
       if (first === 0x5d) {
         value = [];
         i += 1;
-      } else if (numbers !== undefined) {
-        value = numbers;
-        i = numberArrayEnd;
+      } else if (flat !== undefined) {
+        value = flat;
+        i = flatArrayEnd;
       } else {
         stack.push({ kind: 'array', value: [] });
         continue;
@@ -228,11 +228,11 @@ function parseText(s: string): JsonValue {
 }
 
 /** Shorter arrays (shapes, small data) cost less through the general loop than a native call. */
-const NUMBER_ARRAY_MIN_CHARS = 32;
-/** Where the array `numberArray` returned ends (just past its `]`). */
-let numberArrayEnd = 0;
+const FLAT_ARRAY_MIN_CHARS = 32;
+/** Where the array `flatArray` returned ends (just past its `]`). */
+let flatArrayEnd = 0;
 /**
- * The first `]` and the first `[` found after the last `[` `numberArray` looked at (-1 before the
+ * The first `]` and the first `[` found after the last `[` `flatArray` looked at (-1 before the
  * first look of a document, the document's length when there is none): every `[` of a document searches on from there, never again over
  * the same characters, so the searches of one document take linear time.
  */
@@ -240,21 +240,26 @@ let nextClose = -1;
 let nextOpen = -1;
 
 /**
- * A flat array of numbers (tensor `data`, the bulk of a JSON request) read by the native
- * `JSON.parse` when it yields exactly what the general loop would: `open` is its `[`. Tried on
- * the text up to the first `]` when no `[` comes before it, so the texts tried are disjoint and
- * the whole document is tried at most once. Undefined (the general loop then reads the array,
- * and reports any error) when `JSON.parse` refuses that text, when it holds anything but numbers,
- * or when a value needs the general loop's care: a non-finite double (RapidJSON's error), an
- * integral value past 2^53 (an exact `bigint`, or RapidJSON's double). Integral values of
- * integer literals are kept (`-0` as 0, as the general loop reads it); those of double literals
- * (`1.0`) mark the array (`hasDoubleLiteral`).
+ * A flat array of numbers, booleans or strings (tensor `data`, the bulk of a JSON request) read
+ * by the native `JSON.parse` when it yields exactly what the general loop would: `open` is its `[`.
+ * Tried on the text up to the first `]` when no `[` comes before it, so the texts tried are
+ * disjoint and the whole document is tried at most once (a `[` or `]` inside a string only makes
+ * the try fail: the text then ends inside a string, or holds a `[`). Undefined (the general loop
+ * then reads the array, and reports any error) when `JSON.parse` refuses that text, when it holds
+ * anything else (null, an object), or when a value needs the general loop's care:
+ * - a string, when the text holds a backslash: escapes are the general loop's (RapidJSON refuses
+ *   a lone high surrogate `JSON.parse` accepts);
+ * - a non-finite double (RapidJSON's error), an integral value past 2^53 (an exact `bigint`, or
+ *   RapidJSON's double);
+ * - an integral number beside a string (the literals are found between commas, which a string may hold).
+ * Integral values of integer literals are kept (`-0` as 0, as the general loop reads it); those of
+ * double literals (`1.0`) mark the array (`hasDoubleLiteral`).
  */
-function numberArray(s: string, open: number): JsonValue[] | undefined {
+function flatArray(s: string, open: number): JsonValue[] | undefined {
   if (nextClose <= open) nextClose = foundOrEnd(s, s.indexOf(']', open));
   if (nextOpen <= open) nextOpen = foundOrEnd(s, s.indexOf('[', open + 1));
   const close = nextClose;
-  if (close === s.length || nextOpen < close || close - open < NUMBER_ARRAY_MIN_CHARS) return undefined;
+  if (close === s.length || nextOpen < close || close - open < FLAT_ARRAY_MIN_CHARS) return undefined;
   const text = s.slice(open, close + 1);
   let values: unknown[];
   try {
@@ -263,17 +268,21 @@ function numberArray(s: string, open: number): JsonValue[] | undefined {
     return undefined;
   }
   let integral = false;
+  let strings = false;
   for (let k = 0; k < values.length; k++) {
     const v = values[k];
-    if (typeof v !== 'number') return undefined;
-    if (Number.isInteger(v)) {
-      if (!Number.isSafeInteger(v)) return undefined;
-      integral = true;
-    } else if (!Number.isFinite(v)) return undefined;
+    if (typeof v === 'number') {
+      if (Number.isInteger(v)) {
+        if (!Number.isSafeInteger(v)) return undefined;
+        integral = true;
+      } else if (!Number.isFinite(v)) return undefined;
+    } else if (typeof v === 'string') strings = true;
+    else if (typeof v !== 'boolean') return undefined;
   }
+  if (strings && (integral || text.includes('\\'))) return undefined;
   if (integral) settleIntegralValues(text, values as number[]);
-  numberArrayEnd = close + 1;
-  return values as number[];
+  flatArrayEnd = close + 1;
+  return values as JsonValue[];
 }
 
 /** An `indexOf` result, with none found as the end of `s` (searched once, not again). */
@@ -282,9 +291,9 @@ function foundOrEnd(s: string, at: number): number {
 }
 
 /**
- * For `numberArray`: read the literal of each integral value beside `values` (same order): one
+ * For `flatArray`: read the literal of each integral value beside `values` (same order): one
  * from a double literal marks the array, an integer literal `-0` becomes 0. `text` holds numbers
- * only (JSON.parse read it), so its commas are exactly the separators: the literals of the other
+ * and booleans only (JSON.parse read it), so its commas are exactly the separators: the literals of the other
  * values are skipped by `indexOf` (tensor data is mostly non-integral floats; a char-by-char walk of
  * the whole text cost twice JSON.parse itself on a 256-float row with one zero).
  */
@@ -490,9 +499,13 @@ export function stringifyJson(value: unknown): string {
     for (let k = 1; k < values.length; k++) out += `,${formatDouble(values[k] as number)}`;
     return `${out}]`;
   }
+  // An integer typed array's join writes each element in decimal digits, 64-bit ones exactly.
+  if (value instanceof JsonIntegers) return `[${value.values.join(',')}]`;
   if (Array.isArray(value)) {
-    // BYTES outputs are long lists of strings: one native call instead of one per element.
-    if (value.every((v) => typeof v === 'string')) return JSON.stringify(value);
+    // Tensor data are long lists of strings (BYTES), integers or booleans: one native call instead of
+    // one per element, where JSON.stringify writes each element as this function would (a finite
+    // number as JavaScript prints it; not NaN / Infinity, which JSON.stringify writes as null).
+    if (nativelyWritten(value)) return JSON.stringify(value);
     return `[${value.map(stringifyJson).join(',')}]`;
   }
   const parts: string[] = [];
@@ -503,9 +516,26 @@ export function stringifyJson(value: unknown): string {
   return `{${parts.join(',')}}`;
 }
 
+/** Whether every element is a string, a boolean or a finite number (JSON.stringify writes them as `stringifyJson` does). */
+function nativelyWritten(values: readonly unknown[]): boolean {
+  for (let k = 0; k < values.length; k++) {
+    const v = values[k];
+    const t = typeof v;
+    if (t === 'number') {
+      if (!Number.isFinite(v)) return false;
+    } else if (t !== 'string' && t !== 'boolean') return false;
+  }
+  return true;
+}
+
 /** A flat list of numbers to be written as doubles (RapidJSON prints `1.0`, not `1`). */
 export class JsonDoubles {
   constructor(readonly values: ArrayLike<number>) {}
+}
+
+/** Integer tensor data, written as decimal integers (one native `join`, no array of numbers built). */
+export class JsonIntegers {
+  constructor(readonly values: Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array) {}
 }
 
 /** One number formatted as RapidJSON's `Writer::Double` would (Grisu shortest, `.0` when integral). */

@@ -48,7 +48,7 @@ export type {
   GrpcModelStreamInferResponse,
   GrpcParameterChoice,
 } from './grpc-messages.js';
-export { parseJson, stringifyJson, formatDouble, hasDoubleLiteral, isDoubleLiteralMember, isJsonObject, JsonDoubles } from './http-json.js';
+export { parseJson, stringifyJson, formatDouble, hasDoubleLiteral, isDoubleLiteralMember, isJsonObject, JsonDoubles, JsonIntegers } from './http-json.js';
 export type { JsonObject, JsonValue } from './http-json.js';
 export { MAX_JSON_DATA_DEPTH, jsonToTensorData, tensorDataToJson } from './json-data.js';
 export {

@@ -34,7 +34,7 @@ describe('jsonToTensorData / tensorDataToJson round trips', () => {
       const nested = jsonToTensorData('X', dt, [2, 2], data(`[${json.slice(1, -1).split(',').slice(0, 2).join(',')}],[${json.slice(1, -1).split(',').slice(2).join(',')}]]`.replace(/^/, '[')));
       expect([...nested]).toEqual([...flat]);
       const back = tensorDataToJson('X', dt, [4], flat);
-      const values = Array.isArray(back) ? back : Array.from(back.values);
+      const values = Array.isArray(back) ? back : Array.from(back.values as ArrayLike<number>);
       expect(values).toEqual(expected);
     });
   }

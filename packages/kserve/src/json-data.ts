@@ -19,7 +19,7 @@
  * Triton's JSON layer reports them that way; FP16/BF16 are `invalid_argument`.
  */
 import { internal, invalidArgument } from '@switchyard/common';
-import { hasDoubleLiteral, JsonDoubles, type JsonValue } from './http-json.js';
+import { hasDoubleLiteral, JsonDoubles, JsonIntegers, type JsonValue } from './http-json.js';
 import type { DataType } from './protocols.js';
 import { bytesElementCount, deserializeStringElements, firstUnfitStringElement, serializeStringElements } from './bytes-strings.js';
 import { elementByteSize, elementCount, isDataType, typedView } from './tensor.js';
@@ -160,7 +160,7 @@ function bytesFromJson(data: readonly JsonValue[]): Uint8Array {
  * Convert output tensor bytes to the flat JSON `data` list. Throws `internal` when the bytes do
  * not hold `shape`'s element count, `invalid_argument` for FP16/BF16.
  */
-export function tensorDataToJson(name: string, datatype: DataType, shape: readonly number[], data: Uint8Array): JsonValue[] | JsonDoubles {
+export function tensorDataToJson(name: string, datatype: DataType, shape: readonly number[], data: Uint8Array): JsonValue[] | JsonDoubles | JsonIntegers {
   const count = elementCount(shape);
   const mismatch = () => internal(`output tensor shape does not match size of output for '${name}'`);
   if (datatype === 'FP16' || datatype === 'BF16') {
@@ -189,11 +189,5 @@ export function tensorDataToJson(name: string, datatype: DataType, shape: readon
   const view = typedView(datatype, data);
   if (datatype === 'FP32' || datatype === 'FP64') return new JsonDoubles(view as Float32Array | Float64Array);
   if (datatype === 'BOOL') return Array.from(view as Uint8Array, (b) => b !== 0);
-  if (datatype === 'INT64' || datatype === 'UINT64') {
-    return Array.from(view as BigInt64Array | BigUint64Array, (b: bigint) => {
-      const n = Number(b);
-      return Number.isSafeInteger(n) ? n : b;
-    });
-  }
-  return Array.from(view as ArrayLike<number>);
+  return new JsonIntegers(view as Exclude<typeof view, Float32Array | Float64Array>);
 }
