@@ -33,48 +33,20 @@
 // in place of [B, n, V] logits, so neither the logits nor their sampling reach the server's event loop.
 //
 // String tensors cross as BYTES bytes (Triton's length-prefixed layout, transferred) and are turned
-// into / from JavaScript strings here, so the per-element work of large BYTES tensors happens on
-// this thread, not on the server's event loop.
-// (The two conversions and the channel layout are written out here, not imported from
-// @switchyard/kserve or the engine, because this file is loaded as-is by Node, also under the test
-// runner, where workspace imports resolve to TypeScript sources.) Truncated data never gets here:
+// into / from JavaScript strings here (@switchyard/ort's bytesToStrings / stringsToBytes, the
+// conversions the main thread's inline session uses for tiny executions), so the per-element work of
+// large BYTES tensors happens on this thread, not on the server's event loop.
+// (The channel layout is written out here, not imported from the engine, because this file is
+// loaded as-is by Node, also under the test runner, where workspace imports resolve to TypeScript
+// sources.) Truncated data never gets here:
 // the engine checked every BYTES input.
 import { createRequire } from 'node:module';
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
-import { runOrtSession } from '@switchyard/ort';
+import { bytesToStrings, runOrtSession, stringsToBytes } from '@switchyard/ort';
 
 // Required, not imported, as @switchyard/ort requires it: an ES import of this CommonJS package
 // would cost every session thread a scan of its sources for export names (~4 ms of ~45 to start).
 const ort = createRequire(import.meta.url)('onnxruntime-node');
-
-const utf8 = new TextDecoder('utf-8');
-
-/** BYTES bytes → strings (UTF-8, invalid sequences replaced). */
-function deserializeStringElements(data) {
-  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  const out = [];
-  let off = 0;
-  while (off + 4 <= bytes.byteLength) {
-    const end = Math.min(off + 4 + bytes.readUInt32LE(off), bytes.byteLength);
-    out.push(utf8.decode(bytes.subarray(off + 4, end)));
-    off = end;
-  }
-  return out;
-}
-
-/** Strings → BYTES bytes (UTF-8, lone surrogates as U+FFFD), one buffer of its own. */
-function serializeStringElements(strings) {
-  let total = 0;
-  for (const s of strings) total += 4 + Buffer.byteLength(s, 'utf8');
-  const out = Buffer.alloc(total);
-  let off = 0;
-  for (const s of strings) {
-    const n = out.write(s, off + 4, 'utf8');
-    out.writeUInt32LE(n, off);
-    off += 4 + n;
-  }
-  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
-}
 
 const metadata = (list) =>
   list.map((m) => ({ name: m.name, isTensor: m.isTensor, type: m.isTensor ? m.type : undefined, shape: m.isTensor ? [...m.shape] : [] }));
@@ -268,7 +240,7 @@ async function runOne({ id, feeds: wire, fetches }, transfer) {
     let sampleRows;
     for (const [name, t] of Object.entries(wire)) {
       if (rowSampling !== undefined && name === rowSampling.SAMPLE_ROWS_INPUT) sampleRows = t.data;
-      else feeds[name] = t.type === 'string' ? { type: t.type, dims: t.dims, data: deserializeStringElements(t.data) } : t;
+      else feeds[name] = t.type === 'string' ? { type: t.type, dims: t.dims, data: bytesToStrings(t.data) } : t;
     }
     const ortFetches = sampleRows === undefined ? fetches : fetches.filter((f) => f !== rowSampling.SAMPLED_OUTPUT && f !== rowSampling.LOGIT_ROWS_OUTPUT);
     const inferStartNs = process.hrtime.bigint();
@@ -281,7 +253,7 @@ async function runOne({ id, feeds: wire, fetches }, transfer) {
     for (const [k, name] of fetches.entries()) {
       const tensor = produced[name];
       if (tensor === undefined) continue;
-      let data = tensor.type === 'string' ? serializeStringElements(tensor.data) : tensor.data;
+      let data = tensor.type === 'string' ? stringsToBytes(tensor.data) : tensor.data;
       // Hand the bytes over without a copy when the array owns its whole buffer.
       // (A slot run copies them into its slot instead, unless they do not fit.)
       if (data.byteOffset !== 0 || data.byteLength !== data.buffer.byteLength) data = data.slice();

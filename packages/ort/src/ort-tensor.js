@@ -92,6 +92,49 @@ export function fromOrtTensor(tensor) {
   };
 }
 
+const utf8 = new TextDecoder('utf-8');
+
+/**
+ * A string tensor's data from Triton's BYTES layout (each element a uint32 little-endian length,
+ * then its bytes) to the JavaScript strings onnxruntime takes: UTF-8, invalid sequences replaced
+ * (U+FFFD). The session thread and the main thread's inline session both convert with it, so an
+ * execution gets the same strings wherever it runs. A truncated last element is cut at the end of
+ * `data` (the engine refuses truncated BYTES inputs before they get here).
+ * @param {Uint8Array} data
+ * @returns {string[]}
+ */
+export function bytesToStrings(data) {
+  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  /** @type {string[]} */
+  const out = [];
+  let off = 0;
+  while (off + 4 <= bytes.byteLength) {
+    const end = Math.min(off + 4 + bytes.readUInt32LE(off), bytes.byteLength);
+    out.push(utf8.decode(bytes.subarray(off + 4, end)));
+    off = end;
+  }
+  return out;
+}
+
+/**
+ * onnxruntime's output strings back to the BYTES layout (UTF-8, lone surrogates as U+FFFD), in a
+ * buffer of their own (it can be transferred to another thread).
+ * @param {readonly string[]} strings
+ * @returns {Uint8Array}
+ */
+export function stringsToBytes(strings) {
+  let total = 0;
+  for (const s of strings) total += 4 + Buffer.byteLength(s, 'utf8');
+  const out = Buffer.alloc(total);
+  let off = 0;
+  for (const s of strings) {
+    const n = out.write(s, off + 4, 'utf8');
+    out.writeUInt32LE(n, off);
+    off += 4 + n;
+  }
+  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+}
+
 /**
  * Feeds for `session.run`, each through `toOrtTensor`.
  * @param {Readonly<Record<string, OrtTensorValue>>} feeds

@@ -1,6 +1,6 @@
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
-import { fromOrtTensor, runOrtSession, toOrtTensor } from './ort-tensor.js';
+import { bytesToStrings, fromOrtTensor, runOrtSession, stringsToBytes, toOrtTensor } from './ort-tensor.js';
 
 // A hand-encoded ONNX model: Y = Identity(X), X and Y of `elemType` with one symbolic dim. Written
 // here (not with @switchyard/onnx-builder, whose tests depend on this package) from onnx.proto's
@@ -80,5 +80,27 @@ describe('toOrtTensor / fromOrtTensor', () => {
     expect(back.data).toBeInstanceOf(Uint16Array);
     expect((back.data as Uint16Array).buffer).toBe(bits.buffer);
     expect(Array.from(back.data as Uint16Array)).toEqual(HALF_BITS);
+  });
+});
+
+describe('string tensors in the BYTES layout', () => {
+  const layout = (...elements: number[][]): Uint8Array =>
+    Uint8Array.from(elements.flatMap((e) => [e.length & 0xff, (e.length >> 8) & 0xff, 0, 0, ...e]));
+
+  it('turns BYTES elements into strings and back, in a buffer of its own', () => {
+    const data = layout([0x61], [], [0xc3, 0xa9], [0xf0, 0x9f, 0x98, 0x80]);
+    const strings = bytesToStrings(data);
+    expect(strings).toEqual(['a', '', 'é', '😀']);
+    const back = stringsToBytes(strings);
+    expect(Array.from(back)).toEqual(Array.from(data));
+    expect(back.byteOffset).toBe(0);
+    expect(back.buffer.byteLength).toBe(back.byteLength);
+  });
+
+  it('replaces what UTF-8 cannot carry, and cuts a truncated last element at the end', () => {
+    expect(bytesToStrings(layout([0xff, 0x61]))).toEqual(['\ufffda']);
+    expect(Array.from(stringsToBytes(['\ud800']))).toEqual([3, 0, 0, 0, 0xef, 0xbf, 0xbd]);
+    expect(bytesToStrings(Uint8Array.of(5, 0, 0, 0, 0x61, 0x62))).toEqual(['ab']);
+    expect(bytesToStrings(Uint8Array.of(1, 0))).toEqual([]);
   });
 });

@@ -8,8 +8,8 @@
  *   work that depends on its input shapes alone: see onnx-op-scan.ts), the model file is at
  *   most `maxModelBytes`, the instance is a CPU one and its session computes on the calling thread
  *   alone (`intraOpNumThreads` 1);
- * - no input or requested output is a string tensor (strings keep their one conversion path, on
- *   the session thread), and the execution's inputs total at most `maxInputBytes`;
+ * - the execution's inputs total at most `maxInputBytes` (a string tensor's BYTES bytes count; strings
+ *   are converted as on the session thread, by @switchyard/ort's `bytesToStrings` / `stringsToBytes`);
  * - the model's recent `session.run` time is small: an EWMA (weight `EWMA_WEIGHT` per run) of the
  *   run time stays at most `maxRunNs`.
  *
@@ -29,7 +29,7 @@
  * its own callback just before it, so the stamps bracket the computation itself.
  */
 import type * as ort from 'onnxruntime-node';
-import { fromOrtTensor, toOrtFeeds } from '@switchyard/ort';
+import { bytesToStrings, fromOrtTensor, stringsToBytes, toOrtFeeds } from '@switchyard/ort';
 import type { TimedRun, WireTensor } from './session-thread.js';
 
 const now = (): bigint => process.hrtime.bigint();
@@ -69,8 +69,6 @@ export class InlineSession {
     readonly modelFile: string,
     readonly options: ort.InferenceSession.SessionOptions,
     readonly limits: InlineLimits,
-    /** Output names whose ORT type is `string`: an execution fetching one stays on the thread. */
-    private readonly stringOutputs: ReadonlySet<string>,
     private readonly onError: (message: string) => void = () => {},
   ) {}
 
@@ -85,21 +83,15 @@ export class InlineSession {
   }
 
   /** Whether this execution may run inline now. */
-  admits(feeds: Readonly<Record<string, WireTensor>>, fetches: readonly string[]): boolean {
-    return this.state === 'open' && this.eligible(feeds, fetches);
+  admits(feeds: Readonly<Record<string, WireTensor>>): boolean {
+    return this.state === 'open' && this.eligible(feeds);
   }
 
-  /** Whether an execution of these feeds and fetches would be eligible (size and types), whatever the gate. */
-  eligible(feeds: Readonly<Record<string, WireTensor>>, fetches: readonly string[]): boolean {
+  /** Whether an execution of these feeds would be eligible (their size), whatever the gate. */
+  eligible(feeds: Readonly<Record<string, WireTensor>>): boolean {
     let bytes = 0;
-    for (const name in feeds) {
-      const t = feeds[name]!;
-      if (t.type === 'string') return false;
-      bytes += t.data.byteLength;
-    }
-    if (bytes > this.limits.maxInputBytes) return false;
-    for (const name of fetches) if (this.stringOutputs.has(name)) return false;
-    return true;
+    for (const name in feeds) bytes += feeds[name]!.data.byteLength;
+    return bytes <= this.limits.maxInputBytes;
   }
 
   /** An eligible execution ran on a session thread and its `session.run` took `runNs`. */
@@ -165,7 +157,7 @@ export class InlineSession {
     this.counts.inlineRuns++;
     try {
       const convertStart = now();
-      const ortFeeds = toOrtFeeds(feeds);
+      const ortFeeds = toOrtFeeds(stringsDecoded(feeds));
       const convertNs = now() - convertStart;
       let inferStartNs = 0n;
       setImmediate(() => {
@@ -180,7 +172,8 @@ export class InlineSession {
         const tensor = produced[name];
         if (tensor === undefined) continue;
         const out = fromOrtTensor(tensor);
-        outputs[name] = { type: out.type as ort.Tensor.Type, dims: out.dims, data: out.data as WireTensor['data'] };
+        const data = out.type === 'string' ? stringsToBytes(out.data as string[]) : (out.data as WireTensor['data']);
+        outputs[name] = { type: out.type as ort.Tensor.Type, dims: out.dims, data };
       }
       return { outputs, times: { startNs: inferStartNs - convertNs, inferStartNs, inferEndNs, endNs: now() } };
     } finally {
@@ -197,4 +190,16 @@ export class InlineSession {
     this.session = undefined;
     await session?.release();
   }
+}
+
+/** `feeds` with each string tensor's BYTES bytes turned into strings (the rest as they are). */
+function stringsDecoded(feeds: Record<string, WireTensor>): Record<string, WireTensor | { type: 'string'; dims: number[]; data: string[] }> {
+  let out: Record<string, WireTensor | { type: 'string'; dims: number[]; data: string[] }> | undefined;
+  for (const name in feeds) {
+    const t = feeds[name]!;
+    if (t.type !== 'string') continue;
+    out ??= { ...feeds };
+    out[name] = { type: 'string', dims: t.dims, data: bytesToStrings(t.data as Uint8Array) };
+  }
+  return out ?? feeds;
 }

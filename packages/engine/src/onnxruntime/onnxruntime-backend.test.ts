@@ -533,17 +533,30 @@ describe('onnxruntime inline execution', () => {
     });
   });
 
-  it('keeps string tensors and large inputs on the session thread', async () => {
+  it('runs string tensors inline with the session thread conversions, and keeps large inputs on the thread', async () => {
     await withModel('bytes', 'name: "bytes" backend: "onnxruntime" max_batch_size: 8 input { name: "INPUT0" data_type: TYPE_STRING dims: [ 2 ] } output { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 2 ] } ' + inlineOn(), buildIdentityModel('STRING', ['batch', 2]), WIDE, async ({ model, instance, config }) => {
-      for (let i = 0; i < PROBE_RUNS + 4; i++) {
-        const outcome = await instance.execute([normalizeRequest(config, request('bytes', [bytesTensor('INPUT0', [1, 2], ['a', `${i}`])]))]);
+      // multi-byte, empty, control characters (BYTES that are not UTF-8, or hold a NUL, are refused before any session: stringRefusal)
+      const inputs = [
+        ['a', 'héllo'],
+        ['', '😀'],
+        ['\u0001\tx', 'b'],
+      ].map((strings) => bytesTensor('INPUT0', [1, 2], strings));
+      const answer = async (k: number): Promise<number[]> => {
+        const outcome = await instance.execute([normalizeRequest(config, request('bytes', [inputs[k]!]))]);
         const result = outcome.results[0]!;
         if ('error' in result) throw result.error;
-        expect(deserializeBytesElements(result.outputs[0]!.data).map((b) => new TextDecoder().decode(b))).toEqual(['a', `${i}`]);
-      }
-      // Never eligible: the gate never even opens.
-      expect(model.inline?.open).toBe(false);
-      expect(model.inline?.counts.inlineRuns).toBe(0);
+        return [...result.outputs[0]!.data];
+      };
+      const inline = model.inline!;
+      const onThread = [];
+      for (let k = 0; k < inputs.length; k++) onThread.push(await answer(k));
+      for (let i = 0; onThread.length + i < PROBE_RUNS; i++) await answer(i % inputs.length);
+      await inline.created();
+      expect(inline.open).toBe(true);
+      const before = inline.counts.inlineRuns;
+      for (let k = 0; k < inputs.length; k++) expect(await answer(k)).toEqual(onThread[k]);
+      expect(inline.counts.inlineRuns).toBe(before + inputs.length);
+      expect(deserializeBytesElements(Uint8Array.from(onThread[1]!)).map((b) => new TextDecoder().decode(b))).toEqual(['', '😀']);
     });
     await withModel('mlp', mlpConfig('mlp'), mlpModel(), { ...WIDE, maxInputBytes: 64 }, async ({ model, instance, config }) => {
       for (let i = 0; i < PROBE_RUNS + 4; i++) await instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [1, 8], rows(1, i))]))]);
@@ -646,18 +659,19 @@ describe('onnxruntime inline execution', () => {
 });
 
 describe('inline gate', () => {
-  const gate = () => new InlineSession('unused.onnx', {}, { maxModelBytes: 1, maxInputBytes: 64, maxRunNs: 100_000 }, new Set(['S']));
+  const gate = () => new InlineSession('unused.onnx', {}, { maxModelBytes: 1, maxInputBytes: 64, maxRunNs: 100_000 });
 
   it('opens only after enough thread-measured runs under half the bound, and counts only eligible executions', () => {
     const g = gate();
     for (let i = 0; i < PROBE_RUNS - 1; i++) g.noteThreadRun(20_000);
     expect(g.open).toBe(false);
     const f32 = (n: number) => ({ X: { type: 'float32' as const, dims: [n], data: new Float32Array(n) } });
-    expect(g.eligible(f32(16), ['Y'])).toBe(true);
-    expect(g.eligible(f32(17), ['Y'])).toBe(false);
-    expect(g.eligible(f32(1), ['S'])).toBe(false);
-    expect(g.eligible({ X: { type: 'string', dims: [1], data: new Uint8Array(5) } }, ['Y'])).toBe(false);
-    expect(g.admits(f32(1), ['Y'])).toBe(false);
+    expect(g.eligible(f32(16))).toBe(true);
+    expect(g.eligible(f32(17))).toBe(false);
+    // a string tensor counts its BYTES bytes
+    expect(g.eligible({ X: { type: 'string', dims: [1], data: new Uint8Array(64) } })).toBe(true);
+    expect(g.eligible({ X: { type: 'string', dims: [1], data: new Uint8Array(65) } })).toBe(false);
+    expect(g.admits(f32(1))).toBe(false);
     const h = gate();
     for (let i = 0; i < PROBE_RUNS * 2; i++) h.noteThreadRun(60_000);
     expect(h.open).toBe(false); // under the bound, not under half of it

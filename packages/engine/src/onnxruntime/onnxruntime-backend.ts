@@ -228,11 +228,11 @@ class OnnxRuntimeInstance implements BackendInstance {
     let ran: TimedRun;
     try {
       const inline = this.inline;
-      if (inline !== undefined && this.onThread === 0 && inline.admits(feeds, fetches)) {
+      if (inline !== undefined && this.onThread === 0 && inline.admits(feeds)) {
         ran = await inline.runTimed(feeds, fetches);
       } else {
         // An eligible run on the thread is measured there: its time decides whether the gate opens.
-        const probe = inline !== undefined && !inline.open && inline.eligible(feeds, fetches);
+        const probe = inline !== undefined && !inline.open && inline.eligible(feeds);
         this.onThread++;
         try {
           ran = await this.session.runTimed(feeds, fetches);
@@ -389,7 +389,6 @@ async function inlineSession(
   context: BackendModelContext,
   modelFile: string,
   settings: OnnxRuntimeSettings,
-  session: SessionThread,
   limits: InlineLimits,
 ): Promise<InlineSession | undefined> {
   const config = context.config;
@@ -406,8 +405,7 @@ async function inlineSession(
       return undefined;
     }
   }
-  const stringOutputs = new Set(session.outputMetadata.filter((m) => m.isTensor && m.type === 'string').map((m) => m.name));
-  return new InlineSession(modelFile, options, limits, stringOutputs, (message) =>
+  return new InlineSession(modelFile, options, limits, (message) =>
     context.logger.warn({ model: context.modelName, reason: message }, 'onnx runtime main-thread session not created: every execution stays on the session threads'),
   );
 }
@@ -471,7 +469,7 @@ export class OnnxRuntimeBackend implements Backend {
     let inline: InlineSession | undefined;
     try {
       checkOnnxIo(context.config, sessionIo(session));
-      inline = await inlineSession(context, modelFile, this.settings, session, this.inlineLimits);
+      inline = await inlineSession(context, modelFile, this.settings, this.inlineLimits);
     } catch (e) {
       await session.release();
       throw e;
