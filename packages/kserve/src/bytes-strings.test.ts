@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { SwitchyardError } from '@switchyard/common';
-import { bytesElementCount, bytesElementsEnd, deserializeStringElements, serializeStringElements, utf8ByteLength } from './bytes-strings.js';
+import { isUtf8 } from 'node:buffer';
+import { fc, fuzz } from '@switchyard/testing/fuzz';
+import { bytesElementCount, bytesElementsEnd, deserializeStringElements, serializeStringElements, utf8ByteLength, utf8StringElements } from './bytes-strings.js';
 import { deserializeBytesElements, serializeBytesElements } from './tensor.js';
 
 const enc = new TextEncoder();
@@ -20,6 +22,32 @@ describe('serializeStringElements', () => {
     expect(serializeStringElements([]).byteLength).toBe(0);
     const many = Array.from({ length: 10_000 }, (_, i) => (i % 3 === 0 ? 'é' : String(i)));
     expect(Buffer.from(serializeStringElements(many))).toEqual(Buffer.from(reference(many)));
+  });
+});
+
+describe('strings and BYTES, against the per-element reference (property)', () => {
+  // any UTF-16 code units: lone and paired surrogates, every plane; short (by hand) and long (native)
+  const unit = fc.oneof(fc.integer({ min: 0, max: 0x7f }), fc.integer({ min: 0x80, max: 0x7ff }), fc.integer({ min: 0x800, max: 0xffff }), fc.integer({ min: 0xd800, max: 0xdfff }));
+  const text = fc.oneof(fc.array(unit, { maxLength: 70 }).map((u) => String.fromCharCode(...u)), fc.string({ unit: 'grapheme', maxLength: 40 }));
+  // element bytes: UTF-8 of a string, or any bytes (mostly not UTF-8)
+  const element = fc.oneof(text.map((t) => enc.encode(t)), fc.uint8Array({ maxLength: 12 }));
+
+  it('writes and measures strings as TextEncoder does', () => {
+    fuzz(fc.array(text, { maxLength: 12 }), (strings) => {
+      expect(Buffer.from(serializeStringElements(strings))).toEqual(Buffer.from(reference(strings)));
+      for (const t of strings) expect(utf8ByteLength(t)).toBe(enc.encode(t).byteLength);
+    });
+  });
+
+  it('reads elements as TextDecoder does, and as text only when every element is UTF-8', () => {
+    fuzz(fc.array(element, { maxLength: 12 }), (elements) => {
+      const data = serializeBytesElements(elements);
+      expect(deserializeStringElements(data)).toEqual(elements.map((e) => dec.decode(e)));
+      const strings = utf8StringElements(data, elements.length);
+      const invalid = elements.findIndex((e) => !isUtf8(e));
+      if (invalid === -1) expect(strings).toEqual(elements.map((e) => dec.decode(e)));
+      else expect(strings).toEqual({ invalid });
+    });
   });
 });
 
