@@ -13,7 +13,7 @@
 //   planner     per planner run: replicas (serving, starting, target) against the arrival rate over time;
 //               every run's SLO attainment against its worker-seconds
 // Every section's `goals` (and the cluster hop's headlines) are listed as text beside the charts; the
-// front-threads comparison (`threadRatios`) as a table.
+// front-threads comparison (`threadRatios`) and the JSON codec's rows (`jsonCodec`) as tables.
 // The charts are drawn by @switchyard/simulator's SVG writer (`renderPlotSvg`), the same that
 // draws `switchyard simulate`'s timeline.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -287,6 +287,7 @@ function goalsIn(value, path = [], out = [], depth = 0) {
 const SECTIONS = [
   { title: 'Worker: served vs raw and bare (issue 2)', has: (r) => r.served?.['http-json'] !== undefined && r.bare?.['http-json'] !== undefined, data: (r) => r, charts: workerCharts, id: 'worker', goals: (r) => [{ where: '', goals: r.goals }, ...(r.floor !== undefined ? [{ where: 'floor', title: 'Not goals: the floor, a minimal Node.js server running the same model with nothing else (`bench/lib/minimal-servers.mjs`)', goals: r.floor }] : [])] },
   { title: 'Worker: front threads against the event loop', data: (r) => r.threadRatios, rows: true, id: 'threads' },
+  { title: 'Worker: HTTP JSON tensor codec against JSON.parse / JSON.stringify', data: (r) => r.jsonCodec?.rows, rows: true, id: 'json-codec' },
   { title: 'Dynamic batching (issue 3)', data: (r) => r.batching, charts: batchingCharts, id: 'batching' },
   { title: 'Embeddings', data: (r) => r.embeddings, id: 'embeddings' },
   { title: 'LLM: replay in virtual time (issue 4)', data: (r) => r.llmReplay, id: 'llm-replay' },

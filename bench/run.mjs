@@ -14,6 +14,8 @@
 //            served / minimal is what our own code costs, minimal / bare what Node.js and onnxruntime-node do
 // Goals reported against: served / bare throughput at c=16 >= 0.6 over HTTP JSON and HTTP binary;
 // served gRPC at c=16 >= 0.5x raw rate; served p50 at c=1 within 1.5x of (bare p50 + raw run p50).
+// JSON codec (bench/json-codec.mjs, in the worker section): our HTTP JSON tensor decoder and encoder beside
+// JSON.parse / JSON.stringify of the same text, per datatype ([1, 1024]), in process.
 // Batching (issue 3, bench/batching.mjs): the MLP with dynamic batching on and off.
 // LLM replay (issue 4, bench/llm-replay.mjs): the simulated executor replaying a 20,000-request
 // shared-prefix trace in virtual time, beside a no-reuse control and Dynamo's simulator speed.
@@ -66,6 +68,7 @@ import { measureOnnxLlm } from './llm-onnx.mjs';
 import { measureGuidedDecoding } from './guided-decoding.mjs';
 import { measureSamplingCpu } from './llm-sampling-cpu.mjs';
 import { measureDetokenize } from './detokenize.mjs';
+import { measureJsonCodec } from './json-codec.mjs';
 import { measureRouting } from './llm-routing.mjs';
 import { measureDecisions } from './routing-decision.mjs';
 import { measureDisagg } from './llm-disagg.mjs';
@@ -381,6 +384,8 @@ await section('worker', async () => {
   await measureThreads();
   ratios();
   threadRatios();
+  // What our HTTP JSON tensor codec costs beside JSON.parse / JSON.stringify, per datatype (bench/json-codec.mjs).
+  results.jsonCodec = measureJsonCodec({ quick: QUICK });
 });
 // Issue 3: dynamic batching on/off and raw session.run at the batch sizes formed (bench/batching.mjs).
 await section('batching', async () => (results.batching = await measureBatching({ quick: QUICK, bare: results.bare['http-binary'] })));
