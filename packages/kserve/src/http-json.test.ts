@@ -185,5 +185,13 @@ describe('stringifyJson', () => {
     expect(stringifyJson(new JsonIntegers(new BigUint64Array([18446744073709551615n, 1n])))).toBe('[18446744073709551615,1]');
     expect(stringifyJson(new JsonIntegers(new BigInt64Array([-9223372036854775808n])))).toBe('[-9223372036854775808]');
     expect(stringifyJson(new JsonIntegers(new Uint8Array(0)))).toBe('[]');
+    // 64-bit values through their 32-bit words where safe, as bigints where not: the digits of each
+    fuzz(fc.array(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), { maxLength: 20 }), (list) => {
+      expect(stringifyJson(new JsonIntegers(BigInt64Array.from(list)))).toBe(`[${list.join(',')}]`);
+      const unsigned = list.map((v) => BigInt.asUintN(64, v));
+      expect(stringifyJson(new JsonIntegers(BigUint64Array.from(unsigned)))).toBe(`[${unsigned.join(',')}]`);
+    });
+    const edges = [0n, -1n, 2n ** 53n - 1n, -(2n ** 53n) + 1n, 2n ** 53n, -(2n ** 53n), 2n ** 53n + 1n, -(2n ** 53n) - 1n, 2n ** 32n, -(2n ** 32n), 2n ** 63n - 1n, -(2n ** 63n)];
+    expect(stringifyJson(new JsonIntegers(BigInt64Array.from(edges)))).toBe(`[${edges.join(',')}]`);
   });
 });

@@ -499,8 +499,11 @@ export function stringifyJson(value: unknown): string {
     for (let k = 1; k < values.length; k++) out += `,${formatDouble(values[k] as number)}`;
     return `${out}]`;
   }
-  // An integer typed array's join writes each element in decimal digits, 64-bit ones exactly.
-  if (value instanceof JsonIntegers) return `[${value.values.join(',')}]`;
+  // An integer typed array's join writes each element in decimal digits; 64-bit ones exactly.
+  if (value instanceof JsonIntegers) {
+    const values = value.values;
+    return values instanceof BigInt64Array || values instanceof BigUint64Array ? wideIntegers(values) : `[${values.join(',')}]`;
+  }
   if (Array.isArray(value)) {
     // Tensor data are long lists of strings (BYTES), integers or booleans: one native call instead of
     // one per element, where JSON.stringify writes each element as this function would (a finite
@@ -531,6 +534,23 @@ function nativelyWritten(values: readonly unknown[]): boolean {
 /** A flat list of numbers to be written as doubles (RapidJSON prints `1.0`, not `1`). */
 export class JsonDoubles {
   constructor(readonly values: ArrayLike<number>) {}
+}
+
+/**
+ * 64-bit integers in decimal: each read as its two 32-bit words, printed as a number while it is a
+ * safe integer (|v| < 2^53), as a bigint otherwise (a bigint per element, as `join` makes, costs twice).
+ */
+function wideIntegers(values: BigInt64Array | BigUint64Array): string {
+  const n = values.length;
+  const lo = new Uint32Array(values.buffer, values.byteOffset, 2 * n);
+  const hi = values instanceof BigInt64Array ? new Int32Array(values.buffer, values.byteOffset, 2 * n) : lo;
+  let out = '[';
+  for (let k = 0; k < n; k++) {
+    const h = hi[2 * k + 1]!;
+    const digits = h >= -0x200000 && h < 0x200000 ? String(h * 4294967296 + lo[2 * k]!) : String(values[k]);
+    out += k === 0 ? digits : `,${digits}`;
+  }
+  return `${out}]`;
 }
 
 /** Integer tensor data, written as decimal integers (one native `join`, no array of numbers built). */

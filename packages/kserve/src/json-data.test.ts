@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SwitchyardError } from '@switchyard/common';
+import { fc, fuzz } from '@switchyard/testing/fuzz';
 import { parseJson, stringifyJson, type JsonObject } from './http-json.js';
 import { jsonToTensorData, tensorDataToJson } from './json-data.js';
 import type { DataType } from './protocols.js';
@@ -45,6 +46,19 @@ describe('jsonToTensorData / tensorDataToJson round trips', () => {
     expect(stringifyJson(tensorDataToJson('X', 'INT64', [3], i))).toBe('[-9223372036854775808,9223372036854775807,5]');
     const u = jsonToTensorData('X', 'UINT64', [2], data('[18446744073709551615,1]'));
     expect(stringifyJson(tensorDataToJson('X', 'UINT64', [2], u))).toBe('[18446744073709551615,1]');
+  });
+
+  it('INT64 / UINT64 from safe integers and bigints: the values exactly (property)', () => {
+    const safe = fc.oneof(fc.integer(), fc.maxSafeInteger(), fc.constantFrom(0, -1, 2 ** 32, -(2 ** 32), 2 ** 32 - 1, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER));
+    const big = fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n });
+    fuzz(fc.array(fc.oneof(safe, big), { minLength: 1, maxLength: 20 }), (values) => {
+      const text = `[${values.map(String).join(',')}]`;
+      const i = jsonToTensorData('X', 'INT64', [values.length], data(text));
+      expect([...(typedView('INT64', i) as BigInt64Array)]).toEqual(values.map((v) => BigInt(v)));
+      const unsigned = values.map((v) => (typeof v === 'bigint' ? (v < 0n ? -v : v) : Math.abs(v)));
+      const u = jsonToTensorData('X', 'UINT64', [unsigned.length], data(`[${unsigned.map(String).join(',')}]`));
+      expect([...(typedView('UINT64', u) as BigUint64Array)]).toEqual(unsigned.map((v) => BigInt(v)));
+    });
   });
 
   it('truncates integers to the element width like a C cast', () => {
