@@ -372,6 +372,9 @@ function threadRatios() {
 }
 
 await section('worker', async () => {
+  // What our HTTP JSON tensor codec costs beside JSON.parse / JSON.stringify, per datatype (bench/json-codec.mjs):
+  // first, in process, before this process has driven any load (its garbage doubled some rows' times).
+  results.jsonCodec = measureJsonCodec({ quick: QUICK });
   await measureRaw();
   const worker = await startWorkerProcess({ modelRepositories: ['examples/model_repository'], args: ['--model-control-mode=explicit', `--load-model=${MODEL}`, '--log-verbose=0'] });
   try {
@@ -384,8 +387,6 @@ await section('worker', async () => {
   await measureThreads();
   ratios();
   threadRatios();
-  // What our HTTP JSON tensor codec costs beside JSON.parse / JSON.stringify, per datatype (bench/json-codec.mjs).
-  results.jsonCodec = measureJsonCodec({ quick: QUICK });
 });
 // Issue 3: dynamic batching on/off and raw session.run at the batch sizes formed (bench/batching.mjs).
 await section('batching', async () => (results.batching = await measureBatching({ quick: QUICK, bare: results.bare['http-binary'] })));

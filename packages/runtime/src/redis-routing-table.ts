@@ -79,6 +79,8 @@ import {
   scoreCandidate,
 } from '@switchyard/kv-router';
 import { randomUUID } from 'node:crypto';
+// first: ioredis must find its VerbatimString module already loaded (see the file)
+import './ioredis-string-guard.js';
 import { Redis, ReplyError } from 'ioredis';
 import { NAME_PATTERN } from './addressing.js';
 import { ROUTING_SCRIPTS, type RoutingScriptName } from './redis-routing-scripts.js';
