@@ -189,35 +189,20 @@ function nonAscii(bytes: Buffer, start: number, end: number, decoder: { decode(b
 
 /**
  * The first `count` elements of BYTES `data` (which holds them: see `bytesElementCount`) as strings
- * when each is valid UTF-8, else the index of the first that is not: `firstUnfitStringElement` and
- * `deserializeStringElements` in one pass, for a JSON response (which can only carry text).
+ * when each is valid UTF-8, else the index of the first that is not, for a JSON response (which can
+ * only carry text): one pass of `deserializeStringElements`, with a fatal decoder for an element
+ * whose read is not clean; `firstUnfitStringElement` names it only then.
  */
 export function utf8StringElements(data: Uint8Array, count: number): string[] | { readonly invalid: number } {
-  const out = new Array<string>(count);
-  if (count === 0) return out;
-  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  const image = bytes.toString('latin1');
-  let off = 0;
-  for (let k = 0; k < count; k++) {
-    const start = off + 4;
-    const end = start + lengthAt(bytes, off);
-    let ascii = true;
-    for (let i = start; i < end; i++) {
-      if ((bytes[i] as number) >= 0x80) {
-        ascii = false;
-        break;
-      }
-    }
-    if (ascii) out[k] = image.slice(start, end);
-    else {
-      const s = bytes.toString('utf8', start, end);
-      if (s.indexOf('\ufffd') !== -1 && !isUtf8(bytes.subarray(start, end))) return { invalid: k };
-      out[k] = s;
-    }
-    off = end;
+  try {
+    return deserializeStringElements(data, '', count, fatalUtf8);
+  } catch (e) {
+    if (!(e instanceof TypeError)) throw e;
+    return { invalid: firstUnfitStringElement(data, count)?.index ?? 0 };
   }
-  return out;
 }
+
+const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * Where the first `count` elements of BYTES `data` stop being text: the index of the first element
