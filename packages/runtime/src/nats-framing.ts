@@ -52,6 +52,14 @@ export function publishFramed(nc: NatsConnection, subject: string, data: Uint8Ar
   }
 }
 
+/** What a stopped endpoint says to a request it will not run: NATS's own no-responders status (503, empty), which callers already take as "send it elsewhere". */
+export const REFUSED_DESCRIPTION = 'Endpoint Stopped';
+
+/** Refuse the request whose reply subject is `reply` as NATS refuses one nobody serves: an empty message with status 503. */
+export function publishNoResponders(nc: NatsConnection, reply: string): void {
+  nc.publish(reply, new Uint8Array(0), { headers: headers(503, REFUSED_DESCRIPTION) });
+}
+
 export function publishHeartbeat(nc: NatsConnection, subject: string): void {
   const h = headers();
   h.set(HEARTBEAT_HEADER, '1');

@@ -4,6 +4,7 @@ import { capacityExhausted } from '@switchyard/common';
 import { type NatsServer, startNats } from '@switchyard/testing';
 import { cancelSubject, endpointAddress, instanceAddress, instanceIdFromLease, instanceSubject } from './addressing.js';
 import { NatsRequestPlane } from './nats-request-plane.js';
+import { REFUSED_DESCRIPTION } from './nats-framing.js';
 import { BinaryPayload, type Payload, type ResponseFrame, decodeMessage, decodeRequestEnvelope, decodeResponseFrame, encodeMessage } from './protocols.js';
 import { type RequestContext, NoRespondersError, StreamIncompleteError, isRetriable } from './request-plane.js';
 
@@ -230,6 +231,46 @@ describe('NatsRequestPlane (real nats-server)', () => {
     })();
     await expect(done).rejects.toMatchObject({ code: 'cancelled' });
     expect((await failure(client.request(ep, null))).error).toBeInstanceOf(NoRespondersError);
+  });
+
+  it('a draining endpoint refuses new requests to its instance at once with the no-responders status, and finishes the one in flight', async () => {
+    const ep = freshEndpoint();
+    const target = inst(ep, 1);
+    const worker = await plane();
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const served = await worker.serve(target, async function* () {
+      yield 'first';
+      await released;
+      yield 'last';
+    });
+    const client = await plane();
+    const first = client.request(target, null)[Symbol.asyncIterator]();
+    expect((await first.next()).value).toBe('first');
+    const stopped = served.stop({ drain: true });
+    // Sent while the drain runs: the worker itself answers (its instance subscription is kept), not
+    // the server, so a request that reached it in the instant around an UNSUB is never left unanswered.
+    const raw = await connect({ servers: nats.url });
+    try {
+      const inbox = createInbox();
+      const sub = raw.subscribe(inbox, { max: 1 });
+      raw.publish(instanceSubject(target), encodeMessage({ v: 1, requestId: 'late', attempt: 'a', payload: null, deadline: null }), { reply: inbox });
+      let answer: { data: Uint8Array; headers?: { code: number; description: string } } | undefined;
+      for await (const m of sub) answer = m as never;
+      expect(answer?.data.length).toBe(0);
+      expect(answer?.headers?.code).toBe(503);
+      expect(answer?.headers?.description).toBe(REFUSED_DESCRIPTION);
+    } finally {
+      await raw.close();
+    }
+    const t0 = Date.now();
+    expect((await failure(client.request(target, null))).error).toBeInstanceOf(NoRespondersError);
+    expect(Date.now() - t0).toBeLessThan(1000);
+    release();
+    expect(await collect({ [Symbol.asyncIterator]: () => first })).toEqual(['last']);
+    await stopped;
+    // stopped: the server now answers for the subject itself
+    expect((await failure(client.request(target, null))).error).toBeInstanceOf(NoRespondersError);
   });
 });
 

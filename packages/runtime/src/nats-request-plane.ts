@@ -62,7 +62,7 @@ import {
 import { AsyncChannel } from './async-channel.js';
 import { IdleSweep } from './idle-sweep.js';
 import { DEFAULT_NATS_RECONNECT_WAIT_MS, connectNats, watchNatsConnection } from './nats-connection.js';
-import { ChunkAssembler, HEARTBEAT_INTERVAL_MS, isHeartbeat, needsChunks, publishFramed, publishHeartbeat } from './nats-framing.js';
+import { ChunkAssembler, HEARTBEAT_INTERVAL_MS, isHeartbeat, needsChunks, publishFramed, publishHeartbeat, publishNoResponders } from './nats-framing.js';
 import { RunningRequests, isTerminal, readFrame, writeResponse } from './response-writer.js';
 import {
   type Payload,
@@ -184,7 +184,12 @@ class NatsServedEndpoint implements ServedEndpoint {
   }
 
   private onRequest(m: Msg): void {
-    if (this.stopped) return;
+    if (this.stopped) {
+      // Stopped (draining, or gone): refuse as NATS refuses a subject nobody serves, so the caller
+      // sends it elsewhere at once instead of waiting on silence (see stop()).
+      if (m.reply && !this.nc.isClosed()) publishNoResponders(this.nc, m.reply);
+      return;
+    }
     const reply = m.reply;
     if (!reply) return this.log.warn({ subject: m.subject }, 'request without reply subject dropped');
     let envelope;
@@ -242,8 +247,13 @@ class NatsServedEndpoint implements ServedEndpoint {
     if (!this.stopped) {
       this.stopped = true;
       this.owner.forget(this);
-      // keep the cancel subscription until in-flight requests are done
-      for (const s of this.subs.slice(0, 2)) s.unsubscribe();
+      // The queue group's subscription goes now, so NATS routes the group's requests to the other
+      // members. The instance subject's stays until the requests in flight are done: a request a
+      // caller sent just before the server saw an UNSUB would still reach this connection, be dropped
+      // by the client (no subscription) and leave its caller waiting on silence; kept, it is refused
+      // with the no-responders status (onRequest) and its caller re-sends it elsewhere at once. The
+      // cancel subscription stays too.
+      this.subs[0]?.unsubscribe();
     }
     if (options?.drain === false) this.running.abortAll(cancelled(`endpoint ${formatAddress(this.address)} stopped`));
     await this.running.settled();
