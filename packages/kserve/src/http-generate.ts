@@ -102,9 +102,9 @@ export function encodeHttpGenerateResponse(response: InferResponse): string {
   for (const [k, v] of Object.entries(response.parameters)) put(k, stringifyJson(v));
   for (const t of response.outputs) {
     const data = tensorDataToJson(t.name, t.datatype, t.shape, t.data);
-    const list = Array.isArray(data) ? data : Array.from(data.values as ArrayLike<number>);
-    if (list.length === 1 && Array.isArray(data)) put(t.name, stringifyJson(list[0]));
-    else if (list.length === 1) put(t.name, stringifyJson(data).slice(1, -1));
+    const length = Array.isArray(data) ? data.length : data.values.length;
+    if (length === 1 && Array.isArray(data)) put(t.name, stringifyJson(data[0]));
+    else if (length === 1) put(t.name, stringifyJson(data).slice(1, -1));
     else put(t.name, stringifyJson(data));
   }
   const keys = [...fields.keys()].sort(compareBytes);

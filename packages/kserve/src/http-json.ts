@@ -553,7 +553,7 @@ function wideIntegers(values: BigInt64Array | BigUint64Array): string {
   return `${out}]`;
 }
 
-/** Integer tensor data, written as decimal integers (one native `join`, no array of numbers built). */
+/** Integer tensor data, written as decimal integers without an array of numbers built: the typed array's own `join`, 64-bit values by `wideIntegers`. */
 export class JsonIntegers {
   constructor(readonly values: Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array) {}
 }
