@@ -23,6 +23,10 @@
 // messages costs on this machine, next to the router's CPU per request (on small VMs a process pays a
 // fixed CPU cost per wake-up, however little it then does).
 //
+// Router floor (HTTP JSON): a minimal router (lib/minimal-router.mjs) in the router's place, carrying the
+// same request to the same worker with nothing of ours but the request-plane message format: minimal /
+// direct is what any Node.js router process costs on this machine, router / minimal what our router adds.
+//
 // Request-plane codec (in process, no servers, so no noise from the machine's other jobs): one
 // tensor request and its response through both payload forms a router and a worker exchange —
 // base64 in JSON (workers from before binary payloads) and raw bytes in a binary message — for one
@@ -54,6 +58,7 @@ import { connect as connectNats } from '@nats-io/transport-node';
 
 const PROFILER = fileURLToPath(new URL('./lib/cpu-profile.mjs', import.meta.url));
 const NATS_ECHO = fileURLToPath(new URL('./lib/nats-echo.mjs', import.meta.url));
+const MINIMAL_ROUTER = fileURLToPath(new URL('./lib/minimal-router.mjs', import.meta.url));
 /** About the bytes a router's binary request for `simple` puts on the request plane (envelope + two INT32 [1,16]). */
 const FLOOR_PAYLOAD_BYTES = 768;
 const TENSOR_MODEL = 'simple';
@@ -317,8 +322,11 @@ async function warm(call, ms) {
   await Promise.all([caller(), caller(), caller(), caller()]);
 }
 
-async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warmupMs }, pids) {
+async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warmupMs }, pids, minimal) {
   const callers = Object.fromEntries(Object.entries(targets).map(([k, ports]) => [k, tensorCallers(ports)]));
+  // the minimal router (lib/minimal-router.mjs) serves HTTP JSON only: its row sits beside that mode's
+  const minimalAgent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  const minimalCall = minimal === undefined ? undefined : { modes: { 'http-json': () => httpPost(minimal.port, `/v2/models/${TENSOR_MODEL}/infer`, tensorJson, { 'content-type': 'application/json' }, minimalAgent) }, close: () => minimalAgent.destroy() };
   const out = {};
   try {
     // Warm every path (JIT, connections, the router's first route) before any cell is timed, so the
@@ -327,18 +335,49 @@ async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warm
     // µs of CPU each per request over a c=1 cell after 1 s of traffic, 10-25 µs after 10 s. So each
     // path gets `jitWarmupMs` first.
     for (const target of ['direct', 'router']) for (const call of Object.values(callers[target].modes)) await warm(call, jitWarmupMs);
+    if (minimalCall !== undefined) await warm(minimalCall.modes['http-json'], jitWarmupMs);
     for (const mode of ['http-json', 'grpc']) {
       out[mode] = {};
       for (const c of TENSOR_CONCURRENCY) {
         out[mode][c] = {};
         // Direct and router back to back for each cell, so drift on the machine hits both alike.
         for (const target of ['direct', 'router']) out[mode][c][target] = await loadWithCpu(callers[target].modes[mode], { concurrency: c, durationMs, warmupMs }, pids);
+        if (mode === 'http-json' && minimalCall !== undefined) {
+          out[mode][c].minimal = await loadWithCpu(minimalCall.modes[mode], { concurrency: c, durationMs, warmupMs }, { ...pids, minimal: minimal.pid });
+        }
       }
     }
   } finally {
     for (const c of Object.values(callers)) c.close();
+    minimalCall?.close();
   }
   return out;
+}
+
+/**
+ * The router's floor for HTTP JSON (lib/minimal-router.mjs): forwards the tensor request's body as the
+ * request-plane message a router sends and answers with the router's own response bytes, fetched here
+ * first; checked to answer the same bytes before it is measured.
+ */
+async function startMinimalRouter(natsUrl, namespace, routerPort) {
+  const path = `/v2/models/${TENSOR_MODEL}/infer`;
+  const answer = await httpPost(routerPort, path, tensorJson, { 'content-type': 'application/json' });
+  const child = spawn(process.execPath, [MINIMAL_ROUTER, JSON.stringify([natsUrl, namespace, TENSOR_MODEL, tensorJson.toString('base64'), Buffer.from(answer).toString('base64')])], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`minimal-router exited with code ${code}`)));
+    child.stdout.once('data', (d) => resolve(Number(String(d).trim())));
+  });
+  const stop = () => new Promise((resolve) => {
+    if (child.exitCode !== null) return resolve();
+    child.once('exit', resolve);
+    child.kill('SIGTERM');
+  });
+  const got = await httpPost(port, path, tensorJson, { 'content-type': 'application/json' });
+  if (!Buffer.from(got).equals(Buffer.from(answer))) {
+    await stop();
+    throw new Error(`bench/lib/minimal-router.mjs answered differently from the router (${got.length} vs ${answer.length} bytes)`);
+  }
+  return { port, pid: child.pid, stop };
 }
 
 /**
@@ -410,7 +449,8 @@ export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs 
     results.startupSec = +((Date.now() - t0) / 1000).toFixed(1);
     const targets = { direct: worker.ports, router: router.ports };
     results.natsFloor = await measureNatsFloor(nats.url, tensorTiming);
-    results.tensor = await measureTensor(targets, tensorTiming, { router: router.pid, worker: worker.pid });
+    started.minimal = await startMinimalRouter(nats.url, namespace, router.ports.http);
+    results.tensor = await measureTensor(targets, tensorTiming, { router: router.pid, worker: worker.pid }, started.minimal);
     const kvBatches = await kvBatchCounter(nats.url, namespace);
     try {
       results.llm = await measureLlm(targets, llmTiming, { router: router.pid, worker: worker.pid, nats: nats.pid, redis: redis.pid }, kvBatches.count);
@@ -418,7 +458,7 @@ export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs 
       await kvBatches.close();
     }
   } finally {
-    await Promise.allSettled([started.router?.stop()]);
+    await Promise.allSettled([started.router?.stop(), started.minimal?.stop()]);
     await Promise.allSettled([started.worker?.stop()]);
     await Promise.allSettled([started.etcd?.stop(), started.nats?.stop(), started.redis?.stop()]);
   }
@@ -452,6 +492,26 @@ function report(results) {
   }
   console.log(`\ntensor: KServe infer on ${TENSOR_MODEL} (INT32 [1,16] x 2), closed loop`);
   console.table(tensorRows);
+  // the floor of the HTTP hop: a minimal router (lib/minimal-router.mjs) in the router's place
+  const floorRows = [];
+  for (const [c, { direct: d, router: r, minimal: m }] of Object.entries(results.tensor['http-json'])) {
+    if (m === undefined) continue;
+    floorRows.push({
+      c: +c,
+      'minimal req/s': r0(m.throughput),
+      'minimal p50 us': r0(m.p50_us),
+      'minimal/direct req/s': r3(m.throughput / d.throughput),
+      'router/minimal req/s': r3(r.throughput / m.throughput),
+      'hop p50 us (router, minimal)': `${r0(r.p50_us - d.p50_us)}, ${r0(m.p50_us - d.p50_us)}`,
+      'CPU us/req (router, minimal)': m.cpuUsPerRequest.minimal === undefined ? '-' : `${r0(r.cpuUsPerRequest.router)}, ${r0(m.cpuUsPerRequest.minimal)}`,
+      'worker CPU us/req (router, minimal)': m.cpuUsPerRequest.worker === undefined ? '-' : `${r0(r.cpuUsPerRequest.worker)}, ${r0(m.cpuUsPerRequest.worker)}`,
+    });
+  }
+  if (floorRows.length > 0) {
+    console.log(`\nfloor: a minimal router (bench/lib/minimal-router.mjs: node:http in, the same request-plane message to the worker over nats.js, the router's response bytes out, nothing else), HTTP JSON`);
+    console.table(floorRows);
+  }
+  results.ratios = { floor: floorRows };
   const llmRows = [];
   for (const [c, { direct: d, router: r }] of Object.entries(results.llm)) {
     llmRows.push({
@@ -474,7 +534,7 @@ function report(results) {
   }
   console.log(`\nLLM: streaming /v1/chat/completions on ${LLM_MODEL}, max_tokens ${MAX_TOKENS}, fixed prompt, closed loop`);
   console.table(llmRows);
-  results.ratios = { tensor: tensorRows, llm: llmRows };
+  results.ratios = { ...results.ratios, tensor: tensorRows, llm: llmRows };
   const t = results.tensor;
   const l = results.llm;
   // goals: issue 15's table (router / direct throughput at c=16 >= 0.8; hop p50 at c=1 <= 300 us for a
@@ -491,6 +551,11 @@ function report(results) {
     ...(routerCpu('http-json', 16) === undefined
       ? []
       : [`the router spends ${r0(routerCpu('http-json', 1))} / ${r0(routerCpu('http-json', 16))} us of CPU per tensor request over HTTP (c=1 / c=16), ${r0(routerCpu('grpc', 1))} / ${r0(routerCpu('grpc', 16))} us over gRPC`]),
+    ...(t['http-json'][16].minimal === undefined
+      ? []
+      : [
+          `floor: a minimal router reaches ${r3(t['http-json'][16].minimal.throughput / t['http-json'][16].direct.throughput)}x direct at c=16 over HTTP and adds ${r0(t['http-json'][1].minimal.p50_us - t['http-json'][1].direct.p50_us)} us at p50 (c=1); the router reaches ${r3(t['http-json'][16].router.throughput / t['http-json'][16].minimal.throughput)}x the minimal router's throughput and adds ${r0(t['http-json'][1].router.p50_us - t['http-json'][1].minimal.p50_us)} us to its p50`,
+        ]),
     `router hop adds ${r0(l[1].router.ttft_p50_us - l[1].direct.ttft_p50_us)} us to time to first token at p50 (c=1) (goal <= 500 us), ${r0(l[8].router.ttft_p50_us - l[8].direct.ttft_p50_us)} us at c=8`,
     `router hop adds ${r0(l[1].router.total_p50_us - l[1].direct.total_p50_us)} us to a ${MAX_TOKENS}-token streamed completion at p50 (c=1)`,
   ];

@@ -1,0 +1,51 @@
+// A minimal router for the cluster-hop bench's floor: the least a Node.js process must do to carry one
+// KServe HTTP request to a worker over the request plane and back, with nothing else. It reads each
+// request's body (without parsing it), sends the worker's `infer` endpoint the request-plane message a
+// router sends for that body (the binary payload is built once, at start; each request gets its own
+// envelope: request id and attempt), waits for the one response frame, checks it is data, and answers
+// with the real router's response bytes for the same request (given at start). No model registry,
+// routing, validation, statistics, retries or stall watch: the router's work less everything of ours
+// but the message format, so router / minimal is what our router code costs and minimal / direct what
+// the hop itself (node:http, nats.js, the NATS server, the worker's request-plane side) costs.
+//
+//   node bench/lib/minimal-router.mjs '<json: [natsUrl, namespace, model, bodyBase64, answerBase64]>'
+//   (prints its HTTP port once listening and subscribed)
+import http from 'node:http';
+import { connect } from '@nats-io/transport-node';
+import { decodeHttpInferRequest } from '@switchyard/kserve';
+import { INFER_ENDPOINT, WORKER_COMPONENT, inferRequestToBinary } from '@switchyard/cluster';
+import { decodeMessage, decodeResponseFrame, encodeMessage, endpointAddress, endpointSubject } from '@switchyard/runtime';
+
+const [natsUrl, namespace, model, bodyBase64, answerBase64] = JSON.parse(process.argv[2]);
+const body = Buffer.from(bodyBase64, 'base64');
+const answer = Buffer.from(answerBase64, 'base64');
+// what the router's forward() sends a worker that takes raw tensors, for this body
+const payload = inferRequestToBinary(decodeHttpInferRequest({ body, modelName: model, modelVersion: undefined }, body.length).request);
+const subject = endpointSubject(endpointAddress(namespace, WORKER_COMPONENT, INFER_ENDPOINT));
+const nc = await connect({ servers: natsUrl });
+let next = 0;
+
+const server = http.createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const id = (next++).toString(36);
+    const message = encodeMessage({ v: 1, requestId: id, attempt: id, payload, deadline: null, finalData: true });
+    nc.request(subject, message, { timeout: 10_000 }).then(
+      (m) => {
+        const frame = decodeResponseFrame(decodeMessage(m.data));
+        if (frame.type !== 'data') throw new Error(`the worker answered a ${frame.type} frame`);
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': answer.length });
+        res.end(answer);
+      },
+    ).catch((e) => {
+      res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(String(e?.message ?? e));
+    });
+  });
+});
+server.listen(0, '127.0.0.1', () => process.stdout.write(`${server.address().port}\n`));
+process.on('SIGTERM', () => {
+  server.close();
+  void nc.close().finally(() => process.exit(0));
+});
