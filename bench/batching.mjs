@@ -212,6 +212,16 @@ export async function measureBatching({ quick = false, bare = {} } = {}) {
   results.goals[`c=32 batching on with a ${WIDE_DELAY_US} us queue delay / off, width-1024 MLP`] = wideRows.find((r) => r.concurrency === 32)['delayed/off'];
   console.log('\nbatching goals');
   for (const [k, v] of Object.entries(results.goals)) console.log(`  ${k}: ${v}`);
+  // A served request cannot outrun a bare server that answers without any work, so on / off can
+  // never exceed bare / off: where the request path rather than the model bounds `off` (the small
+  // MLP runs in ~15 us), that ceiling sits below the goal whatever the batcher does.
+  // (the bare server's best throughput at any concurrency measured: the worker section does not run c=32)
+  const bareBest = Math.max(...Object.values(bare).map((b) => b.throughput));
+  if (Number.isFinite(bareBest)) {
+    results.ceiling = { 'bare HTTP binary (best) / batching off throughput at c=32 (the most on / off can reach)': +(bareBest / results.off[32].throughput).toFixed(2) };
+    console.log('\nceiling');
+    for (const [k, v] of Object.entries(results.ceiling)) console.log(`  ${k}: ${v}`);
+  }
   return results;
 }
 

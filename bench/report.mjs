@@ -288,7 +288,7 @@ const SECTIONS = [
   { title: 'Worker: served vs raw and bare (issue 2)', has: (r) => r.served?.['http-json'] !== undefined && r.bare?.['http-json'] !== undefined, data: (r) => r, charts: workerCharts, id: 'worker', goals: (r) => [{ where: '', goals: r.goals }, ...(r.floor !== undefined ? [{ where: 'floor', title: 'Not goals: the floor, a minimal Node.js server running the same model with nothing else (`bench/lib/minimal-servers.mjs`)', goals: r.floor }] : [])] },
   { title: 'Worker: front threads against the event loop', data: (r) => r.threadRatios, rows: true, id: 'threads' },
   { title: 'Worker: HTTP JSON tensor codec against JSON.parse / JSON.stringify', data: (r) => r.jsonCodec?.rows, rows: true, id: 'json-codec' },
-  { title: 'Dynamic batching (issue 3)', data: (r) => r.batching, charts: batchingCharts, id: 'batching' },
+  { title: 'Dynamic batching (issue 3)', data: (r) => r.batching, charts: batchingCharts, id: 'batching', goals: (r) => [...goalsIn(r.batching), ...(r.batching.ceiling !== undefined ? [{ where: 'ceiling', title: 'Not goals: the ceiling, a bare node:http server answering the same payload with no work', goals: r.batching.ceiling }] : [])] },
   { title: 'Embeddings', data: (r) => r.embeddings, id: 'embeddings' },
   { title: 'LLM: replay in virtual time (issue 4)', data: (r) => r.llmReplay, id: 'llm-replay' },
   { title: 'LLM: ONNX executor on the tiny decoder (issue 4)', data: (r) => r.llmOnnx, id: 'llm-onnx' },

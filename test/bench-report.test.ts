@@ -36,6 +36,7 @@ const batching = {
   raw: { 1: { rowsPerSec: 20000 }, 2: { rowsPerSec: 30000 }, 8: { rowsPerSec: 60000 }, 16: { rowsPerSec: 80000 }, 31: { rowsPerSec: 90000 } },
   ratios: [{ concurrency: 64, 'bare http req/s': 20000 }],
   goals: { 'c=32 batching on / off throughput (goal >= 4)': 4.25 },
+  ceiling: { 'bare HTTP binary (best) / batching off throughput at c=32 (the most on / off can reach)': 5 },
 };
 const policyRun = (ttft: number, hit: number, tok = 1000) => ({ ttftMs: { p50: ttft, p99: 3 * ttft }, itlMs: { p50: 5, p99: 9 }, hitRate: hit, outputTokPerSimSec: tok });
 const atRate = (rrTtft: number) => ({
@@ -105,6 +106,9 @@ describe('bench report', () => {
     // the worker's floor: listed apart from its goals, arrays as comma-separated values
     expect(md).toContain('Not goals: the floor');
     expect(md).toContain('| served / minimal throughput, c=16 (JSON, binary, gRPC) | 0.667, 0.75, 0.667 |');
+    // the batching ceiling (bare / off): listed apart from its goals too
+    expect(md).toContain('Not goals: the ceiling');
+    expect(md).toContain('| bare HTTP binary (best) / batching off throughput at c=32 (the most on / off can reach) | 5 |');
     // the front-threads comparison, as run.mjs prints it
     expect(md).toContain('## Worker: front threads against the event loop');
     expect(md).toContain('| mode | concurrency | threads/served throughput | main-thread CPU/req, threads (us) |');
