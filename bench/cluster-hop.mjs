@@ -26,6 +26,9 @@
 // Router floor (HTTP JSON): a minimal router (lib/minimal-router.mjs) in the router's place, carrying the
 // same request to the same worker with nothing of ours but the request-plane message format: minimal /
 // direct is what any Node.js router process costs on this machine, router / minimal what our router adds.
+// The LLM cells have one too (lib/minimal-llm-router.mjs): the prompt preprocessed as the worker does it,
+// a Redis round trip, the generate request, an event per token; its time to first token less direct is
+// the hop's floor.
 //
 // Request-plane codec (in process, no servers, so no noise from the machine's other jobs): one
 // tensor request and its response through both payload forms a router and a worker exchange —
@@ -59,6 +62,8 @@ import { connect as connectNats } from '@nats-io/transport-node';
 const PROFILER = fileURLToPath(new URL('./lib/cpu-profile.mjs', import.meta.url));
 const NATS_ECHO = fileURLToPath(new URL('./lib/nats-echo.mjs', import.meta.url));
 const MINIMAL_ROUTER = fileURLToPath(new URL('./lib/minimal-router.mjs', import.meta.url));
+const MINIMAL_LLM_ROUTER = fileURLToPath(new URL('./lib/minimal-llm-router.mjs', import.meta.url));
+const LLM_FOLDER = fileURLToPath(new URL('../examples/model_repository/mock_llm/1', import.meta.url));
 /** About the bytes a router's binary request for `simple` puts on the request plane (envelope + two INT32 [1,16]). */
 const FLOOR_PAYLOAD_BYTES = 768;
 const TENSOR_MODEL = 'simple';
@@ -408,13 +413,43 @@ async function measureNatsFloor(natsUrl, { durationMs, warmupMs, jitWarmupMs = w
   }
 }
 
-async function measureLlm(targets, { durationMs, warmupMs }, pids, kvBatches) {
+async function measureLlm(targets, { durationMs, warmupMs }, pids, kvBatches, minimal) {
   const out = {};
   for (const c of LLM_CONCURRENCY) {
     out[c] = {};
     for (const target of ['direct', 'router']) out[c][target] = await runStreams(targets[target].http, { concurrency: c, durationMs, warmupMs }, pids, kvBatches);
+    if (minimal !== undefined) out[c].minimal = await runStreams(minimal.port, { concurrency: c, durationMs, warmupMs }, { ...pids, minimal: minimal.pid }, kvBatches);
   }
   return out;
+}
+
+/**
+ * The router's floor for streamed chats (lib/minimal-llm-router.mjs): the prompt preprocessed as any
+ * door does, one Redis round trip, the generate request a router sends, an event per token; checked
+ * to stream the completion's tokens before it is measured.
+ */
+async function startMinimalLlmRouter(natsUrl, redisUrl, namespace) {
+  const child = spawn(process.execPath, [MINIMAL_LLM_ROUTER, JSON.stringify([natsUrl, redisUrl, namespace, LLM_MODEL, LLM_FOLDER, MAX_TOKENS])], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`minimal-llm-router exited with code ${code}`)));
+    child.stdout.once('data', (d) => resolve(Number(String(d).trim())));
+  });
+  const stop = () => new Promise((resolve) => {
+    if (child.exitCode !== null) return resolve();
+    child.once('exit', resolve);
+    child.kill('SIGTERM');
+  });
+  const agent = new http.Agent({ keepAlive: true });
+  try {
+    const { chunks } = await streamChat(port, agent);
+    if (chunks !== MAX_TOKENS) throw new Error(`bench/lib/minimal-llm-router.mjs streamed ${chunks} token events, not ${MAX_TOKENS}`);
+  } catch (e) {
+    await stop();
+    throw e;
+  } finally {
+    agent.destroy();
+  }
+  return { port, pid: child.pid, stop };
 }
 
 export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs = [] } = {}) {
@@ -453,12 +488,13 @@ export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs 
     results.tensor = await measureTensor(targets, tensorTiming, { router: router.pid, worker: worker.pid }, started.minimal);
     const kvBatches = await kvBatchCounter(nats.url, namespace);
     try {
-      results.llm = await measureLlm(targets, llmTiming, { router: router.pid, worker: worker.pid, nats: nats.pid, redis: redis.pid }, kvBatches.count);
+      started.minimalLlm = await startMinimalLlmRouter(nats.url, redis.url, namespace);
+      results.llm = await measureLlm(targets, llmTiming, { router: router.pid, worker: worker.pid, nats: nats.pid, redis: redis.pid }, kvBatches.count, started.minimalLlm);
     } finally {
       await kvBatches.close();
     }
   } finally {
-    await Promise.allSettled([started.router?.stop(), started.minimal?.stop()]);
+    await Promise.allSettled([started.router?.stop(), started.minimal?.stop(), started.minimalLlm?.stop()]);
     await Promise.allSettled([started.worker?.stop()]);
     await Promise.allSettled([started.etcd?.stop(), started.nats?.stop(), started.redis?.stop()]);
   }
@@ -534,7 +570,23 @@ function report(results) {
   }
   console.log(`\nLLM: streaming /v1/chat/completions on ${LLM_MODEL}, max_tokens ${MAX_TOKENS}, fixed prompt, closed loop`);
   console.table(llmRows);
-  results.ratios = { ...results.ratios, tensor: tensorRows, llm: llmRows };
+  const llmFloorRows = [];
+  for (const [c, { direct: d, router: r, minimal: m }] of Object.entries(results.llm)) {
+    if (m === undefined) continue;
+    llmFloorRows.push({
+      c: +c,
+      'minimal req/s': +m.throughput.toFixed(1),
+      'minimal TTFT p50 us': r0(m.ttft_p50_us),
+      'TTFT hop p50 us (router, minimal)': `${r0(r.ttft_p50_us - d.ttft_p50_us)}, ${r0(m.ttft_p50_us - d.ttft_p50_us)}`,
+      'total hop p50 us (router, minimal)': `${r0(r.total_p50_us - d.total_p50_us)}, ${r0(m.total_p50_us - d.total_p50_us)}`,
+      'CPU us/req (router, minimal)': m.cpuUsPerRequest.minimal === undefined ? '-' : `${r0(r.cpuUsPerRequest.router)}, ${r0(m.cpuUsPerRequest.minimal)}`,
+    });
+  }
+  if (llmFloorRows.length > 0) {
+    console.log(`\nfloor: a minimal LLM router (bench/lib/minimal-llm-router.mjs: node:http in, the prompt preprocessed (chatPrompt, as the worker does it when called directly), one Redis round trip, the generate request, an event per token out, nothing else)`);
+    console.table(llmFloorRows);
+  }
+  results.ratios = { ...results.ratios, tensor: tensorRows, llm: llmRows, llmFloor: llmFloorRows };
   const t = results.tensor;
   const l = results.llm;
   // goals: issue 15's table (router / direct throughput at c=16 >= 0.8; hop p50 at c=1 <= 300 us for a
@@ -557,6 +609,11 @@ function report(results) {
           `floor: a minimal router reaches ${r3(t['http-json'][16].minimal.throughput / t['http-json'][16].direct.throughput)}x direct at c=16 over HTTP and adds ${r0(t['http-json'][1].minimal.p50_us - t['http-json'][1].direct.p50_us)} us at p50 (c=1); the router reaches ${r3(t['http-json'][16].router.throughput / t['http-json'][16].minimal.throughput)}x the minimal router's throughput and adds ${r0(t['http-json'][1].router.p50_us - t['http-json'][1].minimal.p50_us)} us to its p50`,
         ]),
     `router hop adds ${r0(l[1].router.ttft_p50_us - l[1].direct.ttft_p50_us)} us to time to first token at p50 (c=1) (goal <= 500 us), ${r0(l[8].router.ttft_p50_us - l[8].direct.ttft_p50_us)} us at c=8`,
+    ...(l[1].minimal === undefined
+      ? []
+      : [
+          `floor: a minimal LLM router (preprocessing and one Redis round trip, no validation, routing decision or detokenizing) adds ${r0(l[1].minimal.ttft_p50_us - l[1].direct.ttft_p50_us)} us to time to first token at p50 (c=1), ${r0(l[8].minimal.ttft_p50_us - l[8].direct.ttft_p50_us)} us at c=8; the router adds ${r0(l[1].router.ttft_p50_us - l[1].minimal.ttft_p50_us)} us more at c=1`,
+        ]),
     `router hop adds ${r0(l[1].router.total_p50_us - l[1].direct.total_p50_us)} us to a ${MAX_TOKENS}-token streamed completion at p50 (c=1)`,
   ];
   results.headlines = headlines;
