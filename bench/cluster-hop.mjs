@@ -30,6 +30,9 @@
 // a Redis round trip, the generate request, an event per token; its time to first token less direct is
 // the hop's floor.
 //
+// Beside it, the same request/reply over one TCP connection to a replier process (lib/tcp-echo.mjs),
+// no broker in between: what a request plane talking to workers directly would start from.
+//
 // Request-plane codec (in process, no servers, so no noise from the machine's other jobs): one
 // tensor request and its response through both payload forms a router and a worker exchange —
 // base64 in JSON (workers from before binary payloads) and raw bytes in a binary message — for one
@@ -50,6 +53,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { startEtcd, startNats, startRedis, startRouterProcess, startWorkerProcess } from '@switchyard/testing';
 import * as cluster from '@switchyard/cluster';
@@ -61,6 +65,7 @@ import { connect as connectNats } from '@nats-io/transport-node';
 
 const PROFILER = fileURLToPath(new URL('./lib/cpu-profile.mjs', import.meta.url));
 const NATS_ECHO = fileURLToPath(new URL('./lib/nats-echo.mjs', import.meta.url));
+const TCP_ECHO = fileURLToPath(new URL('./lib/tcp-echo.mjs', import.meta.url));
 const MINIMAL_ROUTER = fileURLToPath(new URL('./lib/minimal-router.mjs', import.meta.url));
 const MINIMAL_LLM_ROUTER = fileURLToPath(new URL('./lib/minimal-llm-router.mjs', import.meta.url));
 const LLM_FOLDER = fileURLToPath(new URL('../examples/model_repository/mock_llm/1', import.meta.url));
@@ -391,6 +396,52 @@ async function startMinimalRouter(natsUrl, namespace, routerPort) {
  * either end. The router's hop crosses the same boundaries (router → NATS → worker → NATS → router)
  * plus its own work, so "hop − floor" is what the router and the worker's request-plane side add.
  */
+/**
+ * A bare TCP request/reply (lib/tcp-echo.mjs as the replier, its own process) beside the NATS floor:
+ * the same payload over one connection, length-prefixed, no broker between the two processes. What a
+ * request plane that talks to workers directly (as Dynamo's TCP request plane does) would start from.
+ */
+async function measureTcpFloor({ durationMs, warmupMs, jitWarmupMs = warmupMs }) {
+  const echo = spawn(process.execPath, [TCP_ECHO], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let socket;
+  try {
+    const port = await new Promise((resolve, reject) => {
+      echo.once('exit', (code) => reject(new Error(`tcp-echo exited with code ${code}`)));
+      echo.stdout.once('data', (d) => resolve(Number(String(d).trim())));
+    });
+    socket = net.connect(port, '127.0.0.1');
+    socket.setNoDelay(true);
+    await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    // replies come back in order: each completes the oldest call waiting
+    const waiting = [];
+    let pending = Buffer.alloc(0);
+    socket.on('data', (data) => {
+      let buf = pending.length === 0 ? data : Buffer.concat([pending, data]);
+      let at = 0;
+      while (buf.length - at >= 4) {
+        const next = at + 4 + buf.readUInt32LE(at);
+        if (next > buf.length) break;
+        at = next;
+        waiting.shift()?.();
+      }
+      pending = buf.subarray(at);
+    });
+    const frame = Buffer.alloc(4 + FLOOR_PAYLOAD_BYTES, 7);
+    frame.writeUInt32LE(FLOOR_PAYLOAD_BYTES, 0);
+    const call = () => new Promise((resolve) => {
+      waiting.push(resolve);
+      socket.write(frame);
+    });
+    await warm(call, jitWarmupMs);
+    const out = {};
+    for (const c of TENSOR_CONCURRENCY) out[c] = await loadWithCpu(call, { concurrency: c, durationMs, warmupMs }, { replier: echo.pid });
+    return out;
+  } finally {
+    socket?.destroy();
+    echo.kill('SIGTERM');
+  }
+}
+
 async function measureNatsFloor(natsUrl, { durationMs, warmupMs, jitWarmupMs = warmupMs }) {
   const subject = `bench.floor.${process.pid}`;
   const echo = spawn(process.execPath, [NATS_ECHO, natsUrl, subject], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -484,6 +535,7 @@ export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs 
     results.startupSec = +((Date.now() - t0) / 1000).toFixed(1);
     const targets = { direct: worker.ports, router: router.ports };
     results.natsFloor = await measureNatsFloor(nats.url, tensorTiming);
+    results.tcpFloor = await measureTcpFloor(tensorTiming);
     started.minimal = await startMinimalRouter(nats.url, namespace, router.ports.http);
     results.tensor = await measureTensor(targets, tensorTiming, { router: router.pid, worker: worker.pid }, started.minimal);
     const kvBatches = await kvBatchCounter(nats.url, namespace);
@@ -593,8 +645,12 @@ function report(results) {
   // tensor request, <= 500 us to the first token)
   const routerCpu = (mode, c) => t[mode][c].router.cpuUsPerRequest.router;
   const floor = results.natsFloor;
-  const replierCpu = (c) => (floor[c].cpuUsPerRequest?.replier === undefined ? '' : `, the replier's CPU ${r0(floor[c].cpuUsPerRequest.replier)} us/req`);
-  console.log(`\ntransport floor: bare NATS request/reply (${FLOOR_PAYLOAD_BYTES} B) between this process and a replier process: c=1 ${r0(floor[1].throughput)} req/s p50 ${r0(floor[1].p50_us)} us${replierCpu(1)}; c=16 ${r0(floor[16].throughput)} req/s p50 ${r0(floor[16].p50_us)} us${replierCpu(16)}`);
+  const replierCpu = (f, c) => (f[c].cpuUsPerRequest?.replier === undefined ? '' : `, the replier's CPU ${r0(f[c].cpuUsPerRequest.replier)} us/req`);
+  console.log(`\ntransport floor: bare NATS request/reply (${FLOOR_PAYLOAD_BYTES} B) between this process and a replier process: c=1 ${r0(floor[1].throughput)} req/s p50 ${r0(floor[1].p50_us)} us${replierCpu(floor, 1)}; c=16 ${r0(floor[16].throughput)} req/s p50 ${r0(floor[16].p50_us)} us${replierCpu(floor, 16)}`);
+  const tcp = results.tcpFloor;
+  if (tcp !== undefined) {
+    console.log(`  the same over one TCP connection, no broker between (lib/tcp-echo.mjs): c=1 ${r0(tcp[1].throughput)} req/s p50 ${r0(tcp[1].p50_us)} us${replierCpu(tcp, 1)}; c=16 ${r0(tcp[16].throughput)} req/s p50 ${r0(tcp[16].p50_us)} us${replierCpu(tcp, 16)}`);
+  }
   const hop = (mode) => t[mode][1].router.p50_us - t[mode][1].direct.p50_us;
   const headlines = [
     `router hop adds ${r0(hop('http-json'))} us at p50 for a tensor request over HTTP (c=1) (goal <= 300 us); a bare NATS request/reply takes ${r0(floor[1].p50_us)} us, so the router and the worker's request-plane side add ${r0(hop('http-json') - floor[1].p50_us)} us beyond the transport`,
