@@ -365,6 +365,30 @@ async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warm
 }
 
 /**
+ * A helper process of the bench (`script` with `args`) that prints the port it listens on: its port,
+ * pid, and `stop` (SIGTERM, resolves once it exited).
+ */
+async function startPortChild(script, args = []) {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const stop = () =>
+    new Promise((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once('exit', resolve);
+      child.kill('SIGTERM');
+    });
+  try {
+    const port = await new Promise((resolve, reject) => {
+      child.once('exit', (code) => reject(new Error(`${script} exited with code ${code}`)));
+      child.stdout.once('data', (d) => resolve(Number(String(d).trim())));
+    });
+    return { port, pid: child.pid, stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
+
+/**
  * The router's floor for HTTP JSON (lib/minimal-router.mjs): forwards the tensor request's body as the
  * request-plane message a router sends and answers with the router's own response bytes, fetched here
  * first; checked to answer the same bytes before it is measured.
@@ -372,22 +396,13 @@ async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warm
 async function startMinimalRouter(natsUrl, namespace, routerPort) {
   const path = `/v2/models/${TENSOR_MODEL}/infer`;
   const answer = await httpPost(routerPort, path, tensorJson, { 'content-type': 'application/json' });
-  const child = spawn(process.execPath, [MINIMAL_ROUTER, JSON.stringify([natsUrl, namespace, TENSOR_MODEL, tensorJson.toString('base64'), Buffer.from(answer).toString('base64')])], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`minimal-router exited with code ${code}`)));
-    child.stdout.once('data', (d) => resolve(Number(String(d).trim())));
-  });
-  const stop = () => new Promise((resolve) => {
-    if (child.exitCode !== null) return resolve();
-    child.once('exit', resolve);
-    child.kill('SIGTERM');
-  });
-  const got = await httpPost(port, path, tensorJson, { 'content-type': 'application/json' });
+  const minimal = await startPortChild(MINIMAL_ROUTER, [JSON.stringify([natsUrl, namespace, TENSOR_MODEL, tensorJson.toString('base64'), Buffer.from(answer).toString('base64')])]);
+  const got = await httpPost(minimal.port, path, tensorJson, { 'content-type': 'application/json' });
   if (!Buffer.from(got).equals(Buffer.from(answer))) {
-    await stop();
+    await minimal.stop();
     throw new Error(`bench/lib/minimal-router.mjs answered differently from the router (${got.length} vs ${answer.length} bytes)`);
   }
-  return { port, pid: child.pid, stop };
+  return minimal;
 }
 
 /**
@@ -402,14 +417,10 @@ async function startMinimalRouter(natsUrl, namespace, routerPort) {
  * request plane that talks to workers directly (as Dynamo's TCP request plane does) would start from.
  */
 async function measureTcpFloor({ durationMs, warmupMs, jitWarmupMs = warmupMs }) {
-  const echo = spawn(process.execPath, [TCP_ECHO], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const echo = await startPortChild(TCP_ECHO);
   let socket;
   try {
-    const port = await new Promise((resolve, reject) => {
-      echo.once('exit', (code) => reject(new Error(`tcp-echo exited with code ${code}`)));
-      echo.stdout.once('data', (d) => resolve(Number(String(d).trim())));
-    });
-    socket = net.connect(port, '127.0.0.1');
+    socket = net.connect(echo.port, '127.0.0.1');
     socket.setNoDelay(true);
     await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
     // replies come back in order: each completes the oldest call waiting
@@ -438,7 +449,7 @@ async function measureTcpFloor({ durationMs, warmupMs, jitWarmupMs = warmupMs })
     return out;
   } finally {
     socket?.destroy();
-    echo.kill('SIGTERM');
+    await echo.stop();
   }
 }
 
@@ -480,27 +491,18 @@ async function measureLlm(targets, { durationMs, warmupMs }, pids, kvBatches, mi
  * to stream the completion's tokens before it is measured.
  */
 async function startMinimalLlmRouter(natsUrl, redisUrl, namespace) {
-  const child = spawn(process.execPath, [MINIMAL_LLM_ROUTER, JSON.stringify([natsUrl, redisUrl, namespace, LLM_MODEL, LLM_FOLDER, MAX_TOKENS])], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`minimal-llm-router exited with code ${code}`)));
-    child.stdout.once('data', (d) => resolve(Number(String(d).trim())));
-  });
-  const stop = () => new Promise((resolve) => {
-    if (child.exitCode !== null) return resolve();
-    child.once('exit', resolve);
-    child.kill('SIGTERM');
-  });
+  const minimal = await startPortChild(MINIMAL_LLM_ROUTER, [JSON.stringify([natsUrl, redisUrl, namespace, LLM_MODEL, LLM_FOLDER, MAX_TOKENS])]);
   const agent = new http.Agent({ keepAlive: true });
   try {
-    const { chunks } = await streamChat(port, agent);
+    const { chunks } = await streamChat(minimal.port, agent);
     if (chunks !== MAX_TOKENS) throw new Error(`bench/lib/minimal-llm-router.mjs streamed ${chunks} token events, not ${MAX_TOKENS}`);
   } catch (e) {
-    await stop();
+    await minimal.stop();
     throw e;
   } finally {
     agent.destroy();
   }
-  return { port, pid: child.pid, stop };
+  return minimal;
 }
 
 export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs = [] } = {}) {
