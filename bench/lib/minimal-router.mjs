@@ -9,7 +9,7 @@
 // the hop itself (node:http, nats.js, the NATS server, the worker's request-plane side) costs.
 //
 //   node bench/lib/minimal-router.mjs '<json: [natsUrl, namespace, model, bodyBase64, answerBase64]>'
-//   (prints its HTTP port once listening and subscribed)
+//   (prints its HTTP port once listening)
 import http from 'node:http';
 import { connect } from '@nats-io/transport-node';
 import { decodeHttpInferRequest } from '@switchyard/kserve';
