@@ -336,7 +336,7 @@ async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warm
   const callers = Object.fromEntries(Object.entries(targets).map(([k, ports]) => [k, tensorCallers(ports)]));
   // the minimal router (lib/minimal-router.mjs) serves HTTP JSON only: its row sits beside that mode's
   const minimalAgent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-  const minimalCall = minimal === undefined ? undefined : { modes: { 'http-json': () => httpPost(minimal.port, `/v2/models/${TENSOR_MODEL}/infer`, tensorJson, { 'content-type': 'application/json' }, minimalAgent) }, close: () => minimalAgent.destroy() };
+  const minimalCall = () => httpPost(minimal.port, `/v2/models/${TENSOR_MODEL}/infer`, tensorJson, { 'content-type': 'application/json' }, minimalAgent);
   const out = {};
   try {
     // Warm every path (JIT, connections, the router's first route) before any cell is timed, so the
@@ -345,21 +345,19 @@ async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warm
     // µs of CPU each per request over a c=1 cell after 1 s of traffic, 10-25 µs after 10 s. So each
     // path gets `jitWarmupMs` first.
     for (const target of ['direct', 'router']) for (const call of Object.values(callers[target].modes)) await warm(call, jitWarmupMs);
-    if (minimalCall !== undefined) await warm(minimalCall.modes['http-json'], jitWarmupMs);
+    await warm(minimalCall, jitWarmupMs);
     for (const mode of ['http-json', 'grpc']) {
       out[mode] = {};
       for (const c of TENSOR_CONCURRENCY) {
         out[mode][c] = {};
         // Direct and router back to back for each cell, so drift on the machine hits both alike.
         for (const target of ['direct', 'router']) out[mode][c][target] = await loadWithCpu(callers[target].modes[mode], { concurrency: c, durationMs, warmupMs }, pids);
-        if (mode === 'http-json' && minimalCall !== undefined) {
-          out[mode][c].minimal = await loadWithCpu(minimalCall.modes[mode], { concurrency: c, durationMs, warmupMs }, { ...pids, minimal: minimal.pid });
-        }
+        if (mode === 'http-json') out[mode][c].minimal = await loadWithCpu(minimalCall, { concurrency: c, durationMs, warmupMs }, { ...pids, minimal: minimal.pid });
       }
     }
   } finally {
     for (const c of Object.values(callers)) c.close();
-    minimalCall?.close();
+    minimalAgent.destroy();
   }
   return out;
 }
@@ -480,7 +478,7 @@ async function measureLlm(targets, { durationMs, warmupMs }, pids, kvBatches, mi
   for (const c of LLM_CONCURRENCY) {
     out[c] = {};
     for (const target of ['direct', 'router']) out[c][target] = await runStreams(targets[target].http, { concurrency: c, durationMs, warmupMs }, pids, kvBatches);
-    if (minimal !== undefined) out[c].minimal = await runStreams(minimal.port, { concurrency: c, durationMs, warmupMs }, { ...pids, minimal: minimal.pid }, kvBatches);
+    out[c].minimal = await runStreams(minimal.port, { concurrency: c, durationMs, warmupMs }, { ...pids, minimal: minimal.pid }, kvBatches);
   }
   return out;
 }
@@ -585,7 +583,6 @@ function report(results) {
   // the floor of the HTTP hop: a minimal router (lib/minimal-router.mjs) in the router's place
   const floorRows = [];
   for (const [c, { direct: d, router: r, minimal: m }] of Object.entries(results.tensor['http-json'])) {
-    if (m === undefined) continue;
     floorRows.push({
       c: +c,
       'minimal req/s': r0(m.throughput),
@@ -597,11 +594,8 @@ function report(results) {
       'worker CPU us/req (router, minimal)': m.cpuUsPerRequest.worker === undefined ? '-' : `${r0(r.cpuUsPerRequest.worker)}, ${r0(m.cpuUsPerRequest.worker)}`,
     });
   }
-  if (floorRows.length > 0) {
-    console.log(`\nfloor: a minimal router (bench/lib/minimal-router.mjs: node:http in, the same request-plane message to the worker over nats.js, the router's response bytes out, nothing else), HTTP JSON`);
-    console.table(floorRows);
-  }
-  results.ratios = { floor: floorRows };
+  console.log(`\nfloor: a minimal router (bench/lib/minimal-router.mjs: node:http in, the same request-plane message to the worker over nats.js, the router's response bytes out, nothing else), HTTP JSON`);
+  console.table(floorRows);
   const llmRows = [];
   for (const [c, { direct: d, router: r }] of Object.entries(results.llm)) {
     llmRows.push({
@@ -626,7 +620,6 @@ function report(results) {
   console.table(llmRows);
   const llmFloorRows = [];
   for (const [c, { direct: d, router: r, minimal: m }] of Object.entries(results.llm)) {
-    if (m === undefined) continue;
     llmFloorRows.push({
       c: +c,
       'minimal req/s': +m.throughput.toFixed(1),
@@ -636,11 +629,9 @@ function report(results) {
       'CPU us/req (router, minimal)': m.cpuUsPerRequest.minimal === undefined ? '-' : `${r0(r.cpuUsPerRequest.router)}, ${r0(m.cpuUsPerRequest.minimal)}`,
     });
   }
-  if (llmFloorRows.length > 0) {
-    console.log(`\nfloor: a minimal LLM router (bench/lib/minimal-llm-router.mjs: node:http in, the prompt preprocessed (chatPrompt, as the worker does it when called directly), one Redis round trip, the generate request, an event per token out, nothing else)`);
-    console.table(llmFloorRows);
-  }
-  results.ratios = { ...results.ratios, tensor: tensorRows, llm: llmRows, llmFloor: llmFloorRows };
+  console.log(`\nfloor: a minimal LLM router (bench/lib/minimal-llm-router.mjs: node:http in, the prompt preprocessed (chatPrompt, as the worker does it when called directly), one Redis round trip, the generate request, an event per token out, nothing else)`);
+  console.table(llmFloorRows);
+  results.ratios = { tensor: tensorRows, floor: floorRows, llm: llmRows, llmFloor: llmFloorRows };
   const t = results.tensor;
   const l = results.llm;
   // goals: issue 15's table (router / direct throughput at c=16 >= 0.8; hop p50 at c=1 <= 300 us for a
@@ -650,9 +641,7 @@ function report(results) {
   const replierCpu = (f, c) => (f[c].cpuUsPerRequest?.replier === undefined ? '' : `, the replier's CPU ${r0(f[c].cpuUsPerRequest.replier)} us/req`);
   console.log(`\ntransport floor: bare NATS request/reply (${FLOOR_PAYLOAD_BYTES} B) between this process and a replier process: c=1 ${r0(floor[1].throughput)} req/s p50 ${r0(floor[1].p50_us)} us${replierCpu(floor, 1)}; c=16 ${r0(floor[16].throughput)} req/s p50 ${r0(floor[16].p50_us)} us${replierCpu(floor, 16)}`);
   const tcp = results.tcpFloor;
-  if (tcp !== undefined) {
-    console.log(`  the same over one TCP connection, no broker between (lib/tcp-echo.mjs): c=1 ${r0(tcp[1].throughput)} req/s p50 ${r0(tcp[1].p50_us)} us${replierCpu(tcp, 1)}; c=16 ${r0(tcp[16].throughput)} req/s p50 ${r0(tcp[16].p50_us)} us${replierCpu(tcp, 16)}`);
-  }
+  console.log(`  the same over one TCP connection, no broker between (lib/tcp-echo.mjs): c=1 ${r0(tcp[1].throughput)} req/s p50 ${r0(tcp[1].p50_us)} us${replierCpu(tcp, 1)}; c=16 ${r0(tcp[16].throughput)} req/s p50 ${r0(tcp[16].p50_us)} us${replierCpu(tcp, 16)}`);
   const hop = (mode) => t[mode][1].router.p50_us - t[mode][1].direct.p50_us;
   const headlines = [
     `router hop adds ${r0(hop('http-json'))} us at p50 for a tensor request over HTTP (c=1) (goal <= 300 us); a bare NATS request/reply takes ${r0(floor[1].p50_us)} us, so the router and the worker's request-plane side add ${r0(hop('http-json') - floor[1].p50_us)} us beyond the transport`,
@@ -661,17 +650,9 @@ function report(results) {
     ...(routerCpu('http-json', 16) === undefined
       ? []
       : [`the router spends ${r0(routerCpu('http-json', 1))} / ${r0(routerCpu('http-json', 16))} us of CPU per tensor request over HTTP (c=1 / c=16), ${r0(routerCpu('grpc', 1))} / ${r0(routerCpu('grpc', 16))} us over gRPC`]),
-    ...(t['http-json'][16].minimal === undefined
-      ? []
-      : [
-          `floor: a minimal router reaches ${r3(t['http-json'][16].minimal.throughput / t['http-json'][16].direct.throughput)}x direct at c=16 over HTTP and adds ${r0(t['http-json'][1].minimal.p50_us - t['http-json'][1].direct.p50_us)} us at p50 (c=1); the router reaches ${r3(t['http-json'][16].router.throughput / t['http-json'][16].minimal.throughput)}x the minimal router's throughput and adds ${r0(t['http-json'][1].router.p50_us - t['http-json'][1].minimal.p50_us)} us to its p50`,
-        ]),
+    `floor: a minimal router reaches ${r3(t['http-json'][16].minimal.throughput / t['http-json'][16].direct.throughput)}x direct at c=16 over HTTP and adds ${r0(t['http-json'][1].minimal.p50_us - t['http-json'][1].direct.p50_us)} us at p50 (c=1); the router reaches ${r3(t['http-json'][16].router.throughput / t['http-json'][16].minimal.throughput)}x the minimal router's throughput and adds ${r0(t['http-json'][1].router.p50_us - t['http-json'][1].minimal.p50_us)} us to its p50`,
     `router hop adds ${r0(l[1].router.ttft_p50_us - l[1].direct.ttft_p50_us)} us to time to first token at p50 (c=1) (goal <= 500 us), ${r0(l[8].router.ttft_p50_us - l[8].direct.ttft_p50_us)} us at c=8`,
-    ...(l[1].minimal === undefined
-      ? []
-      : [
-          `floor: a minimal LLM router (preprocessing and one Redis round trip, no validation, routing decision or detokenizing) adds ${r0(l[1].minimal.ttft_p50_us - l[1].direct.ttft_p50_us)} us to time to first token at p50 (c=1), ${r0(l[8].minimal.ttft_p50_us - l[8].direct.ttft_p50_us)} us at c=8; the router adds ${r0(l[1].router.ttft_p50_us - l[1].minimal.ttft_p50_us)} us more at c=1`,
-        ]),
+    `floor: a minimal LLM router (preprocessing and one Redis round trip, no validation, routing decision or detokenizing) adds ${r0(l[1].minimal.ttft_p50_us - l[1].direct.ttft_p50_us)} us to time to first token at p50 (c=1), ${r0(l[8].minimal.ttft_p50_us - l[8].direct.ttft_p50_us)} us at c=8; the router adds ${r0(l[1].router.ttft_p50_us - l[1].minimal.ttft_p50_us)} us more at c=1`,
     `router hop adds ${r0(l[1].router.total_p50_us - l[1].direct.total_p50_us)} us to a ${MAX_TOKENS}-token streamed completion at p50 (c=1)`,
   ];
   results.headlines = headlines;
