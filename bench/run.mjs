@@ -12,6 +12,7 @@
 //   bare     a node:http and a grpc-js server answering the same payload sizes with no inference
 //   minimal  the same two servers running the model on the event loop, with nothing else (lib/minimal-servers.mjs):
 //            served / minimal is what our own code costs, minimal / bare what Node.js and onnxruntime-node do
+//   each served, bare and minimal row also reads its server process's CPU per request from /proc
 // Goals reported against: served / bare throughput at c=16 >= 0.6 over HTTP JSON and HTTP binary;
 // served gRPC at c=16 >= 0.5x raw rate; served p50 at c=1 within 1.5x of (bare p50 + raw run p50).
 // JSON codec (bench/json-codec.mjs, in the worker section): our HTTP JSON tensor decoder and encoder beside
@@ -193,6 +194,11 @@ async function measureServer(label, ports, target, { pid, modes } = {}) {
   }
 }
 
+/** a / b of two rows' CPU per request (all threads); null when either row has none. */
+function cpuRatio(a, b) {
+  return a.cpuUs === undefined || b.cpuUs === undefined || b.cpuUs === 0 ? null : +(a.cpuUs / b.cpuUs).toFixed(3);
+}
+
 /** Microseconds per clock tick of /proc's CPU times (USER_HZ, 100 on Linux). */
 const TICK_US = 10_000;
 
@@ -223,7 +229,7 @@ async function measureBare(worker) {
   const child = spawn(process.execPath, [`${ROOT}bench/lib/bare-servers.mjs`, JSON.stringify([json.toString('base64'), binary.body.toString('base64'), binary.headerLength, raw.toString('base64')])], { stdio: ['ignore', 'pipe', 'inherit'] });
   const ports = await new Promise((resolve) => child.stdout.once('data', (d) => resolve(JSON.parse(d.toString()))));
   try {
-    await measureServer('bare  ', ports, results.bare, { modes: UNARY_DOORS });
+    await measureServer('bare  ', ports, results.bare, { modes: UNARY_DOORS, pid: child.pid });
   } finally {
     child.kill('SIGTERM');
   }
@@ -253,7 +259,7 @@ async function measureMinimal(worker) {
   });
   try {
     await checkSameBytes(worker.ports.http, ports.http);
-    await measureServer('minimal', ports, results.minimal, { modes: UNARY_DOORS });
+    await measureServer('minimal', ports, results.minimal, { modes: UNARY_DOORS, pid: child.pid });
   } finally {
     child.kill('SIGTERM');
   }
@@ -303,6 +309,10 @@ function ratios() {
     'served / minimal throughput, c=16 (JSON, binary, gRPC)': doors.map((m) => +(at('served', m, 16).throughput / at('minimal', m, 16).throughput).toFixed(3)),
     'minimal p50 c=1 / (bare p50 + raw p50) (JSON, binary, gRPC)': doors.map((m) => +(at('minimal', m, 1).p50_us / (at('bare', m, 1).p50_us + raw.p50_us)).toFixed(3)),
     'served p50 / minimal p50, c=1 (JSON, binary, gRPC)': doors.map((m) => +(at('served', m, 1).p50_us / at('minimal', m, 1).p50_us).toFixed(3)),
+    // CPU per request (each server process, all its threads, from /proc): unlike throughput, it does not
+    // depend on how fast the load generator is against the server, which differs from machine to machine
+    'CPU per request, c=16, minimal / bare (JSON, binary, gRPC)': doors.map((m) => cpuRatio(at('minimal', m, 16), at('bare', m, 16))),
+    'CPU per request, c=16, served / minimal (JSON, binary, gRPC)': doors.map((m) => cpuRatio(at('served', m, 16), at('minimal', m, 16))),
   };
   console.log('\nfloor: a minimal Node.js server running the same model (lib/minimal-servers.mjs)');
   for (const [k, v] of Object.entries(results.floor)) console.log(`  ${k}: ${v.join(', ')}`);
