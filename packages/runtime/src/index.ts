@@ -61,6 +61,7 @@ export {
 } from './protocols.js';
 export { BINARY_MESSAGE_FORMAT, MAX_MESSAGE_BLOBS, decodeBinaryMessage, encodeBinaryMessage, isBinaryMessage } from './binary-message.js';
 export type {
+  CallHomeTarget,
   CancelMessage,
   InstanceInfo,
   JsonValue,
@@ -116,7 +117,9 @@ export { EtcdLeaderElection, LEADER_FRESHNESS } from './etcd-leader-election.js'
 export type { EtcdLeaderElectionOptions } from './etcd-leader-election.js';
 export type { EtcdDiscoveryOptions } from './etcd-discovery.js';
 export { DEFAULT_STREAM_IDLE_TIMEOUT_MS, NatsRequestPlane } from './nats-request-plane.js';
-export type { NatsRequestPlaneConnectOptions, NatsRequestPlaneOptions } from './nats-request-plane.js';
+export type { CallHomeOffer, NatsRequestPlaneConnectOptions, NatsRequestPlaneOptions } from './nats-request-plane.js';
+export { CALL_HOME_MAGIC, CALL_HOME_VERSION, CallHomeListener, DEFAULT_CALL_HOME_LIMITS } from './call-home/call-home.js';
+export type { CallHomeLimits } from './call-home/call-home.js';
 export { DEFAULT_ACK_WAIT_MS, DEFAULT_EVENT_BATCH_SIZE, FIGURES_STREAM_MAX_AGE_MS, JetStreamEventPlane, layoutStreamFor } from './jetstream-event-plane.js';
 export type { JetStreamEventPlaneConnectOptions, JetStreamEventPlaneOptions, StreamSpec } from './jetstream-event-plane.js';
 export {

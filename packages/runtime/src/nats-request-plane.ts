@@ -60,11 +60,13 @@ import {
   isInstanceAddress,
 } from './addressing.js';
 import { AsyncChannel } from './async-channel.js';
+import { type CallHomeConnection, CallHomeDialer, type CallHomeLink, CallHomeListener, type CallHomeLimits, type CallHomeListenOptions, MAX_CALL_HOME_TOKEN_BYTES } from './call-home/call-home.js';
 import { IdleSweep } from './idle-sweep.js';
 import { DEFAULT_NATS_RECONNECT_WAIT_MS, connectNats, watchNatsConnection } from './nats-connection.js';
 import { ChunkAssembler, HEARTBEAT_INTERVAL_MS, isHeartbeat, needsChunks, publishFramed, publishHeartbeat, publishNoResponders } from './nats-framing.js';
 import { RunningRequests, isTerminal, readFrame, writeResponse } from './response-writer.js';
 import {
+  type CallHomeTarget,
   type Payload,
   type ResponseFrame,
   decodeCancelMessage,
@@ -115,6 +117,8 @@ interface OutboxMessage {
 interface HeartbeatEntry {
   lastActive: number;
   readonly reply: string;
+  /** The stream's call-home link, when its frames go there. */
+  readonly link: CallHomeLink | undefined;
 }
 
 /** A caller's stream in the plane's idle sweep: silent `idleTimeoutMs` → `expire`. */
@@ -123,8 +127,18 @@ interface IdleStream {
   readonly expire: () => void;
 }
 
-/** One request's share of the reply subscription: a message to its inbox, or `null` when the subscription ended. */
-type ReplyListener = (m: Msg | null) => void;
+/**
+ * One request's share of the reply subscription: `nats` gets a message to its inbox, or `null` when
+ * the subscription ended; `home` what its call-home connection brings (a message, a heartbeat, or
+ * `lost`: the connection closed).
+ */
+interface ReplyListener {
+  nats(m: Msg | null): void;
+  home(e: Uint8Array | 'heartbeat' | 'lost'): void;
+}
+
+/** What a caller's `offerCallHome` listens on (call-home/call-home.ts). */
+export type CallHomeOffer = Pick<CallHomeListenOptions, 'host' | 'port' | 'advertiseHost' | 'limits'>;
 
 export interface NatsRequestPlaneOptions {
   readonly logger?: Logger;
@@ -134,6 +148,8 @@ export interface NatsRequestPlaneOptions {
   readonly reconnectWaitMs?: number;
   /** Worker side: a stream silent this long gets a heartbeat (default HEARTBEAT_INTERVAL_MS). */
   readonly heartbeatIntervalMs?: number;
+  /** Worker side: the limits of its call-home links (DEFAULT_CALL_HOME_LIMITS). */
+  readonly callHomeLimits?: Partial<CallHomeLimits>;
 }
 
 export interface NatsRequestPlaneConnectOptions extends NatsRequestPlaneOptions {
@@ -141,6 +157,8 @@ export interface NatsRequestPlaneConnectOptions extends NatsRequestPlaneOptions 
   readonly url: string;
   /** Connection name shown by the server (monitoring). */
   readonly name?: string;
+  /** Take response streams over call-home connections, listening here (`offerCallHome`). */
+  readonly callHome?: CallHomeOffer;
 }
 
 /** A chunked request whose last chunk has not come within this long is dropped (its caller died). */
@@ -210,10 +228,18 @@ class NatsServedEndpoint implements ServedEndpoint {
       // a silent handler (a long unary computation) still shows the caller it is alive: the plane's
       // one heartbeat sweep, not a timer per request
       const heartbeats = this.owner.heartbeats;
-      const silence: HeartbeatEntry = { lastActive: 0, reply };
+      // the caller's call-home connection, when one is open: the whole stream goes there
+      const link = envelope.callHome === undefined || Buffer.byteLength(reply) > MAX_CALL_HOME_TOKEN_BYTES ? undefined : this.owner.callHomeDialer.link(envelope.callHome);
+      const silence: HeartbeatEntry = { lastActive: 0, reply, link };
       heartbeats.add(silence);
       const send = (frame: ResponseFrame): void => {
         heartbeats.touch(silence);
+        if (link !== undefined) {
+          if (link.send(reply, encodeMessage(frame)) || frame.type !== 'data' || broken) return;
+          // the connection is gone, and the caller knows: stop producing
+          broken = true;
+          return abort.abort(cancelled(`request ${requestId}: the call-home connection to its caller closed mid-stream`));
+        }
         if (frame.type !== 'data') return this.publish(reply, frame, true);
         if (this.owner.isConnected()) return this.publish(reply, frame, false);
         // NATS would discard it: the stream has a hole now, end it and say so once reconnected
@@ -299,6 +325,15 @@ export class NatsRequestPlane implements RequestPlane {
   /** The callers' reply inboxes: one wildcard subscription, a listener per request's token. */
   private replies: { readonly prefix: string; readonly sub: Subscription; readonly listeners: Map<string, ReplyListener> } | undefined;
   private nextToken = 0;
+  /** @internal Worker side: connections to the callers that offer call-home. */
+  readonly callHomeDialer: CallHomeDialer;
+  /** Caller side, once `offerCallHome`: the listener, and what each request's envelope names. */
+  private callHome: { readonly listener: CallHomeListener; readonly target: CallHomeTarget } | undefined;
+  private callHomeStarting: Promise<CallHomeTarget> | undefined;
+  /** Caller side: the call-home connection each stream's frames come on (by reply subject), and the streams of each. */
+  private readonly homeOf = new Map<string, number>();
+  private readonly homeStreams = new Map<number, Set<string>>();
+  private homeFrames = 0;
 
   /**
    * Wrap an existing connection. `ownsConnection`: close() also closes the connection (default false).
@@ -312,6 +347,7 @@ export class NatsRequestPlane implements RequestPlane {
     this.reconnectWaitMs = options.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS;
     this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
     this.ownsConnection = options.ownsConnection ?? false;
+    this.callHomeDialer = new CallHomeDialer({ logger: this.log, ...(options.callHomeLimits !== undefined ? { limits: options.callHomeLimits } : {}) });
     this.heartbeats = new IdleSweep<HeartbeatEntry>(this.heartbeatIntervalMs, (e) => this.heartbeat(e));
     if (this.idleTimeoutMs > 0) {
       const idle = new IdleSweep<IdleStream>(this.idleTimeoutMs, (e) => {
@@ -327,12 +363,22 @@ export class NatsRequestPlane implements RequestPlane {
   /** Open a connection of its own (closed by close()); it reconnects forever. */
   static async connect(options: NatsRequestPlaneConnectOptions): Promise<NatsRequestPlane> {
     const nc = await connectNats({ url: options.url, name: options.name ?? 'switchyard-request-plane' });
-    return new NatsRequestPlane(nc, { ...options, ownsConnection: true });
+    const plane = new NatsRequestPlane(nc, { ...options, ownsConnection: true });
+    if (options.callHome !== undefined) {
+      try {
+        await plane.offerCallHome(options.callHome);
+      } catch (e) {
+        await plane.close();
+        throw unavailable(`cannot listen for call-home response streams: ${(e as Error).message}`, e);
+      }
+    }
+    return plane;
   }
 
   /** A stream silent for a heartbeat interval: one heartbeat (none while disconnected), and the next one an interval later. */
   private heartbeat(e: HeartbeatEntry): void {
     e.lastActive = Date.now();
+    if (e.link !== undefined) return void e.link.heartbeat(e.reply);
     if (!this.connected || this.nc.isClosed()) return;
     try {
       publishHeartbeat(this.nc, e.reply);
@@ -416,16 +462,16 @@ export class NatsRequestPlane implements RequestPlane {
       const sub = this.nc.subscribe(`${prefix}.*`, {
         callback: (err, m) => {
           if (err) {
-            for (const l of listeners.values()) l(null);
+            for (const l of listeners.values()) l.nats(null);
             return;
           }
-          listeners.get(m.subject.slice(prefix.length + 1))?.(m);
+          listeners.get(m.subject.slice(prefix.length + 1))?.nats(m);
         },
       });
       const made = { prefix, sub, listeners };
       void sub.closed.then(() => {
         if (this.replies === made) this.replies = undefined;
-        for (const l of listeners.values()) l(null);
+        for (const l of listeners.values()) l.nats(null);
         listeners.clear();
       });
       this.replies = r = made;
@@ -433,7 +479,83 @@ export class NatsRequestPlane implements RequestPlane {
     const token = (this.nextToken++).toString(36);
     r.listeners.set(token, listener);
     const listeners = r.listeners;
-    return { subject: `${r.prefix}.${token}`, close: () => listeners.delete(token) };
+    const subject = `${r.prefix}.${token}`;
+    return {
+      subject,
+      close: () => {
+        listeners.delete(token);
+        const conn = this.homeOf.get(subject);
+        if (conn === undefined) return;
+        this.homeOf.delete(subject);
+        this.homeStreams.get(conn)?.delete(subject);
+      },
+    };
+  }
+
+  /**
+   * Caller side: take response streams over call-home connections from now on (call-home/call-home.ts).
+   * Listens (`host`, default 127.0.0.1) and names the address and key in every request's envelope;
+   * workers that reach it send the streams there, the others over NATS. Idempotent.
+   */
+  offerCallHome(options: CallHomeOffer = {}): Promise<CallHomeTarget> {
+    const starting = (this.callHomeStarting ??= this.startCallHome(options));
+    starting.catch(() => {
+      if (this.callHomeStarting === starting) this.callHomeStarting = undefined;
+    });
+    return starting;
+  }
+
+  private async startCallHome(options: CallHomeOffer): Promise<CallHomeTarget> {
+    if (this.closed) throw unavailable('request plane is closed');
+    const listener = await CallHomeListener.listen({
+      ...options,
+      logger: this.log,
+      onFrame: (subject, message, conn) => this.onHomeFrame(subject, message, conn),
+      onClose: (conn) => this.onHomeClose(conn),
+    });
+    if (this.closed) {
+      await listener.close();
+      throw unavailable('request plane is closed');
+    }
+    this.callHome = { listener, target: { address: listener.address, key: listener.key } };
+    return this.callHome.target;
+  }
+
+  private onHomeFrame(subject: string, message: Uint8Array | null, conn: CallHomeConnection): void {
+    const r = this.replies;
+    if (r === undefined || subject.length <= r.prefix.length || !subject.startsWith(r.prefix) || subject.charCodeAt(r.prefix.length) !== 0x2e) return;
+    const listener = r.listeners.get(subject.slice(r.prefix.length + 1));
+    if (listener === undefined) return; // a stream that is over
+    if (!this.homeOf.has(subject)) {
+      this.homeOf.set(subject, conn.id);
+      let streams = this.homeStreams.get(conn.id);
+      if (streams === undefined) this.homeStreams.set(conn.id, (streams = new Set()));
+      streams.add(subject);
+    }
+    this.homeFrames++;
+    listener.home(message ?? 'heartbeat');
+  }
+
+  /** Caller side: frames and heartbeats that came over call-home connections so far (diagnostics, tests). */
+  get callHomeFrames(): number {
+    return this.homeFrames;
+  }
+
+  /** Caller side: where workers are told to stream responses home (undefined until `offerCallHome`). */
+  get callHomeAddress(): string | undefined {
+    return this.callHome?.target.address;
+  }
+
+  /** A worker's call-home connection closed: the streams it carried end incomplete. */
+  private onHomeClose(conn: CallHomeConnection): void {
+    const streams = this.homeStreams.get(conn.id);
+    if (streams === undefined) return;
+    this.homeStreams.delete(conn.id);
+    const r = this.replies;
+    for (const subject of streams) {
+      this.homeOf.delete(subject);
+      if (r !== undefined) r.listeners.get(subject.slice(r.prefix.length + 1))?.home('lost');
+    }
   }
 
   private onDisconnect(): void {
@@ -536,18 +658,35 @@ export class NatsRequestPlane implements RequestPlane {
           idleStreams!.add(idle);
         };
         let chunks: ChunkAssembler | undefined; // made by the first chunk (most responses come whole)
-        const sub = plane.openReplyInbox((m) => {
-          if (m === null) return inbox.end();
-          armIdle();
-          if (isHeartbeat(m)) return;
-          if (m.data.length === 0 && (m.headers?.code === 503 || m.headers?.status === '503')) return inbox.push('no-responders');
-          try {
-            const data = m.headers === undefined ? m.data : (chunks ??= new ChunkAssembler()).accept('', m);
-            if (data !== null) inbox.push(decodeResponseFrame(decodeMessage(data)));
-          } catch (e) {
-            protocolError = e;
-            inbox.end();
-          }
+        let homeLost = false;
+        const sub = plane.openReplyInbox({
+          nats: (m) => {
+            if (m === null) return inbox.end();
+            armIdle();
+            if (isHeartbeat(m)) return;
+            if (m.data.length === 0 && (m.headers?.code === 503 || m.headers?.status === '503')) return inbox.push('no-responders');
+            try {
+              const data = m.headers === undefined ? m.data : (chunks ??= new ChunkAssembler()).accept('', m);
+              if (data !== null) inbox.push(decodeResponseFrame(decodeMessage(data)));
+            } catch (e) {
+              protocolError = e;
+              inbox.end();
+            }
+          },
+          home: (e) => {
+            if (e === 'lost') {
+              homeLost = true;
+              return inbox.end();
+            }
+            armIdle();
+            if (e === 'heartbeat') return;
+            try {
+              inbox.push(decodeResponseFrame(decodeMessage(e)));
+            } catch (err) {
+              protocolError = err;
+              inbox.end();
+            }
+          },
         });
         const subject = isInstanceAddress(target) ? instanceSubject(target) : endpointSubject(target);
         let sent = false;
@@ -563,7 +702,8 @@ export class NatsRequestPlane implements RequestPlane {
             await plane.waitConnected(wait, signal);
           }
           callers.add(inbox); // from now on a disconnect ends this stream
-          const message = encodeMessage({ v: 1, requestId, attempt, payload, deadline, finalData: true });
+          const callHome = plane.callHome?.target;
+          const message = encodeMessage({ v: 1, requestId, attempt, payload, deadline, finalData: true, ...(callHome === undefined ? {} : { callHome }) });
           if (!isInstanceAddress(target) && needsChunks(nc, message)) {
             // chunks sent to a queue group could reach different instances
             throw invalidArgument(`request ${requestId} of ${message.length} bytes is larger than one NATS message: send it to one instance`);
@@ -577,7 +717,9 @@ export class NatsRequestPlane implements RequestPlane {
             if (r.done) {
               const why = protocolError
                 ? unavailable(`bad response frame: ${(protocolError as Error).message}`, protocolError)
-                : idleExpired
+                : homeLost
+                  ? unavailable("the worker's call-home connection closed")
+                  : idleExpired
                   ? unavailable(`no response frame for ${idleTimeoutMs} ms`)
                   : unavailable('connection to NATS closed');
               throw new StreamIncompleteError(target, received, why);
@@ -637,7 +779,9 @@ export class NatsRequestPlane implements RequestPlane {
     if (this.closed) return;
     await Promise.all([...this.served].map((ep) => ep.stop({ drain: false })));
     this.closed = true;
+    this.callHomeDialer.close();
     for (const c of [...this.callers]) c.fail(unavailable('request plane is closed'));
+    await this.callHome?.listener.close();
     this.flushOutbox();
     if (this.ownsConnection && !this.nc.isClosed()) {
       await this.nc.drain().catch(() => this.nc.close());

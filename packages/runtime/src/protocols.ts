@@ -22,6 +22,7 @@ import {
   namespace,
 } from './addressing.js';
 import { BinaryPayload, decodeBinaryMessage, encodeBinaryMessage, isBinaryMessage } from './binary-message.js';
+import { parseTransferAddress } from './kv-transfer/kv-transfer-limits.js';
 
 export { BinaryPayload };
 
@@ -104,6 +105,35 @@ export interface RequestEnvelope {
    * one, which a caller that announces it still reads.
    */
   readonly finalData?: true;
+  /**
+   * The caller takes this request's responses over a call-home connection (call-home/call-home.ts):
+   * where it listens and the key to present. A worker that holds an open connection there sends the
+   * stream's frames on it; otherwise (and for an older worker, which ignores the field) they go to the
+   * NATS reply inbox as always. A value that is not well formed is dropped when decoded.
+   */
+  readonly callHome?: CallHomeTarget;
+}
+
+/** Where a caller takes call-home response streams: `host:port` (or `[v6]:port`) and its key. */
+export interface CallHomeTarget {
+  readonly address: string;
+  readonly key: string;
+}
+
+/** A call-home key: base64url, at most 64 characters. */
+export const CALL_HOME_KEY_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** An envelope's `callHome`, or undefined when it is absent or not well formed (the request then answers over NATS). */
+export function decodeCallHomeTarget(value: unknown): CallHomeTarget | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { address, key } = value as { address?: unknown; key?: unknown };
+  if (typeof address !== 'string' || address.length > 300 || typeof key !== 'string' || !CALL_HOME_KEY_PATTERN.test(key)) return undefined;
+  try {
+    parseTransferAddress(address);
+  } catch {
+    return undefined;
+  }
+  return { address, key };
 }
 
 /**
@@ -271,6 +301,8 @@ export function decodeRequestEnvelope(value: unknown): RequestEnvelope {
   const envelope: { -readonly [K in keyof RequestEnvelope]: RequestEnvelope[K] } = { v: 1, requestId: str(o, 'requestId', what), payload: o['payload'] as Payload, deadline };
   if (o['attempt'] !== undefined) envelope.attempt = str(o, 'attempt', what);
   if (flag(o, 'finalData', what)) envelope.finalData = true;
+  const callHome = decodeCallHomeTarget(o['callHome']);
+  if (callHome !== undefined) envelope.callHome = callHome;
   return envelope;
 }
 
