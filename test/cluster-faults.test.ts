@@ -3,7 +3,8 @@
  * and Redis, one router process and worker processes serving mock_llm, driven with the official
  * `openai` SDK. One cluster for the file; the tests run in order and each leaves it serving:
  *
- * 1. kill -9 of the worker streaming a chat completion → the stream migrates (stall probe) and ends
+ * 1. kill -9 of the worker streaming a chat completion → the stream migrates (its call-home connection
+ *    closes, or a stall probe finds the worker dead) and ends
  *    with exactly max_tokens tokens, the same text an undisturbed run of that request produces;
  * 2. a worker joins and another drains (SIGTERM) under traffic → no request fails; the draining
  *    worker's long streams finish there (its health probe answers: no abort, no migration);
@@ -151,7 +152,8 @@ describe('cluster faults', () => {
     for (const i of [0, 1]) expect(migrated.texts[i]).toBe(mockerText(tokenizer, `${i}_${migrated.id}`, migrated.usage!.prompt_tokens, 200));
     const after = await metrics();
     expect(total(after, 'switchyard_router_migrations_total')).toBeGreaterThan(migrationsBefore);
-    expect(total(after, 'switchyard_router_stall_probe_aborts_total')).toBeGreaterThanOrEqual(1);
+    // (the router learns of the death from the worker's call-home connection closing, or, for a stream
+    // that was answering over NATS, from a stall probe: cluster-kserve-faults.test.ts counts those)
     console.log(`kill -9: stream finished ${recovered} ms after the kill (${Date.now() - t0} ms in all)`);
 
     // the dead worker gets nothing more; every request succeeds

@@ -41,7 +41,7 @@ const IMAGE = /^switchyard(:|$)/;
 /** What the deploy files must agree with: the ports an app binds and how long it drains. */
 interface AppView {
   app: 'worker' | 'router' | 'planner';
-  /** port name → port the app binds with these flags (`http`, `grpc`, `metrics`, `kv-transfer`) */
+  /** port name → port the app binds with these flags (`http`, `grpc`, `metrics`, `kv-transfer`, `call-home`) */
   ports: Map<string, number>;
   /** seconds a SIGTERM waits for in-flight requests (workers and routers) */
   drainSecs?: number;
@@ -69,6 +69,7 @@ function appView(argv: readonly string[]): AppView {
       ['grpc', o.grpcPort],
       ['metrics', o.metricsPort],
     ]);
+    if (o.callHome && o.callHomePort !== 0) ports.set('call-home', o.callHomePort);
     return { app, ports, drainSecs: o.exitTimeoutSecs, urls: [o.etcd, o.nats, o.redis] };
   }
   if (app === 'planner') {

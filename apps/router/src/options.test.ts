@@ -37,6 +37,15 @@ describe('parseRouterArgs', () => {
     expect(o).toMatchObject({ httpPort: 8080, grpcPort: 8081, metricsPort: 8082, routerMode: 'kv', kvOverlapScoreWeight: 1, routerTemperature: 0, migrationLimit: 3 });
   });
 
+  it('call-home is on by default on loopback, and its flags are read and checked', () => {
+    expect(parseRouterArgs(INFRA)).toMatchObject({ callHome: true, callHomeAddress: '127.0.0.1', callHomePort: 0 });
+    expect(parseRouterArgs(INFRA).callHomeAdvertise).toBeUndefined();
+    const o = parseRouterArgs([...INFRA, '--call-home-address=0.0.0.0', '--call-home-port=7000', '--call-home-advertise', '10.1.2.3']);
+    expect(o).toMatchObject({ callHome: true, callHomeAddress: '0.0.0.0', callHomePort: 7000, callHomeAdvertise: '10.1.2.3' });
+    expect(parseRouterArgs([...INFRA, '--call-home=false']).callHome).toBe(false);
+    expect(() => parseRouterArgs([...INFRA, '--call-home-port=70000'])).toThrow(UsageError);
+  });
+
   it("takes vLLM's OpenAI parsing flags, checked as the door checks them", () => {
     const o = parseRouterArgs([...INFRA, '--enable-auto-tool-choice', '--tool-call-parser=hermes', '--reasoning-parser', 'qwen3']);
     expect(outputParsing(o)).toEqual({ enableAutoToolChoice: true, toolCallParser: 'hermes', reasoningParser: 'qwen3' });

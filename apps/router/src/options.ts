@@ -114,6 +114,14 @@ export interface RouterOptions extends DoorLimitOptions, AccessFlagOptions, Open
   logFormat: LogFormat;
   /** Seconds to wait for in-flight requests on SIGTERM/SIGINT before exiting anyway. */
   exitTimeoutSecs: number;
+  /** Take response streams over call-home TCP connections from the workers (NATS still carries requests). */
+  callHome: boolean;
+  /** Address the call-home listener binds (default 127.0.0.1: workers on this machine). */
+  callHomeAddress: string;
+  /** Its port (default 0: a free one). */
+  callHomePort: number;
+  /** Host workers are told to dial (default: the bind address; for 0.0.0.0, the first non-internal IPv4). */
+  callHomeAdvertise?: string;
   /** Threads that render chat templates and tokenize prompts off the event loop; 0 = on the loop. */
   preprocessThreads: number;
   /** Prompts with less message and tool text than this (UTF-16 units) are preprocessed on the loop. */
@@ -152,6 +160,9 @@ export const DEFAULTS: Omit<RouterOptions, 'etcd' | 'nats' | 'redis' | 'help' | 
   exitTimeoutSecs: 30,
   preprocessThreads: DEFAULT_PREPROCESS_THREADS,
   preprocessInlineChars: DEFAULT_PREPROCESS_INLINE_CHARS,
+  callHome: true,
+  callHomeAddress: '127.0.0.1',
+  callHomePort: 0,
 };
 
 const FLAGS: FlagTable<RouterOptions> = {
@@ -232,6 +243,22 @@ const FLAGS: FlagTable<RouterOptions> = {
     key: 'preprocessInlineChars',
     min: 0,
     help: `Prompts with fewer characters of messages and tools than this are rendered and tokenized on the event loop, where a thread hop costs more (default ${DEFAULT_PREPROCESS_INLINE_CHARS}; 0 = all on threads); while the loop is idle, prompts under ${DEFAULT_PREPROCESS_IDLE_INLINE_CHARS} characters (or this, if larger) too.`,
+  },
+  'call-home': {
+    kind: 'bool',
+    key: 'callHome',
+    help: 'Take LLM and tensor response streams over TCP connections the workers dial back to this router, instead of one NATS message per response through the broker; requests still go over NATS, and a worker that cannot reach the router answers over NATS (default true).',
+  },
+  'call-home-address': {
+    kind: 'string',
+    key: 'callHomeAddress',
+    help: 'Address the call-home listener binds (default 127.0.0.1: workers on this machine only; 0.0.0.0 for workers on other hosts).',
+  },
+  'call-home-port': { kind: 'int', key: 'callHomePort', min: 0, max: 65535, help: 'Port of the call-home listener (default 0: a free port, told to the workers in each request).' },
+  'call-home-advertise': {
+    kind: 'string',
+    key: 'callHomeAdvertise',
+    help: 'Host or IP the workers dial for call-home (default: --call-home-address, or for 0.0.0.0 the first non-internal IPv4 address).',
   },
   'exit-timeout-secs': { kind: 'int', key: 'exitTimeoutSecs', min: 0, help: `Seconds to wait for in-flight requests at shutdown (default ${DEFAULTS.exitTimeoutSecs}).` },
   ...ACCESS_FLAGS,

@@ -56,6 +56,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
     etcdUrl: options.etcd,
     natsUrl: options.nats,
     redisUrl: options.redis,
+    ...(options.callHome ? { callHome: { host: options.callHomeAddress, port: options.callHomePort, ...(options.callHomeAdvertise !== undefined ? { advertiseHost: options.callHomeAdvertise } : {}) } } : {}),
     logger: logger.child({ component: 'runtime' }),
   });
   let core: Awaited<ReturnType<typeof startRouterCore>>;

@@ -27,7 +27,7 @@ import { JetStreamEventPlane } from './jetstream-event-plane.js';
 import { MemoryDiscoveryStore } from './memory-discovery.js';
 import { MemoryEventPlane, MemoryEventStore } from './memory-event-plane.js';
 import { MemoryRequestBroker, MemoryRequestPlane } from './memory-request-plane.js';
-import { NatsRequestPlane } from './nats-request-plane.js';
+import { type CallHomeOffer, NatsRequestPlane } from './nats-request-plane.js';
 import { RedisRoutingTable } from './redis-routing-table.js';
 import type { RequestPlane } from './request-plane.js';
 
@@ -48,6 +48,11 @@ export interface RuntimeConfig {
   readonly durableInactiveMs?: number;
   /** Redis URL → RedisRoutingTable; absent → MemoryRoutingTable. */
   readonly redisUrl?: string;
+  /**
+   * With `natsUrl`: take response streams over call-home connections the workers dial to this process
+   * (call-home/call-home.ts; a caller's option: routers). Absent: every response travels over NATS.
+   */
+  readonly callHome?: CallHomeOffer;
   /** Limits and chunking of the KV transfer plane (TCP when `etcdUrl` is set, memory otherwise). */
   readonly kvTransfer?: KvTransferOptions;
   /** Shared stores of an in-process cluster (each used only when the role's URL is absent). */
@@ -105,7 +110,9 @@ export async function createDiscovery(config: RuntimeConfig): Promise<Discovery>
 
 export async function createRequestPlane(config: RuntimeConfig): Promise<RequestPlane> {
   check(config);
-  if (config.natsUrl !== undefined) return NatsRequestPlane.connect({ url: config.natsUrl, logger: config.logger ?? silentLogger });
+  if (config.natsUrl !== undefined) {
+    return NatsRequestPlane.connect({ url: config.natsUrl, logger: config.logger ?? silentLogger, ...(config.callHome !== undefined ? { callHome: config.callHome } : {}) });
+  }
   return new MemoryRequestPlane(config.memory?.requests ?? new MemoryRequestBroker());
 }
 
