@@ -7,6 +7,7 @@ import { NatsRequestPlane } from './nats-request-plane.js';
 import { REFUSED_DESCRIPTION } from './nats-framing.js';
 import { BinaryPayload, type Payload, type ResponseFrame, decodeMessage, decodeRequestEnvelope, decodeResponseFrame, encodeMessage } from './protocols.js';
 import { type RequestContext, NoRespondersError, StreamIncompleteError, isRetriable } from './request-plane.js';
+import { collect, failure, until } from './test-support/streams.js';
 
 let nats: NatsServer;
 const planes: NatsRequestPlane[] = [];
@@ -23,31 +24,6 @@ async function plane(idleTimeoutMs?: number): Promise<NatsRequestPlane> {
   const p = await NatsRequestPlane.connect({ url: nats.url, ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }) });
   planes.push(p);
   return p;
-}
-async function collect(it: AsyncIterable<Payload>): Promise<Payload[]> {
-  const out: Payload[] = [];
-  for await (const v of it) out.push(v);
-  return out;
-}
-async function failure(it: AsyncIterable<Payload>): Promise<{ error: unknown; received: Payload[] }> {
-  const received: Payload[] = [];
-  try {
-    for await (const v of it) received.push(v);
-  } catch (error) {
-    return { error, received };
-  }
-  throw new Error('expected the stream to fail');
-}
-function until(check: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  return new Promise((resolve, reject) => {
-    const poll = (): void => {
-      if (check()) return resolve();
-      if (Date.now() > end) return reject(new Error('condition not met in time'));
-      setTimeout(poll, 10);
-    };
-    poll();
-  });
 }
 
 beforeAll(async () => {

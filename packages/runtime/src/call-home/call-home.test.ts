@@ -8,6 +8,7 @@ import { BinaryPayload, type Payload, decodeRequestEnvelope } from '../protocols
 import { StreamIncompleteError } from '../request-plane.js';
 import { encodeFrame, encodeHello } from '../wire-reader.js';
 import { CALL_HOME_MAGIC, CALL_HOME_VERSION, CallHomeFrame, CallHomeListener, MAX_CALL_HOME_TOKEN_BYTES, decodeTokenFrame, encodeHeartbeatFrame, encodeResponseFrame } from './call-home.js';
+import { collect, until } from '../test-support/streams.js';
 
 let nats: NatsServer;
 const planes: NatsRequestPlane[] = [];
@@ -22,24 +23,6 @@ async function plane(options: Parameters<typeof NatsRequestPlane.connect>[0] ext
   const p = await NatsRequestPlane.connect({ url: nats.url, ...options });
   planes.push(p);
   return p;
-}
-
-async function collect(it: AsyncIterable<Payload>): Promise<Payload[]> {
-  const out: Payload[] = [];
-  for await (const v of it) out.push(v);
-  return out;
-}
-
-function until(check: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  return new Promise((resolve, reject) => {
-    const poll = (): void => {
-      if (check()) return resolve();
-      if (Date.now() > end) return reject(new Error('condition not met in time'));
-      setTimeout(poll, 10);
-    };
-    poll();
-  });
 }
 
 /** Requests until one answers over call-home (the first ones go over NATS while the worker dials). */
