@@ -28,7 +28,9 @@
 // direct is what any Node.js router process costs on this machine, router / minimal what our router adds.
 // The LLM cells have one too (lib/minimal-llm-router.mjs): the prompt preprocessed as the worker does it,
 // a Redis round trip, the generate request, an event per token; its time to first token less direct is
-// the hop's floor.
+// the hop's floor. Both take the responses as the router does: over call-home connections the worker
+// dials back (the router's default), or over NATS with --router-arg=--call-home=false (A/B the two that
+// way: the NATS floor below is then the response path too).
 //
 // Beside it, the same request/reply over one TCP connection to a replier process (lib/tcp-echo.mjs),
 // no broker in between: what a request plane talking to workers directly would start from.
@@ -391,10 +393,10 @@ async function startPortChild(script, args = []) {
  * request-plane message a router sends and answers with the router's own response bytes, fetched here
  * first; checked to answer the same bytes before it is measured.
  */
-async function startMinimalRouter(natsUrl, namespace, routerPort) {
+async function startMinimalRouter(natsUrl, namespace, routerPort, callHome) {
   const path = `/v2/models/${TENSOR_MODEL}/infer`;
   const answer = await httpPost(routerPort, path, tensorJson, { 'content-type': 'application/json' });
-  const minimal = await startPortChild(MINIMAL_ROUTER, [JSON.stringify([natsUrl, namespace, TENSOR_MODEL, tensorJson.toString('base64'), Buffer.from(answer).toString('base64')])]);
+  const minimal = await startPortChild(MINIMAL_ROUTER, [JSON.stringify([natsUrl, namespace, TENSOR_MODEL, tensorJson.toString('base64'), Buffer.from(answer).toString('base64'), callHome])]);
   const got = await httpPost(minimal.port, path, tensorJson, { 'content-type': 'application/json' });
   if (!Buffer.from(got).equals(Buffer.from(answer))) {
     await minimal.stop();
@@ -488,8 +490,8 @@ async function measureLlm(targets, { durationMs, warmupMs }, pids, kvBatches, mi
  * door does, one Redis round trip, the generate request a router sends, an event per token; checked
  * to stream the completion's tokens before it is measured.
  */
-async function startMinimalLlmRouter(natsUrl, redisUrl, namespace) {
-  const minimal = await startPortChild(MINIMAL_LLM_ROUTER, [JSON.stringify([natsUrl, redisUrl, namespace, LLM_MODEL, LLM_FOLDER, MAX_TOKENS])]);
+async function startMinimalLlmRouter(natsUrl, redisUrl, namespace, callHome) {
+  const minimal = await startPortChild(MINIMAL_LLM_ROUTER, [JSON.stringify([natsUrl, redisUrl, namespace, LLM_MODEL, LLM_FOLDER, MAX_TOKENS, callHome])]);
   const agent = new http.Agent({ keepAlive: true });
   try {
     const { chunks } = await streamChat(minimal.port, agent);
@@ -536,11 +538,15 @@ export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs 
     const targets = { direct: worker.ports, router: router.ports };
     results.natsFloor = await measureNatsFloor(nats.url, tensorTiming);
     results.tcpFloor = await measureTcpFloor(tensorTiming);
-    started.minimal = await startMinimalRouter(nats.url, namespace, router.ports.http);
+    // the minimal routers take responses as the router does: over call-home unless it was switched off
+    const callHome = !routerArgs.some((a) => /^--call-home=(false|0)$/.test(a));
+    results.callHome = callHome;
+    console.log(`  responses come back ${callHome ? 'over call-home connections (the router default; the minimal routers alike)' : 'over NATS (--call-home=false; the minimal routers alike)'}`);
+    started.minimal = await startMinimalRouter(nats.url, namespace, router.ports.http, callHome);
     results.tensor = await measureTensor(targets, tensorTiming, { router: router.pid, worker: worker.pid }, started.minimal);
     const kvBatches = await kvBatchCounter(nats.url, namespace);
     try {
-      started.minimalLlm = await startMinimalLlmRouter(nats.url, redis.url, namespace);
+      started.minimalLlm = await startMinimalLlmRouter(nats.url, redis.url, namespace, callHome);
       results.llm = await measureLlm(targets, llmTiming, { router: router.pid, worker: worker.pid, nats: nats.pid, redis: redis.pid }, kvBatches.count, started.minimalLlm);
     } finally {
       await kvBatches.close();
@@ -594,7 +600,7 @@ function report(results) {
       'worker CPU us/req (router, minimal)': m.cpuUsPerRequest.worker === undefined ? '-' : `${r0(r.cpuUsPerRequest.worker)}, ${r0(m.cpuUsPerRequest.worker)}`,
     });
   }
-  console.log(`\nfloor: a minimal router (bench/lib/minimal-router.mjs: node:http in, the same request-plane message to the worker over nats.js, the router's response bytes out, nothing else), HTTP JSON`);
+  console.log(`\nfloor: a minimal router (bench/lib/minimal-router.mjs: node:http in, the same request-plane message to the worker over nats.js, its responses back as the router takes them, the router's response bytes out, nothing else), HTTP JSON`);
   console.table(floorRows);
   const llmRows = [];
   for (const [c, { direct: d, router: r }] of Object.entries(results.llm)) {

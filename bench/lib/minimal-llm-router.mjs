@@ -16,10 +16,10 @@ import { connect, createInbox } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import { ChatTemplate, Tokenizer, chatPrompt, compileSamplingParams } from '@switchyard/llm';
 import { GENERATE_ENDPOINT, WORKER_COMPONENT, decodeWireGenerateOutput, generateRequestToWire } from '@switchyard/cluster';
-import { decodeMessage, decodeResponseFrame, encodeMessage, endpointAddress, endpointSubject } from '@switchyard/runtime';
+import { CallHomeListener, decodeMessage, decodeResponseFrame, encodeMessage, endpointAddress, endpointSubject } from '@switchyard/runtime';
 import { readFile } from 'node:fs/promises';
 
-const [natsUrl, redisUrl, namespace, model, folder, maxTokens] = JSON.parse(process.argv[2]);
+const [natsUrl, redisUrl, namespace, model, folder, maxTokens, callHome] = JSON.parse(process.argv[2]);
 const tokenizer = await Tokenizer.fromModelFolder(folder);
 const chatTemplate = ChatTemplate.fromTokenizerConfig(JSON.parse(await readFile(`${folder}/tokenizer_config.json`, 'utf8')));
 const endpoint = { tokenizer, chatTemplate, card: { name: model, contextLength: 1 << 20 } };
@@ -34,15 +34,16 @@ const nc = await connect({ servers: natsUrl });
 // one reply subscription for every request, told apart by the last token (as the router's plane does)
 const prefix = createInbox();
 const streams = new Map();
-nc.subscribe(`${prefix}.*`, {
-  callback: (err, m) => {
-    if (err) return;
-    const stream = streams.get(m.subject.slice(prefix.length + 1));
-    if (stream === undefined || m.data.length === 0) return; // heartbeats carry no data
-    stream(decodeResponseFrame(decodeMessage(m.data)));
-  },
-});
+const deliver = (subject, data) => {
+  const stream = streams.get(subject.slice(prefix.length + 1));
+  if (stream === undefined || data.length === 0) return; // heartbeats carry no data
+  stream(decodeResponseFrame(decodeMessage(data)));
+};
+nc.subscribe(`${prefix}.*`, { callback: (err, m) => !err && deliver(m.subject, m.data) });
 await nc.flush();
+// with callHome, as the router by default: frames come home over TCP once the worker has dialed
+const home = callHome ? await CallHomeListener.listen({ onFrame: (token, message) => message !== null && deliver(token, message), onClose: () => {} }) : undefined;
+const target = home === undefined ? undefined : { address: home.address, key: home.key };
 let next = 0;
 
 const server = http.createServer((req, res) => {
@@ -74,7 +75,7 @@ const server = http.createServer((req, res) => {
           res.end('data: [DONE]\n\n');
         });
         const wire = generateRequestToWire({ model, requestId: `m-${id}`, promptTokenIds, sampling, outputTokenIds: [] });
-        nc.publish(subject, encodeMessage({ v: 1, requestId: `m-${id}`, attempt: id, payload: wire, deadline: null }), { reply: `${prefix}.${id}` });
+        nc.publish(subject, encodeMessage({ v: 1, requestId: `m-${id}`, attempt: id, payload: wire, deadline: null, ...(target === undefined ? {} : { callHome: target }) }), { reply: `${prefix}.${id}` });
       })
       .catch(fail);
   });
@@ -83,5 +84,6 @@ server.listen(0, '127.0.0.1', () => process.stdout.write(`${server.address().por
 process.on('SIGTERM', () => {
   server.close();
   redis.disconnect();
+  void home?.close();
   void nc.close().finally(() => process.exit(0));
 });
