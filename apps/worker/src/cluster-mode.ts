@@ -54,6 +54,7 @@ export function runtimeConfig(options: WorkerOptions, logger: Logger): RuntimeCo
     etcdUrl: options.etcd!,
     natsUrl: options.nats!,
     ...(options.leaseTtlSecs !== undefined ? { leaseTtlSeconds: options.leaseTtlSecs } : {}),
+    ...(options.callHome === false ? { answerCallHome: false } : {}),
     logger: logger.child({ component: 'runtime' }),
   };
 }

@@ -309,6 +309,11 @@ const CLUSTER: Table = {
     values: ['aggregated', 'prefill', 'decode'],
     help: `Cluster mode: aggregated prefills and decodes; prefill runs only the prefill of disaggregated requests and hands its KV to a decode worker; decode takes that KV (and still prefills when the router says so) (default ${DEFAULT_WORKER_ROLE}).`,
   },
+  'call-home': {
+    kind: 'bool',
+    key: 'callHome',
+    help: 'Cluster mode: when a router asks for it, stream its responses over a TCP connection this worker dials to the router (call-home) instead of through NATS; false: always through NATS, and never dial the address a request names (default true).',
+  },
   'kv-transfer-port': { kind: 'int', key: 'kvTransferPort', min: 0, max: 65535, help: 'Cluster mode: port of the KV transfer server other workers pull KV blocks from (default 0: a free port).' },
   'kv-transfer-address': {
     kind: 'string',

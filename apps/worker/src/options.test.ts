@@ -116,7 +116,10 @@ describe('cluster flags', () => {
     expect(() => parseWorkerArgs([...repo, '--redis', 'redis://r:6379'])).toThrow(/only for cluster mode/);
     expect(() => parseWorkerArgs([...repo, '--kv-events=false'])).toThrow(/only for cluster mode/);
     expect(() => parseWorkerArgs([...repo, '--lease-ttl-secs=3'])).toThrow(/only for cluster mode/);
+    expect(() => parseWorkerArgs([...repo, '--call-home=false'])).toThrow(/only for cluster mode/);
     expect(parseWorkerArgs([...repo, '--etcd', 'http://a:2379', '--nats', 'nats://a:4222', '--lease-ttl-secs=3']).leaseTtlSecs).toBe(3);
+    expect(parseWorkerArgs(cluster).callHome).toBeUndefined();
+    expect(parseWorkerArgs([...cluster, '--call-home=false']).callHome).toBe(false);
     expect(() => parseWorkerArgs([...repo, '--etcd', 'http://a:2379', '--nats', 'nats://a:4222', '--lease-ttl-secs=0'])).toThrow();
   });
 

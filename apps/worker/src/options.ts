@@ -141,6 +141,8 @@ export interface WorkerOptions extends DoorLimitOptions, AccessFlagOptions, Trac
   leaseTtlSecs?: number;
   /** Cluster mode: aggregated (prefill and decode), prefill (prefill-only requests) or decode; undefined = aggregated. */
   role?: WorkerRole;
+  /** Cluster mode: stream responses to the routers that ask for call-home over TCP to them; undefined = true. */
+  callHome?: boolean;
   /** Cluster mode: port of the KV transfer server; 0 picks a free port; undefined = 0. */
   kvTransferPort?: number;
   /**
@@ -317,6 +319,7 @@ function validateCluster(o: WorkerOptions): void {
       ['role', o.role],
       ['kv-transfer-port', o.kvTransferPort],
       ['kv-transfer-address', o.kvTransferAddress],
+      ['call-home', o.callHome],
     ] as const;
     for (const [flag, value] of clusterOnly) {
       if (value !== undefined) throw new UsageError(`--${flag} is only for cluster mode (--etcd and --nats)`);

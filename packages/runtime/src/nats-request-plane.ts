@@ -150,6 +150,8 @@ export interface NatsRequestPlaneOptions {
   readonly heartbeatIntervalMs?: number;
   /** Worker side: the limits of its call-home links (DEFAULT_CALL_HOME_LIMITS). */
   readonly callHomeLimits?: Partial<CallHomeLimits>;
+  /** Worker side: false = never dial a caller's call-home address (every response goes over NATS). Default true. */
+  readonly answerCallHome?: boolean;
 }
 
 export interface NatsRequestPlaneConnectOptions extends NatsRequestPlaneOptions {
@@ -229,7 +231,8 @@ class NatsServedEndpoint implements ServedEndpoint {
       // one heartbeat sweep, not a timer per request
       const heartbeats = this.owner.heartbeats;
       // the caller's call-home connection, when one is open: the whole stream goes there
-      const link = envelope.callHome === undefined || Buffer.byteLength(reply) > MAX_CALL_HOME_TOKEN_BYTES ? undefined : this.owner.callHomeDialer.link(envelope.callHome);
+      const link =
+        envelope.callHome === undefined || !this.owner.answerCallHome || Buffer.byteLength(reply) > MAX_CALL_HOME_TOKEN_BYTES ? undefined : this.owner.callHomeDialer.link(envelope.callHome);
       const silence: HeartbeatEntry = { lastActive: 0, reply, link };
       heartbeats.add(silence);
       const send = (frame: ResponseFrame): void => {
@@ -327,6 +330,8 @@ export class NatsRequestPlane implements RequestPlane {
   private nextToken = 0;
   /** @internal Worker side: connections to the callers that offer call-home. */
   readonly callHomeDialer: CallHomeDialer;
+  /** @internal Worker side: whether requests naming a call-home address are answered there. */
+  readonly answerCallHome: boolean;
   /** Caller side, once `offerCallHome`: the listener, and what each request's envelope names. */
   private callHome: { readonly listener: CallHomeListener; readonly target: CallHomeTarget } | undefined;
   private callHomeStarting: Promise<CallHomeTarget> | undefined;
@@ -347,6 +352,7 @@ export class NatsRequestPlane implements RequestPlane {
     this.reconnectWaitMs = options.reconnectWaitMs ?? DEFAULT_RECONNECT_WAIT_MS;
     this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
     this.ownsConnection = options.ownsConnection ?? false;
+    this.answerCallHome = options.answerCallHome ?? true;
     this.callHomeDialer = new CallHomeDialer({ logger: this.log, ...(options.callHomeLimits !== undefined ? { limits: options.callHomeLimits } : {}) });
     this.heartbeats = new IdleSweep<HeartbeatEntry>(this.heartbeatIntervalMs, (e) => this.heartbeat(e));
     if (this.idleTimeoutMs > 0) {

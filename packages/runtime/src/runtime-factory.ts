@@ -53,6 +53,8 @@ export interface RuntimeConfig {
    * (call-home/call-home.ts; a caller's option: routers). Absent: every response travels over NATS.
    */
   readonly callHome?: CallHomeOffer;
+  /** With `natsUrl`: false = never dial a caller's call-home address; its responses go over NATS (a worker's option; default true). */
+  readonly answerCallHome?: boolean;
   /** Limits and chunking of the KV transfer plane (TCP when `etcdUrl` is set, memory otherwise). */
   readonly kvTransfer?: KvTransferOptions;
   /** Shared stores of an in-process cluster (each used only when the role's URL is absent). */
@@ -111,7 +113,12 @@ export async function createDiscovery(config: RuntimeConfig): Promise<Discovery>
 export async function createRequestPlane(config: RuntimeConfig): Promise<RequestPlane> {
   check(config);
   if (config.natsUrl !== undefined) {
-    return NatsRequestPlane.connect({ url: config.natsUrl, logger: config.logger ?? silentLogger, ...(config.callHome !== undefined ? { callHome: config.callHome } : {}) });
+    return NatsRequestPlane.connect({
+      url: config.natsUrl,
+      logger: config.logger ?? silentLogger,
+      ...(config.callHome !== undefined ? { callHome: config.callHome } : {}),
+      ...(config.answerCallHome === false ? { answerCallHome: false } : {}),
+    });
   }
   return new MemoryRequestPlane(config.memory?.requests ?? new MemoryRequestBroker());
 }

@@ -175,6 +175,22 @@ describe('NatsRequestPlane with call-home response streams (real nats-server)', 
     expect(caller.callHomeFrames).toBe(0);
   });
 
+  it('a worker with answerCallHome false never dials: its streams answer over NATS', async () => {
+    const target = freshInstance();
+    const worker = await plane({ answerCallHome: false });
+    await worker.serve(target, async function* (): AsyncGenerator<Payload> {
+      yield { ok: true };
+    });
+    const caller = await plane({ callHome: {} });
+    for (let i = 0; i < 5; i++) {
+      expect(await collect(caller.request(target, {}))).toEqual([{ ok: true }]);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(caller.callHomeFrames).toBe(0);
+    // not even dialed
+    expect((worker.callHomeDialer as unknown as { links: Map<string, unknown> }).links.size).toBe(0);
+  });
+
   it('a worker presenting the wrong key is refused: its streams answer over NATS', async () => {
     const target = freshInstance();
     const worker = await plane();
