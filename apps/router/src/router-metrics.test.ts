@@ -130,5 +130,16 @@ switchyard_router_kv_transfer_seconds_count 3
     expect(text).not.toContain('switchyard_router_workers');
     expect(text).not.toContain('switchyard_router_routing_decisions_total');
     expect(text).not.toContain('switchyard_router_worker_prefix_cache_hit_rate');
+    // no call-home figures (--call-home=false): no call-home families
+    expect(text).not.toContain('switchyard_router_call_home');
+  });
+
+  it('renders the call-home listener figures when the router offers call-home', () => {
+    const text = renderRouterMetrics(STATS, [], [], { connections: 3, frames: 1234 });
+    expect(text).toContain(
+      '# HELP switchyard_router_call_home_connections Worker processes connected to this router to stream responses back (call-home); the others answer over NATS.\n' +
+        '# TYPE switchyard_router_call_home_connections gauge\nswitchyard_router_call_home_connections 3\n',
+    );
+    expect(text).toContain('# TYPE switchyard_router_call_home_frames_total counter\nswitchyard_router_call_home_frames_total 1234\n');
   });
 });

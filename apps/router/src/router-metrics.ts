@@ -28,6 +28,8 @@
  * | `switchyard_router_disagg_requests_total` | counter | model, path (`remote`, `local`, `fallback`; disaggregated models only) |
  * | `switchyard_router_disagg_local_total` | counter | model, reason (why `local`: `no_prefill_workers`, `single_token`, `short_prompt`, `prefill_saturated`, `prefill_failed`) |
  * | `switchyard_router_kv_transfer_seconds` | histogram | (router-wide: decode workers' successful KV imports, from their `kvImport.ms`) |
+ * | `switchyard_router_call_home_connections` | gauge | (workers connected to stream responses back; only with `--call-home`) |
+ * | `switchyard_router_call_home_frames_total` | counter | (response frames and heartbeats that came that way) |
  *
  * `worker` is the worker process's instance id; the core's worker ids are `<instanceId>/<model>`.
  */
@@ -67,7 +69,13 @@ const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
  * The router's families in Prometheus text. `models`: what the router serves now (any order);
  * `held`: requests waiting for a worker per known model (`RouterCore.heldByModel()`).
  */
-export function renderRouterMetrics(stats: RouterStats, models: readonly ServedModel[], held: readonly (readonly [string, number])[] = []): string {
+/** The call-home listener's figures (`--call-home`). */
+export interface CallHomeFigures {
+  readonly connections: number;
+  readonly frames: number;
+}
+
+export function renderRouterMetrics(stats: RouterStats, models: readonly ServedModel[], held: readonly (readonly [string, number])[] = [], callHome?: CallHomeFigures): string {
   const served = [...models].sort((a, b) => compare(a.name, b.name));
   const approximate = new Set(stats.approximateModels);
   const workers = [...stats.workers].map((w) => ({ ...w, ...splitWorker(w.worker) })).sort((a, b) => compare(a.model, b.model) || compare(a.instance, b.instance));
@@ -161,5 +169,7 @@ export function renderRouterMetrics(stats: RouterStats, models: readonly ServedM
             { labels: {}, value: kt.count, metricName: `${kvTransfer}_count` },
           ],
     ),
+    family(`${P}call_home_connections`, 'Worker processes connected to this router to stream responses back (call-home); the others answer over NATS.', 'gauge', callHome === undefined ? [] : [{ labels: {}, value: callHome.connections }]),
+    family(`${P}call_home_frames_total`, 'Response frames and heartbeats that came back over call-home connections.', 'counter', callHome === undefined ? [] : [{ labels: {}, value: callHome.frames }]),
   ]);
 }

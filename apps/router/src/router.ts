@@ -17,10 +17,10 @@ import { doorLimits, grpcThreads, httpThreads, levelFor, timestampFormat } from 
 import { startRouterCore, type RouterStats } from '@switchyard/cluster';
 import type { Logger } from '@switchyard/common';
 import { configureSharedPreprocessPool } from '@switchyard/llm';
-import { connectRuntime } from '@switchyard/runtime';
+import { NatsRequestPlane, type RequestPlane, connectRuntime } from '@switchyard/runtime';
 import { type FrontDoorPorts, ServerSettings, SharedMemoryManager, createFrontDoors } from '@switchyard/server';
 import { type RouterOptions, accessPolicy, outputParsing } from './options.js';
-import { renderRouterMetrics } from './router-metrics.js';
+import { type CallHomeFigures, renderRouterMetrics } from './router-metrics.js';
 import { createRouterDashboard } from './dashboard.js';
 
 /** How long core.close() and the runtime's close() may take each once the doors are shut. */
@@ -120,6 +120,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
                 core.stats(),
                 core.registry.list().map((m) => ({ name: m.name, workers: m.instances.size })),
                 core.heldByModel(),
+                callHomeFigures(runtime.requestPlane),
               ),
           },
         }
@@ -186,4 +187,10 @@ async function within(p: Promise<unknown>, ms: number): Promise<'done' | 'timeou
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** The call-home listener's figures, when this router's request plane offers call-home. */
+function callHomeFigures(plane: RequestPlane): CallHomeFigures | undefined {
+  if (!(plane instanceof NatsRequestPlane) || plane.callHomeAddress === undefined) return undefined;
+  return { connections: plane.callHomeConnections, frames: plane.callHomeFrames };
 }

@@ -547,6 +547,11 @@ export class NatsRequestPlane implements RequestPlane {
     return this.homeFrames;
   }
 
+  /** Caller side: worker connections streaming responses home now (0 until `offerCallHome`). */
+  get callHomeConnections(): number {
+    return this.callHome?.listener.connections ?? 0;
+  }
+
   /** Caller side: where workers are told to stream responses home (undefined until `offerCallHome`). */
   get callHomeAddress(): string | undefined {
     return this.callHome?.target.address;

@@ -140,6 +140,7 @@ describe('NatsRequestPlane with call-home response streams (real nats-server)', 
     });
     const caller = await plane({ callHome: {}, idleTimeoutMs: 60_000 });
     await untilHome(caller, () => collect(caller.request(target, {})));
+    expect(caller.callHomeConnections).toBe(1);
     const received: Payload[] = [];
     const started = Date.now();
     const stream = (async () => {
@@ -150,6 +151,7 @@ describe('NatsRequestPlane with call-home response streams (real nats-server)', 
     })();
     await expect(stream).rejects.toBeInstanceOf(StreamIncompleteError);
     await expect(stream).rejects.toMatchObject({ received: 1, local: false, cause: { message: "the worker's call-home connection closed" } });
+    expect(caller.callHomeConnections).toBe(0);
     expect(received).toEqual([{ first: true }]);
     expect(Date.now() - started).toBeLessThan(5000);
   });

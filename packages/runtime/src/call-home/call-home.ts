@@ -129,6 +129,12 @@ export class CallHomeListener {
   private readonly sockets = new Set<net.Socket>();
   private nextId = 0;
   private closed = false;
+  private open = 0;
+
+  /** Connections past their handshake now. */
+  get connections(): number {
+    return this.open;
+  }
 
   private constructor(
     private readonly server: net.Server,
@@ -185,6 +191,7 @@ export class CallHomeListener {
             const key = Buffer.concat(item.parts).toString('utf8');
             if (item.type !== CallHomeFrame.KEY || key !== this.key) return fail('wrong key');
             state = 'open';
+            this.open++;
             clearTimeout(handshake);
             socket.write(encodeHello(CALL_HOME_MAGIC, CALL_HOME_VERSION));
             continue;
@@ -201,7 +208,10 @@ export class CallHomeListener {
     socket.on('close', () => {
       clearTimeout(handshake);
       this.sockets.delete(socket);
-      if (state === 'open') this.options.onClose(conn);
+      if (state === 'open') {
+        this.open--;
+        this.options.onClose(conn);
+      }
     });
   }
 
@@ -284,6 +294,8 @@ export class CallHomeDialer {
   private readonly links = new Map<string, Link>();
   /** By `address key`: not dialed again before this time (epoch ms). */
   private readonly backoff = new Map<string, number>();
+  /** Addresses whose failed dial was logged as a warning. */
+  private readonly warned = new Set<string>();
   private closed = false;
 
   constructor(options: CallHomeDialerOptions = {}) {
@@ -339,7 +351,13 @@ export class CallHomeDialer {
       if (!link.open) {
         this.backoff.set(id, Date.now() + this.limits.redialMs);
         if (this.backoff.size > 4 * this.limits.maxLinks) this.backoff.delete(this.backoff.keys().next().value!);
-        this.log.debug({ address: target.address }, 'call-home dial failed: responses to that caller go over NATS');
+        // said once per address (a router that cannot be reached stays so): its responses still flow, over NATS
+        const quiet = this.warned.has(target.address);
+        if (!quiet && this.warned.size < 4 * this.limits.maxLinks) this.warned.add(target.address);
+        this.log[quiet ? 'debug' : 'warn'](
+          { address: target.address },
+          "call-home: cannot reach the router's call-home address (check its --call-home-address / --call-home-advertise); its responses go over NATS",
+        );
       }
       link.closed = true;
       if (this.links.get(id) === link) this.links.delete(id);
