@@ -238,7 +238,16 @@ class NatsServedEndpoint implements ServedEndpoint {
       const send = (frame: ResponseFrame): void => {
         heartbeats.touch(silence);
         if (link !== undefined) {
-          if (link.send(reply, encodeMessage(frame)) || frame.type !== 'data' || broken) return;
+          let message = encodeMessage(frame);
+          if (message.byteLength > link.maxMessageBytes && !broken) {
+            // the caller would refuse the frame and close the connection every stream shares: this
+            // stream ends with an error instead (over NATS it would have been refused as a whole too)
+            broken = true;
+            abort.abort(cancelled(`request ${requestId}: a response frame too large for call-home`));
+            const error = { code: 'internal' as const, message: `a response frame of ${message.byteLength} bytes is over the call-home limit of ${link.maxMessageBytes} bytes` };
+            message = encodeMessage({ v: 1, type: 'error', seq: frame.seq, error });
+          } else if (message.byteLength > link.maxMessageBytes) return;
+          if (link.send(reply, message) || frame.type !== 'data' || broken) return;
           // the connection is gone, and the caller knows: stop producing
           broken = true;
           return abort.abort(cancelled(`request ${requestId}: the call-home connection to its caller closed mid-stream`));

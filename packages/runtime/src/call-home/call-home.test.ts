@@ -8,7 +8,7 @@ import { BinaryPayload, type Payload, decodeRequestEnvelope } from '../protocols
 import { StreamIncompleteError } from '../request-plane.js';
 import { encodeFrame, encodeHello } from '../wire-reader.js';
 import { CALL_HOME_MAGIC, CALL_HOME_VERSION, CallHomeFrame, CallHomeListener, MAX_CALL_HOME_TOKEN_BYTES, decodeTokenFrame, encodeHeartbeatFrame, encodeResponseFrame } from './call-home.js';
-import { collect, until } from '../test-support/streams.js';
+import { collect, failure, until } from '../test-support/streams.js';
 
 let nats: NatsServer;
 const planes: NatsRequestPlane[] = [];
@@ -280,6 +280,25 @@ describe('NatsRequestPlane with call-home response streams (real nats-server)', 
     expect(ok.closed).toBe(false);
     expect(ok.received.equals(hello)).toBe(true);
     await untilHome(caller, () => collect(caller.request(target, {})));
+  });
+
+  it('a response frame over the call-home limit ends its stream with an error; the connection, and the other streams, go on', async () => {
+    const target = freshInstance();
+    const worker = await plane({ callHomeLimits: { maxMessageBytes: 64 * 1024 } });
+    await worker.serve(target, async function* (payload): AsyncGenerator<Payload> {
+      yield { small: true };
+      const big = (payload as { big?: number }).big;
+      if (big !== undefined) yield { text: 'b'.repeat(big) };
+    });
+    const caller = await plane({ callHome: {} });
+    await untilHome(caller, () => collect(caller.request(target, {})));
+    const { error, received } = await failure(caller.request(target, { big: 100_000 }));
+    expect(received).toEqual([{ small: true }]);
+    expect(error).toMatchObject({ code: 'internal', message: expect.stringMatching(/over the call-home limit of 65536 bytes/) });
+    expect(caller.callHomeConnections).toBe(1);
+    const before = caller.callHomeFrames;
+    expect(await collect(caller.request(target, { big: 1000 }))).toEqual([{ small: true }, { text: 'b'.repeat(1000) }]);
+    expect(caller.callHomeFrames - before).toBe(2);
   });
 
   it('a caller that stops reading: the worker gives the link up past its buffer bound and stops the handler', async () => {

@@ -21,7 +21,8 @@
  * Failures: a connection that closes fails the streams it carried at once on the caller's side
  * (`lost`), where NATS would have left them to the idle timeout; on the worker's side a frame that
  * cannot be sent (connection closed, or more than `maxBufferedBytes` unsent) ends its stream like a
- * NATS outage does (the handler is aborted). The key keeps strangers out of a caller's port; it does
+ * NATS outage does (the handler is aborted), and a message over `maxMessageBytes` (which the caller
+ * would refuse by closing the connection every stream shares) ends its stream with an error frame. The key keeps strangers out of a caller's port; it does
  * not make the connection private (no TLS), as NATS carries the same bytes in the clear.
  */
 import { randomBytes } from 'node:crypto';
@@ -228,6 +229,8 @@ export class CallHomeListener {
 
 /** An open connection to one caller, shared by every stream answering it. */
 export interface CallHomeLink {
+  /** The largest message `send` takes (a caller refuses a larger frame, closing the connection). */
+  readonly maxMessageBytes: number;
   /** Queue a RESPONSE frame (written at the end of this event-loop turn with the others); false when the link is closed. */
   send(token: string, message: Uint8Array): boolean;
   heartbeat(token: string): boolean;
@@ -243,9 +246,11 @@ class Link implements CallHomeLink {
   constructor(
     readonly socket: net.Socket,
     private readonly maxBufferedBytes: number,
+    readonly maxMessageBytes: number,
   ) {}
 
   send(token: string, message: Uint8Array): boolean {
+    if (message.byteLength > this.maxMessageBytes) throw invalidArgument(`call-home: a ${message.byteLength}-byte message is over the limit of ${this.maxMessageBytes} bytes`);
     return this.queue(encodeResponseFrame(token, message));
   }
 
@@ -324,7 +329,7 @@ export class CallHomeDialer {
   private dial(id: string, target: CallHomeTarget): void {
     const { host, port } = parseTransferAddress(target.address);
     const socket = net.connect({ host, port, noDelay: true });
-    const link = new Link(socket, this.limits.maxBufferedBytes);
+    const link = new Link(socket, this.limits.maxBufferedBytes, this.limits.maxMessageBytes);
     this.links.set(id, link);
     const reader = new FramedWireReader(CALL_HOME_MAGIC, 'call-home', 1);
     const timer = setTimeout(() => socket.destroy(), this.limits.handshakeTimeoutMs);
