@@ -5,7 +5,8 @@
  * cluster for the file; every step kills a worker and starts with a new one in its place.
  *
  * 1. a tensor request in flight on the killed worker (HTTP infer, gRPC ModelInfer) succeeds through
- *    the other worker, in seconds (stall probe), not after the ~9.5 s lease expiry;
+ *    the other worker, in seconds (its call-home connection closes, or a stall probe finds it dead),
+ *    not after the ~9.5 s lease expiry;
  * 2. an LLM generation cut by the kill (HTTP generate, generate_stream, gRPC ModelStreamInfer)
  *    continues on the other worker with the tokens so far: one uninterrupted stream of the requested
  *    length whose text is exactly the undisturbed run's;
@@ -201,7 +202,8 @@ describe('KServe through the router survives a worker killed mid-request', () =>
       console.log(`${via} infer: answered ${recovered} ms after the kill (${Date.now() - t0} ms in all)`);
       expect(recovered).toBeLessThan(BOUND_MS);
     }
-    expect(total(await routerMetrics(), 'switchyard_router_stall_probe_aborts_total')).toBeGreaterThanOrEqual(2);
+    // (what told the router: the worker's call-home connection closing, or a stall probe when the
+    // request had gone over NATS; packages/cluster's cluster-engine-faults tests cover the probe)
   }, 120_000);
 
   it('HTTP generate and generate_stream: the generation continues on the other worker, every token once', async () => {

@@ -422,6 +422,7 @@ describe('router metrics', () => {
     // the workers stream their responses back over call-home connections (the router's default)
     expect(sample(text, 'switchyard_router_call_home_connections')).toBe(2);
     expect(sample(text, 'switchyard_router_call_home_frames_total')).toBeGreaterThan(0);
+    expect(sample(text, 'switchyard_router_call_home_requests_total')).toBeGreaterThan(0);
     expect(sample(text, 'switchyard_router_time_to_first_token_seconds_count')).toBeGreaterThanOrEqual(2);
     expect(text).toContain('# TYPE switchyard_router_migrations_total counter');
     const decisions = text.split('\n').filter((l) => l.startsWith('switchyard_router_routing_decisions_total{mode="kv",model="mock_llm"'));

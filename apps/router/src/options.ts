@@ -114,7 +114,7 @@ export interface RouterOptions extends DoorLimitOptions, AccessFlagOptions, Open
   logFormat: LogFormat;
   /** Seconds to wait for in-flight requests on SIGTERM/SIGINT before exiting anyway. */
   exitTimeoutSecs: number;
-  /** Take response streams over call-home TCP connections from the workers (NATS still carries requests). */
+  /** Workers dial the router (call-home): responses come back and requests go down those TCP connections, not through NATS. */
   callHome: boolean;
   /** Address the call-home listener binds (default 127.0.0.1: workers on this machine). */
   callHomeAddress: string;
@@ -247,7 +247,7 @@ const FLAGS: FlagTable<RouterOptions> = {
   'call-home': {
     kind: 'bool',
     key: 'callHome',
-    help: 'Take LLM and tensor response streams over TCP connections the workers dial back to this router, instead of one NATS message per response through the broker; requests still go over NATS, and a worker that cannot reach the router answers over NATS (default true).',
+    help: 'Workers dial this router a TCP connection: responses come back over it and requests to their instances go down it, instead of through the NATS broker (cancels still use NATS); a worker that cannot reach the router is reached over NATS (default true).',
   },
   'call-home-address': {
     kind: 'string',

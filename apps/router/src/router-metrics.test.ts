@@ -135,11 +135,12 @@ switchyard_router_kv_transfer_seconds_count 3
   });
 
   it('renders the call-home listener figures when the router offers call-home', () => {
-    const text = renderRouterMetrics(STATS, [], [], { connections: 3, frames: 1234 });
+    const text = renderRouterMetrics(STATS, [], [], { connections: 3, frames: 1234, requests: 56 });
     expect(text).toContain(
       '# HELP switchyard_router_call_home_connections Worker processes connected to this router to stream responses back (call-home); the others answer over NATS.\n' +
         '# TYPE switchyard_router_call_home_connections gauge\nswitchyard_router_call_home_connections 3\n',
     );
     expect(text).toContain('# TYPE switchyard_router_call_home_frames_total counter\nswitchyard_router_call_home_frames_total 1234\n');
+    expect(text).toContain('# TYPE switchyard_router_call_home_requests_total counter\nswitchyard_router_call_home_requests_total 56\n');
   });
 });

@@ -30,6 +30,7 @@
  * | `switchyard_router_kv_transfer_seconds` | histogram | (router-wide: decode workers' successful KV imports, from their `kvImport.ms`) |
  * | `switchyard_router_call_home_connections` | gauge | (workers connected to stream responses back; only with `--call-home`) |
  * | `switchyard_router_call_home_frames_total` | counter | (response frames and heartbeats that came that way) |
+ * | `switchyard_router_call_home_requests_total` | counter | (requests sent down those connections instead of NATS) |
  *
  * `worker` is the worker process's instance id; the core's worker ids are `<instanceId>/<model>`.
  */
@@ -73,6 +74,7 @@ const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 export interface CallHomeFigures {
   readonly connections: number;
   readonly frames: number;
+  readonly requests: number;
 }
 
 export function renderRouterMetrics(stats: RouterStats, models: readonly ServedModel[], held: readonly (readonly [string, number])[] = [], callHome?: CallHomeFigures): string {
@@ -171,5 +173,6 @@ export function renderRouterMetrics(stats: RouterStats, models: readonly ServedM
     ),
     family(`${P}call_home_connections`, 'Worker processes connected to this router to stream responses back (call-home); the others answer over NATS.', 'gauge', callHome === undefined ? [] : [{ labels: {}, value: callHome.connections }]),
     family(`${P}call_home_frames_total`, 'Response frames and heartbeats that came back over call-home connections.', 'counter', callHome === undefined ? [] : [{ labels: {}, value: callHome.frames }]),
+    family(`${P}call_home_requests_total`, 'Requests sent down call-home connections instead of through NATS.', 'counter', callHome === undefined ? [] : [{ labels: {}, value: callHome.requests }]),
   ]);
 }

@@ -192,5 +192,5 @@ async function within(p: Promise<unknown>, ms: number): Promise<'done' | 'timeou
 /** The call-home listener's figures, when this router's request plane offers call-home. */
 function callHomeFigures(plane: RequestPlane): CallHomeFigures | undefined {
   if (!(plane instanceof NatsRequestPlane) || plane.callHomeAddress === undefined) return undefined;
-  return { connections: plane.callHomeConnections, frames: plane.callHomeFrames };
+  return { connections: plane.callHomeConnections, frames: plane.callHomeFrames, requests: plane.callHomeRequests };
 }

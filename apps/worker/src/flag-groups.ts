@@ -312,7 +312,7 @@ const CLUSTER: Table = {
   'call-home': {
     kind: 'bool',
     key: 'callHome',
-    help: 'Cluster mode: when a router asks for it, stream its responses over a TCP connection this worker dials to the router (call-home) instead of through NATS; false: always through NATS, and never dial the address a request names (default true).',
+    help: 'Cluster mode: when a router asks for it, dial it a TCP connection (call-home) that carries its requests to this worker and the responses back, instead of the NATS broker; false: always NATS, and never dial the address a request names (default true).',
   },
   'kv-transfer-port': { kind: 'int', key: 'kvTransferPort', min: 0, max: 65535, help: 'Cluster mode: port of the KV transfer server other workers pull KV blocks from (default 0: a free port).' },
   'kv-transfer-address': {

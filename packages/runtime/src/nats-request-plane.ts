@@ -60,7 +60,16 @@ import {
   isInstanceAddress,
 } from './addressing.js';
 import { AsyncChannel } from './async-channel.js';
-import { type CallHomeConnection, CallHomeDialer, type CallHomeLink, CallHomeListener, type CallHomeLimits, type CallHomeListenOptions, MAX_CALL_HOME_TOKEN_BYTES } from './call-home/call-home.js';
+import {
+  type CallHomeConnection,
+  CallHomeDialer,
+  type CallHomeLink,
+  CallHomeListener,
+  type CallHomeLimits,
+  type CallHomeListenOptions,
+  DEFAULT_CALL_HOME_LIMITS,
+  MAX_CALL_HOME_TOKEN_BYTES,
+} from './call-home/call-home.js';
 import { IdleSweep } from './idle-sweep.js';
 import { DEFAULT_NATS_RECONNECT_WAIT_MS, connectNats, watchNatsConnection } from './nats-connection.js';
 import { ChunkAssembler, HEARTBEAT_INTERVAL_MS, isHeartbeat, needsChunks, publishFramed, publishHeartbeat, publishNoResponders } from './nats-framing.js';
@@ -95,6 +104,8 @@ export const DEFAULT_RECONNECT_WAIT_MS = 10_000;
 const RECONNECT_GRACE_MS = 3 * DEFAULT_NATS_RECONNECT_WAIT_MS;
 /** ...this often. */
 const GRACE_RETRY_MS = 100;
+/** Instance subjects one call-home connection may announce; more are not routed down it. */
+const MAX_SUBJECTS_PER_HOME = 4096;
 /** Messages (cancels, terminal frames) held while disconnected; beyond it the oldest are dropped. */
 const MAX_HELD_MESSAGES = 10_000;
 
@@ -134,7 +145,7 @@ interface IdleStream {
  */
 interface ReplyListener {
   nats(m: Msg | null): void;
-  home(e: Uint8Array | 'heartbeat' | 'lost'): void;
+  home(e: Uint8Array | 'heartbeat' | 'lost' | 'no-responders'): void;
 }
 
 /** What a caller's `offerCallHome` listens on (call-home/call-home.ts). */
@@ -212,16 +223,38 @@ class NatsServedEndpoint implements ServedEndpoint {
     }
     const reply = m.reply;
     if (!reply) return this.log.warn({ subject: m.subject }, 'request without reply subject dropped');
-    let envelope;
+    let data;
     try {
       if (this.chunks.size > 0) this.chunks.expire(PARTIAL_REQUEST_TTL_MS);
-      const data = this.chunks.accept(reply, m);
+      data = this.chunks.accept(reply, m);
       if (data === null) return; // more chunks to come
+    } catch (e) {
+      return this.refuse(reply, e, undefined);
+    }
+    this.run(reply, data, undefined);
+  }
+
+  /** @internal A request a caller sent down its call-home link (never chunked); answered on that link. */
+  onLinkRequest(link: CallHomeLink, token: string, message: Uint8Array): void {
+    if (this.stopped) return void link.noResponders(token);
+    this.run(token, message, link);
+  }
+
+  /** A request that cannot be read: an error frame to its caller. */
+  private refuse(reply: string, e: unknown, via: CallHomeLink | undefined): void {
+    const err = toSwitchyardError(e);
+    const frame: ResponseFrame = { v: 1, type: 'error', seq: 0, error: { code: err.code, message: err.message } };
+    if (via !== undefined) via.send(reply, encodeMessage(frame));
+    else this.publish(reply, frame, true);
+  }
+
+  /** Run one request whose whole message is `data`; `via`: the call-home link it came down (its answer goes there). */
+  private run(reply: string, data: Uint8Array, via: CallHomeLink | undefined): void {
+    let envelope;
+    try {
       envelope = decodeRequestEnvelope(decodeMessage(data));
     } catch (e) {
-      const err = toSwitchyardError(e);
-      this.publish(reply, { v: 1, type: 'error', seq: 0, error: { code: err.code, message: err.message } }, true);
-      return;
+      return this.refuse(reply, e, via);
     }
     const requestId = envelope.requestId;
     this.running.start(requestId, envelope.attempt, async (abort) => {
@@ -232,7 +265,8 @@ class NatsServedEndpoint implements ServedEndpoint {
       const heartbeats = this.owner.heartbeats;
       // the caller's call-home connection, when one is open: the whole stream goes there
       const link =
-        envelope.callHome === undefined || !this.owner.answerCallHome || Buffer.byteLength(reply) > MAX_CALL_HOME_TOKEN_BYTES ? undefined : this.owner.callHomeDialer.link(envelope.callHome);
+        via ??
+        (envelope.callHome === undefined || !this.owner.answerCallHome || Buffer.byteLength(reply) > MAX_CALL_HOME_TOKEN_BYTES ? undefined : this.owner.callHomeDialer.link(envelope.callHome));
       const silence: HeartbeatEntry = { lastActive: 0, reply, link };
       heartbeats.add(silence);
       const send = (frame: ResponseFrame): void => {
@@ -285,6 +319,8 @@ class NatsServedEndpoint implements ServedEndpoint {
     if (!this.stopped) {
       this.stopped = true;
       this.owner.forget(this);
+      // callers that send requests down their call-home links stop sending this instance's there
+      this.owner.callHomeDialer.announce(false, [this.subject]);
       // The queue group's subscription goes now, so NATS routes the group's requests to the other
       // members. The instance subject's stays until the requests in flight are done: a request a
       // caller sent just before the server saw an UNSUB would still reach this connection, be dropped
@@ -348,6 +384,10 @@ export class NatsRequestPlane implements RequestPlane {
   private readonly homeOf = new Map<string, number>();
   private readonly homeStreams = new Map<number, Set<string>>();
   private homeFrames = 0;
+  /** Caller side: the call-home connection of the worker serving each instance subject (as it announced), and each connection's subjects. */
+  private readonly subjectHome = new Map<string, CallHomeConnection>();
+  private readonly homeSubjects = new Map<number, Set<string>>();
+  private homeRequests = 0;
 
   /**
    * Wrap an existing connection. `ownsConnection`: close() also closes the connection (default false).
@@ -362,7 +402,15 @@ export class NatsRequestPlane implements RequestPlane {
     this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
     this.ownsConnection = options.ownsConnection ?? false;
     this.answerCallHome = options.answerCallHome ?? true;
-    this.callHomeDialer = new CallHomeDialer({ logger: this.log, ...(options.callHomeLimits !== undefined ? { limits: options.callHomeLimits } : {}) });
+    this.callHomeDialer = new CallHomeDialer({
+      logger: this.log,
+      ...(options.callHomeLimits !== undefined ? { limits: options.callHomeLimits } : {}),
+      served: () => [...this.served].map((ep) => ep.subject),
+      onRequest: (link, token, subject, message) => {
+        for (const ep of this.served) if (ep.subject === subject) return ep.onLinkRequest(link, token, message);
+        link.noResponders(token);
+      },
+    });
     this.heartbeats = new IdleSweep<HeartbeatEntry>(this.heartbeatIntervalMs, (e) => this.heartbeat(e));
     if (this.idleTimeoutMs > 0) {
       const idle = new IdleSweep<IdleStream>(this.idleTimeoutMs, (e) => {
@@ -527,6 +575,8 @@ export class NatsRequestPlane implements RequestPlane {
       logger: this.log,
       onFrame: (subject, message, conn) => this.onHomeFrame(subject, message, conn),
       onClose: (conn) => this.onHomeClose(conn),
+      onSubjects: (conn, subjects, serving) => this.onHomeSubjects(conn, subjects, serving),
+      onNoResponders: (token) => this.homeListener(token)?.home('no-responders'),
     });
     if (this.closed) {
       await listener.close();
@@ -536,19 +586,61 @@ export class NatsRequestPlane implements RequestPlane {
     return this.callHome.target;
   }
 
-  private onHomeFrame(subject: string, message: Uint8Array | null, conn: CallHomeConnection): void {
+  /** The open stream whose reply subject is `subject`, if any. */
+  private homeListener(subject: string): ReplyListener | undefined {
     const r = this.replies;
-    if (r === undefined || subject.length <= r.prefix.length || !subject.startsWith(r.prefix) || subject.charCodeAt(r.prefix.length) !== 0x2e) return;
-    const listener = r.listeners.get(subject.slice(r.prefix.length + 1));
+    if (r === undefined || subject.length <= r.prefix.length || !subject.startsWith(r.prefix) || subject.charCodeAt(r.prefix.length) !== 0x2e) return undefined;
+    return r.listeners.get(subject.slice(r.prefix.length + 1));
+  }
+
+  /** The stream with reply subject `subject` travels on `conn`: its close fails the stream. */
+  private bindHome(subject: string, conn: CallHomeConnection): void {
+    if (this.homeOf.has(subject)) return;
+    this.homeOf.set(subject, conn.id);
+    let streams = this.homeStreams.get(conn.id);
+    if (streams === undefined) this.homeStreams.set(conn.id, (streams = new Set()));
+    streams.add(subject);
+  }
+
+  private onHomeFrame(subject: string, message: Uint8Array | null, conn: CallHomeConnection): void {
+    const listener = this.homeListener(subject);
     if (listener === undefined) return; // a stream that is over
-    if (!this.homeOf.has(subject)) {
-      this.homeOf.set(subject, conn.id);
-      let streams = this.homeStreams.get(conn.id);
-      if (streams === undefined) this.homeStreams.set(conn.id, (streams = new Set()));
-      streams.add(subject);
-    }
+    this.bindHome(subject, conn);
     this.homeFrames++;
     listener.home(message ?? 'heartbeat');
+  }
+
+  private onHomeSubjects(conn: CallHomeConnection, subjects: readonly string[], serving: boolean): void {
+    let mine = this.homeSubjects.get(conn.id);
+    if (mine === undefined) this.homeSubjects.set(conn.id, (mine = new Set()));
+    for (const s of subjects) {
+      if (serving) {
+        // (a worker process serves a few endpoints per model: this bound only stops a peer gone wrong)
+        if (mine.size >= MAX_SUBJECTS_PER_HOME && !mine.has(s)) continue;
+        this.subjectHome.set(s, conn);
+        mine.add(s);
+      } else {
+        if (this.subjectHome.get(s) === conn) this.subjectHome.delete(s);
+        mine.delete(s);
+      }
+    }
+  }
+
+  /**
+   * @internal Caller side: send a request down the call-home connection of the worker that announced
+   * `subject`; false (nothing sent) when there is none: the caller publishes it on NATS.
+   */
+  sendHome(subject: string, replySubject: string, message: Uint8Array): boolean {
+    const conn = this.subjectHome.get(subject);
+    if (conn === undefined || message.byteLength > DEFAULT_CALL_HOME_LIMITS.maxMessageBytes || !conn.request(replySubject, subject, message)) return false;
+    this.bindHome(replySubject, conn);
+    this.homeRequests++;
+    return true;
+  }
+
+  /** Caller side: requests sent down call-home connections so far (diagnostics, tests). */
+  get callHomeRequests(): number {
+    return this.homeRequests;
   }
 
   /** Caller side: frames and heartbeats that came over call-home connections so far (diagnostics, tests). */
@@ -568,6 +660,8 @@ export class NatsRequestPlane implements RequestPlane {
 
   /** A worker's call-home connection closed: the streams it carried end incomplete. */
   private onHomeClose(conn: CallHomeConnection): void {
+    for (const s of this.homeSubjects.get(conn.id) ?? []) if (this.subjectHome.get(s) === conn) this.subjectHome.delete(s);
+    this.homeSubjects.delete(conn.id);
     const streams = this.homeStreams.get(conn.id);
     if (streams === undefined) return;
     this.homeStreams.delete(conn.id);
@@ -630,6 +724,7 @@ export class NatsRequestPlane implements RequestPlane {
       this.served.delete(ep);
       throw unavailable(`cannot serve ${formatAddress(address)}: ${(e as Error).message}`, e);
     }
+    this.callHomeDialer.announce(true, [ep.subject]);
     return ep;
   }
 
@@ -698,6 +793,7 @@ export class NatsRequestPlane implements RequestPlane {
               homeLost = true;
               return inbox.end();
             }
+            if (e === 'no-responders') return inbox.push('no-responders');
             armIdle();
             if (e === 'heartbeat') return;
             try {
@@ -728,8 +824,11 @@ export class NatsRequestPlane implements RequestPlane {
             // chunks sent to a queue group could reach different instances
             throw invalidArgument(`request ${requestId} of ${message.length} bytes is larger than one NATS message: send it to one instance`);
           }
-          // with the other messages of this event-loop turn, in one socket write (flushOutbox)
-          plane.queue({ subject, data: message, reply: sub.subject, failed: (e) => inbox.fail(unavailable(`request ${requestId} not sent: ${(e as Error).message}`, e)) });
+          // down the worker's call-home connection when it announced this instance, else on NATS; either
+          // way with the other messages of this event-loop turn, in one socket write
+          if (!isInstanceAddress(target) || !plane.sendHome(subject, sub.subject, message)) {
+            plane.queue({ subject, data: message, reply: sub.subject, failed: (e) => inbox.fail(unavailable(`request ${requestId} not sent: ${(e as Error).message}`, e)) });
+          }
           sent = true;
           armIdle();
           for (let expected = 0; ; expected++) {

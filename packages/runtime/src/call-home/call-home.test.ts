@@ -2,10 +2,11 @@ import net from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '@switchyard/testing';
-import { endpointAddress, instanceAddress, instanceIdFromLease } from '../addressing.js';
+import { connect } from '@nats-io/transport-node';
+import { endpointAddress, instanceAddress, instanceIdFromLease, instanceSubject } from '../addressing.js';
 import { NatsRequestPlane } from '../nats-request-plane.js';
-import { BinaryPayload, type Payload, decodeRequestEnvelope } from '../protocols.js';
-import { StreamIncompleteError } from '../request-plane.js';
+import { BinaryPayload, type JsonValue, type Payload, decodeRequestEnvelope } from '../protocols.js';
+import { NoRespondersError, StreamIncompleteError } from '../request-plane.js';
 import { encodeFrame, encodeHello } from '../wire-reader.js';
 import { CALL_HOME_MAGIC, CALL_HOME_VERSION, CallHomeFrame, CallHomeListener, MAX_CALL_HOME_TOKEN_BYTES, decodeTokenFrame, encodeHeartbeatFrame, encodeResponseFrame } from './call-home.js';
 import { collect, failure, until } from '../test-support/streams.js';
@@ -129,6 +130,77 @@ describe('NatsRequestPlane with call-home response streams (real nats-server)', 
     expect(blobs.map((b) => b.length)).toEqual([2_500_000, 3]);
     expect(Buffer.from(blobs[0]!).equals(Buffer.from(big))).toBe(true);
     expect(blobs.every((b) => b.byteOffset % 8 === 0)).toBe(true);
+  });
+
+  it('requests go down the worker\'s connection once it announced the instance: nothing crosses NATS', async () => {
+    const target = freshInstance();
+    const worker = await plane();
+    await worker.serve(target, async function* (payload): AsyncGenerator<Payload> {
+      yield { echo: payload as JsonValue };
+    });
+    const caller = await plane({ callHome: {} });
+    const spy = await connect({ servers: nats.url });
+    let onNats = 0;
+    spy.subscribe(instanceSubject(target), {
+      callback: () => {
+        onNats++;
+      },
+    });
+    await spy.flush();
+    await untilHome(caller, () => collect(caller.request(target, { i: -1 })));
+    await until(() => (caller as unknown as { subjectHome: Map<string, unknown> }).subjectHome.has(instanceSubject(target)));
+    const [natsBefore, sentBefore] = [onNats, caller.callHomeRequests];
+    const out = await Promise.all(Array.from({ length: 20 }, (_, i) => collect(caller.request(target, { i }))));
+    expect(out).toEqual(Array.from({ length: 20 }, (_, i) => [{ echo: { i } }]));
+    expect(caller.callHomeRequests - sentBefore).toBe(20);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(onNats - natsBefore).toBe(0);
+    // a queue-group request (no instance) still goes over NATS
+    expect(await collect(caller.request(endpointAddress(target.namespace, target.component, target.endpoint), { q: 1 }))).toEqual([{ echo: { q: 1 } }]);
+    await spy.close();
+  });
+
+  it('a worker that dies before answering fails the request at once (the router resends it), not after a stall probe', async () => {
+    const target = freshInstance();
+    const worker = await plane();
+    await worker.serve(target, async function* (payload, ctx): AsyncGenerator<Payload> {
+      if ((payload as { hang?: boolean }).hang) await new Promise<void>((r) => ctx.signal.addEventListener('abort', () => r()));
+      yield { ok: true };
+    });
+    const caller = await plane({ callHome: {}, idleTimeoutMs: 60_000 });
+    await untilHome(caller, () => collect(caller.request(target, {})));
+    await until(() => (caller as unknown as { subjectHome: Map<string, unknown> }).subjectHome.size > 0);
+    const started = Date.now();
+    const pending = collect(caller.request(target, { hang: true }));
+    await new Promise((r) => setTimeout(r, 100));
+    worker.callHomeDialer.close(); // its connection goes, as when its process dies
+    await expect(pending).rejects.toMatchObject({ received: 0, local: false, cause: { message: "the worker's call-home connection closed" } });
+    expect(Date.now() - started).toBeLessThan(5000);
+    // with the connection gone the instance is reached over NATS again
+    expect((caller as unknown as { subjectHome: Map<string, unknown> }).subjectHome.size).toBe(0);
+  });
+
+  it('a stopping endpoint is withdrawn: a request that reaches it down the link is refused as no responders', async () => {
+    const target = freshInstance();
+    const worker = await plane();
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const ep = await worker.serve(target, async function* (payload): AsyncGenerator<Payload> {
+      if ((payload as { hold?: boolean }).hold) await held;
+      yield { ok: true };
+    });
+    const caller = await plane({ callHome: {} });
+    await untilHome(caller, () => collect(caller.request(target, {})));
+    await until(() => (caller as unknown as { subjectHome: Map<string, unknown> }).subjectHome.size > 0);
+    const inFlight = collect(caller.request(target, { hold: true }));
+    await new Promise((r) => setTimeout(r, 50));
+    const stopping = ep.stop(); // drains: waits for the held request
+    // sent before the withdrawal reaches the caller, or after: either way refused, never lost
+    await expect(collect(caller.request(target, {}))).rejects.toBeInstanceOf(NoRespondersError);
+    await until(() => !(caller as unknown as { subjectHome: Map<string, unknown> }).subjectHome.has(instanceSubject(target)));
+    release();
+    expect(await inFlight).toEqual([{ ok: true }]);
+    await stopping;
   });
 
   it('a connection that goes away mid-stream (the worker died) fails the stream at once, not after the idle timeout, as incomplete', async () => {

@@ -1,7 +1,11 @@
 /**
- * Call-home response streams: a request still travels over NATS, but its responses come back over a
- * TCP connection the worker dials to the caller, instead of one NATS message per frame through the
- * broker (Dynamo's response path; reference: "keep requests off the broker"). A caller that offers it
+ * Call-home connections: a worker dials each caller (router) that asks for it, and the pair then
+ * skips the NATS broker. Responses come back over the connection instead of one NATS message per
+ * frame (Dynamo's response path; reference: "keep requests off the broker"); and once the worker has
+ * announced the instances it serves on the connection (SERVE, and WITHDRAW when an endpoint stops),
+ * the caller sends those instances' requests down it too (REQUEST), where a stopped or unknown
+ * instance is refused with NO_RESPONDERS as NATS would (cancels, queue-group requests and requests
+ * to workers without a connection still go over NATS). A caller that offers it
  * (`CallHomeListener`) names its address and a key in each request envelope (`callHome`); a worker
  * (`CallHomeDialer`) keeps one connection per caller and sends each stream's frames there, tagged
  * with the stream's NATS reply subject, so the caller hands them to the same stream reader as NATS
@@ -12,14 +16,16 @@
  *
  * Wire (`wire-reader.ts` framing, magic "SYCH", version 1): the worker opens with its hello and a
  * KEY frame (the caller's key, from the envelope); the caller checks both and answers with its own
- * hello, after which the worker may send; the caller sends nothing else. Then, worker → caller:
- * RESPONSE frames (u16 BE token length, the token — the stream's reply subject —, then one encoded
- * request-plane message: a response frame as NATS would carry it, never chunked) and HEARTBEAT
- * frames (the token alone). A wrong magic, version or key, a frame over the limit, an unknown frame
- * type or a handshake not done within `handshakeTimeoutMs` closes the connection.
+ * hello. Then, worker → caller: SERVE / WITHDRAW (instance subjects, one per line), RESPONSE frames
+ * (u16 BE token length, the token — the stream's reply subject —, then one encoded request-plane
+ * message: a response frame as NATS would carry it, never chunked), HEARTBEAT frames (the token alone)
+ * and NO_RESPONDERS (the token); caller → worker: REQUEST (token, u16 subject length, the instance
+ * subject, the request envelope message). A wrong magic, version or key, a frame over the limit, an
+ * unknown frame type or a handshake not done within `handshakeTimeoutMs` closes the connection.
  *
  * Failures: a connection that closes fails the streams it carried at once on the caller's side
- * (`lost`), where NATS would have left them to the idle timeout; on the worker's side a frame that
+ * (`lost`, also those sent down it that had no answer yet), where NATS would have left them to the
+ * idle timeout or a stall probe, and the instances it announced are reached over NATS again; on the worker's side a frame that
  * cannot be sent (connection closed, or more than `maxBufferedBytes` unsent) ends its stream like a
  * NATS outage does (the handler is aborted), and a message over `maxMessageBytes` (which the caller
  * would refuse by closing the connection every stream shares) ends its stream with an error frame. The key keeps strangers out of a caller's port; it does
@@ -37,7 +43,10 @@ import type { CallHomeTarget } from '../protocols.js';
 /** "SYCH". */
 export const CALL_HOME_MAGIC = 0x53594348;
 export const CALL_HOME_VERSION = 1;
-export const CallHomeFrame = { KEY: 0x01, RESPONSE: 0x02, HEARTBEAT: 0x03 } as const;
+export const CallHomeFrame = { KEY: 0x01, RESPONSE: 0x02, HEARTBEAT: 0x03, SERVE: 0x04, WITHDRAW: 0x05, REQUEST: 0x06, NO_RESPONDERS: 0x07 } as const;
+/** An instance subject a worker announces is at most this many UTF-8 bytes; one SERVE / WITHDRAW frame at most this many. */
+const MAX_SUBJECT_BYTES = 1024;
+const MAX_SUBJECTS_FRAME_BYTES = 1 << 20;
 /** A stream's token (its NATS reply subject) is at most this many UTF-8 bytes. */
 export const MAX_CALL_HOME_TOKEN_BYTES = 1024;
 /** A caller's key: this many random bytes, base64url. */
@@ -89,6 +98,45 @@ export function encodeHeartbeatFrame(token: string): Buffer {
   return tokenHead(CallHomeFrame.HEARTBEAT, tokenBytes(token), 0);
 }
 
+/** A NO_RESPONDERS frame: the worker serves no `subject` (any more) for the request `token` carried. */
+export function encodeNoRespondersFrame(token: string): Buffer {
+  return tokenHead(CallHomeFrame.NO_RESPONDERS, tokenBytes(token), 0);
+}
+
+/** A SERVE or WITHDRAW frame: instance subjects, one per line (NATS subjects hold no whitespace). */
+export function encodeSubjectsFrame(type: typeof CallHomeFrame.SERVE | typeof CallHomeFrame.WITHDRAW, subjects: readonly string[]): Buffer {
+  return encodeFrame(type, [Buffer.from(subjects.join('\n'), 'utf8')]);
+}
+
+export function decodeSubjectsFrame(parts: readonly Uint8Array[]): string[] {
+  const body = Buffer.concat(parts);
+  if (body.length > MAX_SUBJECTS_FRAME_BYTES) throw invalidArgument(`call-home: a ${body.length}-byte subject list`);
+  const subjects = body.toString('utf8').split('\n');
+  for (const s of subjects) if (s.length === 0 || Buffer.byteLength(s) > MAX_SUBJECT_BYTES || /\s/.test(s)) throw invalidArgument('call-home: a malformed subject');
+  return subjects;
+}
+
+/** A REQUEST frame (caller → worker): u16 token length, token, u16 subject length, subject, the request message. */
+export function encodeRequestFrame(token: string, subject: string, message: Uint8Array): Buffer[] {
+  const t = tokenBytes(token);
+  const sub = Buffer.from(subject, 'utf8');
+  if (sub.length === 0 || sub.length > MAX_SUBJECT_BYTES) throw invalidArgument(`call-home: a subject of ${sub.length} bytes`);
+  const head = frameHead(CallHomeFrame.REQUEST, 4 + t.length + sub.length + message.byteLength);
+  const lengths = Buffer.alloc(2);
+  lengths.writeUInt16BE(t.length, 0);
+  const subLength = Buffer.alloc(2);
+  subLength.writeUInt16BE(sub.length, 0);
+  return [Buffer.concat([head, lengths, t, subLength, sub]), Buffer.from(message.buffer, message.byteOffset, message.byteLength)];
+}
+
+export function decodeRequestFrame(parts: readonly Uint8Array[]): { token: string; subject: string; message: Uint8Array } {
+  const { token, message: rest } = decodeTokenFrame(parts);
+  if (rest.byteLength < 2) throw invalidArgument('call-home: a request without its subject');
+  const n = (rest[0]! << 8) | rest[1]!;
+  if (n === 0 || n > MAX_SUBJECT_BYTES || rest.byteLength < 2 + n) throw invalidArgument(`call-home: a subject of ${n} bytes in a request`);
+  return { token, subject: Buffer.from(rest.buffer, rest.byteOffset + 2, n).toString('utf8'), message: rest.subarray(2 + n) };
+}
+
 /** A RESPONSE or HEARTBEAT frame's body → its token and (RESPONSE) message; invalid_argument when malformed. */
 export function decodeTokenFrame(parts: readonly Uint8Array[]): { token: string; message: Uint8Array } {
   const body = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
@@ -98,9 +146,48 @@ export function decodeTokenFrame(parts: readonly Uint8Array[]): { token: string;
   return { token: Buffer.from(body.buffer, body.byteOffset + 2, n).toString('utf8'), message: body.subarray(2 + n) };
 }
 
-/** Largest frame either side reads: a RESPONSE with the longest token and message. */
+/** Largest frame either side reads: a REQUEST with the longest token, subject and message (a RESPONSE is smaller). */
 function maxFrameBytes(limits: CallHomeLimits): number {
-  return 1 + 2 + MAX_CALL_HOME_TOKEN_BYTES + limits.maxMessageBytes;
+  return 1 + 4 + MAX_CALL_HOME_TOKEN_BYTES + MAX_SUBJECT_BYTES + Math.max(limits.maxMessageBytes, MAX_SUBJECTS_FRAME_BYTES);
+}
+
+/** Frames queued for one socket and written together at the end of the event-loop turn. */
+class FrameWriter {
+  closed = false;
+  private pending: Buffer[] = [];
+  private scheduled = false;
+
+  constructor(
+    readonly socket: net.Socket,
+    private readonly maxBufferedBytes: number,
+  ) {}
+
+  /** False when closed, or when the peer has left more than `maxBufferedBytes` unread (the socket is then given up). */
+  queue(buffers: readonly Buffer[]): boolean {
+    if (this.closed) return false;
+    if (this.socket.writableLength > this.maxBufferedBytes) {
+      this.closed = true;
+      this.socket.destroy();
+      return false;
+    }
+    this.pending.push(...buffers);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => this.flush());
+    }
+    return true;
+  }
+
+  /** Everything queued this turn in one write. */
+  flush(): void {
+    this.scheduled = false;
+    const pending = this.pending;
+    this.pending = [];
+    if (pending.length === 0 || this.closed) return;
+    this.socket.cork();
+    for (const b of pending) this.socket.write(b);
+    this.socket.uncork();
+  }
 }
 
 // ---- caller side ----------------------------------------------------------------------------------
@@ -108,6 +195,8 @@ function maxFrameBytes(limits: CallHomeLimits): number {
 /** One worker's connection to this caller, as the listener's callbacks name it. */
 export interface CallHomeConnection {
   readonly id: number;
+  /** Send a request down this connection (with the others of this turn); false when it is closed. */
+  request(token: string, subject: string, message: Uint8Array): boolean;
 }
 
 export interface CallHomeListenOptions {
@@ -123,6 +212,10 @@ export interface CallHomeListenOptions {
   readonly onFrame: (token: string, message: Uint8Array | null, conn: CallHomeConnection) => void;
   /** `conn` is gone: the streams it carried end incomplete. */
   readonly onClose: (conn: CallHomeConnection) => void;
+  /** The worker behind `conn` serves (`serving`) or no longer serves these instance subjects. */
+  readonly onSubjects?: (conn: CallHomeConnection, subjects: readonly string[], serving: boolean) => void;
+  /** The worker refused the request `token` carried: it serves no such instance (any more). */
+  readonly onNoResponders?: (token: string, conn: CallHomeConnection) => void;
 }
 
 /** The caller's end: a TCP server workers dial to stream responses home. */
@@ -170,7 +263,11 @@ export class CallHomeListener {
   private accept(socket: net.Socket): void {
     if (this.closed) return void socket.destroy();
     this.sockets.add(socket);
-    const conn: CallHomeConnection = { id: this.nextId++ };
+    const writer = new FrameWriter(socket, this.limits.maxBufferedBytes);
+    const conn: CallHomeConnection = {
+      id: this.nextId++,
+      request: (token, subject, message) => writer.queue(encodeRequestFrame(token, subject, message)),
+    };
     const reader = new FramedWireReader(CALL_HOME_MAGIC, 'call-home', maxFrameBytes(this.limits));
     let state: 'hello' | 'key' | 'open' = 'hello';
     const log = this.options.logger ?? silentLogger;
@@ -197,9 +294,23 @@ export class CallHomeListener {
             socket.write(encodeHello(CALL_HOME_MAGIC, CALL_HOME_VERSION));
             continue;
           }
-          if (item.type !== CallHomeFrame.RESPONSE && item.type !== CallHomeFrame.HEARTBEAT) return fail(`frame type ${item.type}`);
-          const { token, message } = decodeTokenFrame(item.parts);
-          this.options.onFrame(token, item.type === CallHomeFrame.RESPONSE ? message : null, conn);
+          switch (item.type) {
+            case CallHomeFrame.RESPONSE:
+            case CallHomeFrame.HEARTBEAT: {
+              const { token, message } = decodeTokenFrame(item.parts);
+              this.options.onFrame(token, item.type === CallHomeFrame.RESPONSE ? message : null, conn);
+              break;
+            }
+            case CallHomeFrame.NO_RESPONDERS:
+              this.options.onNoResponders?.(decodeTokenFrame(item.parts).token, conn);
+              break;
+            case CallHomeFrame.SERVE:
+            case CallHomeFrame.WITHDRAW:
+              this.options.onSubjects?.(conn, decodeSubjectsFrame(item.parts), item.type === CallHomeFrame.SERVE);
+              break;
+            default:
+              return fail(`frame type ${item.type}`);
+          }
         }
       } catch (e) {
         fail((e as Error).message);
@@ -208,6 +319,7 @@ export class CallHomeListener {
     socket.on('error', () => {});
     socket.on('close', () => {
       clearTimeout(handshake);
+      writer.closed = true;
       this.sockets.delete(socket);
       if (state === 'open') {
         this.open--;
@@ -234,67 +346,75 @@ export interface CallHomeLink {
   /** Queue a RESPONSE frame (written at the end of this event-loop turn with the others); false when the link is closed. */
   send(token: string, message: Uint8Array): boolean;
   heartbeat(token: string): boolean;
+  /** Refuse the request `token` carried down this link: no such instance is served (any more). */
+  noResponders(token: string): boolean;
   readonly closed: boolean;
 }
 
 class Link implements CallHomeLink {
-  closed = false;
   open = false;
-  private pending: Buffer[] = [];
-  private scheduled = false;
+  readonly writer: FrameWriter;
 
   constructor(
     readonly socket: net.Socket,
-    private readonly maxBufferedBytes: number,
+    maxBufferedBytes: number,
     readonly maxMessageBytes: number,
-  ) {}
+  ) {
+    this.writer = new FrameWriter(socket, maxBufferedBytes);
+  }
+
+  get closed(): boolean {
+    return this.writer.closed;
+  }
 
   send(token: string, message: Uint8Array): boolean {
     if (message.byteLength > this.maxMessageBytes) throw invalidArgument(`call-home: a ${message.byteLength}-byte message is over the limit of ${this.maxMessageBytes} bytes`);
-    return this.queue(encodeResponseFrame(token, message));
+    return this.writer.queue(encodeResponseFrame(token, message));
   }
 
   heartbeat(token: string): boolean {
-    return this.queue([encodeHeartbeatFrame(token)]);
+    return this.writer.queue([encodeHeartbeatFrame(token)]);
   }
 
-  private queue(buffers: Buffer[]): boolean {
-    if (this.closed) return false;
-    if (this.socket.writableLength > this.maxBufferedBytes) {
-      // the caller does not read: give it up (its streams end on both sides)
-      this.closed = true;
-      this.socket.destroy();
-      return false;
-    }
-    this.pending.push(...buffers);
-    if (!this.scheduled) {
-      this.scheduled = true;
-      setImmediate(() => this.flush());
-    }
-    return true;
+  noResponders(token: string): boolean {
+    return this.writer.queue([encodeNoRespondersFrame(token)]);
   }
 
-  /** Everything queued this turn in one write. */
+  subjects(serving: boolean, subjects: readonly string[]): void {
+    // (a list longer than one frame takes is sent in several)
+    let part: string[] = [];
+    let bytes = 0;
+    for (const s of subjects) {
+      if (bytes + s.length + 1 > MAX_SUBJECTS_FRAME_BYTES / 4 && part.length > 0) {
+        this.writer.queue([encodeSubjectsFrame(serving ? CallHomeFrame.SERVE : CallHomeFrame.WITHDRAW, part)]);
+        part = [];
+        bytes = 0;
+      }
+      part.push(s);
+      bytes += s.length + 1;
+    }
+    if (part.length > 0) this.writer.queue([encodeSubjectsFrame(serving ? CallHomeFrame.SERVE : CallHomeFrame.WITHDRAW, part)]);
+  }
+
   flush(): void {
-    this.scheduled = false;
-    const pending = this.pending;
-    if (pending.length === 0 || this.closed) return;
-    this.pending = [];
-    this.socket.cork();
-    for (const b of pending) this.socket.write(b);
-    this.socket.uncork();
+    this.writer.flush();
   }
 }
 
 export interface CallHomeDialerOptions {
   readonly limits?: Partial<CallHomeLimits>;
   readonly logger?: Logger;
+  /** The instance subjects this process serves now: announced to each caller once its link is open. */
+  readonly served?: () => readonly string[];
+  /** A request the caller sent down `link` (for the instance `subject`). */
+  readonly onRequest?: (link: CallHomeLink, token: string, subject: string, message: Uint8Array) => void;
 }
 
 /** The worker's end: one connection per caller, dialed on the first request that names it. */
 export class CallHomeDialer {
   private readonly limits: CallHomeLimits;
   private readonly log: Logger;
+  private readonly options: CallHomeDialerOptions;
   /** By `address key`: a link open or being dialed. */
   private readonly links = new Map<string, Link>();
   /** By `address key`: not dialed again before this time (epoch ms). */
@@ -306,6 +426,7 @@ export class CallHomeDialer {
   constructor(options: CallHomeDialerOptions = {}) {
     this.limits = { ...DEFAULT_CALL_HOME_LIMITS, ...options.limits };
     this.log = options.logger ?? silentLogger;
+    this.options = options;
   }
 
   /**
@@ -331,20 +452,28 @@ export class CallHomeDialer {
     const socket = net.connect({ host, port, noDelay: true });
     const link = new Link(socket, this.limits.maxBufferedBytes, this.limits.maxMessageBytes);
     this.links.set(id, link);
-    const reader = new FramedWireReader(CALL_HOME_MAGIC, 'call-home', 1);
+    const reader = new FramedWireReader(CALL_HOME_MAGIC, 'call-home', maxFrameBytes(this.limits));
     const timer = setTimeout(() => socket.destroy(), this.limits.handshakeTimeoutMs);
     socket.on('connect', () => {
       socket.write(Buffer.concat([encodeHello(CALL_HOME_MAGIC, CALL_HOME_VERSION), encodeFrame(CallHomeFrame.KEY, [Buffer.from(target.key, 'utf8')])]));
     });
     socket.on('data', (chunk: Buffer) => {
-      // the caller says one thing, its hello; anything else ends the link
+      // the caller sends its hello, then requests only; anything else ends the link
       reader.push(chunk);
       try {
-        const item = reader.next();
-        if (item === null) return;
-        if (link.open || item.kind !== 'hello' || item.version !== CALL_HOME_VERSION || reader.buffered > 0) throw invalidArgument('call-home: the caller sent more than its hello');
-        clearTimeout(timer);
-        link.open = true;
+        for (let item = reader.next(); item !== null && !socket.destroyed; item = reader.next()) {
+          if (!link.open) {
+            if (item.kind !== 'hello' || item.version !== CALL_HOME_VERSION) throw invalidArgument('call-home: the caller did not answer with its hello');
+            clearTimeout(timer);
+            link.open = true;
+            const served = this.options.served?.() ?? [];
+            if (served.length > 0) link.subjects(true, served);
+            continue;
+          }
+          if (item.kind !== 'frame' || item.type !== CallHomeFrame.REQUEST || this.options.onRequest === undefined) throw invalidArgument('call-home: the caller sent something other than a request');
+          const { token, subject, message } = decodeRequestFrame(item.parts);
+          this.options.onRequest(link, token, subject, message);
+        }
       } catch (e) {
         this.log.debug({ address: target.address, err: (e as Error).message }, 'call-home link refused');
         socket.destroy();
@@ -364,9 +493,14 @@ export class CallHomeDialer {
           "call-home: cannot reach the router's call-home address (check its --call-home-address / --call-home-advertise); its responses go over NATS",
         );
       }
-      link.closed = true;
+      link.writer.closed = true;
       if (this.links.get(id) === link) this.links.delete(id);
     });
+  }
+
+  /** Tell every caller this process holds a link to that it now serves (or no longer serves) `subjects`. */
+  announce(serving: boolean, subjects: readonly string[]): void {
+    for (const l of this.links.values()) if (l.open && !l.closed) l.subjects(serving, subjects);
   }
 
   /** Write what is queued, then end every link. */
