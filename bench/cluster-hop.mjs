@@ -28,9 +28,10 @@
 // direct is what any Node.js router process costs on this machine, router / minimal what our router adds.
 // The LLM cells have one too (lib/minimal-llm-router.mjs): the prompt preprocessed as the worker does it,
 // a Redis round trip, the generate request, an event per token; its time to first token less direct is
-// the hop's floor. Both take the responses as the router does: over call-home connections the worker
-// dials back (the router's default), or over NATS with --router-arg=--call-home=false (A/B the two that
-// way: the NATS floor below is then the response path too).
+// the hop's floor. Both talk to the worker as the router does: over the call-home connection the worker
+// dials back (the router's default: responses, and requests once the worker announced its instance), or
+// over NATS with --router-arg=--call-home=false (A/B the two that way: the NATS floor below is then the
+// path too).
 //
 // Beside it, the same request/reply over one TCP connection to a replier process (lib/tcp-echo.mjs),
 // no broker in between: what a request plane talking to workers directly would start from.
@@ -541,7 +542,7 @@ export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs 
     // the minimal routers take responses as the router does: over call-home unless it was switched off
     const callHome = !routerArgs.some((a) => /^--call-home=(false|0)$/.test(a));
     results.callHome = callHome;
-    console.log(`  responses come back ${callHome ? 'over call-home connections (the router default; the minimal routers alike)' : 'over NATS (--call-home=false; the minimal routers alike)'}`);
+    console.log(`  requests and responses go ${callHome ? 'over call-home connections (the router default; the minimal routers alike)' : 'over NATS (--call-home=false; the minimal routers alike)'}`);
     started.minimal = await startMinimalRouter(nats.url, namespace, router.ports.http, callHome);
     results.tensor = await measureTensor(targets, tensorTiming, { router: router.pid, worker: worker.pid }, started.minimal);
     const kvBatches = await kvBatchCounter(nats.url, namespace);
@@ -600,7 +601,7 @@ function report(results) {
       'worker CPU us/req (router, minimal)': m.cpuUsPerRequest.worker === undefined ? '-' : `${r0(r.cpuUsPerRequest.worker)}, ${r0(m.cpuUsPerRequest.worker)}`,
     });
   }
-  console.log(`\nfloor: a minimal router (bench/lib/minimal-router.mjs: node:http in, the same request-plane message to the worker over nats.js, its responses back as the router takes them, the router's response bytes out, nothing else), HTTP JSON`);
+  console.log(`\nfloor: a minimal router (bench/lib/minimal-router.mjs: node:http in, the same request-plane message to the worker and back as the router sends it, the router's response bytes out, nothing else), HTTP JSON`);
   console.table(floorRows);
   const llmRows = [];
   for (const [c, { direct: d, router: r }] of Object.entries(results.llm)) {

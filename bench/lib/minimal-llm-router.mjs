@@ -41,8 +41,23 @@ const deliver = (subject, data) => {
 };
 nc.subscribe(`${prefix}.*`, { callback: (err, m) => !err && deliver(m.subject, m.data) });
 await nc.flush();
-// with callHome, as the router by default: frames come home over TCP once the worker has dialed
-const home = callHome ? await CallHomeListener.listen({ onFrame: (token, message) => message !== null && deliver(token, message), onClose: () => {} }) : undefined;
+// with callHome, as the router by default: once the worker has dialed, frames come home over that
+// connection, and once it has announced its instance the requests go down it too
+let down;
+const home = callHome
+  ? await CallHomeListener.listen({
+      onFrame: (token, message) => message !== null && deliver(token, message),
+      onClose: (conn) => {
+        if (down?.conn === conn) down = undefined;
+      },
+      onSubjects: (conn, subjects, serving) => {
+        for (const s of subjects) {
+          if (serving && s.startsWith(`${subject}.`)) down = { conn, subject: s };
+          else if (!serving && down?.subject === s) down = undefined;
+        }
+      },
+    })
+  : undefined;
 const target = home === undefined ? undefined : { address: home.address, key: home.key };
 let next = 0;
 
@@ -75,7 +90,9 @@ const server = http.createServer((req, res) => {
           res.end('data: [DONE]\n\n');
         });
         const wire = generateRequestToWire({ model, requestId: `m-${id}`, promptTokenIds, sampling, outputTokenIds: [] });
-        nc.publish(subject, encodeMessage({ v: 1, requestId: `m-${id}`, attempt: id, payload: wire, deadline: null, ...(target === undefined ? {} : { callHome: target }) }), { reply: `${prefix}.${id}` });
+        const message = encodeMessage({ v: 1, requestId: `m-${id}`, attempt: id, payload: wire, deadline: null, ...(target === undefined ? {} : { callHome: target }) });
+        const reply = `${prefix}.${id}`;
+        if (down === undefined || !down.conn.request(reply, down.subject, message)) nc.publish(subject, message, { reply });
       })
       .catch(fail);
   });

@@ -7,8 +7,9 @@
 // routing, validation, statistics, retries or stall watch: the router's work less everything of ours
 // but the message format, so router / minimal is what our router code costs and minimal / direct what
 // the hop itself (node:http, nats.js, the NATS server, the worker's request-plane side) costs. With
-// `callHome` (as the router by default) it takes the responses as the router does: over a call-home
-// connection from the worker (the runtime's CallHomeListener), over NATS until the worker has dialed.
+// `callHome` (as the router by default) it talks to the worker as the router does: over the call-home
+// connection the worker dials (the runtime's CallHomeListener) — the response, and the request too once
+// the worker has announced its instance there —, over NATS until then.
 //
 //   node bench/lib/minimal-router.mjs '<json: [natsUrl, namespace, model, bodyBase64, answerBase64, callHome]>'
 //   (prints its HTTP port once listening)
@@ -37,7 +38,22 @@ const deliver = (token, data) => {
 };
 nc.subscribe(`${prefix}.*`, { callback: (err, m) => !err && deliver(m.subject, m.data) });
 await nc.flush();
-const home = callHome ? await CallHomeListener.listen({ onFrame: (token, message) => message !== null && deliver(token, message), onClose: () => {} }) : undefined;
+// the connection of a worker that announced an instance of this endpoint, and that instance's subject
+let down;
+const home = callHome
+  ? await CallHomeListener.listen({
+      onFrame: (token, message) => message !== null && deliver(token, message),
+      onClose: (conn) => {
+        if (down?.conn === conn) down = undefined;
+      },
+      onSubjects: (conn, subjects, serving) => {
+        for (const s of subjects) {
+          if (serving && s.startsWith(`${subject}.`)) down = { conn, subject: s };
+          else if (!serving && down?.subject === s) down = undefined;
+        }
+      },
+    })
+  : undefined;
 const target = home === undefined ? undefined : { address: home.address, key: home.key };
 
 const server = http.createServer((req, res) => {
@@ -49,7 +65,7 @@ const server = http.createServer((req, res) => {
     const reply = `${prefix}.${id}`;
     new Promise((resolve) => {
       waiting.set(reply, resolve);
-      nc.publish(subject, message, { reply });
+      if (down === undefined || !down.conn.request(reply, down.subject, message)) nc.publish(subject, message, { reply });
     }).then(
       (data) => {
         const frame = decodeResponseFrame(decodeMessage(data));
