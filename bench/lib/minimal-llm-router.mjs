@@ -16,7 +16,8 @@ import { connect, createInbox } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import { ChatTemplate, Tokenizer, chatPrompt, compileSamplingParams } from '@switchyard/llm';
 import { GENERATE_ENDPOINT, WORKER_COMPONENT, decodeWireGenerateOutput, generateRequestToWire } from '@switchyard/cluster';
-import { CallHomeListener, decodeMessage, decodeResponseFrame, encodeMessage, endpointAddress, endpointSubject } from '@switchyard/runtime';
+import { decodeMessage, decodeResponseFrame, encodeMessage, endpointAddress, endpointSubject } from '@switchyard/runtime';
+import { minimalCallHome } from './minimal-call-home.mjs';
 import { readFile } from 'node:fs/promises';
 
 const [natsUrl, redisUrl, namespace, model, folder, maxTokens, callHome] = JSON.parse(process.argv[2]);
@@ -41,24 +42,9 @@ const deliver = (subject, data) => {
 };
 nc.subscribe(`${prefix}.*`, { callback: (err, m) => !err && deliver(m.subject, m.data) });
 await nc.flush();
-// with callHome, as the router by default: once the worker has dialed, frames come home over that
-// connection, and once it has announced its instance the requests go down it too
-let down;
-const home = callHome
-  ? await CallHomeListener.listen({
-      onFrame: (token, message) => message !== null && deliver(token, message),
-      onClose: (conn) => {
-        if (down?.conn === conn) down = undefined;
-      },
-      onSubjects: (conn, subjects, serving) => {
-        for (const s of subjects) {
-          if (serving && s.startsWith(`${subject}.`)) down = { conn, subject: s };
-          else if (!serving && down?.subject === s) down = undefined;
-        }
-      },
-    })
-  : undefined;
-const target = home === undefined ? undefined : { address: home.address, key: home.key };
+// with callHome, as the router by default: frames come home over the worker's connection, and requests go down it
+const home = await minimalCallHome(callHome, subject, deliver);
+const target = home.target;
 let next = 0;
 
 const server = http.createServer((req, res) => {
@@ -92,7 +78,7 @@ const server = http.createServer((req, res) => {
         const wire = generateRequestToWire({ model, requestId: `m-${id}`, promptTokenIds, sampling, outputTokenIds: [] });
         const message = encodeMessage({ v: 1, requestId: `m-${id}`, attempt: id, payload: wire, deadline: null, ...(target === undefined ? {} : { callHome: target }) });
         const reply = `${prefix}.${id}`;
-        if (down === undefined || !down.conn.request(reply, down.subject, message)) nc.publish(subject, message, { reply });
+        if (!home.send(reply, message)) nc.publish(subject, message, { reply });
       })
       .catch(fail);
   });
@@ -101,6 +87,6 @@ server.listen(0, '127.0.0.1', () => process.stdout.write(`${server.address().por
 process.on('SIGTERM', () => {
   server.close();
   redis.disconnect();
-  void home?.close();
+  void home.close();
   void nc.close().finally(() => process.exit(0));
 });

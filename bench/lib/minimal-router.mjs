@@ -17,7 +17,8 @@ import http from 'node:http';
 import { connect, createInbox } from '@nats-io/transport-node';
 import { decodeHttpInferRequest } from '@switchyard/kserve';
 import { INFER_ENDPOINT, WORKER_COMPONENT, inferRequestToBinary } from '@switchyard/cluster';
-import { CallHomeListener, decodeMessage, decodeResponseFrame, encodeMessage, endpointAddress, endpointSubject } from '@switchyard/runtime';
+import { decodeMessage, decodeResponseFrame, encodeMessage, endpointAddress, endpointSubject } from '@switchyard/runtime';
+import { minimalCallHome } from './minimal-call-home.mjs';
 
 const [natsUrl, namespace, model, bodyBase64, answerBase64, callHome] = JSON.parse(process.argv[2]);
 const body = Buffer.from(bodyBase64, 'base64');
@@ -38,23 +39,8 @@ const deliver = (token, data) => {
 };
 nc.subscribe(`${prefix}.*`, { callback: (err, m) => !err && deliver(m.subject, m.data) });
 await nc.flush();
-// the connection of a worker that announced an instance of this endpoint, and that instance's subject
-let down;
-const home = callHome
-  ? await CallHomeListener.listen({
-      onFrame: (token, message) => message !== null && deliver(token, message),
-      onClose: (conn) => {
-        if (down?.conn === conn) down = undefined;
-      },
-      onSubjects: (conn, subjects, serving) => {
-        for (const s of subjects) {
-          if (serving && s.startsWith(`${subject}.`)) down = { conn, subject: s };
-          else if (!serving && down?.subject === s) down = undefined;
-        }
-      },
-    })
-  : undefined;
-const target = home === undefined ? undefined : { address: home.address, key: home.key };
+const home = await minimalCallHome(callHome, subject, deliver);
+const target = home.target;
 
 const server = http.createServer((req, res) => {
   const chunks = [];
@@ -65,7 +51,7 @@ const server = http.createServer((req, res) => {
     const reply = `${prefix}.${id}`;
     new Promise((resolve) => {
       waiting.set(reply, resolve);
-      if (down === undefined || !down.conn.request(reply, down.subject, message)) nc.publish(subject, message, { reply });
+      if (!home.send(reply, message)) nc.publish(subject, message, { reply });
     }).then(
       (data) => {
         const frame = decodeResponseFrame(decodeMessage(data));
@@ -82,6 +68,6 @@ const server = http.createServer((req, res) => {
 server.listen(0, '127.0.0.1', () => process.stdout.write(`${server.address().port}\n`));
 process.on('SIGTERM', () => {
   server.close();
-  void home?.close();
+  void home.close();
   void nc.close().finally(() => process.exit(0));
 });

@@ -5,24 +5,11 @@ import { MemoryRequestBroker, MemoryRequestPlane } from './memory-request-plane.
 import { instanceSubject } from './addressing.js';
 import { BinaryPayload, type Payload, type ResponseFrame, decodeMessage, decodeRequestEnvelope, decodeResponseFrame, encodeMessage } from './protocols.js';
 import { type EndpointHandler, type RequestContext, NoRespondersError, StreamIncompleteError, isRetriable } from './request-plane.js';
+import { collect, failure } from './test-support/streams.js';
 
 const ep = endpointAddress('prod', 'backend', 'generate');
 const inst = (n: number) => instanceAddress(ep, instanceIdFromLease(n));
 
-async function collect(it: AsyncIterable<Payload>): Promise<Payload[]> {
-  const out: Payload[] = [];
-  for await (const v of it) out.push(v);
-  return out;
-}
-async function failure(it: AsyncIterable<Payload>): Promise<{ error: unknown; received: Payload[] }> {
-  const received: Payload[] = [];
-  try {
-    for await (const v of it) received.push(v);
-  } catch (error) {
-    return { error, received };
-  }
-  throw new Error('expected the stream to fail');
-}
 /** A handler that yields `count` numbers, then waits forever (until aborted), recording its context. */
 function hanging(count: number, seen: RequestContext[]): EndpointHandler {
   return async function* (_payload, ctx) {
