@@ -16,12 +16,13 @@
 // message count, read from JetStream) and the CPU NATS and Redis spent per request: every batch is
 // stored by JetStream and applied to Redis by each router, whichever door the request came in by.
 //
-// Transport floor: a bare NATS request/reply (lib/nats-echo.mjs as the replier, its own process) through
-// the same NATS server at c=1 and 16: the hop crosses the same process boundaries, so the hop's p50
-// minus the floor's is what our code adds (issue 15: "the router hop little more than a NATS round trip").
-// The floor also reports the replier's own CPU per request: what a process that only answers NATS
-// messages costs on this machine, next to the router's CPU per request (on small VMs a process pays a
-// fixed CPU cost per wake-up, however little it then does).
+// Transport floors: a bare NATS request/reply (lib/nats-echo.mjs as the replier, its own process) through
+// the same NATS server at c=1 and 16, and the same over one TCP connection (below). The hop crosses the
+// same process boundaries, so the hop's p50 minus the floor of the transport it used (TCP with
+// call-home, NATS without) is what our code adds (issue 15: "the router hop little more than a NATS
+// round trip"). Each floor also reports the replier's own CPU per request: what a process that only
+// answers messages costs on this machine, next to the router's CPU per request (on small VMs a process
+// pays a fixed CPU cost per wake-up, however little it then does).
 //
 // Router floor (HTTP JSON): a minimal router (lib/minimal-router.mjs) in the router's place, carrying the
 // same request to the same worker with nothing of ours but the request-plane message format: minimal /
@@ -34,7 +35,8 @@
 // path too).
 //
 // Beside it, the same request/reply over one TCP connection to a replier process (lib/tcp-echo.mjs),
-// no broker in between: what a request plane talking to workers directly would start from.
+// no broker in between: the floor of the call-home path, where requests and responses cross one TCP
+// connection between the router and the worker.
 //
 // Request-plane codec (in process, no servers, so no noise from the machine's other jobs): one
 // tensor request and its response through both payload forms a router and a worker exchange —
@@ -650,9 +652,11 @@ function report(results) {
   const tcp = results.tcpFloor;
   console.log(`  the same over one TCP connection, no broker between (lib/tcp-echo.mjs): c=1 ${r0(tcp[1].throughput)} req/s p50 ${r0(tcp[1].p50_us)} us${replierCpu(tcp, 1)}; c=16 ${r0(tcp[16].throughput)} req/s p50 ${r0(tcp[16].p50_us)} us${replierCpu(tcp, 16)}`);
   const hop = (mode) => t[mode][1].router.p50_us - t[mode][1].direct.p50_us;
+  // the transport the hop's requests and responses crossed: one TCP connection with call-home, NATS without
+  const path = results.callHome === false ? { name: 'NATS', floor } : { name: 'TCP (call-home)', floor: tcp };
   const headlines = [
-    `router hop adds ${r0(hop('http-json'))} us at p50 for a tensor request over HTTP (c=1) (goal <= 300 us); a bare NATS request/reply takes ${r0(floor[1].p50_us)} us, so the router and the worker's request-plane side add ${r0(hop('http-json') - floor[1].p50_us)} us beyond the transport`,
-    `router hop adds ${r0(hop('grpc'))} us at p50 for a tensor request over gRPC (c=1) (goal <= 300 us); ${r0(hop('grpc') - floor[1].p50_us)} us beyond the bare NATS round trip`,
+    `router hop adds ${r0(hop('http-json'))} us at p50 for a tensor request over HTTP (c=1) (goal <= 300 us); a bare request/reply over the path's transport, ${path.name}, takes ${r0(path.floor[1].p50_us)} us, so the router and the worker's request-plane side add ${r0(hop('http-json') - path.floor[1].p50_us)} us beyond the transport`,
+    `router hop adds ${r0(hop('grpc'))} us at p50 for a tensor request over gRPC (c=1) (goal <= 300 us); ${r0(hop('grpc') - path.floor[1].p50_us)} us beyond the bare ${path.name} round trip`,
     `through the router, tensor throughput at c=16 is ${r3(t['http-json'][16].router.throughput / t['http-json'][16].direct.throughput)}x direct over HTTP, ${r3(t.grpc[16].router.throughput / t.grpc[16].direct.throughput)}x over gRPC (goal >= 0.8 each)`,
     ...(routerCpu('http-json', 16) === undefined
       ? []
