@@ -38,6 +38,14 @@ export async function connectNats({ url, name }: NatsConnectOptions): Promise<Na
   }
 }
 
+/**
+ * True when the bytes of `nc` (opened on `url`) are encrypted: a `tls://` or `wss://` server URL, or
+ * a server that requires TLS (nats.js then upgrades a `nats://` connection by itself).
+ */
+export function natsConnectionEncrypted(nc: NatsConnection, url: string): boolean {
+  return nc.info?.tls_required === true || url.split(',').some((u) => /^\s*(tls|wss):/i.test(u));
+}
+
 export interface NatsConnectionWatcher {
   /** The socket dropped: anything published from now until `onReconnect` is lost. */
   onDisconnect?(): void;

@@ -71,7 +71,7 @@ import {
   MAX_CALL_HOME_TOKEN_BYTES,
 } from './call-home/call-home.js';
 import { IdleSweep } from './idle-sweep.js';
-import { DEFAULT_NATS_RECONNECT_WAIT_MS, connectNats, watchNatsConnection } from './nats-connection.js';
+import { DEFAULT_NATS_RECONNECT_WAIT_MS, connectNats, natsConnectionEncrypted, watchNatsConnection } from './nats-connection.js';
 import { ChunkAssembler, HEARTBEAT_INTERVAL_MS, isHeartbeat, needsChunks, publishFramed, publishHeartbeat, publishNoResponders } from './nats-framing.js';
 import { RunningRequests, isTerminal, readFrame, writeResponse } from './response-writer.js';
 import {
@@ -423,11 +423,22 @@ export class NatsRequestPlane implements RequestPlane {
     watchNatsConnection(nc, this.log, { onDisconnect: () => this.onDisconnect(), onReconnect: () => this.onReconnect() });
   }
 
-  /** Open a connection of its own (closed by close()); it reconnects forever. */
+  /**
+   * Open a connection of its own (closed by close()); it reconnects forever. Over an encrypted NATS
+   * connection (TLS) there is no call-home, either side: its connections are plain TCP, and requests
+   * and responses must not leave the encryption the operator chose. They stay on NATS (logged once).
+   */
   static async connect(options: NatsRequestPlaneConnectOptions): Promise<NatsRequestPlane> {
     const nc = await connectNats({ url: options.url, name: options.name ?? 'switchyard-request-plane' });
-    const plane = new NatsRequestPlane(nc, { ...options, ownsConnection: true });
-    if (options.callHome !== undefined) {
+    const encrypted = natsConnectionEncrypted(nc, options.url);
+    if (encrypted && (options.callHome !== undefined || options.answerCallHome !== false)) {
+      options.logger?.info(
+        { nats: options.url },
+        'call-home off: NATS is reached over TLS and call-home connections are not encrypted, so requests and responses stay on NATS',
+      );
+    }
+    const plane = new NatsRequestPlane(nc, { ...options, ownsConnection: true, ...(encrypted ? { answerCallHome: false } : {}) });
+    if (options.callHome !== undefined && !encrypted) {
       try {
         await plane.offerCallHome(options.callHome);
       } catch (e) {

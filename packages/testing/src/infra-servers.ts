@@ -48,6 +48,8 @@ export interface InfraServerOptions {
 export interface NatsServerOptions extends InfraServerOptions {
   /** Enable JetStream, storing into the data dir (default false). */
   jetstream?: boolean;
+  /** Require TLS with this certificate and key (PEM files); the URL is then `tls://`. Default: plain. */
+  tls?: { readonly certFile: string; readonly keyFile: string };
 }
 
 export interface RedisServerOptions extends InfraServerOptions {
@@ -145,12 +147,13 @@ export async function startNats(options: NatsServerOptions = {}): Promise<NatsSe
       name: 'nats-server',
       binary: NATS_BINARY,
       portCount: 2,
-      scheme: 'nats',
+      scheme: options.tls === undefined ? 'nats' : 'tls',
       args: ([client, monitor], dataDir) => [
         '-a', '127.0.0.1',
         '-p', String(client),
         '-m', String(monitor),
         ...(jetstream ? ['-js', '-sd', join(dataDir, 'jetstream')] : []),
+        ...(options.tls === undefined ? [] : ['--tls', '--tlscert', options.tls.certFile, '--tlskey', options.tls.keyFile]),
       ],
       probe: async ([client, monitor]) =>
         (await tcpProbe(client!, null, (text) => text.startsWith('INFO ') && text.includes('\r\n'))) &&
