@@ -73,6 +73,8 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
       migrationLimit: options.migrationLimit,
       stallProbeMs: options.stallProbeMs,
       probeTimeoutMs: options.healthProbeTimeoutMs,
+      // with call-home on, each new worker dials back before its first request through here
+      greetInstances: callHomeFigures(runtime.requestPlane) !== undefined,
       generationConfig: options.generationConfig,
       queueTimeoutMs: options.queueTimeoutSecs * 1000,
       maxHeldRequests: options.maxHeldRequests,

@@ -19,7 +19,7 @@ import { randomUUID } from 'node:crypto';
 import { type Logger, invalidArgument, silentLogger } from '@switchyard/common';
 import { DEFAULT_OVERLAP_WEIGHT, DEFAULT_ROUTER_TEMPERATURE, KvIndexer, type RoutingTable, type WorkerId } from '@switchyard/kv-router';
 import { DEFAULT_GENERATION_CONFIG_MODE, parseGenerationConfigMode, type GenerationConfigMode } from '@switchyard/llm';
-import type { Discovery, EventPlane, Namespace, RequestPlane } from '@switchyard/runtime';
+import type { Discovery, EventPlane, InstanceId, Namespace, RequestPlane } from '@switchyard/runtime';
 import { componentName, requestFiguresSubject, namespace as toNamespace } from '@switchyard/runtime';
 import { ROUTER_COMPONENT } from '../protocols.js';
 import { ClusterEngine } from './cluster-engine.js';
@@ -61,6 +61,14 @@ export interface RouterCoreOptions {
   readonly stallProbeMs?: number;
   /** How long a health probe waits for the answer before calling the instance dead; default 1000. */
   readonly probeTimeoutMs?: number;
+  /**
+   * Probe each instance's health once when discovery first lists it (default false). For call-home: a
+   * worker dials the router on the first request that names the router's address, so the probe opens
+   * that connection before the instance's first request through this router, which then goes over it
+   * (an LLM worker's KV snapshot fetch does the same already; a tensor-only worker's first requests
+   * would otherwise cross NATS).
+   */
+  readonly greetInstances?: boolean;
   /**
    * `auto` (default): requests through this router take the sampling defaults each model's workers
    * publish (their generation config); `vllm`: vLLM's neutral defaults (the end ids apply either way).
@@ -115,6 +123,7 @@ interface CompiledRouterOptions {
   readonly inhibitMs: number;
   readonly stallProbeMs: number;
   readonly probeTimeoutMs: number;
+  readonly greetInstances: boolean;
   readonly generationConfig: GenerationConfigMode;
   readonly disagg: DisaggOptions;
   readonly queueTimeoutMs: number;
@@ -168,6 +177,7 @@ function compileOptions(o: RouterCoreOptions): CompiledRouterOptions {
     disagg: { minRemoteTokens, maxPrefillQueueTokens, prefillTimeoutMs },
     stallProbeMs,
     probeTimeoutMs,
+    greetInstances: o.greetInstances ?? false,
     generationConfig,
     mode,
     overlapWeight,
@@ -211,6 +221,18 @@ export async function startRouterCore(options: RouterCoreOptions): Promise<Route
       }
     });
   });
+
+  // An instance discovery lists for the first time: one health probe (greetInstances), whose request
+  // names this router's call-home address when it has one, so the worker dials back now.
+  const greeted = new Set<InstanceId>();
+  const unsubscribeGreeter = c.greetInstances
+    ? registry.onChange((change) => {
+        if (change.type === 'instance-removed') greeted.delete(change.instanceId);
+        if (change.type !== 'instance-added' || greeted.has(change.instanceId)) return;
+        greeted.add(change.instanceId);
+        void prober.probe(change.instanceId);
+      })
+    : () => {};
 
   // The consumer needs the indexer and the indexer fetches snapshots through the consumer.
   let consumer: KvEventConsumer | undefined;
@@ -290,6 +312,7 @@ export async function startRouterCore(options: RouterCoreOptions): Promise<Route
     close: () =>
       (closed ??= (async () => {
         unsubscribeTracker();
+        unsubscribeGreeter();
         await dashboard.close();
         await engine.shutdown();
         await figures.stop();
