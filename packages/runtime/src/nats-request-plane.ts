@@ -836,7 +836,7 @@ export class NatsRequestPlane implements RequestPlane {
             throw invalidArgument(`request ${requestId} of ${message.length} bytes is larger than one NATS message: send it to one instance`);
           }
           // down the worker's call-home connection when it announced this instance, else on NATS; either
-          // way with the other messages of this event-loop turn, in one socket write
+          // way with the other messages of this event-loop turn, in one socket write (on an idle link at once)
           if (!isInstanceAddress(target) || !plane.sendHome(subject, sub.subject, message)) {
             plane.queue({ subject, data: message, reply: sub.subject, failed: (e) => inbox.fail(unavailable(`request ${requestId} not sent: ${(e as Error).message}`, e)) });
           }

@@ -160,6 +160,35 @@ describe('NatsRequestPlane with call-home response streams (real nats-server)', 
     await spy.close();
   });
 
+  it('frames keep their order whatever the pauses between them: on an idle link at once, within a busy turn together (property)', async () => {
+    const target = freshInstance();
+    const worker = await plane();
+    // 0: none, 1: a microtask, 2: the next turn, 3: a timer
+    const pause = (p: number): Promise<unknown> | undefined =>
+      p === 0 ? undefined : p === 1 ? Promise.resolve() : p === 2 ? new Promise((r) => setImmediate(r)) : new Promise((r) => setTimeout(r, 1));
+    await worker.serve(target, async function* (payload): AsyncGenerator<Payload> {
+      const pauses = (payload as { pauses: number[] }).pauses;
+      for (let i = 0; i < pauses.length; i++) {
+        await pause(pauses[i]!);
+        yield { i };
+      }
+    });
+    const caller = await plane({ callHome: {} });
+    await untilHome(caller, () => collect(caller.request(target, { pauses: [0] })));
+    await until(() => (caller as unknown as { subjectHome: Map<string, unknown> }).subjectHome.has(instanceSubject(target)));
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.array(fc.integer({ min: 0, max: 3 }), { minLength: 1, maxLength: 40 }), { minLength: 1, maxLength: 4 }), async (streams) => {
+        const [framesBefore, requestsBefore] = [caller.callHomeFrames, caller.callHomeRequests];
+        const outs = await Promise.all(streams.map((pauses) => collect(caller.request(target, { pauses }))));
+        outs.forEach((out, k) => expect(out).toEqual(streams[k]!.map((_, i) => ({ i }))));
+        // every request went down the link and every frame came back on it
+        expect(caller.callHomeRequests - requestsBefore).toBe(streams.length);
+        expect(caller.callHomeFrames - framesBefore).toBe(streams.reduce((n, s) => n + s.length, 0));
+      }),
+      { numRuns: 30 },
+    );
+  });
+
   it('a worker that dies before answering fails the request at once (the router resends it), not after a stall probe', async () => {
     const target = freshInstance();
     const worker = await plane();

@@ -151,11 +151,21 @@ function maxFrameBytes(limits: CallHomeLimits): number {
   return 1 + 4 + MAX_CALL_HOME_TOKEN_BYTES + MAX_SUBJECT_BYTES + Math.max(limits.maxMessageBytes, MAX_SUBJECTS_FRAME_BYTES);
 }
 
-/** Frames queued for one socket and written together at the end of the event-loop turn. */
+/**
+ * Frames for one socket. On an idle link a frame is written at once: it leaves while the rest of the
+ * turn's work (the caller's bookkeeping, the handler's next step) goes on, not after it. From then on,
+ * while frames keep coming turn after turn, those of one event-loop turn are written together at its
+ * end, in one socket write; two turns without a write make the link idle again.
+ */
 class FrameWriter {
   closed = false;
   private pending: Buffer[] = [];
   private scheduled = false;
+  /** Written to this turn or the last: frames wait for the end of the turn. */
+  private busy = false;
+  private wroteSinceCheck = false;
+  private readonly flushBound = (): void => this.flush();
+  private readonly checkIdleBound = (): void => this.checkIdle();
 
   constructor(
     readonly socket: net.Socket,
@@ -170,10 +180,17 @@ class FrameWriter {
       this.socket.destroy();
       return false;
     }
+    if (!this.busy && !this.scheduled) {
+      // nothing queued before it (a flush to come would be): it goes now, in order
+      this.busy = true;
+      this.write(buffers);
+      setImmediate(this.checkIdleBound);
+      return true;
+    }
     this.pending.push(...buffers);
     if (!this.scheduled) {
       this.scheduled = true;
-      setImmediate(() => this.flush());
+      setImmediate(this.flushBound);
     }
     return true;
   }
@@ -184,9 +201,28 @@ class FrameWriter {
     const pending = this.pending;
     this.pending = [];
     if (pending.length === 0 || this.closed) return;
+    this.write(pending);
+  }
+
+  private write(buffers: readonly Buffer[]): void {
+    this.wroteSinceCheck = true;
+    if (buffers.length === 1) {
+      this.socket.write(buffers[0]!);
+      return;
+    }
     this.socket.cork();
-    for (const b of pending) this.socket.write(b);
+    for (const b of buffers) this.socket.write(b);
     this.socket.uncork();
+  }
+
+  /** Once a turn while busy: a turn with no write since the last check makes the link idle. */
+  private checkIdle(): void {
+    if (this.wroteSinceCheck && !this.closed) {
+      this.wroteSinceCheck = false;
+      setImmediate(this.checkIdleBound);
+      return;
+    }
+    this.busy = false;
   }
 }
 
@@ -195,7 +231,7 @@ class FrameWriter {
 /** One worker's connection to this caller, as the listener's callbacks name it. */
 export interface CallHomeConnection {
   readonly id: number;
-  /** Send a request down this connection (with the others of this turn); false when it is closed. */
+  /** Send a request down this connection (at once when it is idle, else with the others of this turn); false when it is closed. */
   request(token: string, subject: string, message: Uint8Array): boolean;
 }
 
