@@ -72,6 +72,7 @@ import {
 } from './call-home/call-home.js';
 import { IdleSweep } from './idle-sweep.js';
 import { DEFAULT_NATS_RECONNECT_WAIT_MS, connectNats, natsConnectionEncrypted, watchNatsConnection } from './nats-connection.js';
+import { TurnBatch } from './turn-batch.js';
 import { ChunkAssembler, HEARTBEAT_INTERVAL_MS, isHeartbeat, needsChunks, publishFramed, publishHeartbeat, publishNoResponders } from './nats-framing.js';
 import { RunningRequests, isTerminal, readFrame, writeResponse } from './response-writer.js';
 import {
@@ -367,9 +368,8 @@ export class NatsRequestPlane implements RequestPlane {
   private readonly reconnectWaiters = new Set<() => void>();
   /** Published once reconnected, in order. */
   private held: OutboxMessage[] = [];
-  /** Published at the end of this event-loop turn, in order (`flushOutbox`). */
-  private outbox: OutboxMessage[] = [];
-  private outboxScheduled = false;
+  /** Published at once when idle, else at the end of this event-loop turn, in order (`publishBatch`). */
+  private readonly outbox = new TurnBatch<OutboxMessage>((batch) => this.publishBatch(batch));
   /** The callers' reply inboxes: one wildcard subscription, a listener per request's token. */
   private replies: { readonly prefix: string; readonly sub: Subscription; readonly listeners: Map<string, ReplyListener> } | undefined;
   private nextToken = 0;
@@ -477,32 +477,27 @@ export class NatsRequestPlane implements RequestPlane {
   }
 
   private queue(m: OutboxMessage): void {
-    this.outbox.push(m);
-    if (!this.outboxScheduled) {
-      this.outboxScheduled = true;
-      setImmediate(this.flushOutboxBound);
-    }
+    this.outbox.add(m);
   }
-
-  private readonly flushOutboxBound = (): void => this.flushOutbox();
 
   private holdMessage(m: OutboxMessage): void {
     if (this.held.length >= MAX_HELD_MESSAGES) this.held.shift();
     this.held.push(m);
   }
 
-  /**
-   * Publish what this turn of the event loop queued, in order, in one go: nats.js flushes its buffer
-   * once per microtask drain, so the frames of every stream that produced one this turn (a unary
-   * response's data and final frames, for a caller that did not announce `finalData`) leave in one
-   * socket write instead of one write each.
-   * Disconnected meanwhile: the batch is held for the reconnect, still in order.
-   */
-  /** @internal */
+  /** @internal Publish what is queued now (an endpoint's last frames as it stops). */
   flushOutbox(): void {
-    this.outboxScheduled = false;
-    const batch = this.outbox;
-    this.outbox = [];
+    this.outbox.flush();
+  }
+
+  /**
+   * Publish a batch (TurnBatch: one message at once when the plane was idle, else what this turn of
+   * the event loop queued), in order, in one go: nats.js flushes its buffer once per microtask drain,
+   * so the frames of every stream that produced one this turn (a unary response's data and final
+   * frames, for a caller that did not announce `finalData`) leave in one socket write instead of one
+   * write each. Disconnected meanwhile: the batch is held for the reconnect, still in order.
+   */
+  private publishBatch(batch: OutboxMessage[]): void {
     for (const m of batch) {
       if (this.nc.isClosed()) {
         m.failed?.(unavailable('connection to NATS closed'));

@@ -39,6 +39,7 @@ import { defaultAdvertiseHost } from '../kv-transfer/tcp-kv-transfer-plane.js';
 import { FramedWireReader, encodeFrame, encodeHello, frameHead } from '../wire-reader.js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from '../nats-framing.js';
 import type { CallHomeTarget } from '../protocols.js';
+import { TurnBatch } from '../turn-batch.js';
 
 /** "SYCH". */
 export const CALL_HOME_MAGIC = 0x53594348;
@@ -151,21 +152,10 @@ function maxFrameBytes(limits: CallHomeLimits): number {
   return 1 + 4 + MAX_CALL_HOME_TOKEN_BYTES + MAX_SUBJECT_BYTES + Math.max(limits.maxMessageBytes, MAX_SUBJECTS_FRAME_BYTES);
 }
 
-/**
- * Frames for one socket. On an idle link a frame is written at once: it leaves while the rest of the
- * turn's work (the caller's bookkeeping, the handler's next step) goes on, not after it. From then on,
- * while frames keep coming turn after turn, those of one event-loop turn are written together at its
- * end, in one socket write; two turns without a write make the link idle again.
- */
+/** Frames for one socket: at once on an idle link, else a turn's frames in one write (TurnBatch). */
 class FrameWriter {
   closed = false;
-  private pending: Buffer[] = [];
-  private scheduled = false;
-  /** Written to this turn or the last: frames wait for the end of the turn. */
-  private busy = false;
-  private wroteSinceCheck = false;
-  private readonly flushBound = (): void => this.flush();
-  private readonly checkIdleBound = (): void => this.checkIdle();
+  private readonly batch = new TurnBatch<Buffer>((buffers) => this.write(buffers));
 
   constructor(
     readonly socket: net.Socket,
@@ -180,32 +170,17 @@ class FrameWriter {
       this.socket.destroy();
       return false;
     }
-    if (!this.busy && !this.scheduled) {
-      // nothing queued before it (a flush to come would be): it goes now, in order
-      this.busy = true;
-      this.write(buffers);
-      setImmediate(this.checkIdleBound);
-      return true;
-    }
-    this.pending.push(...buffers);
-    if (!this.scheduled) {
-      this.scheduled = true;
-      setImmediate(this.flushBound);
-    }
+    this.batch.addAll(buffers);
     return true;
   }
 
-  /** Everything queued this turn in one write. */
+  /** What is queued, now. */
   flush(): void {
-    this.scheduled = false;
-    const pending = this.pending;
-    this.pending = [];
-    if (pending.length === 0 || this.closed) return;
-    this.write(pending);
+    this.batch.flush();
   }
 
   private write(buffers: readonly Buffer[]): void {
-    this.wroteSinceCheck = true;
+    if (this.closed) return;
     if (buffers.length === 1) {
       this.socket.write(buffers[0]!);
       return;
@@ -213,16 +188,6 @@ class FrameWriter {
     this.socket.cork();
     for (const b of buffers) this.socket.write(b);
     this.socket.uncork();
-  }
-
-  /** Once a turn while busy: a turn with no write since the last check makes the link idle. */
-  private checkIdle(): void {
-    if (this.wroteSinceCheck && !this.closed) {
-      this.wroteSinceCheck = false;
-      setImmediate(this.checkIdleBound);
-      return;
-    }
-    this.busy = false;
   }
 }
 
