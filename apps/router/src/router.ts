@@ -74,7 +74,7 @@ export async function startRouter(options: RouterOptions, logger: Logger & { lev
       stallProbeMs: options.stallProbeMs,
       probeTimeoutMs: options.healthProbeTimeoutMs,
       // with call-home on, each new worker dials back before its first request through here
-      greetInstances: callHomeFigures(runtime.requestPlane) !== undefined,
+      greetInstances: offersCallHome(runtime.requestPlane),
       generationConfig: options.generationConfig,
       queueTimeoutMs: options.queueTimeoutSecs * 1000,
       maxHeldRequests: options.maxHeldRequests,
@@ -191,8 +191,13 @@ async function within(p: Promise<unknown>, ms: number): Promise<'done' | 'timeou
   }
 }
 
+/** This router's request plane listens for call-home connections (off over an encrypted NATS). */
+function offersCallHome(plane: RequestPlane): plane is NatsRequestPlane {
+  return plane instanceof NatsRequestPlane && plane.callHomeAddress !== undefined;
+}
+
 /** The call-home listener's figures, when this router's request plane offers call-home. */
 function callHomeFigures(plane: RequestPlane): CallHomeFigures | undefined {
-  if (!(plane instanceof NatsRequestPlane) || plane.callHomeAddress === undefined) return undefined;
+  if (!offersCallHome(plane)) return undefined;
   return { connections: plane.callHomeConnections, frames: plane.callHomeFrames, requests: plane.callHomeRequests };
 }

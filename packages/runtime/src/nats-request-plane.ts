@@ -497,7 +497,7 @@ export class NatsRequestPlane implements RequestPlane {
    * frames, for a caller that did not announce `finalData`) leave in one socket write instead of one
    * write each. Disconnected meanwhile: the batch is held for the reconnect, still in order.
    */
-  private publishBatch(batch: OutboxMessage[]): void {
+  private publishBatch(batch: readonly OutboxMessage[]): void {
     for (const m of batch) {
       if (this.nc.isClosed()) {
         m.failed?.(unavailable('connection to NATS closed'));

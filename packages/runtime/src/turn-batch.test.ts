@@ -6,7 +6,7 @@ const nextTurn = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 function recording(): { batch: TurnBatch<number>; sends: number[][] } {
   const sends: number[][] = [];
-  return { batch: new TurnBatch<number>((items) => sends.push(items)), sends };
+  return { batch: new TurnBatch<number>((items) => sends.push([...items])), sends };
 }
 
 describe('TurnBatch', () => {

@@ -22,17 +22,10 @@ export class TurnBatch<T> {
   private readonly checkIdleBound = (): void => this.checkIdle();
 
   /** `send` gets each batch in the order its items were added (never empty). */
-  constructor(private readonly send: (items: T[]) => void) {}
+  constructor(private readonly send: (items: readonly T[]) => void) {}
 
   add(item: T): void {
-    if (!this.busy && !this.scheduled) {
-      this.busy = true;
-      this.sent([item]);
-      setImmediate(this.checkIdleBound);
-      return;
-    }
-    this.pending.push(item);
-    this.schedule();
+    this.addAll([item]);
   }
 
   /** Several items, kept together (one `send` when they go at once). */
@@ -40,7 +33,7 @@ export class TurnBatch<T> {
     if (items.length === 0) return;
     if (!this.busy && !this.scheduled) {
       this.busy = true;
-      this.sent([...items]);
+      this.sent(items);
       setImmediate(this.checkIdleBound);
       return;
     }
@@ -63,7 +56,7 @@ export class TurnBatch<T> {
     setImmediate(this.flushBound);
   }
 
-  private sent(items: T[]): void {
+  private sent(items: readonly T[]): void {
     this.sentSinceCheck = true;
     this.send(items);
   }

@@ -344,7 +344,7 @@ export class CallHomeListener {
 export interface CallHomeLink {
   /** The largest message `send` takes (a caller refuses a larger frame, closing the connection). */
   readonly maxMessageBytes: number;
-  /** Queue a RESPONSE frame (written at the end of this event-loop turn with the others); false when the link is closed. */
+  /** Send a RESPONSE frame (at once when the link is idle, else with the others of this turn); false when the link is closed. */
   send(token: string, message: Uint8Array): boolean;
   heartbeat(token: string): boolean;
   /** Refuse the request `token` carried down this link: no such instance is served (any more). */
