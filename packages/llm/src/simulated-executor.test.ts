@@ -103,3 +103,41 @@ describe('StepTokens', () => {
     }
   });
 });
+
+describe('SimulatedExecutor pace on a clock whose sleeps overrun', () => {
+  /** A clock whose every sleep ends `overrunMs` after its deadline; `advance` is time passing outside sleeps. */
+  class LateClock extends VirtualClock {
+    slept: number[] = [];
+    constructor(private readonly overrunMs: number) {
+      super();
+    }
+    override sleep(ms: number): Promise<void> {
+      this.slept.push(ms);
+      return super.sleep(Math.max(0, ms) + this.overrunMs);
+    }
+  }
+  const decode = () => output([entry({ requestId: 'a' })], 0);
+
+  it('back-to-back steps keep the timing model pace: each overrun is taken off the next step', async () => {
+    const clock = new LateClock(0.06);
+    const ex = new SimulatedExecutor({ clock, speedupRatio: 10 });
+    const step = stepMs(polynomialTimingModel, 0, 1, 0) / 10;
+    for (let i = 0; i < 20; i++) await ex.execute(decode());
+    // 20 steps take 20 model steps plus the last overrun only, not 20 overruns
+    expect(clock.now()).toBeCloseTo(20 * step + 0.06, 6);
+    expect(clock.slept[0]).toBeCloseTo(step, 9);
+    expect(clock.slept[1]).toBeCloseTo(step - 0.06, 9);
+  });
+
+  it('owes nothing after a pause, and never more than a step takes', async () => {
+    const clock = new LateClock(0.5);
+    const ex = new SimulatedExecutor({ clock, speedupRatio: 1000 }); // steps of 5.74 us, shorter than the overrun
+    const step = stepMs(polynomialTimingModel, 0, 1, 0) / 1000;
+    await ex.execute(decode());
+    await ex.execute(decode());
+    expect(clock.slept[1]).toBe(0); // the whole step was owed; the rest stays owed
+    clock.advanceTo(clock.now() + 2); // idle: more than BACK_TO_BACK_MS
+    await ex.execute(decode());
+    expect(clock.slept[2]).toBeCloseTo(step, 9);
+  });
+});

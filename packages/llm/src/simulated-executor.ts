@@ -14,6 +14,12 @@
 // (`simulatedKvLayout`); a block's payload is a token — the 8 bytes of its sequence hash — checked on
 // write, and the time the real bytes (`bytesPerBlock`) would take is `simulatedTransferMs`, which the
 // caller sleeps on the engine's clock.
+//
+// Pace: a real clock's sleep ends a little after its deadline (the PreciseTimer: tens of microseconds).
+// A step that follows the previous one at once (within BACK_TO_BACK_MS of its end) is shortened by
+// what that sleep overran, so back-to-back steps keep the timing model's pace instead of drifting by
+// the overrun each step; the engine's own work between steps still counts, as it always did. After a
+// pause nothing is owed. On a VirtualClock a sleep never overruns, so replay is unchanged.
 
 import { createHash } from 'node:crypto';
 import { invalidArgument } from '@switchyard/common';
@@ -24,6 +30,10 @@ import { polynomialTimingModel, stepMs, systemClock, type Clock, type TimingMode
 import type { ModelConfigJson } from './tokenizer/tokenizer-files.js';
 
 export const DEFAULT_SIM_VOCAB_SIZE = 32000;
+/** A step starting within this many ms of the previous step's end follows it at once (its overrun is owed). */
+export const BACK_TO_BACK_MS = 1;
+/** Overrun owed at most (ms): a long stall (a GC pause, a busy host) is not made up by a burst of short steps. */
+export const MAX_OWED_MS = 5;
 /** Default bandwidth of the simulated KV transfer, Gbit/s (`--kv-transfer-gbps`). */
 export const DEFAULT_KV_TRANSFER_GBPS = 25;
 /**
@@ -89,6 +99,10 @@ export class SimulatedExecutor implements Executor {
   /** Total simulated prefill tokens and time, for tests and metrics. */
   prefillTokens = 0;
   busyMs = 0;
+  /** How far the sleeps so far overran their deadlines, not yet taken off a step (ms, <= MAX_OWED_MS). */
+  private owedMs = 0;
+  /** When the last step's sleep ended (clock ms). */
+  private wokeAt = -Infinity;
 
   constructor(options: SimulatedExecutorOptions = {}) {
     this.clock = options.clock ?? systemClock;
@@ -151,7 +165,15 @@ export class SimulatedExecutor implements Executor {
     const elapsedMs = stepMs(this.model, prefill, decodes, output.kvUsage) / this.speedup;
     this.prefillTokens += prefill;
     this.busyMs += elapsedMs;
-    await this.clock.sleep(elapsedMs);
+    const start = this.clock.now();
+    const owed = start - this.wokeAt <= BACK_TO_BACK_MS ? this.owedMs : 0;
+    const credit = Math.min(owed, elapsedMs);
+    const deadline = start + elapsedMs - credit;
+    await this.clock.sleep(deadline - start);
+    this.wokeAt = this.clock.now();
+    // under a microsecond is the float rounding of `start + (deadline - start)`, not an overrun
+    const overrun = this.wokeAt - deadline;
+    this.owedMs = Math.min(MAX_OWED_MS, owed - credit + (overrun > 0.001 ? overrun : 0));
     return { sampledTokens, elapsedMs };
   }
 }

@@ -5,6 +5,8 @@
 // this package: a real clock sleeps, a VirtualClock just advances (offline replay runs as fast as the
 // CPU allows and stays deterministic).
 
+import { sharedPreciseTimer } from './precise-timer.js';
+
 /** Forward-pass cost in milliseconds. */
 export interface TimingModel {
   /** `newTokens`: total new, uncached tokens across the step's prefill entries (> 0). */
@@ -38,9 +40,13 @@ export interface Clock {
   sleep(ms: number): Promise<void>;
 }
 
+/**
+ * Real time: performance.now(), and sleeps on the process's PreciseTimer (they end tens of
+ * microseconds after their deadline, where setTimeout rounds to whole milliseconds).
+ */
 export const systemClock: Clock = {
   now: () => performance.now(),
-  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  sleep: (ms) => sharedPreciseTimer().sleep(ms),
 };
 
 /** Time moves only when told: `sleep` and `advanceTo` jump forward. For replay and tests. */
