@@ -37,6 +37,8 @@
 // Detokenisation (bench/detokenize.mjs, in the llm section): CPU per streamed token of the incremental
 // detokenizer with our Tokenizer.decode and with the tokenizer library's own decode, same token stream,
 // on the tiny tokenizer and the four family tokenizers.
+// Mocker pace (bench/mocker-pace.mjs, in the llm section): the simulated engine in real time, time to
+// first token and per token against the timing model, on its clock and on setTimeout side by side.
 // Guided decoding (bench/guided-decoding.mjs): sample() and the engine on a 151,936-token vocabulary,
 // with and without a JSON-schema / json_object constraint: added time per generated token.
 // gRPC door cost (bench/grpc-door-cpu.mjs, run on its own): main-thread and other-thread CPU per ModelInfer
@@ -69,6 +71,7 @@ import { measureOnnxLlm } from './llm-onnx.mjs';
 import { measureGuidedDecoding } from './guided-decoding.mjs';
 import { measureSamplingCpu } from './llm-sampling-cpu.mjs';
 import { measureDetokenize } from './detokenize.mjs';
+import { measureMockerPace } from './mocker-pace.mjs';
 import { measureJsonCodec } from './json-codec.mjs';
 import { measureRouting } from './llm-routing.mjs';
 import { measureDecisions } from './routing-decision.mjs';
@@ -411,6 +414,8 @@ await section('llm', async () => {
   results.llmSamplingCpu = await measureSamplingCpu(QUICK ? { tokens: 100, rounds: 3 } : {});
   // Event-loop CPU per streamed token of detokenisation: our Tokenizer.decode beside the library's (bench/detokenize.mjs).
   results.llmDetokenize = measureDetokenize({ quick: QUICK });
+  // The mocker in real time: its steps against the timing model's, on its clock and on setTimeout (bench/mocker-pace.mjs).
+  results.mockerPace = await measureMockerPace({ quick: QUICK });
 });
 // Guided decoding (response_format) on a 150k vocabulary: time per token with and without (bench/guided-decoding.mjs).
 await section('guided', async () => (results.guidedDecoding = await measureGuidedDecoding({ quick: QUICK })));
