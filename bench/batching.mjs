@@ -26,6 +26,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startWorkerProcess } from '@switchyard/testing';
+import { procMemory } from './lib/proc-memory.mjs';
 import { buildMlpModel } from '@switchyard/onnx-builder';
 import { runLoad, sleep } from './lib/load.mjs';
 import { measureSessionRun } from './lib/raw-ort.mjs';
@@ -131,10 +132,13 @@ export async function measureBatching({ quick = false, bare = {} } = {}) {
       results.off[c] = await runLoad(call('mlp'), { concurrency: c, durationMs });
       console.log(`off  c=${String(c).padEnd(3)} ${fmt(results.off[c])}`);
       const before = await batchStats(port, 'mlp_batched');
-      results.on[c] = await runLoad(call('mlp_batched'), { concurrency: c, durationMs });
+      let memory;
+      results.on[c] = await runLoad(call('mlp_batched'), { concurrency: c, durationMs, onWindow: (at) => at === 'end' && (memory = procMemory(worker.pid)) });
+      if (memory !== undefined) results.on[c].rssMiB = memory.rssMiB;
       results.formed[c] = formed(before, await batchStats(port, 'mlp_batched'));
       const f = results.formed[c];
-      console.log(`on   c=${String(c).padEnd(3)} ${fmt(results.on[c])}   batches: mean ${f.meanBatch}, most requests in batches of ${f.modeBatch}`);
+      const rss = results.on[c].rssMiB === undefined ? '' : `, worker RSS ${results.on[c].rssMiB.toFixed(0)} MiB`;
+      console.log(`on   c=${String(c).padEnd(3)} ${fmt(results.on[c])}   batches: mean ${f.meanBatch}, most requests in batches of ${f.modeBatch}${rss}`);
       await sleep(100);
     }
     // The memory-bound model: the batcher's own gain where the run, not the request, is the cost.

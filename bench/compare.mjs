@@ -1,5 +1,6 @@
-// Side by side: the worker section's ratios of two or more `npm run bench` results files, e.g. the
-// same machine on two Node.js lines. A program, not a test.
+// Side by side: the worker section's ratios, and the worker's RSS under the c=64 load, of two or more
+// `npm run bench` results files, e.g. the same machine on two Node.js lines, or a build before and
+// after a change. A program, not a test.
 //
 //   node bench/compare.mjs bench/results/<a>-node20.json bench/results/<b>-node26.json
 import { readFileSync } from 'node:fs';
@@ -27,3 +28,9 @@ const rows = runs[0].ratios.map((row, k) => {
 });
 console.log(runs.map((r) => `${label(r)}: ${r.date}, ${r.machine.cpus} cpus`).join('\n'));
 console.table(rows);
+// Issue 15's rule: the worker's RSS under the c=64 load must not grow from one build to the next.
+const memory = runs.map((r) => r.memory?.['worker RSS at the end of the c=64 window, MiB (JSON, binary, gRPC)']);
+if (memory.some((m) => m !== undefined)) {
+  console.log('worker RSS at the end of the c=64 window, MiB');
+  console.table(['http-json', 'http-binary', 'grpc'].map((mode, k) => Object.fromEntries([['mode', mode], ...runs.map((r, i) => [label(r), memory[i]?.[k] ?? null])])));
+}

@@ -60,6 +60,7 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { startWorkerProcess } from '@switchyard/testing';
 import { reusePortSupported } from '@switchyard/server';
+import { procMemory } from './lib/proc-memory.mjs';
 import { runLoad } from './lib/load.mjs';
 import { measureSessionRun } from './lib/raw-ort.mjs';
 import { httpPost, inferBodies } from './lib/clients.mjs';
@@ -181,15 +182,19 @@ async function measureServer(label, ports, target, { pid, modes } = {}) {
       for (const concurrency of CONCURRENCY) {
         let before;
         let after;
-        const onWindow = pid === undefined ? undefined : (at) => (at === 'start' ? (before = cpuTicks(pid)) : (after = cpuTicks(pid)));
+        let memory;
+        // at the window's end: the CPU it took, and the process's RSS under that load
+        const onWindow = pid === undefined ? undefined : (at) => (at === 'start' ? (before = cpuTicks(pid)) : ((after = cpuTicks(pid)), (memory = procMemory(pid))));
         const r = await runLoad(call, { concurrency, durationMs: DURATION_MS, onWindow });
         if (before !== undefined && after !== undefined) {
           r.mainCpuUs = +(((after.main - before.main) * TICK_US) / r.requests).toFixed(1);
           r.cpuUs = +(((after.all - before.all) * TICK_US) / r.requests).toFixed(1);
         }
+        if (memory !== undefined) r.rssMiB = memory.rssMiB;
         target[mode][concurrency] = r;
         const cpu = r.mainCpuUs === undefined ? '' : `   CPU/req main ${r.mainCpuUs.toFixed(0).padStart(4)} us, all ${r.cpuUs.toFixed(0).padStart(4)} us`;
-        console.log(`${label} ${mode.padEnd(11)} c=${String(concurrency).padEnd(3)}         ${fmt(r)}${cpu}`);
+        const rss = r.rssMiB === undefined ? '' : `   RSS ${r.rssMiB.toFixed(0).padStart(4)} MiB`;
+        console.log(`${label} ${mode.padEnd(11)} c=${String(concurrency).padEnd(3)}         ${fmt(r)}${cpu}${rss}`);
       }
     }
   } finally {
@@ -319,6 +324,15 @@ function ratios() {
   };
   console.log('\nfloor: a minimal Node.js server running the same model (lib/minimal-servers.mjs)');
   for (const [k, v] of Object.entries(results.floor)) console.log(`  ${k}: ${v.join(', ')}`);
+  // Issue 15's rule: the worker's RSS under the c=64 load, reported so that a change can show it did not grow.
+  if (at('served', 'http-json', 64).rssMiB !== undefined) {
+    results.memory = {
+      'worker RSS at the end of the c=64 window, MiB (JSON, binary, gRPC)': doors.map((m) => at('served', m, 64).rssMiB),
+      'worker peak RSS (VmHWM) after the served rows, MiB': results.servedPeakMiB,
+    };
+    console.log('\nmemory (must not grow from one build to the next: bench/compare.mjs)');
+    for (const [k, v] of Object.entries(results.memory)) console.log(`  ${k}: ${Array.isArray(v) ? v.join(', ') : v}`);
+  }
 }
 
 /**
@@ -394,6 +408,7 @@ await section('worker', async () => {
     await measureBare(worker);
     await measureMinimal(worker);
     await measureServer('served', worker.ports, results.served, { pid: worker.pid });
+    results.servedPeakMiB = procMemory(worker.pid)?.peakMiB;
   } finally {
     await worker.stop();
   }

@@ -24,6 +24,7 @@ const worker = {
   minimal: { 'http-json': door(3), 'http-binary': door(4), grpc: door(1.5) },
   goals: { 'served / bare throughput, HTTP JSON, c=16 (goal >= 0.6)': 0.5 },
   floor: { 'served / minimal throughput, c=16 (JSON, binary, gRPC)': [0.667, 0.75, 0.667] },
+  memory: { 'worker RSS at the end of the c=64 window, MiB (JSON, binary, gRPC)': [155.1, 158.3, 205.7], 'worker peak RSS (VmHWM) after the served rows, MiB': 221.9 },
   threadRatios: [
     { mode: 'grpc', concurrency: 16, 'threads/served throughput': 1.01, 'main-thread CPU/req, threads (us)': 76 },
     { mode: 'grpc-stream', concurrency: 16, 'threads/served throughput': 1.15, 'main-thread CPU/req, threads (us)': 74 },
@@ -106,6 +107,9 @@ describe('bench report', () => {
     // the worker's floor: listed apart from its goals, arrays as comma-separated values
     expect(md).toContain('Not goals: the floor');
     expect(md).toContain('| served / minimal throughput, c=16 (JSON, binary, gRPC) | 0.667, 0.75, 0.667 |');
+    // the worker's RSS under the c=64 load (issue 15's rule): listed apart too
+    expect(md).toContain("Memory: the worker's RSS under the c=64 load");
+    expect(md).toContain('| worker RSS at the end of the c=64 window, MiB (JSON, binary, gRPC) | 155.1, 158.3, 205.7 |');
     // the batching ceiling (bare / off): listed apart from its goals too
     expect(md).toContain('Not goals: the ceiling');
     expect(md).toContain('| bare HTTP binary (best) / batching off throughput at c=32 (the most on / off can reach) | 5 |');
