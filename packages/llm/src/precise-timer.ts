@@ -13,8 +13,8 @@
  * VM, 55-90 µs after it (the kernel's timer slack and the two wake-ups), where setTimeout was off by
  * up to a millisecond. No thread spins: between deadlines it sleeps in the kernel.
  *
- * Ownership and lifetime: `sharedPreciseTimer()` is the process's one timer (its thread is started at
- * the first sleep). The thread is referenced only while a sleep is pending: pending sleeps keep the
+ * Ownership and lifetime: `sharedPreciseTimer()` is the process's one timer (its thread, about 9 MB of
+ * RSS, is started at the first sleep: only a process that runs a mocker in real time has one). The thread is referenced only while a sleep is pending: pending sleeps keep the
  * process alive as timers do, and an idle timer never does. If the thread cannot start, or dies, the
  * timer falls back to setTimeout (what the clock did before), for the sleeps pending then and every
  * sleep after.
