@@ -15,7 +15,7 @@ import { MemoryKvTransferNetwork, MemoryKvTransferPlane, type KvTransferServer }
 import { repoRoot } from '@switchyard/testing';
 import type { WireKvTransferHandle } from '../protocols.js';
 import { generateHandler } from './endpoints.js';
-import { importKvBlocks, type KvImportOptions } from './kv-import.js';
+import { importKvBlocks, sleep, type KvImportOptions } from './kv-import.js';
 import { engineKvBlockProvider, kvLayoutDigest, pinnedKvBlocks } from './kv-provider.js';
 
 let repo: string;
@@ -97,6 +97,19 @@ describe('kvLayoutDigest', () => {
     for (const [k, v] of Object.entries({ modelId: 'n', engine: 'mocker', dtype: 'fp16', numLayers: 3, numKvHeads: 1, headDim: 16, blockSize: 32, bytesPerBlock: 4097 })) {
       expect(kvLayoutDigest({ ...layout, [k]: v }), k).not.toBe(kvLayoutDigest(layout));
     }
+  });
+});
+
+describe('the simulated transfer wait (sleep)', () => {
+  it('ends at its deadline, never before (no whole-millisecond rounding), and rejects at once on abort', async () => {
+    const deadline = performance.now() + 0.3;
+    await sleep(0.3, new AbortController().signal);
+    expect(performance.now()).toBeGreaterThanOrEqual(deadline);
+    const ctrl = new AbortController();
+    const waiting = sleep(2_000, ctrl.signal);
+    ctrl.abort(new Error('gone'));
+    await expect(waiting).rejects.toMatchObject({ message: 'gone' });
+    await expect(sleep(1, ctrl.signal)).rejects.toMatchObject({ message: 'gone' });
   });
 });
 

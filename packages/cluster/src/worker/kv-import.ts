@@ -11,7 +11,7 @@
  * pins on both sides are released first.
  */
 import { cancelled, toSwitchyardError, type CancelSignal, type Logger } from '@switchyard/common';
-import { kvLayoutMismatch, type KvImport, type LlmEndpoint } from '@switchyard/llm';
+import { kvLayoutMismatch, systemClock, type KvImport, type LlmEndpoint } from '@switchyard/llm';
 import { DEFAULT_KV_PULL_TIMEOUT_MS, type KvTransferPlane } from '@switchyard/runtime';
 import type { WireKvImportReport, WireKvTransferHandle } from '../protocols.js';
 import { kvLayoutDigest } from './kv-provider.js';
@@ -27,8 +27,8 @@ export interface KvImportOptions {
   readonly timeoutMs?: number;
   /**
    * Waits the simulated engine's transfer time (LlmKvTransfer.simulatedTransferMs) after the pull;
-   * rejects when `signal` aborts. Default: a real timer (the mocker's ms are already divided by its
-   * speedup ratio).
+   * rejects when `signal` aborts. Default: `sleep`, on the mocker's clock (its ms are already divided by
+   * its speedup ratio).
    */
   readonly sleep?: (ms: number, signal: CancelSignal) => Promise<void>;
 }
@@ -39,19 +39,20 @@ export interface KvImportOutcome {
   readonly report: WireKvImportReport;
 }
 
-/** A real, abortable timer. */
+/**
+ * A real, abortable wait on the mocker's own clock (`systemClock`: its PreciseTimer, so a simulated
+ * transfer of 0.3 ms takes 0.3 ms, not setTimeout's whole millisecond). An abort rejects at once; the
+ * clock's sleep then ends by itself, unobserved.
+ */
 export function sleep(ms: number, signal: CancelSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(toSwitchyardError(signal.reason ?? cancelled('cancelled')));
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(toSwitchyardError(signal.reason ?? cancelled('cancelled')));
-    };
-    const timer = setTimeout(() => {
+    const onAbort = (): void => reject(toSwitchyardError(signal.reason ?? cancelled('cancelled')));
+    signal.addEventListener('abort', onAbort, { once: true });
+    void systemClock.sleep(ms).then(() => {
       signal.removeEventListener('abort', onAbort);
       resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
+    });
   });
 }
 
