@@ -60,6 +60,7 @@ describe('PreciseTimer', () => {
       }
       expect(early).toBe(0);
       expect(timer.pending).toBe(0);
+      expect(timer.threaded).toBe(true);
     } finally {
       await timer.close();
     }
@@ -136,6 +137,7 @@ describe('PreciseTimer', () => {
     await timer.sleep(1.5);
     expect(performance.now()).toBeGreaterThanOrEqual(deadline);
     expect(timer.pending).toBe(0);
+    expect(timer.threaded).toBe(false);
   });
 
   it('moves pending sleeps to setTimeout when the thread dies', async () => {
@@ -152,13 +154,16 @@ describe('PreciseTimer', () => {
 
   it('an idle timer never keeps a process alive; a pending sleep does until it ends', async () => {
     const entry = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+    const timer = fileURLToPath(new URL('../dist/precise-timer.js', import.meta.url));
+    // (run as `node --input-type=module -e`: the thread must not inherit that flag)
     const script = `
       const { systemClock } = await import(${JSON.stringify(entry)});
+      const { sharedPreciseTimer } = await import(${JSON.stringify(timer)});
       await systemClock.sleep(0.2);
       systemClock.sleep(30).then(() => console.log('late'));
-      console.log('slept');
+      console.log('slept', sharedPreciseTimer().threaded ? 'on the thread' : 'on setTimeout');
     `;
     const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { timeout: 20_000 });
-    expect(stdout).toBe('slept\nlate\n');
+    expect(stdout).toBe('slept on the thread\nlate\n');
   }, 30_000);
 });

@@ -58,8 +58,11 @@ for (;;) {
 }
 `;
 
-/** Node's Worker running THREAD_SOURCE. */
-export const startTimerThread: TimerThreadFactory = (shared) => new Worker(THREAD_SOURCE, { eval: true, workerData: shared, name: 'switchyard-timer' });
+/**
+ * Node's Worker running THREAD_SOURCE. No inherited node flags: under `--input-type=module` (a script
+ * run with `node -e`) the evaluated source would be read as a module, where `require` does not exist.
+ */
+export const startTimerThread: TimerThreadFactory = (shared) => new Worker(THREAD_SOURCE, { eval: true, workerData: shared, name: 'switchyard-timer', execArgv: [] });
 
 /** Milliseconds on the monotonic clock both threads read (process.hrtime). */
 function monotonicMs(): number {
@@ -114,6 +117,11 @@ export class PreciseTimer {
   /** Sleeps pending (for tests). */
   get pending(): number {
     return this.sleepers.length;
+  }
+
+  /** Whether sleeps go to the thread (false once it could not start or died: setTimeout then). */
+  get threaded(): boolean {
+    return !this.fallback;
   }
 
   /** Stops the thread (tests); pending and later sleeps fall back to setTimeout. */
