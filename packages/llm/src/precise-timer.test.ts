@@ -71,7 +71,11 @@ describe('PreciseTimer', () => {
     try {
       const order: number[] = [];
       const ms = [2.4, 0.3, 1.1, 0.7, 3.0, 1.9, 0.05];
-      await Promise.all(ms.map((m) => timer.sleep(m).then(() => order.push(m))));
+      await timer.sleep(0.1); // the thread started (that takes milliseconds; more on a loaded machine)
+      // one base for every deadline, far enough ahead that none has passed when its sleep is made (one
+      // made past its deadline resolves at once, in call order)
+      const base = performance.now() + 20;
+      await Promise.all(ms.map((m) => timer.sleepUntil(base + m).then(() => order.push(m))));
       expect(order).toEqual([...ms].sort((a, b) => a - b));
     } finally {
       await timer.close();

@@ -138,12 +138,13 @@ export class PreciseTimer {
       const thread = this.startThread(this.shared);
       thread.unref();
       thread.on('message', () => this.wake());
-      thread.on('error', () => this.failOver());
-      thread.on('exit', () => this.failOver());
+      thread.on('error', (err) => this.failOver(err));
+      thread.on('exit', (code) => this.failOver(`it exited with code ${String(code)}`));
       this.thread = thread;
       return true;
-    } catch {
+    } catch (err) {
       this.fallback = true;
+      warnFallback(err);
       return false;
     }
   }
@@ -174,18 +175,30 @@ export class PreciseTimer {
     for (const s of done) s.resolve();
   }
 
-  /** No thread any more: every pending sleep moves to setTimeout. */
-  private failOver(): void {
+  /** No thread any more: every pending sleep moves to setTimeout. `why`: absent when closed on purpose. */
+  private failOver(why?: unknown): void {
     if (this.fallback) return;
     this.fallback = true;
     this.thread = undefined;
+    if (why !== undefined) warnFallback(why);
     for (const s of this.sleepers.splice(0)) laterThan(s.deadline, s.resolve);
   }
 }
 
-/** setTimeout's way, in whole milliseconds rounded up (it drops the fraction): never before `deadline`. */
+/** Once per timer that loses its thread: the simulated steps' timing is coarser from then on. */
+function warnFallback(why: unknown): void {
+  const reason = why instanceof Error ? why.message : String(why);
+  process.emitWarning(`the precise timer's thread is gone (${reason}): simulated engine steps now wait on setTimeout, in whole milliseconds`, { code: 'SWITCHYARD_PRECISE_TIMER' });
+}
+
+/**
+ * setTimeout's way, never before `deadline`: setTimeout counts whole milliseconds from the event loop's
+ * cached clock, which can be most of a millisecond behind, so it may fire early; then it waits again.
+ */
 function laterThan(deadline: number, resolve: () => void): void {
-  setTimeout(resolve, Math.ceil(Math.max(0, deadline - performance.now())));
+  const wait = deadline - performance.now();
+  if (!(wait > 0)) return resolve();
+  setTimeout(() => laterThan(deadline, resolve), Math.ceil(wait));
 }
 
 let shared: PreciseTimer | undefined;
