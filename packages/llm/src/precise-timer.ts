@@ -13,11 +13,12 @@
  * VM, 55-90 µs after it (the kernel's timer slack and the two wake-ups), where setTimeout was off by
  * up to a millisecond. No thread spins: between deadlines it sleeps in the kernel.
  *
- * Ownership and lifetime: `sharedPreciseTimer()` is the process's one timer (its thread, about 9 MB of
- * RSS, is started at the first sleep: only a process that runs a mocker in real time has one). The thread is referenced only while a sleep is pending: pending sleeps keep the
- * process alive as timers do, and an idle timer never does. If the thread cannot start, or dies, the
- * timer falls back to setTimeout (what the clock did before), for the sleeps pending then and every
- * sleep after.
+ * Ownership and lifetime: `sharedPreciseTimer()` is the process's one timer. Its thread (about 9 MB
+ * of RSS) is started at the first sleep, so only a process that runs a mocker in real time has one,
+ * and is referenced only while a sleep is pending: pending sleeps keep the process alive as timers
+ * do, and an idle timer never does. If the thread cannot start, or dies, the timer falls back to
+ * setTimeout (what the clock did before) for the sleeps pending then and every sleep after, and says
+ * so once (a process warning, code SWITCHYARD_PRECISE_TIMER).
  */
 import { Worker } from 'node:worker_threads';
 
@@ -34,8 +35,7 @@ export interface TimerThread {
 export type TimerThreadFactory = (shared: SharedArrayBuffer) => TimerThread;
 
 /**
- * The thread's body (CommonJS, evaluated; no imports of ours, so it runs whatever the process's
- * module conditions). Word 0 of the control array is the arming sequence: the event loop bumps it and
+ * The thread's body (CommonJS, evaluated; nothing of ours imported). Word 0 of the control array is the arming sequence: the event loop bumps it and
  * notifies after each change of the deadline. Float 1 is the deadline on the monotonic clock in ms
  * (Infinity: none). The thread posts once per arming whose deadline has passed, then waits for the
  * next arming.
