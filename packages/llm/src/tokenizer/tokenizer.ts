@@ -12,6 +12,7 @@
 import * as tokenizers from '@huggingface/tokenizers';
 import { invalidArgument } from '@switchyard/common';
 import { ByteLevelDecoder, type ByteLevelParts } from './byte-level-decoder.js';
+import { installFastByteLevel } from './byte-level-pretokenizer.js';
 import { tokenByteBound } from '../context-length.js';
 import { sharedPreprocessPool } from '../preprocess-pool.js';
 import { WeakValueCache } from '../weak-value-cache.js';
@@ -44,6 +45,8 @@ interface HfTokenizer {
   readonly decoder?: { readonly config?: { readonly type?: unknown }; readonly byte_decoder?: unknown; readonly end_of_word_suffix?: unknown } | null;
   readonly added_tokens?: ReadonlyArray<{ readonly content?: unknown }>;
   readonly special_tokens?: readonly unknown[];
+  /** The pre-tokenizer, given the fast byte-level path where it is the byte-level one (byte-level-pretokenizer.ts). */
+  readonly pre_tokenizer?: unknown;
 }
 
 /**
@@ -159,6 +162,9 @@ export class Tokenizer {
     this.maxTokenBytes = tokenByteBound(tokenizerJson, tokenizerConfig, mapped?.tokens_to_ids.keys());
     const parts = byteLevelParts(hf, mapped);
     this.byteLevel = parts === undefined ? undefined : new ByteLevelDecoder(parts);
+    // the same pieces as the library's byte-level pre-tokenizer, without a TextEncoder call and an
+    // array per word (about half of encode's time)
+    installFastByteLevel(hf.pre_tokenizer);
   }
 
   /** From parsed JSON documents; throws `invalid_argument` when the library rejects them. */
