@@ -37,6 +37,8 @@
 // Detokenisation (bench/detokenize.mjs, in the llm section): CPU per streamed token of the incremental
 // detokenizer with our Tokenizer.decode and with the tokenizer library's own decode, same token stream,
 // on the tiny tokenizer and the four family tokenizers.
+// Tokenisation (bench/tokenize.mjs, in the llm section): CPU per prompt token of Tokenizer.encode beside
+// the tokenizer library's own encode, same text, on the tiny tokenizer and the four family tokenizers.
 // Mocker pace (bench/mocker-pace.mjs, in the llm section): the simulated engine in real time, time to
 // first token and per token against the timing model, on its clock and on setTimeout side by side.
 // Guided decoding (bench/guided-decoding.mjs): sample() and the engine on a 151,936-token vocabulary,
@@ -73,6 +75,7 @@ import { measureGuidedDecoding } from './guided-decoding.mjs';
 import { measureSamplingCpu } from './llm-sampling-cpu.mjs';
 import { measureDetokenize } from './detokenize.mjs';
 import { measureMockerPace } from './mocker-pace.mjs';
+import { measureTokenize } from './tokenize.mjs';
 import { measureJsonCodec } from './json-codec.mjs';
 import { measureRouting } from './llm-routing.mjs';
 import { measureDecisions } from './routing-decision.mjs';
@@ -429,6 +432,8 @@ await section('llm', async () => {
   results.llmSamplingCpu = await measureSamplingCpu(QUICK ? { tokens: 100, rounds: 3 } : {});
   // Event-loop CPU per streamed token of detokenisation: our Tokenizer.decode beside the library's (bench/detokenize.mjs).
   results.llmDetokenize = measureDetokenize({ quick: QUICK });
+  // Prompt tokenisation per token: Tokenizer.encode beside the library's encode (bench/tokenize.mjs).
+  results.llmTokenize = measureTokenize({ quick: QUICK });
   // The mocker in real time: its steps against the timing model's, on its clock and on setTimeout (bench/mocker-pace.mjs).
   results.mockerPace = await measureMockerPace({ quick: QUICK });
 });
