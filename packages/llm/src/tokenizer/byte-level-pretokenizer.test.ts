@@ -58,6 +58,17 @@ describe('installFastByteLevel', () => {
     });
   }
 
+  it('reads the prefix space and the regex switch as the library does (truthiness of its fields)', () => {
+    const [, files] = SETS[0]!;
+    const json = JSON.parse(files['tokenizer.json']!) as TokenizerJson & { pre_tokenizer: Record<string, unknown> };
+    for (const over of [{ add_prefix_space: true }, { add_prefix_space: 1 }, { use_regex: false }, { use_regex: 0 }, { use_regex: null }]) {
+      const variant = { ...json, pre_tokenizer: { ...json.pre_tokenizer, ...over } } as unknown as TokenizerJson;
+      const ours = Tokenizer.fromJson(variant, {});
+      const library = new LibraryTokenizer(variant, {});
+      for (const text of CORPUS) expect(ours.encode(text), `${JSON.stringify(over)} ${JSON.stringify(text)}`).toEqual(library.encode(text, { add_special_tokens: false }).ids);
+    }
+  });
+
   it('installs on a byte-level pre-tokenizer alone or inside a sequence, and nowhere else', () => {
     for (const [, files] of SETS) {
       const json = JSON.parse(files['tokenizer.json']!) as TokenizerJson;

@@ -39,8 +39,9 @@ export function installFastByteLevel(preTokenizer: unknown): number {
   if (!(p.pattern instanceof RegExp) || !p.pattern.global || typeof p.byte_encoder !== 'object' || p.byte_encoder === null) return 0;
   const table = byteTable(p.byte_encoder as Record<number, unknown>);
   if (table === undefined) return 0;
-  const addPrefixSpace = p.add_prefix_space === true;
-  const useRegex = p.use_regex !== false;
+  // read as the library reads them: the instance's fields (defaults applied), by truthiness
+  const addPrefixSpace = Boolean(p.add_prefix_space);
+  const useRegex = Boolean(p.use_regex);
   const pattern = p.pattern;
   p.pre_tokenize_text = (text: string): string[] => {
     const t = addPrefixSpace && !text.startsWith(' ') ? ` ${text}` : text;
