@@ -76,7 +76,8 @@ describe('DashboardFeed', () => {
     expect(recent.some((p) => p.rate > 0)).toBe(true);
     expect(recent.some((p) => p.ttftP50 !== null)).toBe(true);
     expect(recent.some((p) => p.itlP50 !== null)).toBe(true);
-    // the workers' load samples arrive (every 20 ms here)
+    // the workers' load samples arrive: a changed one within 20 ms here, an unchanged one within 200 ms
+    // (the heartbeat; a worker that started before the router and served nothing sends no other)
     await waitFor(() => feed.snapshot().workers.every((w) => w.load !== null), 5000, 'load samples');
     expect(feed.snapshot().workers[0]!.load).toMatchObject({ running: expect.any(Number), waiting: expect.any(Number), kvUsage: expect.any(Number) });
 

@@ -66,6 +66,8 @@ export interface WorkerNodeOptions {
   readonly logger?: Logger;
   /** Load samples at most this often per model (default 1000 ms); a heartbeat goes out every 5 s anyway. */
   readonly loadIntervalMs?: number;
+  /** An unchanged load sample goes out again this long after the last one (default LOAD_HEARTBEAT_MS, 5 s; never below loadIntervalMs). */
+  readonly loadHeartbeatMs?: number;
   /** How often each LLM's forward-pass figures go out as one batch (default 1000 ms). */
   readonly forwardPassIntervalMs?: number;
   /** Least time between two KV event batches of one model (default KV_EVENTS_MIN_INTERVAL_MS, 10 ms; 0 = every macrotask). */
@@ -260,6 +262,7 @@ export async function startWorkerNode(options: WorkerNodeOptions): Promise<Worke
     logger,
     endpoints: readyLlms,
     ...(options.loadIntervalMs !== undefined ? { intervalMs: options.loadIntervalMs } : {}),
+    ...(options.loadHeartbeatMs !== undefined ? { heartbeatMs: options.loadHeartbeatMs } : {}),
   });
   loadPublisher.start();
   forwardPassPublisher.start();

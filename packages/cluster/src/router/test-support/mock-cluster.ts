@@ -175,7 +175,7 @@ export class MockCluster {
     const engine = await createEngine({ modelRepositories: [repo] });
     const discovery = this.store.connect();
     const requestPlane = new MemoryRequestPlane(this.broker);
-    const node = await startWorkerNode({ engine, discovery, requestPlane, eventPlane: new MemoryEventPlane(this.events), namespace: NS, loadIntervalMs: 20, ...(options.kvEvents === false ? { kvEvents: false } : {}) });
+    const node = await startWorkerNode({ engine, discovery, requestPlane, eventPlane: new MemoryEventPlane(this.events), namespace: NS, loadIntervalMs: 20, loadHeartbeatMs: 200, ...(options.kvEvents === false ? { kvEvents: false } : {}) });
     let closed = false;
     const worker: MockWorker = {
       node,
