@@ -50,8 +50,15 @@ describe('LoopLoad', () => {
   });
 
   it('reads the real loop: idle while it waits for a timer', async () => {
-    const load = new LoopLoad({ windowMs: 5 });
-    await new Promise((resolve) => setTimeout(resolve, 30));
-    expect(load.recentUtilization).toBeLessThan(0.5);
+    // A loaded machine can leave this process unscheduled for the whole wait (the timer is then due
+    // before the loop ever waits: utilisation 1, as CI saw once); a few tries tell that from a
+    // LoopLoad that never reads idle.
+    const readings: number[] = [];
+    for (let attempt = 0; attempt < 5 && !(readings.at(-1)! < 0.5); attempt++) {
+      const load = new LoopLoad({ windowMs: 5 });
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      readings.push(load.recentUtilization);
+    }
+    expect(Math.min(...readings)).toBeLessThan(0.5);
   });
 });
