@@ -9,17 +9,14 @@
 // tokens skipped (the OpenAI endpoints' default) and kept. Rounds alternate the two decoders; medians.
 //
 //   node bench/detokenize.mjs [--quick]     (after `npm run build`)
-import * as tokenizers from '@huggingface/tokenizers';
 import { fileURLToPath } from 'node:url';
-import { IncrementalDetokenizer, Tokenizer } from '@switchyard/llm';
-import { buildFamilyModelFiles, buildTinyTokenizerFiles, MODEL_FAMILIES } from '@switchyard/onnx-builder';
+import { IncrementalDetokenizer } from '@switchyard/llm';
+import { alternatingMedians, tokenizerSets } from './lib/tokenizer-sets.mjs';
 
 const TEXT =
   'The router forwards each request to the worker that already holds the longest prefix of its prompt, ' +
   'so the prefill it would repeat is skipped; when no worker holds one, the least loaded worker wins. ' +
   'Émile asked: "¿Dónde está la biblioteca?" — 東京 🚀 naïve café. ';
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** µs per token to detokenize `ids` (a fresh detokenizer per pass, `passes` passes). */
 function timePerToken(decode, ids, passes) {
@@ -39,12 +36,7 @@ export function measureDetokenize({ quick = false } = {}) {
   const rounds = quick ? 3 : 7;
   const passes = quick ? 20 : 60;
   const rows = [];
-  const sets = [['tiny (mock_llm)', { ...buildTinyTokenizerFiles() }], ...MODEL_FAMILIES.map((f) => [f, buildFamilyModelFiles(f).files])];
-  for (const [name, files] of sets) {
-    const json = JSON.parse(files['tokenizer.json']);
-    const config = JSON.parse(files['tokenizer_config.json'] ?? '{}');
-    const ours = Tokenizer.fromJson(json, config);
-    const library = new tokenizers.Tokenizer(json, config);
+  for (const { name, json, ours, library } of tokenizerSets()) {
     // a chat turn: the special tokens the template writes around the text, then the text
     const special = [...ours.specialTokenIds].slice(0, 2);
     const ids = [...special, ...ours.encode(TEXT.repeat(4)), ...special];
@@ -58,22 +50,15 @@ export function measureDetokenize({ quick = false } = {}) {
       const ta = ids.map((id) => a.push(id)).join('') + a.flush();
       const tb = ids.map((id) => b.push(id)).join('') + b.flush();
       if (ta !== tb) throw new Error(`${name}: the two decoders disagree`);
-      timePerToken(oursDecode, ids, 2);
-      timePerToken(libraryDecode, ids, 2);
-      const o = [];
-      const l = [];
-      for (let r = 0; r < rounds; r++) {
-        o.push(timePerToken(oursDecode, ids, passes));
-        l.push(timePerToken(libraryDecode, ids, passes));
-      }
+      const m = alternatingMedians(() => timePerToken(oursDecode, ids, passes), () => timePerToken(libraryDecode, ids, passes), rounds);
       rows.push({
         tokenizer: name,
         'added tokens': json.added_tokens?.length ?? 0,
         'special skipped': skip,
         tokens: ids.length,
-        'library us/token': +median(l).toFixed(2),
-        'ours us/token': +median(o).toFixed(2),
-        'ours/library': +(median(o) / median(l)).toFixed(3),
+        'library us/token': +m.library.toFixed(2),
+        'ours us/token': +m.ours.toFixed(2),
+        'ours/library': +(m.ours / m.library).toFixed(3),
       });
     }
   }

@@ -7,10 +7,8 @@
 // alternate the two; medians. A program, not a test. In process, no servers.
 //
 //   node bench/tokenize.mjs [--quick]     (after `npm run build`)
-import * as tokenizers from '@huggingface/tokenizers';
 import { fileURLToPath } from 'node:url';
-import { Tokenizer } from '@switchyard/llm';
-import { buildFamilyModelFiles, buildTinyTokenizerFiles, MODEL_FAMILIES } from '@switchyard/onnx-builder';
+import { alternatingMedians, tokenizerSets } from './lib/tokenizer-sets.mjs';
 
 // English prose and code (most prompts), then a little of other scripts
 const TEXT =
@@ -18,8 +16,6 @@ const TEXT =
   "so the prefill it would repeat is skipped; when no worker holds one, the least loaded worker wins. It's cheap.\n" +
   'def route(request):\n    return min(workers, key=lambda w: w.load)  # 42 workers, 3.5 ms\n' +
   'Émile asked: "¿Dónde está la biblioteca?" — 東京 🚀 naïve café.\n';
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** µs per token of `encode` over `text`, `passes` times. */
 function timePerToken(encode, text, passes) {
@@ -34,30 +30,18 @@ export function measureTokenize({ quick = false } = {}) {
   const passes = quick ? 10 : 40;
   const text = TEXT.repeat(8);
   const rows = [];
-  const sets = [['tiny (mock_llm)', { ...buildTinyTokenizerFiles() }], ...MODEL_FAMILIES.map((f) => [f, buildFamilyModelFiles(f).files])];
-  for (const [name, files] of sets) {
-    const json = JSON.parse(files['tokenizer.json']);
-    const config = JSON.parse(files['tokenizer_config.json'] ?? '{}');
-    const ours = Tokenizer.fromJson(json, config);
-    const library = new tokenizers.Tokenizer(json, config);
+  for (const { name, ours, library } of tokenizerSets()) {
     const oursEncode = (t) => ours.encode(t);
     const libraryEncode = (t) => library.encode(t, { add_special_tokens: false }).ids;
     // same ids, or the comparison means nothing
     if (JSON.stringify(oursEncode(text)) !== JSON.stringify(libraryEncode(text))) throw new Error(`${name}: the two encoders disagree`);
-    timePerToken(oursEncode, text, 2);
-    timePerToken(libraryEncode, text, 2);
-    const o = [];
-    const l = [];
-    for (let r = 0; r < rounds; r++) {
-      o.push(timePerToken(oursEncode, text, passes));
-      l.push(timePerToken(libraryEncode, text, passes));
-    }
+    const m = alternatingMedians(() => timePerToken(oursEncode, text, passes), () => timePerToken(libraryEncode, text, passes), rounds);
     rows.push({
       tokenizer: name,
       tokens: oursEncode(text).length,
-      'library us/token': +median(l).toFixed(3),
-      'ours us/token': +median(o).toFixed(3),
-      'ours/library': +(median(o) / median(l)).toFixed(3),
+      'library us/token': +m.library.toFixed(3),
+      'ours us/token': +m.ours.toFixed(3),
+      'ours/library': +(m.ours / m.library).toFixed(3),
     });
   }
   console.log('\nprompt tokenisation: CPU per token, Tokenizer.encode vs the library\'s encode, same text (English prose and code, some other scripts)');
