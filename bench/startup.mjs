@@ -14,6 +14,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { resolve, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { procMemory } from './lib/proc-memory.mjs';
 
 const HERE = resolve(fileURLToPath(import.meta.url), '../..');
 const TICK_S = 0.01; // USER_HZ 100
@@ -50,11 +51,6 @@ function statCpu(text) {
   return (Number(f[11]) + Number(f[12])) * TICK_S;
 }
 
-function statusKb(pid, key) {
-  const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm'));
-  return m ? Number(m[1]) : NaN;
-}
-
 function snapshot(pid) {
   const cpu = statCpu(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   const threads = new Map();
@@ -71,7 +67,8 @@ function snapshot(pid) {
       // the thread ended meanwhile
     }
   }
-  return { cpu, rssMb: statusKb(pid, 'VmRSS') / 1024, hwmMb: statusKb(pid, 'VmHWM') / 1024, threads };
+  const memory = procMemory(pid);
+  return { cpu, rssMb: memory?.rssMiB ?? NaN, hwmMb: memory?.peakMiB ?? NaN, threads };
 }
 
 function startOnce(tree, repo, nodeArgs) {

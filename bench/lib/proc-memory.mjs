@@ -1,4 +1,5 @@
-// A process's memory from /proc (Linux): resident set now (VmRSS) and its peak so far (VmHWM), in MiB.
+// A process's memory from /proc (Linux): resident set now (VmRSS) and its peak so far (VmHWM), in MiB
+// (the worker and batching sections' rows, and startup.mjs).
 // Issue 15's rule: the worker's RSS under the c=64 load is reported, and must not grow from one build
 // to the next (compare results files with bench/compare.mjs). Undefined where /proc has no such file.
 import { readFileSync } from 'node:fs';
