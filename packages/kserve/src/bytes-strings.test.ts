@@ -6,7 +6,8 @@ import { bytesElementCount, bytesElementsEnd, deserializeStringElements, seriali
 import { deserializeBytesElements, serializeBytesElements } from './tensor.js';
 
 const enc = new TextEncoder();
-const dec = new TextDecoder();
+// a BOM that starts an element is content, kept as read (TextDecoder would drop it by default)
+const dec = new TextDecoder('utf-8', { ignoreBOM: true });
 /** The per-element reference shapes these functions replace. */
 const reference = (strings: string[]) => serializeBytesElements(strings.map((s) => enc.encode(s)));
 
@@ -48,6 +49,44 @@ describe('strings and BYTES, against the per-element reference (property)', () =
       if (invalid === -1) expect(strings).toEqual(elements.map((e) => dec.decode(e)));
       else expect(strings).toEqual({ invalid });
     });
+  });
+});
+
+describe('the whole tensor as one text (every prefix four ASCII bytes)', () => {
+  // elements on both sides of the 128-byte line: prefixes with a byte >= 0x80 take the element-by-element path
+  const piece = fc.constantFrom('a', 'é', '日', '😀', '\ud800', '\udc00', '\u0000', '\ufeff', 'x'.repeat(60));
+  const text = fc.array(piece, { maxLength: 8 }).map((p) => p.join(''));
+
+  it('writes and reads back what the per-element reference does, with a tail of other bytes and a `count`', () => {
+    fuzz(fc.tuple(fc.array(text, { maxLength: 10 }), fc.uint8Array({ maxLength: 6 })), ([strings, tail]) => {
+      const data = serializeStringElements(strings);
+      expect(Buffer.from(data)).toEqual(Buffer.from(reference(strings)));
+      const withTail = new Uint8Array(data.byteLength + tail.byteLength);
+      withTail.set(data);
+      withTail.set(tail, data.byteLength);
+      const decoded = strings.map((t) => dec.decode(enc.encode(t)));
+      expect(deserializeStringElements(withTail, 'T', strings.length)).toEqual(decoded);
+      expect(deserializeStringElements(data)).toEqual(decoded);
+    });
+  });
+
+  it('keeps a surrogate ending one element apart from one starting the next', () => {
+    const strings = ['a\ud83d', '\ude00b', '\ud83d\ude00'];
+    expect(Buffer.from(serializeStringElements(strings))).toEqual(Buffer.from(reference(strings)));
+    expect(deserializeStringElements(serializeStringElements(strings))).toEqual(['a\ufffd', '\ufffdb', '😀']);
+  });
+
+  it('reads a prefix whose bytes happen to be UTF-8 (43,459 = C3 A9 00 00, an é) as a length, not as text', () => {
+    const strings = ['é', 'b'.repeat(0xa9c3), 'é'];
+    const data = serializeStringElements(strings);
+    expect(Array.from(data.subarray(6, 10))).toEqual([0xc3, 0xa9, 0, 0]);
+    expect(Buffer.from(data)).toEqual(Buffer.from(reference(strings)));
+    expect(deserializeStringElements(data)).toEqual(strings);
+  });
+
+  it('counts a four-byte character as two UTF-16 units and keeps a leading BOM', () => {
+    const strings = ['😀😀', '\ufeffx', '', 'é日😀a'];
+    expect(deserializeStringElements(serializeStringElements(strings))).toEqual(strings);
   });
 });
 

@@ -8,9 +8,14 @@
  * collector and the loop busy for seconds. Here strings are measured with `utf8ByteLength` and
  * written into one buffer, and elements are read as substrings of one latin1 image of the data
  * (a latin1 string has one character per byte, so byte offsets are string offsets): ASCII elements
- * cost a substring, others one native UTF-8 read of the data's own buffer (`toString('utf8', ...)`, a
- * third cheaper than a `TextDecoder` call on a subarray); an element whose read holds U+FFFD and is not valid
- * UTF-8 is decoded again by the caller's decoder, so replacement (or refusal) is that decoder's exactly.
+ * cost a substring. From the first short non-ASCII element on, the rest of the data is decoded as
+ * UTF-8 at once where that text holds each element whole (every length prefix four ASCII bytes, the
+ * span valid UTF-8), and short non-ASCII elements are substrings of it too: a native read per element
+ * cost 3.7x more on 1,024 elements of `token <i> é`. Long non-ASCII elements, and every one where that
+ * text cannot be had, cost one native UTF-8 read of the data's own buffer each (`toString('utf8', ...)`,
+ * a third cheaper than a `TextDecoder` call on a subarray); an element whose read holds U+FFFD and is
+ * not valid UTF-8 is decoded again by the caller's decoder, so replacement (or refusal) is that
+ * decoder's exactly.
  */
 import { isUtf8 } from 'node:buffer';
 import { invalidArgument } from '@switchyard/common';
@@ -144,17 +149,22 @@ export function bytesElementCount(data: Uint8Array, tensorName = ''): number {
 
 /**
  * The first `count` elements of BYTES `data` as strings (all of them when `count` is undefined).
- * Non-ASCII elements go through `decoder` (default: UTF-8 with replacement; pass a fatal one to
- * refuse invalid UTF-8). Throws invalid_argument with Triton's wording when the data is truncated
- * before `count` elements (or, for all elements, anywhere).
+ * Elements that are not valid UTF-8 go through `decoder` (default: UTF-8 with replacement; pass a
+ * fatal one to refuse invalid UTF-8). Throws invalid_argument with Triton's wording when the data is
+ * truncated before `count` elements (or, for all elements, anywhere).
  */
 export function deserializeStringElements(data: Uint8Array, tensorName = '', count?: number, decoder: { decode(bytes: Uint8Array): string } = utf8): string[] {
   const n = count ?? bytesElementCount(data, tensorName);
   const out = new Array<string>(n);
   if (n === 0) return out;
   const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  // One character per byte; elements are substrings of it.
+  // One character per byte; ASCII elements are substrings of it.
   const image = bytes.toString('latin1');
+  // From the first short non-ASCII element on, the rest of the elements as one UTF-8 text (`utf8Text`),
+  // short non-ASCII elements substrings of it; false where it cannot be: each is then read on its own.
+  let text: string | false | undefined;
+  // where the element being read starts in `text`
+  let at = 0;
   let off = 0;
   for (let k = 0; k < n; k++) {
     if (off + 4 > bytes.byteLength) {
@@ -162,21 +172,63 @@ export function deserializeStringElements(data: Uint8Array, tensorName = '', cou
     }
     const len = lengthAt(bytes, off);
     off += 4;
+    at += 4;
     if (len > bytes.byteLength - off) {
       throw invalidArgument(`incomplete string data for inference input '${tensorName}', expecting string of length ${len} but only ${bytes.byteLength - off} bytes available`);
     }
     const end = off + len;
-    let ascii = true;
-    for (let i = off; i < end; i++) {
-      if ((bytes[i] as number) >= 0x80) {
-        ascii = false;
-        break;
+    let i = off;
+    while (i < end && (bytes[i] as number) < 0x80) i++;
+    if (i === end) {
+      out[k] = image.slice(off, end);
+      at += len;
+    } else {
+      if (text === undefined && len <= SHORT_STRING) {
+        text = utf8Text(bytes, off - 4, n - k);
+        at = 4;
+      }
+      if (typeof text === 'string' && len <= SHORT_STRING) {
+        // one UTF-16 unit per character, two for a four-byte one: a continuation byte adds none
+        let units = len;
+        for (; i < end; i++) {
+          const b = bytes[i] as number;
+          if (b < 0x80) continue;
+          if (b < 0xc0) units -= 1;
+          else if (b >= 0xf0) units += 1;
+        }
+        out[k] = text.slice(at, at + units);
+        at += units;
+      } else {
+        // A long element costs one native read whatever its characters. Within `text` it is valid
+        // UTF-8, so the read's length is its length there.
+        const s = nonAscii(bytes, off, end, decoder);
+        out[k] = s;
+        at += s.length;
       }
     }
-    out[k] = ascii ? image.slice(off, end) : nonAscii(bytes, off, end, decoder);
     off = end;
   }
   return out;
+}
+
+/**
+ * The `count` elements of `bytes` from `start` (a length prefix) as one UTF-8 text, whose substrings
+ * are those elements, or false. It is when every prefix's four bytes are ASCII (each below 0x80: a
+ * length under 128, and many more), so that each decodes to four characters and no multi-byte
+ * sequence crosses into or out of one, and the span is valid UTF-8, so that each element is. False
+ * for a prefix with a byte of 0x80 or more, invalid UTF-8, or data that ends before `count` elements
+ * (read element by element, which replaces or refuses, and says where the data ends).
+ */
+function utf8Text(bytes: Buffer, start: number, count: number): string | false {
+  let off = start;
+  for (let k = 0; k < count; k++) {
+    if (off + 4 > bytes.byteLength) return false;
+    const len = lengthAt(bytes, off);
+    if ((len & 0x80808080) !== 0 || len > bytes.byteLength - off - 4) return false;
+    off += 4 + len;
+  }
+  const span = bytes.subarray(start, off);
+  return isUtf8(span) ? span.toString('utf8') : false;
 }
 
 /** A non-ASCII element: read natively; only an element that is not valid UTF-8 goes to `decoder`. */
