@@ -17,6 +17,41 @@ function err(fn: () => unknown): SwitchyardError {
 }
 const data = (text: string) => (parseJson(`{"d":${text}}`) as JsonObject).d;
 
+describe('jsonToTensorData: a flat list reads as the general walk does', () => {
+  // literals as clients write them: integers (signed, past 32 bits, past 2^53), integral and other
+  // doubles, -0, booleans, strings, null, nested lists
+  const literal = fc.oneof(
+    fc.integer({ min: -300, max: 300 }).map(String),
+    fc.constantFrom('0', '-0', '1.0', '0.0', '-0.0', '2e3', '1.5', '-2.25', '1e-3', '4294967296', '-2147483649', '9007199254740993', '-9223372036854775808', '18446744073709551615', '1e300'),
+    fc.constantFrom('true', 'false', '"a"', 'null', '[1]', '[]', '{}'),
+  );
+  const datatypes: DataType[] = ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP32', 'FP64'];
+  const outcome = (fn: () => Uint8Array): string => {
+    try {
+      return `ok ${Buffer.from(fn()).toString('hex')}`;
+    } catch (e) {
+      if (!(e instanceof SwitchyardError)) throw e;
+      return `${e.code}: ${e.message}`;
+    }
+  };
+
+  it('the same bytes, or the same error, as the list nested one level deeper', () => {
+    fuzz(fc.tuple(fc.constantFrom(...datatypes), fc.array(literal, { minLength: 1, maxLength: 12 })), ([dt, literals]) => {
+      const list = data(`[${literals.join(',')}]`);
+      const n = literals.length;
+      expect(outcome(() => jsonToTensorData('X', dt, [n], list))).toBe(outcome(() => jsonToTensorData('X', dt, [1, n], data(`[[${literals.join(',')}]]`))));
+    });
+  });
+
+  it('reads a flat list of plain values for every datatype', () => {
+    expect([...typedView('INT64', jsonToTensorData('X', 'INT64', [3], data('[-1, 4294967296, 9007199254740991]')))]).toEqual([-1n, 4294967296n, 9007199254740991n]);
+    expect([...typedView('UINT8', jsonToTensorData('X', 'UINT8', [2], data('[256, 7]')))]).toEqual([0, 7]);
+    expect([...typedView('FP32', jsonToTensorData('X', 'FP32', [3], data('[1.0, 0.5, 0]')))]).toEqual([1, 0.5, 0]);
+    expect(err(() => jsonToTensorData('X', 'INT32', [2], data('[1.0, 2]'))).message).toBe("Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer");
+    expect(err(() => jsonToTensorData('X', 'UINT32', [2], data('[1, -2]'))).message).toBe("Unable to parse 'data': attempt to access JSON non-unsigned-integer as unsigned-integer");
+  });
+});
+
 describe('jsonToTensorData / tensorDataToJson round trips', () => {
   const cases: Array<[DataType, string, number[]]> = [
     ['BOOL', '[true,false,true,true]', [true, false, true, true] as never],
