@@ -43,7 +43,7 @@ describe('jsonToTensorData: a flat list reads as the general walk does', () => {
     });
   });
 
-  it('reads a flat list of plain values for every datatype', () => {
+  it('reads plain flat lists (64-bit, truncated, floats) and refuses 1.0 among integers and negatives for unsigned types with Triton\'s messages', () => {
     expect([...typedView('INT64', jsonToTensorData('X', 'INT64', [3], data('[-1, 4294967296, 9007199254740991]')))]).toEqual([-1n, 4294967296n, 9007199254740991n]);
     expect([...typedView('UINT8', jsonToTensorData('X', 'UINT8', [2], data('[256, 7]')))]).toEqual([0, 7]);
     expect([...typedView('FP32', jsonToTensorData('X', 'FP32', [3], data('[1.0, 0.5, 0]')))]).toEqual([1, 0.5, 0]);

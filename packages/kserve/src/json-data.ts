@@ -132,24 +132,29 @@ function flatData(datatype: DataType, data: readonly JsonValue[]): Uint8Array | 
   if (hasDoubleLiteral(data)) return undefined;
   const signed = datatype.startsWith('INT');
   if (size === 8) {
-    // a safe integer (the parser makes a bigint of any other) as its two 32-bit words, as makeSink does
+    // a safe integer (the parser makes a bigint of any other)
     const words = new Uint32Array(out.buffer);
     for (let k = 0; k < n; k++) {
-      const v = data[k];
-      if (typeof v !== 'number' || !Number.isInteger(v) || (!signed && v < 0)) return undefined;
-      words[2 * k] = v >>> 0;
-      words[2 * k + 1] = Math.floor(v / 4294967296) >>> 0;
+      const v = integerNumber(data[k] as JsonValue, signed);
+      if (v === undefined) return undefined;
+      setInt64Words(words, k, v);
     }
     return out;
   }
   // the typed array's store truncates to the element width, as makeSink's does
   const view = typedView(datatype, out) as unknown as { [i: number]: number };
   for (let k = 0; k < n; k++) {
-    const v = data[k];
-    if (typeof v !== 'number' || !Number.isInteger(v) || (!signed && v < 0)) return undefined;
+    const v = integerNumber(data[k] as JsonValue, signed);
+    if (v === undefined) return undefined;
     view[k] = v;
   }
   return out;
+}
+
+/** A safe integer as its two 32-bit words at element `i` (little-endian, two's complement). */
+function setInt64Words(words: Uint32Array, i: number, v: number): void {
+  words[2 * i] = v >>> 0;
+  words[2 * i + 1] = Math.floor(v / 4294967296) >>> 0;
 }
 
 type Sink = (index: number, v: JsonValue, containerHasDoubleLiteral: boolean) => void;
@@ -180,10 +185,7 @@ function makeSink(datatype: DataType, out: Uint8Array): Sink {
           const big = integerLiteral(v, marked, signed);
           if (big === undefined) throw internal(`Unable to parse 'data': ${signed ? NOT_INT : NOT_UINT}`);
           if (typeof big === 'bigint') view[i] = big;
-          else {
-            words[2 * i] = big >>> 0;
-            words[2 * i + 1] = Math.floor(big / 4294967296) >>> 0;
-          }
+          else setInt64Words(words, i, big);
         };
       }
       return (i, v, marked) => {
@@ -197,16 +199,18 @@ function makeSink(datatype: DataType, out: Uint8Array): Sink {
 
 /** The integer a JSON value denotes if it is an integer literal in the int64/uint64 range, else undefined. */
 function integerLiteral(v: JsonValue, containerHasDoubleLiteral: boolean, signed: boolean): number | bigint | undefined {
-  if (typeof v === 'number') {
-    if (!Number.isInteger(v) || containerHasDoubleLiteral) return undefined;
-    if (!signed && v < 0) return undefined;
-    return v;
-  }
+  if (typeof v === 'number') return containerHasDoubleLiteral ? undefined : integerNumber(v, signed);
   if (typeof v === 'bigint') {
     if (signed ? v < INT64_MIN || v > INT64_MAX : v < 0n || v > UINT64_MAX) return undefined;
     return v;
   }
   return undefined;
+}
+
+/** `v` if it is an integer number the type takes (a non-negative one when unsigned), else undefined. */
+function integerNumber(v: JsonValue, signed: boolean): number | undefined {
+  if (typeof v !== 'number' || !Number.isInteger(v) || (!signed && v < 0)) return undefined;
+  return v;
 }
 
 /** BYTES: every leaf a string; serialised as uint32 length + UTF-8 bytes, in row-major order. */
