@@ -12,7 +12,8 @@
  * (`kv`; `round-robin` / `random` chosen locally, then reserved on that one worker; `least-loaded` =
  * scoring `load`; approximate mode when the card says `kvEvents: false`, warned once and counted) →
  * RoutingTable.selectAndReserve (one atomic step). Routing table unavailable → round-robin without it,
- * nothing reserved. Every decision is counted in the router stats.
+ * nothing reserved (a pool of one: its worker). Every decision is counted in the router stats, once the
+ * table answered. `begin` also names the worker before the answer when the pool holds one.
  */
 import { type Logger, SwitchyardError, unavailable } from '@switchyard/common';
 import { DEFAULT_APPROX_TTL_MS, type RouteDecision, type RoutingTable, type WorkerId } from '@switchyard/kv-router';
@@ -80,6 +81,17 @@ export class LlmWorkerChooser {
    * the caller cannot use (already tried, wrong version). Throws `unavailable` when no candidate is left.
    */
   async choose(e: ModelEntry, tokens: readonly number[], reservationId: string, exclude?: (id: InstanceId) => boolean): Promise<RouteDecision> {
+    return this.begin(e, tokens, reservationId, exclude).decision;
+  }
+
+  /**
+   * `choose`, with the table's call sent before this returns: `decision` is its answer, and `known` is
+   * the worker the decision will name when the pool the table picks from holds one worker (round-robin
+   * and random modes always; `kv` and `least-loaded` when one worker serves the model), else undefined.
+   * The table then only matches and reserves (one atomic step, as always), so a caller may send the
+   * request to `known` without waiting for it. Throws `unavailable` at once when no candidate is left.
+   */
+  begin(e: ModelEntry, tokens: readonly number[], reservationId: string, exclude?: (id: InstanceId) => boolean): { readonly known: WorkerId | undefined; readonly decision: Promise<RouteDecision> } {
     const { deps } = this;
     const model = deps.model;
     const prefillPool = deps.pool === 'prefill';
@@ -107,22 +119,31 @@ export class LlmWorkerChooser {
     let pool = candidates;
     if (mode === 'round-robin') pool = [candidates[this.rrCursor++ % candidates.length]!];
     else if (mode === 'random') pool = [candidates[Math.floor(deps.random() * candidates.length) % candidates.length]!];
+    const reserve = deps.table.selectAndReserve({
+      requestId: reservationId,
+      blockHashes: hashTokenBlocks(tokens, blockSize).sequenceHashes,
+      promptTokens: tokens.length,
+      blockSize,
+      candidates: pool,
+      overlapWeight: deps.options.overlapWeight,
+      scoring: mode === 'least-loaded' ? 'load' : 'kv',
+      temperature: deps.options.temperature,
+      random: deps.random(),
+      now: deps.now(),
+      ...(approximate ? { approximate: { ttlMs: deps.options.approxTtlMs ?? DEFAULT_APPROX_TTL_MS } } : {}),
+    });
+    return { known: pool.length === 1 ? pool[0] : undefined, decision: this.decided(reserve, candidates, pool, prefillPool, tokens.length) };
+  }
+
+  /** The table's answer counted in the stats; without the table, round-robin over `candidates` (the one worker of a pool of one). */
+  private async decided(reserve: Promise<RouteDecision>, candidates: readonly WorkerId[], pool: readonly WorkerId[], prefillPool: boolean, promptTokens: number): Promise<RouteDecision> {
+    const { deps } = this;
+    const model = deps.model;
+    const mode = deps.options.mode;
     let decision: RouteDecision;
     let fallback = false;
     try {
-      decision = await deps.table.selectAndReserve({
-        requestId: reservationId,
-        blockHashes: hashTokenBlocks(tokens, blockSize).sequenceHashes,
-        promptTokens: tokens.length,
-        blockSize,
-        candidates: pool,
-        overlapWeight: deps.options.overlapWeight,
-        scoring: mode === 'least-loaded' ? 'load' : 'kv',
-        temperature: deps.options.temperature,
-        random: deps.random(),
-        now: deps.now(),
-        ...(approximate ? { approximate: { ttlMs: deps.options.approxTtlMs ?? DEFAULT_APPROX_TTL_MS } } : {}),
-      });
+      decision = await reserve;
     } catch (err) {
       // The routing table (Redis) is unreachable: route without it rather than fail the request.
       // Round-robin over the live candidates, no cache overlap known, nothing reserved (the release
@@ -135,7 +156,9 @@ export class LlmWorkerChooser {
         this.lastFallbackWarn = deps.now();
         deps.logger.warn({ model, err }, 'router: routing table unavailable; routing round-robin without it');
       }
-      decision = { worker: candidates[this.fallbackCursor++ % candidates.length]!, overlapBlocks: 0, scores: [] };
+      // a pool of one was announced as `known`: the request may be on its way there already
+      const worker = pool.length === 1 ? pool[0]! : candidates[this.fallbackCursor++ % candidates.length]!;
+      decision = { worker, overlapBlocks: 0, scores: [] };
     }
     deps.stats.decided(mode, decision.worker, {
       model,
@@ -143,7 +166,7 @@ export class LlmWorkerChooser {
       overlapBlocks: decision.overlapBlocks,
       cost: decision.scores.find((s) => s.worker === decision.worker)?.cost ?? null,
       candidates: pool.length,
-      promptTokens: tokens.length,
+      promptTokens,
       fallback,
     });
     return decision;

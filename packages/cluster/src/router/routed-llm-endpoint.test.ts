@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { type CancelSignal, SwitchyardError, unavailable } from '@switchyard/common';
-import { MemoryRoutingTable } from '@switchyard/kv-router';
+import { type CancelSignal, SwitchyardError, internal, unavailable } from '@switchyard/common';
+import { MemoryRoutingTable, type RouteDecision } from '@switchyard/kv-router';
 import { type GenerateOutput, type LlmEndpoint, compileSamplingParams } from '@switchyard/llm';
 import { type JsonValue, type MemoryDiscovery, type ModelCard, endpointAddress, instanceAddress, modelKey, modelName, namespace } from '@switchyard/runtime';
 import { type RouterCore, type RouterCoreOptions, startRouterCore } from './router-core.js';
@@ -322,6 +322,86 @@ describe('RoutedLlmEndpoint', () => {
     await run(llm, 'up', prompt(9), 3);
     expect(router.stats().tableFallbacks).toBe(4);
     expect(router.stats().errors).toBe(0);
+  });
+
+  it("sends to the only worker of its pool before the table answers, which still matches and reserves it; with a choice to make it waits for the answer", async () => {
+    cluster = new MockCluster();
+    const only = `${(await cluster.addWorker()).node.instanceId}/${LLM}`;
+    const table = new MemoryRoutingTable();
+    // the table reserves at once (the memory twin works synchronously) but its answers are held back
+    const held: Array<() => void> = [];
+    const select = table.selectAndReserve.bind(table);
+    table.selectAndReserve = (req) => {
+      const answer = select(req);
+      return new Promise<RouteDecision>((resolve) => held.push(() => resolve(answer)));
+    };
+    const { router, llm } = await start('kv', table);
+    const sampling = compileSamplingParams({ temperature: 0, max_tokens: 3, ignore_eos: true });
+    const one = llm.generate({ requestId: 'one', promptTokenIds: prompt(1), sampling })[Symbol.asyncIterator]();
+    const first = await Promise.race([one.next(), new Promise<never>((_, reject) => setTimeout(() => reject(new Error('no output before the table answered')), 5000))]);
+    expect(first.value.tokenIds.length).toBeGreaterThan(0);
+    expect(held).toHaveLength(1);
+    expect(router.stats().decisionsByMode.kv ?? 0).toBe(0); // counted once the table answers
+    expect((await table.loads(Date.now())).get(only)?.requests).toBe(1);
+    held.shift()!();
+    let last = first.value as GenerateOutput;
+    for (let r = await one.next(); !r.done; r = await one.next()) last = r.value;
+    expect(last.finishReason).toBe('length');
+    expect(router.stats().decisionsByMode.kv).toBe(1);
+    await waitFor(async () => ((await table.loads(Date.now())).get(only)?.requests ?? 0) === 0, 5000, 'the reservation released');
+
+    // two workers: the table chooses, so nothing is sent before its answer
+    await cluster.addWorker();
+    await waitFor(() => router.registry.model(LLM)!.instances.size === 2);
+    let answered = false;
+    const two = run(llm, 'two', prompt(2), 3, () => void (answered = true));
+    await waitFor(() => held.length === 1, 5000, 'the decision asked');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(answered).toBe(false);
+    held.shift()!();
+    expect((await two).tokens).toHaveLength(3);
+    expect(router.stats().errors).toBe(0);
+  });
+
+  it("fails a request sent before the table's answer with the table's error when it cannot decide (as one that waited for it)", async () => {
+    cluster = new MockCluster();
+    await cluster.addWorker({ speedup: 5 });
+    const table = new MemoryRoutingTable();
+    table.selectAndReserve = () => Promise.reject(internal('the routing script failed'));
+    const { router, llm } = await start('kv', table);
+    const err = await run(llm, 'bad-table', prompt(3), 8).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SwitchyardError);
+    expect((err as SwitchyardError).code).toBe('internal');
+    expect((err as SwitchyardError).message).toBe('the routing script failed');
+    expect(router.stats().errors).toBe(1);
+  });
+
+  it('round-robin without the routing table: each request goes to the worker its decision names', async () => {
+    cluster = new MockCluster();
+    const workers = [await cluster.addWorker(), await cluster.addWorker()];
+    const table = new MemoryRoutingTable();
+    let down = false;
+    const select = table.selectAndReserve.bind(table);
+    table.selectAndReserve = (req) => (down ? Promise.reject(unavailable('Redis is down')) : select(req));
+    const { router, llm } = await start('round-robin', table);
+    await waitFor(() => router.registry.model(LLM)!.instances.size === 2);
+    // one request while the table is up: the round-robin cursor is one ahead of where it started
+    await run(llm, 'rr-up', prompt(4), 2);
+    down = true;
+    const finished = () => workers.map((w) => Object.values(w.engine.llmEndpoint!(LLM)!.metrics().requestsFinished).reduce((a, b) => a + b, 0));
+    const served: string[] = [];
+    const chosen: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const before = decisionsOf(router);
+      const counts = finished();
+      await run(llm, `rr-down-${i}`, prompt(4), 2);
+      chosen.push(chosenSince(router, before));
+      const w = finished().findIndex((n, k) => n !== counts[k]);
+      served.push(`${workers[w]!.node.instanceId}/${LLM}`);
+    }
+    expect(served).toEqual(chosen);
+    expect(chosen[0]).not.toBe(chosen[1]);
+    expect(router.stats().tableFallbacks).toBe(4);
   });
 
   it('refuses an empty prompt, passes worker errors through, and ends with finish reason abort on caller abort', async () => {
