@@ -38,6 +38,11 @@
 // no broker in between: the floor of the call-home path, where requests and responses cross one TCP
 // connection between the router and the worker.
 //
+// The routing decision's round trip: the router's selectAndReserve on the bench's Redis beside a
+// `return 1` script, call by call with the processes idle in between as at c=1: what the decision adds
+// to the round trip any Redis call pays (a request whose router has one worker to choose from does not
+// wait for it: the request goes out first and the table matches and reserves behind it).
+//
 // Request-plane codec (in process, no servers, so no noise from the machine's other jobs): one
 // tensor request and its response through both payload forms a router and a worker exchange —
 // base64 in JSON (workers from before binary payloads) and raw bytes in a binary message — for one
@@ -67,6 +72,8 @@ import { runLoad, sleep, summarize } from './lib/load.mjs';
 import { httpPost } from './lib/clients.mjs';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
 import { connect as connectNats } from '@nats-io/transport-node';
+import { Redis } from 'ioredis';
+import { hashTokenBlocks } from '@switchyard/llm';
 
 const PROFILER = fileURLToPath(new URL('./lib/cpu-profile.mjs', import.meta.url));
 const NATS_ECHO = fileURLToPath(new URL('./lib/nats-echo.mjs', import.meta.url));
@@ -478,6 +485,52 @@ async function measureNatsFloor(natsUrl, { durationMs, warmupMs, jitWarmupMs = w
   }
 }
 
+/**
+ * The routing decision's Redis round trip beside a trivial script's, at c=1 with the processes idle
+ * between calls as they are between a c=1 stream's requests (DECISION_GAP_MS): `selectAndReserve` of a
+ * 4-block prompt all cached on one worker (its release sent behind it, as the router's are), against
+ * `return 1` (the minimal LLM router's round trip), alternating call by call on their own connections
+ * to the bench's Redis, under a namespace of their own. The difference is what the decision's script
+ * and its arguments cost a request that waits for the decision (a pool of more than one worker); the
+ * rest of the round trip is the one any Redis call pays.
+ */
+export async function measureDecisionRoundTrip(redisUrl, calls) {
+  const worker = 'decision-bench/mock_llm';
+  const blockSize = 16;
+  const hashes = hashTokenBlocks(Array.from({ length: 4 * blockSize }, (_, i) => i + 1), blockSize);
+  const table = await runtime.RedisRoutingTable.connect({ url: redisUrl, namespace: `decision-${process.pid}` });
+  const redis = new Redis(redisUrl);
+  redis.defineCommand('floor', { numberOfKeys: 0, lua: 'return 1' });
+  try {
+    const blocks = hashes.sequenceHashes.map((h, i) => ({ block_hash: h, tokens_hash: hashes.localHashes[i] }));
+    await table.applyEvents(worker, [{ event_id: 0, data: { type: 'stored', parent_hash: null, blocks } }]);
+    const times = { decision: [], floor: [] };
+    for (let i = 0; i < calls + 20; i++) {
+      await sleep(DECISION_GAP_MS);
+      let t = process.hrtime.bigint();
+      await redis.floor();
+      const floorNs = Number(process.hrtime.bigint() - t);
+      await sleep(DECISION_GAP_MS);
+      const requestId = `decision-${i}`;
+      t = process.hrtime.bigint();
+      const d = await table.selectAndReserve({ requestId, blockHashes: hashes.sequenceHashes, promptTokens: 4 * blockSize + 3, blockSize, candidates: [worker], overlapWeight: 1, temperature: 0, random: 0.5, now: Date.now() });
+      const decisionNs = Number(process.hrtime.bigint() - t);
+      if (d.overlapBlocks !== 4) throw new Error(`the decision matched ${d.overlapBlocks} of 4 cached blocks`);
+      void table.release(requestId);
+      if (i >= 20) {
+        times.floor.push(floorNs);
+        times.decision.push(decisionNs);
+      }
+    }
+    const p50 = (xs) => summarize(xs, 1, 0).p50_us;
+    return { calls, gapMs: DECISION_GAP_MS, decision_p50_us: p50(times.decision), floor_p50_us: p50(times.floor) };
+  } finally {
+    redis.disconnect();
+    await table.close();
+  }
+}
+const DECISION_GAP_MS = 10;
+
 async function measureLlm(targets, { durationMs, warmupMs }, pids, kvBatches, minimal) {
   const out = {};
   for (const c of LLM_CONCURRENCY) {
@@ -547,6 +600,7 @@ export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs 
     console.log(`  requests and responses go ${callHome ? 'over call-home connections (the router default; the minimal routers alike)' : 'over NATS (--call-home=false; the minimal routers alike)'}`);
     started.minimal = await startMinimalRouter(nats.url, namespace, router.ports.http, callHome);
     results.tensor = await measureTensor(targets, tensorTiming, { router: router.pid, worker: worker.pid }, started.minimal);
+    results.decision = await measureDecisionRoundTrip(redis.url, quick ? 50 : 200);
     const kvBatches = await kvBatchCounter(nats.url, namespace);
     try {
       started.minimalLlm = await startMinimalLlmRouter(nats.url, redis.url, namespace, callHome);
@@ -665,6 +719,11 @@ function report(results) {
     `router hop adds ${r0(l[1].router.ttft_p50_us - l[1].direct.ttft_p50_us)} us to time to first token at p50 (c=1) (goal <= 500 us), ${r0(l[8].router.ttft_p50_us - l[8].direct.ttft_p50_us)} us at c=8`,
     `floor: a minimal LLM router (preprocessing and one Redis round trip, no validation, routing decision or detokenizing) adds ${r0(l[1].minimal.ttft_p50_us - l[1].direct.ttft_p50_us)} us to time to first token at p50 (c=1), ${r0(l[8].minimal.ttft_p50_us - l[8].direct.ttft_p50_us)} us at c=8; the router adds ${r0(l[1].router.ttft_p50_us - l[1].minimal.ttft_p50_us)} us more at c=1`,
     `router hop adds ${r0(l[1].router.total_p50_us - l[1].direct.total_p50_us)} us to a ${MAX_TOKENS}-token streamed completion at p50 (c=1)`,
+    ...(results.decision === undefined
+      ? []
+      : [
+          `the routing decision's Redis round trip (selectAndReserve, 4 cached blocks, one worker; ${results.decision.gapMs} ms idle between calls) takes ${r0(results.decision.decision_p50_us)} us at p50 against ${r0(results.decision.floor_p50_us)} us for a 'return 1' script: the decision adds ${r0(results.decision.decision_p50_us - results.decision.floor_p50_us)} us to the round trip any Redis call pays`,
+        ]),
   ];
   results.headlines = headlines;
   for (const h of headlines) console.log(`  ${h}`);
