@@ -85,11 +85,13 @@ export class LlmWorkerChooser {
   }
 
   /**
-   * `choose`, with the table's call sent before this returns: `decision` is its answer, and `known` is
-   * the worker the decision will name when the pool the table picks from holds one worker (round-robin
-   * and random modes always; `kv` and `least-loaded` when one worker serves the model), else undefined.
-   * The table then only matches and reserves (one atomic step, as always), so a caller may send the
-   * request to `known` without waiting for it. Throws `unavailable` at once when no candidate is left.
+   * `choose`, split: `decision` is the table's answer, and `known` is the worker it will name when the
+   * pool the table picks from holds one worker (round-robin and random modes always; `kv` and
+   * `least-loaded` when one worker serves the model), else undefined. The table then only matches and
+   * reserves (one atomic step, as always), so a caller may send the request to `known` without waiting
+   * for it: the table's call is made once the caller's synchronous work (its send) is done, in a
+   * microtask; without `known` it is made before this returns. Throws `unavailable` at once when no
+   * candidate is left.
    */
   begin(e: ModelEntry, tokens: readonly number[], reservationId: string, exclude?: (id: InstanceId) => boolean): { readonly known: WorkerId | undefined; readonly decision: Promise<RouteDecision> } {
     const { deps } = this;
@@ -119,20 +121,27 @@ export class LlmWorkerChooser {
     let pool = candidates;
     if (mode === 'round-robin') pool = [candidates[this.rrCursor++ % candidates.length]!];
     else if (mode === 'random') pool = [candidates[Math.floor(deps.random() * candidates.length) % candidates.length]!];
-    const reserve = deps.table.selectAndReserve({
-      requestId: reservationId,
-      blockHashes: hashTokenBlocks(tokens, blockSize).sequenceHashes,
-      promptTokens: tokens.length,
-      blockSize,
-      candidates: pool,
-      overlapWeight: deps.options.overlapWeight,
-      scoring: mode === 'least-loaded' ? 'load' : 'kv',
-      temperature: deps.options.temperature,
-      random: deps.random(),
-      now: deps.now(),
-      ...(approximate ? { approximate: { ttlMs: deps.options.approxTtlMs ?? DEFAULT_APPROX_TTL_MS } } : {}),
-    });
-    return { known: pool.length === 1 ? pool[0] : undefined, decision: this.decided(reserve, candidates, pool, prefillPool, tokens.length) };
+    const random = deps.random();
+    const now = deps.now();
+    const call = (): Promise<RouteDecision> =>
+      deps.table.selectAndReserve({
+        requestId: reservationId,
+        blockHashes: hashTokenBlocks(tokens, blockSize).sequenceHashes,
+        promptTokens: tokens.length,
+        blockSize,
+        candidates: pool,
+        overlapWeight: deps.options.overlapWeight,
+        scoring: mode === 'least-loaded' ? 'load' : 'kv',
+        temperature: deps.options.temperature,
+        random,
+        now,
+        ...(approximate ? { approximate: { ttlMs: deps.options.approxTtlMs ?? DEFAULT_APPROX_TTL_MS } } : {}),
+      });
+    const known = pool.length === 1 ? pool[0] : undefined;
+    // A known worker's request leaves first: hashing the prompt and the table's call (a socket write
+    // that wakes Redis) wait for the caller's synchronous work, its send, to end (a microtask).
+    const reserve = known === undefined ? call() : Promise.resolve().then(call);
+    return { known, decision: this.decided(reserve, candidates, pool, prefillPool, tokens.length) };
   }
 
   /** The table's answer counted in the stats; without the table, round-robin over `candidates` (the one worker of a pool of one). */
