@@ -4,9 +4,10 @@
  * request's load on it (RoutingTable.selectAndReserve, one atomic step) → send `generate` over the
  * request plane → stream the worker's outputs back. When the pool the table chooses from holds one
  * worker (round-robin and random modes, or one worker serving the model) the choice is known before
- * the table answers: `generate` goes out at once and the table matches and reserves behind it, so the
- * decision's round trip is not part of the time to first token (measured on the 2-core VM at c=1: the
- * hop 169 µs shorter, paired median of 10 rounds). A disaggregated model's first attempt still waits,
+ * the table answers: `generate` goes out at once and the table matches and reserves behind it (its call
+ * made once the send is done), so the decision's round trip is not part of the time to first token
+ * (measured on the 2-core VM: the hop 329 µs shorter at c=1 and 492 µs at c=8, paired medians of 10 and
+ * 6 rounds, CPU per request unchanged). A disaggregated model's first attempt still waits,
  * since the plan needs the answer's overlap. A table that cannot decide (anything but `unavailable`,
  * which routes without it) fails the request as it did when the request waited for it.
  *
