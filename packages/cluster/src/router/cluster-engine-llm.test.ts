@@ -3,7 +3,8 @@
  * are routed by the same KV-aware chooser as the OpenAI path: reserved, counted, released.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { MemoryRoutingTable } from '@switchyard/kv-router';
+import { internal } from '@switchyard/common';
+import { MemoryRoutingTable, type RouteDecision } from '@switchyard/kv-router';
 import { serializeBytesElements } from '@switchyard/kserve';
 import { type HttpFrontDoor, ServerSettings, SharedMemoryManager, createHttpServer } from '@switchyard/server';
 import { type RouterCore, startRouterCore } from './router-core.js';
@@ -23,10 +24,9 @@ afterEach(async () => {
   cluster = undefined;
 });
 
-async function start(mode: RouterMode, options: { kvEvents?: boolean; speedup?: number } = {}): Promise<{ router: RouterCore; table: MemoryRoutingTable; base: string }> {
+async function start(mode: RouterMode, options: { kvEvents?: boolean; speedup?: number } = {}, table = new MemoryRoutingTable()): Promise<{ router: RouterCore; table: MemoryRoutingTable; base: string }> {
   cluster = new MockCluster();
   workers = [await cluster.addWorker(options), await cluster.addWorker(options)];
-  const table = new MemoryRoutingTable();
   router = await startRouterCore({ ...cluster.routerRoles(), routingTable: table, namespace: NS, mode, routerId: 'k1' });
   await waitFor(() => router!.registry.model(LLM)?.instances.size === 2, 5000, 'two LLM instances');
   door = createHttpServer({ engine: router.engine, shm: new SharedMemoryManager({ enabled: false }), settings: new ServerSettings(), port: 0, host: '127.0.0.1' });
@@ -123,6 +123,36 @@ describe('ClusterEngine: KServe LLM requests use the KV-aware router', () => {
       finish_reason: 'stop',
       prompt_tokens: router.registry.model(LLM)!.text!.tokenizer.encode(text(3), { addSpecialTokens: true }).length,
     });
+  });
+
+  it("round-robin: a generate_stream reaches its worker before the table answers (the routed endpoint's path); the table's failure to decide fails the request as before", async () => {
+    const table = new MemoryRoutingTable();
+    const held: Array<() => void> = [];
+    let failing = false;
+    const select = table.selectAndReserve.bind(table);
+    table.selectAndReserve = (req) => {
+      if (failing) return Promise.reject(internal('the routing script failed'));
+      const answer = select(req);
+      return new Promise<RouteDecision>((resolve) => held.push(() => resolve(answer)));
+    };
+    const { router, base } = await start('round-robin', { speedup: 2 }, table);
+    const r = await fetch(`${base}/v2/models/${LLM}/generate_stream`, { method: 'POST', body: JSON.stringify({ text_input: text(2), parameters: { max_tokens: 4, temperature: 0 } }) });
+    expect(r.status).toBe(200);
+    const reader = r.body!.getReader();
+    const read = await Promise.race([reader.read(), new Promise<never>((_, reject) => setTimeout(() => reject(new Error('no event before the table answered')), 5000))]);
+    const first = new TextDecoder().decode(read.value);
+    expect(first).toContain('text_output');
+    expect(held).toHaveLength(1);
+    expect(router.stats().decisionsByMode['round-robin'] ?? 0).toBe(0);
+    held.shift()!();
+    while (!(await reader.read()).done);
+    expect(router.stats().decisionsByMode['round-robin']).toBe(1);
+    await expectReleased(table);
+
+    failing = true;
+    const bad = await fetch(`${base}/v2/models/${LLM}/generate`, { method: 'POST', body: JSON.stringify({ text_input: text(3), parameters: { max_tokens: 4, temperature: 0 } }) });
+    expect(bad.status).toBe(500);
+    expect(await bad.text()).toContain('the routing script failed');
   });
 
   it('releases the reservation of a request the worker rejects (its error passes through)', async () => {
