@@ -277,9 +277,9 @@ export class RoutedLlmEndpoint implements LlmEndpoint {
         const e = this.entry();
         const tokens = generated.length === 0 ? prompt : [...prompt, ...generated];
         const reservationId = `${request.requestId}:${randomUUID()}`;
-        // The decision's table call is sent now. When its pool holds one worker the request goes there
-        // without waiting for the answer (the table only matches and reserves, atomically, behind it),
-        // unless disaggregation is to be planned on the answer's overlap.
+        // When the decision's pool holds one worker the request goes there without waiting for the
+        // table's answer (the table matches and reserves, atomically, behind it: its call leaves right
+        // after the send), unless disaggregation is to be planned on the answer's overlap.
         const pending = this.chooser.begin(e, tokens, reservationId);
         const planNow = !planned && request.prefillOnly !== true && isDisaggregated(e);
         const decision = pending.known === undefined || planNow ? await pending.decision : undefined;
