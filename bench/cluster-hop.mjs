@@ -494,7 +494,7 @@ async function measureNatsFloor(natsUrl, { durationMs, warmupMs, jitWarmupMs = w
  * and its arguments cost a request that waits for the decision (a pool of more than one worker); the
  * rest of the round trip is the one any Redis call pays.
  */
-export async function measureDecisionRoundTrip(redisUrl, calls) {
+async function measureDecisionRoundTrip(redisUrl, calls) {
   const worker = 'decision-bench/mock_llm';
   const blockSize = 16;
   const hashes = hashTokenBlocks(Array.from({ length: 4 * blockSize }, (_, i) => i + 1), blockSize);

@@ -4,12 +4,12 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { internal } from '@switchyard/common';
-import { MemoryRoutingTable, type RouteDecision } from '@switchyard/kv-router';
+import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { serializeBytesElements } from '@switchyard/kserve';
 import { type HttpFrontDoor, ServerSettings, SharedMemoryManager, createHttpServer } from '@switchyard/server';
 import { type RouterCore, startRouterCore } from './router-core.js';
 import type { RouterMode } from './router-stats.js';
-import { LLM, MockCluster, type MockWorker, NS, waitFor } from './test-support/mock-cluster.js';
+import { LLM, MockCluster, type MockWorker, NS, SteeredRoutingTable, waitFor } from './test-support/mock-cluster.js';
 
 let cluster: MockCluster | undefined;
 let router: RouterCore | undefined;
@@ -126,15 +126,9 @@ describe('ClusterEngine: KServe LLM requests use the KV-aware router', () => {
   });
 
   it("round-robin: a generate_stream reaches its worker before the table answers (the routed endpoint's path); the table's failure to decide fails the request as before", async () => {
-    const table = new MemoryRoutingTable();
-    const held: Array<() => void> = [];
-    let failing = false;
-    const select = table.selectAndReserve.bind(table);
-    table.selectAndReserve = (req) => {
-      if (failing) return Promise.reject(internal('the routing script failed'));
-      const answer = select(req);
-      return new Promise<RouteDecision>((resolve) => held.push(() => resolve(answer)));
-    };
+    const table = new SteeredRoutingTable();
+    table.hold = true;
+    const { held } = table;
     const { router, base } = await start('round-robin', { speedup: 2 }, table);
     const r = await fetch(`${base}/v2/models/${LLM}/generate_stream`, { method: 'POST', body: JSON.stringify({ text_input: text(2), parameters: { max_tokens: 4, temperature: 0 } }) });
     expect(r.status).toBe(200);
@@ -149,7 +143,7 @@ describe('ClusterEngine: KServe LLM requests use the KV-aware router', () => {
     expect(router.stats().decisionsByMode['round-robin']).toBe(1);
     await expectReleased(table);
 
-    failing = true;
+    table.failure = internal('the routing script failed');
     const bad = await fetch(`${base}/v2/models/${LLM}/generate`, { method: 'POST', body: JSON.stringify({ text_input: text(3), parameters: { max_tokens: 4, temperature: 0 } }) });
     expect(bad.status).toBe(500);
     expect(await bad.text()).toContain('the routing script failed');

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { type CancelSignal, SwitchyardError, internal, unavailable } from '@switchyard/common';
-import { MemoryRoutingTable, type RouteDecision } from '@switchyard/kv-router';
+import { MemoryRoutingTable } from '@switchyard/kv-router';
 import { type GenerateOutput, type LlmEndpoint, compileSamplingParams } from '@switchyard/llm';
 import { type JsonValue, type MemoryDiscovery, type ModelCard, endpointAddress, instanceAddress, modelKey, modelName, namespace } from '@switchyard/runtime';
 import { type RouterCore, type RouterCoreOptions, startRouterCore } from './router-core.js';
 import type { RouterMode } from './router-stats.js';
-import { LLM, MockCluster, type MockWorker, NS, waitFor } from './test-support/mock-cluster.js';
+import { LLM, MockCluster, type MockWorker, NS, SteeredRoutingTable, waitFor } from './test-support/mock-cluster.js';
 
 let cluster: MockCluster;
 let router: RouterCore | undefined;
@@ -298,16 +298,10 @@ describe('RoutedLlmEndpoint', () => {
     cluster = new MockCluster();
     await cluster.addWorker();
     await cluster.addWorker();
-    const table = new MemoryRoutingTable();
-    let down = false;
-    const select = table.selectAndReserve.bind(table);
-    table.selectAndReserve = async (req) => {
-      if (down) throw unavailable('Redis is down');
-      return select(req);
-    };
+    const table = new SteeredRoutingTable();
     const { router, llm } = await start('kv', table);
     await waitFor(() => router.registry.model(LLM)!.instances.size === 2);
-    down = true;
+    table.failure = unavailable('Redis is down');
     const chosen: string[] = [];
     for (let i = 0; i < 4; i++) {
       const before = decisionsOf(router);
@@ -318,7 +312,7 @@ describe('RoutedLlmEndpoint', () => {
     expect(chosen).toEqual([chosen[0], chosen[1], chosen[0], chosen[1]]);
     expect(chosen[0]).not.toBe(chosen[1]);
     expect(router.stats().tableFallbacks).toBe(4);
-    down = false;
+    table.failure = undefined;
     await run(llm, 'up', prompt(9), 3);
     expect(router.stats().tableFallbacks).toBe(4);
     expect(router.stats().errors).toBe(0);
@@ -327,14 +321,10 @@ describe('RoutedLlmEndpoint', () => {
   it("sends to the only worker of its pool before the table answers, which still matches and reserves it; with a choice to make it waits for the answer", async () => {
     cluster = new MockCluster();
     const only = `${(await cluster.addWorker()).node.instanceId}/${LLM}`;
-    const table = new MemoryRoutingTable();
     // the table reserves at once (the memory twin works synchronously) but its answers are held back
-    const held: Array<() => void> = [];
-    const select = table.selectAndReserve.bind(table);
-    table.selectAndReserve = (req) => {
-      const answer = select(req);
-      return new Promise<RouteDecision>((resolve) => held.push(() => resolve(answer)));
-    };
+    const table = new SteeredRoutingTable();
+    table.hold = true;
+    const { held } = table;
     const { router, llm } = await start('kv', table);
     const sampling = compileSamplingParams({ temperature: 0, max_tokens: 3, ignore_eos: true });
     const one = llm.generate({ requestId: 'one', promptTokenIds: prompt(1), sampling })[Symbol.asyncIterator]();
@@ -366,8 +356,8 @@ describe('RoutedLlmEndpoint', () => {
   it("fails a request sent before the table's answer with the table's error when it cannot decide (as one that waited for it)", async () => {
     cluster = new MockCluster();
     await cluster.addWorker({ speedup: 5 });
-    const table = new MemoryRoutingTable();
-    table.selectAndReserve = () => Promise.reject(internal('the routing script failed'));
+    const table = new SteeredRoutingTable();
+    table.failure = internal('the routing script failed');
     const { router, llm } = await start('kv', table);
     const err = await run(llm, 'bad-table', prompt(3), 8).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SwitchyardError);
@@ -379,15 +369,12 @@ describe('RoutedLlmEndpoint', () => {
   it('round-robin without the routing table: each request goes to the worker its decision names', async () => {
     cluster = new MockCluster();
     const workers = [await cluster.addWorker(), await cluster.addWorker()];
-    const table = new MemoryRoutingTable();
-    let down = false;
-    const select = table.selectAndReserve.bind(table);
-    table.selectAndReserve = (req) => (down ? Promise.reject(unavailable('Redis is down')) : select(req));
+    const table = new SteeredRoutingTable();
     const { router, llm } = await start('round-robin', table);
     await waitFor(() => router.registry.model(LLM)!.instances.size === 2);
     // one request while the table is up: the round-robin cursor is one ahead of where it started
     await run(llm, 'rr-up', prompt(4), 2);
-    down = true;
+    table.failure = unavailable('Redis is down');
     const finished = () => workers.map((w) => Object.values(w.engine.llmEndpoint!(LLM)!.metrics().requestsFinished).reduce((a, b) => a + b, 0));
     const served: string[] = [];
     const chosen: string[] = [];

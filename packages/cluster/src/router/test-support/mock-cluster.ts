@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Engine, createEngine } from '@switchyard/engine';
 import { llmFixtureRepositoryFiles } from '@switchyard/onnx-builder';
+import { MemoryRoutingTable, type RouteDecision, type RouteRequest } from '@switchyard/kv-router';
 import { repoRoot } from '@switchyard/testing';
 import {
   MemoryDiscovery,
@@ -206,5 +207,23 @@ export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs
   while (!(await check())) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/**
+ * The memory routing table with its decisions steered by a test: `failure` set → every decision is
+ * refused with it (an unreachable Redis is `unavailable`, a broken script `internal`); `hold` → the
+ * decision is made (reserved) at once, but its answer waits in `held` until the test calls it.
+ */
+export class SteeredRoutingTable extends MemoryRoutingTable {
+  failure: unknown = undefined;
+  hold = false;
+  readonly held: Array<() => void> = [];
+
+  override selectAndReserve(request: RouteRequest): Promise<RouteDecision> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    const answer = super.selectAndReserve(request);
+    if (!this.hold) return answer;
+    return new Promise((resolve) => this.held.push(() => resolve(answer)));
   }
 }
