@@ -43,9 +43,7 @@ import {
   type CancelSignal,
   type Logger,
   alreadyExists,
-  invalidArgument,
   cancelled,
-  deadlineExceeded,
   silentLogger,
   toSwitchyardError,
   unavailable,
@@ -57,9 +55,7 @@ import {
   endpointSubject,
   formatAddress,
   instanceSubject,
-  isInstanceAddress,
 } from './addressing.js';
-import { AsyncChannel } from './async-channel.js';
 import {
   type CallHomeConnection,
   CallHomeDialer,
@@ -71,10 +67,11 @@ import {
   MAX_CALL_HOME_TOKEN_BYTES,
 } from './call-home/call-home.js';
 import { IdleSweep } from './idle-sweep.js';
-import { DEFAULT_NATS_RECONNECT_WAIT_MS, connectNats, natsConnectionEncrypted, watchNatsConnection } from './nats-connection.js';
+import { type CallerInbox, type CallerSide, CallerStream, type IdleStream, type ReplyListener } from './nats-caller-stream.js';
+import { connectNats, natsConnectionEncrypted, watchNatsConnection } from './nats-connection.js';
 import { TurnBatch } from './turn-batch.js';
-import { ChunkAssembler, HEARTBEAT_INTERVAL_MS, isHeartbeat, needsChunks, publishFramed, publishHeartbeat, publishNoResponders } from './nats-framing.js';
-import { RunningRequests, isTerminal, readFrame, writeResponse } from './response-writer.js';
+import { ChunkAssembler, HEARTBEAT_INTERVAL_MS, publishFramed, publishHeartbeat, publishNoResponders } from './nats-framing.js';
+import { RunningRequests, writeResponse } from './response-writer.js';
 import {
   type CallHomeTarget,
   type Payload,
@@ -83,8 +80,6 @@ import {
   decodeJson,
   decodeMessage,
   decodeRequestEnvelope,
-  decodeResponseFrame,
-  encodeJson,
   encodeMessage,
 } from './protocols.js';
 import {
@@ -92,8 +87,6 @@ import {
   type RequestOptions,
   type RequestPlane,
   type ServedEndpoint,
-  NoRespondersError,
-  StreamIncompleteError,
   requestIdSource,
 } from './request-plane.js';
 
@@ -101,17 +94,10 @@ import {
 export const DEFAULT_STREAM_IDLE_TIMEOUT_MS = 30_000;
 /** Default: how long a request made while NATS is disconnected waits for the reconnect. */
 export const DEFAULT_RECONNECT_WAIT_MS = 10_000;
-/** After our own reconnect, no-responders is retried this long (≈ 3 of the peers' redial waits)... */
-const RECONNECT_GRACE_MS = 3 * DEFAULT_NATS_RECONNECT_WAIT_MS;
-/** ...this often. */
-const GRACE_RETRY_MS = 100;
 /** Instance subjects one call-home connection may announce; more are not routed down it. */
 const MAX_SUBJECTS_PER_HOME = 4096;
 /** Messages (cancels, terminal frames) held while disconnected; beyond it the oldest are dropped. */
 const MAX_HELD_MESSAGES = 10_000;
-
-/** What a caller's inbox receives: frames, the server's 503 status, or the connection dropping. */
-type Inbound = ResponseFrame | 'no-responders' | 'connection-lost';
 
 /**
  * A message waiting in the plane's outbox. A request carries its reply inbox and `failed`, which
@@ -133,21 +119,6 @@ interface HeartbeatEntry {
   readonly link: CallHomeLink | undefined;
 }
 
-/** A caller's stream in the plane's idle sweep: silent `idleTimeoutMs` → `expire`. */
-interface IdleStream {
-  lastActive: number;
-  readonly expire: () => void;
-}
-
-/**
- * One request's share of the reply subscription: `nats` gets a message to its inbox, or `null` when
- * the subscription ended; `home` what its call-home connection brings (a message, a heartbeat, or
- * `lost`: the connection closed).
- */
-interface ReplyListener {
-  nats(m: Msg | null): void;
-  home(e: Uint8Array | 'heartbeat' | 'lost' | 'no-responders'): void;
-}
 
 /** What a caller's `offerCallHome` listens on (call-home/call-home.ts). */
 export type CallHomeOffer = Pick<CallHomeListenOptions, 'host' | 'port' | 'advertiseHost' | 'limits'>;
@@ -347,7 +318,9 @@ class NatsServedEndpoint implements ServedEndpoint {
 /** One process's RequestPlane client over a NATS connection. */
 export class NatsRequestPlane implements RequestPlane {
   private readonly served = new Set<NatsServedEndpoint>();
-  private readonly callers = new Set<AsyncChannel<Inbound>>();
+  private readonly callers = new Set<CallerInbox>();
+  /** What each request's CallerStream reaches of this plane. */
+  private readonly callerSide: CallerSide;
   private readonly log: Logger;
   private readonly idleTimeoutMs: number;
   private readonly reconnectWaitMs: number;
@@ -419,6 +392,24 @@ export class NatsRequestPlane implements RequestPlane {
       });
       this.idleStreams = idle;
     }
+    const plane = this;
+    this.callerSide = {
+      nc,
+      idleTimeoutMs: this.idleTimeoutMs,
+      idleStreams: this.idleStreams,
+      callers: this.callers,
+      reconnectWaitMs: this.reconnectWaitMs,
+      isClosed: () => this.closed || nc.isClosed(),
+      isConnected: () => this.connected,
+      reconnectedAt: () => this.reconnectedAt,
+      nextId: this.nextId,
+      waitConnected: (ms, signal) => this.waitConnected(ms, signal),
+      openReplyInbox: (listener) => this.openReplyInbox(listener),
+      sendHome: (subject, replySubject, message) => this.sendHome(subject, replySubject, message),
+      publishRequest: (subject, data, reply, failed) => this.queue({ subject, data, reply, failed }),
+      publishWhenConnected: (subject, data) => this.publishWhenConnected(subject, data),
+      callHomeTarget: () => plane.callHome?.target,
+    };
     void nc.closed().then(() => this.connectionLost());
     watchNatsConnection(nc, this.log, { onDisconnect: () => this.onDisconnect(), onReconnect: () => this.onReconnect() });
   }
@@ -740,157 +731,8 @@ export class NatsRequestPlane implements RequestPlane {
   }
 
   request(target: EndpointAddress | InstanceAddress, payload: Payload, options: RequestOptions = {}): AsyncIterable<Payload> {
-    const nc = this.nc;
-    const callers = this.callers;
-    const idleTimeoutMs = this.idleTimeoutMs;
-    const idleStreams = this.idleStreams;
-    const isClosed = (): boolean => this.closed || nc.isClosed();
-    const plane = this;
-    const nextId = this.nextId;
-    return {
-      [Symbol.asyncIterator]: async function* () {
-        if (isClosed()) throw unavailable('request plane is closed');
-        const { signal, timeoutMs = 0 } = options;
-        const requestId = options.requestId ?? nextId();
-        const attempt = nextId();
-        if (signal?.aborted) throw cancelled(`request ${requestId} cancelled before it was sent`);
-        const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : null;
-
-        // frames, or a marker for the 503 status / a NATS disconnect
-        const inbox = new AsyncChannel<Inbound>();
-        let protocolError: unknown = null;
-        let idleExpired = false;
-        // in the plane's idle sweep from the send on (one timer for every stream), restarted by each message
-        const idle: IdleStream | undefined =
-          idleStreams === undefined
-            ? undefined
-            : {
-                lastActive: 0,
-                expire: () => {
-                  idleExpired = true;
-                  inbox.end();
-                },
-              };
-        let idleWatched = false;
-        const armIdle = (): void => {
-          if (idle === undefined) return;
-          if (idleWatched) return idleStreams!.touch(idle);
-          idleWatched = true;
-          idleStreams!.add(idle);
-        };
-        let chunks: ChunkAssembler | undefined; // made by the first chunk (most responses come whole)
-        let homeLost = false;
-        const sub = plane.openReplyInbox({
-          nats: (m) => {
-            if (m === null) return inbox.end();
-            armIdle();
-            if (isHeartbeat(m)) return;
-            if (m.data.length === 0 && (m.headers?.code === 503 || m.headers?.status === '503')) return inbox.push('no-responders');
-            try {
-              const data = m.headers === undefined ? m.data : (chunks ??= new ChunkAssembler()).accept('', m);
-              if (data !== null) inbox.push(decodeResponseFrame(decodeMessage(data)));
-            } catch (e) {
-              protocolError = e;
-              inbox.end();
-            }
-          },
-          home: (e) => {
-            if (e === 'lost') {
-              homeLost = true;
-              return inbox.end();
-            }
-            if (e === 'no-responders') return inbox.push('no-responders');
-            armIdle();
-            if (e === 'heartbeat') return;
-            try {
-              inbox.push(decodeResponseFrame(decodeMessage(e)));
-            } catch (err) {
-              protocolError = err;
-              inbox.end();
-            }
-          },
-        });
-        const subject = isInstanceAddress(target) ? instanceSubject(target) : endpointSubject(target);
-        let sent = false;
-        let terminal = false;
-        let received = 0;
-        const onAbort = (): void => inbox.fail(cancelled(`request ${requestId} cancelled`));
-        signal?.addEventListener('abort', onAbort, { once: true });
-        const timer =
-          deadline === null ? undefined : setTimeout(() => inbox.fail(deadlineExceeded(`request ${requestId} timed out after ${timeoutMs} ms`)), timeoutMs);
-        try {
-          if (!plane.connected) {
-            const wait = deadline === null ? plane.reconnectWaitMs : Math.min(plane.reconnectWaitMs, Math.max(0, deadline - Date.now()));
-            await plane.waitConnected(wait, signal);
-          }
-          callers.add(inbox); // from now on a disconnect ends this stream
-          const callHome = plane.callHome?.target;
-          const message = encodeMessage({ v: 1, requestId, attempt, payload, deadline, finalData: true, ...(callHome === undefined ? {} : { callHome }) });
-          if (!isInstanceAddress(target) && needsChunks(nc, message)) {
-            // chunks sent to a queue group could reach different instances
-            throw invalidArgument(`request ${requestId} of ${message.length} bytes is larger than one NATS message: send it to one instance`);
-          }
-          // down the worker's call-home connection when it announced this instance, else on NATS; either
-          // way with the other messages of this event-loop turn, in one socket write (on an idle link at once)
-          if (!isInstanceAddress(target) || !plane.sendHome(subject, sub.subject, message)) {
-            plane.queue({ subject, data: message, reply: sub.subject, failed: (e) => inbox.fail(unavailable(`request ${requestId} not sent: ${(e as Error).message}`, e)) });
-          }
-          sent = true;
-          armIdle();
-          for (let expected = 0; ; expected++) {
-            const r = await inbox.next();
-            if (r.done) {
-              const why = protocolError
-                ? unavailable(`bad response frame: ${(protocolError as Error).message}`, protocolError)
-                : homeLost
-                  ? unavailable("the worker's call-home connection closed")
-                  : idleExpired
-                  ? unavailable(`no response frame for ${idleTimeoutMs} ms`)
-                  : unavailable('connection to NATS closed');
-              throw new StreamIncompleteError(target, received, why);
-            }
-            const frame = r.value;
-            if (frame === 'connection-lost') {
-              throw new StreamIncompleteError(target, received, unavailable('connection to NATS lost'), { local: true });
-            }
-            if (frame === 'no-responders') {
-              if (expected !== 0) continue;
-              // (not for a chunked request: each chunk draws its own 503, which would re-send it repeatedly)
-              if (Date.now() - plane.reconnectedAt < RECONNECT_GRACE_MS && plane.connected && !needsChunks(nc, message)) {
-                // just back from an outage: the worker is probably still redialing
-                await new Promise((resolve) => setTimeout(resolve, GRACE_RETRY_MS));
-                // cancelled or cut meanwhile: the next read says why; else send it again
-                if (inbox.closed || plane.connected) {
-                  if (!inbox.closed) {
-                    publishFramed(nc, subject, message, sub.subject);
-                    armIdle();
-                  }
-                  expected--; // the loop's expected++ brings it back to 0
-                  continue;
-                }
-              }
-              terminal = true; // nothing reached a worker: nothing to cancel
-              throw new NoRespondersError(target);
-            }
-            // a terminal frame (final, error, data marked final) ends the request on the worker: nothing to cancel
-            terminal = isTerminal(frame, expected);
-            const data = readFrame(frame, expected, target, received);
-            if (data === null) return;
-            received++;
-            yield data.payload;
-            if (data.final) return;
-          }
-        } finally {
-          clearTimeout(timer);
-          if (idle !== undefined) idleStreams!.delete(idle);
-          signal?.removeEventListener('abort', onAbort);
-          callers.delete(inbox);
-          sub.close();
-          // the worker may still be producing: tell it to stop (it ignores unknown request ids)
-          if (sent && !terminal) plane.publishWhenConnected(cancelSubject(target), encodeJson({ v: 1, type: 'cancel', requestId, attempt }));
-        }
-      },
-    };
+    // each iteration sends the request (nats-caller-stream.ts)
+    return { [Symbol.asyncIterator]: () => new CallerStream(this.callerSide, target, payload, options) };
   }
 
   private connectionLost(): void {
