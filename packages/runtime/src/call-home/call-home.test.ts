@@ -8,7 +8,19 @@ import { NatsRequestPlane } from '../nats-request-plane.js';
 import { BinaryPayload, type JsonValue, type Payload, decodeRequestEnvelope } from '../protocols.js';
 import { NoRespondersError, StreamIncompleteError } from '../request-plane.js';
 import { encodeFrame, encodeHello } from '../wire-reader.js';
-import { CALL_HOME_MAGIC, CALL_HOME_VERSION, CallHomeFrame, CallHomeListener, MAX_CALL_HOME_TOKEN_BYTES, decodeTokenFrame, encodeHeartbeatFrame, encodeResponseFrame } from './call-home.js';
+import {
+  CALL_HOME_MAGIC,
+  CALL_HOME_VERSION,
+  CallHomeFrame,
+  CallHomeListener,
+  INLINE_MESSAGE_BYTES,
+  MAX_CALL_HOME_TOKEN_BYTES,
+  decodeRequestFrame,
+  decodeTokenFrame,
+  encodeHeartbeatFrame,
+  encodeRequestFrame,
+  encodeResponseFrame,
+} from './call-home.js';
 import { collect, failure, until } from '../test-support/streams.js';
 
 let nats: NatsServer;
@@ -71,8 +83,7 @@ describe('call-home wire', () => {
     fc.assert(
       fc.property(fc.string({ minLength: 1, maxLength: 200 }), fc.uint8Array({ maxLength: 300 }), fc.integer({ min: 0, max: 400 }), (token, message, cut) => {
         fc.pre(Buffer.byteLength(token) <= MAX_CALL_HOME_TOKEN_BYTES && Buffer.from(token).toString() === token);
-        const [head, body] = encodeResponseFrame(token, message);
-        const whole = Buffer.concat([head!, body!]).subarray(5); // past length and type
+        const whole = Buffer.concat(encodeResponseFrame(token, message)).subarray(5); // past length and type
         const at = Math.min(cut, whole.length);
         const back = decodeTokenFrame([whole.subarray(0, at), whole.subarray(at)]);
         expect(back.token).toBe(token);
@@ -81,6 +92,32 @@ describe('call-home wire', () => {
         expect([beat.token, beat.message.byteLength]).toEqual([token, 0]);
       }),
     );
+  });
+
+  it('a REQUEST frame reads back as its token, subject and message; a frame is one buffer up to INLINE_MESSAGE_BYTES, past it the message is not copied', () => {
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 100 }), fc.string({ minLength: 1, maxLength: 100 }), fc.uint8Array({ maxLength: 300 }), (token, subject, message) => {
+        fc.pre(Buffer.from(token).toString() === token && Buffer.from(subject).toString() === subject);
+        const parts = encodeRequestFrame(token, subject, message);
+        expect(parts).toHaveLength(1);
+        const whole = parts[0]!;
+        expect(whole.readUInt32BE(0)).toBe(whole.length - 4);
+        expect(whole[4]).toBe(CallHomeFrame.REQUEST);
+        const back = decodeRequestFrame([whole.subarray(5)]);
+        expect([back.token, back.subject]).toEqual([token, subject]);
+        expect(Buffer.from(back.message).equals(Buffer.from(message))).toBe(true);
+      }),
+    );
+    for (const size of [INLINE_MESSAGE_BYTES, INLINE_MESSAGE_BYTES + 1]) {
+      const message = new Uint8Array(size).fill(7);
+      for (const parts of [encodeResponseFrame('t', message), encodeRequestFrame('t', 'sub.x', message)]) {
+        expect(parts).toHaveLength(size > INLINE_MESSAGE_BYTES ? 2 : 1);
+        if (parts.length === 2) expect(parts[1]!.buffer).toBe(message.buffer); // a view, not a copy
+        const whole = Buffer.concat(parts);
+        expect(whole.readUInt32BE(0)).toBe(whole.length - 4);
+        expect(whole.subarray(whole.length - size).equals(Buffer.from(message))).toBe(true);
+      }
+    }
   });
 
   it('refuses a frame without a whole token', () => {

@@ -36,7 +36,7 @@ import net from 'node:net';
 import { type Logger, invalidArgument, silentLogger } from '@switchyard/common';
 import { formatTransferAddress, parseTransferAddress } from '../kv-transfer/kv-transfer-limits.js';
 import { defaultAdvertiseHost } from '../kv-transfer/tcp-kv-transfer-plane.js';
-import { FramedWireReader, encodeFrame, encodeHello, frameHead } from '../wire-reader.js';
+import { FRAME_PREFIX_BYTES, FramedWireReader, encodeFrame, encodeHello } from '../wire-reader.js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from '../nats-framing.js';
 import type { CallHomeTarget } from '../protocols.js';
 import { TurnBatch } from '../turn-batch.js';
@@ -77,31 +77,58 @@ export const DEFAULT_CALL_HOME_LIMITS: CallHomeLimits = {
   maxLinks: 256,
 };
 
-function tokenBytes(token: string): Buffer {
-  const t = Buffer.from(token, 'utf8');
-  if (t.length === 0 || t.length > MAX_CALL_HOME_TOKEN_BYTES) throw invalidArgument(`call-home: a token of ${t.length} bytes (1 to ${MAX_CALL_HOME_TOKEN_BYTES})`);
+/**
+ * A message at most this big travels in one buffer with its frame's head (one allocation from
+ * Buffer's pool, one socket write); a larger one as the head and a view of the message (not copied).
+ */
+export const INLINE_MESSAGE_BYTES = 16 * 1024;
+
+/** The UTF-8 length of a stream's token, checked (1 to MAX_CALL_HOME_TOKEN_BYTES). */
+function tokenLength(token: string): number {
+  const t = Buffer.byteLength(token, 'utf8');
+  if (t === 0 || t > MAX_CALL_HOME_TOKEN_BYTES) throw invalidArgument(`call-home: a token of ${t} bytes (1 to ${MAX_CALL_HOME_TOKEN_BYTES})`);
   return t;
 }
 
-function tokenHead(type: number, token: Buffer, bodyBytes: number): Buffer {
-  const head = frameHead(type, 2 + token.length + bodyBytes);
-  const len = Buffer.alloc(2);
-  len.writeUInt16BE(token.length, 0);
-  return Buffer.concat([head, len, token]);
+/**
+ * A frame whose body is `parts` (strings as their UTF-8 bytes, each preceded by its length as a u16
+ * big-endian; `lengths[i]` is part i's byte length) and then `message`: the buffers to write. The
+ * head is the frame's prefix (u32 length, type byte) and the parts; `message` joins it unless it is
+ * over INLINE_MESSAGE_BYTES.
+ */
+function encodePartsFrame(type: number, parts: readonly string[], lengths: readonly number[], message: Uint8Array | undefined): Buffer[] {
+  let head = FRAME_PREFIX_BYTES + 1;
+  for (const n of lengths) head += 2 + n;
+  const m = message === undefined ? 0 : message.byteLength;
+  const inline = m <= INLINE_MESSAGE_BYTES;
+  const out = Buffer.allocUnsafe(inline ? head + m : head);
+  out.writeUInt32BE(head - FRAME_PREFIX_BYTES + m, 0);
+  out[FRAME_PREFIX_BYTES] = type;
+  let at = FRAME_PREFIX_BYTES + 1;
+  for (let i = 0; i < parts.length; i++) {
+    out.writeUInt16BE(lengths[i]!, at);
+    at += 2 + out.write(parts[i]!, at + 2, lengths[i]!, 'utf8');
+  }
+  if (message === undefined || m === 0) return [out];
+  if (inline) {
+    out.set(message, head);
+    return [out];
+  }
+  return [out, Buffer.from(message.buffer, message.byteOffset, m)];
 }
 
-/** A RESPONSE frame as the buffers to write (the message is not copied). */
+/** A RESPONSE frame as the buffers to write (a large message is not copied). */
 export function encodeResponseFrame(token: string, message: Uint8Array): Buffer[] {
-  return [tokenHead(CallHomeFrame.RESPONSE, tokenBytes(token), message.byteLength), Buffer.from(message.buffer, message.byteOffset, message.byteLength)];
+  return encodePartsFrame(CallHomeFrame.RESPONSE, [token], [tokenLength(token)], message);
 }
 
 export function encodeHeartbeatFrame(token: string): Buffer {
-  return tokenHead(CallHomeFrame.HEARTBEAT, tokenBytes(token), 0);
+  return encodePartsFrame(CallHomeFrame.HEARTBEAT, [token], [tokenLength(token)], undefined)[0]!;
 }
 
 /** A NO_RESPONDERS frame: the worker serves no `subject` (any more) for the request `token` carried. */
 export function encodeNoRespondersFrame(token: string): Buffer {
-  return tokenHead(CallHomeFrame.NO_RESPONDERS, tokenBytes(token), 0);
+  return encodePartsFrame(CallHomeFrame.NO_RESPONDERS, [token], [tokenLength(token)], undefined)[0]!;
 }
 
 /** A SERVE or WITHDRAW frame: instance subjects, one per line (NATS subjects hold no whitespace). */
@@ -119,15 +146,9 @@ export function decodeSubjectsFrame(parts: readonly Uint8Array[]): string[] {
 
 /** A REQUEST frame (caller → worker): u16 token length, token, u16 subject length, subject, the request message. */
 export function encodeRequestFrame(token: string, subject: string, message: Uint8Array): Buffer[] {
-  const t = tokenBytes(token);
-  const sub = Buffer.from(subject, 'utf8');
-  if (sub.length === 0 || sub.length > MAX_SUBJECT_BYTES) throw invalidArgument(`call-home: a subject of ${sub.length} bytes`);
-  const head = frameHead(CallHomeFrame.REQUEST, 4 + t.length + sub.length + message.byteLength);
-  const lengths = Buffer.alloc(2);
-  lengths.writeUInt16BE(t.length, 0);
-  const subLength = Buffer.alloc(2);
-  subLength.writeUInt16BE(sub.length, 0);
-  return [Buffer.concat([head, lengths, t, subLength, sub]), Buffer.from(message.buffer, message.byteOffset, message.byteLength)];
+  const sub = Buffer.byteLength(subject, 'utf8');
+  if (sub === 0 || sub > MAX_SUBJECT_BYTES) throw invalidArgument(`call-home: a subject of ${sub} bytes`);
+  return encodePartsFrame(CallHomeFrame.REQUEST, [token, subject], [tokenLength(token), sub], message);
 }
 
 export function decodeRequestFrame(parts: readonly Uint8Array[]): { token: string; subject: string; message: Uint8Array } {
