@@ -284,6 +284,24 @@ describe('NatsRequestPlane across NATS outages (nats.js drops whatever is publis
     expect(await collect(p.request(inst(ep, 1), { n: 3 }))).toEqual([0, 1, 2]);
   });
 
+  it('just after its own reconnect, a request that draws no responders is sent again until its worker serves (workers redial a moment behind); far from one it fails at once', async () => {
+    const ep = freshEndpoint();
+    const caller = await plane();
+    await caller.nc.reconnect();
+    await until(() => !caller.isConnected());
+    await until(() => caller.isConnected(), 10_000);
+    const worker = await plane();
+    // nobody serves the instance yet: answered no responders, re-sent every 100 ms
+    const pending = collect(caller.request(inst(ep, 1), { n: 2 }));
+    await sleep(350);
+    await worker.serve(inst(ep, 1), ticker);
+    expect(await pending).toEqual([0, 1]);
+    // a plane that did not reconnect lately fails at once
+    const t0 = Date.now();
+    expect((await failure((await plane()).request(inst(ep, 2), { n: 1 }))).error).toBeInstanceOf(NoRespondersError);
+    expect(Date.now() - t0).toBeLessThan(1000);
+  });
+
   it("a worker's disconnect ends a stream whose frames it lost with a gap or a cancelled frame, not a silent stall", async () => {
     const ep = freshEndpoint();
     const worker = await plane();
