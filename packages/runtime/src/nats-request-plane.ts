@@ -343,7 +343,7 @@ export class NatsRequestPlane implements RequestPlane {
   private held: OutboxMessage[] = [];
   /** Published at once when idle, else at the end of this event-loop turn, in order (`publishBatch`). */
   private readonly outbox = new TurnBatch<OutboxMessage>((batch) => this.publishBatch(batch));
-  /** The callers' reply inboxes: one wildcard subscription, a listener per request's token. */
+  /** The callers' reply inboxes: one wildcard subscription, a listener per request's reply subject. */
   private replies: { readonly prefix: string; readonly sub: Subscription; readonly listeners: Map<string, ReplyListener> } | undefined;
   private nextToken = 0;
   /** @internal Worker side: connections to the callers that offer call-home. */
@@ -525,7 +525,7 @@ export class NatsRequestPlane implements RequestPlane {
             for (const l of listeners.values()) l.nats(null);
             return;
           }
-          listeners.get(m.subject.slice(prefix.length + 1))?.nats(m);
+          listeners.get(m.subject)?.nats(m);
         },
       });
       const made = { prefix, sub, listeners };
@@ -536,14 +536,14 @@ export class NatsRequestPlane implements RequestPlane {
       });
       this.replies = r = made;
     }
-    const token = (this.nextToken++).toString(36);
-    r.listeners.set(token, listener);
+    // keyed by the whole reply subject: a frame's subject (NATS or call-home) is looked up as it is
+    const subject = `${r.prefix}.${(this.nextToken++).toString(36)}`;
     const listeners = r.listeners;
-    const subject = `${r.prefix}.${token}`;
+    listeners.set(subject, listener);
     return {
       subject,
       close: () => {
-        listeners.delete(token);
+        listeners.delete(subject);
         const conn = this.homeOf.get(subject);
         if (conn === undefined) return;
         this.homeOf.delete(subject);
@@ -585,9 +585,7 @@ export class NatsRequestPlane implements RequestPlane {
 
   /** The open stream whose reply subject is `subject`, if any. */
   private homeListener(subject: string): ReplyListener | undefined {
-    const r = this.replies;
-    if (r === undefined || subject.length <= r.prefix.length || !subject.startsWith(r.prefix) || subject.charCodeAt(r.prefix.length) !== 0x2e) return undefined;
-    return r.listeners.get(subject.slice(r.prefix.length + 1));
+    return this.replies?.listeners.get(subject);
   }
 
   /** The stream with reply subject `subject` travels on `conn`: its close fails the stream. */
@@ -665,7 +663,7 @@ export class NatsRequestPlane implements RequestPlane {
     const r = this.replies;
     for (const subject of streams) {
       this.homeOf.delete(subject);
-      if (r !== undefined) r.listeners.get(subject.slice(r.prefix.length + 1))?.home('lost');
+      r?.listeners.get(subject)?.home('lost');
     }
   }
 
