@@ -392,7 +392,6 @@ export class NatsRequestPlane implements RequestPlane {
       });
       this.idleStreams = idle;
     }
-    const plane = this;
     this.callerSide = {
       nc,
       idleTimeoutMs: this.idleTimeoutMs,
@@ -408,7 +407,7 @@ export class NatsRequestPlane implements RequestPlane {
       sendHome: (subject, replySubject, message) => this.sendHome(subject, replySubject, message),
       publishRequest: (subject, data, reply, failed) => this.queue({ subject, data, reply, failed }),
       publishWhenConnected: (subject, data) => this.publishWhenConnected(subject, data),
-      callHomeTarget: () => plane.callHome?.target,
+      callHomeTarget: () => this.callHome?.target,
     };
     void nc.closed().then(() => this.connectionLost());
     watchNatsConnection(nc, this.log, { onDisconnect: () => this.onDisconnect(), onReconnect: () => this.onReconnect() });
