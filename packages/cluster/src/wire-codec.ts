@@ -16,7 +16,7 @@
  */
 import { describeValue, enforceLimits, ERROR_CODES, type ErrorCode, SwitchyardError, invalidArgument } from '@switchyard/common';
 import { DEFAULT_LOAD_LIMITS } from '@switchyard/engine';
-import { DATATYPES, checkInputShape, type DataType, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
+import { checkInputShape, dataTypeOf, type DataType, type InferRequest, type InferResponse, type InferTensor, type Parameters } from '@switchyard/kserve';
 import { MAX_TOP_LOGPROBS, checkOutputParsing, decodeKvCacheEvent, decodeSamplingDefaults, type GenerateOutput, type KvLayout, type KvTransferLease, type OutputParsingConfig, type SnapshotBlock } from '@switchyard/llm';
 import { BinaryPayload, INSTANCE_ID_PATTERN, type JsonValue } from '@switchyard/runtime';
 import type {
@@ -135,7 +135,6 @@ const HASH_RE = /^[0-9a-f]{16}$/;
 /** A 64-bit integer in decimal: at most 20 digits (longer ones are refused before BigInt's superlinear parse). */
 const BIGINT_RE = /^-?[0-9]{1,20}$/;
 const BASE64_RE = /^[A-Za-z0-9+/]*={0,2}$/;
-const DATATYPE_SET: ReadonlySet<string> = new Set(DATATYPES);
 const ERROR_CODE_SET: ReadonlySet<string> = new Set(ERROR_CODES);
 
 // ---- parameters and tensors -----------------------------------------------------------------------
@@ -199,8 +198,9 @@ export function tensorFromWire(tensor: WireTensor): InferTensor {
 function decodeTensor(value: unknown, what: string, minDim = 0, blob?: Uint8Array): WireTensor {
   const o = obj(value, what);
   const name = str(o, 'name', what);
-  const datatype = str(o, 'datatype', what);
-  if (!DATATYPE_SET.has(datatype)) throw invalidArgument(`${what}: unknown datatype '${datatype}'`);
+  const datatypeText = str(o, 'datatype', what);
+  const datatype = dataTypeOf(datatypeText);
+  if (datatype === undefined) throw invalidArgument(`${what}: unknown datatype '${datatypeText}'`);
   const shape = intArray(o, 'shape', what, minDim);
   let data: string | Uint8Array;
   if (blob !== undefined) {

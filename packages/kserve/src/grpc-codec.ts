@@ -29,7 +29,7 @@ import type {
 } from './grpc-messages.js';
 import { FINAL_RESPONSE_PARAMETER, decodeRequestParameters, encodeParameters, parameterChoice, parameterValue, parseModelVersion } from './grpc-parameters.js';
 import type { InferRequest, InferResponse, InferTensor, Parameters, RequestedOutput } from './protocols.js';
-import { checkInputShape, isDataType } from './tensor.js';
+import { checkInputShape, dataTypeOf } from './tensor.js';
 
 export interface DecodedGrpcInferRequest {
   request: InferRequest;
@@ -136,31 +136,32 @@ export function decodeModelInferRequest(msg: GrpcModelInferRequest): DecodedGrpc
   const inputs: InferTensor[] = [];
   let rawIndex = 0;
   for (const io of msg.inputs ?? []) {
-    if (!isDataType(io.datatype)) {
+    const datatype = dataTypeOf(io.datatype);
+    if (datatype === undefined) {
       throw invalidArgument(`unexpected datatype '${io.datatype}' for input tensor '${io.name}' for model '${model}'`);
     }
     const shape = toShape(io.shape);
-    checkInputShape({ name: io.name, datatype: io.datatype, shape }, { requestId: msg.id ?? '', model });
+    checkInputShape({ name: io.name, datatype, shape }, { requestId: msg.id ?? '', model });
     const hasContents = io.contents !== undefined && io.contents !== null;
     const shm = sharedMemoryParams(io.name, io.parameters);
     if (shm !== undefined) {
       if (hasContents) {
         throw invalidArgument(`unexpected 'content' provided when using shared memory for input tensor '${io.name}' for model '${model}'`);
       }
-      inputs.push({ name: io.name, datatype: io.datatype, shape, data: EMPTY, parameters: shmParameters(shm) });
+      inputs.push({ name: io.name, datatype, shape, data: EMPTY, parameters: shmParameters(shm) });
       continue;
     }
     let data: Uint8Array;
     if (hasContents && raw.length > 0) {
       throw invalidArgument(`contents field must not be specified when using raw_input_contents for '${io.name}' for model '${model}'`);
     } else if (io.contents !== undefined && io.contents !== null) {
-      data = contentsToBytes(io.name, model, io.datatype, io.contents);
+      data = contentsToBytes(io.name, model, datatype, io.contents);
     } else if (rawIndex < raw.length) {
       data = plainBytes(raw[rawIndex++] as Uint8Array);
     } else {
       throw invalidArgument(`unable to find data for input tensor '${io.name}' for model '${model}' in request.`);
     }
-    inputs.push({ name: io.name, datatype: io.datatype, shape, data, parameters: {} });
+    inputs.push({ name: io.name, datatype, shape, data, parameters: {} });
   }
   if (rawIndex < raw.length) {
     throw invalidArgument(

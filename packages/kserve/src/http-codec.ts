@@ -15,7 +15,7 @@ import { type JsonObject, type JsonValue, isDoubleLiteralMember, isJsonObject, p
 import { buildHttpInferResponse } from './http-response.js';
 import { jsonToTensorData } from './json-data.js';
 import type { DataType, InferRequest, InferResponse, InferTensor, Parameters, RequestedOutput } from './protocols.js';
-import { checkInputShape, elementByteSize, isDataType } from './tensor.js';
+import { checkInputShape, dataTypeOf, elementByteSize } from './tensor.js';
 
 export type HttpOutputKind = 'json' | 'binary' | 'shm';
 
@@ -96,11 +96,12 @@ export function decodeHttpInferRequest(src: HttpInferBody, headerLength: number)
     const input = isJsonObject(item) ? item : {};
     validateInputContentType(input);
     const name = memberString(input, 'name');
-    const datatype = memberString(input, 'datatype');
+    const datatypeText = memberString(input, 'datatype');
     const shape = memberUintArray(input, 'shape');
     if (seen.has(name)) throw invalidArgument(`input '${name}' already exists in request`);
     seen.add(name);
-    if (!isDataType(datatype)) throw invalidArgument(`invalid datatype for input ${name}`);
+    const datatype = dataTypeOf(datatypeText);
+    if (datatype === undefined) throw invalidArgument(`invalid datatype for input ${name}`);
     checkInputShape({ name, datatype, shape }, { requestId: request.id, model });
     const params = isJsonObject(input.parameters) ? input.parameters : {};
     const tensor: InferTensor = { name, datatype, shape, data: new Uint8Array(0), parameters: {} };

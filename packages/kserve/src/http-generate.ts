@@ -11,7 +11,7 @@ import { invalidArgument } from '@switchyard/common';
 import { type JsonValue, isJsonObject, parseJson, setOwn, stringifyJson } from './http-json.js';
 import { tensorDataToJson, jsonToTensorData } from './json-data.js';
 import type { InferRequest, InferResponse, InferTensor } from './protocols.js';
-import { isDataType } from './tensor.js';
+import { dataTypeOf } from './tensor.js';
 
 export interface GenerateInputMetadata {
   name: string;
@@ -64,7 +64,8 @@ function generateParameter(key: string, value: JsonValue): string | boolean | nu
 }
 
 function generateInput(name: string, meta: GenerateInputMetadata, value: JsonValue): InferTensor {
-  if (!isDataType(meta.datatype)) throw invalidArgument(`invalid datatype for input ${name}`);
+  const datatype = dataTypeOf(meta.datatype);
+  if (datatype === undefined) throw invalidArgument(`invalid datatype for input ${name}`);
   let remaining = Array.isArray(value) ? value.length : 1;
   const shape = [...meta.shape];
   const bad = () => invalidArgument(`The schema can not convert input '${name}' to tensor with proper shape`);
@@ -82,8 +83,8 @@ function generateInput(name: string, meta: GenerateInputMetadata, value: JsonVal
     }
   }
   if (remaining !== 1) throw bad();
-  const data = jsonToTensorData(name, meta.datatype, shape, Array.isArray(value) ? value : [value]);
-  return { name, datatype: meta.datatype, shape, data, parameters: {} };
+  const data = jsonToTensorData(name, datatype, shape, Array.isArray(value) ? value : [value]);
+  return { name, datatype, shape, data, parameters: {} };
 }
 
 /**

@@ -5,6 +5,7 @@ export {
   bytesOf,
   checkInputByteSize,
   checkInputShape,
+  dataTypeOf,
   deserializeBytesElements,
   dimsToString,
   elementByteSize,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SwitchyardError } from '@switchyard/common';
-import { MAX_TENSOR_BYTE_SIZE, checkInputShape } from './tensor.js';
+import { DATATYPES } from './protocols.js';
+import { MAX_TENSOR_BYTE_SIZE, checkInputShape, dataTypeOf, isDataType } from './tensor.js';
 
 const context = { requestId: '', model: 'm' };
 
@@ -13,6 +14,24 @@ function refusal(datatype: string, shape: number[]): SwitchyardError {
   }
   throw new Error(`${datatype} ${JSON.stringify(shape)} was accepted`);
 }
+
+describe('dataTypeOf: the datatype a decoded string names', () => {
+  it('names each datatype, whatever string object carries it (a read from bytes included)', () => {
+    for (const d of DATATYPES) {
+      const read = Buffer.from(` ${d}`).toString('utf8', 1);
+      expect(dataTypeOf(read)).toBe(d);
+      expect(isDataType(read)).toBe(true);
+    }
+  });
+
+  it('refuses anything else, inherited property names included', () => {
+    for (const s of ['', 'fp32', 'FP32 ', ' FP32', 'FLOAT', 'TYPE_FP32', 'toString', '__proto__', 'constructor', 'hasOwnProperty']) {
+      expect(dataTypeOf(s)).toBeUndefined();
+      expect(isDataType(s)).toBe(false);
+    }
+    for (const v of [undefined, null, 4, {}, ['FP32'], new String('FP32')]) expect(dataTypeOf(v)).toBeUndefined();
+  });
+});
 
 describe('checkInputShape: the one size check of input shapes', () => {
   it('accepts ordinary shapes and returns the element count', () => {

@@ -24,8 +24,22 @@ const ELEMENT_SIZE: Record<DataType, number> = {
   BF16: 2,
 };
 
+/** Each datatype's name keyed by itself: what `dataTypeOf` hands back. */
+const CANONICAL_DATATYPES: ReadonlyMap<string, DataType> = new Map(DATATYPES.map((d) => [d, d]));
+
+/**
+ * The datatype `s` names, or undefined. The result is the literal of that name, not `s`: decoders
+ * keep it, so every lookup keyed by a datatype meets one string per type. A string read out of a
+ * request's bytes is a new string each time, and V8 deoptimises an optimised property lookup
+ * specialised on the literal when such a key reaches it (over gRPC, `checkInputShape`'s element
+ * size lookup was deoptimised and recompiled over and over: ~110 times in 16 s of ModelInfer calls).
+ */
+export function dataTypeOf(s: unknown): DataType | undefined {
+  return typeof s === 'string' ? CANONICAL_DATATYPES.get(s) : undefined;
+}
+
 export function isDataType(s: unknown): s is DataType {
-  return typeof s === 'string' && (DATATYPES as readonly string[]).includes(s);
+  return dataTypeOf(s) !== undefined;
 }
 
 /** Bytes per element; 0 for BYTES, whose elements vary in size. */
@@ -107,7 +121,8 @@ export function checkInputShape(input: { name: string; datatype: string; shape: 
       `${requestPrefix(context.requestId)}input '${name}' for model '${context.model}' with shape ${dimsToString(shape)} causes total element count to exceed maximum size of ${MAX_ELEMENT_COUNT_TEXT}`,
     );
   }
-  const size = isDataType(input.datatype) ? ELEMENT_SIZE[input.datatype] : 1;
+  const datatype = dataTypeOf(input.datatype);
+  const size = datatype === undefined ? 1 : ELEMENT_SIZE[datatype];
   const bytes = count * (size === 0 ? 4 : size);
   // The message is only built for a refusal (this runs for every input of every request).
   if (bytes > MAX_TENSOR_BYTE_SIZE) {
