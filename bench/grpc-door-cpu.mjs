@@ -16,7 +16,7 @@ import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
-import { sleep } from './lib/load.mjs';
+import { sleep, warmUntilSteady } from './lib/load.mjs';
 
 const HERE = fileURLToPath(new URL('..', import.meta.url));
 const MODEL = 'mlp';
@@ -165,8 +165,18 @@ async function measure(pid, port, concurrency, { windowMs, warmupMs }) {
 async function runTarget(label, start, opts, rows) {
   const { child, port } = await start();
   try {
-    // warm-up at c=16 so V8 has optimised the paths before the first row
-    await measure(child.pid, port, 16, { windowMs: 500, warmupMs: opts.warmupMs });
+    // warm-up at c=16 until the CPU per request stops falling, so V8 has optimised the paths before the first row
+    const client = h2GrpcClient(port);
+    const cpuUs = () => {
+      const t = threadCpu(child.pid);
+      return (t.main + t.others) / 1000;
+    };
+    try {
+      const w = await warmUntilSteady(() => client.call('/inference.GRPCInferenceService/ModelInfer', frame), cpuUs, { concurrency: 16, windowMs: 1000, minMs: opts.warmupMs, maxMs: 12_000 });
+      console.log(`${label.padEnd(28)} warm-up ${(w.ms / 1000).toFixed(1)} s at c=16, CPU/req per window (us): ${w.cpuUsPerRequest.join(', ')}`);
+    } finally {
+      client.close();
+    }
     for (const c of opts.concurrency) {
       const r = await measure(child.pid, port, c, opts);
       rows.push({ label, c, ...r });
