@@ -68,7 +68,7 @@ import { fileURLToPath } from 'node:url';
 import { startEtcd, startNats, startRedis, startRouterProcess, startWorkerProcess } from '@switchyard/testing';
 import * as cluster from '@switchyard/cluster';
 import * as runtime from '@switchyard/runtime';
-import { runLoad, sleep, summarize } from './lib/load.mjs';
+import { runLoad, sleep, summarize, warmUntilSteady } from './lib/load.mjs';
 import { httpPost } from './lib/clients.mjs';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
 import { connect as connectNats } from '@nats-io/transport-node';
@@ -344,7 +344,7 @@ async function warm(call, ms) {
   await Promise.all([caller(), caller(), caller(), caller()]);
 }
 
-async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warmupMs }, pids, minimal) {
+async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warmupMs, steadyWarmup = false }, pids, minimal) {
   const callers = Object.fromEntries(Object.entries(targets).map(([k, ports]) => [k, tensorCallers(ports)]));
   // the minimal router (lib/minimal-router.mjs) serves HTTP JSON only: its row sits beside that mode's
   const minimalAgent = new http.Agent({ keepAlive: true, maxSockets: 64 });
@@ -355,9 +355,19 @@ async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warm
     // first router cell does not pay for a cold process the direct cell before it did not. V8 keeps
     // optimising a fresh process's hot code for seconds: a router's compiler and GC threads spent 30-65
     // µs of CPU each per request over a c=1 cell after 1 s of traffic, 10-25 µs after 10 s. So each
-    // path gets `jitWarmupMs` first.
-    for (const target of ['direct', 'router']) for (const call of Object.values(callers[target].modes)) await warm(call, jitWarmupMs);
-    await warm(minimalCall, jitWarmupMs);
+    // path gets at least `jitWarmupMs` at c=16 and, with `steadyWarmup`, goes on until the CPU per
+    // request of the processes it crosses stops falling (lib/load.mjs warmUntilSteady; the router's
+    // HTTP path read about 160 µs per request in its first seconds at c=16 and 115-130 after 6 s).
+    const warmPath = async (name, call, processes) => {
+      if (!steadyWarmup) return warm(call, jitWarmupMs);
+      const cpu = () => processes.reduce((sum, pid) => sum + (cpuUs(pid) ?? 0), 0);
+      const w = await warmUntilSteady(call, cpu, { concurrency: 16, windowMs: 1000, minMs: jitWarmupMs, maxMs: 12_000 });
+      console.log(`  warm-up ${name}: ${(w.ms / 1000).toFixed(1)} s at c=16, CPU per request per window (us, ${processes.length === 1 ? 'its process' : 'its processes together'}): ${w.cpuUsPerRequest.join(', ')}`);
+    };
+    for (const target of ['direct', 'router']) {
+      for (const [mode, call] of Object.entries(callers[target].modes)) await warmPath(`${target} ${mode}`, call, target === 'direct' ? [pids.worker] : [pids.router, pids.worker]);
+    }
+    await warmPath('minimal router http-json', minimalCall, [minimal.pid, pids.worker]);
     for (const mode of ['http-json', 'grpc']) {
       out[mode] = {};
       for (const c of TENSOR_CONCURRENCY) {
@@ -562,7 +572,7 @@ async function startMinimalLlmRouter(natsUrl, redisUrl, namespace, callHome) {
 }
 
 export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs = [] } = {}) {
-  const tensorTiming = quick ? { durationMs: 700, warmupMs: 200 } : { durationMs: 2500, warmupMs: 400, jitWarmupMs: 3000 };
+  const tensorTiming = quick ? { durationMs: 700, warmupMs: 200 } : { durationMs: 2500, warmupMs: 400, jitWarmupMs: 3000, steadyWarmup: true };
   const llmTiming = quick ? { durationMs: 1000, warmupMs: 250 } : { durationMs: 4000, warmupMs: 500 };
   const codec = measureWireCodec();
   console.log(`\nCluster hop: 1 worker + 1 router over private etcd, NATS (JetStream), Redis; direct to the worker vs through the router`);

@@ -2,7 +2,9 @@
 // payload (bench/lib/bare-servers.mjs): CPU per request of the server's main thread and of its other
 // threads (ns from /proc/<pid>/task/<tid>/schedstat over a steady window, divided by the requests
 // answered in it), throughput and p50 / p99, at each concurrency, driven by the lean node:http2 client
-// (bench/lib/grpc-h2.mjs). CPU per request is steadier than throughput on a shared machine.
+// (bench/lib/grpc-h2.mjs). CPU per request is steadier than throughput on a shared machine. Each
+// server is first warmed at c=16 until its CPU per request stops falling (lib/load.mjs
+// warmUntilSteady; the served door takes about 8 s of load to be compiled).
 //
 // With `--echo`, each root's door also runs alone over an engine that answers at once
 // (bench/lib/grpc-echo-door.mjs): the door's own cost, without the model's run and thread hand-off.
