@@ -541,8 +541,29 @@ async function measureDecisionRoundTrip(redisUrl, calls) {
 }
 const DECISION_GAP_MS = 10;
 
-async function measureLlm(targets, { durationMs, warmupMs }, pids, kvBatches, minimal) {
+async function measureLlm(targets, { durationMs, warmupMs, steadyWarmup = false }, pids, kvBatches, minimal) {
   const out = {};
+  // Each path streams at c=16 until the CPU per completion of the processes it crosses stops falling
+  // (lib/load.mjs warmUntilSteady) before its first cell: the router and worker compile their LLM
+  // paths (OpenAI door, routing, detokenizing, SSE) for 7-10 s of such load. Measured cold, as the
+  // c=1 cells were behind a 500 ms warm-up, the router spent 6.6-8.9 ms of CPU per completion at c=1
+  // in three runs against 3.6-4.5 ms in two warmed ones.
+  if (steadyWarmup) {
+    for (const [name, port, processes] of [
+      ['direct', targets.direct.http, [pids.worker]],
+      ['router', targets.router.http, [pids.router, pids.worker]],
+      ['minimal LLM router', minimal.port, [minimal.pid, pids.worker]],
+    ]) {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
+      try {
+        const cpu = () => processes.reduce((sum, pid) => sum + (cpuUs(pid) ?? 0), 0);
+        const w = await warmUntilSteady(() => streamChat(port, agent), cpu, { concurrency: 16, windowMs: 1000, minMs: 3000, maxMs: 12_000 });
+        console.log(`  warm-up ${name} streams: ${(w.ms / 1000).toFixed(1)} s at c=16, CPU per completion per window (us, ${processes.length === 1 ? 'its process' : 'its processes together'}): ${w.cpuUsPerRequest.join(', ')}`);
+      } finally {
+        agent.destroy();
+      }
+    }
+  }
   for (const c of LLM_CONCURRENCY) {
     out[c] = {};
     for (const target of ['direct', 'router']) out[c][target] = await runStreams(targets[target].http, { concurrency: c, durationMs, warmupMs }, pids, kvBatches);
@@ -573,7 +594,7 @@ async function startMinimalLlmRouter(natsUrl, redisUrl, namespace, callHome) {
 
 export async function measureClusterHop({ quick = false, cpuProfDir, routerArgs = [] } = {}) {
   const tensorTiming = quick ? { durationMs: 700, warmupMs: 200 } : { durationMs: 2500, warmupMs: 400, jitWarmupMs: 3000, steadyWarmup: true };
-  const llmTiming = quick ? { durationMs: 1000, warmupMs: 250 } : { durationMs: 4000, warmupMs: 500 };
+  const llmTiming = quick ? { durationMs: 1000, warmupMs: 250 } : { durationMs: 4000, warmupMs: 500, steadyWarmup: true };
   const codec = measureWireCodec();
   console.log(`\nCluster hop: 1 worker + 1 router over private etcd, NATS (JetStream), Redis; direct to the worker vs through the router`);
   const t0 = Date.now();
