@@ -26,9 +26,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startWorkerProcess } from '@switchyard/testing';
-import { procMemory } from './lib/proc-memory.mjs';
+import { procCpuUs, procMemory } from './lib/proc-memory.mjs';
 import { buildMlpModel } from '@switchyard/onnx-builder';
-import { runLoad, sleep } from './lib/load.mjs';
+import { runLoad, sleep, warmUntilSteady } from './lib/load.mjs';
 import { measureSessionRun } from './lib/raw-ort.mjs';
 import { httpPost, inferBodies } from './lib/clients.mjs';
 
@@ -126,8 +126,14 @@ export async function measureBatching({ quick = false, bare = {} } = {}) {
   try {
     const port = worker.ports.http;
     const call = (model) => () => httpPost(port, `/v2/models/${model}/infer`, binary, headers, agent);
-    // Unrecorded warm-up of both models at c=16, so the first rows do not run on unoptimised code.
-    for (const model of ['mlp', 'mlp_batched']) await runLoad(call(model), { concurrency: 16, durationMs: Math.min(durationMs, 1500) });
+    // Unrecorded warm-up of each model at c=16, so the first rows do not run on unoptimised code:
+    // until the worker's CPU per request stops falling (lib/load.mjs warmUntilSteady), or a short fixed one with --quick.
+    const warmUp = async (label, send) => {
+      if (quick) return void (await runLoad(send, { concurrency: 16, durationMs: Math.min(durationMs, 1500) }));
+      const w = await warmUntilSteady(send, () => procCpuUs(worker.pid) ?? 0, { concurrency: 16, windowMs: 1000, minMs: 1500, maxMs: 12_000 });
+      console.log(`warm-up ${label}: ${(w.ms / 1000).toFixed(1)} s at c=16, CPU/req per window (us): ${w.cpuUsPerRequest.join(', ')}`);
+    };
+    for (const model of ['mlp', 'mlp_batched']) await warmUp(model, call(model));
     for (const c of CONCURRENCY) {
       results.off[c] = await runLoad(call('mlp'), { concurrency: c, durationMs });
       console.log(`off  c=${String(c).padEnd(3)} ${fmt(results.off[c])}`);
@@ -147,7 +153,7 @@ export async function measureBatching({ quick = false, bare = {} } = {}) {
     const wideHeaders = { ...headers, 'inference-header-content-length': String(wideBody.binaryHeaderLength) };
     const wideCall = (model) => () => httpPost(port, `/v2/models/${model}/infer`, wideBody.binary, wideHeaders, agent);
     results.wide = { width: WIDE, delayUs: WIDE_DELAY_US, off: {}, on: {}, formed: {}, delayed: {}, formedDelayed: {} };
-    for (const model of ['mlp_wide', 'mlp_wide_batched', 'mlp_wide_delayed']) await runLoad(wideCall(model), { concurrency: 16, durationMs: Math.min(durationMs, 1500) });
+    for (const model of ['mlp_wide', 'mlp_wide_batched', 'mlp_wide_delayed']) await warmUp(model, wideCall(model));
     for (const c of WIDE_CONCURRENCY) {
       results.wide.off[c] = await runLoad(wideCall('mlp_wide'), { concurrency: c, durationMs });
       console.log(`wide off c=${String(c).padEnd(3)} ${fmt(results.wide.off[c])}`);

@@ -61,7 +61,6 @@
 // --cpu-prof=DIR: the router's main thread is profiled (lib/cpu-profile.mjs, the format of `node
 // --cpu-prof`), its .cpuprofile written to DIR when it exits.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -70,6 +69,7 @@ import * as cluster from '@switchyard/cluster';
 import * as runtime from '@switchyard/runtime';
 import { runLoad, sleep, summarize, warmUntilSteady } from './lib/load.mjs';
 import { httpPost } from './lib/clients.mjs';
+import { procCpuUs } from './lib/proc-memory.mjs';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
 import { connect as connectNats } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
@@ -184,18 +184,6 @@ export function measureWireCodec() {
   return rows;
 }
 
-/** CPU time (user + system, all threads) a process has used so far, in µs; undefined off Linux. */
-function cpuUs(pid) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime are fields 14 and 15 of stat (1-based), 12 and 13 after the command
-    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
-  } catch {
-    return undefined;
-  }
-}
-const CLOCK_TICKS = 100;
 
 /** Runs `runLoad` over `call`, with the CPU µs per request each of `pids` spent meanwhile. */
 async function loadWithCpu(call, timing, pids) {
@@ -204,12 +192,12 @@ async function loadWithCpu(call, timing, pids) {
     calls++;
     return call();
   };
-  const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuUs(pid)]));
+  const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, procCpuUs(pid)]));
   const run = await runLoad(counted, timing);
   run.calls = calls;
   const cpu = {};
   for (const [k, pid] of Object.entries(pids)) {
-    const after = cpuUs(pid);
+    const after = procCpuUs(pid);
     cpu[k] = after === undefined || before[k] === undefined ? undefined : (after - before[k]) / calls;
   }
   return { ...run, cpuUsPerRequest: cpu };
@@ -360,7 +348,7 @@ async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warm
     // HTTP path read about 160 µs per request in its first seconds at c=16 and 115-130 after 6 s).
     const warmPath = async (name, call, processes) => {
       if (!steadyWarmup) return warm(call, jitWarmupMs);
-      const cpu = () => processes.reduce((sum, pid) => sum + (cpuUs(pid) ?? 0), 0);
+      const cpu = () => processes.reduce((sum, pid) => sum + (procCpuUs(pid) ?? 0), 0);
       const w = await warmUntilSteady(call, cpu, { concurrency: 16, windowMs: 1000, minMs: jitWarmupMs, maxMs: 12_000 });
       console.log(`  warm-up ${name}: ${(w.ms / 1000).toFixed(1)} s at c=16, CPU per request per window (us, ${processes.length === 1 ? 'its process' : 'its processes together'}): ${w.cpuUsPerRequest.join(', ')}`);
     };
@@ -556,7 +544,7 @@ async function measureLlm(targets, { durationMs, warmupMs, steadyWarmup = false 
     ]) {
       const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
       try {
-        const cpu = () => processes.reduce((sum, pid) => sum + (cpuUs(pid) ?? 0), 0);
+        const cpu = () => processes.reduce((sum, pid) => sum + (procCpuUs(pid) ?? 0), 0);
         const w = await warmUntilSteady(() => streamChat(port, agent), cpu, { concurrency: 16, windowMs: 1000, minMs: 3000, maxMs: 12_000 });
         console.log(`  warm-up ${name} streams: ${(w.ms / 1000).toFixed(1)} s at c=16, CPU per completion per window (us, ${processes.length === 1 ? 'its process' : 'its processes together'}): ${w.cpuUsPerRequest.join(', ')}`);
       } finally {
