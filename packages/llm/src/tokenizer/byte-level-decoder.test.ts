@@ -59,6 +59,30 @@ describe('ByteLevelDecoder: the text @huggingface/tokenizers decodes, exactly', 
       );
     });
 
+    it(`${name}: ASCII tokens after a cut UTF-8 character decode as the library decodes the whole run`, () => {
+      // the single-byte tokens (every byte-level vocabulary has the 256; a test tokenizer may lack some)
+      const idOfByte = new Map<number, number>();
+      for (const [ch, byte] of Object.entries(lib.decoder.byte_decoder)) {
+        const id = lib.model.vocab.indexOf(ch);
+        if (id >= 0) idOfByte.set(Number(byte), id);
+      }
+      const runs = [
+        [0xc3, 0x61], // a lead byte, then 'a'
+        [0xe2, 0x82, 0x61, 0xac], // two bytes of '€', 'a', its last byte
+        [0x61, 0xf0, 0x9f, 0x62, 0x98, 0x80, 0x63], // a four-byte character cut by 'b'
+        [0xc3, 0xa9, 0x61], // a whole 'é', then 'a'
+        [0x80, 0x61, 0xff], // stray continuation and invalid bytes around 'a'
+      ];
+      let checked = 0;
+      for (const bytes of runs) {
+        const ids = bytes.map((b) => idOfByte.get(b));
+        if (ids.some((id) => id === undefined)) continue;
+        for (const skip of [false, true]) expect(direct.decode(ids as number[], skip)).toBe(expected(ids as number[], skip));
+        checked++;
+      }
+      if (name !== 'tiny') expect(checked).toBe(runs.length);
+    });
+
     it(`${name}: the decoder renders every in-vocabulary id itself (no fallback) and matches`, () => {
       fc.assert(
         fc.property(fc.array(fc.oneof(fc.integer({ min: 0, max: vocabSize - 1 }), fc.constantFrom(...addedIds)), { minLength: 1, maxLength: 12 }), fc.boolean(), (ids, skip) => {

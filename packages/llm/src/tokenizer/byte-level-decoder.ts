@@ -49,6 +49,13 @@ export class ByteLevelDecoder {
    */
   private start = new Int32Array(0);
   private length = new Int32Array(0);
+  /**
+   * Each packed id's text when all its bytes are ASCII (most tokens of most text): such a token is
+   * appended as this string, with no bytes copied and no UTF-8 decode. Decoding a run of bytes in two
+   * parts, cut before an ASCII byte, gives what decoding it whole gives (an incomplete sequence ends
+   * at the ASCII byte either way, as one U+FFFD), so a pending run is decoded before it.
+   */
+  private asciiText: (string | undefined)[] = [];
   private arena = new Uint8Array(4096);
   private used = 0;
   private readonly utf8 = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true });
@@ -67,6 +74,7 @@ export class ByteLevelDecoder {
     if (this.start.length !== this.vocab.length) {
       this.start = new Int32Array(this.vocab.length).fill(UNKNOWN);
       this.length = new Int32Array(this.vocab.length);
+      this.asciiText = [];
     }
     let out = '';
     let run = 0; // bytes of the current run in `scratch`
@@ -84,6 +92,14 @@ export class ByteLevelDecoder {
       }
       const at = this.start[id] === UNKNOWN ? this.pack(id, token) : this.start[id]!;
       if (at === NOT_BYTES) return undefined;
+      const text = this.asciiText[id];
+      if (text !== undefined) {
+        if (inRun) out += this.utf8.decode(this.scratch.subarray(0, run));
+        out += text;
+        run = 0;
+        inRun = false;
+        continue;
+      }
       const n = this.length[id]!;
       if (run + n > this.scratch.length) {
         const grown = new Uint8Array(Math.max(2 * this.scratch.length, run + n));
@@ -118,6 +134,8 @@ export class ByteLevelDecoder {
     }
     this.start[id] = from;
     this.length[id] = this.used - from;
+    const bytes = this.arena.subarray(from, this.used);
+    if (bytes.every((b) => b < 0x80)) this.asciiText[id] = String.fromCharCode(...bytes);
     return from;
   }
 }
