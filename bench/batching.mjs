@@ -130,7 +130,7 @@ export async function measureBatching({ quick = false, bare = {} } = {}) {
     // until the worker's CPU per request stops falling (lib/load.mjs warmUntilSteady), or a short fixed one with --quick.
     const warmUp = async (label, send) => {
       if (quick) return void (await runLoad(send, { concurrency: 16, durationMs: Math.min(durationMs, 1500) }));
-      const w = await warmUntilSteady(send, () => procCpuUs(worker.pid) ?? 0, { concurrency: 16, windowMs: 1000, minMs: 1500, maxMs: 12_000 });
+      const w = await warmUntilSteady(send, () => procCpuUs(worker.pid) ?? 0, { concurrency: 16 });
       console.log(`warm-up ${label}: ${(w.ms / 1000).toFixed(1)} s at c=16, CPU/req per window (us): ${w.cpuUsPerRequest.join(', ')}`);
     };
     for (const model of ['mlp', 'mlp_batched']) await warmUp(model, call(model));

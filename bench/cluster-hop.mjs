@@ -67,7 +67,7 @@ import { fileURLToPath } from 'node:url';
 import { startEtcd, startNats, startRedis, startRouterProcess, startWorkerProcess } from '@switchyard/testing';
 import * as cluster from '@switchyard/cluster';
 import * as runtime from '@switchyard/runtime';
-import { runLoad, sleep, summarize, warmUntilSteady } from './lib/load.mjs';
+import { STEADY_MIN_MS, runLoad, sleep, summarize, warmUntilSteady } from './lib/load.mjs';
 import { httpPost } from './lib/clients.mjs';
 import { procCpuUs } from './lib/proc-memory.mjs';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
@@ -349,7 +349,7 @@ async function measureTensor(targets, { durationMs, warmupMs, jitWarmupMs = warm
     const warmPath = async (name, call, processes) => {
       if (!steadyWarmup) return warm(call, jitWarmupMs);
       const cpu = () => processes.reduce((sum, pid) => sum + (procCpuUs(pid) ?? 0), 0);
-      const w = await warmUntilSteady(call, cpu, { concurrency: 16, windowMs: 1000, minMs: jitWarmupMs, maxMs: 12_000 });
+      const w = await warmUntilSteady(call, cpu, { concurrency: 16, minMs: Math.max(jitWarmupMs, STEADY_MIN_MS) });
       console.log(`  warm-up ${name}: ${(w.ms / 1000).toFixed(1)} s at c=16, CPU per request per window (us, ${processes.length === 1 ? 'its process' : 'its processes together'}): ${w.cpuUsPerRequest.join(', ')}`);
     };
     for (const target of ['direct', 'router']) {
@@ -545,7 +545,7 @@ async function measureLlm(targets, { durationMs, warmupMs, steadyWarmup = false 
       const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
       try {
         const cpu = () => processes.reduce((sum, pid) => sum + (procCpuUs(pid) ?? 0), 0);
-        const w = await warmUntilSteady(() => streamChat(port, agent), cpu, { concurrency: 16, windowMs: 1000, minMs: 3000, maxMs: 12_000 });
+        const w = await warmUntilSteady(() => streamChat(port, agent), cpu, { concurrency: 16 });
         console.log(`  warm-up ${name} streams: ${(w.ms / 1000).toFixed(1)} s at c=16, CPU per completion per window (us, ${processes.length === 1 ? 'its process' : 'its processes together'}): ${w.cpuUsPerRequest.join(', ')}`);
       } finally {
         agent.destroy();

@@ -18,7 +18,7 @@ import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { encodeInferFrame, h2GrpcClient } from './lib/grpc-h2.mjs';
-import { sleep, warmUntilSteady } from './lib/load.mjs';
+import { STEADY_MIN_MS, sleep, warmUntilSteady } from './lib/load.mjs';
 
 const HERE = fileURLToPath(new URL('..', import.meta.url));
 const MODEL = 'mlp';
@@ -174,7 +174,7 @@ async function runTarget(label, start, opts, rows) {
       return (t.main + t.others) / 1000;
     };
     try {
-      const w = await warmUntilSteady(() => client.call('/inference.GRPCInferenceService/ModelInfer', frame), cpuUs, { concurrency: 16, windowMs: 1000, minMs: opts.warmupMs, maxMs: 12_000 });
+      const w = await warmUntilSteady(() => client.call('/inference.GRPCInferenceService/ModelInfer', frame), cpuUs, { concurrency: 16, minMs: Math.max(opts.warmupMs, STEADY_MIN_MS) });
       console.log(`${label.padEnd(28)} warm-up ${(w.ms / 1000).toFixed(1)} s at c=16, CPU/req per window (us): ${w.cpuUsPerRequest.join(', ')}`);
     } finally {
       client.close();

@@ -92,10 +92,8 @@ const ONLY = onlySections(process.argv.slice(2));
 const DURATION_MS = QUICK ? 800 : 2500;
 // Each door's unrecorded warm-up before its rows (served and bare alike).
 const WARMUP_MS = QUICK ? 500 : 1500;
-// ... or, where the server's process is known, until its CPU per request stops falling, in windows of
-// WARMUP_WINDOW_MS, for at most WARMUP_MAX_MS (lib/load.mjs warmUntilSteady).
-const WARMUP_WINDOW_MS = QUICK ? 500 : 1000;
-const WARMUP_MAX_MS = QUICK ? 2000 : 12_000;
+// ... or, where the server's process is known, until its CPU per request stops falling (lib/load.mjs
+// warmUntilSteady: 6-15 s; --quick: 0.5-2 s).
 const CONCURRENCY = [1, 16, 64];
 const MODEL = 'mlp';
 const MODEL_FILE = `${ROOT}examples/model_repository/${MODEL}/1/model.onnx`;
@@ -190,7 +188,7 @@ async function measureServer(label, ports, target, { pid, modes } = {}) {
       // rows measured on code half compiled.
       if (pid === undefined) await runLoad(call, { concurrency: 16, durationMs: WARMUP_MS });
       else {
-        const w = await warmUntilSteady(call, () => cpuTicks(pid).all * TICK_US, { concurrency: 16, windowMs: WARMUP_WINDOW_MS, minMs: WARMUP_MS, maxMs: WARMUP_MAX_MS });
+        const w = await warmUntilSteady(call, () => cpuTicks(pid).all * TICK_US, QUICK ? { concurrency: 16, windowMs: 500, minMs: WARMUP_MS, maxMs: 2000 } : { concurrency: 16 });
         (results.warmup[label.trim()] ??= {})[mode] = w;
         console.log(`${label} ${mode.padEnd(11)} warm-up ${(w.ms / 1000).toFixed(1)} s at c=16, CPU/req per window (us): ${w.cpuUsPerRequest.join(', ')}`);
       }

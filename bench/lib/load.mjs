@@ -48,6 +48,14 @@ export async function runLoad(call, { concurrency, durationMs, warmupMs = 300, k
 }
 
 /**
+ * The shortest and longest warm-ups of a full bench run. A path's CPU per request can stay flat for a
+ * few windows and then fall again (on Node 24 the served gRPC door read 293, 291 and 291 µs per request
+ * in its first three windows, then 129 in the row that followed), so no warm-up ends before 6 s.
+ */
+export const STEADY_MIN_MS = 6000;
+export const STEADY_MAX_MS = 15_000;
+
+/**
  * Closed-loop load at `concurrency` until the server's CPU per request stops falling: windows of
  * `windowMs` back to back, `cpuUs()` (the server process's CPU time, µs) read at each window's edge;
  * it ends once `minMs` have passed and neither of the last two windows' CPU per request fell below
@@ -56,7 +64,7 @@ export async function runLoad(call, { concurrency, durationMs, warmupMs = 300, k
  * worker's gRPC door went on compiling for about 8 s of load at c=16, and its CPU per request fell
  * from 164 to 103 µs meanwhile. Resolves with each window's CPU per request (µs) and the time taken.
  */
-export async function warmUntilSteady(call, cpuUs, { concurrency = 16, windowMs = 1000, minMs = windowMs, maxMs = 10 * windowMs, steady = 0.95 } = {}) {
+export async function warmUntilSteady(call, cpuUs, { concurrency = 16, windowMs = 1000, minMs = STEADY_MIN_MS, maxMs = STEADY_MAX_MS, steady = 0.95 } = {}) {
   let stop = false;
   let requests = 0;
   let errors = 0;
