@@ -62,7 +62,7 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { startWorkerProcess } from '@switchyard/testing';
 import { reusePortSupported } from '@switchyard/server';
-import { procMemory } from './lib/proc-memory.mjs';
+import { procCpuUs, procMemory } from './lib/proc-memory.mjs';
 import { runLoad, warmUntilSteady } from './lib/load.mjs';
 import { measureSessionRun } from './lib/raw-ort.mjs';
 import { httpPost, inferBodies } from './lib/clients.mjs';
@@ -188,7 +188,7 @@ async function measureServer(label, ports, target, { pid, modes } = {}) {
       // rows measured on code half compiled.
       if (pid === undefined) await runLoad(call, { concurrency: 16, durationMs: WARMUP_MS });
       else {
-        const w = await warmUntilSteady(call, () => cpuTicks(pid).all * TICK_US, QUICK ? { concurrency: 16, windowMs: 500, minMs: WARMUP_MS, maxMs: 2000 } : { concurrency: 16 });
+        const w = await warmUntilSteady(call, () => procCpuUs(pid) ?? 0, QUICK ? { concurrency: 16, windowMs: 500, minMs: WARMUP_MS, maxMs: 2000 } : { concurrency: 16 });
         (results.warmup[label.trim()] ??= {})[mode] = w;
         console.log(`${label} ${mode.padEnd(11)} warm-up ${(w.ms / 1000).toFixed(1)} s at c=16, CPU/req per window (us): ${w.cpuUsPerRequest.join(', ')}`);
       }
