@@ -39,7 +39,7 @@ import { metricsText, routingDecisions, total } from './lib/metrics.js';
 import { SLOW_MOCK_CONFIG, mockerText } from './lib/mock-llm.js';
 import { scriptedModelFiles } from './lib/scripted-llm.js';
 import { post } from './lib/tensors.js';
-import { freePort, startTcpProxy, type TcpProxy } from './lib/tcp-proxy.js';
+import { startTcpProxy, type TcpProxy } from './lib/tcp-proxy.js';
 import { sleep, waitFor } from './lib/wait-for.js';
 import { startCluster, type Cluster } from './support/cluster.js';
 
@@ -69,12 +69,13 @@ const renamedFiles = (from: string, to: string): Record<string, Uint8Array> =>
   Object.fromEntries(llmFixtureRepositoryFiles().filter((f) => f.path.startsWith(`${from}/`)).map((f) => [`${to}/${f.path.slice(from.length + 1)}`, f.build()]));
 
 beforeAll(async () => {
-  const transferPort = await freePort();
-  proxy = await startTcpProxy({ host: '127.0.0.1', port: transferPort });
+  // the prefill worker's KV transfer server binds a port of its own (0) and logs it; the proxy, whose
+  // port the worker advertises, is pointed at it then (a port picked here and bound later can be taken)
+  proxy = await startTcpProxy();
   const mismatchFiles = { ...renamedFiles('tiny_llm', 'mm_llm'), 'mm_llm/config.pbtxt': new TextEncoder().encode(renamedConfig('tiny_llm', 'mm_llm')) };
   cluster = await startCluster({
     workers: [
-      ['--role=prefill', `--kv-transfer-port=${transferPort}`, `--kv-transfer-address=127.0.0.1:${proxy.port}`, ...LOAD(...LLMS, 'mock_llm', 'mm_llm', TOOLS_MODEL)],
+      ['--role=prefill', `--kv-transfer-address=127.0.0.1:${proxy.port}`, ...LOAD(...LLMS, 'mock_llm', 'mm_llm', TOOLS_MODEL)],
       ['--role=decode', '--kv-transfer-address=127.0.0.1', ...LOAD(...LLMS, 'mock_llm', TOOLS_MODEL)],
     ],
     routerArgs: [`--disagg-min-remote-tokens=${MIN_REMOTE}`, '--stall-probe-ms=1000'],
@@ -87,6 +88,11 @@ beforeAll(async () => {
   prefill = cluster.workers.find((w) => roleOf(w) === 'prefill')!;
   decode = cluster.workers.find((w) => roleOf(w) === 'decode')!;
   expect([prefill, decode].every((w) => w !== undefined)).toBe(true);
+  let listening: unknown;
+  await waitFor(async () => typeof (listening = prefill.logs().find((l) => l.msg === 'KV transfer server listening')?.listening) === 'string', {
+    message: 'the prefill worker did not log its KV transfer server',
+  });
+  proxy.retarget({ host: '127.0.0.1', port: Number((listening as string).slice((listening as string).lastIndexOf(':') + 1)) });
   standalone = await startWorkerProcess({ modelRepositories: [cluster.repo.path], args: LOAD(...LLMS, TOOLS_MODEL) });
   openai = new OpenAI({ baseURL: `${cluster.router.httpUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
   reference = new OpenAI({ baseURL: `${standalone.httpUrl}/v1`, apiKey: 'unused', maxRetries: 0 });

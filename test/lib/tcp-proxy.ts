@@ -5,6 +5,9 @@
  * - `corrupt`: one byte of the server's answer, at `offset`, is flipped;
  * - `stall`: the server's answer is held back (never forwarded); when the server side closes, the
  *   client side is cut. `stalled` resolves once such a connection received its first server bytes.
+ * The target may be set after the proxy listens (`retarget`), so a process that binds port 0 and
+ * reports its port can sit behind a proxy whose port it was told at start; until then a connection
+ * is refused (closed at once).
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
 
@@ -14,12 +17,15 @@ export interface TcpProxy {
   readonly port: number;
   /** Connections accepted so far. */
   readonly connections: number;
+  /** Forward the connections accepted from now on to `target`. */
+  retarget(target: { host: string; port: number }): void;
   /** Apply `fault` to the next connection only. Resolves when that connection's fault took effect. */
   next(fault: ProxyFault): Promise<void>;
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+export async function startTcpProxy(initialTarget?: { host: string; port: number }): Promise<TcpProxy> {
+  let target = initialTarget;
   const sockets = new Set<Socket>();
   let connections = 0;
   let pending: { fault: ProxyFault; done: () => void } | undefined;
@@ -31,6 +37,10 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   const server: Server = createServer((client) => {
     connections++;
     track(client);
+    if (target === undefined) {
+      client.destroy();
+      return;
+    }
     const upstream = connect(target.port, target.host);
     track(upstream);
     const fault = pending;
@@ -68,6 +78,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     get connections() {
       return connections;
     },
+    retarget: (t) => {
+      target = t;
+    },
     next: (fault) => new Promise<void>((resolve) => (pending = { fault, done: resolve })),
     close: () =>
       new Promise<void>((resolve) => {
@@ -75,13 +88,4 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
         server.close(() => resolve());
       }),
   };
-}
-
-/** A port free on 127.0.0.1 now (listen on 0, close). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
