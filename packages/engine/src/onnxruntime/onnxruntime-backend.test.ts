@@ -10,7 +10,7 @@ import { normalizeRequest } from '../request-normalizer.js';
 import { buildIdentityModel, GraphBuilder, type ElemTypeName } from '@switchyard/onnx-builder';
 import { bytesTensor, createRepository, float32s, request, tensor, type RepositoryFixture } from '../test-support/repository-fixture.js';
 import { slowModel } from '../test-support/slow-model.js';
-import { InlineSession, PROBE_RUNS, type InlineLimits } from './inline-session.js';
+import { InlineSession, PROBE_RUNS, STALL_FACTOR, WINDOW, WINDOW_OVER, type InlineLimits } from './inline-session.js';
 import { SessionThread } from './session-thread.js';
 
 const DTYPES: [DataType, ElemTypeName, string, ArrayBufferView][] = [
@@ -688,7 +688,7 @@ describe('onnxruntime inline execution', () => {
 describe('inline gate', () => {
   const gate = () => new InlineSession('unused.onnx', {}, { maxModelBytes: 1, maxInputBytes: 64, maxRunNs: 100_000 });
 
-  it('opens only after enough thread-measured runs under half the bound, and counts only eligible executions', () => {
+  it('opens only after enough thread-measured runs, and counts only eligible executions', () => {
     const g = gate();
     for (let i = 0; i < PROBE_RUNS - 1; i++) g.noteThreadRun(20_000);
     expect(g.open).toBe(false);
@@ -699,8 +699,60 @@ describe('inline gate', () => {
     expect(g.eligible({ X: { type: 'string', dims: [1], data: new Uint8Array(64) } })).toBe(true);
     expect(g.eligible({ X: { type: 'string', dims: [1], data: new Uint8Array(65) } })).toBe(false);
     expect(g.admits(f32(1))).toBe(false);
-    const h = gate();
-    for (let i = 0; i < PROBE_RUNS * 2; i++) h.noteThreadRun(60_000);
-    expect(h.open).toBe(false); // under the bound, not under half of it
+  });
+
+  // The window's rules on a real main-thread session, fed run times: bound 100 us, so a thread run
+  // over 75 us and an inline run over 100 us count as over, and one inline run over 500 us closes.
+  const limits: InlineLimits = { maxModelBytes: 16 * 1024 * 1024, maxInputBytes: 4096, maxRunNs: 100_000 };
+  const opened = async (g: InlineSession): Promise<boolean> => {
+    await g.created();
+    return g.open;
+  };
+  /** `n` runs of which every `every`-th (from the first) took `slow` ns, the others 10 us. */
+  const runs = (note: (ns: number) => void, n: number, every: number, slow: number) => {
+    for (let i = 0; i < n; i++) note(i % every === 0 ? slow : 10_000);
+  };
+
+  it('opens once at most a quarter of the last 16 thread runs went over 3/4 of the bound: stretched runs do not hold it shut, slow ones do', async () => {
+    await withModel('mlp', mlpConfig('mlp'), mlpModel(), limits, async ({ model }) => {
+      const g = model.inline!;
+      // five of every sixteen at 80 us (over 3/4 of the bound, under the bound): stays closed however long
+      runs((ns) => g.noteThreadRun(ns), PROBE_RUNS * 8, PROBE_RUNS / (WINDOW_OVER + 1) | 0, 80_000);
+      expect(await opened(g)).toBe(false);
+      // then runs of 70 us with one stretched run (3 ms: a GC pause) in four: the window soon holds at most four over
+      runs((ns) => g.noteThreadRun(ns === 10_000 ? 70_000 : 3_000_000), PROBE_RUNS, 4, 0);
+      expect(await opened(g)).toBe(true);
+    });
+  });
+
+  it('stays open through stretched inline runs, closes when more than a quarter of the last 16 go over the bound or one stalls, and then counts afresh', async () => {
+    await withModel('mlp', mlpConfig('mlp'), mlpModel(), limits, async ({ model }) => {
+      const g = model.inline!;
+      const open = async () => {
+        runs((ns) => g.noteThreadRun(ns), PROBE_RUNS, 1, 10_000);
+        expect(await opened(g)).toBe(true);
+      };
+      await open();
+      // a run of 0.4 ms (over the bound, under the stall bound) in four, for a long time: at most four in any window of 16
+      runs((ns) => g.noteInlineRun(ns), WINDOW * 20, 4, 400_000);
+      expect(g.open).toBe(true);
+      // a fifth within the window closes
+      for (let i = 0; i < WINDOW && g.open; i++) g.noteInlineRun(i % 3 === 0 ? 400_000 : 10_000);
+      expect(g.open).toBe(false);
+      expect(g.counts.closed).toBe(1);
+      // closed, the thread's runs count afresh: fifteen tiny ones do not reopen it
+      runs((ns) => g.noteThreadRun(ns), PROBE_RUNS - 1, 1, 10_000);
+      expect(await opened(g)).toBe(false);
+      g.noteThreadRun(10_000);
+      expect(await opened(g)).toBe(true);
+      // one run over STALL_FACTOR times the bound closes at once
+      g.noteInlineRun(STALL_FACTOR * limits.maxRunNs + 1);
+      expect(g.open).toBe(false);
+      expect(g.counts.closed).toBe(2);
+      await open();
+      // and the inline window starts afresh too: four over the bound right after opening keep it open
+      runs((ns) => g.noteInlineRun(ns), WINDOW_OVER, 1, 400_000);
+      expect(g.open).toBe(true);
+    });
   });
 });
