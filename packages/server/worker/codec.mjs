@@ -74,7 +74,9 @@ function encode(msg) {
     labels: options.labels === undefined ? undefined : new Map(options.labels),
   });
   const transfer = new Set();
-  for (const chunk of encoded.chunks) transfer.add(chunk.buffer);
+  // Only buffers a chunk owns whole: a small header is a slice of this thread's Buffer pool, which a
+  // transfer would detach (every later small Buffer of the thread would throw); such a chunk is copied.
+  for (const chunk of encoded.chunks) if (chunk.byteOffset === 0 && chunk.byteLength === chunk.buffer.byteLength) transfer.add(chunk.buffer);
   return [{ id: msg.id, encoded }, transfer];
 }
 
