@@ -91,6 +91,18 @@ export function toWireTensor(datatype: DataType, shape: readonly number[], data:
 }
 
 /**
+ * A tensor over request bytes for a run on this thread (the inline session computes while the bytes
+ * are there; a session thread copies them into its slot, or before its message: `borrowed` of
+ * `SessionThread.runTimed`): no copy, unless the bytes are misaligned for their type (`typedView`
+ * then copies).
+ */
+export function borrowedWireTensor(datatype: DataType, shape: readonly number[], data: Uint8Array): WireTensor {
+  const type = ortTypeOf(datatype);
+  if (type === undefined) throw internal(`datatype ${datatype} is not supported by the onnxruntime backend`);
+  return { type, dims: [...shape], data: type === 'string' ? data : typedView(datatype, data) };
+}
+
+/**
  * The refusal of a request whose BYTES input for an ORT string tensor holds an element ORT cannot
  * carry unchanged (not valid UTF-8, or holding a NUL byte), or undefined when every element is
  * fine. `data` is the input's serialised BYTES.

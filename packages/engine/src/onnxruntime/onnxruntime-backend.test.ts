@@ -591,11 +591,34 @@ describe('onnxruntime inline execution', () => {
       await inline.created();
       expect(inline.open).toBe(true);
       const before = inline.counts.inlineRuns;
-      // 3 rows of 8 floats: 96 bytes, over the bound.
-      await instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [3, 8], rows(3, 0))]))]);
+      // 3 rows of 8 floats: 96 bytes, over the bound. They sit inside a larger buffer (as a request's
+      // bytes sit in its body): the thread gets a copy, and the request's buffer stays whole.
+      const body = new Uint8Array(4096);
+      body.set(new Uint8Array(rows(3, 0).buffer), 64);
+      const viewed = await instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [3, 8], body.subarray(64, 160))]))]);
       expect(inline.counts.inlineRuns).toBe(before);
-      await instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [1, 8], rows(1, 0))]))]);
+      expect(body.buffer.byteLength).toBe(4096);
+      expect(float32s(body.subarray(64, 160))).toEqual([...rows(3, 0)]);
+      const owned = await instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [3, 8], rows(3, 0))]))]);
+      const out = (o: typeof owned) => {
+        const r = o.results[0]!;
+        if ('error' in r) throw r.error;
+        return float32s(r.outputs[0]!.data);
+      };
+      expect(out(viewed)).toEqual(out(owned));
+      // inline, a view of a larger buffer is read in place (no copy made, none needed)
+      const small = new Uint8Array(4096);
+      small.set(new Uint8Array(rows(1, 0).buffer), 128);
+      const inlined = await instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [1, 8], small.subarray(128, 160))]))]);
       expect(inline.counts.inlineRuns).toBe(before + 1);
+      expect(small.buffer.byteLength).toBe(4096);
+      const r = inlined.results[0]!;
+      if ('error' in r) throw r.error;
+      const thread = await instance.execute([normalizeRequest(config, request('mlp', [tensor('X', 'FP32', [3, 8], rows(3, 0))]))]);
+      const t = thread.results[0]!;
+      if ('error' in t) throw t.error;
+      const first = float32s(r.outputs[0]!.data);
+      expect(first).toEqual(float32s(t.outputs[0]!.data).slice(0, first.length));
     });
   });
 

@@ -31,7 +31,7 @@ import type {
   InstanceSpec,
 } from '../backend.js';
 import { autoCompleteOnnxConfig, checkOnnxIo, type OnnxIo, type OnnxIoInfo } from './onnx-io-config.js';
-import { checkOrtStrings, concatBatch, configTypeOfOrt, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
+import { borrowedWireTensor, checkOrtStrings, concatBatch, configTypeOfOrt, fromWireTensor, splitBatch, toWireTensor } from './onnx-tensor-codec.js';
 import { batchInputTensor, compileRaggedLayout, raggedFeed, scatterOutput, type RaggedLayout } from './ragged-batch.js';
 import { SessionLoadError, SessionThread, type TimedRun, type WireTensor, type WireValueMetadata } from './session-thread.js';
 import { DEFAULT_INLINE_LIMITS, InlineSession, type InlineLimits } from './inline-session.js';
@@ -221,7 +221,10 @@ class OnnxRuntimeInstance implements BackendInstance {
     const computeStartNs = now();
     const batched = this.config.max_batch_size > 0;
     if (requests.length > 1 && !batched) throw internal(`batch of ${requests.length} requests for '${this.config.name}', which does not support batching`);
-    const feeds = this.buildFeeds(requests);
+    // A single request's feeds borrow its bytes: an inline run reads them in place, a run on the thread
+    // copies them into its slot (or, by message, into buffers of their own): no copy made here.
+    const borrowed: string[] = [];
+    const feeds = this.buildFeeds(requests, borrowed);
     // A request's outputs are already distinct (normalisation refuses repeats).
     const fetches = requests.length === 1 ? (requests[0] as NormalizedRequest).requestedOutputs : [...new Set(requests.flatMap((r) => r.requestedOutputs))];
     const inputNs = now() - computeStartNs;
@@ -235,7 +238,7 @@ class OnnxRuntimeInstance implements BackendInstance {
         const probe = inline !== undefined && !inline.open && inline.eligible(feeds);
         this.onThread++;
         try {
-          ran = await this.session.runTimed(feeds, fetches);
+          ran = await this.session.runTimed(feeds, fetches, borrowed);
         } finally {
           this.onThread--;
         }
@@ -286,7 +289,12 @@ class OnnxRuntimeInstance implements BackendInstance {
     return { results, timing };
   }
 
-  private buildFeeds(requests: readonly NormalizedRequest[]): Record<string, WireTensor> {
+  /**
+   * The session's feeds for `requests`: a single request's inputs as views of its bytes
+   * (`borrowedWireTensor`; their names are added to `borrowed`, for `SessionThread.runTimed`), the
+   * others (batches, ragged and batch inputs) in buffers made for the run.
+   */
+  private buildFeeds(requests: readonly NormalizedRequest[], borrowed: string[]): Record<string, WireTensor> {
     const feeds: Record<string, WireTensor> = {};
     const first = requests[0];
     if (first === undefined) return feeds;
@@ -303,7 +311,9 @@ class OnnxRuntimeInstance implements BackendInstance {
         continue;
       }
       if (requests.length === 1) {
-        feeds[input.name] = toWireTensor(input.datatype, input.shape, input.data);
+        const feed = borrowedWireTensor(input.datatype, input.shape, input.data);
+        feeds[input.name] = feed;
+        if (feed.data.buffer === input.data.buffer) borrowed.push(input.name);
         continue;
       }
       const parts = requests.map((r) => {

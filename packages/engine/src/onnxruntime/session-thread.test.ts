@@ -56,6 +56,30 @@ describe('SessionThread channel', () => {
     }
   });
 
+  it('copies borrowed feeds (views of a buffer the caller keeps) before a message transfers them, and not for a slot', async () => {
+    const thread = await SessionThread.create(floatModel, OPTIONS);
+    try {
+      // Each feed is a view inside a larger buffer, as a request's bytes sit in its body: the run in a
+      // slot (small) and the run by message (more than a slot) both answer, and the buffer stays whole.
+      for (const cols of [8, RING_SLOT_BYTES / 4]) {
+        const values = Float32Array.from({ length: cols }, (_, i) => i / 4);
+        const body = new ArrayBuffer(values.byteLength + 64);
+        new Float32Array(body, 32, cols).set(values);
+        const feed: WireTensor = { type: 'float32', dims: [1, cols], data: new Float32Array(body, 32, cols) };
+        const run = await thread.runTimed({ INPUT0: feed }, ['OUTPUT0'], ['INPUT0']);
+        expect(Array.from(run.outputs.OUTPUT0!.data as Float32Array)).toEqual(Array.from(values));
+        expect(body.byteLength, `${cols} columns`).toBe(values.byteLength + 64);
+        expect(Array.from(new Float32Array(body, 32, cols))).toEqual(Array.from(values));
+      }
+      // not borrowed: a message transfers the feed's buffer as it is
+      const own = floats(1, RING_SLOT_BYTES / 4, 7);
+      await thread.runTimed({ INPUT0: own }, ['OUTPUT0']);
+      expect(own.data.buffer.byteLength).toBe(0);
+    } finally {
+      await thread.release();
+    }
+  });
+
   it('keeps string tensors on messages and reports a failed run with onnxruntime message', async () => {
     const thread = await SessionThread.create(stringModel, OPTIONS);
     try {

@@ -7,8 +7,10 @@
  * `instance_group` would only take turns. One thread per instance keeps the event loop free
  * and lets instances compute in parallel, which is what `instance_group { count: N }` means.
  *
- * Ownership: tensors sent to `run` are transferred (their ArrayBuffers are detached), so
- * callers pass buffers made for this call (`toWireTensor` copies). Outputs arrive owned. Strings
+ * Ownership: a run written into a slot copies its feeds there; a run sent by message transfers
+ * them (their ArrayBuffers are detached). So callers pass buffers made for this call
+ * (`toWireTensor` copies), or name the feeds that are views of buffers they keep (`borrowed`: a
+ * request's bytes), which are copied only when their run goes by message. Outputs arrive owned. Strings
  * travel as BYTES bytes and are decoded / encoded on the thread (a 4 MB tensor of 800k strings
  * costs the event loop one buffer transfer, not 800k strings to build and clone).
  * One thread serves one instance. Runs are written into the slots of a channel shared with the
@@ -147,6 +149,8 @@ interface PendingRun {
   id: number;
   feeds: Record<string, WireTensor>;
   fetches: readonly string[];
+  /** Feeds whose buffers the caller keeps (copied before a message transfers them). */
+  borrowed?: readonly string[];
 }
 
 /** A session that failed to load: `message` is onnxruntime's own. */
@@ -178,6 +182,14 @@ export class SessionThread {
       else written.push(slot);
     }
     if (posted.length > 0) {
+      for (const run of posted) {
+        if (run.borrowed === undefined) continue;
+        for (const name of run.borrowed) {
+          const t = run.feeds[name]!;
+          run.feeds[name] = { type: t.type, dims: t.dims, data: t.data.slice() };
+        }
+        run.borrowed = undefined; // (not posted)
+      }
       // A buffer shared by two feeds is transferred once (a duplicate in the list would fail the post).
       const transfer = new Set<ArrayBuffer>();
       for (const run of posted) for (const name in run.feeds) transfer.add(run.feeds[name]!.data.buffer as ArrayBuffer);
@@ -270,15 +282,18 @@ export class SessionThread {
   /**
    * Run the session; resolves with the outputs and when the run happened on the thread. The feeds'
    * buffers are copied into a slot, or transferred with a message, when the tick's runs are sent
-   * (at the end of this tick): callers pass buffers of their own either way.
+   * (at the end of this tick): callers pass buffers of their own, except the feeds named in
+   * `borrowed` (views of buffers the caller keeps, valid until the end of this tick), which a message
+   * copies first.
    */
-  runTimed(feeds: Record<string, WireTensor>, fetches: readonly string[]): Promise<TimedRun> {
+  runTimed(feeds: Record<string, WireTensor>, fetches: readonly string[], borrowed?: readonly string[]): Promise<TimedRun> {
     if (this.exitError !== undefined) return Promise.reject(this.exitError);
     if (this.released !== undefined) return Promise.reject(new Error('session released'));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      if (this.outbox.push({ id, feeds, fetches }) === 1) queueMicrotask(this.flush);
+      const run: PendingRun = borrowed === undefined || borrowed.length === 0 ? { id, feeds, fetches } : { id, feeds, fetches, borrowed };
+      if (this.outbox.push(run) === 1) queueMicrotask(this.flush);
     });
   }
 
