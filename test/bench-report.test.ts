@@ -23,6 +23,7 @@ const worker = {
   served: { 'http-json': door(2), 'http-binary': door(3), grpc: door(1) },
   minimal: { 'http-json': door(3), 'http-binary': door(4), grpc: door(1.5) },
   goals: { 'served / bare throughput, HTTP JSON, c=16 (goal >= 0.6)': 0.5 },
+  goalRounds: { 'served / bare throughput, HTTP JSON, c=16 (goal >= 0.6)': [0.5, 0.45, 0.52] },
   floor: { 'served / minimal throughput, c=16 (JSON, binary, gRPC)': [0.667, 0.75, 0.667] },
   memory: { 'worker RSS at the end of the c=64 window, MiB (JSON, binary, gRPC)': [155.1, 158.3, 205.7], 'worker peak RSS (VmHWM) after the served rows, MiB': 221.9 },
   threadRatios: [
@@ -107,6 +108,9 @@ describe('bench report', () => {
     // the worker's floor: listed apart from its goals, arrays as comma-separated values
     expect(md).toContain('Not goals: the floor');
     expect(md).toContain('| served / minimal throughput, c=16 (JSON, binary, gRPC) | 0.667, 0.75, 0.667 |');
+    // each round of the goal cells, the goal lines being their medians
+    expect(md).toContain('Each round of the goal cells');
+    expect(md).toContain('| served / bare throughput, HTTP JSON, c=16 (goal >= 0.6) | 0.5, 0.45, 0.52 |');
     // the worker's RSS under the c=64 load (issue 15's rule): listed apart too
     expect(md).toContain("Memory: the worker's RSS under the c=64 load");
     expect(md).toContain('| worker RSS at the end of the c=64 window, MiB (JSON, binary, gRPC) | 155.1, 158.3, 205.7 |');
