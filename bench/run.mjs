@@ -59,7 +59,7 @@
 // the report and the results file name say which one.
 import { spawn } from 'node:child_process';
 import http from 'node:http';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { startWorkerProcess } from '@switchyard/testing';
@@ -223,12 +223,16 @@ async function measureServer(label, ports, target, { pid, modes } = {}) {
         if (before !== undefined && after !== undefined) {
           r.mainCpuUs = +(((after.main - before.main) * TICK_US) / r.requests).toFixed(1);
           r.cpuUs = +(((after.all - before.all) * TICK_US) / r.requests).toFixed(1);
+          r.otherThreadsCpuUs = otherThreadsCpuUs(before, after, r.requests);
         }
         if (memory !== undefined) r.rssMiB = memory.rssMiB;
         target[mode][concurrency] = r;
         const cpu = r.mainCpuUs === undefined ? '' : `   CPU/req main ${r.mainCpuUs.toFixed(0).padStart(4)} us, all ${r.cpuUs.toFixed(0).padStart(4)} us`;
+        // the other threads that took 10 µs per request or more (a session thread at c=1: runs that did not go inline)
+        const busy = Object.entries(r.otherThreadsCpuUs ?? {}).filter(([, us]) => us >= 10);
+        const others = busy.length === 0 ? '' : ` (${busy.map(([name, us]) => `${name} ${us.toFixed(0)}`).join(', ')})`;
         const rss = r.rssMiB === undefined ? '' : `   RSS ${r.rssMiB.toFixed(0).padStart(4)} MiB`;
-        console.log(`${label} ${mode.padEnd(11)} c=${String(concurrency).padEnd(3)}         ${fmt(r)}${cpu}${rss}`);
+        console.log(`${label} ${mode.padEnd(11)} c=${String(concurrency).padEnd(3)}         ${fmt(r)}${cpu}${others}${rss}`);
       }
     }
   } finally {
@@ -253,12 +257,38 @@ const TICK_US = 10_000;
 
 /** CPU ticks (user + system) of a process's main thread and of all its threads, from /proc. */
 function cpuTicks(pid) {
-  const ticks = (path) => {
-    const stat = readFileSync(path, 'utf8');
+  const ticks = (stat) => {
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return Number(fields[11]) + Number(fields[12]);
   };
-  return { main: ticks(`/proc/${pid}/task/${pid}/stat`), all: ticks(`/proc/${pid}/stat`) };
+  // the other threads by name (V8's GC and compiler threads, worker threads: a session thread, a front
+  // thread, libuv's pool), summed per name: a path that hops to a thread shows there
+  const others = {};
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    if (task === String(pid)) continue;
+    let stat;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${task}/stat`, 'utf8');
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    others[name] = (others[name] ?? 0) + ticks(stat);
+  }
+  return { main: ticks(readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')), all: ticks(readFileSync(`/proc/${pid}/stat`, 'utf8')), others };
+}
+
+/**
+ * CPU µs per request of each group of other threads (by name) between two `cpuTicks` readings; a
+ * thread that ended meanwhile is counted in neither. Only groups of at least 1 µs.
+ */
+function otherThreadsCpuUs(before, after, requests) {
+  const out = {};
+  for (const [name, t] of Object.entries(after.others)) {
+    const us = ((t - (before.others[name] ?? 0)) * TICK_US) / requests;
+    if (us >= 1) out[name] = +us.toFixed(1);
+  }
+  return out;
 }
 
 // --- bare servers ----------------------------------------------------------------------------
