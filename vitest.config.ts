@@ -14,7 +14,9 @@ const openaiAlias = nodeMajor >= 22 ? [{ find: /^openai(\/.*)?$/, replacement: '
 // - `unit`: every package's and app's own tests. They run in one process, without a fresh module
 //   graph per file (`isolate: false`): importing the workspace again for each of ~180 files cost
 //   about 2 of every 5 minutes they took. A unit test therefore restores whatever global it changes.
-// - `e2e`: the end-to-end suites under test/, one process per file.
+// - `e2e`: the end-to-end suites under test/, in one process too (`isolate: false`; a fresh module
+//   graph per file cost about 50 s of the ~10 minutes `npm test` takes). They drive servers in child
+//   processes; what a file starts in its own process it stops in afterAll.
 // - `waiting`: files that spend most of their time waiting on real servers going away and coming
 //   back, on leases, planner intervals and timeouts. They use little CPU, so they run beside `unit`
 //   and `e2e` (which run one after the other), one file at a time.
@@ -36,6 +38,14 @@ const WAITING = [
   'test/observability.test.ts',
   'packages/runtime/src/etcd-leader-election.test.ts',
   'packages/runtime/src/leader-election-contract.test.ts',
+  // unit tests that mostly wait on real servers and sockets (30-60 % of one core alone): NATS restarts
+  // and slow consumers, JetStream retention, Redis restarts, call-home heartbeats and idle timeouts,
+  // KV transfer stalls
+  'packages/runtime/src/nats-request-plane.test.ts',
+  'packages/runtime/src/jetstream-event-plane.test.ts',
+  'packages/runtime/src/redis-routing-table.test.ts',
+  'packages/runtime/src/call-home/call-home.test.ts',
+  'packages/runtime/src/kv-transfer/tcp-kv-transfer-plane.test.ts',
   // mostly waiting: on workers and a router starting under a pseudo-terminal, on span exports and
   // their timeouts to a collector that does not answer
   'test/terminal-output.test.ts',
@@ -55,7 +65,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     projects: [
       { extends: true, test: { name: 'unit', include: UNIT, exclude: elsewhere, isolate: false, maxWorkers: 1, sequence: { groupOrder: 0 } } },
-      { extends: true, test: { name: 'e2e', include: E2E, exclude: elsewhere, maxWorkers: 1, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'e2e', include: E2E, exclude: elsewhere, isolate: false, maxWorkers: 1, sequence: { groupOrder: 0 } } },
       { extends: true, test: { name: 'waiting', include: WAITING, maxWorkers: 1, sequence: { groupOrder: 0 } } },
       { extends: true, test: { name: 'alone', include: ALONE, maxWorkers: 1, sequence: { groupOrder: 1 } } },
     ],
