@@ -1,10 +1,9 @@
 import { describe, it, expect } from 'vitest';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import * as ort from 'onnxruntime-node';
 import { realVocabRepositoryFiles } from './real-vocab-models.js';
 import { exampleRepositoryFiles, fixtureRepositoryFiles, type GeneratedFile } from './repository-plan.js';
@@ -120,15 +119,14 @@ describe('scripts/generate-models.mjs', () => {
       .filter((p) => statSync(join(dir, p)).isFile())
       .sort();
 
-  // Four runs of the generator, the two full ones side by side (two processes, so the second core
-  // is used): 8-30 s on the 2-core CI machine (over the suite's 30 s default when the machine is
-  // busy); the timeout only guards against a hang.
-  it('writes the planned bytes, identically on every run; --if-absent only fills gaps', { timeout: 180_000 }, async () => {
+  // Four runs of the generator: 13-30 s on the 2-core CI machine (over the suite's 30 s default when
+  // the machine is busy); the timeout only guards against a hang.
+  it('writes the planned bytes, identically on every run; --if-absent only fills gaps', { timeout: 180_000 }, () => {
     const a = mkdtempSync(join(tmpdir(), 'gen-models-a-'));
     const b = mkdtempSync(join(tmpdir(), 'gen-models-b-'));
     try {
-      const run = promisify(execFile);
-      await Promise.all([a, b].map((root) => run(process.execPath, [script, '--root', root, '--quiet'])));
+      execFileSync(process.execPath, [script, '--root', a, '--quiet']);
+      execFileSync(process.execPath, [script, '--root', b, '--quiet']);
       const names = listFiles(a);
       expect(names).toEqual(listFiles(b));
       // real_vocab_repository's files are compared run against run only (building them here again would double the cost).
