@@ -33,11 +33,21 @@ async function runApp(command: 'worker' | 'router', args: string[], { pty, env =
     ? spawn('script', ['-qfec', [process.execPath, ...argv].map(quote).join(' '), '/dev/null'], { cwd: repoRoot(), env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
     : spawn(process.execPath, argv, { cwd: repoRoot(), env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
+  let err = '';
+  let exit: string | undefined;
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-  child.stderr!.resume();
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  // under `script`, the app's stderr comes through the terminal too: this is `script`'s own
+  child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  const exited = new Promise<void>((resolve) =>
+    child.on('exit', (code, signal) => {
+      exit = `exited (${signal ?? code})`;
+      resolve();
+    }),
+  );
   try {
-    await waitFor(async () => until(out), { timeoutMs: 30_000, message: `output not seen in time:\n${out}` });
+    // a child that exits early fails at once, with what it said
+    await waitFor(async () => until(out) || exit !== undefined, { timeoutMs: 30_000, message: 'output not seen in time' }).catch(() => {});
+    if (!until(out)) throw new Error(`output not seen ${exit ?? 'in time'}:\n${out}\nstderr:\n${err}`);
   } finally {
     // `script` ends its child with it
     child.kill('SIGTERM');
