@@ -59,12 +59,13 @@
 // the report and the results file name say which one.
 import { spawn } from 'node:child_process';
 import http from 'node:http';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { startWorkerProcess } from '@switchyard/testing';
 import { reusePortSupported } from '@switchyard/server';
 import { procCpuUs, procMemory } from './lib/proc-memory.mjs';
+import { readOrtRuns } from './lib/ort-runs.mjs';
 import { runLoad, warmUntilSteady } from './lib/load.mjs';
 import { measureSessionRun } from './lib/raw-ort.mjs';
 import { httpPost, inferBodies } from './lib/clients.mjs';
@@ -88,6 +89,17 @@ import { measurePlanner } from './planner.mjs';
 import { writeReport } from './report.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * The environment of a server whose main thread's ONNX Runtime runs are timed (lib/ort-runs.mjs,
+ * preloaded): the minimal servers and the worker. `ortFile` is where it writes its counters.
+ */
+function ortTimed(name) {
+  const ortFile = `${tmpdir()}/switchyard-bench-ort-${process.pid}-${name}`;
+  rmSync(ortFile, { force: true });
+  const env = { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${ROOT}bench/lib/ort-runs.mjs`, BENCH_ORT_RUN_FILE: ortFile };
+  return { env, ortFile };
+}
 const QUICK = process.argv.includes('--quick');
 const SECTIONS = ['worker', 'batching', 'embeddings', 'llm', 'guided', 'routing', 'disagg', 'planner', 'cluster', 'kv-transfer'];
 const ONLY = onlySections(process.argv.slice(2));
@@ -196,7 +208,7 @@ function callers(ports) {
  * Each door at each concurrency. `pid` (a worker process): each row also records the CPU that
  * process spent per request, its main thread's (`mainCpuUs`) and all its threads' (`cpuUs`), from /proc.
  */
-async function measureServer(label, ports, target, { pid, modes } = {}) {
+async function measureServer(label, ports, target, { pid, modes, ortFile } = {}) {
   const c = callers(ports);
   try {
     for (const [mode, call] of Object.entries(c.modes)) {
@@ -217,8 +229,12 @@ async function measureServer(label, ports, target, { pid, modes } = {}) {
         let before;
         let after;
         let memory;
-        // at the window's end: the CPU it took, and the process's RSS under that load
-        const onWindow = pid === undefined ? undefined : (at) => (at === 'start' ? (before = cpuTicks(pid)) : ((after = cpuTicks(pid)), (memory = procMemory(pid))));
+        let ortBefore;
+        let ortAfter;
+        // at the window's end: the CPU it took, and the process's RSS under that load; with `ortFile`,
+        // the model's own runs on its main thread (counters written every 20 ms: read a little stale)
+        const ort = (at) => (ortFile === undefined ? undefined : at === 'start' ? (ortBefore = readOrtRuns(ortFile)) : (ortAfter = readOrtRuns(ortFile)));
+        const onWindow = pid === undefined ? undefined : (at) => (ort(at), at === 'start' ? (before = cpuTicks(pid)) : ((after = cpuTicks(pid)), (memory = procMemory(pid))));
         const r = await runLoad(call, { concurrency, durationMs: DURATION_MS, onWindow });
         if (before !== undefined && after !== undefined) {
           r.mainCpuUs = +(((after.main - before.main) * TICK_US) / r.requests).toFixed(1);
@@ -226,13 +242,19 @@ async function measureServer(label, ports, target, { pid, modes } = {}) {
           r.otherThreadsCpuUs = otherThreadsCpuUs(before, after, r.requests);
         }
         if (memory !== undefined) r.rssMiB = memory.rssMiB;
+        if (ortBefore !== undefined && ortAfter !== undefined && ortAfter.runs > ortBefore.runs) {
+          r.ortRuns = ortAfter.runs - ortBefore.runs;
+          r.ortRunUs = +((ortAfter.us - ortBefore.us) / r.ortRuns).toFixed(1);
+        }
         target[mode][concurrency] = r;
         const cpu = r.mainCpuUs === undefined ? '' : `   CPU/req main ${r.mainCpuUs.toFixed(0).padStart(4)} us, all ${r.cpuUs.toFixed(0).padStart(4)} us`;
         // the other threads that took 10 µs per request or more (a session thread at c=1: runs that did not go inline)
         const busy = Object.entries(r.otherThreadsCpuUs ?? {}).filter(([, us]) => us >= 10);
         const others = busy.length === 0 ? '' : ` (${busy.map(([name, us]) => `${name} ${us.toFixed(0)}`).join(', ')})`;
         const rss = r.rssMiB === undefined ? '' : `   RSS ${r.rssMiB.toFixed(0).padStart(4)} MiB`;
-        console.log(`${label} ${mode.padEnd(11)} c=${String(concurrency).padEnd(3)}         ${fmt(r)}${cpu}${others}${rss}`);
+        // the model's own run: the same native code in every server, so it shows this machine's speed in that window
+        const model = r.ortRunUs === undefined ? '' : `   ORT run ${r.ortRunUs.toFixed(0)} us${r.ortRuns < r.requests * 0.9 ? ` (${Math.round((100 * r.ortRuns) / r.requests)} % of runs on the main thread)` : ''}`;
+        console.log(`${label} ${mode.padEnd(11)} c=${String(concurrency).padEnd(3)}         ${fmt(r)}${cpu}${others}${rss}${model}`);
       }
     }
   } finally {
@@ -334,19 +356,27 @@ async function checkSameBytes(workerPort, minimalPort) {
 }
 
 async function measureMinimal(worker) {
-  const child = spawn(process.execPath, [`${ROOT}bench/lib/minimal-servers.mjs`, MODEL_FILE, MODEL, 'INPUT0', 'OUTPUT0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const { env, ortFile } = ortTimed('minimal');
+  const child = spawn(process.execPath, [`${ROOT}bench/lib/minimal-servers.mjs`, MODEL_FILE, MODEL, 'INPUT0', 'OUTPUT0'], { stdio: ['ignore', 'pipe', 'inherit'], env });
   const ports = await new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`minimal-servers exited with code ${code}`)));
     child.stdout.once('data', (d) => resolve(JSON.parse(d.toString())));
   });
   try {
     await checkSameBytes(worker.ports.http, ports.http);
-    await measureServer('minimal', ports, results.minimal, { modes: UNARY_DOORS, pid: child.pid });
+    await measureServer('minimal', ports, results.minimal, { modes: UNARY_DOORS, pid: child.pid, ortFile });
   } catch (e) {
     child.kill('SIGTERM');
+    rmSync(ortFile, { force: true });
     throw e;
   }
-  return { ports, stop: () => child.kill('SIGTERM') };
+  return {
+    ports,
+    stop: () => {
+      child.kill('SIGTERM');
+      rmSync(ortFile, { force: true });
+    },
+  };
 }
 
 /**
@@ -520,19 +550,21 @@ await section('worker', async () => {
   // first, in process, before this process has driven any load (its garbage doubled some rows' times).
   results.jsonCodec = measureJsonCodec({ quick: QUICK });
   await measureRaw();
-  const worker = await startWorkerProcess({ modelRepositories: ['examples/model_repository'], args: ['--model-control-mode=explicit', `--load-model=${MODEL}`, '--log-verbose=0'] });
+  const served = ortTimed('served');
+  const worker = await startWorkerProcess({ modelRepositories: ['examples/model_repository'], args: ['--model-control-mode=explicit', `--load-model=${MODEL}`, '--log-verbose=0'], env: served.env });
   const children = [];
   try {
     const bare = await measureBare(worker);
     children.push(bare);
     const minimal = await measureMinimal(worker);
     children.push(minimal);
-    await measureServer('served', worker.ports, results.served, { pid: worker.pid });
+    await measureServer('served', worker.ports, results.served, { pid: worker.pid, ortFile: served.ortFile });
     results.servedPeakMiB = procMemory(worker.pid)?.peakMiB;
     if (ROUNDS > 1) await measureGoalRounds({ bare: bare.ports, minimal: minimal.ports, served: worker.ports });
   } finally {
     for (const c of children) c.stop();
     await worker.stop();
+    rmSync(served.ortFile, { force: true });
   }
   await measureThreads();
   ratios();
