@@ -89,17 +89,6 @@ import { measurePlanner } from './planner.mjs';
 import { writeReport } from './report.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-
-/**
- * The environment of a server whose main thread's ONNX Runtime runs are timed (lib/ort-runs.mjs,
- * preloaded): the minimal servers and the worker. `ortFile` is where it writes its counters.
- */
-function ortTimed(name) {
-  const ortFile = `${tmpdir()}/switchyard-bench-ort-${process.pid}-${name}`;
-  rmSync(ortFile, { force: true });
-  const env = { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${ROOT}bench/lib/ort-runs.mjs`, BENCH_ORT_RUN_FILE: ortFile };
-  return { env, ortFile };
-}
 const QUICK = process.argv.includes('--quick');
 const SECTIONS = ['worker', 'batching', 'embeddings', 'llm', 'guided', 'routing', 'disagg', 'planner', 'cluster', 'kv-transfer'];
 const ONLY = onlySections(process.argv.slice(2));
@@ -233,8 +222,20 @@ async function measureServer(label, ports, target, { pid, modes, ortFile } = {})
         let ortAfter;
         // at the window's end: the CPU it took, and the process's RSS under that load; with `ortFile`,
         // the model's own runs on its main thread (counters written every 20 ms: read a little stale)
-        const ort = (at) => (ortFile === undefined ? undefined : at === 'start' ? (ortBefore = readOrtRuns(ortFile)) : (ortAfter = readOrtRuns(ortFile)));
-        const onWindow = pid === undefined ? undefined : (at) => (ort(at), at === 'start' ? (before = cpuTicks(pid)) : ((after = cpuTicks(pid)), (memory = procMemory(pid))));
+        const onWindow =
+          pid === undefined
+            ? undefined
+            : (at) => {
+                const ort = ortFile === undefined ? undefined : readOrtRuns(ortFile);
+                if (at === 'start') {
+                  before = cpuTicks(pid);
+                  ortBefore = ort;
+                } else {
+                  after = cpuTicks(pid);
+                  memory = procMemory(pid);
+                  ortAfter = ort;
+                }
+              };
         const r = await runLoad(call, { concurrency, durationMs: DURATION_MS, onWindow });
         if (before !== undefined && after !== undefined) {
           r.mainCpuUs = +(((after.main - before.main) * TICK_US) / r.requests).toFixed(1);
@@ -276,6 +277,19 @@ function cpuRatio(a, b) {
 
 /** Microseconds per clock tick of /proc's CPU times (USER_HZ, 100 on Linux). */
 const TICK_US = 10_000;
+
+/**
+ * The environment of a server whose main thread's ONNX Runtime runs are timed (lib/ort-runs.mjs,
+ * preloaded): the minimal servers and the worker. `ortFile` is where it writes its counters, `remove()`
+ * deletes them once the server has stopped.
+ */
+function ortTimed(name) {
+  const ortFile = `${tmpdir()}/switchyard-bench-ort-${process.pid}-${name}`;
+  const remove = () => rmSync(ortFile, { force: true });
+  remove();
+  const env = { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${ROOT}bench/lib/ort-runs.mjs`, BENCH_ORT_RUN_FILE: ortFile };
+  return { env, ortFile, remove };
+}
 
 /** CPU ticks (user + system) of a process's main thread and of all its threads, from /proc. */
 function cpuTicks(pid) {
@@ -356,7 +370,7 @@ async function checkSameBytes(workerPort, minimalPort) {
 }
 
 async function measureMinimal(worker) {
-  const { env, ortFile } = ortTimed('minimal');
+  const { env, ortFile, remove } = ortTimed('minimal');
   const child = spawn(process.execPath, [`${ROOT}bench/lib/minimal-servers.mjs`, MODEL_FILE, MODEL, 'INPUT0', 'OUTPUT0'], { stdio: ['ignore', 'pipe', 'inherit'], env });
   const ports = await new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`minimal-servers exited with code ${code}`)));
@@ -367,14 +381,14 @@ async function measureMinimal(worker) {
     await measureServer('minimal', ports, results.minimal, { modes: UNARY_DOORS, pid: child.pid, ortFile });
   } catch (e) {
     child.kill('SIGTERM');
-    rmSync(ortFile, { force: true });
+    remove();
     throw e;
   }
   return {
     ports,
     stop: () => {
       child.kill('SIGTERM');
-      rmSync(ortFile, { force: true });
+      remove();
     },
   };
 }
@@ -564,7 +578,7 @@ await section('worker', async () => {
   } finally {
     for (const c of children) c.stop();
     await worker.stop();
-    rmSync(served.ortFile, { force: true });
+    served.remove();
   }
   await measureThreads();
   ratios();

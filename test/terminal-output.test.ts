@@ -46,7 +46,7 @@ async function runApp(command: 'worker' | 'router', args: string[], { pty, env =
   );
   try {
     // a child that exits early fails at once, with what it said
-    await waitFor(async () => until(out) || exit !== undefined, { timeoutMs: 30_000, message: 'output not seen in time' }).catch(() => {});
+    await waitFor(async () => until(out) || exit !== undefined, { timeoutMs: 30_000 }).catch(() => undefined);
     if (!until(out)) throw new Error(`output not seen ${exit ?? 'in time'}:\n${out}\nstderr:\n${err}`);
   } finally {
     // `script` ends its child with it
